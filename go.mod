@@ -1,0 +1,3 @@
+module github.com/honeai/hone
+
+go 1.26
