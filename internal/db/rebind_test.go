@@ -4,12 +4,12 @@ import "testing"
 
 func TestRebindDollar(t *testing.T) {
 	cases := map[string]string{
-		"SELECT 1":                             "SELECT 1",
-		"a = ? AND b = ?":                      "a = $1 AND b = $2",
-		"x = '?' AND y = ?":                    "x = '?' AND y = $1",
+		"SELECT 1":                              "SELECT 1",
+		"a = ? AND b = ?":                       "a = $1 AND b = $2",
+		"x = '?' AND y = ?":                     "x = '?' AND y = $1",
 		`"we?rd" = ? -- what?` + "\n" + "AND ?": `"we?rd" = $1 -- what?` + "\n" + "AND $2",
-		"s = 'it''s ?' AND t = ?":              "s = 'it''s ?' AND t = $1",
-		"unterminated '?":                      "unterminated '?",
+		"s = 'it''s ?' AND t = ?":               "s = 'it''s ?' AND t = $1",
+		"unterminated '?":                       "unterminated '?",
 	}
 	for in, want := range cases {
 		if got := rebindDollar(in); got != want {
