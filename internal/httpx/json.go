@@ -1,0 +1,231 @@
+package httpx
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/honeai/hone/internal/apierror"
+)
+
+// DecodeOptions tunes DecodeJSON.
+type DecodeOptions struct {
+	// Strict rejects unknown top-level fields with a 400 naming them (Weave's strict request
+	// models). Nested objects stay lenient. OpenAI-compatible routes leave it false and
+	// ignore unknown fields, as vLLM does.
+	Strict bool
+	// AllowEmpty accepts an empty body as `{}`.
+	AllowEmpty bool
+}
+
+// ReadBody reads the whole request body, turning an over-limit body into a 413.
+func ReadBody(r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, tooLarge(mbe.Limit)
+		}
+		return nil, apierror.BadRequest("", "Could not read the request body: %v", err)
+	}
+	return body, nil
+}
+
+// CheckJSONContentType accepts application/json, application/*+json and a missing Content-Type;
+// anything else is vLLM's 400.
+func CheckJSONContentType(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && (mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))) {
+		return nil
+	}
+	return apierror.BadRequest("", "Unsupported Media Type: Only 'application/json' is allowed")
+}
+
+// DecodeJSON reads r's body into v. Malformed JSON, a wrong type (the message and param name
+// the field by its dotted path), unknown top-level fields under Strict and an empty body are
+// 400s; a body over the limit is a 413.
+func DecodeJSON(r *http.Request, v any, opts DecodeOptions) error {
+	if err := CheckJSONContentType(r); err != nil {
+		return err
+	}
+	body, err := ReadBody(r)
+	if err != nil {
+		return err
+	}
+	return Unmarshal(body, v, opts)
+}
+
+// Unmarshal is DecodeJSON on bytes already read.
+func Unmarshal(body []byte, v any, opts DecodeOptions) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		if !opts.AllowEmpty {
+			return apierror.BadRequest("", "Request body is required: send a JSON object")
+		}
+		body = []byte("{}")
+	}
+	if opts.Strict {
+		if err := checkKnownFields(body, v); err != nil {
+			return err
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return JSONError(err)
+	}
+	if dec.More() {
+		return apierror.BadRequest("", "Malformed JSON body: unexpected data after the top-level value")
+	}
+	return nil
+}
+
+// JSONError turns an encoding/json error into a 400 naming the field.
+func JSONError(err error) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return apierror.BadRequest("", "Malformed JSON body: %s (at byte %d)", se.Error(), se.Offset)
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return apierror.BadRequest("", "Malformed JSON body: unexpected end of input")
+	case errors.As(err, &te):
+		if te.Field == "" {
+			return apierror.BadRequest("", "Request body must be a JSON %s, got %s", jsonKind(te.Type), te.Value)
+		}
+		return apierror.BadRequest(te.Field, "Invalid type for `%s`: expected %s, got %s", te.Field, jsonKind(te.Type), te.Value)
+	}
+	var ae *apierror.Error
+	if errors.As(err, &ae) {
+		return ae
+	}
+	// Errors from custom UnmarshalJSON methods (already worded for clients) and others.
+	return apierror.BadRequest("", "Invalid request body: %s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "integer"
+	case reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.String:
+		return "string"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	case reflect.Map, reflect.Struct:
+		return "object"
+	}
+	return t.String()
+}
+
+var fieldCache sync.Map // reflect.Type -> map[string]bool
+
+// jsonFields returns the JSON names of t's fields (nil when t is not a struct).
+func jsonFields(t reflect.Type) map[string]bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	if m, ok := fieldCache.Load(t); ok {
+		return m.(map[string]bool)
+	}
+	m := map[string]bool{}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			tag := f.Tag.Get("json")
+			if tag == "-" {
+				continue
+			}
+			name, _, _ := strings.Cut(tag, ",")
+			if f.Anonymous && name == "" {
+				ft := f.Type
+				for ft.Kind() == reflect.Pointer {
+					ft = ft.Elem()
+				}
+				if ft.Kind() == reflect.Struct {
+					walk(ft)
+					continue
+				}
+			}
+			if !f.IsExported() {
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			m[name] = true
+		}
+	}
+	walk(t)
+	fieldCache.Store(t, m)
+	return m
+}
+
+func checkKnownFields(body []byte, v any) error {
+	known := jsonFields(reflect.TypeOf(v))
+	if known == nil {
+		return nil
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		return JSONError(err)
+	}
+	var unknown []string
+	for k := range top {
+		if !known[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	sort.Strings(unknown)
+	return apierror.BadRequest(unknown[0], "Unknown field(s) in request body: %s", strings.Join(quoteAll(unknown), ", "))
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = fmt.Sprintf("`%s`", s)
+	}
+	return out
+}
+
+// WriteJSON writes v as JSON with status. HTML characters are not escaped.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		apierror.WriteError(w, apierror.Internal())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
