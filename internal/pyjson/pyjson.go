@@ -1,0 +1,702 @@
+// Package pyjson parses JSON into an order-preserving tree and writes it back the way Python
+// writes it: `Dumps` produces exactly the text of Python's `json.dumps(json.loads(text))` with
+// the default arguments (separators ", " and ": ", ensure_ascii, keys in arrival order, floats
+// printed with Python's repr, integers of any size). Weave digests are SHA-256 of that text, so
+// byte-exactness matters.
+//
+// Strings are kept as WTF-8: a lone UTF-16 surrogate escaped in the input (`"\ud800"`) survives
+// the round trip, as it does in Python. Duplicate keys keep the first key's position and the
+// last value, as a Python dict does.
+package pyjson
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Kind is the JSON type of a Value.
+type Kind uint8
+
+// Kinds of values.
+const (
+	Null Kind = iota
+	Bool
+	Int   // an integer literal (no fraction, no exponent): Python int
+	Float // a number with a fraction or an exponent: Python float
+	String
+	Array
+	Object
+)
+
+// Value is a parsed JSON value.
+type Value struct {
+	Kind Kind
+	// Str is the string (WTF-8) for String, and the literal text for Int and Float.
+	Str  string
+	Bool bool
+	Arr  []Value
+	Obj  []Member
+}
+
+// Member is one key of an object.
+type Member struct {
+	Key string
+	Val Value
+}
+
+// MaxDepth is the deepest nesting Parse accepts.
+const MaxDepth = 256
+
+// ErrTooDeep is returned for values nested deeper than MaxDepth.
+var ErrTooDeep = fmt.Errorf("value nested deeper than %d levels", MaxDepth)
+
+// SyntaxError is a parse error at a byte offset.
+type SyntaxError struct {
+	Offset int
+	Msg    string
+}
+
+func (e *SyntaxError) Error() string { return fmt.Sprintf("%s at byte %d", e.Msg, e.Offset) }
+
+type parser struct {
+	s   []byte
+	i   int
+	buf []byte
+}
+
+// Parse parses one JSON value (RFC 8259; surrounding whitespace allowed).
+func Parse(data []byte) (Value, error) {
+	p := &parser{s: data}
+	p.ws()
+	v, err := p.value(0)
+	if err != nil {
+		return Value{}, err
+	}
+	p.ws()
+	if p.i != len(p.s) {
+		return Value{}, p.err("unexpected data after the value")
+	}
+	return v, nil
+}
+
+func (p *parser) err(msg string) error { return &SyntaxError{Offset: p.i, Msg: msg} }
+
+func (p *parser) ws() {
+	for p.i < len(p.s) {
+		switch p.s[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *parser) lit(word string, v Value) (Value, error) {
+	if len(p.s)-p.i >= len(word) && string(p.s[p.i:p.i+len(word)]) == word {
+		p.i += len(word)
+		return v, nil
+	}
+	return Value{}, p.err("invalid literal")
+}
+
+func (p *parser) value(depth int) (Value, error) {
+	if depth > MaxDepth {
+		return Value{}, ErrTooDeep
+	}
+	if p.i >= len(p.s) {
+		return Value{}, p.err("unexpected end of input")
+	}
+	switch c := p.s[p.i]; {
+	case c == '{':
+		return p.object(depth)
+	case c == '[':
+		return p.array(depth)
+	case c == '"':
+		s, err := p.str()
+		return Value{Kind: String, Str: s}, err
+	case c == 't':
+		return p.lit("true", Value{Kind: Bool, Bool: true})
+	case c == 'f':
+		return p.lit("false", Value{Kind: Bool})
+	case c == 'n':
+		return p.lit("null", Value{Kind: Null})
+	case c == '-' || (c >= '0' && c <= '9'):
+		return p.number()
+	}
+	return Value{}, p.err("invalid character")
+}
+
+func (p *parser) object(depth int) (Value, error) {
+	p.i++ // {
+	v := Value{Kind: Object}
+	p.ws()
+	if p.i < len(p.s) && p.s[p.i] == '}' {
+		p.i++
+		return v, nil
+	}
+	var index map[string]int // built only for objects with many keys
+	for {
+		p.ws()
+		if p.i >= len(p.s) || p.s[p.i] != '"' {
+			return Value{}, p.err("expected a string key")
+		}
+		k, err := p.str()
+		if err != nil {
+			return Value{}, err
+		}
+		p.ws()
+		if p.i >= len(p.s) || p.s[p.i] != ':' {
+			return Value{}, p.err("expected ':'")
+		}
+		p.i++
+		p.ws()
+		val, err := p.value(depth + 1)
+		if err != nil {
+			return Value{}, err
+		}
+		// A repeated key keeps its first position and takes the new value (Python dict).
+		dup := -1
+		if index != nil {
+			if j, ok := index[k]; ok {
+				dup = j
+			}
+		} else {
+			for j := range v.Obj {
+				if v.Obj[j].Key == k {
+					dup = j
+					break
+				}
+			}
+		}
+		if dup >= 0 {
+			v.Obj[dup].Val = val
+		} else {
+			v.Obj = append(v.Obj, Member{Key: k, Val: val})
+			if index == nil && len(v.Obj) > 16 {
+				index = make(map[string]int, len(v.Obj)*2)
+				for j, m := range v.Obj {
+					index[m.Key] = j
+				}
+			} else if index != nil {
+				index[k] = len(v.Obj) - 1
+			}
+		}
+		p.ws()
+		if p.i >= len(p.s) {
+			return Value{}, p.err("unexpected end of input in object")
+		}
+		if p.s[p.i] == ',' {
+			p.i++
+			continue
+		}
+		if p.s[p.i] == '}' {
+			p.i++
+			return v, nil
+		}
+		return Value{}, p.err("expected ',' or '}'")
+	}
+}
+
+func (p *parser) array(depth int) (Value, error) {
+	p.i++ // [
+	v := Value{Kind: Array, Arr: []Value{}}
+	p.ws()
+	if p.i < len(p.s) && p.s[p.i] == ']' {
+		p.i++
+		return v, nil
+	}
+	for {
+		p.ws()
+		el, err := p.value(depth + 1)
+		if err != nil {
+			return Value{}, err
+		}
+		v.Arr = append(v.Arr, el)
+		p.ws()
+		if p.i >= len(p.s) {
+			return Value{}, p.err("unexpected end of input in array")
+		}
+		if p.s[p.i] == ',' {
+			p.i++
+			continue
+		}
+		if p.s[p.i] == ']' {
+			p.i++
+			return v, nil
+		}
+		return Value{}, p.err("expected ',' or ']'")
+	}
+}
+
+func (p *parser) number() (Value, error) {
+	start := p.i
+	isFloat := false
+	if p.s[p.i] == '-' {
+		p.i++
+	}
+	digits := func() int {
+		n := 0
+		for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
+			p.i++
+			n++
+		}
+		return n
+	}
+	if p.i < len(p.s) && p.s[p.i] == '0' {
+		p.i++
+	} else if digits() == 0 {
+		return Value{}, p.err("invalid number")
+	}
+	if p.i < len(p.s) && p.s[p.i] == '.' {
+		isFloat = true
+		p.i++
+		if digits() == 0 {
+			return Value{}, p.err("invalid number: digits expected after '.'")
+		}
+	}
+	if p.i < len(p.s) && (p.s[p.i] == 'e' || p.s[p.i] == 'E') {
+		isFloat = true
+		p.i++
+		if p.i < len(p.s) && (p.s[p.i] == '+' || p.s[p.i] == '-') {
+			p.i++
+		}
+		if digits() == 0 {
+			return Value{}, p.err("invalid number: digits expected in exponent")
+		}
+	}
+	k := Int
+	if isFloat {
+		k = Float
+	}
+	return Value{Kind: k, Str: string(p.s[start:p.i])}, nil
+}
+
+func hexVal(c byte) rune {
+	switch {
+	case c >= '0' && c <= '9':
+		return rune(c - '0')
+	case c >= 'a' && c <= 'f':
+		return rune(c-'a') + 10
+	case c >= 'A' && c <= 'F':
+		return rune(c-'A') + 10
+	}
+	return -1
+}
+
+func (p *parser) hex4() (rune, error) {
+	if len(p.s)-p.i < 4 {
+		return 0, p.err("truncated \\u escape")
+	}
+	var r rune
+	for k := 0; k < 4; k++ {
+		h := hexVal(p.s[p.i+k])
+		if h < 0 {
+			return 0, p.err("invalid \\u escape")
+		}
+		r = r<<4 | h
+	}
+	p.i += 4
+	return r, nil
+}
+
+// appendWTF8 appends r, encoding lone surrogates as 3-byte sequences (WTF-8).
+func appendWTF8(b []byte, r rune) []byte {
+	if r >= 0xD800 && r <= 0xDFFF {
+		return append(b, byte(0xE0|r>>12), byte(0x80|(r>>6)&0x3F), byte(0x80|r&0x3F))
+	}
+	return utf8.AppendRune(b, r)
+}
+
+func (p *parser) str() (string, error) {
+	p.i++ // opening quote
+	start := p.i
+	// Fast path: no escapes, valid UTF-8, no control characters.
+	for p.i < len(p.s) {
+		c := p.s[p.i]
+		if c == '"' {
+			s := p.s[start:p.i]
+			p.i++
+			if utf8.Valid(s) {
+				return string(s), nil
+			}
+			p.i = start
+			break
+		}
+		if c == '\\' || c < 0x20 {
+			p.i = start
+			break
+		}
+		p.i++
+	}
+	if p.i != start || p.i >= len(p.s) {
+		return "", p.err("unterminated string")
+	}
+	b := p.buf[:0]
+	for {
+		if p.i >= len(p.s) {
+			return "", p.err("unterminated string")
+		}
+		c := p.s[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			p.buf = b
+			return string(b), nil
+		case c < 0x20:
+			return "", p.err("control character in string")
+		case c == '\\':
+			p.i++
+			if p.i >= len(p.s) {
+				return "", p.err("unterminated escape")
+			}
+			e := p.s[p.i]
+			p.i++
+			switch e {
+			case '"', '\\', '/':
+				b = append(b, e)
+			case 'b':
+				b = append(b, '\b')
+			case 'f':
+				b = append(b, '\f')
+			case 'n':
+				b = append(b, '\n')
+			case 'r':
+				b = append(b, '\r')
+			case 't':
+				b = append(b, '\t')
+			case 'u':
+				r, err := p.hex4()
+				if err != nil {
+					return "", err
+				}
+				if utf16.IsSurrogate(r) && r < 0xDC00 && len(p.s)-p.i >= 6 && p.s[p.i] == '\\' && p.s[p.i+1] == 'u' {
+					save := p.i
+					p.i += 2
+					r2, err := p.hex4()
+					if err == nil && r2 >= 0xDC00 && r2 <= 0xDFFF {
+						b = utf8.AppendRune(b, utf16.DecodeRune(r, r2))
+						continue
+					}
+					p.i = save
+				}
+				b = appendWTF8(b, r)
+			default:
+				return "", p.err("invalid escape")
+			}
+		case c < utf8.RuneSelf:
+			b = append(b, c)
+			p.i++
+		default:
+			r, size := utf8.DecodeRune(p.s[p.i:])
+			if r == utf8.RuneError && size == 1 {
+				return "", p.err("invalid UTF-8 in string")
+			}
+			b = append(b, p.s[p.i:p.i+size]...)
+			p.i += size
+		}
+	}
+}
+
+// Dumps returns Python's json.dumps text of v (default arguments).
+func Dumps(v Value) []byte { return AppendDumps(nil, v) }
+
+// AppendDumps appends Dumps(v) to b.
+func AppendDumps(b []byte, v Value) []byte {
+	switch v.Kind {
+	case Null:
+		return append(b, "null"...)
+	case Bool:
+		if v.Bool {
+			return append(b, "true"...)
+		}
+		return append(b, "false"...)
+	case Int:
+		return appendPyInt(b, v.Str)
+	case Float:
+		f, err := strconv.ParseFloat(v.Str, 64)
+		if err != nil && !errors.Is(err, strconv.ErrRange) {
+			return append(b, "NaN"...)
+		}
+		return AppendFloatRepr(b, f)
+	case String:
+		return AppendPyString(b, v.Str)
+	case Array:
+		b = append(b, '[')
+		for i, el := range v.Arr {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = AppendDumps(b, el)
+		}
+		return append(b, ']')
+	case Object:
+		b = append(b, '{')
+		for i, m := range v.Obj {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = AppendPyString(b, m.Key)
+			b = append(b, ": "...)
+			b = AppendDumps(b, m.Val)
+		}
+		return append(b, '}')
+	}
+	return b
+}
+
+// appendPyInt writes an integer literal as Python's int() then str() would: "-0" is "0".
+func appendPyInt(b []byte, lit string) []byte {
+	neg := strings.HasPrefix(lit, "-")
+	digits := strings.TrimPrefix(lit, "-")
+	if strings.Trim(digits, "0") == "" {
+		return append(b, '0')
+	}
+	if neg {
+		b = append(b, '-')
+	}
+	return append(b, digits...)
+}
+
+// AppendFloatRepr appends Python's repr of f as json.dumps prints it (Infinity, -Infinity, NaN
+// for the non-finite values).
+func AppendFloatRepr(b []byte, f float64) []byte {
+	switch {
+	case f != f:
+		return append(b, "NaN"...)
+	case f > 1.7976931348623157e308:
+		return append(b, "Infinity"...)
+	case f < -1.7976931348623157e308:
+		return append(b, "-Infinity"...)
+	}
+	// Shortest round-trip digits and decimal exponent, then Python's layout: positional
+	// notation when -4 <= exp < 16, scientific otherwise.
+	sci := strconv.AppendFloat(nil, f, 'e', -1, 64) // like -1.2345e+06
+	neg := sci[0] == '-'
+	if neg {
+		sci = sci[1:]
+	}
+	ePos := 0
+	for sci[ePos] != 'e' {
+		ePos++
+	}
+	mant := sci[:ePos]
+	exp, _ := strconv.Atoi(string(sci[ePos+1:]))
+	digits := make([]byte, 0, len(mant))
+	for _, c := range mant {
+		if c != '.' {
+			digits = append(digits, c)
+		}
+	}
+	if neg {
+		b = append(b, '-')
+	}
+	if exp >= -4 && exp < 16 {
+		if exp < 0 {
+			b = append(b, "0."...)
+			for i := 0; i < -exp-1; i++ {
+				b = append(b, '0')
+			}
+			return append(b, digits...)
+		}
+		intLen := exp + 1
+		if len(digits) <= intLen {
+			b = append(b, digits...)
+			for i := len(digits); i < intLen; i++ {
+				b = append(b, '0')
+			}
+			return append(b, ".0"...)
+		}
+		b = append(b, digits[:intLen]...)
+		b = append(b, '.')
+		return append(b, digits[intLen:]...)
+	}
+	b = append(b, digits[0])
+	if len(digits) > 1 {
+		b = append(b, '.')
+		b = append(b, digits[1:]...)
+	}
+	b = append(b, 'e')
+	if exp < 0 {
+		b = append(b, '-')
+		exp = -exp
+	} else {
+		b = append(b, '+')
+	}
+	if exp < 10 {
+		b = append(b, '0')
+	}
+	return strconv.AppendInt(b, int64(exp), 10)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// AppendPyString appends s as json.dumps writes a str with ensure_ascii: `"` and `\` escaped,
+// \n \r \t \b \f, every other character outside ' '..'~' as \uXXXX (surrogate pairs above U+FFFF).
+func AppendPyString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"':
+				b = append(b, '\\', '"')
+			case c == '\\':
+				b = append(b, '\\', '\\')
+			case c == '\n':
+				b = append(b, '\\', 'n')
+			case c == '\r':
+				b = append(b, '\\', 'r')
+			case c == '\t':
+				b = append(b, '\\', 't')
+			case c == '\b':
+				b = append(b, '\\', 'b')
+			case c == '\f':
+				b = append(b, '\\', 'f')
+			case c < 0x20 || c == 0x7f:
+				b = appendU(b, rune(c))
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, size := decodeWTF8(s[i:])
+		i += size
+		if r > 0xFFFF {
+			r1, r2 := utf16.EncodeRune(r)
+			b = appendU(b, r1)
+			b = appendU(b, r2)
+		} else {
+			b = appendU(b, r)
+		}
+	}
+	return append(b, '"')
+}
+
+func appendU(b []byte, r rune) []byte {
+	return append(b, '\\', 'u', hexDigits[r>>12&0xF], hexDigits[r>>8&0xF], hexDigits[r>>4&0xF], hexDigits[r&0xF])
+}
+
+// decodeWTF8 decodes one rune, accepting encoded surrogates; invalid bytes decode as U+FFFD.
+func decodeWTF8(s string) (rune, int) {
+	if len(s) >= 3 && s[0] == 0xED && s[1] >= 0xA0 && s[1] <= 0xBF && s[2]&0xC0 == 0x80 {
+		return rune(s[0]&0x0F)<<12 | rune(s[1]&0x3F)<<6 | rune(s[2]&0x3F), 3
+	}
+	return utf8.DecodeRuneInString(s)
+}
+
+// AppendCompact appends v as compact standard JSON (no spaces, UTF-8 kept, number literals as
+// received). Lone surrogates are written as \uXXXX escapes so the text stays valid JSON.
+func AppendCompact(b []byte, v Value) []byte {
+	switch v.Kind {
+	case Null:
+		return append(b, "null"...)
+	case Bool:
+		if v.Bool {
+			return append(b, "true"...)
+		}
+		return append(b, "false"...)
+	case Int, Float:
+		return append(b, v.Str...)
+	case String:
+		return appendJSONString(b, v.Str)
+	case Array:
+		b = append(b, '[')
+		for i, el := range v.Arr {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = AppendCompact(b, el)
+		}
+		return append(b, ']')
+	case Object:
+		b = append(b, '{')
+		for i, m := range v.Obj {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, m.Key)
+			b = append(b, ':')
+			b = AppendCompact(b, m.Val)
+		}
+		return append(b, '}')
+	}
+	return b
+}
+
+// Compact returns AppendCompact(nil, v).
+func Compact(v Value) []byte { return AppendCompact(nil, v) }
+
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"':
+				b = append(b, '\\', '"')
+			case c == '\\':
+				b = append(b, '\\', '\\')
+			case c == '\n':
+				b = append(b, '\\', 'n')
+			case c == '\r':
+				b = append(b, '\\', 'r')
+			case c == '\t':
+				b = append(b, '\\', 't')
+			case c < 0x20:
+				b = appendU(b, rune(c))
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, size := decodeWTF8(s[i:])
+		if r >= 0xD800 && r <= 0xDFFF {
+			b = appendU(b, r)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
+}
+
+// Get returns the member key of an object value.
+func (v Value) Get(key string) (Value, bool) {
+	if v.Kind != Object {
+		return Value{}, false
+	}
+	for _, m := range v.Obj {
+		if m.Key == key {
+			return m.Val, true
+		}
+	}
+	return Value{}, false
+}
+
+// Path follows keys through nested objects.
+func (v Value) Path(keys ...string) (Value, bool) {
+	cur := v
+	for _, k := range keys {
+		next, ok := cur.Get(k)
+		if !ok {
+			return Value{}, false
+		}
+		cur = next
+	}
+	return cur, true
+}
+
+// String returns the string of a String value ("" otherwise).
+func (v Value) String() string {
+	if v.Kind == String {
+		return v.Str
+	}
+	return ""
+}
