@@ -1,0 +1,95 @@
+package gemm
+
+import (
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+)
+
+// elemKind is the element type of a B operand.
+type elemKind uint8
+
+const (
+	kindF32 elemKind = iota
+	kindBF16
+	kindF16
+)
+
+func (k elemKind) size() uintptr {
+	if k == kindF32 {
+		return 4
+	}
+	return 2
+}
+
+// panelW is the width of every packed B panel (in columns), whatever the implementation:
+// packed data stays valid when the implementation changes. Micro-kernels narrower than
+// panelW walk a panel in sub-panels of nr columns with row stride panelW.
+const panelW = 32
+
+// dotNW is the number of B rows (outputs per x row) one dot-kernel call produces.
+const dotNW = 4
+
+// microFn computes C[0:mr, 0:nr] += Ap·B where Ap is a packed mr×kc block of A
+// (element (i,p) at a[p*mr+i]) and B is kc×nr with element (p,j) at b[p*ldb+j]
+// (ldb in elements). The element type of b depends on the function (f32, bf16 or f16).
+type microFn func(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+// dotFn computes out[i*ldo+j] = Σ_p x[i*ldx+p]·w[j*ldw+p] for i < mx and j < dotNW,
+// with 1 <= mx <= dotMR. The element type of w depends on the function.
+type dotFn func(k, mx int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int)
+
+// packTFn packs 32 rows of a row-major matrix (n×k, elements (j,p) at src[j*lds+p]) for
+// p in [0,kc) into dst[p*panelW+j]: the transposing B pack of y = x·Wᵀ. The element type
+// of src depends on the function; dst is f32.
+type packTFn func(kc int, src unsafe.Pointer, lds int, dst *float32)
+
+// impl is one implementation of the kernels.
+type impl struct {
+	name  string
+	mr    int // rows of the micro tile
+	nr    int // columns of the micro tile: panelW or panelW/2
+	dotMR int // most x rows one dot-kernel call handles
+	micro [3]microFn
+	dot   [3]dotFn
+	packT [3]packTFn // nil: use the generic loop
+}
+
+var (
+	impls   []*impl // best first; generic is always last
+	current atomic.Pointer[impl]
+)
+
+func register(im *impl) {
+	impls = append(impls, im)
+}
+
+func init() {
+	registerNative() // architecture-specific implementations, best first
+	register(genericImpl)
+	current.Store(impls[0])
+}
+
+// Impl returns the name of the implementation in use: "avx512", "avx2" or "generic".
+func Impl() string { return current.Load().name }
+
+// Impls returns the names of the implementations this CPU and build support, best first.
+func Impls() []string {
+	names := make([]string, len(impls))
+	for i, im := range impls {
+		names[i] = im.name
+	}
+	return names
+}
+
+// SetImpl selects an implementation by name (one of Impls()), for tests and benchmarks.
+// It must not be called while other goroutines multiply.
+func SetImpl(name string) error {
+	for _, im := range impls {
+		if im.name == name {
+			current.Store(im)
+			return nil
+		}
+	}
+	return fmt.Errorf("gemm: implementation %q not available here (have %v)", name, Impls())
+}

@@ -1,0 +1,159 @@
+package gemm
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// PackedB is a B operand (k×n after op) packed once into the layout the micro-kernels read,
+// for weights used by many products. f32 operands stay f32 and bf16/f16 operands stay
+// 16-bit (widened inside the kernels), so a packed operand takes the same memory as the
+// original (plus padding of n to a multiple of 32). A PackedB is immutable and may be used
+// by any number of goroutines at once; it does not reference the slice it was packed from.
+type PackedB struct {
+	n, k int
+	kind elemKind
+	f32  []float32 // kindF32
+	u16  []uint16  // kindBF16, kindF16
+}
+
+// N returns the number of columns of op(B) (output features).
+func (pb *PackedB) N() int { return pb.n }
+
+// K returns the number of rows of op(B) (input features).
+func (pb *PackedB) K() int { return pb.k }
+
+// Half returns the 16-bit format of the packed data, or 0 for f32.
+func (pb *PackedB) Half() Half {
+	switch pb.kind {
+	case kindBF16:
+		return BF16
+	case kindF16:
+		return F16
+	}
+	return 0
+}
+
+// PackB packs op(B) (k×n; B stored n×k when transB, the HF weight layout for y = x·Wᵀ) for
+// GemmPacked.
+func PackB(transB bool, n, k int, b []float32, ldb int) *PackedB {
+	checkPackArgs("PackB", transB, n, k, len(b), ldb)
+	pb := &PackedB{n: n, k: k, kind: kindF32}
+	pb.f32 = make([]float32, packedLen(n, k))
+	packWhole(pb, transB, func(dst, src int) { pb.f32[dst] = b[src] }, ldb)
+	return pb
+}
+
+// PackHalfB is PackB for a B stored as bf16 or f16 bit patterns; the packed operand stays in
+// that format.
+func PackHalfB(h Half, transB bool, n, k int, b []uint16, ldb int) *PackedB {
+	kind := halfKind(h, "PackHalfB")
+	checkPackArgs("PackHalfB", transB, n, k, len(b), ldb)
+	pb := &PackedB{n: n, k: k, kind: kind}
+	pb.u16 = make([]uint16, packedLen(n, k))
+	packWhole(pb, transB, func(dst, src int) { pb.u16[dst] = b[src] }, ldb)
+	return pb
+}
+
+func checkPackArgs(fn string, transB bool, n, k, lenB, ldb int) {
+	if n < 0 {
+		panic(fmt.Sprintf("gemm.%s: n = %d < 0", fn, n))
+	}
+	if k < 0 {
+		panic(fmt.Sprintf("gemm.%s: k = %d < 0", fn, k))
+	}
+	rows, cols := k, n
+	if transB {
+		rows, cols = n, k
+	}
+	checkMatrix(fn, "b", "ldb", rows, cols, lenB, ldb)
+}
+
+func packedLen(n, k int) int {
+	return (n + panelW - 1) / panelW * panelW * k
+}
+
+// packWhole fills pb panel by panel: element (p,j) of op(B) goes to panel j/panelW at
+// p*panelW + j%panelW; set(dst, src) copies source element src to packed index dst.
+func packWhole(pb *PackedB, transB bool, set func(dst, src int), ldb int) {
+	n, k := pb.n, pb.k
+	for j := 0; j < n; j++ {
+		base := j/panelW*panelW*k + j%panelW
+		for p := 0; p < k; p++ {
+			src := p*ldb + j
+			if transB {
+				src = j*ldb + p
+			}
+			set(base+p*panelW, src)
+		}
+	}
+}
+
+// GemmPacked computes C = alpha*op(A)*B + beta*C with B prepacked by PackB or PackHalfB:
+// op(A) is m×pb.K(), C is m×pb.N() with leading dimension ldc.
+func GemmPacked(transA bool, m int, alpha float32, a []float32, lda int, pb *PackedB,
+	beta float32, c []float32, ldc int) {
+	if pb == nil {
+		panic("gemm.GemmPacked: pb is nil")
+	}
+	checkArgs("GemmPacked", transA, false, m, pb.n, pb.k, len(a), lda, pb.k*max(pb.n, 1), max(pb.n, 1), len(c), ldc)
+	run(&problem{
+		transA: transA, m: m, n: pb.n, k: pb.k,
+		alpha: alpha, a: a, lda: lda,
+		bKind: pb.kind, packed: pb,
+		beta: beta, c: c, ldc: ldc,
+	})
+}
+
+// runPacked multiplies by a prepacked B: no B packing at all; tasks split the rows when
+// there are many and the columns otherwise.
+func runPacked(im *impl, p *problem, nt int) {
+	pb := p.packed
+	m, n, k := p.m, p.n, p.k
+	mr := im.mr
+	mc := max(mcBlock/mr, 1) * mr
+	kc0 := min(kcBlock, k)
+	panels := (n + panelW - 1) / panelW
+	tm := nt
+	for tm > 1 && m < tm*mr*2 {
+		tm--
+	}
+	tn := min(max(nt/tm, 1), panels)
+	var base unsafe.Pointer
+	if pb.kind == kindF32 {
+		base = unsafe.Pointer(&pb.f32[0])
+	} else {
+		base = unsafe.Pointer(&pb.u16[0])
+	}
+	esz := pb.kind.size()
+	ncPanels := max(ncBlock/panelW, 1)
+	parallel(tm*tn, nt, func(t int) {
+		i0, i1 := split(m, tm, t/tn, mr)
+		q0, q1 := split(panels, tn, t%tn, 1)
+		if i0 >= i1 || q0 >= q1 {
+			return
+		}
+		scaleC(p, i0, i1, q0*panelW, min(q1*panelW, n))
+		abuf := bufPool.Get().(*floatBuf)
+		defer bufPool.Put(abuf)
+		ap := abuf.aligned(min(mc, i1-i0+mr) * kc0)
+		for qc := q0; qc < q1; qc += ncPanels {
+			qe := min(qc+ncPanels, q1)
+			j0, j1 := qc*panelW, min(qe*panelW, n)
+			for pc := 0; pc < k; pc += kc0 {
+				kc := min(kc0, k-pc)
+				src := &bSource{
+					kind:        pb.kind,
+					base:        unsafe.Add(base, uintptr(qc*k*panelW+pc*panelW)*esz),
+					panelStride: k * panelW,
+					ldb:         panelW,
+				}
+				for ic := i0; ic < i1; ic += mc {
+					mcc := min(mc, i1-ic)
+					packA(ap, p, ic, mcc, pc, kc, mr)
+					macro(im, mcc, j1-j0, kc, ap, src, p.c[ic*p.ldc+j0:], p.ldc)
+				}
+			}
+		}
+	})
+}
