@@ -62,9 +62,18 @@ type App struct {
 	// Stdout is where messages for the user go (the first-start key, the listen address).
 	Stdout io.Writer
 
+	ctx        context.Context
 	mu         sync.Mutex
 	services   map[string]any
 	onShutdown []func(context.Context) error
+}
+
+// Context is the server's lifetime context (cancelled when shutdown starts).
+func (a *App) Context() context.Context {
+	if a.ctx == nil {
+		return context.Background()
+	}
+	return a.ctx
 }
 
 // Provide shares a service with areas wired after this one.
@@ -315,7 +324,7 @@ func serve(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout io.
 	if err != nil {
 		return err
 	}
-	app := &App{Config: cfg, DB: store, DataDir: cfg.DataDir, Logger: logger, Keys: keys, Checks: health.NewChecks(), Stdout: stdout}
+	app := &App{ctx: ctx, Config: cfg, DB: store, DataDir: cfg.DataDir, Logger: logger, Keys: keys, Checks: health.NewChecks(), Stdout: stdout}
 	defer func() {
 		if err := store.Close(); err != nil {
 			logger.Error("closing the store", "err", err)

@@ -104,6 +104,13 @@ func splitStatements(s string) []string {
 			for i < len(s) && s[i] != '\n' {
 				i++
 			}
+		case c == '$' && i+1 < len(s) && s[i+1] == '$':
+			// A dollar-quoted body (PostgreSQL functions) runs to the next $$.
+			if j := strings.Index(s[i+2:], "$$"); j >= 0 {
+				i += j + 3
+			} else {
+				i = len(s)
+			}
 		case c == ';':
 			if stmt := strings.TrimSpace(s[start:i]); stmt != "" {
 				out = append(out, stmt)

@@ -1,6 +1,9 @@
 package db
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestRebindDollar(t *testing.T) {
 	cases := map[string]string{
@@ -19,6 +22,10 @@ func TestRebindDollar(t *testing.T) {
 }
 
 func TestSplitStatements(t *testing.T) {
+	fn := splitStatements("CREATE FUNCTION f() RETURNS int AS $$ BEGIN RETURN 1; END $$ LANGUAGE plpgsql; SELECT 1")
+	if len(fn) != 2 || !strings.HasSuffix(fn[0], "plpgsql") {
+		t.Fatalf("dollar quoting: %q", fn)
+	}
 	got := splitStatements("CREATE TABLE a (x TEXT DEFAULT ';');\n-- c; d\nCREATE TABLE b (y INT);;")
 	if len(got) != 2 || got[0] != "CREATE TABLE a (x TEXT DEFAULT ';')" {
 		t.Fatalf("%q", got)

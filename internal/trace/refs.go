@@ -1,0 +1,105 @@
+package trace
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// Ref is a parsed Weave ref URI:
+//
+//	weave:///<entity>/<project>/object/<name>:<digest>[/<kind>/<value>...]
+//	weave:///<entity>/<project>/op/<name>:<digest>
+//	weave:///<entity>/<project>/table/<table digest>[/id/<row digest>]
+//	weave:///<entity>/<project>/call/<call id>
+//
+// Extra path segments come in pairs (`attr`, `key`, `index`, `id`), each URL-quoted.
+type Ref struct {
+	Entity, Project string
+	Kind            string // object, op, table, call
+	Name            string // object or op name; "" for tables and calls
+	Digest          string // version digest, table digest, or call id
+	Extra           []RefStep
+}
+
+// RefStep is one extra path step of a ref.
+type RefStep struct {
+	Kind  string // attr, key, index, id
+	Value string
+}
+
+// ProjectID is `<entity>/<project>`.
+func (r Ref) ProjectID() string { return r.Entity + "/" + r.Project }
+
+// String writes the ref back as a URI.
+func (r Ref) String() string {
+	var b strings.Builder
+	b.WriteString("weave:///")
+	b.WriteString(r.Entity + "/" + r.Project + "/" + r.Kind + "/")
+	if r.Name != "" {
+		b.WriteString(url.PathEscape(r.Name) + ":" + r.Digest)
+	} else {
+		b.WriteString(r.Digest)
+	}
+	for _, s := range r.Extra {
+		b.WriteString("/" + s.Kind + "/" + url.PathEscape(s.Value))
+	}
+	return b.String()
+}
+
+// RefPrefix starts every external Weave ref.
+const RefPrefix = "weave:///"
+
+// ParseRef parses a Weave ref URI.
+func ParseRef(s string) (Ref, error) {
+	rest, ok := strings.CutPrefix(s, RefPrefix)
+	if !ok {
+		return Ref{}, fmt.Errorf("not a weave ref (must start with %s): %q", RefPrefix, s)
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) < 4 {
+		return Ref{}, fmt.Errorf("incomplete weave ref: %q", s)
+	}
+	r := Ref{Entity: parts[0], Project: parts[1], Kind: parts[2]}
+	if r.Entity == "" || r.Project == "" {
+		return Ref{}, fmt.Errorf("weave ref without entity or project: %q", s)
+	}
+	head, err := url.PathUnescape(parts[3])
+	if err != nil {
+		return Ref{}, fmt.Errorf("bad escape in weave ref %q", s)
+	}
+	switch r.Kind {
+	case "object", "op":
+		i := strings.LastIndexByte(parts[3], ':')
+		if i <= 0 || i == len(parts[3])-1 {
+			return Ref{}, fmt.Errorf("weave %s ref needs <name>:<digest>: %q", r.Kind, s)
+		}
+		if r.Name, err = url.PathUnescape(parts[3][:i]); err != nil {
+			return Ref{}, fmt.Errorf("bad escape in weave ref %q", s)
+		}
+		r.Digest = parts[3][i+1:]
+	case "table", "call":
+		if head == "" {
+			return Ref{}, fmt.Errorf("weave %s ref without id: %q", r.Kind, s)
+		}
+		r.Digest = head
+	default:
+		return Ref{}, fmt.Errorf("unknown weave ref kind %q in %q", r.Kind, s)
+	}
+	extra := parts[4:]
+	if len(extra)%2 != 0 {
+		return Ref{}, fmt.Errorf("weave ref path must come in <kind>/<value> pairs: %q", s)
+	}
+	for i := 0; i < len(extra); i += 2 {
+		k := extra[i]
+		if k != "attr" && k != "key" && k != "index" && k != "id" {
+			return Ref{}, fmt.Errorf("unknown weave ref path step %q in %q", k, s)
+		}
+		v, err := url.PathUnescape(extra[i+1])
+		if err != nil {
+			return Ref{}, fmt.Errorf("bad escape in weave ref %q", s)
+		}
+		r.Extra = append(r.Extra, RefStep{Kind: k, Value: v})
+	}
+	return r, nil
+}

@@ -1,0 +1,876 @@
+package trace
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/honeai/hone/internal/apierror"
+	"github.com/honeai/hone/internal/db"
+	"github.com/honeai/hone/internal/pyjson"
+)
+
+// collectRefs appends every string in v that is a Weave ref.
+func collectRefs(v pyjson.Value, out []string) []string {
+	switch v.Kind {
+	case pyjson.String:
+		if strings.HasPrefix(v.Str, RefPrefix) {
+			out = append(out, v.Str)
+		}
+	case pyjson.Array:
+		for _, el := range v.Arr {
+			out = collectRefs(el, out)
+		}
+	case pyjson.Object:
+		for _, m := range v.Obj {
+			out = collectRefs(m.Val, out)
+		}
+	}
+	return out
+}
+
+func refsJSON(v pyjson.Value) []byte {
+	refs := collectRefs(v, nil)
+	if refs == nil {
+		refs = []string{}
+	}
+	b, _ := json.Marshal(refs)
+	return b
+}
+
+// sdkRollsUp reports whether attributes say the call was written by a Weave SDK, which rolls
+// children's usage into the parent's summary before sending it.
+func sdkRollsUp(attrs pyjson.Value) bool {
+	src, ok := attrs.Path("weave", "source")
+	return ok && strings.HasSuffix(src.String(), "-sdk")
+}
+
+func newID() string { return uuid.Must(uuid.NewV7()).String() }
+
+func optString(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func (s *Service) startRow(st StartedCallSchemaForInsert, field string) (*CallStartRow, error) {
+	if st.OpName == "" {
+		return nil, badField(field+".op_name", "is required")
+	}
+	if len(st.OpName) > 1024 {
+		return nil, badField(field+".op_name", "longer than 1024 characters")
+	}
+	if st.StartedAt == "" {
+		return nil, badField(field+".started_at", "is required")
+	}
+	started, err := normTime(field+".started_at", st.StartedAt)
+	if err != nil {
+		return nil, err
+	}
+	attrs, err := parseObject(st.Attributes, field+".attributes")
+	if err != nil {
+		return nil, err
+	}
+	inputs, err := parseObject(st.Inputs, field+".inputs")
+	if err != nil {
+		return nil, err
+	}
+	row := &CallStartRow{
+		ID: optString(st.ID), TraceID: optString(st.TraceID), ParentID: optString(st.ParentID),
+		ThreadID: optString(st.ThreadID), TurnID: optString(st.TurnID), OpName: st.OpName,
+		DisplayName: optString(st.DisplayName), StartedAt: started,
+		Attributes: pyjson.Compact(attrs), Inputs: pyjson.Compact(inputs), InputRefs: refsJSON(inputs),
+		WBUserID: optString(st.WBUserID), WBRunID: optString(st.WBRunID), WBRunStep: st.WBRunStep,
+		Cumulative: sdkRollsUp(attrs),
+	}
+	if len(st.OtelDump) > 0 && string(st.OtelDump) != "null" {
+		od, err := parseValue(st.OtelDump, field+".otel_dump")
+		if err != nil {
+			return nil, err
+		}
+		row.OtelDump = pyjson.Compact(od)
+	}
+	if row.ID == "" {
+		row.ID = newID()
+	}
+	if row.TraceID == "" {
+		row.TraceID = newID()
+	}
+	if row.ParentID == row.ID {
+		return nil, badField(field+".parent_id", "a call cannot be its own parent")
+	}
+	return row, nil
+}
+
+func (s *Service) endRow(e EndedCallSchemaForInsert, field string) (*CallEndRow, error) {
+	if e.ID == "" {
+		return nil, badField(field+".id", "is required")
+	}
+	if e.EndedAt == "" {
+		return nil, badField(field+".ended_at", "is required")
+	}
+	ended, err := normTime(field+".ended_at", e.EndedAt)
+	if err != nil {
+		return nil, err
+	}
+	summary, err := parseObject(e.Summary, field+".summary")
+	if err != nil {
+		return nil, err
+	}
+	row := &CallEndRow{ID: e.ID, TraceID: optString(e.TraceID), EndedAt: ended, Summary: pyjson.Compact(summary),
+		DisplayName: optString(e.DisplayName), WBRunStepEnd: e.WBRunStepEnd}
+	if e.Exception != nil {
+		row.HasException, row.Exception = true, *e.Exception
+	}
+	if len(e.Output) > 0 {
+		out, err := parseValue(e.Output, field+".output")
+		if err != nil {
+			return nil, err
+		}
+		row.Output = pyjson.Compact(out)
+		row.OutputRefs = refsJSON(out)
+	} else {
+		row.OutputRefs = []byte("[]")
+	}
+	return row, nil
+}
+
+// CallStart records the start of a call; missing ids are generated (UUIDv7).
+func (s *Service) CallStart(ctx context.Context, req CallStartReq) (CallStartRes, error) {
+	row, err := s.startRow(req.Start, "start")
+	if err != nil {
+		return CallStartRes{}, err
+	}
+	if err := s.store.UpsertCalls(ctx, []CallWrite{{Project: req.Start.ProjectID, Start: row}}); err != nil {
+		return CallStartRes{}, err
+	}
+	return CallStartRes{ID: row.ID, TraceID: row.TraceID}, nil
+}
+
+// CallEnd records the end of a call.
+func (s *Service) CallEnd(ctx context.Context, req CallEndReq) error {
+	row, err := s.endRow(req.End, "end")
+	if err != nil {
+		return err
+	}
+	return s.store.UpsertCalls(ctx, []CallWrite{{Project: req.End.ProjectID, End: row}})
+}
+
+// Authorizer checks that the request may touch a project id; param names the field.
+type Authorizer func(projectID, param string) error
+
+// CallUpsertBatch records a batch of starts and ends in one transaction. Every item is
+// validated and authorised before anything is written.
+func (s *Service) CallUpsertBatch(ctx context.Context, req CallCreateBatchReq, authorize Authorizer) (CallCreateBatchRes, error) {
+	writes := make([]CallWrite, len(req.Batch))
+	res := CallCreateBatchRes{Res: make([]any, len(req.Batch))}
+	for i, item := range req.Batch {
+		p := fmt.Sprintf("batch[%d]", i)
+		switch item.Mode {
+		case "start":
+			var r CallStartReq
+			if err := strictUnmarshal(item.Req, &r, p+".req"); err != nil {
+				return CallCreateBatchRes{}, err
+			}
+			if err := authorize(r.Start.ProjectID, p+".req.start.project_id"); err != nil {
+				return CallCreateBatchRes{}, err
+			}
+			row, err := s.startRow(r.Start, p+".req.start")
+			if err != nil {
+				return CallCreateBatchRes{}, err
+			}
+			writes[i] = CallWrite{Project: r.Start.ProjectID, Start: row}
+			res.Res[i] = CallStartRes{ID: row.ID, TraceID: row.TraceID}
+		case "end":
+			var r CallEndReq
+			if err := strictUnmarshal(item.Req, &r, p+".req"); err != nil {
+				return CallCreateBatchRes{}, err
+			}
+			if err := authorize(r.End.ProjectID, p+".req.end.project_id"); err != nil {
+				return CallCreateBatchRes{}, err
+			}
+			row, err := s.endRow(r.End, p+".req.end")
+			if err != nil {
+				return CallCreateBatchRes{}, err
+			}
+			writes[i] = CallWrite{Project: r.End.ProjectID, End: row}
+			res.Res[i] = Empty{}
+		default:
+			return CallCreateBatchRes{}, badField(p+".mode", "must be \"start\" or \"end\", got %q", item.Mode)
+		}
+	}
+	if err := s.store.UpsertCalls(ctx, writes); err != nil {
+		return CallCreateBatchRes{}, err
+	}
+	return res, nil
+}
+
+// strictUnmarshal decodes raw into v, naming field in errors.
+func strictUnmarshal(raw json.RawMessage, v any, field string) error {
+	if len(raw) == 0 {
+		return badField(field, "is required")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(v); err != nil {
+		if te, ok := err.(*json.UnmarshalTypeError); ok && te.Field != "" {
+			return apierror.BadRequest(field+"."+te.Field, "%s.%s: expected %s", field, te.Field, te.Type)
+		}
+		return badField(field, "%v", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return nil
+}
+
+func (s *Service) callQuery(filter *CallsFilter, query json.RawMessage, sorts []SortBy, limit, offset *int) (CallQuery, error) {
+	l, o, err := checkLimitOffset(limit, offset)
+	if err != nil {
+		return CallQuery{}, err
+	}
+	cond, err := ParseQuery(query)
+	if err != nil {
+		return CallQuery{}, err
+	}
+	q := CallQuery{Cond: cond, Sort: sorts, Limit: l, Offset: o}
+	if filter != nil {
+		q.Filter = *filter
+	}
+	return q, nil
+}
+
+// CallsQuery streams calls to each, with derived summary fields.
+func (s *Service) CallsQuery(ctx context.Context, req CallsQueryReq, each func(CallSchema) error) error {
+	q, err := s.callQuery(req.Filter, req.Query, req.SortBy, req.Limit, req.Offset)
+	if err != nil {
+		return err
+	}
+	var pricer Pricer
+	if req.IncludeCosts {
+		pricer = s.lazyPricer(ctx, req.ProjectID)
+	}
+	var feedback map[string][]json.RawMessage
+	if req.IncludeFeedback {
+		if feedback, err = s.feedbackByRef(ctx, req.ProjectID); err != nil {
+			return err
+		}
+	}
+	return s.store.QueryCalls(ctx, req.ProjectID, q, func(c CallRow) error {
+		cs := c.CallSchema
+		if !req.IncludeStorageSize && !req.IncludeTotalStorageSize {
+			cs.StorageSizeBytes = nil
+		} else if req.IncludeTotalStorageSize {
+			cs.TotalStorageSizeBytes = cs.StorageSizeBytes
+		}
+		cs.Summary = s.derivedSummary(c, pricer, feedback)
+		return each(cs)
+	})
+}
+
+// CallRead reads one call.
+func (s *Service) CallRead(ctx context.Context, req CallReadReq) (CallReadRes, error) {
+	if req.ID == "" {
+		return CallReadRes{}, badField("id", "is required")
+	}
+	one := 1
+	var out *CallSchema
+	err := s.CallsQuery(ctx, CallsQueryReq{ProjectID: req.ProjectID, Filter: &CallsFilter{CallIDs: []string{req.ID}}, Limit: &one,
+		IncludeCosts: req.IncludeCosts, IncludeStorageSize: req.IncludeStorageSize, IncludeTotalStorageSize: req.IncludeTotalStorageSize},
+		func(c CallSchema) error { out = &c; return nil })
+	return CallReadRes{Call: out}, err
+}
+
+// CallsQueryStats counts matching calls.
+func (s *Service) CallsQueryStats(ctx context.Context, req CallsQueryStatsReq) (CallsQueryStatsRes, error) {
+	q, err := s.callQuery(req.Filter, req.Query, nil, req.Limit, nil)
+	if err != nil {
+		return CallsQueryStatsRes{}, err
+	}
+	n, size, err := s.store.CountCalls(ctx, req.ProjectID, q)
+	if err != nil {
+		return CallsQueryStatsRes{}, err
+	}
+	res := CallsQueryStatsRes{Count: n}
+	if req.IncludeTotalStorageSize {
+		res.TotalStorageSizeBytes = &size
+	}
+	return res, nil
+}
+
+// CallUpdate renames a call.
+func (s *Service) CallUpdate(ctx context.Context, req CallUpdateReq) error {
+	if req.CallID == "" {
+		return badField("call_id", "is required")
+	}
+	if req.DisplayName == nil {
+		return badField("display_name", "is required")
+	}
+	ok, err := s.store.UpdateCall(ctx, req.ProjectID, req.CallID, req.DisplayName)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return notFound("Call %s not found", req.CallID)
+	}
+	return nil
+}
+
+// MaxDeleteCalls bounds the calls named by one /calls/delete.
+const MaxDeleteCalls = 1000
+
+// CallsDelete deletes calls and their descendants.
+func (s *Service) CallsDelete(ctx context.Context, req CallsDeleteReq) (CallsDeleteRes, error) {
+	if len(req.CallIDs) == 0 {
+		return CallsDeleteRes{}, badField("call_ids", "must name at least one call")
+	}
+	if len(req.CallIDs) > MaxDeleteCalls {
+		return CallsDeleteRes{}, badField("call_ids", "at most %d calls per request", MaxDeleteCalls)
+	}
+	n, err := s.store.DeleteCalls(ctx, req.ProjectID, req.CallIDs, s.nowString())
+	return CallsDeleteRes{NumDeleted: n}, err
+}
+
+// traceName is the short name of a call: its display name, or the op name of its op ref.
+func traceName(c CallSchema) string {
+	if c.DisplayName != nil && *c.DisplayName != "" {
+		return *c.DisplayName
+	}
+	name := c.OpName
+	if strings.HasPrefix(name, RefPrefix) {
+		if r, err := ParseRef(name); err == nil && r.Name != "" {
+			return r.Name
+		}
+	}
+	return name
+}
+
+// derivedSummary returns the stored summary with Weave's derived `weave` block added:
+// status, trace_name, latency_ms, and (when asked) costs and feedback.
+func (s *Service) derivedSummary(c CallRow, pricer Pricer, feedback map[string][]json.RawMessage) json.RawMessage {
+	sum, err := pyjson.Parse(c.Summary)
+	if err != nil || sum.Kind != pyjson.Object {
+		sum = pyjson.Value{Kind: pyjson.Object}
+	}
+	status := "success"
+	switch {
+	case c.Exception != nil:
+		status = "error"
+	case c.EndedAt == nil:
+		status = "running"
+	default:
+		if n, ok := sum.Path("status_counts", "error"); ok && (n.Kind == pyjson.Int || n.Kind == pyjson.Float) && strings.Trim(n.Str, "0.-") != "" {
+			status = "descendant_error"
+		}
+	}
+	w := map[string]any{"status": status, "trace_name": traceName(c.CallSchema)}
+	if c.EndedAt != nil && c.StartedAt != nil {
+		st, e1 := db.ParseTime(*c.StartedAt)
+		en, e2 := db.ParseTime(*c.EndedAt)
+		if e1 == nil && e2 == nil {
+			w["latency_ms"] = en.Sub(st).Milliseconds()
+		}
+	}
+	if pricer != nil {
+		costs := map[string]any{}
+		own := ExtractUsage(c.Summary)
+		for _, model := range sortedKeys(own) {
+			u := own[model]
+			entry := map[string]any{
+				"requests": u.Requests, "prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens,
+				"total_tokens": u.TotalTokens, "cache_read_input_tokens": u.CacheRead, "cache_creation_input_tokens": u.CacheCreation,
+				"prompt_tokens_total_cost": 0.0, "completion_tokens_total_cost": 0.0,
+			}
+			if p, ok := pricer(model, optString(c.StartedAt)); ok {
+				entry["prompt_tokens_total_cost"] = float64(u.PromptTokens) * p.Prompt
+				entry["completion_tokens_total_cost"] = float64(u.CompletionTokens) * p.Completion
+				entry["cache_read_input_tokens_total_cost"] = float64(u.CacheRead) * p.CacheRead
+				entry["cache_creation_input_tokens_total_cost"] = float64(u.CacheCreation) * p.CacheCreation
+				entry["prompt_token_cost"], entry["completion_token_cost"] = p.Prompt, p.Completion
+			}
+			costs[model] = entry
+		}
+		w["costs"] = costs
+	}
+	if feedback != nil {
+		ref := Ref{Entity: strings.SplitN(c.ProjectID, "/", 2)[0], Project: projectPart(c.ProjectID), Kind: "call", Digest: c.ID}
+		fb := feedback[ref.String()]
+		if fb == nil {
+			fb = []json.RawMessage{}
+		}
+		w["feedback"] = fb
+	}
+	wb, _ := json.Marshal(w)
+	wv, _ := pyjson.Parse(wb)
+	replaced := false
+	for i := range sum.Obj {
+		if sum.Obj[i].Key == "weave" {
+			sum.Obj[i].Val, replaced = wv, true
+		}
+	}
+	if !replaced {
+		sum.Obj = append(sum.Obj, pyjson.Member{Key: "weave", Val: wv})
+	}
+	return pyjson.Compact(sum)
+}
+
+func projectPart(projectID string) string {
+	_, p, _ := strings.Cut(projectID, "/")
+	return p
+}
+
+// ---- Usage ----
+
+// lazyPricer returns a Pricer that loads a project's prices for a model on first use.
+func (s *Service) lazyPricer(ctx context.Context, project string) Pricer {
+	cache := map[string][]Cost{}
+	return func(model, startedAt string) (Price, bool) {
+		costs, ok := cache[model]
+		if !ok {
+			m, err := s.store.Prices(ctx, project, []string{model})
+			if err == nil {
+				costs = m[model]
+			}
+			cache[model] = costs
+		}
+		return pickPrice(costs, startedAt)
+	}
+}
+
+// pickPrice ranks prices as Weave does: one effective at the call's start first (project
+// over default, newest effective date), else the newest.
+func pickPrice(costs []Cost, startedAt string) (Price, bool) {
+	if len(costs) == 0 {
+		return Price{}, false
+	}
+	pick := costs[0]
+	for _, c := range costs { // project prices come first, each level by effective date descending
+		if startedAt == "" || c.EffectiveDate <= startedAt {
+			pick = c
+			break
+		}
+	}
+	return Price{Prompt: pick.PromptTokenCost, Completion: pick.CompletionTokenCost,
+		CacheRead: pick.CacheReadInputTokenCost, CacheCreation: pick.CacheCreationInputTokenCost}, true
+}
+
+func usageLimit(limit *int) (int, error) {
+	if limit == nil {
+		return DefaultUsageLimit, nil
+	}
+	if *limit < 1 {
+		return 0, apierror.BadRequest("limit", "limit must be >= 1, got %d", *limit)
+	}
+	return *limit, nil
+}
+
+// TraceUsage computes, for every matching call, its own usage plus the sum over all its
+// descendants (per model). When more calls match than limit, it fails with a 400 instead of
+// silently dropping calls.
+func (s *Service) TraceUsage(ctx context.Context, req TraceUsageReq) (UsageRes, error) {
+	limit, err := usageLimit(req.Limit)
+	if err != nil {
+		return UsageRes{}, err
+	}
+	cond, err := ParseQuery(req.Query)
+	if err != nil {
+		return UsageRes{}, err
+	}
+	q := CallQuery{Cond: cond, Limit: limit}
+	if req.Filter != nil {
+		q.Filter = *req.Filter
+	}
+	calls, err := s.store.UsageCalls(ctx, req.ProjectID, q)
+	if err != nil {
+		return UsageRes{}, err
+	}
+	if len(calls) > limit {
+		return UsageRes{}, apierror.BadRequest("limit", "more than %d calls match: narrow the filter (for example trace_ids) or raise limit; no partial usage is returned", limit)
+	}
+	return s.rollUpResult(ctx, req.ProjectID, calls, req.IncludeCosts, nil), nil
+}
+
+// CallsUsage computes the usage of whole traces rooted at call ids: each key is a requested
+// call with its own usage plus all its descendants'.
+func (s *Service) CallsUsage(ctx context.Context, req CallsUsageReq) (UsageRes, error) {
+	limit, err := usageLimit(req.Limit)
+	if err != nil {
+		return UsageRes{}, err
+	}
+	if len(req.CallIDs) == 0 {
+		return UsageRes{}, badField("call_ids", "must name at least one call")
+	}
+	traceIDs := map[string]bool{}
+	err = s.store.QueryCalls(ctx, req.ProjectID, CallQuery{Filter: CallsFilter{CallIDs: req.CallIDs}, Limit: -1}, func(c CallRow) error {
+		traceIDs[c.TraceID] = true
+		return nil
+	})
+	if err != nil {
+		return UsageRes{}, err
+	}
+	var calls []UsageCall
+	if len(traceIDs) > 0 {
+		calls, err = s.store.UsageCalls(ctx, req.ProjectID, CallQuery{Filter: CallsFilter{TraceIDs: sortedKeys(traceIDs)}, Limit: limit})
+		if err != nil {
+			return UsageRes{}, err
+		}
+		if len(calls) > limit {
+			return UsageRes{}, apierror.BadRequest("limit", "Cannot compute complete usage: the traces of these calls have more than %d calls", limit)
+		}
+	}
+	return s.rollUpResult(ctx, req.ProjectID, calls, req.IncludeCosts, req.CallIDs), nil
+}
+
+func (s *Service) rollUpResult(ctx context.Context, project string, calls []UsageCall, withCosts bool, keys []string) UsageRes {
+	var pricer Pricer
+	if withCosts {
+		pricer = s.lazyPricer(ctx, project)
+	}
+	agg := RollUp(calls, pricer)
+	res := UsageRes{CallUsage: map[string]map[string]*AggregatedUsage{}, UnfinishedCallIDs: unfinished(calls)}
+	if keys == nil {
+		for id, m := range agg {
+			res.CallUsage[id] = toAggregated(m, withCosts)
+		}
+		return res
+	}
+	for _, id := range keys {
+		res.CallUsage[id] = toAggregated(agg[id], withCosts)
+	}
+	return res
+}
+
+// ---- Costs ----
+
+// CostCreate adds project prices.
+func (s *Service) CostCreate(ctx context.Context, req CostCreateReq, createdBy string) (CostCreateRes, error) {
+	if len(req.Costs) == 0 {
+		return CostCreateRes{}, badField("costs", "must name at least one model")
+	}
+	var costs []Cost
+	res := CostCreateRes{IDs: [][2]string{}}
+	now := s.nowString()
+	for _, llm := range sortedKeys(req.Costs) {
+		in := req.Costs[llm]
+		p := "costs." + llm
+		if llm == "" || len(llm) > 256 {
+			return CostCreateRes{}, badField("costs", "invalid model id %q", llm)
+		}
+		for name, v := range map[string]float64{"prompt_token_cost": in.PromptTokenCost, "completion_token_cost": in.CompletionTokenCost} {
+			if v < 0 {
+				return CostCreateRes{}, badField(p+"."+name, "must be >= 0")
+			}
+		}
+		c := Cost{ID: newID(), LLMID: llm, PromptTokenCost: in.PromptTokenCost, CompletionTokenCost: in.CompletionTokenCost,
+			PromptTokenCostUnit: "USD", CompletionTokenCostUnit: "USD", EffectiveDate: now, ProviderID: "default",
+			PricingLevel: "project", PricingLevelID: req.ProjectID, CreatedAt: now}
+		if createdBy != "" {
+			cb := createdBy
+			c.CreatedBy = &cb
+		}
+		if in.CacheReadInputTokenCost != nil {
+			c.CacheReadInputTokenCost = *in.CacheReadInputTokenCost
+		}
+		if in.CacheCreationInputTokenCost != nil {
+			c.CacheCreationInputTokenCost = *in.CacheCreationInputTokenCost
+		}
+		if in.PromptTokenCostUnit != nil {
+			c.PromptTokenCostUnit = *in.PromptTokenCostUnit
+		}
+		if in.CompletionTokenCostUnit != nil {
+			c.CompletionTokenCostUnit = *in.CompletionTokenCostUnit
+		}
+		if in.ProviderID != nil && *in.ProviderID != "" {
+			c.ProviderID = *in.ProviderID
+		}
+		if in.EffectiveDate != nil && *in.EffectiveDate != "" {
+			eff, err := normTime(p+".effective_date", *in.EffectiveDate)
+			if err != nil {
+				return CostCreateRes{}, err
+			}
+			c.EffectiveDate = eff
+		}
+		costs = append(costs, c)
+		res.IDs = append(res.IDs, [2]string{c.ID, llm})
+	}
+	return res, s.store.InsertCosts(ctx, costs)
+}
+
+func selectFields(m map[string]any, fields []string) map[string]any {
+	if len(fields) == 0 {
+		return m
+	}
+	out := make(map[string]any, len(fields))
+	for _, f := range fields {
+		if v, ok := m[f]; ok {
+			out[f] = v
+		}
+	}
+	return out
+}
+
+func toMap(v any) map[string]any {
+	b, _ := json.Marshal(v)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return m
+}
+
+func checkFields(fields []string, known map[string]ValueType, param string) error {
+	for i, f := range fields {
+		if _, ok := known[f]; !ok {
+			return apierror.BadRequest(fmt.Sprintf("%s[%d]", param, i), "%s[%d]: unknown field %q", param, i, f)
+		}
+	}
+	return nil
+}
+
+// CostQuery lists prices visible to a project (its own and the defaults).
+func (s *Service) CostQuery(ctx context.Context, req CostQueryReq) (CostQueryRes, error) {
+	if err := checkFields(req.Fields, costFields, "fields"); err != nil {
+		return CostQueryRes{}, err
+	}
+	limit, offset, err := checkLimitOffset(req.Limit, req.Offset)
+	if err != nil {
+		return CostQueryRes{}, err
+	}
+	cond, err := ParseQuery(req.Query)
+	if err != nil {
+		return CostQueryRes{}, err
+	}
+	costs, err := s.store.QueryCosts(ctx, req.ProjectID, GenericQuery{Cond: cond, Sort: req.SortBy, Limit: limit, Offset: offset})
+	if err != nil {
+		return CostQueryRes{}, err
+	}
+	res := CostQueryRes{Results: make([]map[string]any, len(costs))}
+	for i, c := range costs {
+		res.Results[i] = selectFields(toMap(c), req.Fields)
+	}
+	return res, nil
+}
+
+// CostPurge deletes a project's own prices matching the query.
+func (s *Service) CostPurge(ctx context.Context, req CostPurgeReq) error {
+	cond, err := ParseQuery(req.Query)
+	if err != nil {
+		return err
+	}
+	if cond == nil {
+		return badField("query", "is required")
+	}
+	_, err = s.store.PurgeCosts(ctx, req.ProjectID, cond)
+	return err
+}
+
+// ---- Feedback ----
+
+func feedbackRow(req FeedbackCreateReq, id, at, user string) (FeedbackRow, error) {
+	if req.WeaveRef == "" || !strings.HasPrefix(req.WeaveRef, RefPrefix) {
+		return FeedbackRow{}, badField("weave_ref", "must be a weave:/// ref")
+	}
+	if r, err := ParseRef(req.WeaveRef); err != nil || r.ProjectID() != req.ProjectID {
+		return FeedbackRow{}, badField("weave_ref", "must be a ref into project %s", req.ProjectID)
+	}
+	if req.FeedbackType == "" {
+		return FeedbackRow{}, badField("feedback_type", "is required")
+	}
+	payload, err := parseObject(req.Payload, "payload")
+	if err != nil {
+		return FeedbackRow{}, err
+	}
+	return FeedbackRow{ProjectID: req.ProjectID, ID: id, WeaveRef: req.WeaveRef, WBUserID: user, CreatedAt: at,
+		FeedbackType: req.FeedbackType, Creator: req.Creator, AnnotationRef: req.AnnotationRef, RunnableRef: req.RunnableRef,
+		CallRef: req.CallRef, TriggerRef: req.TriggerRef, Payload: pyjson.Compact(payload)}, nil
+}
+
+// FeedbackCreate stores feedback on a ref.
+func (s *Service) FeedbackCreate(ctx context.Context, req FeedbackCreateReq, user string) (FeedbackCreateRes, error) {
+	f, err := feedbackRow(req, newID(), s.nowString(), user)
+	if err != nil {
+		return FeedbackCreateRes{}, err
+	}
+	if err := s.store.InsertFeedback(ctx, f); err != nil {
+		return FeedbackCreateRes{}, err
+	}
+	return FeedbackCreateRes{ID: f.ID, CreatedAt: f.CreatedAt, WBUserID: f.WBUserID, Payload: f.Payload}, nil
+}
+
+// FeedbackReplace replaces feedback by id.
+func (s *Service) FeedbackReplace(ctx context.Context, req FeedbackCreateReq, user string) (FeedbackCreateRes, error) {
+	if req.FeedbackID == nil || *req.FeedbackID == "" {
+		return FeedbackCreateRes{}, badField("feedback_id", "is required")
+	}
+	f, err := feedbackRow(req, *req.FeedbackID, s.nowString(), user)
+	if err != nil {
+		return FeedbackCreateRes{}, err
+	}
+	ok, err := s.store.ReplaceFeedback(ctx, f)
+	if err != nil {
+		return FeedbackCreateRes{}, err
+	}
+	if !ok {
+		return FeedbackCreateRes{}, notFound("Feedback %s not found", f.ID)
+	}
+	return FeedbackCreateRes{ID: f.ID, CreatedAt: f.CreatedAt, WBUserID: f.WBUserID, Payload: f.Payload}, nil
+}
+
+func feedbackMap(f FeedbackRow) map[string]any {
+	return map[string]any{
+		"id": f.ID, "project_id": f.ProjectID, "weave_ref": f.WeaveRef, "wb_user_id": f.WBUserID, "creator": f.Creator,
+		"created_at": f.CreatedAt, "feedback_type": f.FeedbackType, "payload": json.RawMessage(f.Payload),
+		"annotation_ref": f.AnnotationRef, "runnable_ref": f.RunnableRef, "call_ref": f.CallRef, "trigger_ref": f.TriggerRef,
+	}
+}
+
+// FeedbackQuery lists feedback.
+func (s *Service) FeedbackQuery(ctx context.Context, req FeedbackQueryReq) (FeedbackQueryRes, error) {
+	limit, offset, err := checkLimitOffset(req.Limit, req.Offset)
+	if err != nil {
+		return FeedbackQueryRes{}, err
+	}
+	cond, err := ParseQuery(req.Query)
+	if err != nil {
+		return FeedbackQueryRes{}, err
+	}
+	rows, err := s.store.QueryFeedback(ctx, req.ProjectID, GenericQuery{Cond: cond, Sort: req.SortBy, Limit: limit, Offset: offset})
+	if err != nil {
+		return FeedbackQueryRes{}, err
+	}
+	res := FeedbackQueryRes{Result: make([]map[string]any, len(rows))}
+	for i, f := range rows {
+		res.Result[i] = selectFields(feedbackMap(f), req.Fields)
+	}
+	return res, nil
+}
+
+// FeedbackPurge deletes feedback matching the query.
+func (s *Service) FeedbackPurge(ctx context.Context, req FeedbackPurgeReq) error {
+	cond, err := ParseQuery(req.Query)
+	if err != nil {
+		return err
+	}
+	if cond == nil {
+		return badField("query", "is required")
+	}
+	_, err = s.store.PurgeFeedback(ctx, req.ProjectID, cond)
+	return err
+}
+
+func (s *Service) feedbackByRef(ctx context.Context, project string) (map[string][]json.RawMessage, error) {
+	rows, err := s.store.QueryFeedback(ctx, project, GenericQuery{Limit: -1})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]json.RawMessage{}
+	for _, f := range rows {
+		b, _ := json.Marshal(feedbackMap(f))
+		out[f.WeaveRef] = append(out[f.WeaveRef], b)
+	}
+	return out, nil
+}
+
+// ---- Files ----
+
+// MaxFileBytes bounds one uploaded file.
+const MaxFileBytes = 32 << 20
+
+// FileCreate stores a file; its digest is Weave's digest of the bytes.
+func (s *Service) FileCreate(ctx context.Context, project, name string, content []byte) (FileCreateRes, error) {
+	if name == "" {
+		name = "file"
+	}
+	digest := BytesDigest(content)
+	return FileCreateRes{Digest: digest}, s.store.PutFile(ctx, project, digest, name, content, s.nowString())
+}
+
+// FileContent returns a file's bytes.
+func (s *Service) FileContent(ctx context.Context, req FileContentReadReq) ([]byte, error) {
+	b, err := s.store.GetFile(ctx, req.ProjectID, req.Digest)
+	return b, mapNotFound(err, "File %s not found", req.Digest)
+}
+
+// ---- Refs ----
+
+// RefsReadBatch resolves refs to values: object and op versions (with attr/key/index/id
+// paths, following table refs inside values) and table rows.
+func (s *Service) RefsReadBatch(ctx context.Context, req RefsReadBatchReq, authorize Authorizer) (RefsReadBatchRes, error) {
+	res := RefsReadBatchRes{Vals: make([]json.RawMessage, len(req.Refs))}
+	for i, raw := range req.Refs {
+		p := fmt.Sprintf("refs[%d]", i)
+		r, err := ParseRef(raw)
+		if err != nil {
+			return RefsReadBatchRes{}, badField(p, "%v", err)
+		}
+		if err := authorize(r.ProjectID(), p); err != nil {
+			return RefsReadBatchRes{}, err
+		}
+		v, err := s.resolveRef(ctx, r, 0)
+		if err != nil {
+			return RefsReadBatchRes{}, err
+		}
+		res.Vals[i] = pyjson.Compact(v)
+	}
+	return res, nil
+}
+
+func (s *Service) resolveRef(ctx context.Context, r Ref, depth int) (pyjson.Value, error) {
+	if depth > 8 {
+		return pyjson.Value{}, badField("refs", "refs nested too deeply")
+	}
+	var cur pyjson.Value
+	steps := r.Extra
+	switch r.Kind {
+	case "object", "op":
+		o, err := s.store.ReadObject(ctx, r.ProjectID(), r.Name, parseSelector(r.Digest))
+		if err != nil {
+			return pyjson.Value{}, notFound("ref %s not found", r.String())
+		}
+		if cur, err = pyjson.Parse(o.Val); err != nil {
+			return pyjson.Value{}, err
+		}
+	case "table":
+		if len(steps) == 0 || steps[0].Kind != "id" {
+			return pyjson.Value{}, badField("refs", "a table ref must name a row (/id/<row digest>): %s", r.String())
+		}
+		rows, err := s.store.ReadRows(ctx, r.ProjectID(), []string{steps[0].Value})
+		if err != nil {
+			return pyjson.Value{}, err
+		}
+		raw, ok := rows[steps[0].Value]
+		if !ok {
+			return pyjson.Value{}, notFound("ref %s not found", r.String())
+		}
+		if cur, err = pyjson.Parse(raw); err != nil {
+			return pyjson.Value{}, err
+		}
+		steps = steps[1:]
+	default:
+		return pyjson.Value{}, badField("refs", "cannot read %s refs: %s", r.Kind, r.String())
+	}
+	for i, st := range steps {
+		// A ref inside the value is followed with the remaining steps.
+		if cur.Kind == pyjson.String && strings.HasPrefix(cur.Str, RefPrefix) {
+			inner, err := ParseRef(cur.Str)
+			if err != nil || inner.ProjectID() != r.ProjectID() {
+				return pyjson.Value{}, notFound("ref %s not found", r.String())
+			}
+			inner.Extra = append(append([]RefStep(nil), inner.Extra...), steps[i:]...)
+			return s.resolveRef(ctx, inner, depth+1)
+		}
+		var ok bool
+		switch st.Kind {
+		case "attr", "key":
+			cur, ok = cur.Get(st.Value)
+		case "index":
+			var n int
+			if _, err := fmt.Sscanf(st.Value, "%d", &n); err == nil && cur.Kind == pyjson.Array && n >= 0 && n < len(cur.Arr) {
+				cur, ok = cur.Arr[n], true
+			}
+		}
+		if !ok {
+			return pyjson.Value{}, notFound("ref %s not found", r.String())
+		}
+	}
+	return cur, nil
+}

@@ -1,0 +1,382 @@
+package trace
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"strings"
+
+	"github.com/honeai/hone/internal/apierror"
+	"github.com/honeai/hone/internal/db"
+)
+
+// UpsertCalls writes starts and ends of calls in one transaction. A start and an end may
+// arrive in either order: each fills its own columns of the call's row.
+func (s *SQLStore) UpsertCalls(ctx context.Context, writes []CallWrite) error {
+	return s.db.WriteTx(ctx, func(tx *db.Tx) error {
+		var startSt, endSt *sql.Stmt
+		defer func() {
+			if startSt != nil {
+				startSt.Close()
+			}
+			if endSt != nil {
+				endSt.Close()
+			}
+		}()
+		for _, w := range writes {
+			var err error
+			if st := w.Start; st != nil {
+				if startSt == nil {
+					startSt, err = tx.Prepare(ctx, `INSERT INTO trace_calls (project_id, id, trace_id, parent_id, thread_id, turn_id, op_name,
+						display_name, started_at, attributes, inputs, input_refs, otel_dump, wb_user_id, wb_run_id, wb_run_step, sdk_cumulative, size_bytes)
+						VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+						ON CONFLICT (project_id, id) DO UPDATE SET trace_id = excluded.trace_id, parent_id = excluded.parent_id,
+						thread_id = excluded.thread_id, turn_id = excluded.turn_id, op_name = excluded.op_name,
+						display_name = COALESCE(trace_calls.display_name, excluded.display_name), started_at = excluded.started_at,
+						attributes = excluded.attributes, inputs = excluded.inputs, input_refs = excluded.input_refs,
+						otel_dump = excluded.otel_dump, wb_user_id = excluded.wb_user_id, wb_run_id = excluded.wb_run_id,
+						wb_run_step = excluded.wb_run_step, sdk_cumulative = excluded.sdk_cumulative,
+						size_bytes = COALESCE(trace_calls.size_bytes, 0) + excluded.size_bytes`)
+					if err != nil {
+						return err
+					}
+				}
+				cum := 0
+				if st.Cumulative {
+					cum = 1
+				}
+				_, err = startSt.ExecContext(ctx, w.Project, st.ID, st.TraceID, nullStr(st.ParentID), nullStr(st.ThreadID), nullStr(st.TurnID),
+					st.OpName, nullStr(st.DisplayName), st.StartedAt, string(st.Attributes), string(st.Inputs), string(st.InputRefs),
+					nullBytes(st.OtelDump), nullStr(st.WBUserID), nullStr(st.WBRunID), st.WBRunStep, cum,
+					len(st.Attributes)+len(st.Inputs))
+			}
+			if e := w.End; e != nil && err == nil {
+				if endSt == nil {
+					endSt, err = tx.Prepare(ctx, `INSERT INTO trace_calls (project_id, id, trace_id, op_name, ended_at, exception, output, summary,
+						output_refs, display_name, wb_run_step_end, size_bytes)
+						VALUES (?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?)
+						ON CONFLICT (project_id, id) DO UPDATE SET ended_at = excluded.ended_at, exception = excluded.exception,
+						output = excluded.output, summary = excluded.summary, output_refs = excluded.output_refs,
+						display_name = COALESCE(excluded.display_name, trace_calls.display_name),
+						wb_run_step_end = excluded.wb_run_step_end,
+						size_bytes = COALESCE(trace_calls.size_bytes, 0) + excluded.size_bytes`)
+					if err != nil {
+						return err
+					}
+				}
+				var exc any
+				if e.HasException {
+					exc = e.Exception
+				}
+				_, err = endSt.ExecContext(ctx, w.Project, e.ID, e.TraceID, e.EndedAt, exc, nullBytes(e.Output), string(e.Summary),
+					string(e.OutputRefs), nullStr(e.DisplayName), e.WBRunStepEnd, len(e.Output)+len(e.Summary))
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// callColumns maps queryable call fields to columns.
+var callColumns = map[string]ValueType{
+	"id": TText, "project_id": TText, "op_name": TText, "display_name": TText, "trace_id": TText,
+	"parent_id": TText, "thread_id": TText, "turn_id": TText, "started_at": TText, "ended_at": TText,
+	"exception": TText, "wb_user_id": TText, "wb_run_id": TText, "wb_run_step": TNum, "wb_run_step_end": TNum,
+	"deleted_at": TText,
+}
+
+var callJSONColumns = map[string]bool{"inputs": true, "output": true, "attributes": true, "summary": true}
+
+// latencyMS is the SQL of a call's latency in milliseconds.
+func latencyMS(d db.Dialect) string {
+	if d == db.Postgres {
+		return "(EXTRACT(EPOCH FROM (ended_at::timestamptz - started_at::timestamptz)) * 1000)"
+	}
+	return "((julianday(ended_at) - julianday(started_at)) * 86400000.0)"
+}
+
+// statusSQL is the SQL of summary.weave.status.
+func statusSQL(d db.Dialect) string {
+	errCount, _, _ := JSONField(d, "summary", []string{"status_counts", "error"})
+	if d == db.Postgres {
+		errCount = "hone_try_float(" + errCount + ")"
+	}
+	return "(CASE WHEN exception IS NOT NULL THEN 'error' WHEN ended_at IS NULL THEN 'running' WHEN COALESCE(" +
+		errCount + ", 0) > 0 THEN 'descendant_error' ELSE 'success' END)"
+}
+
+// callField resolves a call field of a query or sort to SQL.
+func (s *SQLStore) callField(field string) (string, []any, ValueType, error) {
+	d := s.db.Dialect()
+	if t, ok := callColumns[field]; ok {
+		return field, nil, t, nil
+	}
+	switch field {
+	case "summary.weave.status":
+		errPath := JSONPathArg(d, []string{"status_counts", "error"})
+		return statusSQL(d), []any{errPath}, TText, nil
+	case "summary.weave.latency_ms":
+		return latencyMS(d), nil, TNum, nil
+	case "summary.weave.trace_name":
+		return "COALESCE(display_name, op_name)", nil, TText, nil
+	}
+	col, rest, ok := strings.Cut(field, ".")
+	if ok && callJSONColumns[col] {
+		sqlExpr, args, t := JSONField(d, col, strings.Split(rest, "."))
+		return sqlExpr, args, t, nil
+	}
+	if callJSONColumns[field] {
+		return field, nil, TText, nil
+	}
+	return "", nil, 0, apierror.BadRequest("query", "unknown call field %q", field)
+}
+
+// callWhere builds the WHERE clause of a calls query.
+func (s *SQLStore) callWhere(project string, q CallQuery) (string, []any, error) {
+	where := []string{"project_id = ?", "deleted_at IS NULL", "started_at IS NOT NULL"}
+	args := []any{project}
+	in := func(col string, vals []string) {
+		if len(vals) > 0 {
+			where = append(where, col+" IN "+inList(len(vals)))
+			args = append(args, anys(vals)...)
+		}
+	}
+	f := q.Filter
+	if len(f.OpNames) > 0 {
+		// "…:*" matches every version of an op.
+		var ors []string
+		for _, n := range f.OpNames {
+			if prefix, ok := strings.CutSuffix(n, ":*"); ok {
+				ors = append(ors, "substr(op_name, 1, ?) = ?")
+				args = append(args, len(prefix)+1, prefix+":")
+			} else {
+				ors = append(ors, "op_name = ?")
+				args = append(args, n)
+			}
+		}
+		where = append(where, "("+strings.Join(ors, " OR ")+")")
+	}
+	in("parent_id", f.ParentIDs)
+	in("trace_id", f.TraceIDs)
+	in("id", f.CallIDs)
+	in("thread_id", f.ThreadIDs)
+	in("turn_id", f.TurnIDs)
+	in("wb_user_id", f.WBUserIDs)
+	in("wb_run_id", f.WBRunIDs)
+	if f.TraceRootsOnly != nil && *f.TraceRootsOnly {
+		where = append(where, "parent_id IS NULL")
+	}
+	for col, refs := range map[string][]string{"input_refs": f.InputRefs, "output_refs": f.OutputRefs} {
+		if len(refs) == 0 {
+			continue
+		}
+		if s.db.Dialect() == db.Postgres {
+			where = append(where, "("+col+")::jsonb ?| ?::text[]")
+			args = append(args, JSONPathArg(db.Postgres, refs))
+		} else {
+			where = append(where, "EXISTS (SELECT 1 FROM json_each("+col+") WHERE json_each.value IN "+inList(len(refs))+")")
+			args = append(args, anys(refs)...)
+		}
+	}
+	if q.Cond != nil {
+		c := Compiler{Dialect: s.db.Dialect(), Resolve: s.callField}
+		cond, cargs, err := c.Compile(q.Cond)
+		if err != nil {
+			return "", nil, err
+		}
+		where = append(where, cond)
+		args = append(args, cargs...)
+	}
+	return strings.Join(where, " AND "), args, nil
+}
+
+const callCols = `id, project_id, op_name, display_name, trace_id, parent_id, thread_id, turn_id, started_at, attributes, inputs,
+	ended_at, exception, output, summary, wb_user_id, wb_run_id, wb_run_step, wb_run_step_end, deleted_at, size_bytes, sdk_cumulative`
+
+func scanCall(sc interface{ Scan(...any) error }) (CallRow, error) {
+	var c CallRow
+	var display, parent, thread, turn, started, ended, exc, output, summary, user, run, deleted sql.NullString
+	var attrs, inputs sql.NullString
+	var step, stepEnd, size sql.NullInt64
+	var cum int
+	if err := sc.Scan(&c.ID, &c.ProjectID, &c.OpName, &display, &c.TraceID, &parent, &thread, &turn, &started, &attrs, &inputs,
+		&ended, &exc, &output, &summary, &user, &run, &step, &stepEnd, &deleted, &size, &cum); err != nil {
+		return CallRow{}, err
+	}
+	c.DisplayName, c.ParentID, c.ThreadID, c.TurnID = strPtr(display), strPtr(parent), strPtr(thread), strPtr(turn)
+	c.StartedAt, c.EndedAt, c.Exception = strPtr(started), strPtr(ended), strPtr(exc)
+	c.WBUserID, c.WBRunID, c.DeletedAt = strPtr(user), strPtr(run), strPtr(deleted)
+	raw := func(ns sql.NullString, def string) json.RawMessage {
+		if !ns.Valid || ns.String == "" {
+			return json.RawMessage(def)
+		}
+		return json.RawMessage(ns.String)
+	}
+	c.Attributes, c.Inputs, c.Output, c.Summary = raw(attrs, "{}"), raw(inputs, "{}"), raw(output, "null"), raw(summary, "{}")
+	if step.Valid {
+		v := step.Int64
+		c.WBRunStep = &v
+	}
+	if stepEnd.Valid {
+		v := stepEnd.Int64
+		c.WBRunStepEnd = &v
+	}
+	if size.Valid {
+		v := size.Int64
+		c.StorageSizeBytes = &v
+	}
+	c.Cumulative = cum == 1
+	return c, nil
+}
+
+// QueryCalls streams the calls matching q to each, in the requested order (default: start
+// time, then id).
+func (s *SQLStore) QueryCalls(ctx context.Context, project string, q CallQuery, each func(CallRow) error) error {
+	where, args, err := s.callWhere(project, q)
+	if err != nil {
+		return err
+	}
+	order := "started_at ASC, id ASC"
+	if len(q.Sort) > 0 {
+		o, sargs, err := SortSQL(s.db.Dialect(), q.Sort, s.callField, "sort_by")
+		if err != nil {
+			return err
+		}
+		order = o + ", id ASC"
+		args = append(args, sargs...)
+	}
+	sqlq := `SELECT ` + callCols + ` FROM trace_calls WHERE ` + where + ` ORDER BY ` + order
+	sqlq, args = s.limitOffset(sqlq, args, q.Limit, q.Offset)
+	rows, err := s.db.Query(ctx, sqlq, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		c, err := scanCall(rows)
+		if err != nil {
+			return err
+		}
+		if err := each(c); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// CountCalls counts the calls matching q (up to q.Limit when set) and sums their sizes.
+func (s *SQLStore) CountCalls(ctx context.Context, project string, q CallQuery) (int, int64, error) {
+	where, args, err := s.callWhere(project, q)
+	if err != nil {
+		return 0, 0, err
+	}
+	inner := `SELECT size_bytes FROM trace_calls WHERE ` + where
+	if q.Limit >= 0 {
+		inner += " LIMIT ?"
+		args = append(args, q.Limit)
+	}
+	var n int
+	var size sql.NullInt64
+	err = s.db.QueryRow(ctx, `SELECT COUNT(*), SUM(size_bytes) FROM (`+inner+`) sub`, args...).Scan(&n, &size)
+	return n, size.Int64, err
+}
+
+// UpdateCall changes a call's display name; false when there is no such call.
+func (s *SQLStore) UpdateCall(ctx context.Context, project, id string, displayName *string) (bool, error) {
+	var dn any
+	if displayName != nil {
+		dn = *displayName
+	}
+	res, err := s.db.Exec(ctx, `UPDATE trace_calls SET display_name = ? WHERE project_id = ? AND id = ? AND deleted_at IS NULL`, dn, project, id)
+	if err != nil {
+		return false, err
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+// DeleteCalls soft-deletes calls and all their descendants; returns how many calls it deleted.
+func (s *SQLStore) DeleteCalls(ctx context.Context, project string, ids []string, at string) (int, error) {
+	total := 0
+	err := s.db.WriteTx(ctx, func(tx *db.Tx) error {
+		seen := map[string]bool{}
+		frontier := append([]string(nil), ids...)
+		for len(frontier) > 0 {
+			part := frontier[:min(len(frontier), 500)]
+			frontier = frontier[len(part):]
+			var fresh []string
+			for _, id := range part {
+				if !seen[id] {
+					seen[id] = true
+					fresh = append(fresh, id)
+				}
+			}
+			if len(fresh) == 0 {
+				continue
+			}
+			res, err := tx.Exec(ctx, `UPDATE trace_calls SET deleted_at = ? WHERE project_id = ? AND deleted_at IS NULL AND id IN `+inList(len(fresh)),
+				append([]any{at, project}, anys(fresh)...)...)
+			if err != nil {
+				return err
+			}
+			n, _ := res.RowsAffected()
+			total += int(n)
+			rows, err := tx.Query(ctx, `SELECT id FROM trace_calls WHERE project_id = ? AND parent_id IN `+inList(len(fresh)),
+				append([]any{project}, anys(fresh)...)...)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id); err != nil {
+					rows.Close()
+					return err
+				}
+				frontier = append(frontier, id)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return total, err
+}
+
+// UsageCalls loads what the usage roll-up needs of the calls matching q (at most q.Limit+1,
+// so that the caller can tell the limit was exceeded).
+func (s *SQLStore) UsageCalls(ctx context.Context, project string, q CallQuery) ([]UsageCall, error) {
+	where, args, err := s.callWhere(project, q)
+	if err != nil {
+		return nil, err
+	}
+	sqlq := `SELECT id, parent_id, summary, ended_at IS NOT NULL, sdk_cumulative, started_at FROM trace_calls WHERE ` + where
+	if q.Limit >= 0 {
+		sqlq += " LIMIT ?"
+		args = append(args, q.Limit+1)
+	}
+	rows, err := s.db.Query(ctx, sqlq, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []UsageCall
+	for rows.Next() {
+		var c UsageCall
+		var parent, summary, started sql.NullString
+		var cum int
+		if err := rows.Scan(&c.ID, &parent, &summary, &c.Ended, &cum, &started); err != nil {
+			return nil, err
+		}
+		c.ParentID, c.StartedAt = parent.String, started.String
+		if summary.Valid {
+			c.Summary = json.RawMessage(summary.String)
+		}
+		c.Cumulative = cum == 1
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,496 @@
+// Package traceapi serves the Weave-compatible trace server routes over internal/trace:
+// objects, tables, calls, usage, costs, feedback, files and refs. Requests authenticate with
+// HTTP Basic (any username; the password is an API key) and may only touch projects of the
+// key's entity. Unknown top-level request fields are a 400, as in Weave's strict models.
+package traceapi
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+
+	"github.com/honeai/hone/internal/apierror"
+	"github.com/honeai/hone/internal/auth"
+	"github.com/honeai/hone/internal/httpx"
+	"github.com/honeai/hone/internal/openapi"
+	"github.com/honeai/hone/internal/trace"
+)
+
+// API is the trace area.
+type API struct {
+	svc *trace.Service
+}
+
+// New returns the trace area on svc.
+func New(svc *trace.Service) *API { return &API{svc: svc} }
+
+var strict = httpx.DecodeOptions{Strict: true}
+
+// authorizer checks projects against the request's principal.
+func authorizer(ctx context.Context) trace.Authorizer {
+	return func(projectID, param string) error {
+		_, _, err := auth.Project(ctx, projectID, param)
+		return err
+	}
+}
+
+// user is the wb_user_id Hone records: the key's entity.
+func user(ctx context.Context) string {
+	p, _ := auth.FromContext(ctx)
+	return p.Entity
+}
+
+// jsonRoute decodes Req strictly, authorises the project named by project(req) (its JSON
+// path for error messages is param), runs fn and writes the result.
+func jsonRoute[Req, Res any](param string, project func(*Req) string, fn func(context.Context, *Req) (Res, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req Req
+		if err := httpx.DecodeJSON(r, &req, strict); err != nil {
+			apierror.Write(w, r, err)
+			return
+		}
+		if _, _, err := auth.Project(r.Context(), project(&req), param); err != nil {
+			apierror.Write(w, r, err)
+			return
+		}
+		res, err := fn(context.WithValue(r.Context(), pathKey{}, r), &req)
+		if err != nil {
+			apierror.Write(w, r, mapErr(err))
+			return
+		}
+		httpx.WriteJSON(w, http.StatusOK, res)
+	}
+}
+
+// mapErr turns store sentinels that escaped the service into 404s.
+func mapErr(err error) error {
+	if errors.Is(err, trace.ErrNotFound) {
+		return apierror.NotFound("", "%s", err.Error())
+	}
+	return err
+}
+
+func op(summary string, req, res any) *openapi.Operation {
+	return &openapi.Operation{Summary: summary, Tags: []string{"tracing"}, Security: openapi.BasicAuth, Request: req, Response: res}
+}
+
+// Register adds the trace routes to r behind basic (the Basic-auth middleware).
+func (a *API) Register(r *httpx.Router, basic httpx.Middleware) {
+	g := r.Group(basic)
+	s := a.svc
+
+	// Objects.
+	g.HandleFunc("POST /obj/create", jsonRoute("obj.project_id", func(q *trace.ObjCreateReq) string { return q.Obj.ProjectID },
+		func(ctx context.Context, q *trace.ObjCreateReq) (trace.ObjCreateRes, error) {
+			return s.ObjCreate(ctx, *q, user(ctx))
+		}),
+		op("Create an object version (digest computed as Weave does)", trace.ObjCreateReq{}, trace.ObjCreateRes{}))
+	g.HandleFunc("POST /obj/read", jsonRoute("project_id", func(q *trace.ObjReadReq) string { return q.ProjectID },
+		func(ctx context.Context, q *trace.ObjReadReq) (trace.ObjReadRes, error) { return s.ObjRead(ctx, *q) }),
+		op("Read an object version by digest, latest, vN or alias", trace.ObjReadReq{}, trace.ObjReadRes{}))
+	g.HandleFunc("POST /obj/delete", jsonRoute("project_id", func(q *trace.ObjDeleteReq) string { return q.ProjectID },
+		func(ctx context.Context, q *trace.ObjDeleteReq) (trace.ObjDeleteRes, error) {
+			return s.ObjDelete(ctx, *q)
+		}),
+		op("Delete object versions", trace.ObjDeleteReq{}, trace.ObjDeleteRes{}))
+	g.HandleFunc("POST /objs/query", jsonRoute("project_id", func(q *trace.ObjQueryReq) string { return q.ProjectID },
+		func(ctx context.Context, q *trace.ObjQueryReq) (trace.ObjQueryRes, error) {
+			return s.ObjsQuery(ctx, *q)
+		}),
+		op("Query object versions", trace.ObjQueryReq{}, trace.ObjQueryRes{}))
+
+	// Tags and aliases.
+	g.HandleFunc("PUT /objs/{object_id}/versions/{digest}/tags", jsonRoute("project_id", func(q *trace.TagsReq) string { return q.ProjectID },
+		func(ctx context.Context, q *trace.TagsReq) (trace.Empty, error) {
+			return trace.Empty{}, s.AddTags(ctx, q.ProjectID, pathValue(ctx, "object_id"), pathValue(ctx, "digest"), q.Tags)
+		}), op("Add tags to an object version", trace.TagsReq{}, trace.Empty{}))
+	g.HandleFunc("POST /objs/{object_id}/versions/{digest}/tags/remove", jsonRoute("project_id", func(q *trace.TagsReq) string { return q.ProjectID },
+		func(ctx context.Context, q *trace.TagsReq) (trace.Empty, error) {
+			return trace.Empty{}, s.RemoveTags(ctx, q.ProjectID, pathValue(ctx, "object_id"), pathValue(ctx, "digest"), q.Tags)
+		}), op("Remove tags from an object version", trace.TagsReq{}, trace.Empty{}))
+	g.HandleFunc("PUT /objs/{object_id}/aliases", jsonRoute("project_id", func(q *trace.AliasesSetReq) string { return q.ProjectID },
+		func(ctx context.Context, q *trace.AliasesSetReq) (trace.Empty, error) {
+			return trace.Empty{}, s.SetAliases(ctx, q.ProjectID, pathValue(ctx, "object_id"), q.Digest, q.Aliases)
+		}), op("Point aliases of an object at a version", trace.AliasesSetReq{}, trace.Empty{}))
+	g.HandleFunc("POST /objs/{object_id}/aliases/remove", jsonRoute("project_id", func(q *trace.AliasesRemoveReq) string { return q.ProjectID },
+		func(ctx context.Context, q *trace.AliasesRemoveReq) (trace.Empty, error) {
+			return trace.Empty{}, s.RemoveAliases(ctx, q.ProjectID, pathValue(ctx, "object_id"), q.Aliases)
+		}), op("Remove aliases of an object", trace.AliasesRemoveReq{}, trace.Empty{}))
+	g.HandleFunc("GET /tags", a.listRoute(func(ctx context.Context, p string) (any, error) { return s.ListTags(ctx, p) }),
+		a.listOp("List a project's tags", trace.TagsListRes{}))
+	g.HandleFunc("GET /aliases", a.listRoute(func(ctx context.Context, p string) (any, error) { return s.ListAliases(ctx, p) }),
+		a.listOp("List a project's aliases", trace.AliasesListRes{}))
+
+	// Tables.
+	g.HandleFunc("POST /table/create", jsonRoute("table.project_id", func(q *trace.TableCreateReq) string { return q.Table.ProjectID },
+		func(ctx context.Context, q *trace.TableCreateReq) (trace.TableCreateRes, error) {
+			return s.TableCreate(ctx, *q)
+		}),
+		op("Create a table of rows", trace.TableCreateReq{}, trace.TableCreateRes{}))
+	g.HandleFunc("POST /table/update", jsonRoute("project_id", func(q *trace.TableUpdateReq) string { return q.ProjectID },
+		func(ctx context.Context, q *trace.TableUpdateReq) (trace.TableUpdateRes, error) {
+			return s.TableUpdate(ctx, *q)
+		}),
+		op("Append, pop or insert rows, making a new table", trace.TableUpdateReq{}, trace.TableUpdateRes{}))
+	g.HandleFunc("POST /table/create_from_digests", jsonRoute("project_id", func(q *trace.TableCreateFromDigestsReq) string { return q.ProjectID },
+		func(ctx context.Context, q *trace.TableCreateFromDigestsReq) (trace.TableCreateFromDigestsRes, error) {
+			return s.TableCreateFromDigests(ctx, *q)
+		}), op("Create a table from stored row digests", trace.TableCreateFromDigestsReq{}, trace.TableCreateFromDigestsRes{}))
+	g.HandleFunc("POST /table/query", jsonRoute("project_id", func(q *trace.TableQueryReq) string { return q.ProjectID },
+		func(ctx context.Context, q *trace.TableQueryReq) (trace.TableQueryRes, error) {
+			return s.TableQuery(ctx, *q)
+		}),
+		op("Query table rows", trace.TableQueryReq{}, trace.TableQueryRes{}))
+	g.HandleFunc("POST /table/query_stream", a.tableQueryStream, &openapi.Operation{
+		Summary: "Query table rows as JSON lines", Tags: []string{"tracing"}, Security: openapi.BasicAuth,
+		Request: trace.TableQueryReq{}, Response: trace.TableRowSchema{}, ResponseContentType: "application/jsonl"})
+	g.HandleFunc("POST /table/query_stats", jsonRoute("project_id", func(q *trace.TableQueryStatsReq) string { return q.ProjectID },
+		func(ctx context.Context, q *trace.TableQueryStatsReq) (trace.TableQueryStatsRes, error) {
+			return s.TableQueryStats(ctx, *q)
+		}),
+		op("Count a table's rows", trace.TableQueryStatsReq{}, trace.TableQueryStatsRes{}))
+	g.HandleFunc("POST /table/query_stats_batch", jsonRoute("project_id", func(q *trace.TableQueryStatsBatchReq) string { return q.ProjectID },
+		func(ctx context.Context, q *trace.TableQueryStatsBatchReq) (trace.TableQueryStatsBatchRes, error) {
+			return s.TableQueryStatsBatch(ctx, *q)
+		}), op("Count rows of several tables", trace.TableQueryStatsBatchReq{}, trace.TableQueryStatsBatchRes{}))
+
+	// Calls.
+	g.HandleFunc("POST /call/start", jsonRoute("start.project_id", func(q *trace.CallStartReq) string { return q.Start.ProjectID },
+		func(ctx context.Context, q *trace.CallStartReq) (trace.CallStartRes, error) {
+			return s.CallStart(ctx, *q)
+		}),
+		op("Start a call", trace.CallStartReq{}, trace.CallStartRes{}))
+	g.HandleFunc("POST /call/end", jsonRoute("end.project_id", func(q *trace.CallEndReq) string { return q.End.ProjectID },
+		func(ctx context.Context, q *trace.CallEndReq) (trace.Empty, error) {
+			return trace.Empty{}, s.CallEnd(ctx, *q)
+		}),
+		op("End a call", trace.CallEndReq{}, trace.Empty{}))
+	g.HandleFunc("POST /call/upsert_batch", a.upsertBatch, op("Start and end calls in one batch", trace.CallCreateBatchReq{}, trace.CallCreateBatchRes{}))
+	g.HandleFunc("POST /calls/stream_query", a.callsStreamQuery, &openapi.Operation{
+		Summary: "Query calls as JSON lines", Tags: []string{"tracing"}, Security: openapi.BasicAuth,
+		Request: trace.CallsQueryReq{}, Response: trace.CallSchema{}, ResponseContentType: "application/jsonl"})
+	g.HandleFunc("POST /calls/query", a.callsQuery, op("Query calls", trace.CallsQueryReq{}, callsQueryRes{}))
+	g.HandleFunc("POST /calls/query_stats", jsonRoute("project_id", func(q *trace.CallsQueryStatsReq) string { return q.ProjectID },
+		func(ctx context.Context, q *trace.CallsQueryStatsReq) (trace.CallsQueryStatsRes, error) {
+			return s.CallsQueryStats(ctx, *q)
+		}),
+		op("Count calls", trace.CallsQueryStatsReq{}, trace.CallsQueryStatsRes{}))
+	g.HandleFunc("POST /call/read", jsonRoute("project_id", func(q *trace.CallReadReq) string { return q.ProjectID },
+		func(ctx context.Context, q *trace.CallReadReq) (trace.CallReadRes, error) { return s.CallRead(ctx, *q) }),
+		op("Read a call", trace.CallReadReq{}, trace.CallReadRes{}))
+	g.HandleFunc("POST /call/update", jsonRoute("project_id", func(q *trace.CallUpdateReq) string { return q.ProjectID },
+		func(ctx context.Context, q *trace.CallUpdateReq) (trace.Empty, error) {
+			return trace.Empty{}, s.CallUpdate(ctx, *q)
+		}),
+		op("Rename a call", trace.CallUpdateReq{}, trace.Empty{}))
+	g.HandleFunc("POST /calls/delete", jsonRoute("project_id", func(q *trace.CallsDeleteReq) string { return q.ProjectID },
+		func(ctx context.Context, q *trace.CallsDeleteReq) (trace.CallsDeleteRes, error) {
+			return s.CallsDelete(ctx, *q)
+		}),
+		op("Delete calls and their descendants", trace.CallsDeleteReq{}, trace.CallsDeleteRes{}))
+
+	// Usage.
+	g.HandleFunc("POST /trace/usage", jsonRoute("project_id", func(q *trace.TraceUsageReq) string { return q.ProjectID },
+		func(ctx context.Context, q *trace.TraceUsageReq) (trace.UsageRes, error) {
+			return s.TraceUsage(ctx, *q)
+		}),
+		op("Per-call usage of matching calls, rolled up over descendants", trace.TraceUsageReq{}, trace.UsageRes{}))
+	g.HandleFunc("POST /calls/usage", jsonRoute("project_id", func(q *trace.CallsUsageReq) string { return q.ProjectID },
+		func(ctx context.Context, q *trace.CallsUsageReq) (trace.UsageRes, error) {
+			return s.CallsUsage(ctx, *q)
+		}),
+		op("Usage of whole traces rooted at calls", trace.CallsUsageReq{}, trace.UsageRes{}))
+
+	// Costs.
+	g.HandleFunc("POST /cost/create", jsonRoute("project_id", func(q *trace.CostCreateReq) string { return q.ProjectID },
+		func(ctx context.Context, q *trace.CostCreateReq) (trace.CostCreateRes, error) {
+			return s.CostCreate(ctx, *q, user(ctx))
+		}),
+		op("Set token prices for a project", trace.CostCreateReq{}, trace.CostCreateRes{}))
+	g.HandleFunc("POST /cost/query", jsonRoute("project_id", func(q *trace.CostQueryReq) string { return q.ProjectID },
+		func(ctx context.Context, q *trace.CostQueryReq) (trace.CostQueryRes, error) {
+			return s.CostQuery(ctx, *q)
+		}),
+		op("List token prices", trace.CostQueryReq{}, trace.CostQueryRes{}))
+	g.HandleFunc("POST /cost/purge", jsonRoute("project_id", func(q *trace.CostPurgeReq) string { return q.ProjectID },
+		func(ctx context.Context, q *trace.CostPurgeReq) (trace.Empty, error) {
+			return trace.Empty{}, s.CostPurge(ctx, *q)
+		}),
+		op("Delete a project's token prices", trace.CostPurgeReq{}, trace.Empty{}))
+
+	// Feedback.
+	g.HandleFunc("POST /feedback/create", jsonRoute("project_id", func(q *trace.FeedbackCreateReq) string { return q.ProjectID },
+		func(ctx context.Context, q *trace.FeedbackCreateReq) (trace.FeedbackCreateRes, error) {
+			return s.FeedbackCreate(ctx, *q, user(ctx))
+		}), op("Add feedback to a ref", trace.FeedbackCreateReq{}, trace.FeedbackCreateRes{}))
+	g.HandleFunc("POST /feedback/replace", jsonRoute("project_id", func(q *trace.FeedbackCreateReq) string { return q.ProjectID },
+		func(ctx context.Context, q *trace.FeedbackCreateReq) (trace.FeedbackCreateRes, error) {
+			return s.FeedbackReplace(ctx, *q, user(ctx))
+		}), op("Replace feedback", trace.FeedbackCreateReq{}, trace.FeedbackCreateRes{}))
+	g.HandleFunc("POST /feedback/query", jsonRoute("project_id", func(q *trace.FeedbackQueryReq) string { return q.ProjectID },
+		func(ctx context.Context, q *trace.FeedbackQueryReq) (trace.FeedbackQueryRes, error) {
+			return s.FeedbackQuery(ctx, *q)
+		}),
+		op("Query feedback", trace.FeedbackQueryReq{}, trace.FeedbackQueryRes{}))
+	g.HandleFunc("POST /feedback/purge", jsonRoute("project_id", func(q *trace.FeedbackPurgeReq) string { return q.ProjectID },
+		func(ctx context.Context, q *trace.FeedbackPurgeReq) (trace.Empty, error) {
+			return trace.Empty{}, s.FeedbackPurge(ctx, *q)
+		}),
+		op("Delete feedback", trace.FeedbackPurgeReq{}, trace.Empty{}))
+
+	// Files.
+	fileOp := &openapi.Operation{Summary: "Upload a file (multipart: project_id, file)", Tags: []string{"tracing"},
+		Security: openapi.BasicAuth, Request: fileForm{}, RequestContentType: "multipart/form-data", Response: trace.FileCreateRes{}}
+	g.HandleFunc("POST /file/create", a.fileCreate, fileOp)
+	g.HandleFunc("POST /files/create", a.fileCreate, fileOp)
+	g.HandleFunc("POST /file/content", a.fileContent, &openapi.Operation{Summary: "Read a file's bytes", Tags: []string{"tracing"},
+		Security: openapi.BasicAuth, Request: trace.FileContentReadReq{}, ResponseContentType: "application/octet-stream"})
+
+	// Refs.
+	g.HandleFunc("POST /refs/read_batch", a.refsReadBatch, op("Resolve refs to values", trace.RefsReadBatchReq{}, trace.RefsReadBatchRes{}))
+}
+
+type pathKey struct{}
+
+// pathValue reads a path wildcard of the request jsonRoute put in ctx.
+func pathValue(ctx context.Context, name string) string {
+	if r, ok := ctx.Value(pathKey{}).(*http.Request); ok {
+		return r.PathValue(name)
+	}
+	return ""
+}
+
+func (a *API) listRoute(fn func(context.Context, string) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Query().Get("project_id")
+		if _, _, err := auth.Project(r.Context(), p, "project_id"); err != nil {
+			apierror.Write(w, r, err)
+			return
+		}
+		res, err := fn(r.Context(), p)
+		if err != nil {
+			apierror.Write(w, r, err)
+			return
+		}
+		httpx.WriteJSON(w, http.StatusOK, res)
+	}
+}
+
+func (a *API) listOp(summary string, res any) *openapi.Operation {
+	o := op(summary, nil, res)
+	o.Params = []openapi.Param{{Name: "project_id", In: "query", Required: true, Description: "<entity>/<project>"}}
+	return o
+}
+
+func (a *API) upsertBatch(w http.ResponseWriter, r *http.Request) {
+	var req trace.CallCreateBatchReq
+	if err := httpx.DecodeJSON(r, &req, strict); err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	res, err := a.svc.CallUpsertBatch(r.Context(), req, authorizer(r.Context()))
+	if err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, res)
+}
+
+type callsQueryRes struct {
+	Calls []trace.CallSchema `json:"calls"`
+}
+
+func (a *API) decodeCallsQuery(w http.ResponseWriter, r *http.Request) (trace.CallsQueryReq, bool) {
+	var req trace.CallsQueryReq
+	if err := httpx.DecodeJSON(r, &req, strict); err != nil {
+		apierror.Write(w, r, err)
+		return req, false
+	}
+	if _, _, err := auth.Project(r.Context(), req.ProjectID, "project_id"); err != nil {
+		apierror.Write(w, r, err)
+		return req, false
+	}
+	return req, true
+}
+
+func (a *API) callsQuery(w http.ResponseWriter, r *http.Request) {
+	req, ok := a.decodeCallsQuery(w, r)
+	if !ok {
+		return
+	}
+	res := callsQueryRes{Calls: []trace.CallSchema{}}
+	if err := a.svc.CallsQuery(r.Context(), req, func(c trace.CallSchema) error {
+		res.Calls = append(res.Calls, c)
+		return nil
+	}); err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, res)
+}
+
+// jsonLines writes values one per line, flushing as it goes; errors before the first line are
+// answered in the envelope, later ones end the stream.
+type jsonLines struct {
+	w       http.ResponseWriter
+	bw      *bufio.Writer
+	enc     *json.Encoder
+	started bool
+	n       int
+}
+
+func newJSONLines(w http.ResponseWriter) *jsonLines {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
+	return &jsonLines{w: w, bw: bw, enc: enc}
+}
+
+func (j *jsonLines) write(v any) error {
+	if !j.started {
+		j.w.Header().Set("Content-Type", "application/jsonl")
+		j.w.WriteHeader(http.StatusOK)
+		j.started = true
+	}
+	if err := j.enc.Encode(v); err != nil {
+		return err
+	}
+	if j.n++; j.n%256 == 0 {
+		if err := j.bw.Flush(); err != nil {
+			return err
+		}
+		http.NewResponseController(j.w).Flush()
+	}
+	return nil
+}
+
+func (j *jsonLines) finish(r *http.Request, err error) {
+	if err != nil && !j.started {
+		apierror.Write(j.w, r, err)
+		return
+	}
+	if !j.started {
+		j.w.Header().Set("Content-Type", "application/jsonl")
+		j.w.WriteHeader(http.StatusOK)
+	}
+	_ = j.bw.Flush()
+}
+
+func (a *API) callsStreamQuery(w http.ResponseWriter, r *http.Request) {
+	req, ok := a.decodeCallsQuery(w, r)
+	if !ok {
+		return
+	}
+	out := newJSONLines(w)
+	err := a.svc.CallsQuery(r.Context(), req, func(c trace.CallSchema) error { return out.write(c) })
+	out.finish(r, err)
+}
+
+func (a *API) tableQueryStream(w http.ResponseWriter, r *http.Request) {
+	var req trace.TableQueryReq
+	if err := httpx.DecodeJSON(r, &req, strict); err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	if _, _, err := auth.Project(r.Context(), req.ProjectID, "project_id"); err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	res, err := a.svc.TableQuery(r.Context(), req)
+	out := newJSONLines(w)
+	if err == nil {
+		for _, row := range res.Rows {
+			if err = out.write(row); err != nil {
+				break
+			}
+		}
+	}
+	out.finish(r, err)
+}
+
+// fileForm documents the multipart form of /file/create.
+type fileForm struct {
+	ProjectID string `json:"project_id"`
+	File      []byte `json:"file" jsonschema:"format=binary"`
+}
+
+func (a *API) fileCreate(w http.ResponseWriter, r *http.Request) {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mt != "multipart/form-data" {
+		apierror.Write(w, r, apierror.BadRequest("", "POST /file/create takes multipart/form-data with fields project_id and file"))
+		return
+	}
+	if err := r.ParseMultipartForm(8 << 20); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			apierror.Write(w, r, apierror.TooLarge("Request body is larger than the limit of %d bytes", mbe.Limit))
+			return
+		}
+		apierror.Write(w, r, apierror.BadRequest("", "malformed multipart form: %v", err))
+		return
+	}
+	defer r.MultipartForm.RemoveAll()
+	project := r.FormValue("project_id")
+	if _, _, err := auth.Project(r.Context(), project, "project_id"); err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	f, hdr, err := r.FormFile("file")
+	if err != nil {
+		apierror.Write(w, r, apierror.BadRequest("file", "the form needs a file field named \"file\""))
+		return
+	}
+	defer f.Close()
+	content, err := io.ReadAll(io.LimitReader(f, trace.MaxFileBytes+1))
+	if err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	if len(content) > trace.MaxFileBytes {
+		apierror.Write(w, r, apierror.TooLarge("file is larger than %d bytes", trace.MaxFileBytes))
+		return
+	}
+	res, err := a.svc.FileCreate(r.Context(), project, hdr.Filename, content)
+	if err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, res)
+}
+
+func (a *API) fileContent(w http.ResponseWriter, r *http.Request) {
+	var req trace.FileContentReadReq
+	if err := httpx.DecodeJSON(r, &req, strict); err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	if _, _, err := auth.Project(r.Context(), req.ProjectID, "project_id"); err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	b, err := a.svc.FileContent(r.Context(), req)
+	if err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	_, _ = w.Write(b)
+}
+
+func (a *API) refsReadBatch(w http.ResponseWriter, r *http.Request) {
+	var req trace.RefsReadBatchReq
+	if err := httpx.DecodeJSON(r, &req, strict); err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	res, err := a.svc.RefsReadBatch(r.Context(), req, authorizer(r.Context()))
+	if err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, res)
+}
