@@ -222,7 +222,8 @@ func (s *bSource) panel(q int) unsafe.Pointer {
 // lie in [0,nc) are read beyond nc when src is packed (zero-padded) or full.
 func macro(im *impl, mc, nc, kc int, ap []float32, src *bSource, c []float32, ldc int) {
 	mr, nr := im.mr, im.nr
-	mk := im.micro[src.kind]
+	full := im.micro[src.kind]
+	rowsK := im.microRows[src.kind]
 	var tmp [16 * panelW]float32
 	esz := src.kind.size()
 	for jr := 0; jr < nc; jr += nr {
@@ -231,7 +232,11 @@ func macro(im *impl, mc, nc, kc int, ap []float32, src *bSource, c []float32, ld
 		for ir := 0; ir < mc; ir += mr {
 			rows := min(mr, mc-ir)
 			a := &ap[ir*kc]
-			if rows == mr && cols == nr {
+			mk := full
+			if rows < mr && rowsK != nil {
+				mk = rowsK[rows-1]
+			}
+			if cols == nr && (rows == mr || rowsK != nil) {
 				mk(kc, a, bp, src.ldb, &c[ir*ldc+jr], ldc)
 				continue
 			}
@@ -363,8 +368,8 @@ func runDot(im *impl, p *problem, nt int) {
 	}
 	groups := (n + dotNW - 1) / dotNW
 	nt = min(nt, groups)
-	kern := im.dot[p.bKind]
-	dmr := im.dotMR
+	kerns := im.dot[p.bKind]
+	kv := k / im.dotVec * im.dotVec // the kernels' part of k; the rest is added here
 	esz := p.bKind.size()
 	parallel(nt, nt, func(t int) {
 		g0, g1 := split(groups, nt, t, 1)
@@ -372,20 +377,24 @@ func runDot(im *impl, p *problem, nt int) {
 		for g := g0; g < g1; g++ {
 			j := g * dotNW
 			rows := min(dotNW, n-j)
-			for i0 := 0; i0 < m; i0 += dmr {
-				mx := min(dmr, m-i0)
+			for i0 := 0; i0 < m; i0 += im.dotMR {
+				mx := min(im.dotMR, m-i0)
+				kern := kerns[mx-1]
 				xp := &x[i0*ldx]
 				if rows == dotNW {
-					kern(k, mx, xp, ldx, p.bPtr(j*p.ldb), p.ldb, &out[0], dotNW)
+					kern(kv, mx, xp, ldx, p.bPtr(j*p.ldb), p.ldb, &out[0], dotNW)
 				} else {
 					// Fewer than dotNW rows left: point every lane at one row (ldw 0).
 					for r := 0; r < rows; r++ {
 						var one [16 * dotNW]float32
-						kern(k, mx, xp, ldx, unsafe.Add(p.bPtr(0), uintptr((j+r)*p.ldb)*esz), 0, &one[0], dotNW)
+						kern(kv, mx, xp, ldx, unsafe.Add(p.bPtr(0), uintptr((j+r)*p.ldb)*esz), 0, &one[0], dotNW)
 						for i := 0; i < mx; i++ {
 							out[i*dotNW+r] = one[i*dotNW]
 						}
 					}
+				}
+				if kv < k {
+					dotTail(p, x[i0*ldx:], ldx, mx, j, rows, kv, out[:])
 				}
 				for i := 0; i < mx; i++ {
 					crow := p.c[(i0+i)*p.ldc+j:][:rows]
@@ -400,4 +409,30 @@ func runDot(im *impl, p *problem, nt int) {
 			}
 		}
 	})
+}
+
+// dotTail adds Σ_{p >= k0} x_i[p]·w_j[p] to out[i*dotNW+r] for rows j..j+rows of W.
+func dotTail(p *problem, x []float32, ldx, mx, j, rows, k0 int, out []float32) {
+	for r := 0; r < rows; r++ {
+		off := (j+r)*p.ldb + k0
+		for i := 0; i < mx; i++ {
+			xr := x[i*ldx+k0 : i*ldx+p.k]
+			var s float32
+			switch p.bKind {
+			case kindF32:
+				for q, v := range p.b32[off : off+len(xr)] {
+					s += xr[q] * v
+				}
+			case kindBF16:
+				for q, v := range p.b16[off : off+len(xr)] {
+					s += xr[q] * BF16ToFloat32(v)
+				}
+			default:
+				for q, v := range p.b16[off : off+len(xr)] {
+					s += xr[q] * F16ToFloat32(v)
+				}
+			}
+			out[i*dotNW+r] += s
+		}
+	}
 }

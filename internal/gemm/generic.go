@@ -11,12 +11,17 @@ const (
 )
 
 var genericImpl = &impl{
-	name:  "generic",
-	mr:    genericMR,
-	nr:    genericNR,
-	dotMR: 4,
-	micro: [3]microFn{microGeneric[float32], microGeneric[uint16], microGenericF16},
-	dot:   [3]dotFn{dotGeneric[float32], dotGeneric[uint16], dotGenericF16},
+	name:   "generic",
+	mr:     genericMR,
+	nr:     genericNR,
+	micro:  [3]microFn{microGeneric[float32], microGeneric[uint16], microGenericF16},
+	dotMR:  4,
+	dotVec: 1,
+	dot: [3][]dotFn{
+		{dotGeneric[float32], dotGeneric[float32], dotGeneric[float32], dotGeneric[float32]},
+		{dotGeneric[uint16], dotGeneric[uint16], dotGeneric[uint16], dotGeneric[uint16]},
+		{dotGenericF16, dotGenericF16, dotGenericF16, dotGenericF16},
+	},
 }
 
 // widen converts one stored B element to f32: f32 as is, uint16 as bf16.

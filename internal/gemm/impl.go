@@ -46,13 +46,15 @@ type packTFn func(kc int, src unsafe.Pointer, lds int, dst *float32)
 
 // impl is one implementation of the kernels.
 type impl struct {
-	name  string
-	mr    int // rows of the micro tile
-	nr    int // columns of the micro tile: panelW or panelW/2
-	dotMR int // most x rows one dot-kernel call handles
-	micro [3]microFn
-	dot   [3]dotFn
-	packT [3]packTFn // nil: use the generic loop
+	name      string
+	mr        int          // rows of the micro tile (and of each packed A panel)
+	nr        int          // columns of the micro tile: panelW or panelW/2
+	micro     [3]microFn   // by B kind: the full mr-row micro-kernel
+	microRows [3][]microFn // by B kind, optional: micro-kernels for 1..mr rows (index rows-1)
+	dotMR     int          // most x rows one dot-kernel call handles
+	dotVec    int          // the dot kernels need k to be a multiple of this
+	dot       [3][]dotFn   // by B kind: dot kernels for 1..dotMR rows (index mx-1)
+	packT     [3]packTFn   // by B kind, optional: transposing B pack of a full panel
 }
 
 var (
@@ -83,7 +85,7 @@ func Impls() []string {
 }
 
 // SetImpl selects an implementation by name (one of Impls()), for tests and benchmarks.
-// It must not be called while other goroutines multiply.
+// Calls already running finish with the implementation they started with.
 func SetImpl(name string) error {
 	for _, im := range impls {
 		if im.name == name {

@@ -2,9 +2,111 @@
 
 package gemm
 
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+//go:generate sh -c "cd asmgen && go run . -out ../kernels_amd64.s -decl ../kernels_amd64_decl.go"
+
+// hasAVX512 and hasAVX2 report whether the CPU (and OS) support the kernels' instruction sets.
+var (
+	hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512DQ
+	hasAVX2   = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasAVX
+	hasF16C   = hasAVX2 // the AVX2 kernels' f16 path uses VCVTPH2PS (F16C)
+)
+
 // registerNative registers the assembly implementations this CPU supports, best first.
-func registerNative() {}
+func registerNative() {
+	if hasAVX512 {
+		im := &impl{name: "avx512", mr: avx512MR, nr: 32, dotMR: avx512DotMR, dotVec: 16}
+		for kind := range 3 {
+			im.microRows[kind] = avx512Micro[kind]
+			im.micro[kind] = avx512Micro[kind][avx512MR-1]
+			im.dot[kind] = avx512Dot[kind]
+			im.packT[kind] = packTWhole(avx512PackT[kind], elemKind(kind))
+		}
+		register(im)
+	}
+	if hasAVX2 && hasF16C && cpu.X86.HasAVX {
+		im := &impl{name: "avx2", mr: avx2MR, nr: 16, dotMR: avx2DotMR, dotVec: 8}
+		for kind := range 3 {
+			im.microRows[kind] = avx2Micro[kind]
+			im.micro[kind] = avx2Micro[kind][avx2MR-1]
+			im.dot[kind] = avx2Dot[kind]
+		}
+		register(im)
+	}
+}
 
-func decodeNative(kind elemKind, dst []float32, src []uint16) bool { return false }
+// packTWhole wraps a transposing pack kernel (kc a multiple of 16) with a scalar tail.
+func packTWhole(kern packTFn, kind elemKind) packTFn {
+	return func(kc int, src unsafe.Pointer, lds int, dst *float32) {
+		whole := kc &^ 15
+		if whole > 0 {
+			kern(whole, src, lds, dst)
+		}
+		if whole == kc {
+			return
+		}
+		d := unsafe.Slice(dst, kc*panelW)
+		for j := 0; j < panelW; j++ {
+			for p := whole; p < kc; p++ {
+				off := uintptr(j*lds + p)
+				switch kind {
+				case kindF32:
+					d[p*panelW+j] = *(*float32)(unsafe.Add(src, off*4))
+				case kindBF16:
+					d[p*panelW+j] = BF16ToFloat32(*(*uint16)(unsafe.Add(src, off*2)))
+				default:
+					d[p*panelW+j] = F16ToFloat32(*(*uint16)(unsafe.Add(src, off*2)))
+				}
+			}
+		}
+	}
+}
 
-func encodeNative(kind elemKind, dst []uint16, src []float32) bool { return false }
+func decodeNative(kind elemKind, dst []float32, src []uint16) bool {
+	if !hasAVX512 || Impl() != "avx512" {
+		return false
+	}
+	n := len(src) &^ 15
+	if n > 0 {
+		if kind == kindBF16 {
+			decodeBF16AVX512(&dst[0], &src[0], n)
+		} else {
+			decodeF16AVX512(&dst[0], &src[0], n)
+		}
+	}
+	for i := n; i < len(src); i++ {
+		if kind == kindBF16 {
+			dst[i] = BF16ToFloat32(src[i])
+		} else {
+			dst[i] = F16ToFloat32(src[i])
+		}
+	}
+	return true
+}
+
+func encodeNative(kind elemKind, dst []uint16, src []float32) bool {
+	if !hasAVX512 || Impl() != "avx512" {
+		return false
+	}
+	n := len(src) &^ 15
+	if n > 0 {
+		if kind == kindBF16 {
+			encodeBF16AVX512(&dst[0], &src[0], n)
+		} else {
+			encodeF16AVX512(&dst[0], &src[0], n)
+		}
+	}
+	for i := n; i < len(src); i++ {
+		if kind == kindBF16 {
+			dst[i] = Float32ToBF16(src[i])
+		} else {
+			dst[i] = Float32ToF16(src[i])
+		}
+	}
+	return true
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// packTAVX512 generates the transposing B pack: dst[p*32+j] = src[j*lds+p] for j < 32 and
+// p < kc, kc a multiple of 16, widening 16-bit kinds. Each 16×16 block is transposed in
+// registers (unpack ps, unpack pd, two rounds of 128-bit lane shuffles).
+func packTAVX512(name string, kind int) {
+	TEXT(name, NOSPLIT, packTSigAvo)
+	declare(name, packTSig, "")
+	kc := Load(Param("kc"), RCX)
+	src := Load(Param("src"), RSI)
+	lds := Load(Param("lds"), RDX)
+	dst := Load(Param("dst"), RDI)
+	esz := eltSize(kind)
+	if esz == 4 {
+		SHLQ(U8(2), lds)
+	} else {
+		SHLQ(U8(1), lds)
+	}
+	LEAQ(Mem{Base: lds, Index: lds, Scale: 2}, R8) // 3*lds
+	SHRQ(U8(4), kc)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	MOVQ(src, RAX)           // pointer to the current group of 4 rows
+	for g := 0; g < 2; g++ { // rows 16g..16g+15 → dst columns 16g..16g+15
+		for r := 0; r < 16; r++ {
+			m := Mem{Base: RAX}
+			switch r % 4 {
+			case 1:
+				m = Mem{Base: RAX, Index: lds, Scale: 1}
+			case 2:
+				m = Mem{Base: RAX, Index: lds, Scale: 2}
+			case 3:
+				m = Mem{Base: RAX, Index: R8, Scale: 1}
+			}
+			loadB(kind, m, zreg(r), true)
+			if r%4 == 3 {
+				LEAQ(Mem{Base: RAX, Index: lds, Scale: 4}, RAX)
+			}
+		}
+		g := g
+		transpose16(func(j int, v VecPhysical) {
+			VMOVUPS(v, Mem{Base: dst, Disp: j*4*panelW + g*64})
+		})
+	}
+	ADDQ(U32(16*esz), src)
+	ADDQ(U32(16*4*panelW), dst)
+	DECQ(kc)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// transpose16 transposes the 16×16 f32 block in Z0..Z15 (row r in Zr) using Z16..Z31 and
+// calls store(j, v) with column j of the block in v.
+func transpose16(store func(j int, v VecPhysical)) {
+	r := func(i int) VecPhysical { return zreg(i) }
+	t := func(i int) VecPhysical { return zreg(16 + i) }
+	for i := 0; i < 8; i++ { // t(2i) lane: r2i[0] r2i+1[0] r2i[1] r2i+1[1]; t(2i+1): elements 2, 3
+		VUNPCKLPS(r(2*i+1), r(2*i), t(2*i))
+		VUNPCKHPS(r(2*i+1), r(2*i), t(2*i+1))
+	}
+	for q := 0; q < 4; q++ { // r(4q+c) lane L: column 4L+c of rows 4q..4q+3
+		VUNPCKLPD(t(4*q+2), t(4*q), r(4*q+0))
+		VUNPCKHPD(t(4*q+2), t(4*q), r(4*q+1))
+		VUNPCKLPD(t(4*q+3), t(4*q+1), r(4*q+2))
+		VUNPCKHPD(t(4*q+3), t(4*q+1), r(4*q+3))
+	}
+	for c := 0; c < 4; c++ { // 4×4 transpose of the 128-bit lanes of r(c), r(4+c), r(8+c), r(12+c)
+		VSHUFF32X4(U8(0x44), r(4+c), r(c), t(4*c+0))
+		VSHUFF32X4(U8(0xEE), r(4+c), r(c), t(4*c+1))
+		VSHUFF32X4(U8(0x44), r(12+c), r(8+c), t(4*c+2))
+		VSHUFF32X4(U8(0xEE), r(12+c), r(8+c), t(4*c+3))
+	}
+	for c := 0; c < 4; c++ {
+		VSHUFF32X4(U8(0x88), t(4*c+2), t(4*c+0), r(4*c+0)) // column c
+		VSHUFF32X4(U8(0xDD), t(4*c+2), t(4*c+0), r(4*c+1)) // column 4+c
+		VSHUFF32X4(U8(0x88), t(4*c+3), t(4*c+1), r(4*c+2)) // column 8+c
+		VSHUFF32X4(U8(0xDD), t(4*c+3), t(4*c+1), r(4*c+3)) // column 12+c
+		for l := 0; l < 4; l++ {
+			store(4*l+c, r(4*c+l))
+		}
+	}
+}
