@@ -26,5 +26,17 @@ for d in conformance/*/; do
     (cd "$d" && npm ci --no-audit --no-fund --loglevel=error >&2)
   fi
 done
+# Python clients of the conformance tests (each directory pins them in requirements.txt), in a
+# virtual environment inside the directory (ignored by git).
+for d in conformance/*/; do
+  if [ -f "$d/requirements.txt" ]; then
+    if [ ! -x "$d/.venv/bin/python" ]; then
+      log "python venv in $d"
+      python3 -m venv "$d/.venv" >&2
+    fi
+    log "pip install -r $d/requirements.txt"
+    "$d/.venv/bin/pip" install -q --disable-pip-version-check -r "$d/requirements.txt" >&2
+  fi
+done
 # Every conformance test must run (not skip) when set-up succeeded.
 echo "export HONE_REQUIRE_CONFORMANCE=1"

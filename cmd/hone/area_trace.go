@@ -17,7 +17,9 @@ func init() {
 		}
 		svc := trace.NewService(store)
 		app.Provide(TraceService, svc)
-		traceapi.New(svc).Register(r, app.Basic)
+		api := traceapi.New(svc)
+		api.Register(r, app.Basic)
+		api.RegisterGraphQL(r, app.Basic, app.Bearer)
 		return nil
 	})
 }

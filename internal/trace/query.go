@@ -192,7 +192,7 @@ func parseOperation(v pyjson.Value, path string, depth int) (Node, error) {
 		}
 		return c, nil
 	}
-	return nil, qerr(path, "unknown operator %q (supported: $and, $or, $not, $eq, $gt, $gte, $in, $contains, $literal, $getField, $convert)", key)
+	return nil, qerr(path, "unknown operation %q (operations: $and, $or, $not, $eq, $gt, $gte, $in, $contains; operands: $literal, $getField, $convert)", key)
 }
 
 func parseOperand(v pyjson.Value, path string, depth int) (Node, error) {

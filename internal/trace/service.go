@@ -145,7 +145,7 @@ func (s *Service) ObjCreate(ctx context.Context, req ObjCreateReq, wbUserID stri
 	}
 	digest := ValueDigest(val)
 	if o.ExpectedDigest != nil && *o.ExpectedDigest != "" && *o.ExpectedDigest != digest {
-		return ObjCreateRes{}, badField("obj.expected_digest", "does not match the digest of the value (%s)", digest)
+		return ObjCreateRes{}, apierror.Conflict("obj.expected_digest", "obj.expected_digest: does not match the digest Hone computed (%s); Hone digests keys in arrival order", digest)
 	}
 	row := ObjectRow{
 		ProjectID: o.ProjectID, ObjectID: o.ObjectID, Digest: digest, Kind: Kind(val),

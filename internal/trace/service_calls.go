@@ -874,3 +874,29 @@ func (s *Service) resolveRef(ctx context.Context, r Ref, depth int) (pyjson.Valu
 	}
 	return cur, nil
 }
+
+// CallsComplete records whole calls (start and end together) in one transaction; every
+// call must belong to project.
+func (s *Service) CallsComplete(ctx context.Context, project string, req CallsCompleteReq) error {
+	writes := make([]CallWrite, 0, len(req.Batch))
+	for i, c := range req.Batch {
+		p := fmt.Sprintf("batch[%d]", i)
+		if c.ProjectID != project {
+			return badField(p+".project_id", "must be %s (the project of the route), got %q", project, c.ProjectID)
+		}
+		if c.ID == nil || *c.ID == "" {
+			return badField(p+".id", "is required")
+		}
+		st, err := s.startRow(c.StartedCallSchemaForInsert, p)
+		if err != nil {
+			return err
+		}
+		en, err := s.endRow(EndedCallSchemaForInsert{ProjectID: project, ID: st.ID, EndedAt: c.EndedAt, Exception: c.Exception,
+			Output: c.Output, Summary: c.Summary, WBRunStepEnd: c.WBRunStepEnd, TraceID: c.TraceID}, p)
+		if err != nil {
+			return err
+		}
+		writes = append(writes, CallWrite{Project: project, Start: st, End: en})
+	}
+	return s.store.UpsertCalls(ctx, writes)
+}

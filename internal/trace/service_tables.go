@@ -36,7 +36,7 @@ func (s *Service) TableCreate(ctx context.Context, req TableCreateReq) (TableCre
 	}
 	digest := TableDigest(digests)
 	if e := req.Table.ExpectedDigest; e != nil && *e != "" && *e != digest {
-		return TableCreateRes{}, badField("table.expected_digest", "does not match the digest of the rows (%s)", digest)
+		return TableCreateRes{}, apierror.Conflict("table.expected_digest", "table.expected_digest: does not match the digest Hone computed (%s); Hone digests keys in arrival order", digest)
 	}
 	if err := s.store.InsertTable(ctx, req.Table.ProjectID, digest, digests, rows, s.nowString()); err != nil {
 		return TableCreateRes{}, err
@@ -127,7 +127,7 @@ func (s *Service) TableCreateFromDigests(ctx context.Context, req TableCreateFro
 	}
 	digest := TableDigest(req.RowDigests)
 	if e := req.ExpectedDigest; e != nil && *e != "" && *e != digest {
-		return TableCreateFromDigestsRes{}, badField("expected_digest", "does not match the digest of the rows (%s)", digest)
+		return TableCreateFromDigestsRes{}, apierror.Conflict("expected_digest", "expected_digest: does not match the digest Hone computed (%s); Hone digests keys in arrival order", digest)
 	}
 	if err := s.store.InsertTable(ctx, req.ProjectID, digest, req.RowDigests, nil, s.nowString()); err != nil {
 		return TableCreateFromDigestsRes{}, err

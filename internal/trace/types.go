@@ -611,3 +611,19 @@ type RefsReadBatchRes struct {
 
 // Empty is the `{}` answer of several routes.
 type Empty struct{}
+
+// CompletedCallSchemaForInsert is a call sent whole, start and end together (the v2
+// /calls/complete route the Weave Python SDK uses).
+type CompletedCallSchemaForInsert struct {
+	StartedCallSchemaForInsert
+	EndedAt      string          `json:"ended_at"`
+	Exception    *string         `json:"exception,omitempty"`
+	Output       json.RawMessage `json:"output,omitempty"`
+	Summary      json.RawMessage `json:"summary"`
+	WBRunStepEnd *int64          `json:"wb_run_step_end,omitempty"`
+}
+
+// CallsCompleteReq is the body of POST /v2/{entity}/{project}/calls/complete.
+type CallsCompleteReq struct {
+	Batch []CompletedCallSchemaForInsert `json:"batch"`
+}

@@ -250,6 +250,12 @@ func (a *API) Register(r *httpx.Router, basic httpx.Middleware) {
 	g.HandleFunc("POST /file/content", a.fileContent, &openapi.Operation{Summary: "Read a file's bytes", Tags: []string{"tracing"},
 		Security: openapi.BasicAuth, Request: trace.FileContentReadReq{}, ResponseContentType: "application/octet-stream"})
 
+	// The v2 routes of the newer Python SDK: the project is in the path.
+	g.HandleFunc("POST /v2/{entity}/{project}/calls/complete", a.callsComplete,
+		op("Record whole calls (start and end together)", trace.CallsCompleteReq{}, trace.Empty{}))
+	g.HandleFunc("POST /v2/{entity}/{project}/call/start", a.v2CallStart, op("Start a call (v2)", trace.CallStartReq{}, trace.CallStartRes{}))
+	g.HandleFunc("POST /v2/{entity}/{project}/call/end", a.v2CallEnd, op("End a call (v2)", trace.CallEndReq{}, trace.Empty{}))
+
 	// Refs.
 	g.HandleFunc("POST /refs/read_batch", a.refsReadBatch, op("Resolve refs to values", trace.RefsReadBatchReq{}, trace.RefsReadBatchRes{}))
 }
@@ -493,4 +499,74 @@ func (a *API) refsReadBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	httpx.WriteJSON(w, http.StatusOK, res)
+}
+
+// pathProject authorises the project named by the route's {entity}/{project}.
+func pathProject(w http.ResponseWriter, r *http.Request) (string, bool) {
+	project := r.PathValue("entity") + "/" + r.PathValue("project")
+	if _, _, err := auth.Project(r.Context(), project, "project"); err != nil {
+		apierror.Write(w, r, err)
+		return "", false
+	}
+	return project, true
+}
+
+func (a *API) callsComplete(w http.ResponseWriter, r *http.Request) {
+	project, ok := pathProject(w, r)
+	if !ok {
+		return
+	}
+	var req trace.CallsCompleteReq
+	if err := httpx.DecodeJSON(r, &req, strict); err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	if err := a.svc.CallsComplete(r.Context(), project, req); err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, trace.Empty{})
+}
+
+func (a *API) v2CallStart(w http.ResponseWriter, r *http.Request) {
+	project, ok := pathProject(w, r)
+	if !ok {
+		return
+	}
+	var req trace.CallStartReq
+	if err := httpx.DecodeJSON(r, &req, strict); err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	if req.Start.ProjectID != project {
+		apierror.Write(w, r, apierror.BadRequest("start.project_id", "start.project_id must be %s (the project of the route)", project))
+		return
+	}
+	res, err := a.svc.CallStart(r.Context(), req)
+	if err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, res)
+}
+
+func (a *API) v2CallEnd(w http.ResponseWriter, r *http.Request) {
+	project, ok := pathProject(w, r)
+	if !ok {
+		return
+	}
+	var req trace.CallEndReq
+	if err := httpx.DecodeJSON(r, &req, strict); err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	if req.End.ProjectID != project {
+		apierror.Write(w, r, apierror.BadRequest("end.project_id", "end.project_id must be %s (the project of the route)", project))
+		return
+	}
+	if err := a.svc.CallEnd(r.Context(), req); err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, trace.Empty{})
 }
