@@ -27,7 +27,7 @@ type problem struct {
 // B packed at once (shared by the threads, L2/L3).
 const (
 	kcBlock = 256
-	mcBlock = 144
+	mcBlock = 140
 	ncBlock = 3072
 )
 
@@ -37,6 +37,11 @@ const minParallelWork = 1 << 18
 // dotMaxM is the largest m for which y = x·Wᵀ uses the dot-product kernels (B streamed once,
 // never packed) rather than the packed blocked path.
 const dotMaxM = 16
+
+// tdotMinM is the smallest m for which y = x·Wᵀ with f32 W uses the transposed decode kernel
+// (one FMA covers 16 rows of x). Below it the dot kernels waste fewer lanes; for bf16/f16 W
+// the dot kernels, which widen in registers, were measured faster at every m.
+const tdotMinM = 13
 
 // rawMaxM is the largest m for which a non-transposed B is read in place by the micro-kernel
 // instead of being packed.
@@ -61,6 +66,8 @@ func run(p *problem) {
 	switch {
 	case p.packed != nil:
 		runPacked(im, p, nt)
+	case p.transB && p.m <= dotMaxM && p.m >= tdotMinM && p.bKind == kindF32 && im.tdot != nil:
+		runTdot(im, p, nt)
 	case p.transB && p.m <= dotMaxM:
 		runDot(im, p, nt)
 	case !p.transB && p.m <= rawMaxM:
@@ -68,6 +75,27 @@ func run(p *problem) {
 	default:
 		runBlocked(im, p, nt)
 	}
+}
+
+// tasksPerThread is how many tasks a call makes per thread when the work divides finely:
+// tasks are claimed dynamically, so a helper that starts late or a core that is busy with
+// something else costs little.
+const tasksPerThread = 4
+
+// grid splits an m-row, panels-panel output among tm×tn tasks: row ranges (multiples of mr,
+// about one mc block each) times column ranges (whole panels), enough for nt threads to
+// balance.
+func grid(m, panels, mr, mc, nt int) (tm, tn int) {
+	if nt <= 1 {
+		return 1, 1
+	}
+	tm = min((m+mr-1)/mr, (m+mc-1)/mc)
+	want := 3 * nt
+	tn = 1
+	if tm < want {
+		tn = min(panels, (want+tm-1)/tm)
+	}
+	return tm, tn
 }
 
 // split returns the t-th of parts near-equal ranges of [0,n), boundaries multiples of unit.
@@ -95,8 +123,15 @@ func scaleC(p *problem, i0, i1, j0, j1 int) {
 	}
 }
 
-// floatBuf is a reusable scratch buffer.
-type floatBuf struct{ s []float32 }
+// floatBuf is a reusable scratch buffer. Its fixed arrays are passed to kernels through
+// function values, which the compiler cannot prove non-escaping; keeping them in a pooled
+// object instead of on the stack avoids an allocation per call.
+type floatBuf struct {
+	s    []float32
+	tile [16 * panelW]float32 // an edge micro-tile
+	out  [256]float32         // dot / tdot results
+	one  [256]float32         // single-row dot / tdot results
+}
 
 var bufPool = sync.Pool{New: func() any { return new(floatBuf) }}
 
@@ -114,30 +149,46 @@ func (buf *floatBuf) aligned(n int) []float32 {
 }
 
 // packA packs rows [i0,i0+mc) and depth [p0,p0+kc) of op(A), scaled by alpha, into dst as
-// micro-panels of mr rows: element (i,p) of panel q at dst[q*mr*kc + p*mr + i]. Rows past mc
-// are zero.
-func packA(dst []float32, p *problem, i0, mc, p0, kc, mr int) {
+// micro-panels of im.mr rows, panel q at dst[q*mr*kc:]. When im has row-count kernels, a last
+// panel of r < mr rows holds element (i,p) at p*r+i; otherwise every panel is mr rows wide,
+// padded with zeros.
+func packA(im *impl, dst []float32, p *problem, i0, mc, p0, kc int) {
+	mr := im.mr
+	dense := im.microRows[0] != nil
 	alpha := p.alpha
 	for ip := 0; ip < mc; ip += mr {
-		panel := dst[ip*kc : ip*kc+mr*kc]
 		rows := min(mr, mc-ip)
+		stride := mr
+		if dense {
+			stride = rows
+		}
+		panel := dst[ip*kc : ip*kc+stride*kc]
 		if !p.transA {
+			done := 0
+			if rows == mr && im.packA != nil && kc >= 16 {
+				done = kc &^ 15
+				im.packA(done, &p.a[(i0+ip)*p.lda+p0], p.lda, &panel[0], alpha)
+			}
 			for r := 0; r < rows; r++ {
-				src := p.a[(i0+ip+r)*p.lda+p0:][:kc]
+				src := p.a[(i0+ip+r)*p.lda+p0+done:][:kc-done]
 				for q, v := range src {
-					panel[q*mr+r] = alpha * v
+					panel[(done+q)*stride+r] = alpha * v
 				}
 			}
-			if rows < mr {
+			if rows < stride {
 				for q := 0; q < kc; q++ {
-					clear(panel[q*mr+rows : q*mr+mr])
+					clear(panel[q*stride+rows : q*stride+stride])
 				}
 			}
 			continue
 		}
+		if im.packAT != nil && rows == stride {
+			im.packAT(kc, rows, &p.a[p0*p.lda+i0+ip], p.lda, &panel[0], alpha)
+			continue
+		}
 		for q := 0; q < kc; q++ {
 			src := p.a[(p0+q)*p.lda+i0+ip:][:rows]
-			d := panel[q*mr : q*mr+mr]
+			d := panel[q*stride : q*stride+stride]
 			for r, v := range src {
 				d[r] = alpha * v
 			}
@@ -220,11 +271,10 @@ func (s *bSource) panel(q int) unsafe.Pointer {
 // macro adds Ap·B into C for an mc×nc block: ap holds the packed A block (mr-row panels of
 // depth kc) and src the B panels; c points at C's block origin. Only B panels whose columns
 // lie in [0,nc) are read beyond nc when src is packed (zero-padded) or full.
-func macro(im *impl, mc, nc, kc int, ap []float32, src *bSource, c []float32, ldc int) {
+func macro(im *impl, mc, nc, kc int, ap []float32, src *bSource, c []float32, ldc int, tmp *[16 * panelW]float32) {
 	mr, nr := im.mr, im.nr
 	full := im.micro[src.kind]
 	rowsK := im.microRows[src.kind]
-	var tmp [16 * panelW]float32
 	esz := src.kind.size()
 	for jr := 0; jr < nc; jr += nr {
 		bp := unsafe.Add(src.panel(jr/panelW), uintptr(jr%panelW)*esz)
@@ -266,11 +316,7 @@ func runBlocked(im *impl, p *problem, nt int) {
 	bpack := bbuf.aligned(kc0 * nc0)
 
 	// Split C among tasks: by rows when there are enough, else by columns too.
-	tm := nt
-	for tm > 1 && m < tm*mr*2 {
-		tm--
-	}
-	tn := max(nt/tm, 1)
+	tm, tn := grid(m, (n+panelW-1)/panelW, mr, mc, nt)
 	tasks := tm * tn
 
 	for jc := 0; jc < n; jc += nc0 {
@@ -278,8 +324,9 @@ func runBlocked(im *impl, p *problem, nt int) {
 		panels := (nc + panelW - 1) / panelW
 		for pc := 0; pc < k; pc += kc0 {
 			kc := min(kc0, k-pc)
-			parallel(min(nt, panels), nt, func(t int) {
-				q0, q1 := split(panels, min(nt, panels), t, 1)
+			packTasks := min(panels, 2*nt)
+			parallel(packTasks, nt, func(t int) {
+				q0, q1 := split(panels, packTasks, t, 1)
 				for q := q0; q < q1; q++ {
 					j := q * panelW
 					packBPanel(im, bpack[q*kc*panelW:], p, jc+j, min(panelW, nc-j), pc, kc)
@@ -303,8 +350,8 @@ func runBlocked(im *impl, p *problem, nt int) {
 				sub.base = src.panel(q0)
 				for ic := i0; ic < i1; ic += mc {
 					mcc := min(mc, i1-ic)
-					packA(ap, p, ic, mcc, pc, kc, mr)
-					macro(im, mcc, j1-j0, kc, ap, &sub, p.c[ic*p.ldc+j0:], p.ldc)
+					packA(im, ap, p, ic, mcc, pc, kc)
+					macro(im, mcc, j1-j0, kc, ap, &sub, p.c[ic*p.ldc+j0:], p.ldc, &abuf.tile)
 				}
 				bufPool.Put(abuf)
 			})
@@ -316,38 +363,66 @@ func runBlocked(im *impl, p *problem, nt int) {
 // 16-bit), so B is streamed once and never packed; only a last partial panel is packed.
 func runRaw(im *impl, p *problem, nt int) {
 	m, n, k := p.m, p.n, p.k
-	mr := im.mr
 	panels := (n + panelW - 1) / panelW
-	nt = min(nt, panels)
-	parallel(nt, nt, func(t int) {
-		q0, q1 := split(panels, nt, t, 1)
+	tasks := min(panels, tasksPerThread*nt)
+	kc0 := min(kcBlock, k)
+	abuf := bufPool.Get().(*floatBuf)
+	defer bufPool.Put(abuf)
+	ap := packAAll(im, abuf, p, m, kc0) // few rows: packed once, shared by the tasks
+	parallel(tasks, nt, func(t int) {
+		q0, q1 := split(panels, tasks, t, 1)
 		j0, j1 := q0*panelW, min(q1*panelW, n)
 		if j0 >= j1 {
 			return
 		}
 		scaleC(p, 0, m, j0, j1)
-		abuf := bufPool.Get().(*floatBuf)
-		defer bufPool.Put(abuf)
-		mp := (m + mr - 1) / mr * mr
-		kc0 := min(kcBlock, k)
-		ap := abuf.aligned(mp*kc0 + kc0*panelW)
-		edge := ap[mp*kc0:]
+		sb := bufPool.Get().(*floatBuf)
+		defer bufPool.Put(sb)
+		edge := sb.aligned(kc0 * panelW)
 		full := (j1 - j0) / panelW * panelW // columns covered by complete panels
 		for pc := 0; pc < k; pc += kc0 {
 			kc := min(kc0, k-pc)
-			packA(ap, p, 0, m, pc, kc, mr)
+			a := ap.block(0, pc)
 			if full > 0 {
 				src := &bSource{kind: p.bKind, base: p.bPtr(pc*p.ldb + j0), panelStride: panelW, ldb: p.ldb}
-				macro(im, m, full, kc, ap, src, p.c[j0:], p.ldc)
+				macro(im, m, full, kc, a, src, p.c[j0:], p.ldc, &sb.tile)
 			}
 			if j0+full < j1 {
 				w := j1 - j0 - full
 				packBPanel(im, edge, p, j0+full, w, pc, kc)
 				src := &bSource{kind: kindF32, base: unsafe.Pointer(&edge[0]), panelStride: kc * panelW, ldb: panelW}
-				macro(im, m, w, kc, ap, src, p.c[j0+full:], p.ldc)
+				macro(im, m, w, kc, a, src, p.c[j0+full:], p.ldc, &sb.tile)
 			}
 		}
 	})
+}
+
+// packedA is a whole op(A) (rows [0,m)) packed block by block: the block of rows [ic, ic+mc)
+// and depth [pc, pc+kc) at ic*k + pc*roundup(rows of the block, mr).
+type packedA struct {
+	s        []float32
+	m, k, mc int
+	mr       int
+}
+
+func (a *packedA) block(ic, pc int) []float32 {
+	rows := min(a.mc, a.m-ic)
+	rp := (rows + a.mr - 1) / a.mr * a.mr
+	return a.s[ic*a.k+pc*rp:]
+}
+
+// packAAll packs op(A) rows [0,m) in mc-row, kc0-deep blocks into buf.
+func packAAll(im *impl, buf *floatBuf, p *problem, mc, kc0 int) *packedA {
+	m, k, mr := p.m, p.k, im.mr
+	mp := (m + mr - 1) / mr * mr
+	a := &packedA{s: buf.aligned(mp * k), m: m, k: k, mc: mc, mr: mr}
+	for ic := 0; ic < m; ic += mc {
+		mcc := min(mc, m-ic)
+		for pc := 0; pc < k; pc += kc0 {
+			packA(im, a.block(ic, pc), p, ic, mcc, pc, min(kc0, k-pc))
+		}
+	}
+	return a
 }
 
 // runDot handles y = x·Wᵀ with few rows: each group of dotNW rows of W is streamed once and
@@ -367,42 +442,57 @@ func runDot(im *impl, p *problem, nt int) {
 		ldx = k
 	}
 	groups := (n + dotNW - 1) / dotNW
-	nt = min(nt, groups)
+	tasks := min(groups, tasksPerThread*nt)
 	kerns := im.dot[p.bKind]
-	kv := k / im.dotVec * im.dotVec // the kernels' part of k; the rest is added here
+	// One depth block: blocking k to keep x in L1 was measured slower (more reductions).
+	kb := k
 	esz := p.bKind.size()
-	parallel(nt, nt, func(t int) {
-		g0, g1 := split(groups, nt, t, 1)
-		var out [16 * dotNW]float32
-		for g := g0; g < g1; g++ {
-			j := g * dotNW
-			rows := min(dotNW, n-j)
-			for i0 := 0; i0 < m; i0 += im.dotMR {
-				mx := min(im.dotMR, m-i0)
-				kern := kerns[mx-1]
-				xp := &x[i0*ldx]
-				if rows == dotNW {
-					kern(kv, mx, xp, ldx, p.bPtr(j*p.ldb), p.ldb, &out[0], dotNW)
-				} else {
-					// Fewer than dotNW rows left: point every lane at one row (ldw 0).
-					for r := 0; r < rows; r++ {
-						var one [16 * dotNW]float32
-						kern(kv, mx, xp, ldx, unsafe.Add(p.bPtr(0), uintptr((j+r)*p.ldb)*esz), 0, &one[0], dotNW)
-						for i := 0; i < mx; i++ {
-							out[i*dotNW+r] = one[i*dotNW]
+	parallel(tasks, nt, func(t int) {
+		g0, g1 := split(groups, tasks, t, 1)
+		sb := bufPool.Get().(*floatBuf)
+		defer bufPool.Put(sb)
+		out := sb.out[:16*dotNW]
+		for p0 := 0; p0 < k; p0 += kb {
+			kl := min(kb, k-p0)
+			kv := kl / im.dotVec * im.dotVec // the kernels' part; the rest is added by dotTail
+			for g := g0; g < g1; g++ {
+				j := g * dotNW
+				rows := min(dotNW, n-j)
+				for i0 := 0; i0 < m; i0 += im.dotMR {
+					mx := min(im.dotMR, m-i0)
+					kern := kerns[mx-1]
+					xp := &x[i0*ldx+p0]
+					if rows == dotNW {
+						kern(kv, mx, xp, ldx, p.bPtr(j*p.ldb+p0), p.ldb, &out[0], dotNW)
+					} else {
+						// Fewer than dotNW rows left: point every lane at one row (ldw 0).
+						for r := 0; r < rows; r++ {
+							one := sb.one[:16*dotNW]
+							kern(kv, mx, xp, ldx, unsafe.Add(p.bPtr(0), uintptr((j+r)*p.ldb+p0)*esz), 0, &one[0], dotNW)
+							for i := 0; i < mx; i++ {
+								out[i*dotNW+r] = one[i*dotNW]
+							}
 						}
 					}
-				}
-				if kv < k {
-					dotTail(p, x[i0*ldx:], ldx, mx, j, rows, kv, out[:])
-				}
-				for i := 0; i < mx; i++ {
-					crow := p.c[(i0+i)*p.ldc+j:][:rows]
-					for r := range crow {
-						if p.beta == 0 {
-							crow[r] = p.alpha * out[i*dotNW+r]
-						} else {
-							crow[r] = p.alpha*out[i*dotNW+r] + p.beta*crow[r]
+					if kv < kl {
+						dotTail(p, x[i0*ldx:], ldx, mx, j, rows, p0+kv, out)
+					}
+					for i := 0; i < mx; i++ {
+						crow := p.c[(i0+i)*p.ldc+j:][:rows]
+						o := out[i*dotNW : i*dotNW+rows]
+						switch {
+						case p0 > 0:
+							for r := range crow {
+								crow[r] += p.alpha * o[r]
+							}
+						case p.beta == 0:
+							for r := range crow {
+								crow[r] = p.alpha * o[r]
+							}
+						default:
+							for r := range crow {
+								crow[r] = p.alpha*o[r] + p.beta*crow[r]
+							}
 						}
 					}
 				}
@@ -433,6 +523,82 @@ func dotTail(p *problem, x []float32, ldx, mx, j, rows, k0 int, out []float32) {
 				}
 			}
 			out[i*dotNW+r] += s
+		}
+	}
+}
+
+// runTdot handles y = x·Wᵀ (f32 W) with tdotMinM..16 rows: xᵀ is packed into 16 lanes once,
+// and each group of 16 rows of W is streamed straight from memory, every W element broadcast
+// into one FMA over all rows of x.
+func runTdot(im *impl, p *problem, nt int) {
+	m, n, k := p.m, p.n, p.k
+	xbuf := bufPool.Get().(*floatBuf)
+	defer bufPool.Put(xbuf)
+	xt := xbuf.aligned(16 * k)
+	packXT(im, xt, p)
+	tiles := (n + 15) / 16
+	tasks := min(tiles, tasksPerThread*nt)
+	parallel(tasks, nt, func(t int) {
+		q0, q1 := split(tiles, tasks, t, 1)
+		sb := bufPool.Get().(*floatBuf)
+		defer bufPool.Put(sb)
+		out, one := sb.out[:], sb.one[:]
+		for q := q0; q < q1; q++ {
+			j := q * 16
+			rows := min(16, n-j)
+			clear(out)
+			if rows == 16 {
+				im.tdot(k, &xt[0], &p.b32[j*p.ldb], p.ldb, &out[0])
+			} else {
+				for r := 0; r < rows; r++ { // ldw 0: every lane row is row j+r
+					clear(one)
+					im.tdot(k, &xt[0], &p.b32[(j+r)*p.ldb], 0, &one[0])
+					copy(out[r*16:r*16+16], one[:16])
+				}
+			}
+			for i := 0; i < m; i++ {
+				crow := p.c[i*p.ldc+j:][:rows]
+				for r := range crow {
+					v := p.alpha * out[r*16+i]
+					if p.beta != 0 {
+						v += p.beta * crow[r]
+					}
+					crow[r] = v
+				}
+			}
+		}
+	})
+}
+
+// packXT packs op(A) (m <= 16 rows) as xt[p*16+i] = A(i,p), lanes i >= m zero.
+func packXT(im *impl, xt []float32, p *problem) {
+	m, k := p.m, p.k
+	if p.transA {
+		for q := 0; q < k; q++ {
+			d := xt[q*16 : q*16+16]
+			copy(d, p.a[q*p.lda:q*p.lda+m])
+			clear(d[m:])
+		}
+		return
+	}
+	src, lds := p.a, p.lda
+	if m < 16 { // pad to 16 rows so that the packing kernel reads whole rows
+		pbuf := bufPool.Get().(*floatBuf)
+		defer bufPool.Put(pbuf)
+		pad := pbuf.aligned(16 * k)
+		for i := 0; i < m; i++ {
+			copy(pad[i*k:i*k+k], p.a[i*p.lda:i*p.lda+k])
+		}
+		clear(pad[m*k:])
+		src, lds = pad, k
+	}
+	whole := k &^ 15
+	if whole > 0 {
+		im.packA16(whole, &src[0], lds, &xt[0], 1)
+	}
+	for q := whole; q < k; q++ {
+		for i := 0; i < 16; i++ {
+			xt[q*16+i] = src[i*lds+q]
 		}
 	}
 }

@@ -30,8 +30,9 @@ const panelW = 32
 // dotNW is the number of B rows (outputs per x row) one dot-kernel call produces.
 const dotNW = 4
 
-// microFn computes C[0:mr, 0:nr] += Ap·B where Ap is a packed mr×kc block of A
-// (element (i,p) at a[p*mr+i]) and B is kc×nr with element (p,j) at b[p*ldb+j]
+// microFn computes C[0:r, 0:nr] += Ap·B where Ap is a packed r×kc panel of A
+// (element (i,p) at a[p*r+i]; r is mr for the full kernel, the row count for the
+// row-count kernels) and B is kc×nr with element (p,j) at b[p*ldb+j]
 // (ldb in elements). The element type of b depends on the function (f32, bf16 or f16).
 type microFn func(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
 
@@ -55,6 +56,15 @@ type impl struct {
 	dotVec    int          // the dot kernels need k to be a multiple of this
 	dot       [3][]dotFn   // by B kind: dot kernels for 1..dotMR rows (index mx-1)
 	packT     [3]packTFn   // by B kind, optional: transposing B pack of a full panel
+	// optional A packs: packA a full mr-row panel of a non-transposed A (kc a multiple of
+	// 16), packAT a panel of 1..16 rows of a transposed A; both scale by alpha.
+	packA  func(kc int, src *float32, lda int, dst *float32, alpha float32)
+	packAT func(kc, rows int, src *float32, lda int, dst *float32, alpha float32)
+	// optional transposed decode kernel for y = x·Wᵀ with 16 lanes of x (see runTdot):
+	// out[r*16+i] += Σ_p w[r*ldw+p]·xt[p*16+i] for r, i < 16; packA16 packs xᵀ for it
+	// (as packA with 16 rows).
+	tdot    func(k int, xt *float32, w *float32, ldw int, out *float32)
+	packA16 func(kc int, src *float32, lda int, dst *float32, alpha float32)
 }
 
 var (

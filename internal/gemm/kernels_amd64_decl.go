@@ -310,6 +310,18 @@ func packTAVX512BF16(kc int, src unsafe.Pointer, lds int, dst *float32)
 func packTAVX512F16(kc int, src unsafe.Pointer, lds int, dst *float32)
 
 //go:noescape
+func packAAVX512(kc int, src *float32, lda int, dst *float32, alpha float32)
+
+//go:noescape
+func packA16AVX512(kc int, src *float32, lda int, dst *float32, alpha float32)
+
+//go:noescape
+func tdotAVX512(k int, xt *float32, w *float32, ldw int, out *float32)
+
+//go:noescape
+func packATAVX512(kc, rows int, src *float32, lda int, dst *float32, alpha float32)
+
+//go:noescape
 func decodeBF16AVX512(dst *float32, src *uint16, n int)
 
 //go:noescape

@@ -12,15 +12,17 @@ import (
 
 // hasAVX512 and hasAVX2 report whether the CPU (and OS) support the kernels' instruction sets.
 var (
-	hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512DQ
-	hasAVX2   = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasAVX
-	hasF16C   = hasAVX2 // the AVX2 kernels' f16 path uses VCVTPH2PS (F16C)
+	hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512DQ &&
+		cpu.X86.HasBMI2
+	hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasAVX
+	hasF16C = hasAVX2 // the AVX2 kernels' f16 path uses VCVTPH2PS (F16C)
 )
 
 // registerNative registers the assembly implementations this CPU supports, best first.
 func registerNative() {
 	if hasAVX512 {
-		im := &impl{name: "avx512", mr: avx512MR, nr: 32, dotMR: avx512DotMR, dotVec: 16}
+		im := &impl{name: "avx512", mr: avx512MR, nr: 32, dotMR: avx512DotMR, dotVec: 16,
+			packA: packAAVX512, packAT: packATAVX512, tdot: tdotAVX512, packA16: packA16AVX512}
 		for kind := range 3 {
 			im.microRows[kind] = avx512Micro[kind]
 			im.micro[kind] = avx512Micro[kind][avx512MR-1]

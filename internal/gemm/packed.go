@@ -114,11 +114,7 @@ func runPacked(im *impl, p *problem, nt int) {
 	mc := max(mcBlock/mr, 1) * mr
 	kc0 := min(kcBlock, k)
 	panels := (n + panelW - 1) / panelW
-	tm := nt
-	for tm > 1 && m < tm*mr*2 {
-		tm--
-	}
-	tn := min(max(nt/tm, 1), panels)
+	tm, tn := grid(m, panels, mr, mc, nt)
 	var base unsafe.Pointer
 	if pb.kind == kindF32 {
 		base = unsafe.Pointer(&pb.f32[0])
@@ -127,6 +123,12 @@ func runPacked(im *impl, p *problem, nt int) {
 	}
 	esz := pb.kind.size()
 	ncPanels := max(ncBlock/panelW, 1)
+	var shared *packedA
+	if tm == 1 { // one row range (few rows): pack A once for every task
+		abuf := bufPool.Get().(*floatBuf)
+		defer bufPool.Put(abuf)
+		shared = packAAll(im, abuf, p, mc, kc0)
+	}
 	parallel(tm*tn, nt, func(t int) {
 		i0, i1 := split(m, tm, t/tn, mr)
 		q0, q1 := split(panels, tn, t%tn, 1)
@@ -134,9 +136,12 @@ func runPacked(im *impl, p *problem, nt int) {
 			return
 		}
 		scaleC(p, i0, i1, q0*panelW, min(q1*panelW, n))
-		abuf := bufPool.Get().(*floatBuf)
-		defer bufPool.Put(abuf)
-		ap := abuf.aligned(min(mc, i1-i0+mr) * kc0)
+		sb := bufPool.Get().(*floatBuf)
+		defer bufPool.Put(sb)
+		var ap []float32
+		if shared == nil {
+			ap = sb.aligned(min(mc, i1-i0+mr) * kc0)
+		}
 		for qc := q0; qc < q1; qc += ncPanels {
 			qe := min(qc+ncPanels, q1)
 			j0, j1 := qc*panelW, min(qe*panelW, n)
@@ -150,8 +155,13 @@ func runPacked(im *impl, p *problem, nt int) {
 				}
 				for ic := i0; ic < i1; ic += mc {
 					mcc := min(mc, i1-ic)
-					packA(ap, p, ic, mcc, pc, kc, mr)
-					macro(im, mcc, j1-j0, kc, ap, src, p.c[ic*p.ldc+j0:], p.ldc)
+					a := ap
+					if shared != nil {
+						a = shared.block(ic, pc)
+					} else {
+						packA(im, ap, p, ic, mcc, pc, kc)
+					}
+					macro(im, mcc, j1-j0, kc, a, src, p.c[ic*p.ldc+j0:], p.ldc, &sb.tile)
 				}
 			}
 		}

@@ -9,7 +9,7 @@
 // Kernels (all f32 arithmetic; B may be f32, bf16 or f16 and is widened in registers):
 //
 //   - micro-kernels C[rows×nr] += Ap·B for every row count up to the implementation's MR,
-//     where Ap is an A block packed MR rows per depth step and B is read with row stride ldb:
+//     where Ap is an A panel packed rows values per depth step and B is read with row stride ldb:
 //     AVX-512 nr = 32 (two ZMM per row, MR = 14), AVX2 nr = 16 (two YMM, MR = 6);
 //   - dot kernels out[i][j] = x_i·w_j for up to dotMR rows of x and 4 rows of W, for
 //     y = x·Wᵀ with few rows (decode), k a multiple of the vector width;
@@ -110,6 +110,10 @@ func main() {
 		fmt.Fprintf(&tables, "%s, ", name)
 	}
 	tables.WriteString("}\n")
+	packAAVX512("packAAVX512", avx512MR)
+	packAAVX512("packA16AVX512", 16)
+	tdotAVX512("tdotAVX512")
+	packATAVX512("packATAVX512")
 	convertAVX512()
 
 	Generate()
@@ -196,18 +200,20 @@ func microAVX512(name string, kind, rows int) {
 		}
 		ADDQ(ldb, b)
 	}
-	// Main loop: unrolled by 4 depth steps (alternating accumulator sets).
+	// Main loop: unrolled by 4 depth steps (alternating accumulator sets). The packed A
+	// panel holds rows values per depth step.
 	const unroll = 4
+	aStep := 4 * rows
 	cnt := R8
 	MOVQ(kc, cnt)
 	SHRQ(U8(2), cnt)
 	JZ(LabelRef(name + "_tail"))
 	Label(name + "_loop")
-	PREFETCHT0(Mem{Base: a, Disp: 4 * avx512MR * 8})
+	PREFETCHT0(Mem{Base: a, Disp: aStep * 8})
 	for u := 0; u < unroll; u++ {
-		step(u%sets, 4*avx512MR*u)
+		step(u%sets, aStep*u)
 	}
-	ADDQ(U32(4*avx512MR*unroll), a)
+	ADDQ(U32(aStep*unroll), a)
 	DECQ(cnt)
 	JNZ(LabelRef(name + "_loop"))
 	Label(name + "_tail")
@@ -215,7 +221,7 @@ func microAVX512(name string, kind, rows int) {
 	JZ(LabelRef(name + "_done"))
 	Label(name + "_tailloop")
 	step(0, 0)
-	ADDQ(U32(4*avx512MR), a)
+	ADDQ(U32(aStep), a)
 	DECQ(kc)
 	JNZ(LabelRef(name + "_tailloop"))
 	Label(name + "_done")
@@ -285,15 +291,16 @@ func microAVX2(name string, kind, rows int) {
 		ADDQ(ldb, b)
 	}
 	const unroll = 4
+	aStep := 4 * rows
 	cnt := R8
 	MOVQ(kc, cnt)
 	SHRQ(U8(2), cnt)
 	JZ(LabelRef(name + "_tail"))
 	Label(name + "_loop")
 	for u := 0; u < unroll; u++ {
-		step(u%sets, 4*avx2MR*u)
+		step(u%sets, aStep*u)
 	}
-	ADDQ(U32(4*avx2MR*unroll), a)
+	ADDQ(U32(aStep*unroll), a)
 	DECQ(cnt)
 	JNZ(LabelRef(name + "_loop"))
 	Label(name + "_tail")
@@ -301,7 +308,7 @@ func microAVX2(name string, kind, rows int) {
 	JZ(LabelRef(name + "_done"))
 	Label(name + "_tailloop")
 	step(0, 0)
-	ADDQ(U32(4*avx2MR), a)
+	ADDQ(U32(aStep), a)
 	DECQ(kc)
 	JNZ(LabelRef(name + "_tailloop"))
 	Label(name + "_done")

@@ -88,3 +88,95 @@ func transpose16(store func(j int, v VecPhysical)) {
 		}
 	}
 }
+
+// paramAddr returns the stack address of a scalar argument (for embedded broadcasts).
+func paramAddr(name string) Mem {
+	b, err := Param(name).Resolve()
+	if err != nil {
+		panic(err)
+	}
+	return b.Addr
+}
+
+// packAAVX512 generates the A pack of a full panel of mr rows: dst[p*mr+i] = alpha*src[i*lda+p]
+// for i < mr and p < kc, kc a multiple of 16 (rows loaded 16 columns at a time, transposed
+// in registers, stored MR lanes wide).
+func packAAVX512(name string, mr int) {
+	TEXT(name, NOSPLIT, "func(kc int, src *float32, lda int, dst *float32, alpha float32)")
+	declare(name, "(kc int, src *float32, lda int, dst *float32, alpha float32)", "")
+	kc := Load(Param("kc"), RCX)
+	src := Load(Param("src"), RSI)
+	lda := Load(Param("lda"), RDX)
+	dst := Load(Param("dst"), RDI)
+	alpha := paramAddr("alpha")
+	SHLQ(U8(2), lda)
+	LEAQ(Mem{Base: lda, Index: lda, Scale: 2}, R8) // 3*lda
+	MOVL(U32(1<<mr-1), EAX)
+	KMOVW(EAX, K1)
+	SHRQ(U8(4), kc)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	MOVQ(src, RAX)
+	for r := 0; r < 16; r++ {
+		if r >= mr {
+			VPXORD(zreg(r), zreg(r), zreg(r))
+			continue
+		}
+		m := Mem{Base: RAX}
+		switch r % 4 {
+		case 1:
+			m = Mem{Base: RAX, Index: lda, Scale: 1}
+		case 2:
+			m = Mem{Base: RAX, Index: lda, Scale: 2}
+		case 3:
+			m = Mem{Base: RAX, Index: R8, Scale: 1}
+		}
+		VMOVUPS(m, zreg(r))
+		VMULPS_BCST(alpha, zreg(r), zreg(r))
+		if r%4 == 3 {
+			LEAQ(Mem{Base: RAX, Index: lda, Scale: 4}, RAX)
+		}
+	}
+	transpose16(func(j int, v VecPhysical) {
+		VMOVUPS(v, K1, Mem{Base: dst, Disp: j * 4 * mr})
+	})
+	ADDQ(U8(64), src)
+	ADDQ(U32(16*4*mr), dst)
+	DECQ(kc)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// packATAVX512 generates the A pack for a transposed A: dst[p*rows+i] = alpha*src[p*lda+i]
+// for i < rows (1..16) and p < kc.
+func packATAVX512(name string) {
+	TEXT(name, NOSPLIT, "func(kc, rows int, src *float32, lda int, dst *float32, alpha float32)")
+	declare(name, "(kc, rows int, src *float32, lda int, dst *float32, alpha float32)", "")
+	kc := Load(Param("kc"), RCX)
+	rows := Load(Param("rows"), RBX)
+	src := Load(Param("src"), RSI)
+	lda := Load(Param("lda"), RDX)
+	dst := Load(Param("dst"), RDI)
+	VBROADCASTSS(paramAddr("alpha"), Z1)
+	SHLQ(U8(2), lda)
+	// K1 = (1 << rows) - 1
+	MOVL(U32(1), EAX)
+	SHLXL(EBX, EAX, EAX)
+	DECL(EAX)
+	KMOVW(EAX, K1)
+	SHLQ(U8(2), rows) // bytes per packed depth step
+	TESTQ(kc, kc)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	VMULPS_Z(Mem{Base: src}, Z1, K1, Z0)
+	VMOVUPS(Z0, K1, Mem{Base: dst})
+	ADDQ(lda, src)
+	ADDQ(rows, dst)
+	DECQ(kc)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
