@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/honeai/hone/internal/apierror"
+	"github.com/honeai/hone/internal/pyjson"
 )
 
 // DecodeOptions tunes DecodeJSON.
@@ -191,12 +192,20 @@ func checkKnownFields(body []byte, v any) error {
 	if known == nil {
 		return nil
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(body, &top); err != nil {
-		return JSONError(err)
+	keys, err := pyjson.TopLevelKeys(body)
+	if err != nil {
+		// Let the decoder report malformed JSON in its usual words.
+		var probe any
+		if jerr := json.Unmarshal(body, &probe); jerr != nil {
+			return JSONError(jerr)
+		}
+		if errors.Is(err, pyjson.ErrTooDeep) {
+			return apierror.BadRequest("", "Request body nested deeper than %d levels", pyjson.MaxDepth)
+		}
+		return apierror.BadRequest("", "Request body must be a JSON object")
 	}
 	var unknown []string
-	for k := range top {
+	for _, k := range keys {
 		if !known[k] {
 			unknown = append(unknown, k)
 		}
@@ -216,8 +225,20 @@ func quoteAll(ss []string) []string {
 	return out
 }
 
-// WriteJSON writes v as JSON with status. HTML characters are not escaped.
+// WriteJSON writes v as JSON with status. HTML characters are not escaped. A value that
+// marshals itself (json.Marshaler) is written as it produced it, without re-validation.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
+	if m, ok := v.(json.Marshaler); ok {
+		b, err := m.MarshalJSON()
+		if err != nil {
+			apierror.WriteError(w, apierror.Internal())
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write(append(b, '\n'))
+		return
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

@@ -10,6 +10,8 @@
 package pyjson
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -30,6 +32,8 @@ const (
 	String
 	Array
 	Object
+	// Raw is an array or object left unparsed by ParseShallow; Str holds its JSON text.
+	Raw
 )
 
 // Value is a parsed JSON value.
@@ -63,9 +67,10 @@ type SyntaxError struct {
 func (e *SyntaxError) Error() string { return fmt.Sprintf("%s at byte %d", e.Msg, e.Offset) }
 
 type parser struct {
-	s   []byte
-	i   int
-	buf []byte
+	s       []byte
+	i       int
+	buf     []byte
+	shallow int // > 0: containers deeper than this become Raw
 }
 
 // Parse parses one JSON value (RFC 8259; surrounding whitespace allowed).
@@ -112,6 +117,12 @@ func (p *parser) value(depth int) (Value, error) {
 		return Value{}, p.err("unexpected end of input")
 	}
 	switch c := p.s[p.i]; {
+	case (c == '{' || c == '[') && p.shallow > 0 && depth > p.shallow:
+		start := p.i
+		if err := p.skip(depth); err != nil {
+			return Value{}, err
+		}
+		return Value{Kind: Raw, Str: string(p.s[start:p.i])}, nil
 	case c == '{':
 		return p.object(depth)
 	case c == '[':
@@ -434,6 +445,12 @@ func AppendDumps(b []byte, v Value) []byte {
 			b = AppendDumps(b, el)
 		}
 		return append(b, ']')
+	case Raw:
+		full, err := Parse([]byte(v.Str))
+		if err != nil {
+			return append(b, "null"...)
+		}
+		return AppendDumps(b, full)
 	case Object:
 		b = append(b, '{')
 		for i, m := range v.Obj {
@@ -603,6 +620,12 @@ func AppendCompact(b []byte, v Value) []byte {
 		return append(b, "false"...)
 	case Int, Float:
 		return append(b, v.Str...)
+	case Raw:
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, []byte(v.Str)); err != nil {
+			return append(b, "null"...)
+		}
+		return append(b, buf.Bytes()...)
 	case String:
 		return appendJSONString(b, v.Str)
 	case Array:
@@ -699,4 +722,170 @@ func (v Value) String() string {
 		return v.Str
 	}
 	return ""
+}
+
+// TopLevelKeys returns the keys of a JSON object without building its values (they are only
+// scanned), for checking a request's fields cheaply. It fails when data is not one valid JSON
+// object.
+func TopLevelKeys(data []byte) ([]string, error) {
+	p := &parser{s: data}
+	p.ws()
+	if p.i >= len(p.s) || p.s[p.i] != '{' {
+		return nil, p.err("expected a JSON object")
+	}
+	p.i++
+	var keys []string
+	p.ws()
+	if p.i < len(p.s) && p.s[p.i] == '}' {
+		p.i++
+	} else {
+		for {
+			p.ws()
+			if p.i >= len(p.s) || p.s[p.i] != '"' {
+				return nil, p.err("expected a string key")
+			}
+			k, err := p.str()
+			if err != nil {
+				return nil, err
+			}
+			keys = append(keys, k)
+			p.ws()
+			if p.i >= len(p.s) || p.s[p.i] != ':' {
+				return nil, p.err("expected ':'")
+			}
+			p.i++
+			p.ws()
+			if err := p.skip(0); err != nil {
+				return nil, err
+			}
+			p.ws()
+			if p.i < len(p.s) && p.s[p.i] == ',' {
+				p.i++
+				continue
+			}
+			if p.i < len(p.s) && p.s[p.i] == '}' {
+				p.i++
+				break
+			}
+			return nil, p.err("expected ',' or '}'")
+		}
+	}
+	p.ws()
+	if p.i != len(p.s) {
+		return nil, p.err("unexpected data after the value")
+	}
+	return keys, nil
+}
+
+// skip scans one value without building it.
+func (p *parser) skip(depth int) error {
+	if depth > MaxDepth {
+		return ErrTooDeep
+	}
+	if p.i >= len(p.s) {
+		return p.err("unexpected end of input")
+	}
+	switch c := p.s[p.i]; c {
+	case '{', '[':
+		closer := byte('}')
+		if c == '[' {
+			closer = ']'
+		}
+		p.i++
+		p.ws()
+		if p.i < len(p.s) && p.s[p.i] == closer {
+			p.i++
+			return nil
+		}
+		for {
+			p.ws()
+			if c == '{' {
+				if p.i >= len(p.s) || p.s[p.i] != '"' {
+					return p.err("expected a string key")
+				}
+				if err := p.skipString(); err != nil {
+					return err
+				}
+				p.ws()
+				if p.i >= len(p.s) || p.s[p.i] != ':' {
+					return p.err("expected ':'")
+				}
+				p.i++
+				p.ws()
+			}
+			if err := p.skip(depth + 1); err != nil {
+				return err
+			}
+			p.ws()
+			if p.i >= len(p.s) {
+				return p.err("unexpected end of input")
+			}
+			if p.s[p.i] == ',' {
+				p.i++
+				continue
+			}
+			if p.s[p.i] == closer {
+				p.i++
+				return nil
+			}
+			return p.err("expected ',' or a closing bracket")
+		}
+	case '"':
+		return p.skipString()
+	}
+	_, err := p.value(depth)
+	return err
+}
+
+// skipString scans a string, checking escapes and UTF-8 lazily (only where needed).
+func (p *parser) skipString() error {
+	start := p.i
+	p.i++
+	for p.i < len(p.s) {
+		c := p.s[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			return nil
+		case c == '\\' || c < 0x20 || c >= utf8.RuneSelf:
+			// Rare or non-ASCII: validate with the full string parser.
+			p.i = start
+			_, err := p.str()
+			return err
+		}
+		p.i++
+	}
+	return p.err("unterminated string")
+}
+
+// Check validates that data is one JSON value nested at most MaxDepth deep, without building
+// it (no allocation beyond escaped strings).
+func Check(data []byte) error {
+	p := &parser{s: data}
+	p.ws()
+	if err := p.skip(0); err != nil {
+		return err
+	}
+	p.ws()
+	if p.i != len(p.s) {
+		return p.err("unexpected data after the value")
+	}
+	return nil
+}
+
+// ParseShallow parses data like Parse, but arrays and objects nested deeper than depth are
+// not built: they become Raw values holding their (validated) text. Callers that only need
+// the top of a large document and the raw text of its leaves avoid building the rest.
+func ParseShallow(data []byte, depth int) (Value, error) {
+	p := &parser{s: data, shallow: depth}
+	p.ws()
+	v, err := p.value(0)
+	if err != nil {
+		return Value{}, err
+	}
+	p.ws()
+	if p.i != len(p.s) {
+		return Value{}, p.err("unexpected data after the value")
+	}
+	return v, nil
 }

@@ -115,6 +115,28 @@ func FuzzParseDumps(f *testing.F) {
 	f.Add([]byte(`{"a":"\ud800\udc00\ud800"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		v, err := Parse(data)
+		keys, kerr := TopLevelKeys(data)
+		if (err == nil && v.Kind == Object) != (kerr == nil) {
+			t.Fatalf("Parse err %v (kind %v) but TopLevelKeys err %v", err, v.Kind, kerr)
+		}
+		if kerr == nil {
+			seen := map[string]bool{}
+			var uniq []string
+			for _, k := range keys {
+				if !seen[k] {
+					seen[k] = true
+					uniq = append(uniq, k)
+				}
+			}
+			if len(uniq) != len(v.Obj) {
+				t.Fatalf("keys %q vs %d members", keys, len(v.Obj))
+			}
+			for i, k := range uniq {
+				if v.Obj[i].Key != k {
+					t.Fatalf("key %d: %q vs %q", i, k, v.Obj[i].Key)
+				}
+			}
+		}
 		if err != nil {
 			return
 		}

@@ -174,4 +174,7 @@ var Migrations = []db.Migration{
 	},
 	{Version: 2, SQLite: "SELECT 1", Postgres: pgFunctions},
 	{Version: 3, SQLite: seedPrices()},
+	// Most calls have no thread: index only those that do (cheaper ingest).
+	{Version: 4, SQLite: `DROP INDEX trace_calls_thread;
+		CREATE INDEX trace_calls_thread ON trace_calls (project_id, thread_id) WHERE thread_id IS NOT NULL`},
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -33,7 +34,16 @@ func collectRefs(v pyjson.Value, out []string) []string {
 	return out
 }
 
-func refsJSON(v pyjson.Value) []byte {
+// refsJSON lists the Weave refs inside a raw value as a JSON array (parsing it only when it
+// mentions a ref at all).
+func refsJSON(raw []byte) []byte {
+	if !bytes.Contains(raw, []byte(RefPrefix)) {
+		return []byte("[]")
+	}
+	v, err := pyjson.Parse(raw)
+	if err != nil {
+		return []byte("[]")
+	}
 	refs := collectRefs(v, nil)
 	if refs == nil {
 		refs = []string{}
@@ -44,9 +54,46 @@ func refsJSON(v pyjson.Value) []byte {
 
 // sdkRollsUp reports whether attributes say the call was written by a Weave SDK, which rolls
 // children's usage into the parent's summary before sending it.
-func sdkRollsUp(attrs pyjson.Value) bool {
-	src, ok := attrs.Path("weave", "source")
+func sdkRollsUp(attrs []byte) bool {
+	if !bytes.Contains(attrs, []byte("-sdk")) {
+		return false
+	}
+	v, err := pyjson.Parse(attrs)
+	if err != nil {
+		return false
+	}
+	src, ok := v.Path("weave", "source")
 	return ok && strings.HasSuffix(src.String(), "-sdk")
+}
+
+// callValue validates a call field (JSON, nested at most pyjson.MaxDepth deep; an object when
+// object is set) and returns it compact. Absent or null: "{}" for objects, nil otherwise.
+func callValue(raw json.RawMessage, field string, object bool) ([]byte, error) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || string(t) == "null" {
+		if object {
+			return []byte("{}"), nil
+		}
+		if len(t) == 0 {
+			return nil, nil
+		}
+		return []byte("null"), nil
+	}
+	if err := pyjson.Check(t); err != nil {
+		if errors.Is(err, pyjson.ErrTooDeep) {
+			return nil, badField(field, "value nested deeper than %d levels", pyjson.MaxDepth)
+		}
+		return nil, badField(field, "invalid JSON: %v", err)
+	}
+	if object && t[0] != '{' {
+		return nil, badField(field, "must be a JSON object")
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(t))
+	if err := json.Compact(&buf, t); err != nil {
+		return nil, badField(field, "invalid JSON: %v", err)
+	}
+	return buf.Bytes(), nil
 }
 
 func newID() string { return uuid.Must(uuid.NewV7()).String() }
@@ -72,11 +119,11 @@ func (s *Service) startRow(st StartedCallSchemaForInsert, field string) (*CallSt
 	if err != nil {
 		return nil, err
 	}
-	attrs, err := parseObject(st.Attributes, field+".attributes")
+	attrs, err := callValue(st.Attributes, field+".attributes", true)
 	if err != nil {
 		return nil, err
 	}
-	inputs, err := parseObject(st.Inputs, field+".inputs")
+	inputs, err := callValue(st.Inputs, field+".inputs", true)
 	if err != nil {
 		return nil, err
 	}
@@ -84,16 +131,15 @@ func (s *Service) startRow(st StartedCallSchemaForInsert, field string) (*CallSt
 		ID: optString(st.ID), TraceID: optString(st.TraceID), ParentID: optString(st.ParentID),
 		ThreadID: optString(st.ThreadID), TurnID: optString(st.TurnID), OpName: st.OpName,
 		DisplayName: optString(st.DisplayName), StartedAt: started,
-		Attributes: pyjson.Compact(attrs), Inputs: pyjson.Compact(inputs), InputRefs: refsJSON(inputs),
+		Attributes: attrs, Inputs: inputs, InputRefs: refsJSON(inputs),
 		WBUserID: optString(st.WBUserID), WBRunID: optString(st.WBRunID), WBRunStep: st.WBRunStep,
 		Cumulative: sdkRollsUp(attrs),
 	}
-	if len(st.OtelDump) > 0 && string(st.OtelDump) != "null" {
-		od, err := parseValue(st.OtelDump, field+".otel_dump")
-		if err != nil {
-			return nil, err
-		}
-		row.OtelDump = pyjson.Compact(od)
+	if row.OtelDump, err = callValue(st.OtelDump, field+".otel_dump", false); err != nil {
+		return nil, err
+	}
+	if string(row.OtelDump) == "null" {
+		row.OtelDump = nil
 	}
 	if row.ID == "" {
 		row.ID = newID()
@@ -118,25 +164,19 @@ func (s *Service) endRow(e EndedCallSchemaForInsert, field string) (*CallEndRow,
 	if err != nil {
 		return nil, err
 	}
-	summary, err := parseObject(e.Summary, field+".summary")
+	summary, err := callValue(e.Summary, field+".summary", true)
 	if err != nil {
 		return nil, err
 	}
-	row := &CallEndRow{ID: e.ID, TraceID: optString(e.TraceID), EndedAt: ended, Summary: pyjson.Compact(summary),
+	row := &CallEndRow{ID: e.ID, TraceID: optString(e.TraceID), EndedAt: ended, Summary: summary,
 		DisplayName: optString(e.DisplayName), WBRunStepEnd: e.WBRunStepEnd}
 	if e.Exception != nil {
 		row.HasException, row.Exception = true, *e.Exception
 	}
-	if len(e.Output) > 0 {
-		out, err := parseValue(e.Output, field+".output")
-		if err != nil {
-			return nil, err
-		}
-		row.Output = pyjson.Compact(out)
-		row.OutputRefs = refsJSON(out)
-	} else {
-		row.OutputRefs = []byte("[]")
+	if row.Output, err = callValue(e.Output, field+".output", false); err != nil {
+		return nil, err
 	}
+	row.OutputRefs = refsJSON(row.Output)
 	return row, nil
 }
 
@@ -165,40 +205,47 @@ func (s *Service) CallEnd(ctx context.Context, req CallEndReq) error {
 type Authorizer func(projectID, param string) error
 
 // CallUpsertBatch records a batch of starts and ends in one transaction. Every item is
-// validated and authorised before anything is written.
+// validated and authorised before anything is written; the end of a call that started earlier
+// in the same batch is written together with its start.
 func (s *Service) CallUpsertBatch(ctx context.Context, req CallCreateBatchReq, authorize Authorizer) (CallCreateBatchRes, error) {
-	writes := make([]CallWrite, len(req.Batch))
+	writes := make([]CallWrite, 0, len(req.Batch))
+	started := map[[2]string]int{} // (project, id) -> index in writes of its start
 	res := CallCreateBatchRes{Res: make([]any, len(req.Batch))}
 	for i, item := range req.Batch {
 		p := fmt.Sprintf("batch[%d]", i)
 		switch item.Mode {
 		case "start":
-			var r CallStartReq
-			if err := strictUnmarshal(item.Req, &r, p+".req"); err != nil {
+			st := item.Req.Start
+			if st == nil {
+				return CallCreateBatchRes{}, badField(p+".req.start", "is required for mode \"start\"")
+			}
+			if err := authorize(st.ProjectID, p+".req.start.project_id"); err != nil {
 				return CallCreateBatchRes{}, err
 			}
-			if err := authorize(r.Start.ProjectID, p+".req.start.project_id"); err != nil {
-				return CallCreateBatchRes{}, err
-			}
-			row, err := s.startRow(r.Start, p+".req.start")
+			row, err := s.startRow(*st, p+".req.start")
 			if err != nil {
 				return CallCreateBatchRes{}, err
 			}
-			writes[i] = CallWrite{Project: r.Start.ProjectID, Start: row}
+			started[[2]string{st.ProjectID, row.ID}] = len(writes)
+			writes = append(writes, CallWrite{Project: st.ProjectID, Start: row})
 			res.Res[i] = CallStartRes{ID: row.ID, TraceID: row.TraceID}
 		case "end":
-			var r CallEndReq
-			if err := strictUnmarshal(item.Req, &r, p+".req"); err != nil {
+			en := item.Req.End
+			if en == nil {
+				return CallCreateBatchRes{}, badField(p+".req.end", "is required for mode \"end\"")
+			}
+			if err := authorize(en.ProjectID, p+".req.end.project_id"); err != nil {
 				return CallCreateBatchRes{}, err
 			}
-			if err := authorize(r.End.ProjectID, p+".req.end.project_id"); err != nil {
-				return CallCreateBatchRes{}, err
-			}
-			row, err := s.endRow(r.End, p+".req.end")
+			row, err := s.endRow(*en, p+".req.end")
 			if err != nil {
 				return CallCreateBatchRes{}, err
 			}
-			writes[i] = CallWrite{Project: r.End.ProjectID, End: row}
+			if j, ok := started[[2]string{en.ProjectID, row.ID}]; ok && writes[j].End == nil {
+				writes[j].End = row
+			} else {
+				writes = append(writes, CallWrite{Project: en.ProjectID, End: row})
+			}
 			res.Res[i] = Empty{}
 		default:
 			return CallCreateBatchRes{}, badField(p+".mode", "must be \"start\" or \"end\", got %q", item.Mode)
@@ -208,21 +255,6 @@ func (s *Service) CallUpsertBatch(ctx context.Context, req CallCreateBatchReq, a
 		return CallCreateBatchRes{}, err
 	}
 	return res, nil
-}
-
-// strictUnmarshal decodes raw into v, naming field in errors.
-func strictUnmarshal(raw json.RawMessage, v any, field string) error {
-	if len(raw) == 0 {
-		return badField(field, "is required")
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if err := dec.Decode(v); err != nil {
-		if te, ok := err.(*json.UnmarshalTypeError); ok && te.Field != "" {
-			return apierror.BadRequest(field+"."+te.Field, "%s.%s: expected %s", field, te.Field, te.Type)
-		}
-		return badField(field, "%v", strings.TrimPrefix(err.Error(), "json: "))
-	}
-	return nil
 }
 
 func (s *Service) callQuery(filter *CallsFilter, query json.RawMessage, sorts []SortBy, limit, offset *int) (CallQuery, error) {

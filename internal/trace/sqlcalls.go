@@ -4,79 +4,148 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/honeai/hone/internal/apierror"
 	"github.com/honeai/hone/internal/db"
 )
 
+const (
+	startCols = `project_id, id, trace_id, parent_id, thread_id, turn_id, op_name, display_name, started_at, attributes,
+		inputs, input_refs, otel_dump, wb_user_id, wb_run_id, wb_run_step, sdk_cumulative`
+	startUpdate = `trace_id = excluded.trace_id, parent_id = excluded.parent_id,
+		thread_id = excluded.thread_id, turn_id = excluded.turn_id, op_name = excluded.op_name,
+		started_at = excluded.started_at, attributes = excluded.attributes, inputs = excluded.inputs,
+		input_refs = excluded.input_refs, otel_dump = excluded.otel_dump, wb_user_id = excluded.wb_user_id,
+		wb_run_id = excluded.wb_run_id, wb_run_step = excluded.wb_run_step, sdk_cumulative = excluded.sdk_cumulative`
+	endCols   = `ended_at, exception, output, summary, output_refs, wb_run_step_end`
+	endUpdate = `ended_at = excluded.ended_at, exception = excluded.exception, output = excluded.output,
+		summary = excluded.summary, output_refs = excluded.output_refs, wb_run_step_end = excluded.wb_run_step_end`
+	sizeUpdate = `size_bytes = COALESCE(trace_calls.size_bytes, 0) + excluded.size_bytes`
+)
+
 // UpsertCalls writes starts and ends of calls in one transaction. A start and an end may
-// arrive in either order: each fills its own columns of the call's row.
+// arrive in either order, or together: each fills its own columns of the call's row.
 func (s *SQLStore) UpsertCalls(ctx context.Context, writes []CallWrite) error {
 	return s.db.WriteTx(ctx, func(tx *db.Tx) error {
-		var startSt, endSt *sql.Stmt
+		stmts := map[string]*sql.Stmt{}
 		defer func() {
-			if startSt != nil {
-				startSt.Close()
-			}
-			if endSt != nil {
-				endSt.Close()
+			for _, st := range stmts {
+				st.Close()
 			}
 		}()
-		for _, w := range writes {
-			var err error
-			if st := w.Start; st != nil {
-				if startSt == nil {
-					startSt, err = tx.Prepare(ctx, `INSERT INTO trace_calls (project_id, id, trace_id, parent_id, thread_id, turn_id, op_name,
-						display_name, started_at, attributes, inputs, input_refs, otel_dump, wb_user_id, wb_run_id, wb_run_step, sdk_cumulative, size_bytes)
-						VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-						ON CONFLICT (project_id, id) DO UPDATE SET trace_id = excluded.trace_id, parent_id = excluded.parent_id,
-						thread_id = excluded.thread_id, turn_id = excluded.turn_id, op_name = excluded.op_name,
-						display_name = COALESCE(trace_calls.display_name, excluded.display_name), started_at = excluded.started_at,
-						attributes = excluded.attributes, inputs = excluded.inputs, input_refs = excluded.input_refs,
-						otel_dump = excluded.otel_dump, wb_user_id = excluded.wb_user_id, wb_run_id = excluded.wb_run_id,
-						wb_run_step = excluded.wb_run_step, sdk_cumulative = excluded.sdk_cumulative,
-						size_bytes = COALESCE(trace_calls.size_bytes, 0) + excluded.size_bytes`)
-					if err != nil {
-						return err
-					}
-				}
-				cum := 0
-				if st.Cumulative {
-					cum = 1
-				}
-				_, err = startSt.ExecContext(ctx, w.Project, st.ID, st.TraceID, nullStr(st.ParentID), nullStr(st.ThreadID), nullStr(st.TurnID),
-					st.OpName, nullStr(st.DisplayName), st.StartedAt, string(st.Attributes), string(st.Inputs), string(st.InputRefs),
-					nullBytes(st.OtelDump), nullStr(st.WBUserID), nullStr(st.WBRunID), st.WBRunStep, cum,
-					len(st.Attributes)+len(st.Inputs))
+		prepare := func(kind, q string) (*sql.Stmt, error) {
+			if st, ok := stmts[kind]; ok {
+				return st, nil
 			}
-			if e := w.End; e != nil && err == nil {
-				if endSt == nil {
-					endSt, err = tx.Prepare(ctx, `INSERT INTO trace_calls (project_id, id, trace_id, op_name, ended_at, exception, output, summary,
-						output_refs, display_name, wb_run_step_end, size_bytes)
-						VALUES (?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?)
-						ON CONFLICT (project_id, id) DO UPDATE SET ended_at = excluded.ended_at, exception = excluded.exception,
-						output = excluded.output, summary = excluded.summary, output_refs = excluded.output_refs,
-						display_name = COALESCE(excluded.display_name, trace_calls.display_name),
-						wb_run_step_end = excluded.wb_run_step_end,
-						size_bytes = COALESCE(trace_calls.size_bytes, 0) + excluded.size_bytes`)
-					if err != nil {
+			st, err := tx.Prepare(ctx, q)
+			if err == nil {
+				stmts[kind] = st
+			}
+			return st, err
+		}
+		// Whole calls (start and end together, the common case) go in multi-row INSERTs.
+		const perStmt = 40
+		var complete []CallWrite
+		inChunk := map[[2]string]bool{} // PostgreSQL refuses to upsert one row twice in a statement
+		flush := func() error {
+			clear(inChunk)
+			for len(complete) > 0 {
+				n := min(len(complete), perStmt)
+				if err := s.insertComplete(ctx, tx, prepare, complete[:n]); err != nil {
+					return err
+				}
+				complete = complete[n:]
+			}
+			return nil
+		}
+		for _, w := range writes {
+			if w.Start != nil && w.End != nil {
+				key := [2]string{w.Project, w.Start.ID}
+				if inChunk[key] {
+					if err := flush(); err != nil {
 						return err
 					}
 				}
-				var exc any
-				if e.HasException {
-					exc = e.Exception
-				}
-				_, err = endSt.ExecContext(ctx, w.Project, e.ID, e.TraceID, e.EndedAt, exc, nullBytes(e.Output), string(e.Summary),
-					string(e.OutputRefs), nullStr(e.DisplayName), e.WBRunStepEnd, len(e.Output)+len(e.Summary))
+				inChunk[key] = true
+				complete = append(complete, w)
+				continue
+			}
+			if err := flush(); err != nil {
+				return err
+			}
+			var args []any
+			var st *sql.Stmt
+			var err error
+			start, end := w.Start, w.End
+			switch {
+			case start != nil:
+				st, err = prepare("start", `INSERT INTO trace_calls (`+startCols+`, size_bytes)
+					VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+					ON CONFLICT (project_id, id) DO UPDATE SET `+startUpdate+`,
+					display_name = COALESCE(trace_calls.display_name, excluded.display_name), `+sizeUpdate)
+				args = append(startArgs(w.Project, start), len(start.Attributes)+len(start.Inputs))
+			default:
+				st, err = prepare("end", `INSERT INTO trace_calls (project_id, id, trace_id, op_name, `+endCols+`, display_name, size_bytes)
+					VALUES (?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?)
+					ON CONFLICT (project_id, id) DO UPDATE SET `+endUpdate+`,
+					display_name = COALESCE(excluded.display_name, trace_calls.display_name), `+sizeUpdate)
+				args = append(append([]any{w.Project, end.ID, end.TraceID}, endArgs(end)...), nullStr(end.DisplayName), len(end.Output)+len(end.Summary))
 			}
 			if err != nil {
 				return err
 			}
+			if _, err := st.ExecContext(ctx, args...); err != nil {
+				return err
+			}
+		}
+		if err := flush(); err != nil {
+			return err
 		}
 		return nil
 	})
+}
+
+func startArgs(project string, start *CallStartRow) []any {
+	cum := 0
+	if start.Cumulative {
+		cum = 1
+	}
+	return []any{project, start.ID, start.TraceID, nullStr(start.ParentID), nullStr(start.ThreadID), nullStr(start.TurnID),
+		start.OpName, nullStr(start.DisplayName), start.StartedAt, string(start.Attributes), string(start.Inputs),
+		string(start.InputRefs), nullBytes(start.OtelDump), nullStr(start.WBUserID), nullStr(start.WBRunID), start.WBRunStep, cum}
+}
+
+func endArgs(end *CallEndRow) []any {
+	var exc any
+	if end.HasException {
+		exc = end.Exception
+	}
+	return []any{end.EndedAt, exc, nullBytes(end.Output), string(end.Summary), string(end.OutputRefs), end.WBRunStepEnd}
+}
+
+// insertComplete writes whole calls with one multi-row statement (prepared per row count).
+func (s *SQLStore) insertComplete(ctx context.Context, tx *db.Tx, prepare func(kind, q string) (*sql.Stmt, error), ws []CallWrite) error {
+	const cols = 24
+	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", cols), ", ") + ")"
+	st, err := prepare(fmt.Sprintf("complete%d", len(ws)), `INSERT INTO trace_calls (`+startCols+`, `+endCols+`, size_bytes)
+		VALUES `+strings.TrimSuffix(strings.Repeat(row+", ", len(ws)), ", ")+`
+		ON CONFLICT (project_id, id) DO UPDATE SET `+startUpdate+`, `+endUpdate+`,
+		display_name = COALESCE(excluded.display_name, trace_calls.display_name), `+sizeUpdate)
+	if err != nil {
+		return err
+	}
+	args := make([]any, 0, cols*len(ws))
+	for _, w := range ws {
+		a := append(startArgs(w.Project, w.Start), endArgs(w.End)...)
+		if w.End.DisplayName != "" { // a name given at the end wins
+			a[7] = w.End.DisplayName
+		}
+		args = append(append(args, a...), len(w.Start.Attributes)+len(w.Start.Inputs)+len(w.End.Output)+len(w.End.Summary))
+	}
+	_, err = st.ExecContext(ctx, args...)
+	return err
 }
 
 // callColumns maps queryable call fields to columns.

@@ -320,10 +320,14 @@ type CallEndReq struct {
 	End EndedCallSchemaForInsert `json:"end"`
 }
 
-// CallBatchItem is one entry of /call/upsert_batch.
+// CallBatchItem is one entry of /call/upsert_batch: mode "start" with req.start, or mode
+// "end" with req.end.
 type CallBatchItem struct {
-	Mode string          `json:"mode"`
-	Req  json.RawMessage `json:"req"`
+	Mode string `json:"mode"`
+	Req  struct {
+		Start *StartedCallSchemaForInsert `json:"start,omitempty"`
+		End   *EndedCallSchemaForInsert   `json:"end,omitempty"`
+	} `json:"req"`
 }
 
 // CallCreateBatchReq is the body of POST /call/upsert_batch.

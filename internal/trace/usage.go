@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"math"
 	"sort"
+	"strconv"
+
+	"github.com/honeai/hone/internal/pyjson"
 )
 
 // UsageCall is what the usage roll-up needs of a call.
@@ -60,19 +63,19 @@ func (u *ModelUsage) clampNonNegative() {
 	}
 }
 
-// toInt reads a JSON number as an integer count (floats are truncated; null and others are 0).
-func toInt(v any) int64 {
-	switch n := v.(type) {
-	case float64:
-		if math.IsNaN(n) || math.IsInf(n, 0) {
-			return 0
-		}
-		return int64(n)
-	case json.Number:
-		if i, err := n.Int64(); err == nil {
+// count reads a JSON number as an integer count (floats are truncated; null and others are 0).
+func count(v pyjson.Value) int64 {
+	switch v.Kind {
+	case pyjson.Int:
+		if i, err := strconv.ParseInt(v.Str, 10, 64); err == nil {
 			return i
 		}
-		f, _ := n.Float64()
+		fallthrough
+	case pyjson.Float:
+		f, err := strconv.ParseFloat(v.Str, 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return 0
+		}
 		return int64(f)
 	}
 	return 0
@@ -85,27 +88,42 @@ func ExtractUsage(summary json.RawMessage) map[string]*ModelUsage {
 	if len(summary) == 0 {
 		return nil
 	}
-	var s struct {
-		Usage map[string]map[string]any `json:"usage"`
-	}
-	if err := json.Unmarshal(summary, &s); err != nil || len(s.Usage) == 0 {
+	s, err := pyjson.Parse(summary)
+	if err != nil {
 		return nil
 	}
-	out := make(map[string]*ModelUsage, len(s.Usage))
-	for model, m := range s.Usage {
-		u := &ModelUsage{
-			Requests:         toInt(m["requests"]),
-			PromptTokens:     toInt(m["prompt_tokens"]) + toInt(m["input_tokens"]),
-			CompletionTokens: toInt(m["completion_tokens"]) + toInt(m["output_tokens"]),
-			TotalTokens:      toInt(m["total_tokens"]),
-			CacheRead:        toInt(m["cache_read_input_tokens"]),
-			CacheCreation:    toInt(m["cache_creation_input_tokens"]),
+	usage, ok := s.Get("usage")
+	if !ok || usage.Kind != pyjson.Object || len(usage.Obj) == 0 {
+		return nil
+	}
+	out := make(map[string]*ModelUsage, len(usage.Obj))
+	for _, m := range usage.Obj {
+		if m.Val.Kind != pyjson.Object {
+			continue
+		}
+		u := &ModelUsage{}
+		for _, f := range m.Val.Obj {
+			n := count(f.Val)
+			switch f.Key {
+			case "requests":
+				u.Requests = n
+			case "prompt_tokens", "input_tokens":
+				u.PromptTokens += n
+			case "completion_tokens", "output_tokens":
+				u.CompletionTokens += n
+			case "total_tokens":
+				u.TotalTokens = n
+			case "cache_read_input_tokens":
+				u.CacheRead = n
+			case "cache_creation_input_tokens":
+				u.CacheCreation = n
+			}
 		}
 		if u.TotalTokens == 0 {
 			u.TotalTokens = u.PromptTokens + u.CompletionTokens
 		}
 		if !u.zero() {
-			out[model] = u
+			out[m.Key] = u
 		}
 	}
 	return out
@@ -145,16 +163,24 @@ func RollUp(calls []UsageCall, price Pricer) map[string]map[string]*ModelUsage {
 			pending[p]++
 		}
 	}
-	// Own usage.
+	// Own usage: the stored usage, less the children's for cumulative (SDK-written) calls.
+	// Subtractions read the children's stored values, so they are copied first where needed.
 	own := make([]map[string]*ModelUsage, n)
 	for i := range calls {
-		own[i] = map[string]*ModelUsage{}
-		for m, u := range stored[i] {
-			cp := *u
-			own[i][m] = &cp
+		if calls[i].Cumulative && pending[i] > 0 {
+			own[i] = make(map[string]*ModelUsage, len(stored[i]))
+			for m, u := range stored[i] {
+				cp := *u
+				own[i][m] = &cp
+			}
+		} else {
+			own[i] = stored[i]
+			if own[i] == nil {
+				own[i] = map[string]*ModelUsage{}
+			}
 		}
 	}
-	for i, c := range calls {
+	for i := range calls {
 		p := parent[i]
 		if p < 0 || !calls[p].Cumulative {
 			continue
@@ -164,7 +190,6 @@ func RollUp(calls []UsageCall, price Pricer) map[string]map[string]*ModelUsage {
 				pu.add(u, -1)
 			}
 		}
-		_ = c
 	}
 	for i := range calls {
 		for m, u := range own[i] {
@@ -247,4 +272,74 @@ func unfinished(calls []UsageCall) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// MarshalJSON writes the usage result without reflection (a roll-up of 10,000 calls is a
+// large object); call ids and models are sorted.
+func (r UsageRes) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 64+len(r.CallUsage)*160)
+	b = append(b, `{"call_usage":{`...)
+	for i, id := range sortedKeys(r.CallUsage) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendQuote(b, id)
+		b = append(b, ":{"...)
+		models := r.CallUsage[id]
+		for j, m := range sortedKeys(models) {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendQuote(b, m)
+			b = append(b, ':')
+			b = models[m].appendJSON(b)
+		}
+		b = append(b, '}')
+	}
+	b = append(b, `},"unfinished_call_ids":[`...)
+	for i, id := range r.UnfinishedCallIDs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendQuote(b, id)
+	}
+	return append(b, "]}"...), nil
+}
+
+func (u *AggregatedUsage) appendJSON(b []byte) []byte {
+	field := func(b []byte, name string, v int64) []byte {
+		b = append(b, '"')
+		b = append(b, name...)
+		b = append(b, `":`...)
+		return strconv.AppendInt(b, v, 10)
+	}
+	b = append(b, '{')
+	b = field(b, "requests", u.Requests)
+	b = append(b, ',')
+	b = field(b, "prompt_tokens", u.PromptTokens)
+	b = append(b, ',')
+	b = field(b, "completion_tokens", u.CompletionTokens)
+	b = append(b, ',')
+	b = field(b, "total_tokens", u.TotalTokens)
+	b = append(b, ',')
+	b = field(b, "cache_read_input_tokens", u.CacheReadInputTokens)
+	b = append(b, ',')
+	b = field(b, "cache_creation_input_tokens", u.CacheCreationInputTokens)
+	for _, c := range []struct {
+		name string
+		v    *float64
+	}{
+		{"prompt_tokens_total_cost", u.PromptTokensTotalCost},
+		{"completion_tokens_total_cost", u.CompletionTokensTotalCost},
+		{"cache_read_input_tokens_total_cost", u.CacheReadInputTokensTotalCost},
+		{"cache_creation_input_tokens_total_cost", u.CacheCreationInputTokensTotalCost},
+	} {
+		if c.v != nil {
+			b = append(b, `,"`...)
+			b = append(b, c.name...)
+			b = append(b, `":`...)
+			b = strconv.AppendFloat(b, *c.v, 'g', -1, 64)
+		}
+	}
+	return append(b, '}')
 }

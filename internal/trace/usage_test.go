@@ -127,3 +127,24 @@ func BenchmarkRollUp10k(b *testing.B) {
 		RollUp(calls, nil)
 	}
 }
+
+// The hand-written encoder agrees with encoding/json on the same data.
+func TestUsageResJSON(t *testing.T) {
+	cost := 0.25
+	r := UsageRes{CallUsage: map[string]map[string]*AggregatedUsage{
+		"b": {"m\"x": {Requests: 1, PromptTokens: 2, CompletionTokens: 3, TotalTokens: 5, PromptTokensTotalCost: &cost, CompletionTokensTotalCost: &cost,
+			CacheReadInputTokensTotalCost: &cost, CacheCreationInputTokensTotalCost: &cost}},
+		"a": {},
+	}, UnfinishedCallIDs: []string{"a"}}
+	got, _ := r.MarshalJSON()
+	type plain UsageRes
+	want, _ := json.Marshal(plain(r))
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("invalid JSON %s: %v", got, err)
+	}
+	_ = json.Unmarshal(want, &w)
+	if fmt.Sprint(g) != fmt.Sprint(w) {
+		t.Fatalf("got %s\nwant %s", got, want)
+	}
+}

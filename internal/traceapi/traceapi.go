@@ -293,8 +293,17 @@ func (a *API) listOp(summary string, res any) *openapi.Operation {
 }
 
 func (a *API) upsertBatch(w http.ResponseWriter, r *http.Request) {
-	var req trace.CallCreateBatchReq
-	if err := httpx.DecodeJSON(r, &req, strict); err != nil {
+	if err := httpx.CheckJSONContentType(r); err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	body, err := httpx.ReadBody(r)
+	if err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	req, err := trace.DecodeCallBatch(body)
+	if err != nil {
 		apierror.Write(w, r, err)
 		return
 	}

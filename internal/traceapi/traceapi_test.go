@@ -26,9 +26,10 @@ type env struct {
 	key    string // entity "ent"
 	other  string // entity "other"
 	router *httpx.Router
+	svc    *trace.Service
 }
 
-func setup(t *testing.T) *env {
+func setup(t testing.TB) *env {
 	t.Helper()
 	d := dbtest.SQLite(t)
 	ctx := context.Background()
@@ -44,14 +45,15 @@ func setup(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	r := httpx.NewRouter()
-	api := traceapi.New(trace.NewService(st))
+	svc := trace.NewService(st)
+	api := traceapi.New(svc)
 	basic := httpx.Authenticate(keys, auth.Basic, nil)
 	api.Register(r, basic)
 	api.RegisterGraphQL(r, basic, httpx.Authenticate(keys, auth.Bearer, nil))
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv := httptest.NewServer(httpx.Chain(r, httpx.WithRequestID(), httpx.Recover(log), httpx.LimitBody(1<<20)))
 	t.Cleanup(srv.Close)
-	return &env{srv: srv, key: k1, other: k2, router: r}
+	return &env{srv: srv, key: k1, other: k2, router: r, svc: svc}
 }
 
 func (e *env) call(t *testing.T, method, path, key, body string) (int, []byte) {

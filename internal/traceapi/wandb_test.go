@@ -7,11 +7,11 @@ import (
 
 func TestRootFields(t *testing.T) {
 	cases := map[string]string{
-		"query DefaultEntity { viewer { username defaultEntity { name } } }": "[[viewer viewer]]",
-		"{ a: project(name: \"x\", entityName: \"y\") { name } serverInfo { frontendHost } }": "[[a project] [serverInfo serverInfo]]",
+		"query DefaultEntity { viewer { username defaultEntity { name } } }":                            "[[viewer viewer]]",
+		"{ a: project(name: \"x\", entityName: \"y\") { name } serverInfo { frontendHost } }":           "[[a project] [serverInfo serverInfo]]",
 		"mutation UpsertModel($name: String!) { upsertModel(input: {name: $name}) { model { name } } }": "[[upsertModel upsertModel]]",
 		"query { viewer, serverInfo }": "[[viewer viewer] [serverInfo serverInfo]]",
-		"no braces": "[]",
+		"no braces":                    "[]",
 	}
 	for q, want := range cases {
 		if got := fmt.Sprint(rootFields(q)); got != want {

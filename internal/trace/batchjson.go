@@ -1,0 +1,225 @@
+package trace
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/honeai/hone/internal/apierror"
+	"github.com/honeai/hone/internal/pyjson"
+)
+
+// DecodeCallBatch decodes the body of /call/upsert_batch in one pass of the pyjson parser
+// (the ingest hot path; encoding/json's reflection was most of its cost). It applies the same
+// rules as the generic decoder: the top level is strict (only "batch"), nested schemas are
+// lenient, and a wrong type is a 400 naming the field by its path.
+func DecodeCallBatch(body []byte) (CallCreateBatchReq, error) {
+	v, err := pyjson.ParseShallow(body, 4) // call fields' objects stay raw text
+	if err != nil {
+		if err == pyjson.ErrTooDeep {
+			return CallCreateBatchReq{}, apierror.BadRequest("", "Request body nested deeper than %d levels", pyjson.MaxDepth)
+		}
+		return CallCreateBatchReq{}, apierror.BadRequest("", "Malformed JSON body: %v", err)
+	}
+	if v.Kind != pyjson.Object {
+		return CallCreateBatchReq{}, apierror.BadRequest("", "Request body must be a JSON object")
+	}
+	var req CallCreateBatchReq
+	for _, m := range v.Obj {
+		if m.Key != "batch" {
+			return CallCreateBatchReq{}, apierror.BadRequest(m.Key, "Unknown field(s) in request body: `%s`", m.Key)
+		}
+		if m.Val.Kind != pyjson.Array {
+			return CallCreateBatchReq{}, typeErr("batch", "array", m.Val)
+		}
+		req.Batch = make([]CallBatchItem, len(m.Val.Arr))
+		for i, it := range m.Val.Arr {
+			if err := decodeBatchItem(it, fmt.Sprintf("batch[%d]", i), &req.Batch[i]); err != nil {
+				return CallCreateBatchReq{}, err
+			}
+		}
+	}
+	return req, nil
+}
+
+func kindName(v pyjson.Value) string {
+	switch v.Kind {
+	case pyjson.Null:
+		return "null"
+	case pyjson.Bool:
+		return "boolean"
+	case pyjson.Int, pyjson.Float:
+		return "number"
+	case pyjson.String:
+		return "string"
+	case pyjson.Array:
+		return "array"
+	}
+	return "object"
+}
+
+func typeErr(field, want string, got pyjson.Value) error {
+	return apierror.BadRequest(field, "Invalid type for `%s`: expected %s, got %s", field, want, kindName(got))
+}
+
+func decodeBatchItem(v pyjson.Value, p string, out *CallBatchItem) error {
+	if v.Kind != pyjson.Object {
+		return typeErr(p, "object", v)
+	}
+	for _, m := range v.Obj {
+		switch m.Key {
+		case "mode":
+			if m.Val.Kind != pyjson.String {
+				return typeErr(p+".mode", "string", m.Val)
+			}
+			out.Mode = m.Val.Str
+		case "req":
+			if m.Val.Kind != pyjson.Object {
+				return typeErr(p+".req", "object", m.Val)
+			}
+			for _, r := range m.Val.Obj {
+				switch r.Key {
+				case "start":
+					if r.Val.Kind == pyjson.Null {
+						continue
+					}
+					st, err := decodeStart(r.Val, p+".req.start")
+					if err != nil {
+						return err
+					}
+					out.Req.Start = st
+				case "end":
+					if r.Val.Kind == pyjson.Null {
+						continue
+					}
+					en, err := decodeEnd(r.Val, p+".req.end")
+					if err != nil {
+						return err
+					}
+					out.Req.End = en
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// fieldReader reads typed members of an object value, naming fields by path in errors.
+type fieldReader struct {
+	path string
+	err  error
+}
+
+func (f *fieldReader) str(v pyjson.Value, key string, dst *string) {
+	if f.err != nil || v.Kind == pyjson.Null {
+		return
+	}
+	if v.Kind != pyjson.String {
+		f.err = typeErr(f.path+"."+key, "string", v)
+		return
+	}
+	*dst = v.Str
+}
+
+func (f *fieldReader) optStr(v pyjson.Value, key string, dst **string) {
+	if f.err != nil || v.Kind == pyjson.Null {
+		return
+	}
+	var s string
+	f.str(v, key, &s)
+	if f.err == nil {
+		*dst = &s
+	}
+}
+
+func (f *fieldReader) optInt(v pyjson.Value, key string, dst **int64) {
+	if f.err != nil || v.Kind == pyjson.Null {
+		return
+	}
+	if v.Kind != pyjson.Int {
+		f.err = typeErr(f.path+"."+key, "integer", v)
+		return
+	}
+	n, err := strconv.ParseInt(v.Str, 10, 64)
+	if err != nil {
+		f.err = apierror.BadRequest(f.path+"."+key, "`%s.%s` is out of range", f.path, key)
+		return
+	}
+	*dst = &n
+}
+
+func compactRaw(v pyjson.Value) json.RawMessage { return json.RawMessage(pyjson.Compact(v)) }
+
+func decodeStart(v pyjson.Value, p string) (*StartedCallSchemaForInsert, error) {
+	if v.Kind != pyjson.Object {
+		return nil, typeErr(p, "object", v)
+	}
+	f := &fieldReader{path: p}
+	st := &StartedCallSchemaForInsert{}
+	for _, m := range v.Obj {
+		switch m.Key {
+		case "project_id":
+			f.str(m.Val, m.Key, &st.ProjectID)
+		case "id":
+			f.optStr(m.Val, m.Key, &st.ID)
+		case "op_name":
+			f.str(m.Val, m.Key, &st.OpName)
+		case "display_name":
+			f.optStr(m.Val, m.Key, &st.DisplayName)
+		case "trace_id":
+			f.optStr(m.Val, m.Key, &st.TraceID)
+		case "parent_id":
+			f.optStr(m.Val, m.Key, &st.ParentID)
+		case "thread_id":
+			f.optStr(m.Val, m.Key, &st.ThreadID)
+		case "turn_id":
+			f.optStr(m.Val, m.Key, &st.TurnID)
+		case "started_at":
+			f.str(m.Val, m.Key, &st.StartedAt)
+		case "attributes":
+			st.Attributes = compactRaw(m.Val)
+		case "inputs":
+			st.Inputs = compactRaw(m.Val)
+		case "otel_dump":
+			st.OtelDump = compactRaw(m.Val)
+		case "wb_user_id":
+			f.optStr(m.Val, m.Key, &st.WBUserID)
+		case "wb_run_id":
+			f.optStr(m.Val, m.Key, &st.WBRunID)
+		case "wb_run_step":
+			f.optInt(m.Val, m.Key, &st.WBRunStep)
+		}
+	}
+	return st, f.err
+}
+
+func decodeEnd(v pyjson.Value, p string) (*EndedCallSchemaForInsert, error) {
+	if v.Kind != pyjson.Object {
+		return nil, typeErr(p, "object", v)
+	}
+	f := &fieldReader{path: p}
+	en := &EndedCallSchemaForInsert{}
+	for _, m := range v.Obj {
+		switch m.Key {
+		case "project_id":
+			f.str(m.Val, m.Key, &en.ProjectID)
+		case "id":
+			f.str(m.Val, m.Key, &en.ID)
+		case "ended_at":
+			f.str(m.Val, m.Key, &en.EndedAt)
+		case "exception":
+			f.optStr(m.Val, m.Key, &en.Exception)
+		case "output":
+			en.Output = compactRaw(m.Val)
+		case "summary":
+			en.Summary = compactRaw(m.Val)
+		case "display_name":
+			f.optStr(m.Val, m.Key, &en.DisplayName)
+		case "trace_id":
+			f.optStr(m.Val, m.Key, &en.TraceID)
+		case "wb_run_step_end":
+			f.optInt(m.Val, m.Key, &en.WBRunStepEnd)
+		}
+	}
+	return en, f.err
+}
