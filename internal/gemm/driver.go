@@ -29,6 +29,9 @@ const (
 	kcBlock = 256
 	mcBlock = 140
 	ncBlock = 3072
+	// bBlockFloats bounds the packed B block of the general path (all of k × a column
+	// block, shared by the threads in L3): 2M floats, 8 MiB.
+	bBlockFloats = 2 << 20
 )
 
 // Work thresholds (in multiply-adds) below which a call stays on the calling goroutine.
@@ -234,14 +237,8 @@ func packBPanel(im *impl, dst []float32, p *problem, j0, w, p0, kc int) {
 		switch p.bKind {
 		case kindF32:
 			copy(d, p.b32[off:off+w])
-		case kindBF16:
-			for j, v := range p.b16[off : off+w] {
-				d[j] = BF16ToFloat32(v)
-			}
 		default:
-			for j, v := range p.b16[off : off+w] {
-				d[j] = F16ToFloat32(v)
-			}
+			Half(p.bKind).Decode(d[:w], p.b16[off:off+w])
 		}
 		clear(d[w:])
 	}
@@ -303,17 +300,21 @@ func macro(im *impl, mc, nc, kc int, ap []float32, src *bSource, c []float32, ld
 	}
 }
 
-// runBlocked is the general path: for each (column block, depth block) the threads pack B
-// together, then each multiplies its share of the rows (or columns, when rows are few).
+// runBlocked is the general path. For each column block the threads pack op(B) (all of
+// its depth) together; then each task takes a block of rows (or columns, when rows are few)
+// and runs through every depth block, packing its A block per depth step, so that its C
+// block stays in L2 across the whole depth instead of streaming through memory once per
+// depth block.
 func runBlocked(im *impl, p *problem, nt int) {
 	m, n, k := p.m, p.n, p.k
 	mr := im.mr
 	mc := max(mcBlock/mr, 1) * mr
-	nc0 := min(ncBlock, (n+panelW-1)/panelW*panelW)
 	kc0 := min(kcBlock, k)
+	nc0 := min((n+panelW-1)/panelW*panelW, max(panelW, bBlockFloats/k/panelW*panelW))
+	kblocks := (k + kc0 - 1) / kc0
 	bbuf := bufPool.Get().(*floatBuf)
 	defer bufPool.Put(bbuf)
-	bpack := bbuf.aligned(kc0 * nc0)
+	bpack := bbuf.aligned(k * nc0)
 
 	// Split C among tasks: by rows when there are enough, else by columns too.
 	tm, tn := grid(m, (n+panelW-1)/panelW, mr, mc, nt)
@@ -322,40 +323,41 @@ func runBlocked(im *impl, p *problem, nt int) {
 	for jc := 0; jc < n; jc += nc0 {
 		nc := min(nc0, n-jc)
 		panels := (nc + panelW - 1) / panelW
-		for pc := 0; pc < k; pc += kc0 {
-			kc := min(kc0, k-pc)
-			packTasks := min(panels, 2*nt)
-			parallel(packTasks, nt, func(t int) {
-				q0, q1 := split(panels, packTasks, t, 1)
-				for q := q0; q < q1; q++ {
-					j := q * panelW
-					packBPanel(im, bpack[q*kc*panelW:], p, jc+j, min(panelW, nc-j), pc, kc)
-				}
-			})
-			src := &bSource{kind: kindF32, base: unsafe.Pointer(&bpack[0]), panelStride: kc * panelW, ldb: panelW}
-			first := pc == 0
-			parallel(tasks, nt, func(t int) {
-				i0, i1 := split(m, tm, t/tn, mr)
-				q0, q1 := split(panels, tn, t%tn, 1)
-				j0, j1 := jc+q0*panelW, min(jc+q1*panelW, jc+nc)
-				if i0 >= i1 || j0 >= j1 {
-					return
-				}
-				if first {
-					scaleC(p, i0, i1, j0, j1)
-				}
-				abuf := bufPool.Get().(*floatBuf)
-				ap := abuf.aligned(mc * kc)
-				sub := *src
-				sub.base = src.panel(q0)
-				for ic := i0; ic < i1; ic += mc {
-					mcc := min(mc, i1-ic)
+		ncp := panels * panelW
+		// Depth block pc lives at bpack[pc*ncp:], its panels kc*panelW apart.
+		units := kblocks * panels
+		packTasks := min(units, 2*nt)
+		parallel(packTasks, nt, func(t int) {
+			u0, u1 := split(units, packTasks, t, 1)
+			for u := u0; u < u1; u++ {
+				pc, q := u/panels*kc0, u%panels
+				kc := min(kc0, k-pc)
+				j := q * panelW
+				packBPanel(im, bpack[pc*ncp+q*kc*panelW:], p, jc+j, min(panelW, nc-j), pc, kc)
+			}
+		})
+		parallel(tasks, nt, func(t int) {
+			i0, i1 := split(m, tm, t/tn, mr)
+			q0, q1 := split(panels, tn, t%tn, 1)
+			j0, j1 := jc+q0*panelW, min(jc+q1*panelW, jc+nc)
+			if i0 >= i1 || j0 >= j1 {
+				return
+			}
+			scaleC(p, i0, i1, j0, j1)
+			abuf := bufPool.Get().(*floatBuf)
+			defer bufPool.Put(abuf)
+			ap := abuf.aligned(mc * kc0)
+			for ic := i0; ic < i1; ic += mc {
+				mcc := min(mc, i1-ic)
+				for pc := 0; pc < k; pc += kc0 {
+					kc := min(kc0, k-pc)
+					src := &bSource{kind: kindF32, panelStride: kc * panelW, ldb: panelW,
+						base: unsafe.Pointer(&bpack[pc*ncp+q0*kc*panelW])}
 					packA(im, ap, p, ic, mcc, pc, kc)
-					macro(im, mcc, j1-j0, kc, ap, &sub, p.c[ic*p.ldc+j0:], p.ldc, &abuf.tile)
+					macro(im, mcc, j1-j0, kc, ap, src, p.c[ic*p.ldc+j0:], p.ldc, &abuf.tile)
 				}
-				bufPool.Put(abuf)
-			})
-		}
+			}
+		})
 	}
 }
 

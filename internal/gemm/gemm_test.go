@@ -408,3 +408,27 @@ func FuzzGemm(f *testing.F) {
 		}
 	})
 }
+
+// TestManyColumnBlocks covers a general-path product whose packed B is split into several
+// column blocks (k × n beyond bBlockFloats).
+func TestManyColumnBlocks(t *testing.T) {
+	const m, k = 20, 1100
+	n := bBlockFloats/k + 3*panelW + 5
+	rng := rand.New(rand.NewPCG(6, 6))
+	for _, transB := range []bool{false, true} {
+		a := newMatrix(rng, m, k, 1, 0)
+		var b *matrix
+		if transB {
+			b = newMatrix(rng, n, k, 0, 0)
+		} else {
+			b = newMatrix(rng, k, n, 0, 0)
+		}
+		prod, mag := refProduct(false, transB, m, n, k, a, b)
+		forEachImpl(t, func(t *testing.T) {
+			c := newMatrix(rng, m, n, 1, 0)
+			orig := append([]float32(nil), c.f...)
+			Sgemm(false, transB, m, n, k, 1.5, a.f, a.ld, b.f, b.ld, 0.5, c.f, c.ld)
+			compare(t, fmt.Sprintf("transB=%v %dx%dx%d", transB, m, n, k), c, orig, prod, mag, scaling{1.5, 0.5}, k)
+		})
+	}
+}

@@ -40,7 +40,7 @@ func PackB(transB bool, n, k int, b []float32, ldb int) *PackedB {
 	checkPackArgs("PackB", transB, n, k, len(b), ldb)
 	pb := &PackedB{n: n, k: k, kind: kindF32}
 	pb.f32 = make([]float32, packedLen(n, k))
-	packWhole(pb, transB, func(dst, src int) { pb.f32[dst] = b[src] }, ldb)
+	packWhole(pb.f32, b, transB, n, k, ldb, current.Load().packT[kindF32])
 	return pb
 }
 
@@ -51,7 +51,7 @@ func PackHalfB(h Half, transB bool, n, k int, b []uint16, ldb int) *PackedB {
 	checkPackArgs("PackHalfB", transB, n, k, len(b), ldb)
 	pb := &PackedB{n: n, k: k, kind: kind}
 	pb.u16 = make([]uint16, packedLen(n, k))
-	packWhole(pb, transB, func(dst, src int) { pb.u16[dst] = b[src] }, ldb)
+	packWhole(pb.u16, b, transB, n, k, ldb, nil)
 	return pb
 }
 
@@ -73,18 +73,29 @@ func packedLen(n, k int) int {
 	return (n + panelW - 1) / panelW * panelW * k
 }
 
-// packWhole fills pb panel by panel: element (p,j) of op(B) goes to panel j/panelW at
-// p*panelW + j%panelW; set(dst, src) copies source element src to packed index dst.
-func packWhole(pb *PackedB, transB bool, set func(dst, src int), ldb int) {
-	n, k := pb.n, pb.k
-	for j := 0; j < n; j++ {
-		base := j/panelW*panelW*k + j%panelW
-		for p := 0; p < k; p++ {
-			src := p*ldb + j
-			if transB {
-				src = j*ldb + p
+// packWhole fills dst (zeroed) panel by panel: element (p,j) of op(B) goes to panel
+// j/panelW at p*panelW + j%panelW. packT, if not nil, transposes full f32 panels.
+func packWhole[E float32 | uint16](dst, b []E, transB bool, n, k, ldb int, packT packTFn) {
+	if n == 0 || k == 0 {
+		return
+	}
+	for j0 := 0; j0 < n; j0 += panelW {
+		panel := dst[j0*k : (j0+panelW)*k]
+		w := min(panelW, n-j0)
+		if !transB {
+			for p := 0; p < k; p++ {
+				copy(panel[p*panelW:p*panelW+w], b[p*ldb+j0:p*ldb+j0+w])
 			}
-			set(base+p*panelW, src)
+			continue
+		}
+		if w == panelW && packT != nil {
+			packT(k, unsafe.Pointer(&b[j0*ldb]), ldb, (*float32)(unsafe.Pointer(&panel[0])))
+			continue
+		}
+		for r := 0; r < w; r++ {
+			for p, v := range b[(j0+r)*ldb : (j0+r)*ldb+k] {
+				panel[p*panelW+r] = v
+			}
 		}
 	}
 }
