@@ -177,4 +177,32 @@ var Migrations = []db.Migration{
 	// Most calls have no thread: index only those that do (cheaper ingest).
 	{Version: 4, SQLite: `DROP INDEX trace_calls_thread;
 		CREATE INDEX trace_calls_thread ON trace_calls (project_id, thread_id) WHERE thread_id IS NOT NULL`},
+	// Table entries point at rows by an integer id instead of their digest: a table scan
+	// reads entries in key order (SQLite: WITHOUT ROWID) and finds each row with one integer
+	// B-tree descent rather than text-key comparisons.
+	{Version: 5, SQLite: `
+CREATE TABLE trace_rows_new (
+	id INTEGER PRIMARY KEY, project_id TEXT NOT NULL, digest TEXT NOT NULL, val TEXT NOT NULL, size_bytes BIGINT NOT NULL
+);
+INSERT INTO trace_rows_new (project_id, digest, val, size_bytes) SELECT project_id, digest, val, size_bytes FROM trace_rows;
+DROP TABLE trace_rows;
+ALTER TABLE trace_rows_new RENAME TO trace_rows;
+CREATE UNIQUE INDEX trace_rows_digest ON trace_rows (project_id, digest);
+CREATE TABLE trace_table_entries_new (
+	project_id TEXT NOT NULL, table_digest TEXT NOT NULL, idx INTEGER NOT NULL, row_id INTEGER NOT NULL,
+	PRIMARY KEY (project_id, table_digest, idx)
+) WITHOUT ROWID;
+INSERT INTO trace_table_entries_new SELECT e.project_id, e.table_digest, e.idx, r.id
+	FROM trace_table_entries e JOIN trace_rows r ON r.project_id = e.project_id AND r.digest = e.row_digest;
+DROP TABLE trace_table_entries;
+ALTER TABLE trace_table_entries_new RENAME TO trace_table_entries;
+CREATE INDEX trace_table_entries_row ON trace_table_entries (project_id, table_digest, row_id)`,
+		Postgres: `
+ALTER TABLE trace_rows ADD COLUMN id BIGSERIAL;
+CREATE UNIQUE INDEX trace_rows_id ON trace_rows (id);
+ALTER TABLE trace_table_entries ADD COLUMN row_id BIGINT;
+UPDATE trace_table_entries e SET row_id = r.id FROM trace_rows r WHERE r.project_id = e.project_id AND r.digest = e.row_digest;
+ALTER TABLE trace_table_entries ALTER COLUMN row_id SET NOT NULL;
+ALTER TABLE trace_table_entries DROP COLUMN row_digest;
+CREATE INDEX trace_table_entries_row ON trace_table_entries (project_id, table_digest, row_id)`},
 }

@@ -238,6 +238,14 @@ func TestTables(t *testing.T) {
 		if !strings.HasSuffix(desc, ",4") || !strings.HasPrefix(desc, "2,0,5,") {
 			t.Fatalf("desc = %s", desc)
 		}
+		// The SQL sort (used with a row filter) and the cached Go sort agree on mixed types.
+		for _, dir := range []string{"asc", "desc"} {
+			viaSQL := idx(q(TableQueryReq{SortBy: []SortBy{{Field: "a.b", Order: dir}}, Filter: &TableRowFilter{RowDigests: res.RowDigests}}))
+			viaGo := idx(q(TableQueryReq{SortBy: []SortBy{{Field: "a.b", Order: dir}}}))
+			if viaSQL != viaGo {
+				t.Fatalf("%s: SQL order %s, cached order %s", dir, viaSQL, viaGo)
+			}
+		}
 		// A sorted page comes from the cached order.
 		if got := idx(q(TableQueryReq{SortBy: []SortBy{{Field: "a.b", Order: "asc"}}, Offset: ptr(2), Limit: ptr(2)})); got != "5,0" {
 			t.Fatalf("sorted page = %s", got)
