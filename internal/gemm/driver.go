@@ -37,8 +37,8 @@ const (
 // Work thresholds (in multiply-adds) below which a call stays on the calling goroutine.
 const minParallelWork = 1 << 18
 
-// dotMaxM is the largest m for which y = x·Wᵀ uses the dot-product kernels (B streamed once,
-// never packed) rather than the packed blocked path.
+// dotMaxM is the largest m for which y = x·Wᵀ uses the assembly dot-product kernels (B
+// streamed once, never packed) rather than the packed blocked path.
 const dotMaxM = 16
 
 // tdotMinM is the smallest m for which y = x·Wᵀ with f32 W uses the transposed decode kernel
@@ -69,9 +69,9 @@ func run(p *problem) {
 	switch {
 	case p.packed != nil:
 		runPacked(im, p, nt)
-	case p.transB && p.m <= dotMaxM && p.m >= tdotMinM && p.bKind == kindF32 && im.tdot != nil:
+	case p.transB && p.m <= im.dotMaxM && p.m >= tdotMinM && p.bKind == kindF32 && im.tdot != nil:
 		runTdot(im, p, nt)
-	case p.transB && p.m <= dotMaxM:
+	case p.transB && p.m <= im.dotMaxM:
 		runDot(im, p, nt)
 	case !p.transB && p.m <= rawMaxM:
 		runRaw(im, p, nt)

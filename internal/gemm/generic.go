@@ -8,15 +8,18 @@ import "unsafe"
 const (
 	genericMR = 4
 	genericNR = 16
+	// genericDotMaxM: the pure-Go dot loops beat the packed path only for a single row.
+	genericDotMaxM = 1
 )
 
 var genericImpl = &impl{
-	name:   "generic",
-	mr:     genericMR,
-	nr:     genericNR,
-	micro:  [3]microFn{microGeneric[float32], microGeneric[uint16], microGenericF16},
-	dotMR:  4,
-	dotVec: 1,
+	name:    "generic",
+	mr:      genericMR,
+	nr:      genericNR,
+	micro:   [3]microFn{microGeneric[float32], microGeneric[uint16], microGenericF16},
+	dotMR:   4,
+	dotMaxM: genericDotMaxM,
+	dotVec:  1,
 	dot: [3][]dotFn{
 		{dotGeneric[float32], dotGeneric[float32], dotGeneric[float32], dotGeneric[float32]},
 		{dotGeneric[uint16], dotGeneric[uint16], dotGeneric[uint16], dotGeneric[uint16]},

@@ -53,6 +53,7 @@ type impl struct {
 	micro     [3]microFn   // by B kind: the full mr-row micro-kernel
 	microRows [3][]microFn // by B kind, optional: micro-kernels for 1..mr rows (index rows-1)
 	dotMR     int          // most x rows one dot-kernel call handles
+	dotMaxM   int          // y = x·Wᵀ with at most this many rows uses the dot kernels
 	dotVec    int          // the dot kernels need k to be a multiple of this
 	dot       [3][]dotFn   // by B kind: dot kernels for 1..dotMR rows (index mx-1)
 	packT     [3]packTFn   // by B kind, optional: transposing B pack of a full panel

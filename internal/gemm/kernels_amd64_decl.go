@@ -39,6 +39,8 @@ var avx2Dot = [3][]dotFn{
 
 var avx512PackT = [3]packTFn{packTAVX512F32, packTAVX512BF16, packTAVX512F16}
 
+var avx2PackT = [3]packTFn{packTAVX2F32, packTAVX2BF16, packTAVX2F16}
+
 //go:noescape
 func microAVX512F32R1(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
 
@@ -308,6 +310,18 @@ func packTAVX512BF16(kc int, src unsafe.Pointer, lds int, dst *float32)
 
 //go:noescape
 func packTAVX512F16(kc int, src unsafe.Pointer, lds int, dst *float32)
+
+//go:noescape
+func packTAVX2F32(kc int, src unsafe.Pointer, lds int, dst *float32)
+
+//go:noescape
+func packTAVX2BF16(kc int, src unsafe.Pointer, lds int, dst *float32)
+
+//go:noescape
+func packTAVX2F16(kc int, src unsafe.Pointer, lds int, dst *float32)
+
+//go:noescape
+func packAAVX2(kc int, src *float32, lda int, dst *float32, alpha float32)
 
 //go:noescape
 func packAAVX512(kc int, src *float32, lda int, dst *float32, alpha float32)

@@ -109,7 +109,14 @@ func main() {
 		packTAVX512(name, kind)
 		fmt.Fprintf(&tables, "%s, ", name)
 	}
+	tables.WriteString("}\n\nvar avx2PackT = [3]packTFn{")
+	for kind := range kindNames {
+		name := fmt.Sprintf("packTAVX2%s", kindNames[kind])
+		packTAVX2(name, kind)
+		fmt.Fprintf(&tables, "%s, ", name)
+	}
 	tables.WriteString("}\n")
+	packAAVX2("packAAVX2")
 	packAAVX512("packAAVX512", avx512MR)
 	packAAVX512("packA16AVX512", 16)
 	tdotAVX512("tdotAVX512")
