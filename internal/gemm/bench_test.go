@@ -137,3 +137,37 @@ func TestPrintBenchShapes(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkHalfConvert reports the conversion rate (Melem/s) of Half.Encode and Half.Decode
+// under every implementation (the assembly ones are vectorised).
+func BenchmarkHalfConvert(b *testing.B) {
+	const n = 1 << 16
+	src := make([]float32, n)
+	rng := rand.New(rand.NewPCG(2, 2))
+	for i := range src {
+		src[i] = float32(rng.NormFloat64())
+	}
+	enc := make([]uint16, n)
+	dec := make([]float32, n)
+	defer SetImpl(Impls()[0])
+	for _, name := range Impls() {
+		for _, h := range []Half{BF16, F16} {
+			for _, op := range []string{"encode", "decode"} {
+				b.Run(fmt.Sprintf("%s/%v/%s", name, h, op), func(b *testing.B) {
+					if err := SetImpl(name); err != nil {
+						b.Fatal(err)
+					}
+					h.Encode(enc, src)
+					for i := 0; i < b.N; i++ {
+						if op == "encode" {
+							h.Encode(enc, src)
+						} else {
+							h.Decode(dec, enc)
+						}
+					}
+					b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Melem/s")
+				})
+			}
+		}
+	}
+}

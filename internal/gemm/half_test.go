@@ -119,7 +119,13 @@ func TestFloat32ToHalfRounding(t *testing.T) {
 	}
 }
 
+// TestHalfSlices checks the slice conversions (vectorised in the assembly implementations)
+// against the scalar ones, on every implementation.
 func TestHalfSlices(t *testing.T) {
+	forEachImpl(t, testHalfSlices)
+}
+
+func testHalfSlices(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 8))
 	for _, h := range []Half{BF16, F16} {
 		for _, n := range []int{0, 1, 7, 15, 16, 17, 31, 64, 100, 1000} {

@@ -16650,3 +16650,114 @@ encodeBF16AVX512_loop:
 encodeBF16AVX512_done:
 	VZEROUPPER
 	RET
+
+// func decodeBF16AVX2(dst *float32, src *uint16, n int)
+// Requires: AVX, AVX2
+TEXT ·decodeBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $0x03, CX
+	JZ   decodeBF16AVX2_done
+
+decodeBF16AVX2_loop:
+	VPMOVZXWD (SI), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMOVUPS   Y0, (DI)
+	ADDQ      $0x10, SI
+	ADDQ      $0x20, DI
+	DECQ      CX
+	JNZ       decodeBF16AVX2_loop
+
+decodeBF16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func decodeF16AVX2(dst *float32, src *uint16, n int)
+// Requires: AVX, F16C
+TEXT ·decodeF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $0x03, CX
+	JZ   decodeF16AVX2_done
+
+decodeF16AVX2_loop:
+	VCVTPH2PS (SI), Y0
+	VMOVUPS   Y0, (DI)
+	ADDQ      $0x10, SI
+	ADDQ      $0x20, DI
+	DECQ      CX
+	JNZ       decodeF16AVX2_loop
+
+decodeF16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func encodeF16AVX2(dst *uint16, src *float32, n int)
+// Requires: AVX, F16C
+TEXT ·encodeF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $0x03, CX
+	JZ   encodeF16AVX2_done
+
+encodeF16AVX2_loop:
+	VMOVUPS   (SI), Y0
+	VCVTPS2PH $0x00, Y0, (DI)
+	ADDQ      $0x20, SI
+	ADDQ      $0x10, DI
+	DECQ      CX
+	JNZ       encodeF16AVX2_loop
+
+encodeF16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func encodeBF16AVX2(dst *uint16, src *float32, n int)
+// Requires: AVX, AVX2, SSE2
+TEXT ·encodeBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         n+16(FP), CX
+	MOVL         $0x00000001, AX
+	MOVD         AX, X15
+	VPBROADCASTD X15, Y10
+	MOVL         $0x00007fff, AX
+	MOVD         AX, X15
+	VPBROADCASTD X15, Y11
+	MOVL         $0x7fffffff, AX
+	MOVD         AX, X15
+	VPBROADCASTD X15, Y12
+	MOVL         $0x7f800000, AX
+	MOVD         AX, X15
+	VPBROADCASTD X15, Y13
+	MOVL         $0x00000040, AX
+	MOVD         AX, X15
+	VPBROADCASTD X15, Y14
+	SHRQ         $0x03, CX
+	JZ           encodeBF16AVX2_done
+
+encodeBF16AVX2_loop:
+	VMOVDQU      (SI), Y0
+	VPSRLD       $0x10, Y0, Y1
+	VPAND        Y10, Y1, Y2
+	VPADDD       Y2, Y0, Y2
+	VPADDD       Y11, Y2, Y2
+	VPSRLD       $0x10, Y2, Y2
+	VPAND        Y12, Y0, Y3
+	VPCMPGTD     Y13, Y3, Y3
+	VPOR         Y14, Y1, Y1
+	VPBLENDVB    Y3, Y1, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X4
+	VPACKUSDW    X4, X2, X2
+	VMOVDQU      X2, (DI)
+	ADDQ         $0x20, SI
+	ADDQ         $0x10, DI
+	DECQ         CX
+	JNZ          encodeBF16AVX2_loop
+
+encodeBF16AVX2_done:
+	VZEROUPPER
+	RET

@@ -346,3 +346,15 @@ func encodeF16AVX512(dst *uint16, src *float32, n int)
 
 //go:noescape
 func encodeBF16AVX512(dst *uint16, src *float32, n int)
+
+//go:noescape
+func decodeBF16AVX2(dst *float32, src *uint16, n int)
+
+//go:noescape
+func decodeF16AVX2(dst *float32, src *uint16, n int)
+
+//go:noescape
+func encodeF16AVX2(dst *uint16, src *float32, n int)
+
+//go:noescape
+func encodeBF16AVX2(dst *uint16, src *float32, n int)

@@ -70,17 +70,32 @@ func packTWhole(kern packTFn, kind elemKind, vec int) packTFn {
 	}
 }
 
+// converters are the vectorised conversion kernel (n a multiple of its vector width).
+type converters struct {
+	vec    int
+	decode [3]func(dst *float32, src *uint16, n int)
+	encode [3]func(dst *uint16, src *float32, n int)
+}
+
+var nativeConverters = map[string]*converters{
+	"avx512": {vec: 16,
+		decode: [3]func(*float32, *uint16, int){nil, decodeBF16AVX512, decodeF16AVX512},
+		encode: [3]func(*uint16, *float32, int){nil, encodeBF16AVX512, encodeF16AVX512}},
+	"avx2": {vec: 8,
+		decode: [3]func(*float32, *uint16, int){nil, decodeBF16AVX2, decodeF16AVX2},
+		encode: [3]func(*uint16, *float32, int){nil, encodeBF16AVX2, encodeF16AVX2}},
+}
+
+// decodeNative widens src into dst with the current implementation's vector kernel and
+// reports whether it did (the scalar tail included).
 func decodeNative(kind elemKind, dst []float32, src []uint16) bool {
-	if !hasAVX512 || Impl() != "avx512" {
+	cv := nativeConverters[Impl()]
+	if cv == nil {
 		return false
 	}
-	n := len(src) &^ 15
+	n := len(src) / cv.vec * cv.vec
 	if n > 0 {
-		if kind == kindBF16 {
-			decodeBF16AVX512(&dst[0], &src[0], n)
-		} else {
-			decodeF16AVX512(&dst[0], &src[0], n)
-		}
+		cv.decode[kind](&dst[0], &src[0], n)
 	}
 	for i := n; i < len(src); i++ {
 		if kind == kindBF16 {
@@ -92,17 +107,15 @@ func decodeNative(kind elemKind, dst []float32, src []uint16) bool {
 	return true
 }
 
+// encodeNative is decodeNative's inverse (round to nearest even).
 func encodeNative(kind elemKind, dst []uint16, src []float32) bool {
-	if !hasAVX512 || Impl() != "avx512" {
+	cv := nativeConverters[Impl()]
+	if cv == nil {
 		return false
 	}
-	n := len(src) &^ 15
+	n := len(src) / cv.vec * cv.vec
 	if n > 0 {
-		if kind == kindBF16 {
-			encodeBF16AVX512(&dst[0], &src[0], n)
-		} else {
-			encodeF16AVX512(&dst[0], &src[0], n)
-		}
+		cv.encode[kind](&dst[0], &src[0], n)
 	}
 	for i := n; i < len(src); i++ {
 		if kind == kindBF16 {

@@ -122,6 +122,7 @@ func main() {
 	tdotAVX512("tdotAVX512")
 	packATAVX512("packATAVX512")
 	convertAVX512()
+	convertAVX2()
 
 	Generate()
 
