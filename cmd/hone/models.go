@@ -1,0 +1,123 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/honeai/hone/internal/synth"
+)
+
+func init() {
+	register("models", "model files: synth (write a tiny random-weight HF model directory)", func(args []string) int {
+		return runModels(args, os.Stdout, os.Stderr)
+	})
+}
+
+const modelsUsage = `usage:
+  hone models synth --arch llama|qwen2|qwen3 --out DIR [--preset tiny|demo|smollm2-135m|qwen2.5-0.5b]
+                    [--layers N --hidden N --heads N --kv-heads N --head-dim N --intermediate N
+                     --vocab N --max-pos N --rope-theta F --rope-scaling llama3 --tied --dtype f32|bf16
+                     --std F --seed N]
+Writes config.json, generation_config.json, model.safetensors (random weights), tokenizer.json and
+tokenizer_config.json (a BPE tokenizer Hone trains on an embedded corpus, with a ChatML chat template).
+Flags given explicitly override the preset.
+`
+
+func runModels(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(stderr, modelsUsage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	if args[0] != "synth" {
+		fmt.Fprintf(stderr, "hone models: unknown subcommand %q\n\n%s", args[0], modelsUsage)
+		return 2
+	}
+	fs := flag.NewFlagSet("models synth", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	arch := fs.String("arch", "", "architecture: llama, qwen2 or qwen3 (required unless the preset gives it)")
+	out := fs.String("out", "", "output directory (required)")
+	preset := fs.String("preset", "tiny", "starting shape: tiny, demo, smollm2-135m, qwen2.5-0.5b")
+	layers := fs.Int("layers", 0, "decoder layers")
+	hidden := fs.Int("hidden", 0, "hidden size")
+	heads := fs.Int("heads", 0, "attention heads")
+	kvHeads := fs.Int("kv-heads", 0, "key/value heads (grouped-query attention)")
+	headDim := fs.Int("head-dim", 0, "head dimension (default hidden/heads)")
+	inter := fs.Int("intermediate", 0, "MLP intermediate size")
+	vocab := fs.Int("vocab", 0, "vocabulary size")
+	maxPos := fs.Int("max-pos", 0, "max_position_embeddings")
+	theta := fs.Float64("rope-theta", 0, "rope_theta")
+	ropeScaling := fs.String("rope-scaling", "", "rope_scaling type (llama3; llama only)")
+	tied := fs.Bool("tied", false, "tie the LM head to the input embedding")
+	dtype := fs.String("dtype", "", "stored weight type: f32 or bf16")
+	std := fs.Float64("std", 0, "standard deviation of the random weights")
+	seed := fs.Uint64("seed", 1, "random seed")
+	if err := parseWithEnv(fs, args[1:]); err != nil {
+		return 2
+	}
+	if *out == "" {
+		fmt.Fprintln(stderr, "hone models synth: --out is required")
+		return 2
+	}
+	var o synth.Options
+	switch *preset {
+	case "tiny":
+		o = synth.Tiny(*arch)
+	case "demo":
+		o = synth.Demo()
+	case "smollm2-135m":
+		o = synth.SmolLM2_135M()
+	case "qwen2.5-0.5b":
+		o = synth.Qwen25_05B()
+	default:
+		fmt.Fprintf(stderr, "hone models synth: unknown --preset %q (tiny, demo, smollm2-135m, qwen2.5-0.5b)\n", *preset)
+		return 2
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["arch"] {
+		o.Arch = *arch
+	}
+	ints := map[string]struct {
+		dst *int
+		v   int
+	}{"layers": {&o.Layers, *layers}, "hidden": {&o.Hidden, *hidden}, "heads": {&o.Heads, *heads},
+		"kv-heads": {&o.KVHeads, *kvHeads}, "head-dim": {&o.HeadDim, *headDim}, "intermediate": {&o.Intermediate, *inter},
+		"vocab": {&o.Vocab, *vocab}, "max-pos": {&o.MaxPos, *maxPos}}
+	for name, p := range ints {
+		if set[name] {
+			*p.dst = p.v
+		}
+	}
+	if set["hidden"] || set["heads"] {
+		if !set["head-dim"] {
+			o.HeadDim = 0 // derive from the new hidden/heads
+		}
+	}
+	if set["rope-theta"] {
+		o.RopeTheta = *theta
+	}
+	if set["rope-scaling"] {
+		o.RopeScaling = *ropeScaling
+	}
+	if set["tied"] {
+		o.Tied = *tied
+	}
+	if set["dtype"] {
+		o.DType = *dtype
+	}
+	if set["std"] {
+		o.Std = *std
+	}
+	o.Seed = *seed
+	if err := synth.Write(*out, o); err != nil {
+		fmt.Fprintf(stderr, "hone models synth: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "wrote %s model to %s\n", o.Arch, *out)
+	return 0
+}

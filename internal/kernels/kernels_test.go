@@ -1,0 +1,166 @@
+package kernels
+
+import (
+	"math"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+
+	"github.com/honeai/hone/internal/gemm"
+)
+
+func randVec(rng *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64())
+	}
+	return v
+}
+
+func near(t *testing.T, what string, got, want float64, tol float64) {
+	t.Helper()
+	if math.Abs(got-want) > tol*math.Max(1, math.Abs(want)) {
+		t.Fatalf("%s: got %v, want %v", what, got, want)
+	}
+}
+
+func TestDotAxpyAddScale(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{0, 1, 3, 4, 5, 17, 64, 101} {
+		a, b := randVec(rng, n), randVec(rng, n+3)
+		want := 0.0
+		for i := range a {
+			want += float64(a[i]) * float64(b[i])
+		}
+		near(t, "dot", float64(Dot(a, b)), want, 1e-5)
+		y := append([]float32(nil), b[:n]...)
+		Axpy(0.5, a, y)
+		for i := range y {
+			near(t, "axpy", float64(y[i]), float64(b[i])+0.5*float64(a[i]), 1e-6)
+		}
+		Add(y, a)
+		Scale(y, 2)
+		for i := range y {
+			near(t, "add+scale", float64(y[i]), 2*(float64(b[i])+1.5*float64(a[i])), 1e-5)
+		}
+	}
+}
+
+func TestRMSNorm(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	rows, cols := 70, 33
+	x, w := randVec(rng, rows*cols), randVec(rng, cols)
+	out := make([]float32, rows*cols)
+	RMSNormRows(out, x, rows, cols, w, 1e-5)
+	for r := 0; r < rows; r++ {
+		ss := 0.0
+		for c := 0; c < cols; c++ {
+			ss += float64(x[r*cols+c]) * float64(x[r*cols+c])
+		}
+		inv := 1 / math.Sqrt(ss/float64(cols)+1e-5)
+		for c := 0; c < cols; c++ {
+			near(t, "rmsnorm", float64(out[r*cols+c]), float64(x[r*cols+c])*inv*float64(w[c]), 1e-5)
+		}
+	}
+	// In place.
+	row := append([]float32(nil), x[:cols]...)
+	RMSNorm(row, row, w, 1e-5)
+	for c := range row {
+		near(t, "rmsnorm in place", float64(row[c]), float64(out[c]), 1e-6)
+	}
+}
+
+func TestSoftmax(t *testing.T) {
+	x := []float32{1, 2, float32(math.Inf(-1)), 3, 1000}
+	Softmax(x)
+	if x[2] != 0 || math.Abs(float64(x[4])-1) > 1e-6 {
+		t.Fatalf("softmax %v", x)
+	}
+	y := []float32{0, float32(math.Log(3))}
+	Softmax(y)
+	near(t, "softmax", float64(y[0]), 0.25, 1e-6)
+	near(t, "softmax", float64(y[1]), 0.75, 1e-6)
+	all := []float32{float32(math.Inf(-1)), float32(math.Inf(-1))}
+	Softmax(all)
+	if all[0] != 0.5 {
+		t.Fatalf("all -inf: %v", all)
+	}
+	Softmax(nil)
+}
+
+func TestSwiGLU(t *testing.T) {
+	g := []float32{-3, -0.5, 0, 0.5, 3, 20, -20}
+	u := []float32{1, 2, 3, 4, 5, 6, 7}
+	out := make([]float32, len(g))
+	SwiGLU(out, g, u)
+	for i := range g {
+		want := float64(g[i]) / (1 + math.Exp(-float64(g[i]))) * float64(u[i])
+		near(t, "swiglu", float64(out[i]), want, 1e-6)
+		near(t, "silu", float64(SiLU(g[i])), want/float64(u[i]), 1e-6)
+	}
+}
+
+func TestRopeTableMatchesDirect(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, scale := range []string{"none", "llama3", "linear"} {
+		r := NewRope(64, 500000)
+		switch scale {
+		case "llama3":
+			r.ScaleLlama3(8, 1, 4, 8192)
+		case "linear":
+			r.ScaleLinear(2)
+		}
+		tab := r.Table(300)
+		if tab.Len() != 300 {
+			t.Fatalf("len %d", tab.Len())
+		}
+		for _, pos := range []int{0, 1, 7, 299} {
+			x := randVec(rng, 64)
+			a := append([]float32(nil), x...)
+			b := append([]float32(nil), x...)
+			r.Apply(a, pos)
+			tab.Apply(b, pos)
+			for i := range a {
+				near(t, "rope table", float64(b[i]), float64(a[i]), 1e-5)
+			}
+			tab.ApplyInverse(b, pos)
+			for i := range b {
+				near(t, "rope inverse", float64(b[i]), float64(x[i]), 1e-5)
+			}
+		}
+	}
+	// Llama 3 scaling leaves high frequencies and divides low ones by the factor.
+	r := NewRope(128, 500000)
+	orig := append([]float64(nil), r.InvFreq...)
+	r.ScaleLlama3(8, 1, 4, 8192)
+	if r.InvFreq[0] != orig[0] || math.Abs(r.InvFreq[63]-orig[63]/8) > 1e-18 {
+		t.Fatalf("llama3 scaling: %v→%v, %v→%v", orig[0], r.InvFreq[0], orig[63], r.InvFreq[63])
+	}
+}
+
+func TestGatherRow(t *testing.T) {
+	f := []float32{1, 2, 3, 4, 5, 6}
+	out := make([]float32, 3)
+	GatherRow(out, f, nil, 0, 1, 3)
+	if out[0] != 4 || out[2] != 6 {
+		t.Fatalf("f32 gather %v", out)
+	}
+	h := make([]uint16, 6)
+	gemm.BF16.Encode(h, f)
+	GatherRow(out, nil, h, gemm.BF16, 0, 3)
+	if out[0] != 1 || out[2] != 3 {
+		t.Fatalf("bf16 gather %v", out)
+	}
+}
+
+func TestParallelForVisitsEachOnce(t *testing.T) {
+	for _, n := range []int{0, 1, 5, 1000} {
+		seen := make([]atomic.Int32, n)
+		ParallelFor(n, 3, func(i int) { seen[i].Add(1) })
+		for i := range seen {
+			if seen[i].Load() != 1 {
+				t.Fatalf("n=%d: index %d visited %d times", n, i, seen[i].Load())
+			}
+		}
+	}
+}

@@ -1,0 +1,216 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// KVCache is a paged key/value cache: fixed-size blocks of BlockSize positions, shared by all
+// sequences, each sequence holding a block table. Blocks are reference-counted so that
+// sequences can share prefix blocks (forks for n > 1 and beam search, a prefix cache): a
+// shared block is never written; appending into a shared, partly filled last block copies it
+// first (copy on write).
+type KVCache struct {
+	blockSize int
+	layers    int
+	kvDim     int
+	k, v      [][]float32 // per layer: numBlocks × blockSize × kvDim
+
+	mu   sync.Mutex
+	free []int32
+	ref  []int32
+}
+
+// ErrNoBlocks is returned when the cache has too few free blocks for a step.
+var ErrNoBlocks = errors.New("model: KV cache is full")
+
+// KVCacheOptions sizes a cache.
+type KVCacheOptions struct {
+	BlockSize int // positions per block (default 16)
+	NumBlocks int // blocks in the pool
+}
+
+// NewKVCache allocates a cache for cfg.
+func NewKVCache(cfg *Config, opts KVCacheOptions) *KVCache {
+	if opts.BlockSize <= 0 {
+		opts.BlockSize = 16
+	}
+	if opts.NumBlocks <= 0 {
+		opts.NumBlocks = 256
+	}
+	c := &KVCache{blockSize: opts.BlockSize, layers: cfg.NumLayers, kvDim: cfg.KVDim(),
+		k: make([][]float32, cfg.NumLayers), v: make([][]float32, cfg.NumLayers),
+		ref: make([]int32, opts.NumBlocks)}
+	per := opts.NumBlocks * opts.BlockSize * c.kvDim
+	for l := range c.k {
+		c.k[l] = make([]float32, per)
+		c.v[l] = make([]float32, per)
+	}
+	c.free = make([]int32, opts.NumBlocks)
+	for i := range c.free {
+		c.free[i] = int32(opts.NumBlocks - 1 - i)
+	}
+	return c
+}
+
+// BlockSize is the number of positions per block.
+func (c *KVCache) BlockSize() int { return c.blockSize }
+
+// NumBlocks is the size of the pool.
+func (c *KVCache) NumBlocks() int { return len(c.ref) }
+
+// FreeBlocks is how many blocks are unused.
+func (c *KVCache) FreeBlocks() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.free)
+}
+
+// BytesPerBlock is the memory of one block over all layers (keys and values).
+func (c *KVCache) BytesPerBlock() int64 {
+	return int64(c.layers) * int64(c.blockSize) * int64(c.kvDim) * 4 * 2
+}
+
+func (c *KVCache) alloc() (int32, bool) {
+	if len(c.free) == 0 {
+		return 0, false
+	}
+	b := c.free[len(c.free)-1]
+	c.free = c.free[:len(c.free)-1]
+	c.ref[b] = 1
+	return b, true
+}
+
+func (c *KVCache) release(b int32) {
+	c.ref[b]--
+	if c.ref[b] == 0 {
+		c.free = append(c.free, b)
+	}
+	if c.ref[b] < 0 {
+		panic(fmt.Sprintf("model: KV block %d released too often", b))
+	}
+}
+
+// Retain adds a reference to blocks (for a prefix cache that keeps them).
+func (c *KVCache) Retain(blocks []int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range blocks {
+		c.ref[b]++
+	}
+}
+
+// Release drops a reference to blocks.
+func (c *KVCache) Release(blocks []int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range blocks {
+		c.release(b)
+	}
+}
+
+// RefCount is the number of references to a block.
+func (c *KVCache) RefCount(b int32) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int(c.ref[b])
+}
+
+// Sequence is one sequence's view of the cache: its block table and length.
+type Sequence struct {
+	c      *KVCache
+	blocks []int32
+	n      int
+}
+
+// NewSequence returns an empty sequence.
+func (c *KVCache) NewSequence() *Sequence { return &Sequence{c: c} }
+
+// NewSequenceFrom returns a sequence whose first n positions are the given (full or partly
+// filled) blocks, adding a reference to each; used to start from cached prefix blocks.
+func (c *KVCache) NewSequenceFrom(blocks []int32, n int) *Sequence {
+	if n > len(blocks)*c.blockSize || n < (len(blocks)-1)*c.blockSize {
+		panic(fmt.Sprintf("model: %d positions do not fill %d blocks", n, len(blocks)))
+	}
+	c.Retain(blocks)
+	return &Sequence{c: c, blocks: append([]int32(nil), blocks...), n: n}
+}
+
+// Len is the number of positions held.
+func (s *Sequence) Len() int { return s.n }
+
+// Blocks is the block table (do not modify).
+func (s *Sequence) Blocks() []int32 { return s.blocks }
+
+// Fork returns a new sequence sharing every block of s.
+func (s *Sequence) Fork() *Sequence {
+	s.c.Retain(s.blocks)
+	return &Sequence{c: s.c, blocks: append([]int32(nil), s.blocks...), n: s.n}
+}
+
+// Free releases the sequence's blocks; the sequence is empty afterwards.
+func (s *Sequence) Free() {
+	s.c.Release(s.blocks)
+	s.blocks, s.n = nil, 0
+}
+
+// Truncate shortens the sequence to n positions, releasing blocks no longer needed.
+func (s *Sequence) Truncate(n int) {
+	if n >= s.n {
+		return
+	}
+	keep := (n + s.c.blockSize - 1) / s.c.blockSize
+	s.c.Release(s.blocks[keep:])
+	s.blocks = s.blocks[:keep]
+	s.n = n
+}
+
+// reserve makes room for n more positions: new blocks, and a private copy of a shared,
+// partly filled last block. It changes nothing when the pool is too small.
+func (s *Sequence) reserve(n int) error {
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cow := s.n%c.blockSize != 0 && len(s.blocks) > 0 && c.ref[s.blocks[len(s.blocks)-1]] > 1
+	need := (s.n+n+c.blockSize-1)/c.blockSize - len(s.blocks)
+	extra := need
+	if cow {
+		extra++
+	}
+	if extra > len(c.free) {
+		return ErrNoBlocks
+	}
+	if cow {
+		last := s.blocks[len(s.blocks)-1]
+		b, _ := c.alloc()
+		used := (s.n % c.blockSize) * c.kvDim
+		src, dst := int(last)*c.blockSize*c.kvDim, int(b)*c.blockSize*c.kvDim
+		for l := 0; l < c.layers; l++ {
+			copy(c.k[l][dst:dst+used], c.k[l][src:src+used])
+			copy(c.v[l][dst:dst+used], c.v[l][src:src+used])
+		}
+		c.release(last)
+		s.blocks[len(s.blocks)-1] = b
+	}
+	for i := 0; i < need; i++ {
+		b, _ := c.alloc()
+		s.blocks = append(s.blocks, b)
+	}
+	return nil
+}
+
+// shrink releases blocks beyond those the sequence's length needs (undoing a reserve).
+func (s *Sequence) shrink() {
+	keep := (s.n + s.c.blockSize - 1) / s.c.blockSize
+	if keep < len(s.blocks) {
+		s.c.Release(s.blocks[keep:])
+		s.blocks = s.blocks[:keep]
+	}
+}
+
+// slot returns the offset of position pos of the sequence in a layer's K/V arrays.
+func (s *Sequence) slot(pos int) int {
+	bs := s.c.blockSize
+	return (int(s.blocks[pos/bs])*bs + pos%bs) * s.c.kvDim
+}

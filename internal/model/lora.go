@@ -1,0 +1,207 @@
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+
+	"github.com/honeai/hone/internal/gemm"
+	"github.com/honeai/hone/internal/safetensors"
+)
+
+// LoRA is a low-rank adapter in PEFT's layout: for each adapted module of each layer,
+// y += Scaling · (x·Aᵀ)·Bᵀ with A (Rank × In) and B (Out × Rank).
+type LoRA struct {
+	Name    string
+	Rank    int
+	Alpha   float64
+	Scaling float32
+	// Targets are the adapted modules among q_proj, k_proj, v_proj, o_proj, gate_proj,
+	// up_proj, down_proj.
+	Targets []string
+	// Layers[l][module] is the pair of a layer's module (absent when not adapted).
+	Layers []map[string]*LoRAPair
+}
+
+// LoRAPair is one adapted module.
+type LoRAPair struct {
+	A, B    []float32 // Rank×In, Out×Rank, row-major
+	In, Out int
+}
+
+// Modules are the module names a LoRA may target.
+var Modules = []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+
+// ModuleShape returns the (out, in) of a module for cfg.
+func ModuleShape(cfg *Config, module string) (out, in int, ok bool) {
+	switch module {
+	case "q_proj":
+		return cfg.QDim(), cfg.HiddenSize, true
+	case "k_proj", "v_proj":
+		return cfg.KVDim(), cfg.HiddenSize, true
+	case "o_proj":
+		return cfg.HiddenSize, cfg.QDim(), true
+	case "gate_proj", "up_proj":
+		return cfg.IntermediateSize, cfg.HiddenSize, true
+	case "down_proj":
+		return cfg.HiddenSize, cfg.IntermediateSize, true
+	}
+	return 0, 0, false
+}
+
+// AdapterConfig is PEFT's adapter_config.json (the fields Hone reads and writes).
+type AdapterConfig struct {
+	PeftType            string   `json:"peft_type"`
+	TaskType            string   `json:"task_type"`
+	BaseModelNameOrPath string   `json:"base_model_name_or_path"`
+	R                   int      `json:"r"`
+	LoraAlpha           float64  `json:"lora_alpha"`
+	LoraDropout         float64  `json:"lora_dropout"`
+	TargetModules       []string `json:"target_modules"`
+	Bias                string   `json:"bias"`
+	UseRSLoRA           bool     `json:"use_rslora"`
+	FanInFanOut         bool     `json:"fan_in_fan_out"`
+	InferenceMode       bool     `json:"inference_mode"`
+	InitLoraWeights     bool     `json:"init_lora_weights"`
+	ModulesToSave       []string `json:"modules_to_save"`
+	LayersToTransform   []int    `json:"layers_to_transform"`
+	Revision            *string  `json:"revision"`
+	Layers              *int     `json:"-"`
+}
+
+// Scaling is alpha/r, or alpha/√r with rsLoRA.
+func (a *AdapterConfig) Scaling() float32 {
+	if a.UseRSLoRA {
+		return float32(a.LoraAlpha / math.Sqrt(float64(a.R)))
+	}
+	return float32(a.LoraAlpha / float64(a.R))
+}
+
+var peftName = regexp.MustCompile(`^base_model\.model\.model\.layers\.(\d+)\.(self_attn|mlp)\.(\w+)\.lora_([AB])\.weight$`)
+
+// LoadLoRA reads a PEFT adapter directory (adapter_config.json, adapter_model.safetensors)
+// for a model of cfg; weights are kept in f32.
+func LoadLoRA(dir string, cfg *Config) (*LoRA, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, "adapter_config.json"))
+	if err != nil {
+		return nil, fmt.Errorf("model: LoRA: %w", err)
+	}
+	var ac AdapterConfig
+	if err := json.Unmarshal(raw, &ac); err != nil {
+		return nil, fmt.Errorf("model: LoRA adapter_config.json: %w", err)
+	}
+	if ac.PeftType != "" && ac.PeftType != "LORA" {
+		return nil, fmt.Errorf("model: adapter type %q is not supported (LORA only)", ac.PeftType)
+	}
+	if ac.R <= 0 {
+		return nil, fmt.Errorf("model: LoRA adapter_config.json: r must be positive")
+	}
+	if ac.FanInFanOut {
+		return nil, fmt.Errorf("model: LoRA with fan_in_fan_out is not supported")
+	}
+	if len(ac.ModulesToSave) > 0 {
+		return nil, fmt.Errorf("model: LoRA modules_to_save %v is not supported", ac.ModulesToSave)
+	}
+	f, err := safetensors.Open(filepath.Join(dir, "adapter_model.safetensors"))
+	if err != nil {
+		return nil, fmt.Errorf("model: LoRA: %w", err)
+	}
+	defer f.Close()
+	lo := &LoRA{Name: filepath.Base(dir), Rank: ac.R, Alpha: ac.LoraAlpha, Scaling: ac.Scaling(),
+		Layers: make([]map[string]*LoRAPair, cfg.NumLayers)}
+	for i := range lo.Layers {
+		lo.Layers[i] = map[string]*LoRAPair{}
+	}
+	targets := map[string]bool{}
+	for _, name := range f.Names() {
+		m := peftName.FindStringSubmatch(name)
+		if m == nil {
+			return nil, fmt.Errorf("model: LoRA tensor %q is not a PEFT LoRA weight of a decoder layer", name)
+		}
+		layer, _ := strconv.Atoi(m[1])
+		module, ab := m[3], m[4]
+		out, in, ok := ModuleShape(cfg, module)
+		if !ok || layer >= cfg.NumLayers {
+			return nil, fmt.Errorf("model: LoRA tensor %q does not match the model", name)
+		}
+		t, _ := f.Tensor(name)
+		var vals []float32
+		switch t.DType {
+		case safetensors.F32:
+			v, err := t.F32()
+			if err != nil {
+				return nil, err
+			}
+			vals = append([]float32(nil), v...)
+		case safetensors.BF16, safetensors.F16:
+			v, err := t.U16()
+			if err != nil {
+				return nil, err
+			}
+			kind := gemm.BF16
+			if t.DType == safetensors.F16 {
+				kind = gemm.F16
+			}
+			vals = make([]float32, len(v))
+			kind.Decode(vals, v)
+		default:
+			return nil, fmt.Errorf("model: LoRA tensor %q has dtype %s", name, t.DType)
+		}
+		p := lo.Layers[layer][module]
+		if p == nil {
+			p = &LoRAPair{In: in, Out: out}
+			lo.Layers[layer][module] = p
+		}
+		want := []int{ac.R, in}
+		if ab == "B" {
+			want = []int{out, ac.R}
+		}
+		if len(t.Shape) != 2 || t.Shape[0] != want[0] || t.Shape[1] != want[1] {
+			return nil, fmt.Errorf("model: LoRA tensor %q has shape %v, want %v", name, t.Shape, want)
+		}
+		if ab == "A" {
+			p.A = vals
+		} else {
+			p.B = vals
+		}
+		targets[module] = true
+	}
+	for l, mods := range lo.Layers {
+		for mod, p := range mods {
+			if p.A == nil || p.B == nil {
+				return nil, fmt.Errorf("model: LoRA layer %d %s lacks lora_A or lora_B", l, mod)
+			}
+		}
+	}
+	for t := range targets {
+		lo.Targets = append(lo.Targets, t)
+	}
+	sort.Strings(lo.Targets)
+	return lo, nil
+}
+
+// check verifies the adapter fits cfg.
+func (a *LoRA) check(cfg *Config) error {
+	if len(a.Layers) != cfg.NumLayers {
+		return fmt.Errorf("model: LoRA %s has %d layers, the model %d", a.Name, len(a.Layers), cfg.NumLayers)
+	}
+	return nil
+}
+
+// apply adds the adapter's delta for a module of layer l to out (n rows): out += s·(x·Aᵀ)·Bᵀ.
+// x rows have width In and out rows width Out.
+func (a *LoRA) apply(l int, module string, x []float32, n int, out []float32) {
+	p := a.Layers[l][module]
+	if p == nil {
+		return
+	}
+	r := a.Rank
+	tmp := make([]float32, n*r)
+	gemm.Sgemm(false, true, n, r, p.In, 1, x, p.In, p.A, p.In, 0, tmp, r)
+	gemm.Sgemm(false, true, n, p.Out, r, a.Scaling, tmp, r, p.B, r, 1, out, p.Out)
+}

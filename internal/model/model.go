@@ -1,0 +1,444 @@
+// Package model runs Llama (Llama 3.x, SmolLM2), Qwen2/Qwen2.5 and Qwen3 causal language
+// models from Hugging Face directories (config.json, generation_config.json, safetensors
+// weights) on the CPU, in batches of sequences of different lengths over a paged KV cache,
+// with per-sequence LoRA adapters in PEFT's layout.
+//
+// # Forward pass
+//
+//	m, err := model.Load(dir, model.LoadOptions{})
+//	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: 1024})
+//	seq := cache.NewSequence()
+//	logits, err := m.Forward([]model.Step{{Seq: seq, Tokens: prompt, LogitsAt: []int{len(prompt) - 1}}})
+//	// logits[0][0] holds the vocabulary's logits after the last prompt token; seq now holds
+//	// len(prompt) positions. A decode step is a Step with one token.
+//
+// Each Step is a prefill chunk (any number of tokens, starting at the sequence's current
+// length, so chunked prefill is just consecutive steps) or a decode token. Matrix products run
+// once over all tokens of the batch (internal/gemm, threaded); attention runs per sequence and
+// key/value head in parallel. Weights stay bf16/f16 when stored so, widened inside the GEMM
+// kernels; activations are f32.
+//
+// The pieces the trainer needs (embedding, norms, the linear layers and their packed weights,
+// the rotary table) are exported on Model and Layer.
+package model
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/honeai/hone/internal/gemm"
+	"github.com/honeai/hone/internal/kernels"
+	"github.com/honeai/hone/internal/safetensors"
+)
+
+// Layer is one transformer block.
+type Layer struct {
+	AttnNorm, MLPNorm []float32
+	Q, K, V, O        Linear
+	Gate, Up, Down    Linear
+	QNorm, KNorm      []float32 // Qwen3: per-head RMSNorm weights (HeadDim)
+}
+
+// Model is a loaded model.
+type Model struct {
+	Config Config
+	Dir    string
+	Embed  Weight // vocab × hidden
+	Layers []Layer
+	Norm   []float32
+	LMHead Linear // tied models share Embed's data
+	Rope   *kernels.Table
+
+	file *safetensors.File
+}
+
+// LoadOptions tunes Load.
+type LoadOptions struct {
+	DType DType // weight format in memory (default: as stored)
+}
+
+// Load reads a model directory.
+func Load(dir string, opts LoadOptions) (*Model, error) {
+	cfg, err := LoadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	f, err := safetensors.OpenDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	m, err := fromFile(cfg, f, opts)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	m.Dir = dir
+	return m, nil
+}
+
+func fromFile(cfg *Config, f *safetensors.File, opts LoadOptions) (*Model, error) {
+	ld := &loader{f: f, dtype: opts.DType, used: map[string]bool{}}
+	m := &Model{Config: *cfg, file: f}
+	c := cfg
+	var err error
+	if m.Embed, err = ld.matrix("model.embed_tokens.weight", c.VocabSize, c.HiddenSize); err != nil {
+		return nil, err
+	}
+	m.Layers = make([]Layer, c.NumLayers)
+	for i := range m.Layers {
+		p := fmt.Sprintf("model.layers.%d.", i)
+		L := &m.Layers[i]
+		if L.AttnNorm, err = ld.vector(p+"input_layernorm.weight", c.HiddenSize); err != nil {
+			return nil, err
+		}
+		if L.MLPNorm, err = ld.vector(p+"post_attention_layernorm.weight", c.HiddenSize); err != nil {
+			return nil, err
+		}
+		if L.Q, err = ld.linear(p+"self_attn.q_proj", c.QDim(), c.HiddenSize, c.AttentionBias); err != nil {
+			return nil, err
+		}
+		if L.K, err = ld.linear(p+"self_attn.k_proj", c.KVDim(), c.HiddenSize, c.AttentionBias); err != nil {
+			return nil, err
+		}
+		if L.V, err = ld.linear(p+"self_attn.v_proj", c.KVDim(), c.HiddenSize, c.AttentionBias); err != nil {
+			return nil, err
+		}
+		if L.O, err = ld.linear(p+"self_attn.o_proj", c.HiddenSize, c.QDim(), c.AttentionBias && c.Arch == "llama"); err != nil {
+			return nil, err
+		}
+		if c.QKNorm {
+			if L.QNorm, err = ld.vector(p+"self_attn.q_norm.weight", c.HeadDim); err != nil {
+				return nil, err
+			}
+			if L.KNorm, err = ld.vector(p+"self_attn.k_norm.weight", c.HeadDim); err != nil {
+				return nil, err
+			}
+		}
+		if L.Gate, err = ld.linear(p+"mlp.gate_proj", c.IntermediateSize, c.HiddenSize, c.MLPBias); err != nil {
+			return nil, err
+		}
+		if L.Up, err = ld.linear(p+"mlp.up_proj", c.IntermediateSize, c.HiddenSize, c.MLPBias); err != nil {
+			return nil, err
+		}
+		if L.Down, err = ld.linear(p+"mlp.down_proj", c.HiddenSize, c.IntermediateSize, c.MLPBias); err != nil {
+			return nil, err
+		}
+	}
+	if m.Norm, err = ld.vector("model.norm.weight", c.HiddenSize); err != nil {
+		return nil, err
+	}
+	if _, ok := f.Tensor("lm_head.weight"); ok && !c.TieWordEmbeddings {
+		if m.LMHead, err = ld.linear("lm_head", c.VocabSize, c.HiddenSize, false); err != nil {
+			return nil, err
+		}
+	} else {
+		if !c.TieWordEmbeddings {
+			return nil, fmt.Errorf("model: weight lm_head.weight is missing (and tie_word_embeddings is false)")
+		}
+		m.LMHead = Linear{W: m.Embed}
+		m.LMHead.pack()
+	}
+	rope := kernels.NewRope(c.HeadDim, c.RopeTheta)
+	if rs := c.RopeScaling; rs != nil {
+		switch rs.Kind() {
+		case "llama3":
+			rope.ScaleLlama3(rs.Factor, rs.LowFreqFactor, rs.HighFreqFactor, rs.OriginalMaxPositionEmbeddings)
+		case "linear":
+			rope.ScaleLinear(rs.Factor)
+		}
+	}
+	m.Rope = rope.Table(c.MaxPositionEmbeddings)
+	return m, nil
+}
+
+// Close releases the mapped weight files; the model must not be used afterwards.
+func (m *Model) Close() error {
+	if m.file == nil {
+		return nil
+	}
+	return m.file.Close()
+}
+
+// WeightBytes is the memory held by the weights (packed copies included).
+func (m *Model) WeightBytes() int64 {
+	n := m.Embed.Bytes()
+	add := func(l *Linear) {
+		n += l.W.Bytes()
+		if l.P != nil {
+			if l.P.Half() != 0 {
+				n += int64(l.P.N()) * int64(l.P.K()) * 2
+			} else {
+				n += int64(l.P.N()) * int64(l.P.K()) * 4
+			}
+		}
+	}
+	for i := range m.Layers {
+		L := &m.Layers[i]
+		for _, l := range []*Linear{&L.Q, &L.K, &L.V, &L.O, &L.Gate, &L.Up, &L.Down} {
+			add(l)
+		}
+	}
+	add(&m.LMHead)
+	return n
+}
+
+// ModelDirExists reports whether dir looks like a model directory.
+func ModelDirExists(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "config.json"))
+	return err == nil
+}
+
+// Step is the work of one sequence in a forward pass.
+type Step struct {
+	Seq    *Sequence
+	Tokens []int
+	// LogitsAt lists indexes into Tokens whose next-token logits are wanted.
+	LogitsAt []int
+	Adapter  *LoRA
+}
+
+// Forward runs the tokens of every step through the model, appends their keys and values to
+// the steps' sequences, and returns, per step, the logits at LogitsAt. When the cache cannot
+// hold the new tokens it returns ErrNoBlocks and changes nothing.
+func (m *Model) Forward(steps []Step) ([][][]float32, error) {
+	c := &m.Config
+	T := 0
+	for i, st := range steps {
+		if st.Seq == nil || len(st.Tokens) == 0 {
+			return nil, fmt.Errorf("model: step %d has no sequence or no tokens", i)
+		}
+		if st.Seq.n+len(st.Tokens) > m.Rope.Len() {
+			return nil, fmt.Errorf("model: step %d reaches position %d, beyond max_position_embeddings %d", i, st.Seq.n+len(st.Tokens), m.Rope.Len())
+		}
+		for _, id := range st.Tokens {
+			if id < 0 || id >= c.VocabSize {
+				return nil, fmt.Errorf("model: token id %d out of range [0, %d)", id, c.VocabSize)
+			}
+		}
+		for _, j := range st.LogitsAt {
+			if j < 0 || j >= len(st.Tokens) {
+				return nil, fmt.Errorf("model: step %d asks logits at %d of %d tokens", i, j, len(st.Tokens))
+			}
+		}
+		if st.Adapter != nil {
+			if err := st.Adapter.check(c); err != nil {
+				return nil, err
+			}
+		}
+		T += len(st.Tokens)
+	}
+	for i := range steps {
+		if err := steps[i].Seq.reserve(len(steps[i].Tokens)); err != nil {
+			for _, prev := range steps[:i] {
+				prev.Seq.shrink()
+			}
+			return nil, err
+		}
+	}
+	b := newBatch(m, steps, T)
+	x := b.x
+	for l := range m.Layers {
+		m.layer(l, b)
+	}
+	// Logits of the requested rows only.
+	var rows []int
+	for i, st := range steps {
+		for _, j := range st.LogitsAt {
+			rows = append(rows, b.start[i]+j)
+		}
+	}
+	out := make([][][]float32, len(steps))
+	if len(rows) > 0 {
+		H := c.HiddenSize
+		h := make([]float32, len(rows)*H)
+		for k, r := range rows {
+			kernels.RMSNorm(h[k*H:(k+1)*H], x[r*H:(r+1)*H], m.Norm, float32(c.RMSNormEps))
+		}
+		logits := make([]float32, len(rows)*c.VocabSize)
+		m.LMHead.Forward(h, len(rows), logits, false)
+		k := 0
+		for i, st := range steps {
+			out[i] = make([][]float32, len(st.LogitsAt))
+			for j := range st.LogitsAt {
+				out[i][j] = logits[k*c.VocabSize : (k+1)*c.VocabSize : (k+1)*c.VocabSize]
+				k++
+			}
+		}
+	}
+	for _, st := range steps {
+		st.Seq.n += len(st.Tokens)
+	}
+	return out, nil
+}
+
+// batch is the working state of one forward pass.
+type batch struct {
+	steps []Step
+	T     int
+	start []int // first row of each step
+	pos   []int // position of each row
+	x     []float32
+	// scratch
+	h, q, k, v, attn, gate, up []float32
+}
+
+func newBatch(m *Model, steps []Step, T int) *batch {
+	c := &m.Config
+	H := c.HiddenSize
+	b := &batch{steps: steps, T: T, start: make([]int, len(steps)), pos: make([]int, T), x: make([]float32, T*H),
+		h: make([]float32, T*H), q: make([]float32, T*c.QDim()), k: make([]float32, T*c.KVDim()), v: make([]float32, T*c.KVDim()),
+		attn: make([]float32, T*c.QDim()), gate: make([]float32, T*c.IntermediateSize), up: make([]float32, T*c.IntermediateSize)}
+	r := 0
+	for i, st := range steps {
+		b.start[i] = r
+		for j, id := range st.Tokens {
+			m.Embed.Row(b.x[r*H:(r+1)*H], id)
+			b.pos[r] = st.Seq.n + j
+			r++
+		}
+	}
+	return b
+}
+
+// adapterRows calls fn for each step that has an adapter, with its rows.
+func (b *batch) adapterRows(fn func(a *LoRA, row0, rows int)) {
+	for i, st := range b.steps {
+		if st.Adapter != nil {
+			fn(st.Adapter, b.start[i], len(st.Tokens))
+		}
+	}
+}
+
+func (m *Model) layer(l int, b *batch) {
+	c := &m.Config
+	L := &m.Layers[l]
+	T, H := b.T, c.HiddenSize
+	eps := float32(c.RMSNormEps)
+	kernels.RMSNormRows(b.h, b.x, T, H, L.AttnNorm, eps)
+	L.Q.Forward(b.h, T, b.q, false)
+	L.K.Forward(b.h, T, b.k, false)
+	L.V.Forward(b.h, T, b.v, false)
+	b.adapterRows(func(a *LoRA, r0, n int) {
+		a.apply(l, "q_proj", b.h[r0*H:], n, b.q[r0*c.QDim():])
+		a.apply(l, "k_proj", b.h[r0*H:], n, b.k[r0*c.KVDim():])
+		a.apply(l, "v_proj", b.h[r0*H:], n, b.v[r0*c.KVDim():])
+	})
+	hd := c.HeadDim
+	kernels.ParallelFor(T, 16, func(r int) {
+		q := b.q[r*c.QDim() : (r+1)*c.QDim()]
+		k := b.k[r*c.KVDim() : (r+1)*c.KVDim()]
+		for hh := 0; hh < c.NumHeads; hh++ {
+			head := q[hh*hd : (hh+1)*hd]
+			if L.QNorm != nil {
+				kernels.RMSNorm(head, head, L.QNorm, eps)
+			}
+			m.Rope.Apply(head, b.pos[r])
+		}
+		for hh := 0; hh < c.NumKVHeads; hh++ {
+			head := k[hh*hd : (hh+1)*hd]
+			if L.KNorm != nil {
+				kernels.RMSNorm(head, head, L.KNorm, eps)
+			}
+			m.Rope.Apply(head, b.pos[r])
+		}
+	})
+	// Store keys and values in the cache.
+	kv := c.KVDim()
+	for i, st := range b.steps {
+		s := st.Seq
+		ck, cv := s.c.k[l], s.c.v[l]
+		for j := range st.Tokens {
+			r := b.start[i] + j
+			off := s.slot(b.pos[r])
+			copy(ck[off:off+kv], b.k[r*kv:(r+1)*kv])
+			copy(cv[off:off+kv], b.v[r*kv:(r+1)*kv])
+		}
+	}
+	m.attention(l, b)
+	L.O.Forward(b.attn, T, b.h, false)
+	b.adapterRows(func(a *LoRA, r0, n int) {
+		a.apply(l, "o_proj", b.attn[r0*c.QDim():], n, b.h[r0*H:])
+	})
+	kernels.Add(b.x, b.h)
+	// MLP.
+	kernels.RMSNormRows(b.h, b.x, T, H, L.MLPNorm, eps)
+	I := c.IntermediateSize
+	L.Gate.Forward(b.h, T, b.gate, false)
+	L.Up.Forward(b.h, T, b.up, false)
+	b.adapterRows(func(a *LoRA, r0, n int) {
+		a.apply(l, "gate_proj", b.h[r0*H:], n, b.gate[r0*I:])
+		a.apply(l, "up_proj", b.h[r0*H:], n, b.up[r0*I:])
+	})
+	kernels.SwiGLU(b.gate, b.gate, b.up)
+	L.Down.Forward(b.gate, T, b.h, false)
+	b.adapterRows(func(a *LoRA, r0, n int) {
+		a.apply(l, "down_proj", b.gate[r0*I:], n, b.h[r0*H:])
+	})
+	kernels.Add(b.x, b.h)
+}
+
+// attention computes causal attention of every step's new rows over its cached positions.
+func (m *Model) attention(l int, b *batch) {
+	c := &m.Config
+	hd, qd := c.HeadDim, c.QDim()
+	group := c.NumHeads / c.NumKVHeads
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	type task struct{ step, kvHead int }
+	tasks := make([]task, 0, len(b.steps)*c.NumKVHeads)
+	for i := range b.steps {
+		for g := 0; g < c.NumKVHeads; g++ {
+			tasks = append(tasks, task{i, g})
+		}
+	}
+	kernels.ParallelFor(len(tasks), 1, func(ti int) {
+		t := tasks[ti]
+		st := b.steps[t.step]
+		s := st.Seq
+		n := len(st.Tokens)
+		r0 := b.start[t.step]
+		ctx := b.pos[r0] + n
+		// Gather this kv head's keys and values for positions [0, ctx).
+		K := make([]float32, ctx*hd)
+		V := make([]float32, ctx*hd)
+		ck, cv := s.c.k[l], s.c.v[l]
+		for p := 0; p < ctx; p++ {
+			off := s.slot(p) + t.kvHead*hd
+			copy(K[p*hd:(p+1)*hd], ck[off:off+hd])
+			copy(V[p*hd:(p+1)*hd], cv[off:off+hd])
+		}
+		S := make([]float32, n*ctx)
+		for qh := t.kvHead * group; qh < (t.kvHead+1)*group; qh++ {
+			Q := b.q[r0*qd+qh*hd:]
+			out := b.attn[r0*qd+qh*hd:]
+			if n <= 4 {
+				for r := 0; r < n; r++ {
+					q := Q[r*qd : r*qd+hd]
+					limit := b.pos[r0+r] + 1
+					row := S[r*ctx : r*ctx+limit]
+					for p := range row {
+						row[p] = kernels.Dot(q, K[p*hd:(p+1)*hd]) * scale
+					}
+					kernels.Softmax(row)
+					o := out[r*qd : r*qd+hd]
+					clear(o)
+					for p, w := range row {
+						kernels.Axpy(w, V[p*hd:(p+1)*hd], o)
+					}
+				}
+				continue
+			}
+			gemm.Sgemm(false, true, n, ctx, hd, scale, Q, qd, K, hd, 0, S, ctx)
+			for r := 0; r < n; r++ {
+				limit := b.pos[r0+r] + 1
+				row := S[r*ctx : (r+1)*ctx]
+				for p := limit; p < ctx; p++ {
+					row[p] = float32(math.Inf(-1))
+				}
+				kernels.Softmax(row)
+			}
+			gemm.Sgemm(false, false, n, hd, ctx, 1, S, ctx, V, hd, 0, out, qd)
+		}
+	})
+}

@@ -1,0 +1,182 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/honeai/hone/internal/gemm"
+	"github.com/honeai/hone/internal/safetensors"
+)
+
+// Weight is a row-major matrix (Rows × Cols) in f32 or in a 16-bit format.
+type Weight struct {
+	Rows, Cols int
+	F32        []float32 // set for f32 weights
+	Half       []uint16  // set for bf16/f16 weights
+	Kind       gemm.Half // format of Half
+}
+
+// Row writes row r as f32 into out.
+func (w *Weight) Row(out []float32, r int) {
+	if w.F32 != nil {
+		copy(out[:w.Cols], w.F32[r*w.Cols:(r+1)*w.Cols])
+		return
+	}
+	w.Kind.Decode(out[:w.Cols], w.Half[r*w.Cols:(r+1)*w.Cols])
+}
+
+// Bytes is the memory the weight holds.
+func (w *Weight) Bytes() int64 { return int64(len(w.F32))*4 + int64(len(w.Half))*2 }
+
+// Linear is y = x·Wᵀ + b with W (Out × In) in the Hugging Face layout, prepacked for gemm.
+type Linear struct {
+	W    Weight
+	Bias []float32
+	P    *gemm.PackedB
+}
+
+// In and Out are the input and output widths.
+func (l *Linear) In() int  { return l.W.Cols }
+func (l *Linear) Out() int { return l.W.Rows }
+
+func (l *Linear) pack() {
+	if l.W.F32 != nil {
+		l.P = gemm.PackB(true, l.W.Rows, l.W.Cols, l.W.F32, l.W.Cols)
+	} else {
+		l.P = gemm.PackHalfB(l.W.Kind, true, l.W.Rows, l.W.Cols, l.W.Half, l.W.Cols)
+	}
+}
+
+// Forward computes out (rows × Out) = x (rows × In) · Wᵀ + b, with beta = 0 or 1 for
+// accumulating into out.
+func (l *Linear) Forward(x []float32, rows int, out []float32, accumulate bool) {
+	beta := float32(0)
+	if accumulate {
+		beta = 1
+	}
+	gemm.GemmPacked(false, rows, 1, x, l.In(), l.P, beta, out, l.Out())
+	if l.Bias != nil {
+		for r := 0; r < rows; r++ {
+			row := out[r*l.Out() : (r+1)*l.Out()]
+			for i, b := range l.Bias {
+				row[i] += b
+			}
+		}
+	}
+}
+
+// DType selects how weights are kept in memory when loading.
+type DType string
+
+// Weight formats.
+const (
+	DTypeAuto DType = ""     // as stored
+	DTypeF32  DType = "f32"  // widen 16-bit weights to f32
+	DTypeBF16 DType = "bf16" // narrow f32 weights to bf16
+)
+
+type loader struct {
+	f     *safetensors.File
+	dtype DType
+	used  map[string]bool
+}
+
+func (ld *loader) tensor(name string, shape ...int) (*safetensors.Tensor, error) {
+	t, ok := ld.f.Tensor(name)
+	if !ok {
+		return nil, fmt.Errorf("model: weight %s is missing", name)
+	}
+	if len(t.Shape) != len(shape) {
+		return nil, fmt.Errorf("model: weight %s has shape %v, want %v", name, t.Shape, shape)
+	}
+	for i := range shape {
+		if t.Shape[i] != shape[i] {
+			return nil, fmt.Errorf("model: weight %s has shape %v, want %v", name, t.Shape, shape)
+		}
+	}
+	ld.used[name] = true
+	return t, nil
+}
+
+// matrix loads a Rows × Cols weight in the requested format.
+func (ld *loader) matrix(name string, rows, cols int) (Weight, error) {
+	t, err := ld.tensor(name, rows, cols)
+	if err != nil {
+		return Weight{}, err
+	}
+	w := Weight{Rows: rows, Cols: cols}
+	switch t.DType {
+	case safetensors.F32:
+		v, err := t.F32()
+		if err != nil {
+			return Weight{}, err
+		}
+		if ld.dtype == DTypeBF16 {
+			w.Half, w.Kind = make([]uint16, len(v)), gemm.BF16
+			gemm.BF16.Encode(w.Half, v)
+		} else {
+			w.F32 = v
+		}
+	case safetensors.BF16, safetensors.F16:
+		v, err := t.U16()
+		if err != nil {
+			return Weight{}, err
+		}
+		kind := gemm.BF16
+		if t.DType == safetensors.F16 {
+			kind = gemm.F16
+		}
+		if ld.dtype == DTypeF32 {
+			w.F32 = make([]float32, len(v))
+			kind.Decode(w.F32, v)
+		} else {
+			w.Half, w.Kind = v, kind
+		}
+	default:
+		return Weight{}, fmt.Errorf("model: weight %s has dtype %s (want F32, BF16 or F16)", name, t.DType)
+	}
+	return w, nil
+}
+
+// vector loads a 1-D weight (norms, biases) as f32.
+func (ld *loader) vector(name string, n int) ([]float32, error) {
+	t, err := ld.tensor(name, n)
+	if err != nil {
+		return nil, err
+	}
+	switch t.DType {
+	case safetensors.F32:
+		v, err := t.F32()
+		if err != nil {
+			return nil, err
+		}
+		return append([]float32(nil), v...), nil
+	case safetensors.BF16, safetensors.F16:
+		v, err := t.U16()
+		if err != nil {
+			return nil, err
+		}
+		kind := gemm.BF16
+		if t.DType == safetensors.F16 {
+			kind = gemm.F16
+		}
+		out := make([]float32, n)
+		kind.Decode(out, v)
+		return out, nil
+	}
+	return nil, fmt.Errorf("model: weight %s has dtype %s", name, t.DType)
+}
+
+func (ld *loader) linear(prefix string, out, in int, bias bool) (Linear, error) {
+	w, err := ld.matrix(prefix+".weight", out, in)
+	if err != nil {
+		return Linear{}, err
+	}
+	l := Linear{W: w}
+	if bias {
+		if l.Bias, err = ld.vector(prefix+".bias", out); err != nil {
+			return Linear{}, err
+		}
+	}
+	l.pack()
+	return l, nil
+}
