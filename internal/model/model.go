@@ -39,6 +39,9 @@ type Layer struct {
 	Q, K, V, O        Linear
 	Gate, Up, Down    Linear
 	QNorm, KNorm      []float32 // Qwen3: per-head RMSNorm weights (HeadDim)
+
+	// qkv and gateUp pack q/k/v and gate/up together: one GEMM each per layer.
+	qkv, gateUp *fused
 }
 
 // Model is a loaded model.
@@ -125,6 +128,10 @@ func fromFile(cfg *Config, f *safetensors.File, opts LoadOptions) (*Model, error
 		if L.Down, err = ld.linear(p+"mlp.down_proj", c.HiddenSize, c.IntermediateSize, c.MLPBias); err != nil {
 			return nil, err
 		}
+		L.O.pack()
+		L.Down.pack()
+		L.qkv = fuse(&L.Q, &L.K, &L.V)
+		L.gateUp = fuse(&L.Gate, &L.Up)
 	}
 	if m.Norm, err = ld.vector("model.norm.weight", c.HiddenSize); err != nil {
 		return nil, err
@@ -164,23 +171,33 @@ func (m *Model) Close() error {
 // WeightBytes is the memory held by the weights (packed copies included).
 func (m *Model) WeightBytes() int64 {
 	n := m.Embed.Bytes()
+	packed := func(p *gemm.PackedB) {
+		if p == nil {
+			return
+		}
+		size := int64(4)
+		if p.Half() != 0 {
+			size = 2
+		}
+		n += int64(p.N()) * int64(p.K()) * size
+	}
 	add := func(l *Linear) {
 		n += l.W.Bytes()
-		if l.P != nil {
-			if l.P.Half() != 0 {
-				n += int64(l.P.N()) * int64(l.P.K()) * 2
-			} else {
-				n += int64(l.P.N()) * int64(l.P.K()) * 4
-			}
-		}
+		packed(l.P)
 	}
 	for i := range m.Layers {
 		L := &m.Layers[i]
 		for _, l := range []*Linear{&L.Q, &L.K, &L.V, &L.O, &L.Gate, &L.Up, &L.Down} {
 			add(l)
 		}
+		packed(L.qkv.P)
+		packed(L.gateUp.P)
 	}
-	add(&m.LMHead)
+	if m.LMHead.W.F32 != nil && &m.LMHead.W.F32[0] == &m.Embed.F32[0] || m.LMHead.W.Half != nil && &m.LMHead.W.Half[0] == &m.Embed.Half[0] {
+		packed(m.LMHead.P) // tied: the weight is Embed's
+	} else {
+		add(&m.LMHead)
+	}
 	return n
 }
 
@@ -282,6 +299,7 @@ type batch struct {
 	x     []float32
 	// scratch
 	h, q, k, v, attn, gate, up []float32
+	tmp                        []float32 // fused GEMM outputs
 }
 
 func newBatch(m *Model, steps []Step, T int) *batch {
@@ -289,7 +307,8 @@ func newBatch(m *Model, steps []Step, T int) *batch {
 	H := c.HiddenSize
 	b := &batch{steps: steps, T: T, start: make([]int, len(steps)), pos: make([]int, T), x: make([]float32, T*H),
 		h: make([]float32, T*H), q: make([]float32, T*c.QDim()), k: make([]float32, T*c.KVDim()), v: make([]float32, T*c.KVDim()),
-		attn: make([]float32, T*c.QDim()), gate: make([]float32, T*c.IntermediateSize), up: make([]float32, T*c.IntermediateSize)}
+		attn: make([]float32, T*c.QDim()), gate: make([]float32, T*c.IntermediateSize), up: make([]float32, T*c.IntermediateSize),
+		tmp: make([]float32, T*max(2*c.IntermediateSize, c.QDim()+2*c.KVDim()))}
 	r := 0
 	for i, st := range steps {
 		b.start[i] = r
@@ -317,9 +336,7 @@ func (m *Model) layer(l int, b *batch) {
 	T, H := b.T, c.HiddenSize
 	eps := float32(c.RMSNormEps)
 	kernels.RMSNormRows(b.h, b.x, T, H, L.AttnNorm, eps)
-	L.Q.Forward(b.h, T, b.q, false)
-	L.K.Forward(b.h, T, b.k, false)
-	L.V.Forward(b.h, T, b.v, false)
+	L.qkv.forward(b.h, T, b.tmp, b.q, b.k, b.v)
 	b.adapterRows(func(a *LoRA, r0, n int) {
 		a.apply(l, "q_proj", b.h[r0*H:], n, b.q[r0*c.QDim():])
 		a.apply(l, "k_proj", b.h[r0*H:], n, b.k[r0*c.KVDim():])
@@ -365,8 +382,7 @@ func (m *Model) layer(l int, b *batch) {
 	// MLP.
 	kernels.RMSNormRows(b.h, b.x, T, H, L.MLPNorm, eps)
 	I := c.IntermediateSize
-	L.Gate.Forward(b.h, T, b.gate, false)
-	L.Up.Forward(b.h, T, b.up, false)
+	L.gateUp.forward(b.h, T, b.tmp, b.gate, b.up)
 	b.adapterRows(func(a *LoRA, r0, n int) {
 		a.apply(l, "gate_proj", b.h[r0*H:], n, b.gate[r0*I:])
 		a.apply(l, "up_proj", b.h[r0*H:], n, b.up[r0*I:])
@@ -399,10 +415,41 @@ func (m *Model) attention(l int, b *batch) {
 		n := len(st.Tokens)
 		r0 := b.start[t.step]
 		ctx := b.pos[r0] + n
-		// Gather this kv head's keys and values for positions [0, ctx).
+		ck, cv := s.c.k[l], s.c.v[l]
+		if n <= 4 {
+			// Decode: multiply the group's query heads by the keys and values where they lie
+			// in the cache, one block at a time (rows of a block are kvDim apart).
+			bs := s.c.blockSize
+			kvDim := s.c.kvDim
+			kvOff := t.kvHead * hd
+			S := make([]float32, group*ctx)
+			for r := 0; r < n; r++ {
+				limit := b.pos[r0+r] + 1
+				Q := b.q[(r0+r)*qd+t.kvHead*group*hd:]
+				for p0 := 0; p0 < limit; p0 += bs {
+					cnt := min(bs, limit-p0)
+					off := s.slot(p0) + kvOff
+					gemm.Sgemm(false, true, group, cnt, hd, scale, Q, hd, ck[off:], kvDim, 0, S[p0:], limit)
+				}
+				for h := 0; h < group; h++ {
+					kernels.Softmax(S[h*limit : (h+1)*limit])
+				}
+				out := b.attn[(r0+r)*qd+t.kvHead*group*hd:]
+				for p0 := 0; p0 < limit; p0 += bs {
+					cnt := min(bs, limit-p0)
+					off := s.slot(p0) + kvOff
+					beta := float32(1)
+					if p0 == 0 {
+						beta = 0
+					}
+					gemm.Sgemm(false, false, group, hd, cnt, 1, S[p0:], limit, cv[off:], kvDim, beta, out, hd)
+				}
+			}
+			return
+		}
+		// Prefill: gather this kv head's keys and values for positions [0, ctx) and use GEMM.
 		K := make([]float32, ctx*hd)
 		V := make([]float32, ctx*hd)
-		ck, cv := s.c.k[l], s.c.v[l]
 		for p := 0; p < ctx; p++ {
 			off := s.slot(p) + t.kvHead*hd
 			copy(K[p*hd:(p+1)*hd], ck[off:off+hd])
@@ -412,23 +459,6 @@ func (m *Model) attention(l int, b *batch) {
 		for qh := t.kvHead * group; qh < (t.kvHead+1)*group; qh++ {
 			Q := b.q[r0*qd+qh*hd:]
 			out := b.attn[r0*qd+qh*hd:]
-			if n <= 4 {
-				for r := 0; r < n; r++ {
-					q := Q[r*qd : r*qd+hd]
-					limit := b.pos[r0+r] + 1
-					row := S[r*ctx : r*ctx+limit]
-					for p := range row {
-						row[p] = kernels.Dot(q, K[p*hd:(p+1)*hd]) * scale
-					}
-					kernels.Softmax(row)
-					o := out[r*qd : r*qd+hd]
-					clear(o)
-					for p, w := range row {
-						kernels.Axpy(w, V[p*hd:(p+1)*hd], o)
-					}
-				}
-				continue
-			}
 			gemm.Sgemm(false, true, n, ctx, hd, scale, Q, qd, K, hd, 0, S, ctx)
 			for r := 0; r < n; r++ {
 				limit := b.pos[r0+r] + 1

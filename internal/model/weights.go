@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/honeai/hone/internal/gemm"
 	"github.com/honeai/hone/internal/safetensors"
@@ -27,11 +28,89 @@ func (w *Weight) Row(out []float32, r int) {
 // Bytes is the memory the weight holds.
 func (w *Weight) Bytes() int64 { return int64(len(w.F32))*4 + int64(len(w.Half))*2 }
 
-// Linear is y = x·Wᵀ + b with W (Out × In) in the Hugging Face layout, prepacked for gemm.
+// Linear is y = x·Wᵀ + b with W (Out × In) in the Hugging Face layout. P is W packed for
+// gemm; the model packs the q/k/v and gate/up projections of a layer together (see Layer)
+// and leaves their own P nil until Forward is first called on them.
 type Linear struct {
 	W    Weight
 	Bias []float32
 	P    *gemm.PackedB
+}
+
+// packMu serialises lazy packing of Linear weights.
+var packMu sync.Mutex
+
+// Packed returns P, packing W first if needed (safe for concurrent use).
+func (l *Linear) Packed() *gemm.PackedB {
+	packMu.Lock()
+	defer packMu.Unlock()
+	if l.P == nil {
+		l.pack()
+	}
+	return l.P
+}
+
+// fused packs several linears with the same input width as one (their outputs side by side),
+// so that one GEMM computes them all.
+type fused struct {
+	P    *gemm.PackedB
+	Bias []float32 // nil when none of the parts has a bias
+	Outs []int     // output width of each part
+}
+
+func fuse(parts ...*Linear) *fused {
+	f := &fused{}
+	in := parts[0].In()
+	rows := 0
+	hasBias := false
+	for _, l := range parts {
+		rows += l.Out()
+		f.Outs = append(f.Outs, l.Out())
+		hasBias = hasBias || l.Bias != nil
+	}
+	if parts[0].W.F32 != nil {
+		w := make([]float32, 0, rows*in)
+		for _, l := range parts {
+			w = append(w, l.W.F32...)
+		}
+		f.P = gemm.PackB(true, rows, in, w, in)
+	} else {
+		w := make([]uint16, 0, rows*in)
+		for _, l := range parts {
+			w = append(w, l.W.Half...)
+		}
+		f.P = gemm.PackHalfB(parts[0].W.Kind, true, rows, in, w, in)
+	}
+	if hasBias {
+		for _, l := range parts {
+			if l.Bias != nil {
+				f.Bias = append(f.Bias, l.Bias...)
+			} else {
+				f.Bias = append(f.Bias, make([]float32, l.Out())...)
+			}
+		}
+	}
+	return f
+}
+
+// forward computes the fused product of x (rows × In) into tmp and scatters each part's
+// columns into outs[i] (rows × Outs[i]).
+func (f *fused) forward(x []float32, rows int, tmp []float32, outs ...[]float32) {
+	n := f.P.N()
+	gemm.GemmPacked(false, rows, 1, x, f.P.K(), f.P, 0, tmp, n)
+	for r := 0; r < rows; r++ {
+		row := tmp[r*n : (r+1)*n]
+		if f.Bias != nil {
+			for i, b := range f.Bias {
+				row[i] += b
+			}
+		}
+		c := 0
+		for i, w := range f.Outs {
+			copy(outs[i][r*w:(r+1)*w], row[c:c+w])
+			c += w
+		}
+	}
 }
 
 // In and Out are the input and output widths.
@@ -53,7 +132,7 @@ func (l *Linear) Forward(x []float32, rows int, out []float32, accumulate bool) 
 	if accumulate {
 		beta = 1
 	}
-	gemm.GemmPacked(false, rows, 1, x, l.In(), l.P, beta, out, l.Out())
+	gemm.GemmPacked(false, rows, 1, x, l.In(), l.Packed(), beta, out, l.Out())
 	if l.Bias != nil {
 		for r := 0; r < rows; r++ {
 			row := out[r*l.Out() : (r+1)*l.Out()]
@@ -177,6 +256,5 @@ func (ld *loader) linear(prefix string, out, in int, bias bool) (Linear, error) 
 			return Linear{}, err
 		}
 	}
-	l.pack()
 	return l, nil
 }

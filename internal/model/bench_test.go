@@ -1,0 +1,138 @@
+package model_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/honeai/hone/internal/model"
+	"github.com/honeai/hone/internal/synth"
+)
+
+var (
+	benchMu     sync.Mutex
+	benchModels = map[string]*model.Model{}
+)
+
+// smolLM2 loads (writing it once into the temp dir) the SmolLM2-135M-shaped model with random
+// weights stored as dtype.
+func smolLM2(b *testing.B, dtype string) *model.Model {
+	b.Helper()
+	benchMu.Lock()
+	defer benchMu.Unlock()
+	if m, ok := benchModels[dtype]; ok {
+		return m
+	}
+	// HONE_BENCH_MODELS names a directory holding smollm2-f32/ and smollm2-bf16/ written by
+	// `hone models synth --preset smollm2-135m` (scripts/bench-model/run.sh does), so that the
+	// peak memory measured is the model's alone; without it the model is written here.
+	dir := filepath.Join(os.Getenv("HONE_BENCH_MODELS"), "smollm2-"+dtype)
+	if os.Getenv("HONE_BENCH_MODELS") == "" {
+		dir = filepath.Join(sharedTmp(b), "smollm2-135m-"+dtype)
+	}
+	if !model.ModelDirExists(dir) {
+		o := synth.SmolLM2_135M()
+		o.DType = dtype
+		if err := synth.Write(dir, o); err != nil {
+			b.Fatal(err)
+		}
+	}
+	m, err := model.Load(dir, model.LoadOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchModels[dtype] = m
+	return m
+}
+
+// peakRSSMB reads the process's peak resident set (VmHWM) in MB, 0 where /proc is missing.
+func peakRSSMB() float64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			f := strings.Fields(line)
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// BenchmarkPrefill measures prompt processing: batch sequences of 128 tokens each in one
+// forward pass (logits of the last position only, as serving asks).
+func BenchmarkPrefill(b *testing.B) {
+	for _, dtype := range []string{"f32", "bf16"} {
+		for _, batch := range []int{1, 16} {
+			b.Run(fmt.Sprintf("%s/batch%d", dtype, batch), func(b *testing.B) {
+				m := smolLM2(b, dtype)
+				const n = 128
+				cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: batch * n / 16})
+				rng := rand.New(rand.NewPCG(1, 1))
+				steps := make([]model.Step, batch)
+				for i := range steps {
+					steps[i] = model.Step{Seq: cache.NewSequence(), Tokens: randTokens(rng, n, 4096), LogitsAt: []int{n - 1}}
+				}
+				b.ResetTimer()
+				for it := 0; it < b.N; it++ {
+					if _, err := m.Forward(steps); err != nil {
+						b.Fatal(err)
+					}
+					for _, st := range steps {
+						st.Seq.Free()
+					}
+				}
+				b.ReportMetric(float64(b.N*batch*n)/b.Elapsed().Seconds(), "tokens/s")
+				b.ReportMetric(peakRSSMB(), "peak-RSS-MB")
+			})
+		}
+	}
+}
+
+// BenchmarkDecode measures generation: batch sequences, each with 128 tokens of context, all
+// advancing by one token per forward pass up to 256 tokens, then back to 128 (as llama.cpp's
+// batched-bench with -npp 128 -ntg 128 measures).
+func BenchmarkDecode(b *testing.B) {
+	for _, dtype := range []string{"f32", "bf16"} {
+		for _, batch := range []int{1, 16} {
+			b.Run(fmt.Sprintf("%s/batch%d", dtype, batch), func(b *testing.B) {
+				m := smolLM2(b, dtype)
+				const ctx = 128
+				cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: batch * 48})
+				rng := rand.New(rand.NewPCG(2, 2))
+				steps := make([]model.Step, batch)
+				var prefill []model.Step
+				for i := range steps {
+					s := cache.NewSequence()
+					prefill = append(prefill, model.Step{Seq: s, Tokens: randTokens(rng, ctx, 4096)})
+					steps[i] = model.Step{Seq: s, Tokens: []int{rng.IntN(4096)}, LogitsAt: []int{0}}
+				}
+				if _, err := m.Forward(prefill); err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				for it := 0; it < b.N; it++ {
+					if _, err := m.Forward(steps); err != nil {
+						b.Fatal(err)
+					}
+					if steps[0].Seq.Len() >= ctx+128 { // keep the context length steady
+						b.StopTimer()
+						for _, st := range steps {
+							st.Seq.Truncate(ctx)
+						}
+						b.StartTimer()
+					}
+				}
+				b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tokens/s")
+				b.ReportMetric(peakRSSMB(), "peak-RSS-MB")
+			})
+		}
+	}
+}
