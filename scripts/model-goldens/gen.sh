@@ -16,4 +16,5 @@ go build -o "$tmp/hone" ./cmd/hone
 "$tmp/hone" models synth --arch qwen3 --std 0.08 --out "$tmp/m/qwen3"
 rm -rf internal/model/testdata/goldens
 "$PY" scripts/model-goldens/gen.py "$tmp/m" internal/model/testdata/goldens
+rm -f internal/model/testdata/goldens/lora-adapter/README.md
 gzip -9n internal/model/testdata/goldens/*.json
