@@ -1,0 +1,349 @@
+// Package chattemplate renders Hugging Face chat templates (the Jinja `chat_template` of
+// tokenizer_config.json) with transformers' semantics, on gonja v2.
+//
+// The environment is HF's: trim_blocks, lstrip_blocks, loop controls, no autoescape, the
+// globals raise_exception(msg) and strftime_now(fmt), and a tojson filter that prints as
+// Python's json.dumps does (", " and ": " separators, ensure_ascii=False, keys in the order
+// they arrived, indent= and sort_keys=). JSON objects from the request (messages, tools,
+// documents, tool-call arguments, chat_template_kwargs) become ordered dictionaries, so
+// iteration, `.items()` and `tojson` see keys in arrival order, as Python does.
+//
+// Differences from Python Jinja2 that remain (gonja's): Python's `%` string formatting is not
+// available (a template that uses it fails with an error instead of crashing); `format` takes
+// Go verbs.
+package chattemplate
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nikolalohinski/gonja/v2"
+	"github.com/nikolalohinski/gonja/v2/builtins"
+	"github.com/nikolalohinski/gonja/v2/config"
+	"github.com/nikolalohinski/gonja/v2/exec"
+	"github.com/nikolalohinski/gonja/v2/loaders"
+
+	"github.com/honeai/hone/internal/pyjson"
+)
+
+// TemplateError is an error raised while rendering: raise_exception in the template, or a
+// runtime failure. The HTTP layer reports it as a 400.
+type TemplateError struct{ Msg string }
+
+func (e *TemplateError) Error() string { return e.Msg }
+
+// Template is a compiled chat template. It is safe for concurrent use.
+type Template struct {
+	src string
+	tpl *exec.Template
+	// contentParts: the template iterates over message content, so list content is passed
+	// through as parts (vLLM's "openai" content format); otherwise parts are joined as text.
+	contentParts bool
+}
+
+var (
+	envOnce sync.Once
+	env     *exec.Environment
+	cfg     *config.Config
+)
+
+func environment() (*exec.Environment, *config.Config) {
+	envOnce.Do(func() {
+		gonja.SetLoggerOutput(nopWriter{})
+		cfg = config.New()
+		cfg.TrimBlocks = true
+		cfg.LeftStripBlocks = true
+		cfg.KeepTrailingNewline = false
+		filters := exec.NewFilterSet(map[string]exec.FilterFunction{})
+		filters.Update(builtins.Filters)
+		filters.Replace("tojson", filterToJSON)
+		filters.Replace("items", filterItems)
+		ctx := exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables)
+		ctx.Set("raise_exception", func(msg string) (string, error) { return "", errors.New(raiseMark + msg + raiseMark) })
+		ctx.Set("strftime_now", func(format string) string { return strftime(time.Now(), format) })
+		methods := builtins.Methods
+		dm := map[string]exec.Method[map[string]any]{}
+		for _, name := range []string{"get", "pop", "setdefault", "update", "copy", "clear", "fromkeys", "popitem"} {
+			if m, ok := methods.Dict.Get(name); ok {
+				dm[name] = m
+			}
+		}
+		dm["items"], dm["keys"], dm["values"] = dictItems, dictKeys, dictValues
+		methods.Dict = exec.NewMethodSet(dm)
+		env = &exec.Environment{Context: ctx, Filters: filters, Tests: builtins.Tests,
+			ControlStructures: builtins.ControlStructures, Methods: methods}
+	})
+	return env, cfg
+}
+
+type nopWriter struct{}
+
+func (nopWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+var contentLoop = regexp.MustCompile(`\{%-?\s*for\s+\w+\s+in\s+\w+(\.content|\[['"]content['"]\])`)
+
+// Compile parses a chat template.
+func Compile(src string) (t *Template, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			t, err = nil, fmt.Errorf("chat template: %v", r)
+		}
+	}()
+	e, c := environment()
+	loader, err := loaders.NewFileSystemLoader("")
+	if err != nil {
+		return nil, err
+	}
+	root := "chat_template"
+	shifted, err := loaders.NewShiftedLoader(root, strings.NewReader(src), loader)
+	if err != nil {
+		return nil, err
+	}
+	tpl, err := exec.NewTemplate(root, c, shifted, e)
+	if err != nil {
+		return nil, fmt.Errorf("chat template: %w", err)
+	}
+	return &Template{src: src, tpl: tpl, contentParts: contentLoop.MatchString(src)}, nil
+}
+
+// Source returns the template text.
+func (t *Template) Source() string { return t.src }
+
+// Input is what a chat request gives the template. JSON fields are raw JSON as received.
+type Input struct {
+	Messages             []byte // JSON array of messages
+	Tools                []byte // JSON array or nil
+	Documents            []byte // JSON array or nil
+	AddGenerationPrompt  bool
+	ContinueFinalMessage bool
+	// SpecialTokens are bos_token, eos_token, ... from the tokenizer config.
+	SpecialTokens map[string]string
+	// Kwargs is a JSON object (chat_template_kwargs, with reasoning_effort and the like
+	// merged in by the caller) whose keys become template variables, or nil.
+	Kwargs []byte
+}
+
+// Render renders the conversation.
+func (t *Template) Render(in Input) (string, error) {
+	msgs, err := parseMessages(in.Messages, t.contentParts)
+	if err != nil {
+		return "", err
+	}
+	return t.render(msgs, in)
+}
+
+func (t *Template) render(msgs []any, in Input) (out string, err error) {
+	vars := map[string]any{}
+	for k, v := range in.SpecialTokens {
+		vars[k] = v
+	}
+	if len(in.Kwargs) > 0 {
+		kw, err := pyjson.Parse(in.Kwargs)
+		if err != nil || kw.Kind != pyjson.Object {
+			return "", &TemplateError{Msg: "chat_template_kwargs must be a JSON object"}
+		}
+		for _, m := range kw.Obj {
+			vars[m.Key] = toValue(m.Val)
+		}
+	}
+	vars["messages"] = msgs
+	vars["add_generation_prompt"] = in.AddGenerationPrompt
+	if len(in.Tools) > 0 && string(in.Tools) != "null" {
+		v, err := parseArray(in.Tools, "tools")
+		if err != nil {
+			return "", err
+		}
+		vars["tools"] = v
+	} else {
+		vars["tools"] = nil
+	}
+	if len(in.Documents) > 0 && string(in.Documents) != "null" {
+		v, err := parseArray(in.Documents, "documents")
+		if err != nil {
+			return "", err
+		}
+		vars["documents"] = v
+	} else {
+		vars["documents"] = nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = "", &TemplateError{Msg: fmt.Sprintf("chat template failed: %v", r)}
+		}
+	}()
+	s, err := t.tpl.ExecuteToString(exec.NewContext(vars))
+	if err != nil {
+		msg := err.Error()
+		if i := strings.Index(msg, raiseMark); i >= 0 {
+			rest := msg[i+len(raiseMark):]
+			if j := strings.Index(rest, raiseMark); j >= 0 {
+				return "", &TemplateError{Msg: rest[:j]}
+			}
+		}
+		return "", &TemplateError{Msg: "chat template failed: " + msg}
+	}
+	if in.ContinueFinalMessage {
+		return continueFinal(s, msgs)
+	}
+	return s, nil
+}
+
+// raiseMark brackets the message of raise_exception inside gonja's wrapped errors.
+const raiseMark = "\x00raise\x00"
+
+// continueFinal cuts the rendered text right after the final message's content, as
+// transformers does for continue_final_message.
+func continueFinal(rendered string, msgs []any) (string, error) {
+	if len(msgs) == 0 {
+		return "", &TemplateError{Msg: "continue_final_message is set but there are no messages"}
+	}
+	final := ""
+	if d, ok := msgs[len(msgs)-1].(exec.Dict); ok {
+		switch c := dictGet(d, "content").(type) {
+		case string:
+			final = c
+		case []any:
+			if len(c) > 0 {
+				if p, ok := c[len(c)-1].(exec.Dict); ok {
+					final, _ = dictGet(p, "text").(string)
+				}
+			}
+		}
+	}
+	if i := strings.LastIndex(rendered, final); i >= 0 && final != "" {
+		return rendered[:i+len(final)], nil
+	}
+	trimmed := strings.TrimSpace(final)
+	if i := strings.LastIndex(rendered, trimmed); i >= 0 && trimmed != "" {
+		return rendered[:i+len(trimmed)], nil
+	}
+	return "", &TemplateError{Msg: "continue_final_message is set but the final message does not appear in the chat after applying the chat template! This can happen if the chat template deletes portions of the final message. Please verify the chat template and final message in your chat to ensure they are compatible."}
+}
+
+// Span is a byte range [Start, End) of the rendered text.
+type Span struct{ Start, End int }
+
+// AssistantSpans renders the conversation and returns it with the byte ranges of each
+// assistant message's turn (its content and the template's end-of-turn text after it, up to
+// where the next message starts), found by rendering each prefix of the conversation with a
+// generation prompt and without. A template that renders earlier turns differently once later
+// ones exist (for example dropping past reasoning) still gives correct spans for the final
+// text: each span is located in the full rendering by its content.
+func (t *Template) AssistantSpans(in Input) (string, []Span, error) {
+	msgs, err := parseMessages(in.Messages, t.contentParts)
+	if err != nil {
+		return "", nil, err
+	}
+	base := in
+	base.ContinueFinalMessage = false
+	base.AddGenerationPrompt = false
+	full, err := t.render(msgs, base)
+	if err != nil {
+		return "", nil, err
+	}
+	var spans []Span
+	for i, m := range msgs {
+		d, ok := m.(exec.Dict)
+		if !ok || dictGet(d, "role") != "assistant" {
+			continue
+		}
+		pin := base
+		pin.AddGenerationPrompt = true
+		before, err := t.render(msgs[:i], pin)
+		if err != nil {
+			return "", nil, err
+		}
+		upto, err := t.render(msgs[:i+1], base)
+		if err != nil {
+			return "", nil, err
+		}
+		if !strings.HasPrefix(upto, before) {
+			return "", nil, &TemplateError{Msg: fmt.Sprintf("chat template: the rendering of message %d does not extend the generation prompt before it, so its assistant tokens cannot be located", i)}
+		}
+		turn := upto[len(before):]
+		// Locate the turn in the full rendering at the same offset when the prefix is kept.
+		if strings.HasPrefix(full, upto) {
+			spans = append(spans, Span{len(before), len(upto)})
+			continue
+		}
+		j := strings.Index(full[lastEnd(spans):], turn)
+		if j < 0 {
+			return "", nil, &TemplateError{Msg: fmt.Sprintf("chat template: assistant message %d renders differently inside the whole conversation", i)}
+		}
+		s := lastEnd(spans) + j
+		spans = append(spans, Span{s, s + len(turn)})
+	}
+	return full, spans, nil
+}
+
+func lastEnd(spans []Span) int {
+	if len(spans) == 0 {
+		return 0
+	}
+	return spans[len(spans)-1].End
+}
+
+// strftime formats t with Python's strftime directives (the common ones).
+func strftime(t time.Time, f string) string {
+	var b strings.Builder
+	for i := 0; i < len(f); i++ {
+		if f[i] != '%' || i+1 == len(f) {
+			b.WriteByte(f[i])
+			continue
+		}
+		i++
+		switch f[i] {
+		case 'd':
+			fmt.Fprintf(&b, "%02d", t.Day())
+		case 'm':
+			fmt.Fprintf(&b, "%02d", int(t.Month()))
+		case 'Y':
+			fmt.Fprintf(&b, "%d", t.Year())
+		case 'y':
+			fmt.Fprintf(&b, "%02d", t.Year()%100)
+		case 'H':
+			fmt.Fprintf(&b, "%02d", t.Hour())
+		case 'I':
+			h := t.Hour() % 12
+			if h == 0 {
+				h = 12
+			}
+			fmt.Fprintf(&b, "%02d", h)
+		case 'M':
+			fmt.Fprintf(&b, "%02d", t.Minute())
+		case 'S':
+			fmt.Fprintf(&b, "%02d", t.Second())
+		case 'p':
+			if t.Hour() < 12 {
+				b.WriteString("AM")
+			} else {
+				b.WriteString("PM")
+			}
+		case 'b':
+			b.WriteString(t.Month().String()[:3])
+		case 'B':
+			b.WriteString(t.Month().String())
+		case 'a':
+			b.WriteString(t.Weekday().String()[:3])
+		case 'A':
+			b.WriteString(t.Weekday().String())
+		case 'j':
+			fmt.Fprintf(&b, "%03d", t.YearDay())
+		case 'Z':
+			name, _ := t.Zone()
+			b.WriteString(name)
+		case 'z':
+			b.WriteString(t.Format("-0700"))
+		case '%':
+			b.WriteByte('%')
+		default:
+			b.WriteByte('%')
+			b.WriteByte(f[i])
+		}
+	}
+	return b.String()
+}
