@@ -1,0 +1,124 @@
+package sample
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func logitsOf(n int, seed uint64) []float32 {
+	r := rand.New(rand.NewPCG(seed, 1))
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = float32(r.NormFloat64() * 2)
+	}
+	return out
+}
+
+func TestProcessorsInOrder(t *testing.T) {
+	base := []float32{1, -2, 3, 0.5, -1, 2, 0, 0, 0, 0}
+	p := Defaults()
+	p.AllowedTokenIDs = []int{0, 1, 2, 3, 4}
+	p.BadWords = [][]int{{9, 3}, {4}}
+	p.MinTokens = 5
+	p.EOS = []int{2}
+	p.LogitBias = map[int]float64{1: 500}
+	p.RepetitionPenalty = 2
+	p.FrequencyPenalty = 0.5
+	p.PresencePenalty = 0.25
+	s := New(p)
+	l := append([]float32(nil), base...)
+	s.Process(l, []int{0}, []int{9, 1, 1})
+	inf := float32(math.Inf(-1))
+	// 5: not allowed; 4: banned word; 3: banned after 9? output ends with 1, so no; 2: EOS
+	// under min_tokens; 1: bias clamped to +100 then repetition (positive ÷2) then
+	// frequency 2×0.5 and presence 0.25; 0: in the prompt, positive ÷2.
+	want := []float32{0.5, (-2+100)/2 - 1 - 0.25, inf, 0.5, inf, inf, inf, inf, inf, inf}
+	for i := range want {
+		if l[i] != want[i] {
+			t.Fatalf("token %d: got %v want %v (all %v)", i, l[i], want[i], l)
+		}
+	}
+	l = append([]float32(nil), base...)
+	s.Process(l, nil, []int{9})
+	if !math.IsInf(float64(l[3]), -1) {
+		t.Fatal("bad word prefix matched but its last token was not banned")
+	}
+}
+
+func TestGreedyAndTruncation(t *testing.T) {
+	l := logitsOf(100, 1)
+	want := argmax(l)
+	for _, p := range []Params{{Temperature: 0, TopP: 1, RepetitionPenalty: 1}, {Temperature: 1, TopP: 1, TopK: 1, RepetitionPenalty: 1}, {Temperature: 0.7, TopP: 1e-9, RepetitionPenalty: 1}, {Temperature: 1, TopP: 1, MinP: 1, RepetitionPenalty: 1}} {
+		s := New(p)
+		for i := 0; i < 20; i++ {
+			if got := s.Sample(append([]float32(nil), l...)); got != want {
+				t.Fatalf("%+v: got %d want %d", p, got, want)
+			}
+		}
+	}
+}
+
+func TestSeedReproducibleAndDistribution(t *testing.T) {
+	l := []float32{0, float32(math.Log(3))} // p = 0.25, 0.75
+	seed := int64(42)
+	p := Defaults()
+	p.Seed = &seed
+	a, b := New(p), New(p)
+	counts := [2]int{}
+	for i := 0; i < 4000; i++ {
+		x, y := a.Sample(l), b.Sample(l)
+		if x != y {
+			t.Fatal("same seed, different samples")
+		}
+		counts[x]++
+	}
+	if frac := float64(counts[1]) / 4000; math.Abs(frac-0.75) > 0.03 {
+		t.Fatalf("sampled token 1 with frequency %.3f, want 0.75", frac)
+	}
+	// top_k=2 over three tokens never samples the third.
+	p.TopK = 2
+	s := New(p)
+	for i := 0; i < 500; i++ {
+		if s.Sample([]float32{1, 2, 0}) == 2 {
+			t.Fatal("top_k let the least likely token through")
+		}
+	}
+}
+
+func TestLogprobs(t *testing.T) {
+	raw := []float32{1, 3, 2, 3}
+	lp, rank, top := Logprobs(raw, 2, 3)
+	lse := math.Log(math.Exp(1) + 2*math.Exp(3) + math.Exp(2))
+	if math.Abs(float64(lp)-(2-lse)) > 1e-6 || rank != 3 || len(top) != 3 || top[0].Token != 1 || top[1].Token != 3 || top[2].Token != 2 {
+		t.Fatalf("lp %v rank %d top %+v", lp, rank, top)
+	}
+	_, _, all := Logprobs(raw, 0, -1)
+	if len(all) != 4 {
+		t.Fatalf("-1 gave %d entries", len(all))
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for field, p := range map[string]Params{
+		"temperature":        {Temperature: -1, TopP: 1, RepetitionPenalty: 1},
+		"top_p":              {Temperature: 1, TopP: 0, RepetitionPenalty: 1},
+		"top_k":              {Temperature: 1, TopP: 1, TopK: -2, RepetitionPenalty: 1},
+		"min_p":              {Temperature: 1, TopP: 1, MinP: 2, RepetitionPenalty: 1},
+		"repetition_penalty": {Temperature: 1, TopP: 1},
+		"frequency_penalty":  {Temperature: 1, TopP: 1, RepetitionPenalty: 1, FrequencyPenalty: 3},
+		"presence_penalty":   {Temperature: 1, TopP: 1, RepetitionPenalty: 1, PresencePenalty: -3},
+		"logit_bias":         {Temperature: 1, TopP: 1, RepetitionPenalty: 1, LogitBias: map[int]float64{99: 1}},
+		"allowed_token_ids":  {Temperature: 1, TopP: 1, RepetitionPenalty: 1, AllowedTokenIDs: []int{}},
+		"stop_token_ids":     {Temperature: 1, TopP: 1, RepetitionPenalty: 1, StopTokenIDs: []int{10}},
+	} {
+		got, err := p.Validate(10)
+		if err == nil || got != field {
+			t.Errorf("%s: field %q err %v", field, got, err)
+		}
+	}
+	d := Defaults()
+	if f, err := d.Validate(10); err != nil {
+		t.Fatalf("defaults invalid: %s %v", f, err)
+	}
+}
