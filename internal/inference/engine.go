@@ -1,0 +1,546 @@
+// Package inference runs one model for many requests at once: a scheduler loop with
+// continuous batching (requests join and leave the running batch between forward passes),
+// chunked prefill under a per-step token budget, a bounded waiting queue with fcfs or
+// priority order, cancellation, n parallel samples sharing the prompt's KV blocks, and
+// per-request LoRA adapters. It knows nothing of HTTP.
+//
+//	eng := inference.New(m, inference.Options{})
+//	defer eng.Close()
+//	h, err := eng.Submit(ctx, &inference.Request{Prompt: ids, Params: p, MaxTokens: 64})
+//	for ev := range h.Events() { ... } // tokens and finish events per choice
+//
+// Admission reserves the KV blocks a request can need (prompt plus max tokens for every
+// choice), so a running request is never preempted.
+package inference
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/honeai/hone/internal/model"
+	"github.com/honeai/hone/internal/sample"
+)
+
+// Errors of Submit.
+var (
+	ErrQueueFull          = errors.New("inference: the waiting queue is full")
+	ErrPriorityNotEnabled = errors.New("inference: priority scheduling is not enabled")
+	ErrClosed             = errors.New("inference: engine closed")
+	ErrTooLarge           = errors.New("inference: request needs more KV cache than the engine has")
+)
+
+// Options configure an engine. Zero values take defaults.
+type Options struct {
+	MaxBatchTokens int    // tokens per forward pass, prefill chunks and decodes together (512)
+	MaxRunning     int    // sequences in the running batch (64)
+	MaxQueue       int    // waiting requests before ErrQueueFull (256)
+	KVBlocks       int    // KV cache blocks (enough for MaxRunning sequences of 1024 tokens)
+	BlockSize      int    // positions per block (16)
+	Policy         string // "fcfs" (default) or "priority"
+	Logger         *slog.Logger
+}
+
+// Request is one chat completion's generation work.
+type Request struct {
+	ID        string
+	Prompt    []int
+	Params    sample.Params
+	N         int // parallel samples (default 1)
+	MaxTokens int
+	IgnoreEOS bool
+	Adapter   *model.LoRA
+	Priority  int
+	// Logprobs: report each sampled token's logprob and TopLogprobs alternatives.
+	Logprobs    bool
+	TopLogprobs int
+	// PromptLogprobs >= 0 asks for the logprob of every prompt token and that many
+	// alternatives (-1: none).
+	PromptLogprobs int
+}
+
+// Event is something that happened to one choice of a request.
+type Event struct {
+	Choice int
+	// Token is a new token (when Finish is "" or the finishing token itself was sampled).
+	Token    int
+	HasToken bool
+	Logprob  float32
+	Rank     int
+	Top      []sample.TopLogprob
+	// Finish is "", "stop", "length", "abort" or "repetition"; StopReason is the stop token
+	// id (int) or nil.
+	Finish     string
+	StopReason any
+	// PromptLogprobs is sent once, before the first token, when asked for.
+	PromptLogprobs []PromptLogprob
+}
+
+// PromptLogprob is the logprob of one prompt token (the first has none).
+type PromptLogprob struct {
+	Token   int
+	Logprob float32
+	Rank    int
+	Top     []sample.TopLogprob
+}
+
+// Handle follows a submitted request.
+type Handle struct {
+	req    *Request
+	ctx    context.Context
+	events chan Event
+	stops  chan stopReq
+	// Queued is when the request was submitted; FirstToken when its first token came.
+	Queued, FirstToken time.Time
+}
+
+type stopReq struct {
+	choice int
+	reason string
+}
+
+// Events delivers the request's events; it is closed when every choice has finished.
+func (h *Handle) Events() <-chan Event { return h.events }
+
+// Stop finishes a choice with finish reason "stop" and the given stop string (the caller
+// found it in the detokenised text). Safe to call from any goroutine, more than once.
+func (h *Handle) Stop(choice int, stopString string) {
+	select {
+	case h.stops <- stopReq{choice, stopString}:
+	default:
+	}
+}
+
+// Engine schedules requests on one model.
+type Engine struct {
+	m    *model.Model
+	opts Options
+	kv   *model.KVCache
+	log  *slog.Logger
+
+	submit chan *Handle
+	mu     sync.Mutex
+	queued int
+	closed chan struct{}
+	done   chan struct{}
+
+	statsMu sync.Mutex
+	stats   Stats
+}
+
+// Stats are the engine's counters.
+type Stats struct {
+	Waiting, Running  int
+	GeneratedTokens   int64
+	PromptTokens      int64
+	Steps             int64
+	CompletedRequests int64
+}
+
+// New starts an engine for m.
+func New(m *model.Model, opts Options) *Engine {
+	if opts.MaxBatchTokens <= 0 {
+		opts.MaxBatchTokens = 512
+	}
+	if opts.MaxRunning <= 0 {
+		opts.MaxRunning = 64
+	}
+	if opts.MaxQueue <= 0 {
+		opts.MaxQueue = 256
+	}
+	if opts.BlockSize <= 0 {
+		opts.BlockSize = 16
+	}
+	if opts.KVBlocks <= 0 {
+		opts.KVBlocks = opts.MaxRunning * 1024 / opts.BlockSize
+	}
+	if opts.Policy == "" {
+		opts.Policy = "fcfs"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	e := &Engine{m: m, opts: opts, log: opts.Logger,
+		kv:     model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: opts.BlockSize, NumBlocks: opts.KVBlocks}),
+		submit: make(chan *Handle, opts.MaxQueue), closed: make(chan struct{}), done: make(chan struct{})}
+	go e.loop()
+	return e
+}
+
+// Model is the engine's model.
+func (e *Engine) Model() *model.Model { return e.m }
+
+// Stats returns a snapshot of the counters.
+func (e *Engine) Stats() Stats {
+	e.statsMu.Lock()
+	defer e.statsMu.Unlock()
+	return e.stats
+}
+
+// Close stops the engine: running and waiting requests finish with "abort".
+func (e *Engine) Close() {
+	select {
+	case <-e.closed:
+	default:
+		close(e.closed)
+	}
+	<-e.done
+}
+
+// Submit queues a request; ctx cancelled (the client went away) aborts it.
+func (e *Engine) Submit(ctx context.Context, req *Request) (*Handle, error) {
+	if req.N <= 0 {
+		req.N = 1
+	}
+	if req.Priority != 0 && e.opts.Policy != "priority" {
+		return nil, ErrPriorityNotEnabled
+	}
+	if len(req.Prompt) == 0 {
+		return nil, fmt.Errorf("inference: empty prompt")
+	}
+	if e.blocksFor(req) > e.kv.NumBlocks() {
+		return nil, ErrTooLarge
+	}
+	h := &Handle{req: req, ctx: ctx, events: make(chan Event, req.N*(req.MaxTokens+2)+1), stops: make(chan stopReq, req.N*2), Queued: time.Now()}
+	e.mu.Lock()
+	if e.queued >= e.opts.MaxQueue {
+		e.mu.Unlock()
+		return nil, ErrQueueFull
+	}
+	e.queued++
+	e.mu.Unlock()
+	select {
+	case e.submit <- h:
+		return h, nil
+	case <-e.closed:
+		return nil, ErrClosed
+	}
+}
+
+func (e *Engine) blocksFor(req *Request) int {
+	bs := e.opts.BlockSize
+	return (len(req.Prompt)+bs-1)/bs + req.N*((req.MaxTokens+bs-1)/bs+1)
+}
+
+// choice is one sequence being generated.
+type choice struct {
+	h        *Handle
+	index    int
+	seq      *model.Sequence
+	sampler  *sample.Sampler
+	output   []int
+	prefill  int // prompt tokens already in the cache (parent only)
+	children bool
+	finished bool
+}
+
+// running is one admitted request.
+type running struct {
+	h        *Handle
+	choices  []*choice
+	reserved int
+	admitted time.Time
+}
+
+func (e *Engine) loop() {
+	defer close(e.done)
+	var waiting []*Handle
+	var active []*running
+	reserved := 0
+	lastLog := time.Now()
+	var genSince int64
+	for {
+		// Collect new submissions; block when idle.
+		if len(active) == 0 && len(waiting) == 0 {
+			select {
+			case h := <-e.submit:
+				waiting = append(waiting, h)
+			case <-e.closed:
+				return
+			}
+		}
+	drain:
+		for {
+			select {
+			case h := <-e.submit:
+				waiting = append(waiting, h)
+			case <-e.closed:
+				for _, r := range active {
+					e.finishAll(r, "abort")
+				}
+				for _, h := range waiting {
+					e.dequeue()
+					close(h.events)
+				}
+				return
+			default:
+				break drain
+			}
+		}
+		// Drop cancelled waiting requests.
+		waiting = slices.DeleteFunc(waiting, func(h *Handle) bool {
+			if h.ctx.Err() != nil {
+				e.dequeue()
+				close(h.events)
+				return true
+			}
+			return false
+		})
+		if e.opts.Policy == "priority" {
+			slices.SortStableFunc(waiting, func(a, b *Handle) int { return a.req.Priority - b.req.Priority })
+		}
+		// Admit while blocks and batch slots allow.
+		nRunning := 0
+		for _, r := range active {
+			nRunning += len(r.choices)
+		}
+		for len(waiting) > 0 {
+			h := waiting[0]
+			need := e.blocksFor(h.req)
+			if reserved+need > e.kv.NumBlocks() || nRunning+h.req.N > e.opts.MaxRunning && nRunning > 0 {
+				break
+			}
+			waiting = waiting[1:]
+			e.dequeue()
+			reserved += need
+			nRunning += h.req.N
+			parent := &choice{h: h, index: 0, seq: e.kv.NewSequence(), sampler: sample.New(h.req.Params)}
+			active = append(active, &running{h: h, choices: []*choice{parent}, reserved: need, admitted: time.Now()})
+		}
+		// Cancellations and stop strings.
+		for _, r := range active {
+			if r.h.ctx.Err() != nil {
+				e.finishAll(r, "abort")
+				continue
+			}
+		stops:
+			for {
+				select {
+				case s := <-r.h.stops:
+					for _, c := range r.choices {
+						if c.index == s.choice && !c.finished {
+							e.finish(c, "stop", s.reason)
+						}
+					}
+				default:
+					break stops
+				}
+			}
+		}
+		active = e.retire(active, &reserved)
+		if len(active) == 0 {
+			continue
+		}
+		// Build the batch: decodes first, then prefill chunks within the token budget.
+		budget := e.opts.MaxBatchTokens
+		var steps []model.Step
+		var owners []*choice
+		var isPrefill []bool
+		for _, r := range active {
+			for _, c := range r.choices {
+				if c.finished || c.prefill < len(r.h.req.Prompt) || budget == 0 {
+					continue
+				}
+				last := c.output[len(c.output)-1]
+				steps = append(steps, model.Step{Seq: c.seq, Tokens: []int{last}, LogitsAt: []int{0}, Adapter: r.h.req.Adapter})
+				owners = append(owners, c)
+				isPrefill = append(isPrefill, false)
+				budget--
+			}
+		}
+		for _, r := range active {
+			c := r.choices[0]
+			p := r.h.req.Prompt
+			if c.finished || c.prefill >= len(p) || budget == 0 {
+				continue
+			}
+			n := min(budget, len(p)-c.prefill)
+			st := model.Step{Seq: c.seq, Tokens: p[c.prefill : c.prefill+n], Adapter: r.h.req.Adapter}
+			if r.h.req.PromptLogprobs >= 0 {
+				st.LogitsAt = allIdx(n)
+			} else if c.prefill+n == len(p) {
+				st.LogitsAt = []int{n - 1}
+			}
+			steps = append(steps, st)
+			owners = append(owners, c)
+			isPrefill = append(isPrefill, true)
+			budget -= n
+		}
+		if len(steps) == 0 {
+			continue
+		}
+		out, err := e.m.Forward(steps)
+		if err != nil {
+			// Reservation makes this unreachable; fail the batch's requests rather than spin.
+			e.log.Error("inference: forward pass failed", "err", err)
+			for _, r := range active {
+				e.finishAll(r, "abort")
+			}
+			active = e.retire(active, &reserved)
+			continue
+		}
+		e.statsMu.Lock()
+		e.stats.Steps++
+		e.statsMu.Unlock()
+		for i, st := range steps {
+			c := owners[i]
+			req := c.h.req
+			if isPrefill[i] {
+				start := c.prefill
+				c.prefill += len(st.Tokens)
+				e.statsMu.Lock()
+				e.stats.PromptTokens += int64(len(st.Tokens))
+				e.statsMu.Unlock()
+				if req.PromptLogprobs >= 0 {
+					e.promptLogprobs(c, start, st.Tokens, out[i])
+				}
+				if c.prefill < len(req.Prompt) {
+					continue
+				}
+				logits := out[i][len(out[i])-1]
+				// Fork the other choices from the prompt's blocks, each with its own sampler.
+				r := e.find(active, c.h)
+				for k := 1; k < req.N; k++ {
+					r.choices = append(r.choices, &choice{h: c.h, index: k, seq: c.seq.Fork(), sampler: c.sampler.Fork(k), prefill: len(req.Prompt)})
+				}
+				for _, ch := range r.choices {
+					e.sampleNext(ch, append([]float32(nil), logits...))
+				}
+				continue
+			}
+			e.sampleNext(c, out[i][0])
+		}
+		active = e.retire(active, &reserved)
+		if time.Since(lastLog) > 10*time.Second {
+			st := e.Stats()
+			e.log.Info("inference", "running", nRunning, "waiting", len(waiting),
+				"tokens_per_s", float64(st.GeneratedTokens-genSince)/time.Since(lastLog).Seconds())
+			lastLog, genSince = time.Now(), st.GeneratedTokens
+		}
+		e.statsMu.Lock()
+		e.stats.Waiting, e.stats.Running = len(waiting), nRunning
+		e.statsMu.Unlock()
+	}
+}
+
+func allIdx(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+func (e *Engine) dequeue() {
+	e.mu.Lock()
+	e.queued--
+	e.mu.Unlock()
+}
+
+func (e *Engine) find(active []*running, h *Handle) *running {
+	for _, r := range active {
+		if r.h == h {
+			return r
+		}
+	}
+	return nil
+}
+
+// promptLogprobs reports the logprob of each prompt token given the ones before it.
+func (e *Engine) promptLogprobs(c *choice, start int, tokens []int, logits [][]float32) {
+	req := c.h.req
+	var lps []PromptLogprob
+	if start == 0 {
+		lps = append(lps, PromptLogprob{Token: req.Prompt[0], Rank: 0})
+	}
+	for j := range tokens {
+		pos := start + j + 1 // the token these logits predict
+		if pos >= len(req.Prompt) {
+			break
+		}
+		tok := req.Prompt[pos]
+		lp, rank, top := sample.Logprobs(logits[j], tok, req.PromptLogprobs)
+		lps = append(lps, PromptLogprob{Token: tok, Logprob: lp, Rank: rank, Top: top})
+	}
+	c.h.events <- Event{Choice: -1, PromptLogprobs: lps}
+}
+
+// sampleNext samples the next token of c from raw logits and checks stop conditions.
+func (e *Engine) sampleNext(c *choice, raw []float32) {
+	req := c.h.req
+	ev := Event{Choice: c.index, HasToken: true}
+	var rawCopy []float32
+	if req.Logprobs {
+		rawCopy = append([]float32(nil), raw...)
+	}
+	c.sampler.Process(raw, req.Prompt, c.output)
+	tok := c.sampler.Sample(raw)
+	ev.Token = tok
+	if req.Logprobs {
+		ev.Logprob, ev.Rank, ev.Top = sample.Logprobs(rawCopy, tok, req.TopLogprobs)
+	}
+	c.output = append(c.output, tok)
+	if c.h.FirstToken.IsZero() {
+		c.h.FirstToken = time.Now()
+	}
+	e.statsMu.Lock()
+	e.stats.GeneratedTokens++
+	e.statsMu.Unlock()
+	switch {
+	case !req.IgnoreEOS && slices.Contains(req.Params.EOS, tok):
+		ev.Finish = "stop"
+	case slices.Contains(req.Params.StopTokenIDs, tok):
+		ev.Finish, ev.StopReason = "stop", tok
+	case len(c.output) >= req.MaxTokens || c.seq.Len()+1 >= e.m.Config.MaxPositionEmbeddings:
+		ev.Finish = "length"
+	}
+	c.h.events <- ev
+	if ev.Finish != "" {
+		c.finished = true
+		c.seq.Free()
+	}
+}
+
+func (e *Engine) finish(c *choice, reason string, stopReason any) {
+	if c.finished {
+		return
+	}
+	c.finished = true
+	c.seq.Free()
+	c.h.events <- Event{Choice: c.index, Finish: reason, StopReason: stopReason}
+}
+
+func (e *Engine) finishAll(r *running, reason string) {
+	for _, c := range r.choices {
+		e.finish(c, reason, nil)
+	}
+	// Choices not forked yet (still prefilling) finish too.
+	for k := len(r.choices); k < r.h.req.N; k++ {
+		r.h.events <- Event{Choice: k, Finish: reason}
+	}
+}
+
+// retire removes requests whose choices have all finished, closing their event channels.
+func (e *Engine) retire(active []*running, reserved *int) []*running {
+	return slices.DeleteFunc(active, func(r *running) bool {
+		forked := len(r.choices) == r.h.req.N
+		for _, c := range r.choices {
+			if !c.finished {
+				return false
+			}
+		}
+		if !forked && r.choices[0].prefill < len(r.h.req.Prompt) && !r.choices[0].finished {
+			return false
+		}
+		*reserved -= r.reserved
+		close(r.h.events)
+		e.statsMu.Lock()
+		e.stats.CompletedRequests++
+		e.statsMu.Unlock()
+		return true
+	})
+}
