@@ -169,10 +169,13 @@ func ParseConfig(data []byte) (*Config, error) {
 }
 
 func (c *Config) validate() error {
-	for name, v := range map[string]int{"hidden_size": c.HiddenSize, "intermediate_size": c.IntermediateSize,
-		"num_hidden_layers": c.NumLayers, "num_attention_heads": c.NumHeads, "vocab_size": c.VocabSize, "head_dim": c.HeadDim} {
-		if v <= 0 {
-			return fmt.Errorf("model: config.json: %s must be positive, got %d", name, v)
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"hidden_size", c.HiddenSize}, {"intermediate_size", c.IntermediateSize}, {"num_hidden_layers", c.NumLayers},
+		{"num_attention_heads", c.NumHeads}, {"vocab_size", c.VocabSize}, {"head_dim", c.HeadDim}} {
+		if f.v <= 0 {
+			return fmt.Errorf("model: config.json: %s must be positive, got %d", f.name, f.v)
 		}
 	}
 	if c.NumKVHeads <= 0 || c.NumHeads%c.NumKVHeads != 0 {

@@ -48,6 +48,9 @@ type Options struct {
 	RopeScaling string
 	// DType of the stored weights: "f32" (default) or "bf16".
 	DType string
+	// FitVocab shrinks Vocab to the tokenizer's size, so that every id the model can produce
+	// is a real token (the demo model uses it).
+	FitVocab bool
 	// Std is the standard deviation of the random weights (default 0.02 as transformers
 	// initialises; larger values make logits more peaked).
 	Std  float64
@@ -71,6 +74,7 @@ func Demo() Options {
 	o.Layers, o.Hidden, o.Heads, o.KVHeads, o.Intermediate, o.Vocab, o.MaxPos = 4, 128, 4, 2, 384, 1024, 2048
 	o.Tied = true
 	o.Std = 0.05
+	o.FitVocab = true
 	return o
 }
 
@@ -242,6 +246,9 @@ func Write(dir string, o Options) error {
 	}
 	spec.ModelMaxLength = o.MaxPos
 	nTok := len(spec.Tokens) + len(spec.Added)
+	if o.FitVocab {
+		o.Vocab = nTok
+	}
 	if o.Vocab < nTok {
 		return fmt.Errorf("synth: vocab %d is smaller than the tokenizer's %d tokens", o.Vocab, nTok)
 	}

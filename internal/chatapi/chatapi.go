@@ -1,0 +1,561 @@
+package chatapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/honeai/hone/internal/apierror"
+	"github.com/honeai/hone/internal/auth"
+	"github.com/honeai/hone/internal/chattemplate"
+	"github.com/honeai/hone/internal/httpx"
+	"github.com/honeai/hone/internal/inference"
+	"github.com/honeai/hone/internal/model"
+	"github.com/honeai/hone/internal/openapi"
+	"github.com/honeai/hone/internal/tokenizer"
+)
+
+// API serves the chat routes.
+type API struct {
+	Reg             *Registry
+	MaxLogprobs     int // default 20
+	PriorityEnabled bool
+	Logger          *slog.Logger
+}
+
+// Register adds the routes behind bearer authentication.
+func (a *API) Register(r *httpx.Router, bearer httpx.Middleware) {
+	if a.MaxLogprobs == 0 {
+		a.MaxLogprobs = 20
+	}
+	if a.Logger == nil {
+		a.Logger = slog.Default()
+	}
+	g := r.Group(bearer)
+	op := &openapi.Operation{Summary: "Create a chat completion", Tags: []string{"chat"}, Request: Request{}, Response: Response{},
+		Description: "OpenAI/vLLM-compatible chat completions on Hone's engine; `stream: true` answers with server-sent events."}
+	g.HandleFunc("POST /v1/chat/completions", a.complete, op)
+	g.HandleFunc("POST /v1/chat/completions/", a.complete, &openapi.Operation{Summary: "Create a chat completion (trailing-slash form)", Tags: []string{"chat"}, Request: Request{}, Response: Response{}})
+	g.HandleFunc("POST /v1/chat/completions/render", a.render, &openapi.Operation{Summary: "Render the prompt of a chat request without generating", Tags: []string{"chat"}, Request: Request{}, Response: RenderResponse{}})
+	g.HandleFunc("POST /v1/chat/completions/{segment}", func(w http.ResponseWriter, r *http.Request) {
+		apierror.Write(w, r, apierror.NotFound("", "Unknown route /v1/chat/completions/%s: the chat completions routes are /v1/chat/completions, /v1/chat/completions/ and /v1/chat/completions/render.", r.PathValue("segment")))
+	}, &openapi.Operation{Summary: "Unknown chat completions segment (404)", Tags: []string{"chat"}})
+	g.HandleFunc("GET /v1/models", a.models, &openapi.Operation{Summary: "List the served models", Tags: []string{"chat"}, Response: ModelList{}})
+}
+
+// ModelList is GET /v1/models.
+type ModelList struct {
+	Object string      `json:"object"`
+	Data   []ModelCard `json:"data"`
+}
+
+// ModelCard is one served model.
+type ModelCard struct {
+	ID          string `json:"id"`
+	Object      string `json:"object"`
+	Created     int64  `json:"created"`
+	OwnedBy     string `json:"owned_by"`
+	Root        string `json:"root"`
+	Parent      any    `json:"parent"`
+	MaxModelLen int    `json:"max_model_len"`
+}
+
+func (a *API) models(w http.ResponseWriter, r *http.Request) {
+	list := ModelList{Object: "list", Data: []ModelCard{}}
+	for _, s := range a.Reg.List() {
+		list.Data = append(list.Data, ModelCard{ID: s.Name, Object: "model", Created: s.Created, OwnedBy: "hone", Root: s.Dir, MaxModelLen: s.MaxModelLen()})
+	}
+	httpx.WriteJSON(w, http.StatusOK, list)
+}
+
+// prepared is a request rendered and tokenised.
+type prepared struct {
+	plan    *plan
+	served  *Served
+	name    string // model name reported
+	adapter *model.LoRA
+	prompt  string
+	ids     []int
+}
+
+func (a *API) prepare(r *http.Request) (*prepared, error) {
+	var req Request
+	if err := httpx.DecodeJSON(r, &req, httpx.DecodeOptions{}); err != nil {
+		return nil, err
+	}
+	served, ok := a.Reg.Get(req.Model)
+	name := served.nameOr(req.Model)
+	var adapter *model.LoRA
+	if !ok && a.Reg.Adapters != nil && looksLikeCheckpoint(req.Model) {
+		entity := ""
+		if pr, ok := auth.FromContext(r.Context()); ok {
+			entity = pr.Entity
+		}
+		base, lora, sname, found, err := a.Reg.Adapters.ResolveAdapter(entity, req.Model)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			if served, ok = a.Reg.Get(base); ok {
+				adapter, name = lora, sname
+			}
+		}
+	}
+	if !ok {
+		return nil, apierror.NotFound("model", "The model `%s` does not exist.", req.Model)
+	}
+	p, err := req.validate(served.Model.Config.VocabSize, a.MaxLogprobs, a.PriorityEnabled)
+	if err != nil {
+		return nil, err
+	}
+	tpl := served.Template
+	if req.ChatTemplate != nil {
+		if tpl, err = chattemplate.Compile(*req.ChatTemplate); err != nil {
+			return nil, apierror.BadRequest("chat_template", "%s", err.Error())
+		}
+	}
+	if tpl == nil {
+		return nil, apierror.BadRequest("chat_template", "The model `%s` has no chat template; pass one in `chat_template`.", name)
+	}
+	special := map[string]string{}
+	for k, v := range served.Tok.Config().SpecialTokens {
+		special[k] = v
+	}
+	cfg := served.Tok.Config()
+	if cfg.BOSToken != "" {
+		special["bos_token"] = cfg.BOSToken
+	}
+	if cfg.EOSToken != "" {
+		special["eos_token"] = cfg.EOSToken
+	}
+	prompt, err := tpl.Render(chattemplate.Input{Messages: req.Messages, Tools: req.Tools, Documents: req.Documents,
+		AddGenerationPrompt: p.agp, ContinueFinalMessage: req.ContinueFinalMessage, SpecialTokens: special, Kwargs: req.templateKwargs()})
+	if err != nil {
+		var te *chattemplate.TemplateError
+		if errors.As(err, &te) {
+			return nil, apierror.BadRequest("messages", "%s", te.Msg)
+		}
+		return nil, err
+	}
+	ids := served.Tok.Encode(prompt, req.AddSpecialTokens)
+	maxLen := served.MaxModelLen()
+	if p.maxTokens > maxLen {
+		param := "max_tokens"
+		if req.MaxCompletionTokens != nil {
+			param = "max_completion_tokens"
+		}
+		return nil, apierror.BadRequest(param, "%s=%d cannot be greater than max_model_len=max_total_tokens=%d. Please request fewer output tokens.", param, p.maxTokens, maxLen)
+	}
+	switch {
+	case p.truncate > 0:
+		if p.truncate > maxLen-p.maxTokens {
+			return nil, apierror.BadRequest("truncate_prompt_tokens", "truncate_prompt_tokens=%d cannot be greater than max_model_len - max_tokens = %d. Please request a smaller truncation size.", p.truncate, maxLen-p.maxTokens)
+		}
+		if len(ids) > p.truncate {
+			ids = ids[len(ids)-p.truncate:]
+		}
+	case p.truncate == -1:
+		if keep := maxLen - p.maxTokens; len(ids) > keep {
+			ids = ids[len(ids)-keep:]
+		}
+	}
+	if len(ids) == 0 {
+		return nil, apierror.BadRequest("messages", "The prompt is empty after rendering the chat template.")
+	}
+	if p.maxTokens == 0 {
+		p.maxTokens = maxLen - len(ids)
+		if p.maxTokens < 1 {
+			return nil, apierror.BadRequest("input_tokens", "This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.", maxLen, len(ids))
+		}
+	} else if len(ids)+p.maxTokens > maxLen {
+		return nil, apierror.BadRequest("input_tokens", "This model's maximum context length is %d tokens. However, you requested %d output tokens and your prompt contains %d input tokens, for a total of %d tokens. Please reduce the length of the input prompt or the number of requested output tokens.", maxLen, p.maxTokens, len(ids), len(ids)+p.maxTokens)
+	}
+	// End-of-sequence ids: the model's generation config, and the tokenizer's.
+	p.params.EOS = served.Model.Config.EOSIDs()
+	if eos, ok := served.Tok.EOS(); ok && !slices.Contains(p.params.EOS, eos) {
+		p.params.EOS = append(p.params.EOS, eos)
+	}
+	for _, w := range req.BadWords {
+		for _, form := range []string{w, " " + strings.TrimLeft(w, " ")} {
+			if seq := served.Tok.Encode(form, false); len(seq) > 0 {
+				p.params.BadWords = append(p.params.BadWords, seq)
+			}
+		}
+	}
+	return &prepared{plan: p, served: served, name: name, adapter: adapter, prompt: prompt, ids: ids}, nil
+}
+
+func (s *Served) nameOr(requested string) string {
+	if s == nil {
+		return requested
+	}
+	return s.Name
+}
+
+// RenderResponse is POST /v1/chat/completions/render.
+type RenderResponse struct {
+	Model          string `json:"model"`
+	Prompt         string `json:"prompt"`
+	PromptTokenIDs []int  `json:"prompt_token_ids"`
+	MaxTokens      int    `json:"max_tokens"`
+}
+
+func (a *API) render(w http.ResponseWriter, r *http.Request) {
+	pr, err := a.prepare(r)
+	if err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, RenderResponse{Model: pr.name, Prompt: pr.prompt, PromptTokenIDs: pr.ids, MaxTokens: pr.plan.maxTokens})
+}
+
+func (a *API) complete(w http.ResponseWriter, r *http.Request) {
+	pr, err := a.prepare(r)
+	if err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	p := pr.plan
+	id := "chatcmpl-" + httpx.RequestID(r.Context())
+	if p.req.RequestID != "" {
+		id = "chatcmpl-" + p.req.RequestID
+	}
+	h, err := pr.served.Engine.Submit(r.Context(), &inference.Request{ID: id, Prompt: pr.ids, Params: p.params, N: p.n,
+		MaxTokens: p.maxTokens, IgnoreEOS: p.req.IgnoreEOS, Adapter: pr.adapter, Priority: p.priority,
+		Logprobs: p.req.Logprobs, TopLogprobs: p.topLogprobs, PromptLogprobs: p.promptLP})
+	switch {
+	case errors.Is(err, inference.ErrQueueFull):
+		apierror.Write(w, r, apierror.TooManyRequests("The server is busy: the waiting queue is full. Retry later."))
+		return
+	case errors.Is(err, inference.ErrPriorityNotEnabled):
+		apierror.Write(w, r, apierror.BadRequest("priority", "Got priority %d but Priority scheduling is not enabled.", p.priority))
+		return
+	case errors.Is(err, inference.ErrTooLarge):
+		apierror.Write(w, r, apierror.BadRequest("max_tokens", "The request needs more KV cache than the server has; request fewer tokens or fewer choices."))
+		return
+	case err != nil:
+		apierror.Write(w, r, err)
+		return
+	}
+	run := newRun(pr, h, id)
+	if p.req.Stream {
+		run.stream(w, r)
+		return
+	}
+	resp := run.collect()
+	if r.Context().Err() != nil {
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, resp)
+}
+
+// Response is a non-streaming chat completion.
+type Response struct {
+	ID                string           `json:"id"`
+	Object            string           `json:"object"`
+	Created           int64            `json:"created"`
+	Model             string           `json:"model"`
+	Choices           []Choice         `json:"choices"`
+	Usage             Usage            `json:"usage"`
+	PromptLogprobs    []map[string]any `json:"prompt_logprobs"`
+	PromptTokenIDs    []int            `json:"prompt_token_ids"`
+	KVTransferParams  json.RawMessage  `json:"kv_transfer_params"`
+	SystemFingerprint *string          `json:"system_fingerprint"`
+	ServiceTier       *string          `json:"service_tier"`
+}
+
+// Choice is one choice of a response.
+type Choice struct {
+	Index        int       `json:"index"`
+	Message      Message   `json:"message"`
+	Logprobs     *Logprobs `json:"logprobs"`
+	FinishReason string    `json:"finish_reason"`
+	StopReason   any       `json:"stop_reason"`
+	TokenIDs     []int     `json:"token_ids"`
+}
+
+// Message is an assistant message.
+type Message struct {
+	Role         string  `json:"role"`
+	Content      *string `json:"content"`
+	Refusal      any     `json:"refusal"`
+	Annotations  any     `json:"annotations"`
+	Audio        any     `json:"audio"`
+	FunctionCall any     `json:"function_call"`
+	ToolCalls    []any   `json:"tool_calls"`
+	Reasoning    *string `json:"reasoning"`
+}
+
+// Logprobs is a choice's logprobs.
+type Logprobs struct {
+	Content []TokenLogprob `json:"content"`
+}
+
+// TokenLogprob is one token's logprob entry.
+type TokenLogprob struct {
+	Token       string         `json:"token"`
+	Logprob     float64        `json:"logprob"`
+	Bytes       []int          `json:"bytes"`
+	TopLogprobs []TopLogprobJS `json:"top_logprobs"`
+}
+
+// TopLogprobJS is one alternative.
+type TopLogprobJS struct {
+	Token   string  `json:"token"`
+	Logprob float64 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
+}
+
+// Usage is token accounting.
+type Usage struct {
+	PromptTokens        int            `json:"prompt_tokens"`
+	TotalTokens         int            `json:"total_tokens"`
+	CompletionTokens    int            `json:"completion_tokens"`
+	PromptTokensDetails *PromptDetails `json:"prompt_tokens_details"`
+}
+
+// PromptDetails reports prefix-cache hits.
+type PromptDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// choiceState follows one choice's detokenisation and stop strings.
+type choiceState struct {
+	dec        *tokenizer.Decoder
+	text       string // generated text so far (stop strings cut)
+	sent       int    // bytes of text already streamed
+	tokens     []int
+	logprobs   []TokenLogprob
+	finish     string
+	stopReason any
+	stopped    bool // a stop string was found: ignore later tokens
+	inThink    bool
+	reasoning  string
+}
+
+type run struct {
+	pr       *prepared
+	h        *inference.Handle
+	id       string
+	created  int64
+	choices  []*choiceState
+	maxStop  int
+	promptLP []map[string]any
+	think    bool
+}
+
+func newRun(pr *prepared, h *inference.Handle, id string) *run {
+	skip := true
+	if pr.plan.req.SkipSpecialTokens != nil {
+		skip = *pr.plan.req.SkipSpecialTokens
+	}
+	ru := &run{pr: pr, h: h, id: id, created: time.Now().Unix()}
+	for i := 0; i < pr.plan.n; i++ {
+		ru.choices = append(ru.choices, &choiceState{dec: pr.served.Tok.NewDecoder(skip)})
+	}
+	for _, s := range pr.plan.stops {
+		ru.maxStop = max(ru.maxStop, len(s))
+	}
+	include := pr.plan.req.IncludeReasoning == nil || *pr.plan.req.IncludeReasoning
+	ru.think = include && pr.served.Template != nil && strings.Contains(pr.served.Template.Source(), "<think>")
+	return ru
+}
+
+// apply takes one engine event into the choice's state; it returns the choice index or -1.
+func (ru *run) apply(ev inference.Event) int {
+	if ev.PromptLogprobs != nil {
+		ru.promptLP = ru.formatPromptLogprobs(ev.PromptLogprobs)
+		return -1
+	}
+	c := ru.choices[ev.Choice]
+	if ev.HasToken && !c.stopped {
+		c.tokens = append(c.tokens, ev.Token)
+		piece := c.dec.Add(ev.Token)
+		if ev.Finish != "" {
+			piece += c.dec.Flush()
+		}
+		if ru.pr.plan.req.Logprobs {
+			c.logprobs = append(c.logprobs, ru.tokenLogprob(ev))
+		}
+		before := len(c.text)
+		c.text += piece
+		if len(ru.pr.plan.stops) > 0 && len(c.tokens) >= ru.pr.plan.params.MinTokens {
+			from := max(0, before-ru.maxStop)
+			best, bestAt := "", -1
+			for _, s := range ru.pr.plan.stops {
+				if i := strings.Index(c.text[from:], s); i >= 0 && (bestAt < 0 || from+i < bestAt) {
+					best, bestAt = s, from+i
+				}
+			}
+			if bestAt >= 0 {
+				if ru.pr.plan.req.IncludeStopStrInOutput {
+					c.text = c.text[:bestAt+len(best)]
+				} else {
+					c.text = c.text[:bestAt]
+				}
+				c.stopped = true
+				c.finish, c.stopReason = "stop", best
+				ru.h.Stop(ev.Choice, best)
+			}
+		}
+	}
+	if ev.Finish != "" && c.finish == "" {
+		c.text += c.dec.Flush()
+		c.finish, c.stopReason = ev.Finish, ev.StopReason
+	}
+	return ev.Choice
+}
+
+func (ru *run) tokenString(id int) string {
+	if ru.pr.plan.req.ReturnTokensAsTokenIDs {
+		return fmt.Sprintf("token_id:%d", id)
+	}
+	return ru.pr.served.Tok.Decode([]int{id}, false)
+}
+
+func bytesOf(s string) []int {
+	b := []byte(strings.ToValidUTF8(s, "\uFFFD"))
+	out := make([]int, len(b))
+	for i, c := range b {
+		out[i] = int(c)
+	}
+	return out
+}
+
+func clampLP(v float32) float64 { return max(float64(v), -9999.0) }
+
+func (ru *run) tokenLogprob(ev inference.Event) TokenLogprob {
+	tok := ru.tokenString(ev.Token)
+	tl := TokenLogprob{Token: tok, Logprob: clampLP(ev.Logprob), Bytes: bytesOf(tok), TopLogprobs: []TopLogprobJS{}}
+	if ru.pr.plan.topLogprobs > 0 {
+		// vLLM's order: the sampled token first, then the most likely ones.
+		tl.TopLogprobs = append(tl.TopLogprobs, TopLogprobJS{Token: tok, Logprob: clampLP(ev.Logprob), Bytes: bytesOf(tok)})
+		for _, t := range ev.Top {
+			if len(tl.TopLogprobs) >= ru.pr.plan.topLogprobs {
+				break
+			}
+			if t.Token == ev.Token {
+				continue
+			}
+			s := ru.tokenString(t.Token)
+			tl.TopLogprobs = append(tl.TopLogprobs, TopLogprobJS{Token: s, Logprob: clampLP(t.Logprob), Bytes: bytesOf(s)})
+		}
+	}
+	return tl
+}
+
+func (ru *run) formatPromptLogprobs(lps []inference.PromptLogprob) []map[string]any {
+	out := make([]map[string]any, len(lps))
+	for i, lp := range lps {
+		if i == 0 {
+			continue // the first prompt token has no logprob: null
+		}
+		m := map[string]any{fmt.Sprint(lp.Token): map[string]any{"logprob": clampLP(lp.Logprob), "rank": lp.Rank, "decoded_token": ru.tokenString(lp.Token)}}
+		for k, t := range lp.Top {
+			if _, ok := m[fmt.Sprint(t.Token)]; !ok {
+				m[fmt.Sprint(t.Token)] = map[string]any{"logprob": clampLP(t.Logprob), "rank": k + 1, "decoded_token": ru.tokenString(t.Token)}
+			}
+		}
+		out[i] = m
+	}
+	return out
+}
+
+// splitReasoning separates a leading <think>…</think> block from the answer.
+func splitReasoning(text string) (reasoning *string, content string) {
+	t := strings.TrimLeft(text, " \n")
+	if strings.HasPrefix(t, "<think>") {
+		t = t[len("<think>"):]
+	}
+	end := strings.Index(t, "</think>")
+	if end < 0 {
+		if strings.HasPrefix(strings.TrimLeft(text, " \n"), "<think>") {
+			r := strings.TrimSpace(t)
+			return &r, ""
+		}
+		return nil, text
+	}
+	r := strings.TrimSpace(t[:end])
+	return &r, strings.TrimLeft(t[end+len("</think>"):], "\n")
+}
+
+func (ru *run) usage() Usage {
+	u := Usage{PromptTokens: len(ru.pr.ids), PromptTokensDetails: &PromptDetails{}}
+	for _, c := range ru.choices {
+		u.CompletionTokens += len(c.tokens)
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return u
+}
+
+func (ru *run) collect() *Response {
+	for ev := range ru.h.Events() {
+		ru.apply(ev)
+	}
+	req := ru.pr.plan.req
+	resp := &Response{ID: ru.id, Object: "chat.completion", Created: ru.created, Model: ru.pr.name, Usage: ru.usage(),
+		KVTransferParams: req.KVTransferParams, ServiceTier: req.ServiceTier}
+	if len(resp.KVTransferParams) == 0 {
+		resp.KVTransferParams = nil
+	}
+	if req.PromptLogprobs != nil {
+		resp.PromptLogprobs = ru.promptLP
+	}
+	if req.ReturnTokenIDs {
+		resp.PromptTokenIDs = ru.pr.ids
+	}
+	role := "assistant"
+	for i, c := range ru.choices {
+		text := c.text
+		if req.Echo {
+			text = lastContent(req.Messages, role) + text
+		}
+		msg := Message{Role: role}
+		if ru.think {
+			r, content := splitReasoning(text)
+			msg.Reasoning, text = r, content
+		}
+		msg.Content = &text
+		ch := Choice{Index: i, Message: msg, FinishReason: c.finish, StopReason: c.stopReason}
+		if req.Logprobs {
+			ch.Logprobs = &Logprobs{Content: c.logprobs}
+			if ch.Logprobs.Content == nil {
+				ch.Logprobs.Content = []TokenLogprob{}
+			}
+		}
+		if req.ReturnTokenIDs {
+			ch.TokenIDs = c.tokens
+		}
+		resp.Choices = append(resp.Choices, ch)
+	}
+	return resp
+}
+
+// lastContent is the text of the last message when it has the given role (echo).
+func lastContent(messages json.RawMessage, role string) string {
+	var msgs []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(messages, &msgs) != nil || len(msgs) == 0 || msgs[len(msgs)-1].Role != role {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(msgs[len(msgs)-1].Content, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	json.Unmarshal(msgs[len(msgs)-1].Content, &parts)
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}

@@ -1,0 +1,333 @@
+package chatapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/honeai/hone/internal/apierror"
+	"github.com/honeai/hone/internal/sample"
+)
+
+// Request is the chat completions request body (the seed's table; unknown fields are
+// ignored, as vLLM does).
+type Request struct {
+	Model                      string             `json:"model"`
+	Messages                   json.RawMessage    `json:"messages"`
+	Stream                     bool               `json:"stream"`
+	StreamOptions              *StreamOptions     `json:"stream_options"`
+	N                          *int               `json:"n"`
+	MaxTokens                  *int               `json:"max_tokens"`
+	MaxCompletionTokens        *int               `json:"max_completion_tokens"`
+	MinTokens                  int                `json:"min_tokens"`
+	Temperature                *float64           `json:"temperature"`
+	TopP                       *float64           `json:"top_p"`
+	TopK                       *int               `json:"top_k"`
+	MinP                       *float64           `json:"min_p"`
+	RepetitionPenalty          *float64           `json:"repetition_penalty"`
+	FrequencyPenalty           float64            `json:"frequency_penalty"`
+	PresencePenalty            float64            `json:"presence_penalty"`
+	LogitBias                  map[string]float64 `json:"logit_bias"`
+	AllowedTokenIDs            []int              `json:"allowed_token_ids"`
+	BadWords                   []string           `json:"bad_words"`
+	Seed                       *json.Number       `json:"seed"`
+	Stop                       json.RawMessage    `json:"stop"`
+	StopTokenIDs               []int              `json:"stop_token_ids"`
+	IncludeStopStrInOutput     bool               `json:"include_stop_str_in_output"`
+	IgnoreEOS                  bool               `json:"ignore_eos"`
+	Logprobs                   bool               `json:"logprobs"`
+	TopLogprobs                *json.Number       `json:"top_logprobs"`
+	PromptLogprobs             *int               `json:"prompt_logprobs"`
+	ReturnTokensAsTokenIDs     bool               `json:"return_tokens_as_token_ids"`
+	ReturnTokenIDs             bool               `json:"return_token_ids"`
+	Echo                       bool               `json:"echo"`
+	AddGenerationPrompt        *bool              `json:"add_generation_prompt"`
+	ContinueFinalMessage       bool               `json:"continue_final_message"`
+	AddSpecialTokens           bool               `json:"add_special_tokens"`
+	ChatTemplate               *string            `json:"chat_template"`
+	ChatTemplateKwargs         json.RawMessage    `json:"chat_template_kwargs"`
+	Documents                  json.RawMessage    `json:"documents"`
+	Tools                      json.RawMessage    `json:"tools"`
+	ToolChoice                 json.RawMessage    `json:"tool_choice"`
+	SkipSpecialTokens          *bool              `json:"skip_special_tokens"`
+	SpacesBetweenSpecialTokens *bool              `json:"spaces_between_special_tokens"`
+	IncludeReasoning           *bool              `json:"include_reasoning"`
+	ReasoningEffort            *string            `json:"reasoning_effort"`
+	TruncatePromptTokens       *json.Number       `json:"truncate_prompt_tokens"`
+	Priority                   json.Number        `json:"priority"`
+	RequestID                  string             `json:"request_id"`
+	CacheSalt                  *string            `json:"cache_salt"`
+	UseBeamSearch              bool               `json:"use_beam_search"`
+	LengthPenalty              *float64           `json:"length_penalty"`
+	StructuredOutputs          json.RawMessage    `json:"structured_outputs"`
+	ResponseFormat             json.RawMessage    `json:"response_format"`
+	KVTransferParams           json.RawMessage    `json:"kv_transfer_params"`
+	RepetitionDetection        json.RawMessage    `json:"repetition_detection"`
+	User                       *string            `json:"user"`
+	ServiceTier                *string            `json:"service_tier"`
+}
+
+// StreamOptions is stream_options.
+type StreamOptions struct {
+	IncludeUsage         *bool `json:"include_usage"`
+	ContinuousUsageStats bool  `json:"continuous_usage_stats"`
+}
+
+// plan is a validated request, ready to render and run.
+type plan struct {
+	req         *Request
+	params      sample.Params
+	n           int
+	maxTokens   int // 0 = up to the context
+	stops       []string
+	topLogprobs int
+	promptLP    int // -1 = none
+	priority    int
+	truncate    int // 0 = none, -1 = to the context
+	agp         bool
+}
+
+func bad(param, format string, args ...any) error {
+	return apierror.BadRequest(param, format, args...)
+}
+
+// validate checks the request with vLLM's rules and messages (vllm-chat.md §1.3).
+func (req *Request) validate(vocab int, maxLogprobs int, priorityEnabled bool) (*plan, error) {
+	p := &plan{req: req, n: 1, promptLP: -1, agp: true}
+	if len(req.Messages) == 0 || string(req.Messages) == "null" {
+		return nil, bad("messages", "Field required: `messages`")
+	}
+	if req.AddGenerationPrompt != nil {
+		p.agp = *req.AddGenerationPrompt
+	}
+	if req.ContinueFinalMessage && p.agp {
+		return nil, bad("continue_final_message", "Cannot set both `continue_final_message` and `add_generation_prompt` to True.")
+	}
+	if req.StreamOptions != nil && !req.Stream && (req.StreamOptions.IncludeUsage != nil || req.StreamOptions.ContinuousUsageStats) {
+		return nil, bad("stream_options", "Stream options can only be defined when `stream=True`.")
+	}
+	if req.TopLogprobs != nil {
+		v, err := req.TopLogprobs.Int64()
+		if err != nil {
+			return nil, bad("top_logprobs", "`top_logprobs` must be an integer.")
+		}
+		if v < 0 && v != -1 {
+			return nil, bad("top_logprobs", "`top_logprobs` must be a positive value or -1.")
+		}
+		if (v > 0 || v == -1) && !req.Logprobs {
+			return nil, bad("top_logprobs", "when using `top_logprobs`, `logprobs` must be set to true.")
+		}
+		if v > int64(maxLogprobs) || v == -1 && vocab > maxLogprobs {
+			n := v
+			if v == -1 {
+				n = int64(vocab)
+			}
+			return nil, bad("top_logprobs", "Requested sample logprobs of %d, which is greater than max allowed: %d", n, maxLogprobs)
+		}
+		p.topLogprobs = int(v)
+		if v == -1 {
+			p.topLogprobs = vocab
+		}
+	}
+	if req.PromptLogprobs != nil {
+		v := *req.PromptLogprobs
+		if req.Stream && (v > 0 || v == -1) {
+			return nil, bad("prompt_logprobs", "`prompt_logprobs` are not available when `stream=True`.")
+		}
+		if v < 0 && v != -1 {
+			return nil, bad("prompt_logprobs", "`prompt_logprobs` must be a positive value or -1.")
+		}
+		if v > maxLogprobs || v == -1 && vocab > maxLogprobs {
+			return nil, bad("prompt_logprobs", "Requested prompt logprobs of %d, which is greater than max allowed: %d", v, maxLogprobs)
+		}
+		p.promptLP = v
+		if v == -1 {
+			p.promptLP = vocab
+		}
+	}
+	if req.Tools != nil && strings.TrimSpace(string(req.Tools)) == "[]" {
+		return nil, bad("tools", "`tools` must not be an empty array. Either provide at least one tool or omit the field entirely.")
+	}
+	if len(req.ToolChoice) > 0 && string(req.ToolChoice) != "null" && string(req.ToolChoice) != `"none"` {
+		return nil, bad("tool_choice", "Only `tool_choice: \"none\"` is supported by Hone; tools are rendered into the chat template and the model's tool calls come back as text.")
+	}
+	if len(req.StructuredOutputs) > 0 && string(req.StructuredOutputs) != "null" {
+		return nil, bad("structured_outputs", "Structured outputs are not available yet on this server.")
+	}
+	if len(req.ResponseFormat) > 0 && string(req.ResponseFormat) != "null" {
+		var rf struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(req.ResponseFormat, &rf) != nil || rf.Type != "text" {
+			return nil, bad("response_format", "response_format other than {\"type\": \"text\"} is not available yet on this server.")
+		}
+	}
+	if req.UseBeamSearch {
+		return nil, bad("use_beam_search", "Beam search is not available yet on this server.")
+	}
+	if len(req.ChatTemplateKwargs) > 0 && string(req.ChatTemplateKwargs) != "null" {
+		var kw map[string]json.RawMessage
+		if err := json.Unmarshal(req.ChatTemplateKwargs, &kw); err != nil {
+			return nil, bad("chat_template_kwargs", "`chat_template_kwargs` must be a JSON object.")
+		}
+		var unexpected []string
+		for _, k := range []string{"chat_template", "tokenize"} {
+			if _, ok := kw[k]; ok {
+				unexpected = append(unexpected, "'"+k+"'")
+			}
+		}
+		if len(unexpected) > 0 {
+			return nil, bad("chat_template_kwargs", "Found unexpected chat template kwargs from request: {%s}", strings.Join(unexpected, ", "))
+		}
+	}
+	// Sampling parameters.
+	sp := sample.Defaults()
+	if req.Temperature != nil {
+		sp.Temperature = *req.Temperature
+	}
+	if req.TopP != nil {
+		sp.TopP = *req.TopP
+	}
+	if req.TopK != nil {
+		sp.TopK = *req.TopK
+	}
+	if req.MinP != nil {
+		sp.MinP = *req.MinP
+	}
+	if req.RepetitionPenalty != nil {
+		sp.RepetitionPenalty = *req.RepetitionPenalty
+	}
+	sp.FrequencyPenalty, sp.PresencePenalty = req.FrequencyPenalty, req.PresencePenalty
+	sp.MinTokens = req.MinTokens
+	sp.AllowedTokenIDs = req.AllowedTokenIDs
+	sp.StopTokenIDs = req.StopTokenIDs
+	if len(req.LogitBias) > 0 {
+		sp.LogitBias = map[int]float64{}
+		var badKeys []string
+		for k, v := range req.LogitBias {
+			id, err := strconv.Atoi(k)
+			if err != nil {
+				badKeys = append(badKeys, "'"+k+"'")
+				continue
+			}
+			sp.LogitBias[id] = v
+		}
+		if len(badKeys) > 0 {
+			return nil, bad("logit_bias", "logit_bias contains key(s) that cannot be converted to integer token IDs: [%s]", strings.Join(badKeys, ", "))
+		}
+	}
+	if req.Seed != nil {
+		s, err := req.Seed.Int64()
+		if err != nil {
+			return nil, bad("seed", "Input should be greater than or equal to %d and less than or equal to %d", int64(math.MinInt64), int64(math.MaxInt64))
+		}
+		if s != -1 {
+			sp.Seed = &s
+		}
+	}
+	if field, err := sp.Validate(vocab); err != nil {
+		return nil, bad(field, "%s", err.Error())
+	}
+	if req.N != nil {
+		if *req.N < 1 {
+			return nil, bad("n", "n must be at least 1, got %d.", *req.N)
+		}
+		p.n = *req.N
+	}
+	if p.n > 1 && sp.Greedy() {
+		return nil, bad("n", "n must be 1 when using greedy sampling, got %d.", p.n)
+	}
+	switch {
+	case req.MaxCompletionTokens != nil:
+		p.maxTokens = *req.MaxCompletionTokens
+		if p.maxTokens < 1 {
+			return nil, bad("max_completion_tokens", "max_tokens must be at least 1, got %d.", p.maxTokens)
+		}
+	case req.MaxTokens != nil:
+		p.maxTokens = *req.MaxTokens
+		if p.maxTokens < 1 {
+			return nil, bad("max_tokens", "max_tokens must be at least 1, got %d.", p.maxTokens)
+		}
+	}
+	if p.maxTokens > 0 && sp.MinTokens > p.maxTokens {
+		return nil, bad("min_tokens", "min_tokens must be less than or equal to max_tokens=%d, got %d.", p.maxTokens, sp.MinTokens)
+	}
+	if len(req.Stop) > 0 && string(req.Stop) != "null" {
+		var one string
+		if err := json.Unmarshal(req.Stop, &one); err == nil {
+			p.stops = []string{one}
+		} else if err := json.Unmarshal(req.Stop, &p.stops); err != nil {
+			return nil, bad("stop", "`stop` must be a string or a list of strings.")
+		}
+		for _, s := range p.stops {
+			if s == "" {
+				return nil, bad("stop", "stop cannot contain an empty string.")
+			}
+		}
+	}
+	for _, w := range req.BadWords {
+		if strings.TrimSpace(w) == "" {
+			return nil, bad("bad_words", "bad_words cannot contain an empty string.")
+		}
+	}
+	if req.Priority != "" {
+		v, err := req.Priority.Int64()
+		if err != nil {
+			return nil, bad("priority", "`priority` must be an integer that fits in 64 bits.")
+		}
+		if v != 0 && !priorityEnabled {
+			return nil, bad("priority", "Got priority %d but Priority scheduling is not enabled.", v)
+		}
+		if v > math.MaxInt32 || v < math.MinInt32 {
+			return nil, bad("priority", "`priority` must be between %d and %d.", math.MinInt32, math.MaxInt32)
+		}
+		p.priority = int(v)
+	}
+	if req.TruncatePromptTokens != nil {
+		v, err := req.TruncatePromptTokens.Int64()
+		if err != nil || v < -1 {
+			return nil, bad("truncate_prompt_tokens", "Input should be greater than or equal to -1")
+		}
+		p.truncate = int(v)
+	}
+	if req.CacheSalt != nil {
+		s := *req.CacheSalt
+		if s == "" {
+			return nil, bad("cache_salt", "Parameter 'cache_salt' must be a non-empty string if provided.")
+		}
+		if len(s) > 128 || strings.ContainsAny(s, "@/\\\x00") {
+			return nil, bad("cache_salt", "Parameter 'cache_salt' must be at most 128 characters and must not contain '@', '/', '\\\\', or NUL.")
+		}
+	}
+	p.params = sp
+	return p, nil
+}
+
+// templateKwargs merges chat_template_kwargs with reasoning_effort (as vLLM does: it also
+// sets enable_thinking when the user did not).
+func (req *Request) templateKwargs() []byte {
+	kw := map[string]json.RawMessage{}
+	if len(req.ChatTemplateKwargs) > 0 && string(req.ChatTemplateKwargs) != "null" {
+		json.Unmarshal(req.ChatTemplateKwargs, &kw)
+	}
+	if req.ReasoningEffort != nil {
+		b, _ := json.Marshal(*req.ReasoningEffort)
+		kw["reasoning_effort"] = b
+		if _, ok := kw["enable_thinking"]; !ok {
+			if *req.ReasoningEffort == "none" {
+				kw["enable_thinking"] = json.RawMessage("false")
+			} else {
+				kw["enable_thinking"] = json.RawMessage("true")
+			}
+		}
+	}
+	if len(kw) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(kw)
+	return b
+}
+
+func (p *plan) String() string { return fmt.Sprintf("n=%d max=%d", p.n, p.maxTokens) }

@@ -1,0 +1,171 @@
+package chatapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+)
+
+type chunkChoice struct {
+	Index        int       `json:"index"`
+	Delta        delta     `json:"delta"`
+	Logprobs     *Logprobs `json:"logprobs"`
+	FinishReason *string   `json:"finish_reason"`
+	StopReason   any       `json:"stop_reason,omitempty"`
+	TokenIDs     []int     `json:"token_ids,omitempty"`
+}
+
+type delta struct {
+	Role      string  `json:"role,omitempty"`
+	Content   *string `json:"content,omitempty"`
+	Reasoning *string `json:"reasoning,omitempty"`
+}
+
+type chunk struct {
+	ID             string        `json:"id"`
+	Object         string        `json:"object"`
+	Created        int64         `json:"created"`
+	Model          string        `json:"model"`
+	Choices        []chunkChoice `json:"choices"`
+	Usage          *Usage        `json:"usage,omitempty"`
+	PromptTokenIDs []int         `json:"prompt_token_ids,omitempty"`
+}
+
+// streamState is what one choice has streamed.
+type streamState struct {
+	sentContent, sentReasoning int
+	sentTokens, sentLogprobs   int
+	done                       bool
+}
+
+// stream answers with server-sent events as vLLM does.
+func (ru *run) stream(w http.ResponseWriter, r *http.Request) {
+	req := ru.pr.plan.req
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage != nil && *req.StreamOptions.IncludeUsage
+	continuous := req.StreamOptions != nil && req.StreamOptions.ContinuousUsageStats
+	send := func(c chunk) bool {
+		b, err := json.Marshal(c)
+		if err != nil {
+			return false
+		}
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			return false
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return true
+	}
+	base := func() chunk {
+		return chunk{ID: ru.id, Object: "chat.completion.chunk", Created: ru.created, Model: ru.pr.name}
+	}
+	usageFor := func(i int) *Usage {
+		if !continuous {
+			return nil
+		}
+		u := Usage{PromptTokens: len(ru.pr.ids), CompletionTokens: len(ru.choices[i].tokens), PromptTokensDetails: &PromptDetails{}}
+		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+		return &u
+	}
+	states := make([]streamState, len(ru.choices))
+	for i := range ru.choices {
+		empty := ""
+		c := base()
+		c.Choices = []chunkChoice{{Index: i, Delta: delta{Role: "assistant", Content: &empty}}}
+		if req.ReturnTokenIDs {
+			c.PromptTokenIDs = ru.pr.ids
+		}
+		c.Usage = usageFor(i)
+		if !send(c) {
+			return
+		}
+		if req.Echo {
+			if e := lastContent(req.Messages, "assistant"); e != "" {
+				c := base()
+				c.Choices = []chunkChoice{{Index: i, Delta: delta{Content: &e}}}
+				send(c)
+			}
+		}
+	}
+	for ev := range ru.h.Events() {
+		i := ru.apply(ev)
+		if i < 0 || states[i].done {
+			continue
+		}
+		cs := ru.choices[i]
+		st := &states[i]
+		finished := cs.finish != ""
+		avail := len(cs.text)
+		if !finished && ru.maxStop > 1 {
+			avail = max(st.sentContent+st.sentReasoning, avail-(ru.maxStop-1))
+			for avail > 0 && avail < len(cs.text) && !utf8.RuneStart(cs.text[avail]) {
+				avail--
+			}
+		}
+		visible := cs.text[:avail]
+		var reasoning *string
+		content := visible
+		if ru.think {
+			reasoning, content = splitReasoning(visible)
+			if !finished && reasoning != nil && !strings.Contains(visible, "</think>") {
+				content = ""
+			}
+		}
+		cc := chunkChoice{Index: i}
+		if reasoning != nil && len(*reasoning) > st.sentReasoning {
+			d := (*reasoning)[st.sentReasoning:]
+			cc.Delta.Reasoning = &d
+			st.sentReasoning = len(*reasoning)
+		}
+		if len(content) > st.sentContent {
+			d := content[st.sentContent:]
+			cc.Delta.Content = &d
+			st.sentContent = len(content)
+		}
+		if req.Logprobs && len(cs.logprobs) > st.sentLogprobs {
+			cc.Logprobs = &Logprobs{Content: cs.logprobs[st.sentLogprobs:]}
+			st.sentLogprobs = len(cs.logprobs)
+		}
+		if req.ReturnTokenIDs && len(cs.tokens) > st.sentTokens {
+			cc.TokenIDs = cs.tokens[st.sentTokens:]
+			st.sentTokens = len(cs.tokens)
+		}
+		if finished {
+			f := cs.finish
+			cc.FinishReason = &f
+			cc.StopReason = cs.stopReason
+			st.done = true
+		}
+		if cc.Delta.Content == nil && cc.Delta.Reasoning == nil && cc.FinishReason == nil && cc.TokenIDs == nil && cc.Logprobs == nil {
+			continue // nothing new to say (held back or a partial character)
+		}
+		c := base()
+		c.Choices = []chunkChoice{cc}
+		c.Usage = usageFor(i)
+		if !send(c) {
+			for range ru.h.Events() { // the client is gone: the engine aborts; drain
+			}
+			return
+		}
+	}
+	if r.Context().Err() != nil {
+		return
+	}
+	if includeUsage {
+		u := ru.usage()
+		c := base()
+		c.Choices = []chunkChoice{}
+		c.Usage = &u
+		send(c)
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	if flusher != nil {
+		flusher.Flush()
+	}
+}
