@@ -120,7 +120,9 @@ func TestSeededSamplingIndependentOfBatch(t *testing.T) {
 	seed := int64(7)
 	p := sample.Defaults()
 	p.Seed = &seed
-	req := func() *Request { return &Request{Prompt: []int{5, 6, 7}, Params: p, MaxTokens: 10, IgnoreEOS: true, N: 2} }
+	req := func() *Request {
+		return &Request{Prompt: []int{5, 6, 7}, Params: p, MaxTokens: 10, IgnoreEOS: true, N: 2}
+	}
 	h1, _ := e.Submit(context.Background(), req())
 	alone := collect(t, h1)
 	// Again, next to other traffic.
