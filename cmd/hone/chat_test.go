@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // TestChatEndToEnd drives the chat routes of a started server on its demo model over HTTP.
@@ -118,8 +119,7 @@ func TestChatEndToEnd(t *testing.T) {
 		t.Fatalf("stream %q (usage %v done %v finish %q) vs %q", streamed.String(), sawUsage, sawDone, finish, plain.Choices[0].Message.Content)
 	}
 	// A stop string cuts the text where it starts.
-	if len(plain.Choices[0].Message.Content) > 4 {
-		text := plain.Choices[0].Message.Content
+	if text := plain.Choices[0].Message.Content; len(text) > 4 && utf8.ValidString(text[2:4]) && !strings.Contains(text, "\uFFFD") {
 		stop := text[2:4]
 		b, _ := json.Marshal(stop)
 		_, _, body = do(t, "POST", url, bearer, strings.Replace(one, "%s", `,"stop":[`+string(b)+`]`, 1))
