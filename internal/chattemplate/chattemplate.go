@@ -8,9 +8,9 @@
 // documents, tool-call arguments, chat_template_kwargs) become ordered dictionaries, so
 // iteration, `.items()` and `tojson` see keys in arrival order, as Python does.
 //
-// Differences from Python Jinja2 that remain (gonja's): Python's `%` string formatting is not
-// available (a template that uses it fails with an error instead of crashing); `format` takes
-// Go verbs.
+// `%` follows Python: printf-style formatting when the left side is a string (gonja alone
+// knows only integer modulo, so Compile rewrites each `%` into a filter; see pyformat.go).
+// A difference from Python Jinja2 that remains (gonja's): the `format` filter takes Go verbs.
 package chattemplate
 
 import (
@@ -62,6 +62,8 @@ func environment() (*exec.Environment, *config.Config) {
 		filters.Update(builtins.Filters)
 		filters.Replace("tojson", filterToJSON)
 		filters.Replace("items", filterItems)
+		_ = filters.Register(modFilter, filterMod)
+		_ = filters.Register(modTupleFilter, filterModTuple)
 		ctx := exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables)
 		ctx.Set("raise_exception", func(msg string) (string, error) { return "", errors.New(raiseMark + msg + raiseMark) })
 		ctx.Set("strftime_now", func(format string) string { return strftime(time.Now(), format) })
@@ -107,6 +109,7 @@ func Compile(src string) (t *Template, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("chat template: %w", err)
 	}
+	rewriteModulo(tpl.Root())
 	return &Template{src: src, tpl: tpl, contentParts: contentLoop.MatchString(src)}, nil
 }
 
@@ -125,6 +128,8 @@ type Input struct {
 	// Kwargs is a JSON object (chat_template_kwargs, with reasoning_effort and the like
 	// merged in by the caller) whose keys become template variables, or nil.
 	Kwargs []byte
+	// Now is the time strftime_now formats; zero means the time of rendering.
+	Now time.Time
 }
 
 // Render renders the conversation.
@@ -152,6 +157,9 @@ func (t *Template) render(msgs []any, in Input) (out string, err error) {
 	}
 	vars["messages"] = msgs
 	vars["add_generation_prompt"] = in.AddGenerationPrompt
+	if now := in.Now; !now.IsZero() {
+		vars["strftime_now"] = func(format string) string { return strftime(now, format) }
+	}
 	if len(in.Tools) > 0 && string(in.Tools) != "null" {
 		v, err := parseArray(in.Tools, "tools")
 		if err != nil {

@@ -43,8 +43,24 @@ func templates(t *testing.T) map[string]string {
 		}
 		out[name] = cfg.ChatTemplate
 	}
+	for _, name := range []string{"llama3_2", "qwen2_5", "smollm2"} {
+		data, err := os.ReadFile("testdata/templates/" + name + ".json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fx struct {
+			ChatTemplate string `json:"chat_template"`
+		}
+		if err := json.Unmarshal(data, &fx); err != nil {
+			t.Fatal(err)
+		}
+		out[name] = fx.ChatTemplate
+	}
 	return out
 }
+
+// goldenNow is the time scripts/chattemplate-goldens/gen.py pins strftime_now to.
+var goldenNow = time.Date(2025, 2, 10, 9, 30, 0, 0, time.UTC)
 
 // TestGoldens renders real templates as transformers does (goldens made by
 // scripts/chattemplate-goldens/gen.py).
@@ -69,11 +85,14 @@ func TestGoldens(t *testing.T) {
 			got, err := compiled[c.Template].Render(Input{
 				Messages: c.Input.Messages, Tools: c.Input.Tools, Documents: c.Input.Documents,
 				AddGenerationPrompt: c.Input.AddGenerationPrompt, ContinueFinalMessage: c.Input.ContinueFinalMessage,
-				SpecialTokens: c.Special, Kwargs: c.Input.Kwargs,
+				SpecialTokens: c.Special, Kwargs: c.Input.Kwargs, Now: goldenNow,
 			})
 			if c.Output == nil {
 				if err == nil {
 					t.Fatalf("want error %q, got output %q", c.Error, got)
+				}
+				if err.Error() != c.Error {
+					t.Fatalf("error %q, transformers said %q", err, c.Error)
 				}
 				return
 			}

