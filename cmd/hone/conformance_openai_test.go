@@ -1,0 +1,50 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestConformanceOpenAITypeScript drives the chat routes of a started server with the official
+// OpenAI TypeScript client (conformance/openai-ts/scenario.mjs): plain and streamed completions
+// under one seed, n=2, logprobs and prompt logprobs, stop strings, usage arithmetic and the
+// error cases.
+func TestConformanceOpenAITypeScript(t *testing.T) {
+	dir := filepath.Join(repoRoot(t), "conformance", "openai-ts")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai")); err != nil {
+		skipOrFail(t, "npm openai is not installed in %s (run scripts/test-setup.sh)", dir)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		skipOrFail(t, "node is not installed")
+	}
+	data := t.TempDir()
+	s := startServer(t, data)
+	key := initialKey(t, data)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "scenario.mjs"))
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "HONE_URL="+s.url, "HONE_KEY="+key, "HONE_MODEL=demo")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("openai client scenario: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	var res struct {
+		OK     bool `json:"ok"`
+		Checks int  `json:"checks"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil || !res.OK || res.Checks < 80 {
+		t.Fatalf("scenario printed %q (err %v)", stdout.String(), err)
+	}
+	t.Logf("openai client: %d checks passed", res.Checks)
+}

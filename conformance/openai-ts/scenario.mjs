@@ -1,0 +1,128 @@
+// Drives a running Hone with the official OpenAI TypeScript client and checks what a client of
+// vLLM relies on. Environment: HONE_URL (server base URL), HONE_KEY (API key), HONE_MODEL
+// (served model, default "demo"). Prints {"ok": true, "checks": N} as its last line; any failed
+// check throws (non-zero exit) with what was expected and what came back.
+import OpenAI from "openai";
+
+const model = process.env.HONE_MODEL || "demo";
+const client = new OpenAI({ baseURL: process.env.HONE_URL + "/v1", apiKey: process.env.HONE_KEY, maxRetries: 0, timeout: 120_000 });
+let checks = 0;
+
+function check(cond, what, got) {
+  checks++;
+  if (!cond) throw new Error(`check failed: ${what}; got ${JSON.stringify(got)}`);
+}
+
+async function expectError(status, params, what, param) {
+  try {
+    const r = await client.chat.completions.create({ model, messages: [{ role: "user", content: "Hi" }], max_tokens: 4, ...params });
+    throw new Error(`${what}: expected HTTP ${status}, got a response ${JSON.stringify(r).slice(0, 300)}`);
+  } catch (e) {
+    if (!(e instanceof OpenAI.APIError)) throw e;
+    check(e.status === status, `${what}: status ${status}`, { status: e.status, error: e.error });
+    check(typeof e.error?.message === "string" && e.error.message.length > 0, `${what}: error message`, e.error);
+    if (param !== undefined) check(e.error?.param === param, `${what}: param ${param}`, e.error);
+    return e;
+  }
+}
+
+const messages = [{ role: "system", content: "You are terse." }, { role: "user", content: "Tell me a story." }];
+
+// Models.
+const models = await client.models.list();
+check(models.data.some((m) => m.id === model), "models.list has the served model", models.data.map((m) => m.id));
+
+// Non-streaming, seeded; usage arithmetic; finish "length" at the limit.
+const base = { model, messages, max_tokens: 12, seed: 7, temperature: 0.8, ignore_eos: true };
+const a = await client.chat.completions.create(base);
+check(a.object === "chat.completion" && a.id.length > 0 && a.model === model, "completion object", a);
+check(a.choices.length === 1 && a.choices[0].message.role === "assistant", "one assistant choice", a.choices);
+check(a.choices[0].finish_reason === "length", "finish_reason length at max_tokens", a.choices[0]);
+check(a.usage.completion_tokens === 12, "completion_tokens = max_tokens", a.usage);
+check(a.usage.prompt_tokens + a.usage.completion_tokens === a.usage.total_tokens, "usage adds up", a.usage);
+
+// Same seed, same output.
+const b = await client.chat.completions.create(base);
+check(b.choices[0].message.content === a.choices[0].message.content, "same seed, same text", [a.choices[0].message.content, b.choices[0].message.content]);
+
+// Streaming gives the same text under the same seed, role first, usage chunk last.
+const stream = await client.chat.completions.create({ ...base, stream: true, stream_options: { include_usage: true } });
+let text = "", role = null, finish = null, usage = null, chunks = 0;
+for await (const chunk of stream) {
+  chunks++;
+  check(chunk.object === "chat.completion.chunk", "chunk object", chunk);
+  if (chunk.usage) usage = chunk.usage;
+  for (const c of chunk.choices) {
+    if (c.delta.role) role = role ?? c.delta.role;
+    if (c.delta.content) text += c.delta.content;
+    if (c.finish_reason) finish = c.finish_reason;
+  }
+}
+check(role === "assistant", "first delta carries the role", role);
+check(text === a.choices[0].message.content, "streamed text equals non-streamed text", [text, a.choices[0].message.content]);
+check(finish === "length", "stream finish_reason", finish);
+check(usage && usage.completion_tokens === 12 && usage.total_tokens === usage.prompt_tokens + 12, "stream usage chunk", usage);
+
+// n = 2: two choices with their indexes; completion tokens summed.
+const n2 = await client.chat.completions.create({ ...base, n: 2, seed: 3 });
+check(n2.choices.length === 2 && n2.choices[0].index === 0 && n2.choices[1].index === 1, "n=2 gives two choices", n2.choices);
+check(n2.usage.completion_tokens === 24, "n=2 usage counts both", n2.usage);
+
+// logprobs with 5 alternatives; as in vLLM the sampled token comes first, then the most likely.
+const lp = await client.chat.completions.create({ ...base, max_tokens: 5, logprobs: true, top_logprobs: 5 });
+const content = lp.choices[0].logprobs.content;
+check(content.length === 5, "one logprob entry per token", content.length);
+for (const e of content) {
+  check(typeof e.token === "string" && e.logprob <= 0 && Array.isArray(e.bytes), "logprob entry fields", e);
+  check(e.top_logprobs.length === 5, "five top logprobs", e.top_logprobs.length);
+  check(e.top_logprobs[0].token === e.token && e.top_logprobs[0].logprob === e.logprob, "sampled token first", e);
+  for (let i = 2; i < e.top_logprobs.length; i++) check(e.top_logprobs[i - 1].logprob >= e.top_logprobs[i].logprob, "top logprobs sorted", e.top_logprobs);
+}
+const lpText = lp.choices[0].message.content;
+const lpBytes = Buffer.from(content.flatMap((e) => e.bytes));
+check(lpText.includes("\uFFFD") || lpBytes.toString("utf8") === lpText, "logprob bytes spell the content", [content.map((e) => e.token), lpText]);
+await expectError(400, { logprobs: true, top_logprobs: 21 }, "top_logprobs 21");
+
+// prompt_logprobs (a vLLM extension field; the client passes it through).
+const pl = await client.chat.completions.create({ ...base, max_tokens: 2, prompt_logprobs: 2, return_token_ids: true });
+check(Array.isArray(pl.prompt_logprobs) && pl.prompt_logprobs.length === pl.usage.prompt_tokens, "prompt_logprobs per prompt token", pl.prompt_logprobs?.length);
+check(pl.prompt_logprobs[0] === null, "first prompt position has no logprob", pl.prompt_logprobs[0]);
+check(Array.isArray(pl.prompt_token_ids) && pl.prompt_token_ids.length === pl.usage.prompt_tokens, "prompt_token_ids", pl.prompt_token_ids?.length);
+
+// Stop strings across token boundaries: stop at a piece of text the model produces.
+const full = a.choices[0].message.content;
+let stop = null;
+for (let i = 2; i + 2 <= full.length && !stop; i++) {
+  const s = full.slice(i, i + 2);
+  if (s.trim().length === 2 && !s.includes("\uFFFD") && full.indexOf(s) === i) stop = s;
+}
+if (stop) {
+  const st = await client.chat.completions.create({ ...base, stop: [stop] });
+  const want = full.slice(0, full.indexOf(stop));
+  check(st.choices[0].message.content === want, "text ends before the stop string", [st.choices[0].message.content, want, stop]);
+  check(st.choices[0].finish_reason === "stop" && st.choices[0].stop_reason === stop, "finish stop with stop_reason", st.choices[0]);
+  const inc = await client.chat.completions.create({ ...base, stop: [stop], include_stop_str_in_output: true });
+  check(inc.choices[0].message.content === want + stop, "include_stop_str_in_output", inc.choices[0].message.content);
+}
+
+// Error cases, each in the one error envelope.
+await expectError(404, { model: "no-such-model" }, "unknown model");
+await expectError(400, { temperature: -1 }, "negative temperature", "temperature");
+await expectError(400, { n: 0 }, "n = 0", "n");
+await expectError(400, { max_tokens: 0 }, "max_tokens = 0", "max_tokens");
+await expectError(400, { top_p: 1.5 }, "top_p > 1", "top_p");
+await expectError(400, { priority: 5 }, "priority under fcfs");
+await expectError(400, { tool_choice: "auto", tools: [{ type: "function", function: { name: "f", parameters: { type: "object" } } }] }, "tool_choice auto", "tool_choice");
+await expectError(400, { add_generation_prompt: true, continue_final_message: true }, "continue_final_message with add_generation_prompt");
+await expectError(400, { stream_options: { include_usage: true } }, "stream_options without stream", "stream_options");
+await expectError(400, { seed: -(2 ** 63) - 4096 }, "seed out of range", "seed");
+await expectError(400, { truncate_prompt_tokens: -2 }, "truncate_prompt_tokens -2", "truncate_prompt_tokens");
+
+// Raw HTTP: malformed JSON is a 400 in the same envelope.
+const raw = await fetch(process.env.HONE_URL + "/v1/chat/completions", {
+  method: "POST", headers: { "Content-Type": "application/json", Authorization: "Bearer " + process.env.HONE_KEY }, body: "{not json",
+});
+const rawBody = await raw.json();
+check(raw.status === 400 && rawBody.error && rawBody.error.code === 400, "malformed JSON envelope", rawBody);
+
+console.log(JSON.stringify({ ok: true, checks }));
