@@ -33,6 +33,7 @@ var chatCfg struct {
 	maxRunning     int
 	maxBatchTokens int
 	kvBlocks       int
+	noPrefixCache  bool
 	maxLogprobs    int
 	dtype          string
 }
@@ -46,6 +47,7 @@ func init() {
 		fs.IntVar(&chatCfg.maxRunning, "max-running", 64, "sequences in a model's running batch")
 		fs.IntVar(&chatCfg.maxBatchTokens, "max-batch-tokens", 512, "tokens per forward pass (prefill chunks and decodes)")
 		fs.IntVar(&chatCfg.kvBlocks, "kv-blocks", 0, "KV cache blocks of 16 positions per model (default: max-running × 1024 positions)")
+		fs.BoolVar(&chatCfg.noPrefixCache, "no-prefix-cache", false, "do not reuse cached KV blocks of earlier prompts (prefix caching is on by default)")
 		fs.IntVar(&chatCfg.maxLogprobs, "max-logprobs", 20, "largest top_logprobs / prompt_logprobs a request may ask")
 		fs.StringVar(&chatCfg.dtype, "dtype", "", "weights in memory: as stored (default), f32 or bf16")
 	})
@@ -55,7 +57,7 @@ func init() {
 		}
 		opts := chatapi.LoadOptions{DType: model.DType(chatCfg.dtype), Engine: inference.Options{
 			Policy: chatCfg.policy, MaxQueue: chatCfg.maxQueue, MaxRunning: chatCfg.maxRunning,
-			MaxBatchTokens: chatCfg.maxBatchTokens, KVBlocks: chatCfg.kvBlocks, Logger: app.Logger}}
+			MaxBatchTokens: chatCfg.maxBatchTokens, KVBlocks: chatCfg.kvBlocks, NoPrefixCache: chatCfg.noPrefixCache, Logger: app.Logger}}
 		reg := chatapi.NewRegistry()
 		now := time.Now().Unix()
 		for _, spec := range chatCfg.models {

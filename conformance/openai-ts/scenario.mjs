@@ -105,6 +105,16 @@ if (stop) {
   check(inc.choices[0].message.content === want + stop, "include_stop_str_in_output", inc.choices[0].message.content);
 }
 
+// Prefix cache: a repeated long prompt reports cached tokens; another cache_salt shares nothing.
+const long = [{ role: "user", content: "Please summarise the following text about rivers, lakes and the sea: ".repeat(4) }];
+const c1 = await client.chat.completions.create({ model, messages: long, max_tokens: 2, cache_salt: "conformance-a" });
+const c2 = await client.chat.completions.create({ model, messages: long, max_tokens: 2, cache_salt: "conformance-a" });
+const c3 = await client.chat.completions.create({ model, messages: long, max_tokens: 2, cache_salt: "conformance-b" });
+check(c1.usage.prompt_tokens_details.cached_tokens === 0, "first request has no cached tokens", c1.usage);
+check(c2.usage.prompt_tokens_details.cached_tokens > 0 && c2.usage.prompt_tokens_details.cached_tokens < c2.usage.prompt_tokens, "repeat reports cached tokens", c2.usage);
+check(c3.usage.prompt_tokens_details.cached_tokens === 0, "another cache_salt shares nothing", c3.usage);
+await expectError(400, { cache_salt: "a/b" }, "cache_salt with a slash", "cache_salt");
+
 // Error cases, each in the one error envelope.
 await expectError(404, { model: "no-such-model" }, "unknown model");
 await expectError(400, { temperature: -1 }, "negative temperature", "temperature");

@@ -227,7 +227,7 @@ func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 	}
 	h, err := pr.served.Engine.Submit(r.Context(), &inference.Request{ID: id, Prompt: pr.ids, Params: p.params, N: p.n,
 		MaxTokens: p.maxTokens, IgnoreEOS: p.req.IgnoreEOS, Adapter: pr.adapter, Priority: p.priority,
-		Logprobs: p.req.Logprobs, TopLogprobs: p.topLogprobs, PromptLogprobs: p.promptLP})
+		Logprobs: p.req.Logprobs, TopLogprobs: p.topLogprobs, PromptLogprobs: p.promptLP, CacheSalt: p.cacheSalt})
 	switch {
 	case errors.Is(err, inference.ErrQueueFull):
 		apierror.Write(w, r, apierror.TooManyRequests("The server is busy: the waiting queue is full. Retry later."))
@@ -485,7 +485,7 @@ func splitReasoning(text string) (reasoning *string, content string) {
 }
 
 func (ru *run) usage() Usage {
-	u := Usage{PromptTokens: len(ru.pr.ids), PromptTokensDetails: &PromptDetails{}}
+	u := Usage{PromptTokens: len(ru.pr.ids), PromptTokensDetails: &PromptDetails{CachedTokens: ru.h.CachedTokens}}
 	for _, c := range ru.choices {
 		u.CompletionTokens += len(c.tokens)
 	}

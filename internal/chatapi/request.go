@@ -82,6 +82,7 @@ type plan struct {
 	n           int
 	maxTokens   int // 0 = up to the context
 	stops       []string
+	cacheSalt   string
 	topLogprobs int
 	promptLP    int // -1 = none
 	priority    int
@@ -300,6 +301,7 @@ func (req *Request) validate(vocab int, maxLogprobs int, priorityEnabled bool) (
 		if len(s) > 128 || strings.ContainsAny(s, "@/\\\x00") {
 			return nil, bad("cache_salt", "Parameter 'cache_salt' must be at most 128 characters and must not contain '@', '/', '\\\\', or NUL.")
 		}
+		p.cacheSalt = s
 	}
 	p.params = sp
 	return p, nil

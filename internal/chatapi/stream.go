@@ -69,7 +69,7 @@ func (ru *run) stream(w http.ResponseWriter, r *http.Request) {
 		if !continuous {
 			return nil
 		}
-		u := Usage{PromptTokens: len(ru.pr.ids), CompletionTokens: len(ru.choices[i].tokens), PromptTokensDetails: &PromptDetails{}}
+		u := Usage{PromptTokens: len(ru.pr.ids), CompletionTokens: len(ru.choices[i].tokens), PromptTokensDetails: &PromptDetails{CachedTokens: ru.h.CachedTokens}}
 		u.TotalTokens = u.PromptTokens + u.CompletionTokens
 		return &u
 	}

@@ -42,7 +42,9 @@ type Options struct {
 	KVBlocks       int    // KV cache blocks (enough for MaxRunning sequences of 1024 tokens)
 	BlockSize      int    // positions per block (16)
 	Policy         string // "fcfs" (default) or "priority"
-	Logger         *slog.Logger
+	// NoPrefixCache turns off reuse of cached prompt blocks across requests.
+	NoPrefixCache bool
+	Logger        *slog.Logger
 }
 
 // Request is one chat completion's generation work.
@@ -59,8 +61,11 @@ type Request struct {
 	Logprobs    bool
 	TopLogprobs int
 	// PromptLogprobs >= 0 asks for the logprob of every prompt token and that many
-	// alternatives (-1: none).
+	// alternatives (-1: none). Such a request computes its whole prompt (no prefix cache).
 	PromptLogprobs int
+	// CacheSalt keys the prefix cache: requests share cached prompt blocks only when their
+	// salts (and adapters) are equal.
+	CacheSalt string
 }
 
 // Event is something that happened to one choice of a request.
@@ -96,6 +101,9 @@ type Handle struct {
 	stops  chan stopReq
 	// Queued is when the request was submitted; FirstToken when its first token came.
 	Queued, FirstToken time.Time
+	// CachedTokens is how many prompt tokens came from the prefix cache; set before the
+	// first event.
+	CachedTokens int
 }
 
 type stopReq struct {
@@ -139,6 +147,8 @@ type Stats struct {
 	PromptTokens      int64
 	Steps             int64
 	CompletedRequests int64
+	// CachedPromptTokens counts prompt tokens served from the prefix cache.
+	CachedPromptTokens int64
 }
 
 // New starts an engine for m.
@@ -244,6 +254,7 @@ type running struct {
 	choices  []*choice
 	reserved int
 	admitted time.Time
+	hashes   []model.BlockHash // the prompt's full blocks, for the prefix cache
 }
 
 func (e *Engine) loop() {
@@ -309,7 +320,9 @@ func (e *Engine) loop() {
 			reserved += need
 			nRunning += h.req.N
 			parent := &choice{h: h, index: 0, seq: e.kv.NewSequence(), sampler: sample.New(h.req.Params)}
-			active = append(active, &running{h: h, choices: []*choice{parent}, reserved: need, admitted: time.Now()})
+			r := &running{h: h, choices: []*choice{parent}, reserved: need, admitted: time.Now()}
+			e.usePrefixCache(r)
+			active = append(active, r)
 		}
 		// Cancellations and stop strings.
 		for _, r := range active {
@@ -402,8 +415,11 @@ func (e *Engine) loop() {
 					continue
 				}
 				logits := out[i][len(out[i])-1]
-				// Fork the other choices from the prompt's blocks, each with its own sampler.
 				r := e.find(active, c.h)
+				if r.hashes != nil {
+					e.kv.Insert(r.hashes, c.seq.Blocks())
+				}
+				// Fork the other choices from the prompt's blocks, each with its own sampler.
 				for k := 1; k < req.N; k++ {
 					r.choices = append(r.choices, &choice{h: c.h, index: k, seq: c.seq.Fork(), sampler: c.sampler.Fork(k), prefill: len(req.Prompt)})
 				}
@@ -425,6 +441,36 @@ func (e *Engine) loop() {
 		e.stats.Waiting, e.stats.Running = len(waiting), nRunning
 		e.statsMu.Unlock()
 	}
+}
+
+// usePrefixCache starts r's sequence from the longest cached prefix of its prompt (at least
+// one prompt token is always computed, for the logits of the first sample).
+func (e *Engine) usePrefixCache(r *running) {
+	req := r.h.req
+	if e.opts.NoPrefixCache || req.PromptLogprobs >= 0 {
+		return
+	}
+	salt := req.CacheSalt
+	if req.Adapter != nil {
+		salt += fmt.Sprintf("\x00lora:%d", req.Adapter.CacheID())
+	}
+	bs := e.opts.BlockSize
+	r.hashes = model.HashBlocks(req.Prompt, bs, salt)
+	usable := r.hashes
+	if n := (len(req.Prompt) - 1) / bs; n < len(usable) {
+		usable = usable[:n]
+	}
+	blocks := e.kv.Lookup(usable)
+	if len(blocks) == 0 {
+		return
+	}
+	c := r.choices[0]
+	c.seq = e.kv.NewSequenceFrom(blocks, len(blocks)*bs)
+	c.prefill = len(blocks) * bs
+	r.h.CachedTokens = c.prefill
+	e.statsMu.Lock()
+	e.stats.CachedPromptTokens += int64(c.prefill)
+	e.statsMu.Unlock()
 }
 
 func allIdx(n int) []int {

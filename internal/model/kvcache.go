@@ -1,6 +1,8 @@
 package model
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -11,6 +13,11 @@ import (
 // sequences can share prefix blocks (forks for n > 1 and beam search, a prefix cache): a
 // shared block is never written; appending into a shared, partly filled last block copies it
 // first (copy on write).
+//
+// The cache also keeps a prefix index: full blocks of prompts, keyed by a hash that chains
+// every token before them (and a salt), stay in the pool after their sequences end, holding
+// one reference, so that a later prompt with the same prefix starts from them. They are
+// evicted, least recently used first, when an allocation finds no free block.
 type KVCache struct {
 	blockSize int
 	layers    int
@@ -20,6 +27,41 @@ type KVCache struct {
 	mu   sync.Mutex
 	free []int32
 	ref  []int32
+
+	prefix    map[BlockHash]int32 // hash → block held by the index
+	hashOf    map[int32]BlockHash // the reverse
+	lastUse   []int64             // per block, the clock at its last lookup or insertion
+	clock     int64
+	evictable int // indexed blocks whose only reference is the index's
+	hits      int64
+}
+
+// BlockHash identifies a full block of tokens by everything before it: see HashBlocks.
+type BlockHash [16]byte
+
+// HashBlocks returns the hash of each full block of tokens: block i's hash chains block
+// i-1's, so equal hashes mean equal token prefixes. salt separates requests that must never
+// share blocks (vLLM's cache_salt, a LoRA adapter's identity): it enters the first block's
+// hash and so every later one.
+func HashBlocks(tokens []int, blockSize int, salt string) []BlockHash {
+	n := len(tokens) / blockSize
+	out := make([]BlockHash, n)
+	var prev BlockHash
+	buf := make([]byte, 0, 16+len(salt)+8+blockSize*4)
+	for i := 0; i < n; i++ {
+		buf = append(buf[:0], prev[:]...)
+		if i == 0 {
+			buf = binary.LittleEndian.AppendUint64(buf, uint64(len(salt)))
+			buf = append(buf, salt...)
+		}
+		for _, t := range tokens[i*blockSize : (i+1)*blockSize] {
+			buf = binary.LittleEndian.AppendUint32(buf, uint32(t))
+		}
+		sum := sha256.Sum256(buf)
+		copy(prev[:], sum[:16])
+		out[i] = prev
+	}
+	return out
 }
 
 // ErrNoBlocks is returned when the cache has too few free blocks for a step.
@@ -41,7 +83,8 @@ func NewKVCache(cfg *Config, opts KVCacheOptions) *KVCache {
 	}
 	c := &KVCache{blockSize: opts.BlockSize, layers: cfg.NumLayers, kvDim: cfg.KVDim(),
 		k: make([][]float32, cfg.NumLayers), v: make([][]float32, cfg.NumLayers),
-		ref: make([]int32, opts.NumBlocks)}
+		ref: make([]int32, opts.NumBlocks), lastUse: make([]int64, opts.NumBlocks),
+		prefix: map[BlockHash]int32{}, hashOf: map[int32]BlockHash{}}
 	per := opts.NumBlocks * opts.BlockSize * c.kvDim
 	for l := range c.k {
 		c.k[l] = make([]float32, per)
@@ -60,11 +103,84 @@ func (c *KVCache) BlockSize() int { return c.blockSize }
 // NumBlocks is the size of the pool.
 func (c *KVCache) NumBlocks() int { return len(c.ref) }
 
-// FreeBlocks is how many blocks are unused.
+// FreeBlocks is how many blocks an allocation can have: unused ones and those only the
+// prefix index holds.
 func (c *KVCache) FreeBlocks() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.free)
+	return len(c.free) + c.evictable
+}
+
+// CachedBlocks is how many blocks the prefix index holds.
+func (c *KVCache) CachedBlocks() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.prefix)
+}
+
+// Lookup returns the blocks of the longest prefix of hashes held by the prefix index, most
+// recently used from now on. The caller starts a sequence from them with NewSequenceFrom.
+func (c *KVCache) Lookup(hashes []BlockHash) []int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.clock++
+	var out []int32
+	for _, h := range hashes {
+		b, ok := c.prefix[h]
+		if !ok {
+			break
+		}
+		c.lastUse[b] = c.clock
+		out = append(out, b)
+	}
+	if len(out) > 0 {
+		c.hits++
+	}
+	return out
+}
+
+// Insert adds a sequence's full blocks to the prefix index: blocks[i] holds the tokens
+// hashes[i] names. Blocks already indexed (under any hash) and hashes already present are
+// skipped. Each newly indexed block gains the index's reference.
+func (c *KVCache) Insert(hashes []BlockHash, blocks []int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.clock++
+	for i, h := range hashes {
+		if i >= len(blocks) {
+			break
+		}
+		b := blocks[i]
+		if old, ok := c.prefix[h]; ok {
+			c.lastUse[old] = c.clock
+			continue
+		}
+		if _, ok := c.hashOf[b]; ok || c.ref[b] == 0 {
+			continue
+		}
+		c.prefix[h], c.hashOf[b] = b, h
+		c.ref[b]++
+		c.lastUse[b] = c.clock
+	}
+}
+
+// evictOne drops the least recently used block that only the index holds; false if none.
+func (c *KVCache) evictOne() bool {
+	best, bestUse := int32(-1), int64(0)
+	for b := range c.hashOf {
+		if c.ref[b] == 1 && (best < 0 || c.lastUse[b] < bestUse) {
+			best, bestUse = b, c.lastUse[b]
+		}
+	}
+	if best < 0 {
+		return false
+	}
+	delete(c.prefix, c.hashOf[best])
+	delete(c.hashOf, best)
+	c.evictable--
+	c.ref[best] = 0
+	c.free = append(c.free, best)
+	return true
 }
 
 // BytesPerBlock is the memory of one block over all layers (keys and values).
@@ -73,7 +189,7 @@ func (c *KVCache) BytesPerBlock() int64 {
 }
 
 func (c *KVCache) alloc() (int32, bool) {
-	if len(c.free) == 0 {
+	if len(c.free) == 0 && !c.evictOne() {
 		return 0, false
 	}
 	b := c.free[len(c.free)-1]
@@ -90,14 +206,28 @@ func (c *KVCache) release(b int32) {
 	if c.ref[b] < 0 {
 		panic(fmt.Sprintf("model: KV block %d released too often", b))
 	}
+	if c.ref[b] == 1 {
+		if _, ok := c.hashOf[b]; ok {
+			c.evictable++
+		}
+	}
 }
 
-// Retain adds a reference to blocks (for a prefix cache that keeps them).
+func (c *KVCache) retain(b int32) {
+	if c.ref[b] == 1 {
+		if _, ok := c.hashOf[b]; ok {
+			c.evictable--
+		}
+	}
+	c.ref[b]++
+}
+
+// Retain adds a reference to blocks.
 func (c *KVCache) Retain(blocks []int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, b := range blocks {
-		c.ref[b]++
+		c.retain(b)
 	}
 }
 
@@ -178,7 +308,7 @@ func (s *Sequence) reserve(n int) error {
 	if cow {
 		extra++
 	}
-	if extra > len(c.free) {
+	if extra > len(c.free)+c.evictable {
 		return ErrNoBlocks
 	}
 	if cow {

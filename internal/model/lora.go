@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/honeai/hone/internal/gemm"
 	"github.com/honeai/hone/internal/safetensors"
@@ -26,6 +27,20 @@ type LoRA struct {
 	Targets []string
 	// Layers[l][module] is the pair of a layer's module (absent when not adapted).
 	Layers []map[string]*LoRAPair
+
+	id atomic.Uint64
+}
+
+var loraIDs atomic.Uint64
+
+// CacheID is a number unique to this adapter for the life of the process (never reused),
+// for keys of caches that must not mix adapters, such as the KV prefix index.
+func (l *LoRA) CacheID() uint64 {
+	if id := l.id.Load(); id != 0 {
+		return id
+	}
+	l.id.CompareAndSwap(0, loraIDs.Add(1))
+	return l.id.Load()
 }
 
 // LoRAPair is one adapted module.

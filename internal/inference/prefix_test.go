@@ -1,0 +1,119 @@
+package inference
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/honeai/hone/internal/model"
+)
+
+func run1(t *testing.T, e *Engine, req *Request) ([]int, int) {
+	t.Helper()
+	h, err := e.Submit(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := collect(t, h)[0]
+	return out, h.CachedTokens
+}
+
+// TestPrefixCache: a repeated prompt starts from its cached full blocks (all but the block
+// holding the last token), generates what the bare model generates, and only requests with
+// the same cache_salt and adapter share blocks.
+func TestPrefixCache(t *testing.T) {
+	m := tiny(t)
+	e := New(m, Options{BlockSize: 4, MaxBatchTokens: 16})
+	defer e.Close()
+	prompt := make([]int, 19)
+	for i := range prompt {
+		prompt[i] = 3 + i*7%50
+	}
+	want := greedyDirect(m, prompt, 6)
+	req := func(p []int, salt string, a *model.LoRA) *Request {
+		return &Request{Prompt: p, Params: greedy(), MaxTokens: 6, IgnoreEOS: true, CacheSalt: salt, Adapter: a, PromptLogprobs: -1}
+	}
+	got, cached := run1(t, e, req(prompt, "", nil))
+	if cached != 0 || !slices.Equal(got, want) {
+		t.Fatalf("first run: cached %d, tokens %v want %v", cached, got, want)
+	}
+	got, cached = run1(t, e, req(prompt, "", nil))
+	if cached != 16 || !slices.Equal(got, want) {
+		t.Fatalf("second run: cached %d (want 16), tokens %v want %v", cached, got, want)
+	}
+	// A different salt never shares; the same salt again does.
+	if _, cached = run1(t, e, req(prompt, "tenant-b", nil)); cached != 0 {
+		t.Fatalf("other salt: cached %d", cached)
+	}
+	if _, cached = run1(t, e, req(prompt, "tenant-b", nil)); cached != 16 {
+		t.Fatalf("same salt again: cached %d", cached)
+	}
+	// A prompt sharing the first 9 tokens reuses the two full blocks inside them.
+	other := append(append([]int(nil), prompt[:9]...), 60, 61, 62, 63, 64, 65)
+	got, cached = run1(t, e, req(other, "", nil))
+	if cached != 8 || !slices.Equal(got, greedyDirect(m, other, 6)) {
+		t.Fatalf("shared prefix: cached %d, tokens %v", cached, got)
+	}
+	// Prompt logprobs need every prompt position computed.
+	r := req(prompt, "", nil)
+	r.PromptLogprobs = 0
+	if _, cached = run1(t, e, r); cached != 0 {
+		t.Fatalf("prompt logprobs used the cache: %d", cached)
+	}
+	// An adapter's KV differs from the base model's: no sharing across adapters.
+	lora := &model.LoRA{Name: "x", Layers: make([]map[string]*model.LoRAPair, m.Config.NumLayers)}
+	if _, cached = run1(t, e, req(prompt, "", lora)); cached != 0 {
+		t.Fatalf("adapter shared base blocks: %d", cached)
+	}
+	if _, cached = run1(t, e, req(prompt, "", lora)); cached != 16 {
+		t.Fatalf("same adapter again: cached %d", cached)
+	}
+	if st := e.Stats(); st.CachedPromptTokens != 16+16+8+16 {
+		t.Fatalf("stats cached tokens %d", st.CachedPromptTokens)
+	}
+	// Off by option.
+	off := New(m, Options{BlockSize: 4, NoPrefixCache: true})
+	defer off.Close()
+	run1(t, off, req(prompt, "", nil))
+	if _, cached = run1(t, off, req(prompt, "", nil)); cached != 0 {
+		t.Fatalf("NoPrefixCache: cached %d", cached)
+	}
+}
+
+// TestPrefixCacheEviction: with a pool that fits little more than one request, many distinct
+// prompts run to completion (cached blocks are evicted, least recently used first), and
+// every block is accounted for at the end.
+func TestPrefixCacheEviction(t *testing.T) {
+	m := tiny(t)
+	e := New(m, Options{BlockSize: 4, KVBlocks: 14, MaxBatchTokens: 32})
+	defer e.Close()
+	for i := 0; i < 12; i++ {
+		p := make([]int, 17)
+		for j := range p {
+			p[j] = 2 + (i*31+j*5)%60
+		}
+		got, _ := run1(t, e, &Request{Prompt: p, Params: greedy(), MaxTokens: 8, IgnoreEOS: true, PromptLogprobs: -1})
+		if want := greedyDirect(m, p, 8); !slices.Equal(got, want) {
+			t.Fatalf("prompt %d: %v want %v", i, got, want)
+		}
+	}
+	if free, cached := e.kv.FreeBlocks(), e.kv.CachedBlocks(); free != 14 || cached == 0 || cached > 14 {
+		t.Fatalf("free %d (want all 14), cached %d", free, cached)
+	}
+	// Concurrent requests sharing a prefix.
+	base := []int{7, 8, 9, 10, 11, 12, 13, 14, 15}
+	var hs []*Handle
+	for i := 0; i < 3; i++ {
+		h, err := e.Submit(context.Background(), &Request{Prompt: append(slices.Clone(base), 20+i), Params: greedy(), MaxTokens: 3, IgnoreEOS: true, PromptLogprobs: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs = append(hs, h)
+	}
+	for i, h := range hs {
+		if got, want := collect(t, h)[0], greedyDirect(m, append(slices.Clone(base), 20+i), 3); !slices.Equal(got, want) {
+			t.Fatal(fmt.Sprintf("concurrent %d: %v want %v", i, got, want))
+		}
+	}
+}
