@@ -115,6 +115,27 @@ check(c2.usage.prompt_tokens_details.cached_tokens > 0 && c2.usage.prompt_tokens
 check(c3.usage.prompt_tokens_details.cached_tokens === 0, "another cache_salt shares nothing", c3.usage);
 await expectError(400, { cache_salt: "a/b" }, "cache_salt with a slash", "cache_salt");
 
+// repetition_detection: greedy decoding of the demo model loops; the choice ends with finish
+// "repetition" where the output first ends in a pattern of 1..6 tokens repeated 3 times.
+const greedy = { model, messages: [{ role: "user", content: "Count" }], temperature: 0, ignore_eos: true, max_tokens: 120, return_token_ids: true };
+const freeRun = await client.chat.completions.create(greedy);
+const ids = freeRun.choices[0].token_ids;
+const repeats = (t) => {
+  for (let size = 1; size <= 6 && size * 3 <= t.length; size++) {
+    let ok = true;
+    for (let k = 1; k < 3 && ok; k++) for (let j = 1; j <= size && ok; j++) ok = t[t.length - j] === t[t.length - k * size - j];
+    if (ok) return true;
+  }
+  return false;
+};
+let loopAt = -1;
+for (let k = 1; k <= ids.length && loopAt < 0; k++) if (repeats(ids.slice(0, k))) loopAt = k;
+check(loopAt > 0, "greedy demo output loops", ids);
+const rep = await client.chat.completions.create({ ...greedy, repetition_detection: { max_pattern_size: 6, min_count: 3 } });
+check(rep.choices[0].finish_reason === "repetition" && rep.choices[0].token_ids.length === loopAt, "finish repetition where the loop completes", [rep.choices[0].finish_reason, rep.choices[0].token_ids.length, loopAt]);
+await expectError(400, { repetition_detection: { max_pattern_size: 4, min_count: 1 } }, "repetition_detection min_count 1", "repetition_detection");
+await expectError(400, { repetition_detection: { max_pattern_size: 2, min_pattern_size: 3, min_count: 2 } }, "repetition_detection min > max", "repetition_detection");
+
 // Error cases, each in the one error envelope.
 await expectError(404, { model: "no-such-model" }, "unknown model");
 await expectError(400, { temperature: -1 }, "negative temperature", "temperature");

@@ -1,6 +1,7 @@
 package chatapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -8,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/honeai/hone/internal/apierror"
+	"github.com/honeai/hone/internal/inference"
 	"github.com/honeai/hone/internal/sample"
 )
 
@@ -88,6 +90,46 @@ type plan struct {
 	priority    int
 	truncate    int // 0 = none, -1 = to the context
 	agp         bool
+	repetition  *inference.Repetition
+}
+
+// parseRepetition reads repetition_detection {max_pattern_size, min_pattern_size, min_count}
+// with the checks of vLLM's RepetitionDetectionParams.
+func parseRepetition(raw json.RawMessage) (*inference.Repetition, error) {
+	var f struct {
+		MaxPatternSize *int `json:"max_pattern_size"`
+		MinPatternSize *int `json:"min_pattern_size"`
+		MinCount       *int `json:"min_count"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, bad("repetition_detection", "repetition_detection must be an object with integer fields max_pattern_size, min_pattern_size and min_count: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	r := &inference.Repetition{}
+	if f.MaxPatternSize != nil {
+		r.MaxPattern = *f.MaxPatternSize
+	}
+	if f.MinPatternSize != nil {
+		r.MinPattern = *f.MinPatternSize
+	}
+	if f.MinCount != nil {
+		r.MinCount = *f.MinCount
+	}
+	switch {
+	case r.MaxPattern < 0:
+		return nil, bad("repetition_detection", "max_pattern_size must be non-negative, got %d.", r.MaxPattern)
+	case r.MinPattern < 0:
+		return nil, bad("repetition_detection", "min_pattern_size must be non-negative, got %d.", r.MinPattern)
+	case r.MaxPattern > 0 && r.MinPattern > r.MaxPattern:
+		return nil, bad("repetition_detection", "min_pattern_size must be less than or equal to max_pattern_size, got %d > %d.", r.MinPattern, r.MaxPattern)
+	case r.MaxPattern > 0 && r.MinCount < 2:
+		return nil, bad("repetition_detection", "min_count must be at least 2 when repetition detection is enabled, got %d.", r.MinCount)
+	}
+	if r.MaxPattern == 0 {
+		return nil, nil
+	}
+	return r, nil
 }
 
 func bad(param, format string, args ...any) error {
@@ -292,6 +334,13 @@ func (req *Request) validate(vocab int, maxLogprobs int, priorityEnabled bool) (
 			return nil, bad("truncate_prompt_tokens", "Input should be greater than or equal to -1")
 		}
 		p.truncate = int(v)
+	}
+	if len(req.RepetitionDetection) > 0 && string(req.RepetitionDetection) != "null" {
+		r, err := parseRepetition(req.RepetitionDetection)
+		if err != nil {
+			return nil, err
+		}
+		p.repetition = r
 	}
 	if req.CacheSalt != nil {
 		s := *req.CacheSalt

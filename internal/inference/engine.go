@@ -66,6 +66,46 @@ type Request struct {
 	// CacheSalt keys the prefix cache: requests share cached prompt blocks only when their
 	// salts (and adapters) are equal.
 	CacheSalt string
+	// Repetition, when set, finishes a choice with "repetition" once its output ends in a
+	// pattern repeated often enough.
+	Repetition *Repetition
+}
+
+// Repetition is vLLM's repetition_detection: the output ends in a pattern of
+// MinPattern..MaxPattern tokens (MinPattern 0 means 1) repeated MinCount times in a row.
+// MaxPattern 0 or MinCount below 2 turns it off.
+type Repetition struct {
+	MaxPattern, MinPattern, MinCount int
+}
+
+// Repeats reports whether tokens end in such a pattern.
+func (r *Repetition) Repeats(tokens []int) bool {
+	lo := max(r.MinPattern, 1)
+	if r.MaxPattern <= 0 || r.MinCount < 2 || lo > r.MaxPattern {
+		return false
+	}
+	for size := lo; size <= r.MaxPattern; size++ {
+		if size*r.MinCount > len(tokens) {
+			return false
+		}
+		if repeatsWith(tokens, size, r.MinCount) {
+			return true
+		}
+	}
+	return false
+}
+
+// repeatsWith: the last size tokens equal each of the count-1 runs of size tokens before them.
+func repeatsWith(tokens []int, size, count int) bool {
+	end := len(tokens)
+	for k := 1; k < count; k++ {
+		for j := 1; j <= size; j++ {
+			if tokens[end-j] != tokens[end-k*size-j] {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Event is something that happened to one choice of a request.
@@ -543,6 +583,8 @@ func (e *Engine) sampleNext(c *choice, raw []float32) {
 		ev.Finish, ev.StopReason = "stop", tok
 	case len(c.output) >= req.MaxTokens || c.seq.Len()+1 >= e.m.Config.MaxPositionEmbeddings:
 		ev.Finish = "length"
+	case req.Repetition != nil && len(c.output) >= req.Params.MinTokens && req.Repetition.Repeats(c.output):
+		ev.Finish = "repetition"
 	}
 	c.h.events <- ev
 	if ev.Finish != "" {
