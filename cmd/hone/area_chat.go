@@ -13,6 +13,7 @@ import (
 	"github.com/honeai/hone/internal/inference"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/synth"
+	"github.com/honeai/hone/internal/trace"
 )
 
 // ChatService is the name the chat model registry is provided under (the training area
@@ -88,6 +89,9 @@ func init() {
 		app.OnShutdown(func(context.Context) error { reg.Close(); return nil })
 		app.Provide(ChatService, reg)
 		api := &chatapi.API{Reg: reg, MaxLogprobs: chatCfg.maxLogprobs, PriorityEnabled: chatCfg.policy == "priority", Logger: app.Logger}
+		if svc, ok := app.Lookup(TraceService); ok {
+			api.Tracer = chatTracer{svc: svc.(*trace.Service)}
+		}
 		api.Register(r, app.Bearer)
 		return nil
 	})

@@ -1,6 +1,7 @@
 package chatapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +27,33 @@ type API struct {
 	MaxLogprobs     int // default 20
 	PriorityEnabled bool
 	Logger          *slog.Logger
+	// Tracer, when set, records completions whose request names a trace project in the
+	// TraceHeader header.
+	Tracer Tracer
+}
+
+// TraceHeader names the trace project (`<entity>/<project>`, the key's own entity) a chat
+// completion is recorded in.
+const TraceHeader = "X-Hone-Trace-Project"
+
+// Tracer records finished chat completions as calls of a trace project.
+type Tracer interface {
+	TraceChat(ctx context.Context, c TracedCall) error
+}
+
+// TracedCall is one chat completion as a trace call: the request body as its inputs, the
+// response (for a stream, the response the chunks add up to) as its output, and the token usage
+// under the model's name.
+type TracedCall struct {
+	Project         string
+	RequestID       string
+	Started, Ended  time.Time
+	Inputs          json.RawMessage
+	Output          *Response
+	Model           string
+	Usage           Usage
+	Exception       string // set when the completion was cut short (client gone)
+	PrincipalUserID string
 }
 
 // Register adds the routes behind bearer authentication.
@@ -81,12 +109,32 @@ type prepared struct {
 	adapter *model.LoRA
 	prompt  string
 	ids     []int
+	// traceProject is where the completion is traced ("" = not traced); body the request.
+	traceProject string
+	body         []byte
+	started      time.Time
 }
 
 func (a *API) prepare(r *http.Request) (*prepared, error) {
 	var req Request
-	if err := httpx.DecodeJSON(r, &req, httpx.DecodeOptions{}); err != nil {
+	if err := httpx.CheckJSONContentType(r); err != nil {
 		return nil, err
+	}
+	body, err := httpx.ReadBody(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := httpx.Unmarshal(body, &req, httpx.DecodeOptions{}); err != nil {
+		return nil, err
+	}
+	traceProject := r.Header.Get(TraceHeader)
+	if traceProject != "" {
+		if a.Tracer == nil {
+			return nil, apierror.BadRequest(TraceHeader, "Tracing of chat completions is not enabled on this server.")
+		}
+		if _, _, err := auth.Project(r.Context(), traceProject, TraceHeader); err != nil {
+			return nil, err
+		}
 	}
 	served, ok := a.Reg.Get(req.Model)
 	name := served.nameOr(req.Model)
@@ -187,7 +235,8 @@ func (a *API) prepare(r *http.Request) (*prepared, error) {
 			}
 		}
 	}
-	return &prepared{plan: p, served: served, name: name, adapter: adapter, prompt: prompt, ids: ids}, nil
+	return &prepared{plan: p, served: served, name: name, adapter: adapter, prompt: prompt, ids: ids,
+		traceProject: traceProject, body: body, started: time.Now()}, nil
 }
 
 func (s *Served) nameOr(requested string) string {
@@ -244,14 +293,37 @@ func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 	}
 	run := newRun(pr, h, id)
 	if p.req.Stream {
-		run.stream(w, r)
+		run.stream(w, r, a.trace)
 		return
 	}
 	resp := run.collect()
 	if r.Context().Err() != nil {
+		a.trace(r, run, resp, "the client went away before the completion finished")
 		return
 	}
+	a.trace(r, run, resp, "")
 	httpx.WriteJSON(w, http.StatusOK, resp)
+}
+
+// trace records a finished completion when its request asked for it. A failure to record is
+// logged and does not fail the completion.
+func (a *API) trace(r *http.Request, ru *run, resp *Response, exception string) {
+	pr := ru.pr
+	if pr.traceProject == "" || a.Tracer == nil {
+		return
+	}
+	user := ""
+	if p, ok := auth.FromContext(r.Context()); ok {
+		user = p.KeyID
+	}
+	c := TracedCall{Project: pr.traceProject, RequestID: ru.id, Started: pr.started, Ended: time.Now(),
+		Inputs: pr.body, Output: resp, Model: pr.name, Usage: resp.Usage, Exception: exception, PrincipalUserID: user}
+	// The request's own context may be cancelled already (client gone); the record is still due.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
+	defer cancel()
+	if err := a.Tracer.TraceChat(ctx, c); err != nil && a.Logger != nil {
+		a.Logger.Warn("chat: could not trace the completion", "project", pr.traceProject, "request_id", ru.id, "err", err)
+	}
 }
 
 // Response is a non-streaming chat completion.
@@ -497,6 +569,11 @@ func (ru *run) collect() *Response {
 	for ev := range ru.h.Events() {
 		ru.apply(ev)
 	}
+	return ru.response()
+}
+
+// response is the completion as it stands (after every event, the whole completion).
+func (ru *run) response() *Response {
 	req := ru.pr.plan.req
 	resp := &Response{ID: ru.id, Object: "chat.completion", Created: ru.created, Model: ru.pr.name, Usage: ru.usage(),
 		KVTransferParams: req.KVTransferParams, ServiceTier: req.ServiceTier}

@@ -41,7 +41,7 @@ type streamState struct {
 }
 
 // stream answers with server-sent events as vLLM does.
-func (ru *run) stream(w http.ResponseWriter, r *http.Request) {
+func (ru *run) stream(w http.ResponseWriter, r *http.Request, trace func(*http.Request, *run, *Response, string)) {
 	req := ru.pr.plan.req
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -149,14 +149,18 @@ func (ru *run) stream(w http.ResponseWriter, r *http.Request) {
 		c.Choices = []chunkChoice{cc}
 		c.Usage = usageFor(i)
 		if !send(c) {
-			for range ru.h.Events() { // the client is gone: the engine aborts; drain
+			for ev := range ru.h.Events() { // the client is gone: the engine aborts; drain
+				ru.apply(ev)
 			}
+			trace(r, ru, ru.response(), "the client went away before the completion finished")
 			return
 		}
 	}
 	if r.Context().Err() != nil {
+		trace(r, ru, ru.response(), "the client went away before the completion finished")
 		return
 	}
+	trace(r, ru, ru.response(), "")
 	if includeUsage {
 		u := ru.usage()
 		c := base()
