@@ -136,6 +136,17 @@ check(rep.choices[0].finish_reason === "repetition" && rep.choices[0].token_ids.
 await expectError(400, { repetition_detection: { max_pattern_size: 4, min_count: 1 } }, "repetition_detection min_count 1", "repetition_detection");
 await expectError(400, { repetition_detection: { max_pattern_size: 2, min_pattern_size: 3, min_count: 2 } }, "repetition_detection min > max", "repetition_detection");
 
+// Beam search: n beams, distinct, ranked; the same again gives the same beams; streamed too.
+const beamReq = { model, messages, max_tokens: 6, n: 3, use_beam_search: true, ignore_eos: true, length_penalty: 1.0 };
+const bs1 = await client.chat.completions.create(beamReq);
+const bs2 = await client.chat.completions.create(beamReq);
+check(bs1.choices.length === 3 && new Set(bs1.choices.map((c) => c.message.content)).size >= 2, "three beams, not all equal", bs1.choices);
+check(bs1.choices.every((c, i) => c.message.content === bs2.choices[i].message.content), "beam search is deterministic", [bs1.choices, bs2.choices]);
+const bsStream = await client.chat.completions.create({ ...beamReq, stream: true });
+const bsText = ["", "", ""];
+for await (const chunk of bsStream) for (const c of chunk.choices) if (c.delta.content) bsText[c.index] += c.delta.content;
+check(bsText.every((t, i) => t === bs1.choices[i].message.content), "streamed beams equal non-streamed", [bsText, bs1.choices.map((c) => c.message.content)]);
+
 // Error cases, each in the one error envelope.
 await expectError(404, { model: "no-such-model" }, "unknown model");
 await expectError(400, { temperature: -1 }, "negative temperature", "temperature");

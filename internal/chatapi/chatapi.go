@@ -276,7 +276,7 @@ func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 	}
 	h, err := pr.served.Engine.Submit(r.Context(), &inference.Request{ID: id, Prompt: pr.ids, Params: p.params, N: p.n,
 		MaxTokens: p.maxTokens, IgnoreEOS: p.req.IgnoreEOS, Adapter: pr.adapter, Priority: p.priority,
-		Logprobs: p.req.Logprobs, TopLogprobs: p.topLogprobs, PromptLogprobs: p.promptLP, CacheSalt: p.cacheSalt, Repetition: p.repetition})
+		Logprobs: p.req.Logprobs, TopLogprobs: p.topLogprobs, PromptLogprobs: p.promptLP, CacheSalt: p.cacheSalt, Repetition: p.repetition, Beam: p.beam})
 	switch {
 	case errors.Is(err, inference.ErrQueueFull):
 		apierror.Write(w, r, apierror.TooManyRequests("The server is busy: the waiting queue is full. Retry later."))

@@ -91,6 +91,7 @@ type plan struct {
 	truncate    int // 0 = none, -1 = to the context
 	agp         bool
 	repetition  *inference.Repetition
+	beam        *inference.Beam
 }
 
 // parseRepetition reads repetition_detection {max_pattern_size, min_pattern_size, min_count}
@@ -207,9 +208,6 @@ func (req *Request) validate(vocab int, maxLogprobs int, priorityEnabled bool) (
 			return nil, bad("response_format", "response_format other than {\"type\": \"text\"} is not available yet on this server.")
 		}
 	}
-	if req.UseBeamSearch {
-		return nil, bad("use_beam_search", "Beam search is not available yet on this server.")
-	}
 	if len(req.ChatTemplateKwargs) > 0 && string(req.ChatTemplateKwargs) != "null" {
 		var kw map[string]json.RawMessage
 		if err := json.Unmarshal(req.ChatTemplateKwargs, &kw); err != nil {
@@ -279,7 +277,16 @@ func (req *Request) validate(vocab int, maxLogprobs int, priorityEnabled bool) (
 		}
 		p.n = *req.N
 	}
-	if p.n > 1 && sp.Greedy() {
+	if req.UseBeamSearch {
+		lp := 1.0
+		if req.LengthPenalty != nil {
+			lp = *req.LengthPenalty
+			if math.IsNaN(lp) || math.IsInf(lp, 0) {
+				return nil, bad("length_penalty", "length_penalty must be a finite number, got %v.", lp)
+			}
+		}
+		p.beam = &inference.Beam{Width: p.n, LengthPenalty: lp}
+	} else if p.n > 1 && sp.Greedy() {
 		return nil, bad("n", "n must be 1 when using greedy sampling, got %d.", p.n)
 	}
 	switch {

@@ -69,6 +69,8 @@ type Request struct {
 	// Repetition, when set, finishes a choice with "repetition" once its output ends in a
 	// pattern repeated often enough.
 	Repetition *Repetition
+	// Beam, when set, searches Beam.Width beams instead of sampling (N becomes the width).
+	Beam *Beam
 }
 
 // Repetition is vLLM's repetition_detection: the output ends in a pattern of
@@ -243,6 +245,10 @@ func (e *Engine) Close() {
 
 // Submit queues a request; ctx cancelled (the client went away) aborts it.
 func (e *Engine) Submit(ctx context.Context, req *Request) (*Handle, error) {
+	if req.Beam != nil {
+		req.Beam.Width = max(req.Beam.Width, 1)
+		req.N = req.Beam.Width
+	}
 	if req.N <= 0 {
 		req.N = 1
 	}
@@ -273,7 +279,11 @@ func (e *Engine) Submit(ctx context.Context, req *Request) (*Handle, error) {
 
 func (e *Engine) blocksFor(req *Request) int {
 	bs := e.opts.BlockSize
-	return (len(req.Prompt)+bs-1)/bs + req.N*((req.MaxTokens+bs-1)/bs+1)
+	n := req.N
+	if req.Beam != nil {
+		n *= 2 // old and new beams overlap while a step's beams are forked
+	}
+	return (len(req.Prompt)+bs-1)/bs + n*((req.MaxTokens+bs-1)/bs+1)
 }
 
 // choice is one sequence being generated.
@@ -286,6 +296,7 @@ type choice struct {
 	prefill  int // prompt tokens already in the cache (parent only)
 	children bool
 	finished bool
+	beam     *beamInfo // beam search only
 }
 
 // running is one admitted request.
@@ -295,6 +306,7 @@ type running struct {
 	reserved int
 	admitted time.Time
 	hashes   []model.BlockHash // the prompt's full blocks, for the prefix cache
+	beams    *beamState        // beam search only
 }
 
 func (e *Engine) loop() {
@@ -361,6 +373,10 @@ func (e *Engine) loop() {
 			nRunning += h.req.N
 			parent := &choice{h: h, index: 0, seq: e.kv.NewSequence(), sampler: sample.New(h.req.Params)}
 			r := &running{h: h, choices: []*choice{parent}, reserved: need, admitted: time.Now()}
+			if h.req.Beam != nil {
+				r.beams = &beamState{}
+				parent.beam = &beamInfo{}
+			}
 			e.usePrefixCache(r)
 			active = append(active, r)
 		}
@@ -394,6 +410,17 @@ func (e *Engine) loop() {
 		var owners []*choice
 		var isPrefill []bool
 		for _, r := range active {
+			if r.beams != nil {
+				live := 0
+				for _, c := range r.choices {
+					if !c.finished && c.prefill >= len(r.h.req.Prompt) {
+						live++
+					}
+				}
+				if live > budget {
+					continue // a beam step extends every beam at once
+				}
+			}
 			for _, c := range r.choices {
 				if c.finished || c.prefill < len(r.h.req.Prompt) || budget == 0 {
 					continue
@@ -439,6 +466,7 @@ func (e *Engine) loop() {
 		e.statsMu.Lock()
 		e.stats.Steps++
 		e.statsMu.Unlock()
+		beamLogits := map[*running]map[*choice][]float32{}
 		for i, st := range steps {
 			c := owners[i]
 			req := c.h.req
@@ -459,6 +487,10 @@ func (e *Engine) loop() {
 				if r.hashes != nil {
 					e.kv.Insert(r.hashes, c.seq.Blocks())
 				}
+				if r.beams != nil {
+					beamLogits[r] = map[*choice][]float32{c: logits}
+					continue
+				}
 				// Fork the other choices from the prompt's blocks, each with its own sampler.
 				for k := 1; k < req.N; k++ {
 					r.choices = append(r.choices, &choice{h: c.h, index: k, seq: c.seq.Fork(), sampler: c.sampler.Fork(k), prefill: len(req.Prompt)})
@@ -468,7 +500,18 @@ func (e *Engine) loop() {
 				}
 				continue
 			}
+			if c.beam != nil {
+				r := e.find(active, c.h)
+				if beamLogits[r] == nil {
+					beamLogits[r] = map[*choice][]float32{}
+				}
+				beamLogits[r][c] = out[i][0]
+				continue
+			}
 			e.sampleNext(c, out[i][0])
+		}
+		for r, lg := range beamLogits {
+			e.beamStep(r, lg)
 		}
 		active = e.retire(active, &reserved)
 		if time.Since(lastLog) > 10*time.Second {
