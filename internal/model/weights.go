@@ -258,3 +258,18 @@ func (ld *loader) linear(prefix string, out, in int, bias bool) (Linear, error) 
 	}
 	return l, nil
 }
+
+// ForwardQKV computes the layer's q, k and v projections of x (rows × hidden, biases
+// included) with the fused weights the forward pass uses, for callers outside the package
+// (training). q is rows × QDim, k and v rows × KVDim.
+func (L *Layer) ForwardQKV(x []float32, rows int, q, k, v []float32) {
+	tmp := make([]float32, rows*L.qkv.P.N())
+	L.qkv.forward(x, rows, tmp, q, k, v)
+}
+
+// ForwardGateUp computes the layer's gate and up projections of x (rows × hidden) with the
+// fused weights; gate and up are rows × intermediate.
+func (L *Layer) ForwardGateUp(x []float32, rows int, gate, up []float32) {
+	tmp := make([]float32, rows*L.gateUp.P.N())
+	L.gateUp.forward(x, rows, tmp, gate, up)
+}

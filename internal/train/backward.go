@@ -1,0 +1,555 @@
+package train
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/honeai/hone/internal/gemm"
+	"github.com/honeai/hone/internal/kernels"
+	"github.com/honeai/hone/internal/model"
+)
+
+// Seq is one training sequence: Tokens, possibly several examples packed one after another,
+// Segments holding the index where each example starts (nil: one example). Positions restart
+// at each segment and attention never crosses one; the last token of a segment predicts
+// nothing.
+type Seq struct {
+	Tokens   []int
+	Segments []int
+}
+
+// segStarts returns, for every row, the first row of its segment.
+func (s *Seq) segStarts() []int {
+	out := make([]int, len(s.Tokens))
+	cur, j := 0, 0
+	for r := range out {
+		for j < len(s.Segments) && s.Segments[j] <= r {
+			cur = s.Segments[j]
+			j++
+		}
+		out[r] = cur
+	}
+	return out
+}
+
+// HasTarget reports whether position t predicts a token (the next one is in its segment).
+func (s *Seq) HasTarget(t int) bool {
+	if t+1 >= len(s.Tokens) {
+		return false
+	}
+	for _, b := range s.Segments {
+		if b == t+1 {
+			return false
+		}
+	}
+	return true
+}
+
+// Engine runs training passes of one model with one adapter.
+type Engine struct {
+	M *model.Model
+	A *model.LoRA // the adapter being trained
+	G *Grads      // gradients accumulate here
+	// ChunkRows is how many rows of logits the head computes at once (default 32).
+	ChunkRows int
+	// Dropout on the adapter inputs (training passes only); Seed drives its masks.
+	Dropout float64
+	Seed    uint64
+
+	passes uint64
+}
+
+// NewEngine prepares training of adapter a on m.
+func NewEngine(m *model.Model, a *model.LoRA) (*Engine, error) {
+	if len(a.Layers) != m.Config.NumLayers {
+		return nil, fmt.Errorf("train: adapter has %d layers, the model %d", len(a.Layers), m.Config.NumLayers)
+	}
+	return &Engine{M: m, A: a, G: NewGrads(a), ChunkRows: 32}, nil
+}
+
+// TokenStats is what the head reports of each position: the log-probability of the next
+// token (0 where there is none) and the entropy of the predicted distribution.
+type TokenStats struct {
+	Logp, Entropy []float32
+}
+
+// Logprobs runs the forward pass of s with adapter a (nil: the base model) and returns the
+// per-position statistics; no gradients.
+func (e *Engine) Logprobs(s Seq, a *model.LoRA) TokenStats {
+	st, _ := e.pass(s, a, nil, false)
+	return st
+}
+
+// ForwardBackward runs s forward with the trained adapter, asks coef for dLoss/dlogp of each
+// position given the statistics (0 for no gradient; positions without a target are ignored),
+// and accumulates the gradients of the adapter into e.G.
+func (e *Engine) ForwardBackward(s Seq, coef func(TokenStats) []float32) TokenStats {
+	st, _ := e.pass(s, e.A, coef, true)
+	return st
+}
+
+// acts is one layer's forward state, recomputed from the layer input for the backward pass.
+type acts struct {
+	h1, rms1         []float32
+	qpre, kpre       []float32 // before the q/k norms (Qwen3) and RoPE
+	q, k, v          []float32 // after them
+	P                [][]float32
+	attn             []float32
+	xmid, h2, rms2   []float32
+	g, u, mm         []float32
+	dropIn           map[string][]float32 // dropped-out adapter inputs by module
+	dropMask         map[string][]float32
+	pos, seg         []int
+	T                int
+	layer            int
+	lora             *model.LoRA
+	training         bool
+	seed             uint64
+	dropoutRate      float64
+	dropoutScale     float32
+	hd, qd, kvd, hid int
+}
+
+func (e *Engine) pass(s Seq, a *model.LoRA, coef func(TokenStats) []float32, backward bool) (TokenStats, error) {
+	m := e.M
+	c := &m.Config
+	T, H := len(s.Tokens), c.HiddenSize
+	if T == 0 {
+		return TokenStats{}, nil
+	}
+	if T > m.Rope.Len() {
+		panic(fmt.Sprintf("train: sequence of %d tokens is longer than the model's %d positions", T, m.Rope.Len()))
+	}
+	e.passes++
+	seg := s.segStarts()
+	pos := make([]int, T)
+	for r := range pos {
+		pos[r] = r - seg[r]
+	}
+	x := make([]float32, T*H)
+	for r, id := range s.Tokens {
+		m.Embed.Row(x[r*H:(r+1)*H], id)
+	}
+	inputs := make([][]float32, c.NumLayers)
+	for l := 0; l < c.NumLayers; l++ {
+		if backward {
+			inputs[l] = append([]float32(nil), x...)
+		}
+		ac := e.newActs(l, T, pos, seg, a, backward)
+		e.layerForward(ac, x)
+	}
+	// Final norm and the head.
+	rmsF := make([]float32, T)
+	xf := make([]float32, T*H)
+	rmsNormRows(xf, rmsF, x, T, H, m.Norm, float32(c.RMSNormEps))
+	stats, lse := e.headForward(s, xf)
+	if !backward {
+		return stats, nil
+	}
+	g := coef(stats)
+	for t := range g {
+		if !s.HasTarget(t) {
+			g[t] = 0
+		}
+	}
+	dxf := e.headBackward(s, xf, lse, g)
+	dx := make([]float32, T*H)
+	rmsNormBackward(dx, dxf, x, rmsF, T, H, m.Norm, false)
+	for l := c.NumLayers - 1; l >= 0; l-- {
+		ac := e.newActs(l, T, pos, seg, a, true)
+		e.layerForward(ac, append([]float32(nil), inputs[l]...))
+		dx = e.layerBackward(ac, inputs[l], dx, l > 0)
+	}
+	return stats, nil
+}
+
+func (e *Engine) newActs(l, T int, pos, seg []int, a *model.LoRA, training bool) *acts {
+	c := &e.M.Config
+	return &acts{T: T, layer: l, pos: pos, seg: seg, lora: a, training: training, seed: e.Seed ^ e.passes*0x9e3779b97f4a7c15,
+		dropoutRate: e.Dropout, hd: c.HeadDim, qd: c.QDim(), kvd: c.KVDim(), hid: c.HiddenSize}
+}
+
+// dropped returns the adapter input of module for x: x itself, or x with dropout applied
+// (the same mask in the forward pass and in its recomputation).
+func (ac *acts) dropped(module string, x []float32) []float32 {
+	if !ac.training || ac.dropoutRate <= 0 || ac.lora == nil || ac.lora.Layers[ac.layer][module] == nil {
+		return x
+	}
+	if ac.dropIn == nil {
+		ac.dropIn, ac.dropMask = map[string][]float32{}, map[string][]float32{}
+	}
+	if d, ok := ac.dropIn[module]; ok {
+		return d
+	}
+	var h uint64
+	for _, ch := range module {
+		h = h*131 + uint64(ch)
+	}
+	rng := rand.New(rand.NewPCG(ac.seed, uint64(ac.layer)<<32^h))
+	keep := float32(1 / (1 - ac.dropoutRate))
+	mask := make([]float32, len(x))
+	d := make([]float32, len(x))
+	for i := range x {
+		if rng.Float64() >= ac.dropoutRate {
+			mask[i] = keep
+			d[i] = x[i] * keep
+		}
+	}
+	ac.dropIn[module], ac.dropMask[module] = d, mask
+	return d
+}
+
+// loraAdd adds the adapter's delta of module for input x (rows × in) to out.
+func (ac *acts) loraAdd(module string, x []float32, out []float32) {
+	if ac.lora == nil {
+		return
+	}
+	p := ac.lora.Layers[ac.layer][module]
+	if p == nil {
+		return
+	}
+	xd := ac.dropped(module, x)
+	r := ac.lora.Rank
+	tmp := make([]float32, ac.T*r)
+	gemm.Sgemm(false, true, ac.T, r, p.In, 1, xd, p.In, p.A, p.In, 0, tmp, r)
+	gemm.Sgemm(false, true, ac.T, p.Out, r, ac.lora.Scaling, tmp, r, p.B, r, 1, out, p.Out)
+}
+
+// layerForward runs layer ac.layer on x (T × hidden) in place, keeping its activations.
+func (e *Engine) layerForward(ac *acts, x []float32) {
+	m := e.M
+	c := &m.Config
+	L := &m.Layers[ac.layer]
+	T, H, I := ac.T, c.HiddenSize, c.IntermediateSize
+	eps := float32(c.RMSNormEps)
+	hd, qd, kvd := ac.hd, ac.qd, ac.kvd
+	ac.h1, ac.rms1 = make([]float32, T*H), make([]float32, T)
+	rmsNormRows(ac.h1, ac.rms1, x, T, H, L.AttnNorm, eps)
+	q, k, v := make([]float32, T*qd), make([]float32, T*kvd), make([]float32, T*kvd)
+	L.ForwardQKV(ac.h1, T, q, k, v)
+	ac.loraAdd("q_proj", ac.h1, q)
+	ac.loraAdd("k_proj", ac.h1, k)
+	ac.loraAdd("v_proj", ac.h1, v)
+	if L.QNorm != nil {
+		ac.qpre, ac.kpre = append([]float32(nil), q...), append([]float32(nil), k...)
+	}
+	for r := 0; r < T; r++ {
+		for h := 0; h < c.NumHeads; h++ {
+			head := q[r*qd+h*hd : r*qd+(h+1)*hd]
+			if L.QNorm != nil {
+				kernels.RMSNorm(head, head, L.QNorm, eps)
+			}
+			m.Rope.Apply(head, ac.pos[r])
+		}
+		for h := 0; h < c.NumKVHeads; h++ {
+			head := k[r*kvd+h*hd : r*kvd+(h+1)*hd]
+			if L.KNorm != nil {
+				kernels.RMSNorm(head, head, L.KNorm, eps)
+			}
+			m.Rope.Apply(head, ac.pos[r])
+		}
+	}
+	ac.q, ac.k, ac.v = q, k, v
+	// Causal attention within segments; the probabilities are kept for the backward pass.
+	ac.attn = make([]float32, T*qd)
+	ac.P = make([][]float32, c.NumHeads)
+	group := c.NumHeads / c.NumKVHeads
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	kernels.ParallelFor(c.NumHeads, 1, func(h int) {
+		g := h / group
+		S := make([]float32, T*T)
+		gemm.Sgemm(false, true, T, T, hd, scale, q[h*hd:], qd, k[g*hd:], kvd, 0, S, T)
+		for r := 0; r < T; r++ {
+			row := S[r*T : (r+1)*T]
+			for p := 0; p < ac.seg[r]; p++ {
+				row[p] = float32(math.Inf(-1))
+			}
+			for p := r + 1; p < T; p++ {
+				row[p] = float32(math.Inf(-1))
+			}
+			kernels.Softmax(row)
+		}
+		gemm.Sgemm(false, false, T, hd, T, 1, S, T, v[g*hd:], kvd, 0, ac.attn[h*hd:], qd)
+		ac.P[h] = S
+	})
+	o := make([]float32, T*H)
+	L.O.Forward(ac.attn, T, o, false)
+	ac.loraAdd("o_proj", ac.attn, o)
+	kernels.Add(x, o)
+	ac.xmid = append([]float32(nil), x...)
+	ac.h2, ac.rms2 = make([]float32, T*H), make([]float32, T)
+	rmsNormRows(ac.h2, ac.rms2, x, T, H, L.MLPNorm, eps)
+	ac.g, ac.u = make([]float32, T*I), make([]float32, T*I)
+	L.ForwardGateUp(ac.h2, T, ac.g, ac.u)
+	ac.loraAdd("gate_proj", ac.h2, ac.g)
+	ac.loraAdd("up_proj", ac.h2, ac.u)
+	ac.mm = make([]float32, T*I)
+	kernels.SwiGLU(ac.mm, ac.g, ac.u)
+	d := make([]float32, T*H)
+	L.Down.Forward(ac.mm, T, d, false)
+	ac.loraAdd("down_proj", ac.mm, d)
+	kernels.Add(x, d)
+}
+
+// linearBackward: given dy (T × out) of y = x·Wᵀ + b + s·(drop(x)·Aᵀ)·Bᵀ, accumulates the
+// adapter gradients and, when dx is not nil, adds dy·W (+ the adapter's path) to dx.
+func (e *Engine) linearBackward(ac *acts, lin *model.Linear, module string, x, dy, dx []float32) {
+	T := ac.T
+	in, out := lin.In(), lin.Out()
+	if dx != nil {
+		if lin.W.F32 != nil {
+			gemm.Sgemm(false, false, T, in, out, 1, dy, out, lin.W.F32, in, 1, dx, in)
+		} else {
+			gemm.GemmHalfB(lin.W.Kind, false, false, T, in, out, 1, dy, out, lin.W.Half, in, 1, dx, in)
+		}
+	}
+	if ac.lora != e.A {
+		return
+	}
+	p := e.A.Layers[ac.layer][module]
+	if p == nil {
+		return
+	}
+	gp := e.G.Layers[ac.layer][module]
+	r, s := e.A.Rank, e.A.Scaling
+	xd := ac.dropped(module, x)
+	xa := make([]float32, T*r)
+	gemm.Sgemm(false, true, T, r, in, 1, xd, in, p.A, in, 0, xa, r)
+	dyB := make([]float32, T*r)
+	gemm.Sgemm(false, false, T, r, out, 1, dy, out, p.B, r, 0, dyB, r)
+	gemm.Sgemm(true, false, out, r, T, s, dy, out, xa, r, 1, gp.B, r)
+	gemm.Sgemm(true, false, r, in, T, s, dyB, r, xd, in, 1, gp.A, in)
+	if dx == nil {
+		return
+	}
+	if mask := ac.dropMask[module]; mask != nil {
+		tmp := make([]float32, T*in)
+		gemm.Sgemm(false, false, T, in, r, s, dyB, r, p.A, in, 0, tmp, in)
+		for i, v := range tmp {
+			dx[i] += v * mask[i]
+		}
+		return
+	}
+	gemm.Sgemm(false, false, T, in, r, s, dyB, r, p.A, in, 1, dx, in)
+}
+
+// layerBackward takes dL/d(layer output) and returns dL/d(layer input) (nil when not
+// needed), accumulating adapter gradients.
+func (e *Engine) layerBackward(ac *acts, xin, dout []float32, needInput bool) []float32 {
+	m := e.M
+	c := &m.Config
+	L := &m.Layers[ac.layer]
+	T, H, I := ac.T, c.HiddenSize, c.IntermediateSize
+	hd, qd, kvd := ac.hd, ac.qd, ac.kvd
+	eps := float32(c.RMSNormEps)
+	// MLP: x_out = x_mid + down(silu(g)·u).
+	dmm := make([]float32, T*I)
+	e.linearBackward(ac, &L.Down, "down_proj", ac.mm, dout, dmm)
+	dg, du := make([]float32, T*I), make([]float32, T*I)
+	for i := range dmm {
+		g := float64(ac.g[i])
+		sig := 1 / (1 + math.Exp(-g))
+		silu := g * sig
+		du[i] = dmm[i] * float32(silu)
+		dg[i] = dmm[i] * ac.u[i] * float32(sig*(1+g*(1-sig)))
+	}
+	dh2 := make([]float32, T*H)
+	e.linearBackward(ac, &L.Gate, "gate_proj", ac.h2, dg, dh2)
+	e.linearBackward(ac, &L.Up, "up_proj", ac.h2, du, dh2)
+	dxmid := append([]float32(nil), dout...)
+	rmsNormBackward(dxmid, dh2, ac.xmid, ac.rms2, T, H, L.MLPNorm, true)
+	// Attention: x_mid = x_in + o(attn).
+	dattn := make([]float32, T*qd)
+	e.linearBackward(ac, &L.O, "o_proj", ac.attn, dxmid, dattn)
+	dq, dk, dv := make([]float32, T*qd), make([]float32, T*kvd), make([]float32, T*kvd)
+	group := c.NumHeads / c.NumKVHeads
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	kernels.ParallelFor(c.NumKVHeads, 1, func(g int) {
+		dP := make([]float32, T*T)
+		for h := g * group; h < (g+1)*group; h++ {
+			P := ac.P[h]
+			gemm.Sgemm(false, true, T, T, hd, 1, dattn[h*hd:], qd, ac.v[g*hd:], kvd, 0, dP, T)
+			gemm.Sgemm(true, false, T, hd, T, 1, P, T, dattn[h*hd:], qd, 1, dv[g*hd:], kvd)
+			for r := 0; r < T; r++ {
+				pr, dr := P[r*T:(r+1)*T], dP[r*T:(r+1)*T]
+				dot := float32(0)
+				for j := ac.seg[r]; j <= r; j++ {
+					dot += pr[j] * dr[j]
+				}
+				for j := range dr {
+					if j < ac.seg[r] || j > r {
+						dr[j] = 0
+					} else {
+						dr[j] = pr[j] * (dr[j] - dot)
+					}
+				}
+			}
+			gemm.Sgemm(false, false, T, hd, T, scale, dP, T, ac.k[g*hd:], kvd, 0, dq[h*hd:], qd)
+			gemm.Sgemm(true, false, T, hd, T, scale, dP, T, ac.q[h*hd:], qd, 1, dk[g*hd:], kvd)
+		}
+	})
+	// RoPE and the q/k norms, backwards.
+	for r := 0; r < T; r++ {
+		for h := 0; h < c.NumHeads; h++ {
+			dh := dq[r*qd+h*hd : r*qd+(h+1)*hd]
+			m.Rope.ApplyInverse(dh, ac.pos[r])
+			if L.QNorm != nil {
+				headNormBackward(dh, ac.qpre[r*qd+h*hd:r*qd+(h+1)*hd], L.QNorm, eps)
+			}
+		}
+		for h := 0; h < c.NumKVHeads; h++ {
+			dh := dk[r*kvd+h*hd : r*kvd+(h+1)*hd]
+			m.Rope.ApplyInverse(dh, ac.pos[r])
+			if L.KNorm != nil {
+				headNormBackward(dh, ac.kpre[r*kvd+h*hd:r*kvd+(h+1)*hd], L.KNorm, eps)
+			}
+		}
+	}
+	var dh1 []float32
+	if needInput {
+		dh1 = make([]float32, T*H)
+	}
+	e.linearBackward(ac, &L.Q, "q_proj", ac.h1, dq, dh1)
+	e.linearBackward(ac, &L.K, "k_proj", ac.h1, dk, dh1)
+	e.linearBackward(ac, &L.V, "v_proj", ac.h1, dv, dh1)
+	if !needInput {
+		return nil
+	}
+	dxin := dxmid
+	rmsNormBackward(dxin, dh1, xin, ac.rms1, T, H, L.AttnNorm, true)
+	return dxin
+}
+
+// rmsNormRows writes y = x·r·w per row, with r = 1/√(mean(x²)+eps) kept in rms.
+func rmsNormRows(y, rms, x []float32, rows, cols int, w []float32, eps float32) {
+	for r := 0; r < rows; r++ {
+		row := x[r*cols : (r+1)*cols]
+		ss := 0.0
+		for _, v := range row {
+			ss += float64(v) * float64(v)
+		}
+		inv := float32(1 / math.Sqrt(ss/float64(cols)+float64(eps)))
+		rms[r] = inv
+		out := y[r*cols : (r+1)*cols]
+		for i, v := range row {
+			out[i] = v * inv * w[i]
+		}
+	}
+}
+
+// rmsNormBackward adds (accumulate) or writes dL/dx of y = x·r·w given dy, x and r.
+func rmsNormBackward(dx, dy, x, rms []float32, rows, cols int, w []float32, accumulate bool) {
+	for r := 0; r < rows; r++ {
+		xr, dyr, dxr := x[r*cols:(r+1)*cols], dy[r*cols:(r+1)*cols], dx[r*cols:(r+1)*cols]
+		inv := float64(rms[r])
+		dot := 0.0
+		for i := range xr {
+			dot += float64(dyr[i]) * float64(w[i]) * float64(xr[i])
+		}
+		k := inv * inv * inv * dot / float64(cols)
+		for i := range xr {
+			v := float32(inv*float64(dyr[i])*float64(w[i]) - k*float64(xr[i]))
+			if accumulate {
+				dxr[i] += v
+			} else {
+				dxr[i] = v
+			}
+		}
+	}
+}
+
+// headNormBackward replaces dy (the gradient of RMSNorm(x)·w for one head) by dL/dx.
+func headNormBackward(dy, x, w []float32, eps float32) {
+	n := len(x)
+	ss := 0.0
+	for _, v := range x {
+		ss += float64(v) * float64(v)
+	}
+	inv := 1 / math.Sqrt(ss/float64(n)+float64(eps))
+	dot := 0.0
+	for i := range x {
+		dot += float64(dy[i]) * float64(w[i]) * float64(x[i])
+	}
+	k := inv * inv * inv * dot / float64(n)
+	for i := range x {
+		dy[i] = float32(inv*float64(dy[i])*float64(w[i]) - k*float64(x[i]))
+	}
+}
+
+// headForward computes, chunk by chunk of rows, the log-probability of each next token and
+// the entropy, returning the log-sum-exp of each row for the backward pass.
+func (e *Engine) headForward(s Seq, xf []float32) (TokenStats, []float32) {
+	m := e.M
+	T, H, V := len(s.Tokens), m.Config.HiddenSize, m.Config.VocabSize
+	st := TokenStats{Logp: make([]float32, T), Entropy: make([]float32, T)}
+	lse := make([]float32, T)
+	chunk := max(e.ChunkRows, 1)
+	logits := make([]float32, min(chunk, T)*V)
+	for r0 := 0; r0 < T; r0 += chunk {
+		n := min(chunk, T-r0)
+		m.LMHead.Forward(xf[r0*H:(r0+n)*H], n, logits[:n*V], false)
+		kernels.ParallelFor(n, 4, func(i int) {
+			row := logits[i*V : (i+1)*V]
+			mx := row[0]
+			for _, v := range row {
+				mx = max(mx, v)
+			}
+			sum, wsum := 0.0, 0.0
+			for _, v := range row {
+				ev := math.Exp(float64(v - mx))
+				sum += ev
+				wsum += ev * float64(v-mx)
+			}
+			l := float64(mx) + math.Log(sum)
+			lse[r0+i] = float32(l)
+			// H = log Z − E[z] with z relative to the max.
+			st.Entropy[r0+i] = float32(math.Log(sum) - wsum/sum)
+			if s.HasTarget(r0 + i) {
+				st.Logp[r0+i] = float32(float64(row[s.Tokens[r0+i+1]]) - l)
+			}
+		})
+	}
+	return st, lse
+}
+
+// headBackward returns dL/dxf for coefficients g = dL/dlogp: dlogits = g·(onehot − softmax),
+// recomputing each chunk's logits.
+func (e *Engine) headBackward(s Seq, xf, lse, g []float32) []float32 {
+	m := e.M
+	T, H, V := len(s.Tokens), m.Config.HiddenSize, m.Config.VocabSize
+	dxf := make([]float32, T*H)
+	chunk := max(e.ChunkRows, 1)
+	logits := make([]float32, min(chunk, T)*V)
+	W := &m.LMHead.W
+	for r0 := 0; r0 < T; r0 += chunk {
+		n := min(chunk, T-r0)
+		nonzero := false
+		for i := 0; i < n; i++ {
+			nonzero = nonzero || g[r0+i] != 0
+		}
+		if !nonzero {
+			continue
+		}
+		m.LMHead.Forward(xf[r0*H:(r0+n)*H], n, logits[:n*V], false)
+		kernels.ParallelFor(n, 4, func(i int) {
+			row := logits[i*V : (i+1)*V]
+			gi := g[r0+i]
+			if gi == 0 {
+				clear(row)
+				return
+			}
+			l := lse[r0+i]
+			for j, v := range row {
+				row[j] = -gi * float32(math.Exp(float64(v-l)))
+			}
+			row[s.Tokens[r0+i+1]] += gi
+		})
+		if W.F32 != nil {
+			gemm.Sgemm(false, false, n, H, V, 1, logits[:n*V], V, W.F32, H, 0, dxf[r0*H:], H)
+		} else {
+			gemm.GemmHalfB(W.Kind, false, false, n, H, V, 1, logits[:n*V], V, W.Half, H, 0, dxf[r0*H:], H)
+		}
+	}
+	return dxf
+}
