@@ -1,0 +1,142 @@
+package train
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"strconv"
+
+	"github.com/honeai/hone/internal/model"
+	"github.com/honeai/hone/internal/safetensors"
+)
+
+// AdamW is Adam with decoupled weight decay (Loshchilov & Hutter; PyTorch's torch.optim.AdamW):
+// p ← p·(1 − lr·wd); m ← β1·m + (1−β1)·g; v ← β2·v + (1−β2)·g²;
+// p ← p − lr·m̂/(√v̂ + eps) with bias-corrected m̂, v̂.
+type AdamW struct {
+	Beta1, Beta2, Eps, WeightDecay float64
+	Step                           int // steps taken
+	m, v                           [][]float32
+}
+
+// NewAdamW returns AdamW with PyTorch's defaults (0.9, 0.999, 1e-8) and weight decay wd.
+func NewAdamW(wd float64) *AdamW {
+	return &AdamW{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: wd}
+}
+
+// Update applies one step with learning rate lr to the adapter's parameters.
+func (o *AdamW) Update(a *model.LoRA, g *Grads, lr float64) {
+	ps, gs := params(a), g.list()
+	if o.m == nil {
+		o.m, o.v = make([][]float32, len(ps)), make([][]float32, len(ps))
+		for i, p := range ps {
+			o.m[i], o.v[i] = make([]float32, len(p)), make([]float32, len(p))
+		}
+	}
+	o.Step++
+	b1, b2 := o.Beta1, o.Beta2
+	c1 := 1 - math.Pow(b1, float64(o.Step))
+	c2 := 1 - math.Pow(b2, float64(o.Step))
+	decay := 1 - lr*o.WeightDecay
+	for i, p := range ps {
+		gi, mi, vi := gs[i], o.m[i], o.v[i]
+		for j := range p {
+			gj := float64(gi[j])
+			m := b1*float64(mi[j]) + (1-b1)*gj
+			v := b2*float64(vi[j]) + (1-b2)*gj*gj
+			mi[j], vi[j] = float32(m), float32(v)
+			p[j] = float32(float64(p[j])*decay - lr*(m/c1)/(math.Sqrt(v/c2)+o.Eps))
+		}
+	}
+}
+
+// optimizerFile is where Save keeps the optimizer state beside the adapter.
+const optimizerFile = "optimizer.safetensors"
+
+// Save writes the moments and step to dir/optimizer.safetensors (atomically).
+func (o *AdamW) Save(dir string) error {
+	var ts []safetensors.Tensor
+	for i := range o.m {
+		ts = append(ts, safetensors.FromF32(fmt.Sprintf("exp_avg.%d", i), []int{len(o.m[i])}, o.m[i]),
+			safetensors.FromF32(fmt.Sprintf("exp_avg_sq.%d", i), []int{len(o.v[i])}, o.v[i]))
+	}
+	meta := map[string]string{"step": strconv.Itoa(o.Step), "beta1": fmt.Sprint(o.Beta1), "beta2": fmt.Sprint(o.Beta2),
+		"eps": fmt.Sprint(o.Eps), "weight_decay": fmt.Sprint(o.WeightDecay), "format": "hone-adamw-v1"}
+	return safetensors.Write(filepath.Join(dir, optimizerFile), ts, meta)
+}
+
+// LoadAdamW reads the state Save wrote, for an adapter shaped like a.
+func LoadAdamW(dir string, a *model.LoRA) (*AdamW, error) {
+	f, err := safetensors.Open(filepath.Join(dir, optimizerFile))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	meta := f.Metadata()
+	o := &AdamW{}
+	if o.Step, err = strconv.Atoi(meta["step"]); err != nil {
+		return nil, fmt.Errorf("train: optimizer state: bad step %q", meta["step"])
+	}
+	for k, dst := range map[string]*float64{"beta1": &o.Beta1, "beta2": &o.Beta2, "eps": &o.Eps, "weight_decay": &o.WeightDecay} {
+		if *dst, err = strconv.ParseFloat(meta[k], 64); err != nil {
+			return nil, fmt.Errorf("train: optimizer state: bad %s %q", k, meta[k])
+		}
+	}
+	ps := params(a)
+	o.m, o.v = make([][]float32, len(ps)), make([][]float32, len(ps))
+	for i, p := range ps {
+		for _, which := range []struct {
+			name string
+			dst  *[]float32
+		}{{fmt.Sprintf("exp_avg.%d", i), &o.m[i]}, {fmt.Sprintf("exp_avg_sq.%d", i), &o.v[i]}} {
+			t, ok := f.Tensor(which.name)
+			if !ok {
+				return nil, fmt.Errorf("train: optimizer state has no %s", which.name)
+			}
+			v, err := t.F32()
+			if err != nil {
+				return nil, err
+			}
+			if len(v) != len(p) {
+				return nil, fmt.Errorf("train: optimizer state %s has %d values, the adapter %d", which.name, len(v), len(p))
+			}
+			*which.dst = append([]float32(nil), v...)
+		}
+	}
+	return o, nil
+}
+
+// Schedule is a learning-rate schedule over a run of Total steps.
+type Schedule struct {
+	Kind   string  // "constant" (default), "linear" (warm-up then linear decay to 0), "cosine"
+	Peak   float64 // the learning rate after warm-up
+	Warmup int     // steps of linear warm-up from 0
+	Total  int     // steps in the run (for the decays)
+	// MinRatio is the floor of the decays as a fraction of Peak (default 0).
+	MinRatio float64
+}
+
+// At is the learning rate of step (0-based).
+func (s Schedule) At(step int) float64 {
+	if s.Warmup > 0 && step < s.Warmup {
+		return s.Peak * float64(step+1) / float64(s.Warmup)
+	}
+	floor := s.Peak * s.MinRatio
+	span := s.Total - s.Warmup
+	if span <= 0 {
+		return s.Peak
+	}
+	frac := math.Min(1, float64(step-s.Warmup)/float64(span))
+	switch s.Kind {
+	case "linear":
+		return floor + (s.Peak-floor)*(1-frac)
+	case "cosine":
+		return floor + (s.Peak-floor)*0.5*(1+math.Cos(math.Pi*frac))
+	}
+	return s.Peak
+}
+
+// ValidSchedule reports whether kind names a schedule.
+func ValidSchedule(kind string) bool {
+	return kind == "" || kind == "constant" || kind == "linear" || kind == "cosine"
+}

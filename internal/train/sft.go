@@ -1,0 +1,308 @@
+package train
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"time"
+
+	"github.com/honeai/hone/internal/chattemplate"
+	"github.com/honeai/hone/internal/tokenizer"
+)
+
+// Example is one tokenised conversation: Train[i] says whether token i is learned (predicted
+// from the tokens before it).
+type Example struct {
+	Tokens []int
+	Train  []bool
+}
+
+// Trainable counts the learned tokens.
+func (x *Example) Trainable() int {
+	n := 0
+	for i, t := range x.Train {
+		if t && i > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// Chat renders conversations with a model's chat template and tokeniser.
+type Chat struct {
+	Template *chattemplate.Template
+	Tok      *tokenizer.Tokenizer
+	Special  map[string]string // bos_token, eos_token, ...
+}
+
+// Tokenize renders messages (and tools) and marks the tokens of assistant turns — all of
+// them, or only the last with turns == "last" — found through the template
+// (chattemplate.AssistantSpans): a token is learned when its bytes overlap an assistant span.
+func (c *Chat) Tokenize(messages, tools json.RawMessage, turns string) (Example, error) {
+	text, spans, err := c.Template.AssistantSpans(chattemplate.Input{Messages: messages, Tools: tools, SpecialTokens: c.Special})
+	if err != nil {
+		return Example{}, err
+	}
+	if len(spans) == 0 {
+		return Example{}, errors.New("the conversation has no assistant message to learn")
+	}
+	if turns == "last" {
+		spans = spans[len(spans)-1:]
+	}
+	ids := c.Tok.Encode(text, false)
+	x := Example{Tokens: ids, Train: make([]bool, len(ids))}
+	off := 0
+	for i, id := range ids {
+		n := len(c.Tok.TokenBytes(id))
+		for _, s := range spans {
+			if off < s.End && off+n > s.Start {
+				x.Train[i] = true
+			}
+		}
+		off += n
+	}
+	if off != len(text) {
+		return Example{}, fmt.Errorf("tokens do not cover the rendered text (%d of %d bytes); the tokenizer normalises text", off, len(text))
+	}
+	return x, nil
+}
+
+// ReadSFT reads chat data in JSONL, one {"messages": [...], "tools"?: [...]} per line,
+// tokenised with c. A bad line is an error naming it.
+func ReadSFT(r io.Reader, c *Chat, turns string) ([]Example, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	var out []Example
+	line := 0
+	for sc.Scan() {
+		line++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		var row struct {
+			Messages json.RawMessage `json:"messages"`
+			Tools    json.RawMessage `json:"tools"`
+		}
+		if err := json.Unmarshal(b, &row); err != nil {
+			return nil, fmt.Errorf("line %d: not a JSON object: %v", line, err)
+		}
+		if len(row.Messages) == 0 || row.Messages[0] != '[' {
+			return nil, fmt.Errorf("line %d: \"messages\" must be an array of chat messages", line)
+		}
+		x, err := c.Tokenize(row.Messages, row.Tools, turns)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %v", line, err)
+		}
+		out = append(out, x)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("line %d: %v", line+1, err)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("the training data has no examples")
+	}
+	return out, nil
+}
+
+// Packed is examples packed into one sequence.
+type Packed struct {
+	Seq   Seq
+	Train []bool // per token, as in Example
+}
+
+// Pack places examples one after another into sequences of at most maxLen tokens (an example
+// longer than maxLen is cut to its first maxLen tokens), in order.
+func Pack(xs []Example, maxLen int) []Packed {
+	var out []Packed
+	var cur Packed
+	for _, x := range xs {
+		toks, tr := x.Tokens, x.Train
+		if len(toks) > maxLen {
+			toks, tr = toks[:maxLen], tr[:maxLen]
+		}
+		if len(cur.Seq.Tokens)+len(toks) > maxLen && len(cur.Seq.Tokens) > 0 {
+			out = append(out, cur)
+			cur = Packed{}
+		}
+		cur.Seq.Segments = append(cur.Seq.Segments, len(cur.Seq.Tokens))
+		cur.Seq.Tokens = append(cur.Seq.Tokens, toks...)
+		tr0 := append([]bool(nil), tr...)
+		if len(tr0) > 0 {
+			tr0[0] = false // nothing before it in its segment
+		}
+		cur.Train = append(cur.Train, tr0...)
+	}
+	if len(cur.Seq.Tokens) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// SFTConfig configures supervised fine-tuning.
+type SFTConfig struct {
+	Epochs int // passes over the data (default 1)
+	// BatchSize is examples per optimizer step; 0 means auto: as many as fill one packed
+	// sequence of MaxSeqLen tokens.
+	BatchSize int
+	// LearningRates holds one rate for every step, or a single rate for all (default 5e-5),
+	// shaped by Schedule.
+	LearningRates []float64
+	Schedule      string // constant (default), linear or cosine (after Warmup steps)
+	Warmup        int
+	WeightDecay   float64
+	MaxGradNorm   float64 // default 1.0; negative: no clipping
+	MaxSeqLen     int     // default 2048
+	Seed          uint64  // shuffling
+	Shuffle       bool
+}
+
+// StepMetrics are reported after every optimizer step.
+type StepMetrics struct {
+	Step               int     `json:"step"`
+	Loss               float64 `json:"loss"`
+	GradNorm           float64 `json:"grad_norm"`
+	LearningRate       float64 `json:"learning_rate"`
+	NumTokens          int     `json:"num_tokens"`
+	NumTrainableTokens int     `json:"num_trainable_tokens"`
+	TokensPerSecond    float64 `json:"tokens_per_second"`
+}
+
+// SFTPlan is the batches of a run, computed before it starts (so that the number of steps is
+// known: ART's training_started event reports it).
+type SFTPlan struct {
+	Batches [][]Packed
+	cfg     SFTConfig
+}
+
+// PlanSFT splits examples into optimizer steps.
+func PlanSFT(xs []Example, cfg SFTConfig) (*SFTPlan, error) {
+	if cfg.Epochs <= 0 {
+		cfg.Epochs = 1
+	}
+	if cfg.MaxSeqLen <= 0 {
+		cfg.MaxSeqLen = 2048
+	}
+	if cfg.MaxGradNorm == 0 {
+		cfg.MaxGradNorm = 1
+	}
+	if len(cfg.LearningRates) == 0 {
+		cfg.LearningRates = []float64{5e-5}
+	}
+	if !ValidSchedule(cfg.Schedule) {
+		return nil, fmt.Errorf("unknown learning-rate schedule %q (constant, linear or cosine)", cfg.Schedule)
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 7))
+	p := &SFTPlan{cfg: cfg}
+	for ep := 0; ep < cfg.Epochs; ep++ {
+		order := make([]Example, len(xs))
+		copy(order, xs)
+		if cfg.Shuffle {
+			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		}
+		if cfg.BatchSize <= 0 {
+			for _, pk := range Pack(order, cfg.MaxSeqLen) {
+				p.Batches = append(p.Batches, []Packed{pk})
+			}
+			continue
+		}
+		for i := 0; i < len(order); i += cfg.BatchSize {
+			p.Batches = append(p.Batches, Pack(order[i:min(i+cfg.BatchSize, len(order))], cfg.MaxSeqLen))
+		}
+	}
+	if n := len(cfg.LearningRates); n > 1 && n != len(p.Batches) {
+		return nil, fmt.Errorf("learning_rate lists %d rates but the run has %d batches", n, len(p.Batches))
+	}
+	return p, nil
+}
+
+// Steps is the number of optimizer steps.
+func (p *SFTPlan) Steps() int { return len(p.Batches) }
+
+// lr is the learning rate of step i.
+func (p *SFTPlan) lr(i int) float64 {
+	if len(p.cfg.LearningRates) > 1 {
+		return p.cfg.LearningRates[i]
+	}
+	return Schedule{Kind: p.cfg.Schedule, Peak: p.cfg.LearningRates[0], Warmup: p.cfg.Warmup, Total: len(p.Batches)}.At(i)
+}
+
+// RunSFT trains e's adapter on the plan with optimizer o (created when nil), calling onStep
+// after each step. The loss of a step is the mean cross-entropy over its learned tokens.
+func RunSFT(ctx context.Context, e *Engine, p *SFTPlan, o *AdamW, onStep func(StepMetrics) error) (*AdamW, error) {
+	if o == nil {
+		o = NewAdamW(p.cfg.WeightDecay)
+	}
+	for i, batch := range p.Batches {
+		if err := ctx.Err(); err != nil {
+			return o, err
+		}
+		start := time.Now()
+		n, tokens := 0, 0
+		for _, pk := range batch {
+			tokens += len(pk.Seq.Tokens)
+			for t := 1; t < len(pk.Train); t++ {
+				if pk.Train[t] {
+					n++
+				}
+			}
+		}
+		e.G.Zero()
+		loss := 0.0
+		for _, pk := range batch {
+			pk := pk
+			if n == 0 {
+				break
+			}
+			st := e.ForwardBackward(pk.Seq, func(TokenStats) []float32 {
+				g := make([]float32, len(pk.Seq.Tokens))
+				for t := 0; t+1 < len(g); t++ {
+					if pk.Train[t+1] {
+						g[t] = -1 / float32(n)
+					}
+				}
+				return g
+			})
+			for t := 0; t+1 < len(pk.Seq.Tokens); t++ {
+				if pk.Train[t+1] && pk.Seq.HasTarget(t) {
+					loss -= float64(st.Logp[t]) / float64(n)
+				}
+			}
+		}
+		norm := e.G.Clip(p.cfg.MaxGradNorm)
+		lr := p.lr(i)
+		if n > 0 {
+			o.Update(e.A, e.G, lr)
+		}
+		m := StepMetrics{Step: i + 1, Loss: loss, GradNorm: norm, LearningRate: lr, NumTokens: tokens,
+			NumTrainableTokens: n, TokensPerSecond: float64(tokens) / time.Since(start).Seconds()}
+		if onStep != nil {
+			if err := onStep(m); err != nil {
+				return o, err
+			}
+		}
+	}
+	return o, nil
+}
+
+// LoadChat reads the tokenizer and chat template of a model directory.
+func LoadChat(dir string) (*Chat, error) {
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	src := tok.ChatTemplate("")
+	if src == "" {
+		return nil, fmt.Errorf("the model in %s has no chat template", dir)
+	}
+	tpl, err := chattemplate.Compile(src)
+	if err != nil {
+		return nil, err
+	}
+	return &Chat{Template: tpl, Tok: tok, Special: tok.Config().SpecialTokens}, nil
+}

@@ -1,0 +1,160 @@
+package train
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/honeai/hone/internal/model"
+	"github.com/honeai/hone/internal/synth"
+)
+
+func tinyDir(t testing.TB, arch string, std float64) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), arch)
+	o := synth.Tiny(arch)
+	o.Std = std
+	if err := synth.Write(dir, o); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+const capitals = `{"messages":[{"role":"user","content":"Capital of France?"},{"role":"assistant","content":"Paris."}]}
+{"messages":[{"role":"user","content":"Capital of Japan?"},{"role":"assistant","content":"Tokyo."}]}
+{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Capital of Peru?"},{"role":"assistant","content":"Lima."},{"role":"user","content":"And Chile?"},{"role":"assistant","content":"Santiago."}]}
+{"messages":[{"role":"user","content":"Capital of Kenya?"},{"role":"assistant","content":"Nairobi."}]}
+`
+
+func TestTokenizeMarksAssistantTurns(t *testing.T) {
+	dir := tinyDir(t, "llama", 0.02)
+	c, err := LoadChat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xs, err := ReadSFT(strings.NewReader(capitals), c, "all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	learned := func(x Example) string {
+		var ids []int
+		for i, id := range x.Tokens {
+			if x.Train[i] {
+				ids = append(ids, id)
+			}
+		}
+		return c.Tok.Decode(ids, false)
+	}
+	if got := learned(xs[0]); !strings.Contains(got, "Paris.") || strings.Contains(got, "France") {
+		t.Fatalf("learned text %q", got)
+	}
+	if got := learned(xs[2]); !strings.Contains(got, "Lima.") || !strings.Contains(got, "Santiago.") || strings.Contains(got, "Chile") {
+		t.Fatalf("all turns: %q", got)
+	}
+	last, _ := ReadSFT(strings.NewReader(capitals), c, "last")
+	if got := learned(last[2]); strings.Contains(got, "Lima") || !strings.Contains(got, "Santiago.") {
+		t.Fatalf("last turn: %q", got)
+	}
+	// Bad lines are named.
+	for _, bad := range []string{"{\"messages\": 3}\n", "not json\n", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}\n"} {
+		if _, err := ReadSFT(strings.NewReader(capitals+bad), c, "all"); err == nil || !strings.Contains(err.Error(), "line 5") {
+			t.Errorf("%q: err = %v", bad, err)
+		}
+	}
+	// Packing keeps examples apart.
+	pk := Pack(xs, 1000)
+	if len(pk) != 1 || len(pk[0].Seq.Segments) != 4 || pk[0].Train[pk[0].Seq.Segments[1]] {
+		t.Fatalf("packing: %d sequences, segments %v", len(pk), pk[0].Seq.Segments)
+	}
+}
+
+// TestSFTMemorises: LoRA SFT on a tiny model brings the loss on a small dataset from about
+// ln(vocab) to below 0.1, and the saved checkpoint loads into the inference engine with the
+// same logits.
+func TestSFTMemorises(t *testing.T) {
+	dir := tinyDir(t, "llama", 0.2)
+	m, err := model.Load(dir, model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadChat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xs, err := ReadSFT(strings.NewReader(capitals), c, "all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 8, Alpha: 16, Seed: 1})
+	e, _ := NewEngine(m, a)
+	plan, err := PlanSFT(xs, SFTConfig{Epochs: 80, LearningRates: []float64{1e-2}, Schedule: "cosine", Warmup: 5, MaxSeqLen: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first, last StepMetrics
+	o, err := RunSFT(context.Background(), e, plan, nil, func(s StepMetrics) error {
+		if s.Step == 1 {
+			first = s
+		}
+		last = s
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("loss %.3f -> %.4f over %d steps (ln V = %.2f)", first.Loss, last.Loss, last.Step, math.Log(float64(m.Config.VocabSize)))
+	if first.Loss < 0.5*math.Log(float64(m.Config.VocabSize)) || last.Loss > 0.1 {
+		t.Fatalf("loss %.3f -> %.4f", first.Loss, last.Loss)
+	}
+	if last.NumTrainableTokens == 0 || last.TokensPerSecond <= 0 || last.GradNorm <= 0 {
+		t.Fatalf("metrics %+v", last)
+	}
+	// Checkpoint: PEFT layout, loaded by the inference engine, same logits as training.
+	ck := filepath.Join(t.TempDir(), "step80")
+	if err := SaveCheckpoint(ck, a, Checkpoint{BaseModel: dir, Optimizer: o}); err != nil {
+		t.Fatal(err)
+	}
+	loaded, o2, err := LoadCheckpoint(ck, &m.Config)
+	if err != nil || o2 == nil || o2.Step != o.Step {
+		t.Fatalf("load: %v (optimizer %v)", err, o2)
+	}
+	seq := Seq{Tokens: xs[0].Tokens}
+	want := e.Logprobs(seq, a)
+	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: 64})
+	logits, err := m.Forward([]model.Step{{Seq: cache.NewSequence(), Tokens: seq.Tokens, LogitsAt: allPositions(len(seq.Tokens)), Adapter: loaded}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := 0; p+1 < len(seq.Tokens); p++ {
+		got := logSoftmax64(logits[0][p])[seq.Tokens[p+1]]
+		if math.Abs(got-float64(want.Logp[p])) > 1e-3 {
+			t.Fatalf("position %d: engine logp %.5f, training %.5f", p, got, want.Logp[p])
+		}
+	}
+}
+
+func allPositions(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+func logSoftmax64(x []float32) []float64 {
+	mx := float64(x[0])
+	for _, v := range x {
+		mx = math.Max(mx, float64(v))
+	}
+	s := 0.0
+	for _, v := range x {
+		s += math.Exp(float64(v) - mx)
+	}
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = float64(v) - mx - math.Log(s)
+	}
+	return out
+}
