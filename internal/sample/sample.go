@@ -225,27 +225,79 @@ func (s *Sampler) Sample(logits []float32) int {
 			}
 		}
 	}
-	// Candidates sorted by probability (descending, ties by id) for top-k and top-p.
+	// Without top-k or top-p, draw from the distribution in id order: no sort.
+	if (p.TopK <= 0 || p.TopK >= len(probs)) && p.TopP >= 1 {
+		total := 0.0
+		for _, q := range probs {
+			total += q
+		}
+		r := s.rng.Float64() * total
+		last := 0
+		for i, q := range probs {
+			if q <= 0 {
+				continue
+			}
+			last = i
+			r -= q
+			if r <= 0 {
+				return i
+			}
+		}
+		return last
+	}
+	// Candidates sorted by probability (descending, ties by id) for top-k and top-p. Only the
+	// candidates that can survive are sorted: the k best for top-k, and for top-p those at or
+	// above a threshold whose mass already reaches top_p (every token of the nucleus is).
 	idx := s.idx[:0]
+	total := 0.0
 	for i, q := range probs {
 		if q > 0 {
 			idx = append(idx, i)
+			total += q
 		}
 	}
-	sort.Slice(idx, func(a, b int) bool {
-		if probs[idx[a]] != probs[idx[b]] {
-			return probs[idx[a]] > probs[idx[b]]
+	better := func(a, b int) bool {
+		if probs[a] != probs[b] {
+			return probs[a] > probs[b]
 		}
-		return idx[a] < idx[b]
-	})
+		return a < b
+	}
 	if p.TopK > 0 && len(idx) > p.TopK {
-		idx = idx[:p.TopK]
-	}
-	if p.TopP < 1 {
-		total := 0.0
+		idx = selectBest(idx, p.TopK, better)
+		total = 0
 		for _, i := range idx {
 			total += probs[i]
 		}
+	} else if p.TopP < 1 {
+		top := 0.0
+		for _, i := range idx {
+			top = max(top, probs[i])
+		}
+		for theta := top / 2; theta > 0; theta /= 4 {
+			mass, n := 0.0, 0
+			for _, i := range idx {
+				if probs[i] >= theta {
+					mass += probs[i]
+					n++
+				}
+			}
+			if mass >= p.TopP*total {
+				kept := idx[:0]
+				for _, i := range idx {
+					if probs[i] >= theta {
+						kept = append(kept, i)
+					}
+				}
+				idx = kept
+				break
+			}
+			if n == len(idx) {
+				break
+			}
+		}
+	}
+	sort.Slice(idx, func(a, b int) bool { return better(idx[a], idx[b]) })
+	if p.TopP < 1 {
 		cum := 0.0
 		for k, i := range idx {
 			cum += probs[i] / total
@@ -256,11 +308,11 @@ func (s *Sampler) Sample(logits []float32) int {
 		}
 	}
 	s.idx = idx
-	total := 0.0
+	sum = 0.0
 	for _, i := range idx {
-		total += probs[i]
+		sum += probs[i]
 	}
-	r := s.rng.Float64() * total
+	r := s.rng.Float64() * sum
 	for _, i := range idx {
 		r -= probs[i]
 		if r <= 0 {
@@ -268,6 +320,48 @@ func (s *Sampler) Sample(logits []float32) int {
 		}
 	}
 	return idx[len(idx)-1]
+}
+
+// selectBest keeps the k best of idx (in no particular order) by partial quickselect.
+func selectBest(idx []int, k int, better func(a, b int) bool) []int {
+	lo, hi := 0, len(idx)-1
+	for lo < hi {
+		// Median of three as the pivot.
+		mid := lo + (hi-lo)/2
+		if better(idx[mid], idx[lo]) {
+			idx[mid], idx[lo] = idx[lo], idx[mid]
+		}
+		if better(idx[hi], idx[lo]) {
+			idx[hi], idx[lo] = idx[lo], idx[hi]
+		}
+		if better(idx[hi], idx[mid]) {
+			idx[hi], idx[mid] = idx[mid], idx[hi]
+		}
+		pivot := idx[mid]
+		i, j := lo, hi
+		for i <= j {
+			for better(idx[i], pivot) {
+				i++
+			}
+			for better(pivot, idx[j]) {
+				j--
+			}
+			if i <= j {
+				idx[i], idx[j] = idx[j], idx[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case k-1 <= j:
+			hi = j
+		case k-1 >= i:
+			lo = i
+		default:
+			return idx[:k]
+		}
+	}
+	return idx[:k]
 }
 
 func argmax(x []float32) int {

@@ -3,6 +3,7 @@ package sample
 import (
 	"math"
 	"math/rand/v2"
+	"sort"
 	"testing"
 )
 
@@ -120,5 +121,105 @@ func TestValidate(t *testing.T) {
 	d := Defaults()
 	if f, err := d.Validate(10); err != nil {
 		t.Fatalf("defaults invalid: %s %v", f, err)
+	}
+}
+
+// refSample is the sampling step written plainly (every candidate sorted), to check the
+// pruned selection against.
+func refSample(p Params, logits []float32, u float64) int {
+	t := max(p.Temperature, 0.01)
+	mx := logits[argmax(logits)]
+	probs := make([]float64, len(logits))
+	sum := 0.0
+	for i, l := range logits {
+		if !math.IsInf(float64(l), -1) {
+			probs[i] = math.Exp(float64(l-mx) / t)
+			sum += probs[i]
+		}
+	}
+	for i := range probs {
+		probs[i] /= sum
+	}
+	var idx []int
+	for i, q := range probs {
+		if q > 0 {
+			idx = append(idx, i)
+		}
+	}
+	sort.Slice(idx, func(a, b int) bool {
+		if probs[idx[a]] != probs[idx[b]] {
+			return probs[idx[a]] > probs[idx[b]]
+		}
+		return idx[a] < idx[b]
+	})
+	if p.TopK > 0 && len(idx) > p.TopK {
+		idx = idx[:p.TopK]
+	}
+	if p.TopP < 1 {
+		total := 0.0
+		for _, i := range idx {
+			total += probs[i]
+		}
+		cum := 0.0
+		for k, i := range idx {
+			cum += probs[i] / total
+			if cum >= p.TopP {
+				idx = idx[:k+1]
+				break
+			}
+		}
+	}
+	total := 0.0
+	for _, i := range idx {
+		total += probs[i]
+	}
+	r := u * total
+	for _, i := range idx {
+		r -= probs[i]
+		if r <= 0 {
+			return i
+		}
+	}
+	return idx[len(idx)-1]
+}
+
+// TestPrunedTopKTopPMatchesFullSort: selecting only the candidates that can survive top-k
+// and top-p gives exactly the token a full sort gives, for the same random draw.
+func TestPrunedTopKTopPMatchesFullSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := 0; trial < 400; trial++ {
+		n := 1 + rng.IntN(3000)
+		logits := make([]float32, n)
+		for i := range logits {
+			logits[i] = float32(rng.NormFloat64() * (0.5 + 3*rng.Float64()))
+			if rng.IntN(50) == 0 {
+				logits[i] = float32(math.Inf(-1))
+			}
+			if rng.IntN(20) == 0 && i > 0 {
+				logits[i] = logits[i-1] // ties
+			}
+		}
+		logits[rng.IntN(n)] = 1
+		p := Defaults()
+		p.Temperature = 0.3 + rng.Float64()
+		switch trial % 3 {
+		case 0:
+			p.TopK = 1 + rng.IntN(60)
+		case 1:
+			p.TopP = 0.05 + 0.9*rng.Float64()
+		default:
+			p.TopK, p.TopP = 1+rng.IntN(200), 0.1+0.85*rng.Float64()
+		}
+		if (p.TopK <= 0 || p.TopK >= n) && p.TopP >= 1 {
+			continue // plain sampling in id order: nothing to prune
+		}
+		seed := int64(trial)
+		p.Seed = &seed
+		s := New(p)
+		got := s.Sample(append([]float32(nil), logits...))
+		u := rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15)).Float64()
+		if want := refSample(p, logits, u); got != want {
+			t.Fatalf("trial %d (n %d, top_k %d, top_p %.3f): %d, full sort %d", trial, n, p.TopK, p.TopP, got, want)
+		}
 	}
 }
