@@ -33,6 +33,10 @@ type LoRA struct {
 
 var loraIDs atomic.Uint64
 
+// Changed gives the adapter a new CacheID: call it after changing its weights in place (a
+// training step), so caches keyed by the old identity are not reused.
+func (l *LoRA) Changed() { l.id.Store(loraIDs.Add(1)) }
+
 // CacheID is a number unique to this adapter for the life of the process (never reused),
 // for keys of caches that must not mix adapters, such as the KV prefix index.
 func (l *LoRA) CacheID() uint64 {

@@ -48,6 +48,7 @@ func (o *AdamW) Update(a *model.LoRA, g *Grads, lr float64) {
 			p[j] = float32(float64(p[j])*decay - lr*(m/c1)/(math.Sqrt(v/c2)+o.Eps))
 		}
 	}
+	a.Changed()
 }
 
 // optimizerFile is where Save keeps the optimizer state beside the adapter.

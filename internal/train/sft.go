@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/honeai/hone/internal/chattemplate"
@@ -38,6 +39,11 @@ type Chat struct {
 	Template *chattemplate.Template
 	Tok      *tokenizer.Tokenizer
 	Special  map[string]string // bos_token, eos_token, ...
+	// Vocab is the model's vocabulary size when larger than the tokenizer's (padding rows).
+	Vocab int
+
+	once       sync.Once
+	bytesIndex map[string]int
 }
 
 // Tokenize renders messages (and tools) and marks the tokens of assistant turns — all of

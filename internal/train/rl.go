@@ -1,0 +1,480 @@
+package train
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/honeai/hone/internal/chattemplate"
+	"github.com/honeai/hone/internal/model"
+)
+
+// TrajectoryGroup is ART's group of trajectories sampled for the same prompt.
+type TrajectoryGroup struct {
+	Trajectories []Trajectory   `json:"trajectories"`
+	Exceptions   []any          `json:"exceptions,omitempty"`
+	Metadata     map[string]any `json:"metadata,omitempty"`
+}
+
+// Trajectory is ART's trajectory: messages and sampled choices, a reward and metrics.
+type Trajectory struct {
+	MessagesAndChoices  []json.RawMessage  `json:"messages_and_choices"`
+	Tools               json.RawMessage    `json:"tools,omitempty"`
+	AdditionalHistories []History          `json:"additional_histories,omitempty"`
+	Reward              *float64           `json:"reward"`
+	Metrics             map[string]float64 `json:"metrics,omitempty"`
+	Metadata            map[string]any     `json:"metadata,omitempty"`
+	Logs                []string           `json:"logs,omitempty"`
+}
+
+// History is an additional conversation of a trajectory (for example a sub-agent's).
+type History struct {
+	MessagesAndChoices []json.RawMessage `json:"messages_and_choices"`
+	Tools              json.RawMessage   `json:"tools,omitempty"`
+}
+
+// choice is the part of an OpenAI choice RL reads.
+type choice struct {
+	FinishReason string          `json:"finish_reason"`
+	Message      json.RawMessage `json:"message"`
+	Logprobs     *struct {
+		Content []struct {
+			Token   string  `json:"token"`
+			Logprob float64 `json:"logprob"`
+			Bytes   []int   `json:"bytes"`
+		} `json:"content"`
+	} `json:"logprobs"`
+	TokenIDs []int `json:"token_ids"`
+}
+
+// RLConfig is ART's ExperimentalTrainingConfig as far as Hone implements it.
+type RLConfig struct {
+	LearningRate           float64 // default 5e-6
+	Loss                   string  // "cispo" (default) or "ppo"
+	Epsilon, EpsilonHigh   float64 // clip bounds (defaults: ppo 0.2/0.2, cispo 1.0/4.0)
+	ScaleRewards           bool    // divide advantages by the group's standard deviation
+	ImportanceSampling     string  // "token" (default) or "sequence"
+	KLPenaltyCoef          float64 // > 0: add coef·k3(ref, new) per token against RefAdapter
+	RefAdapter             *model.LoRA
+	AllowWithoutLogprobs   bool // trajectories without sampling logprobs: Hone computes them
+	MaxGradNorm            float64
+	WeightDecay            float64
+	MaxSeqLen              int
+	MaxNegativeAdvantageIS float64 // > 0: clamp the ratio of negative-advantage tokens
+}
+
+// RLMetrics are the metrics of one RL step (the keys ART maps).
+type RLMetrics struct {
+	Reward             float64 `json:"reward"`
+	RewardStdDev       float64 `json:"reward_std_dev"`
+	Loss               float64 `json:"loss"`
+	Entropy            float64 `json:"entropy"`
+	KLDiv              float64 `json:"kl_div"`
+	GradNorm           float64 `json:"grad_norm"`
+	LearningRate       float64 `json:"learning_rate"`
+	NumGroupsSubmitted int     `json:"num_groups_submitted"`
+	NumGroupsTrainable int     `json:"num_groups_trainable"`
+	NumTrajectories    int     `json:"num_trajectories"`
+	NumTrainableTokens int     `json:"num_trainable_tokens"`
+	TokensPerSecond    float64 `json:"tokens_per_second"`
+}
+
+// ErrNothingToTrain is returned when every group's advantages are zero.
+var ErrNothingToTrain = errors.New("no trajectory group has rewards that differ, so there is nothing to train on (every advantage is zero)")
+
+// rlSeq is one tokenised trajectory conversation with its sampled tokens.
+type rlSeq struct {
+	seq       Seq
+	sampled   []bool    // per token: sampled by the policy (trained)
+	oldLogp   []float64 // per token: sampling logprob (NaN: unknown)
+	advantage float64
+}
+
+func (c *RLConfig) defaults() error {
+	if c.LearningRate == 0 {
+		c.LearningRate = 5e-6
+	}
+	switch c.Loss {
+	case "", "cispo":
+		c.Loss = "cispo"
+		if c.Epsilon == 0 {
+			c.Epsilon = 1
+		}
+		if c.EpsilonHigh == 0 {
+			c.EpsilonHigh = 4
+		}
+	case "ppo":
+		if c.Epsilon == 0 {
+			c.Epsilon = 0.2
+		}
+		if c.EpsilonHigh == 0 {
+			c.EpsilonHigh = c.Epsilon
+		}
+	default:
+		return fmt.Errorf("loss_fn %q is not supported (cispo or ppo)", c.Loss)
+	}
+	switch c.ImportanceSampling {
+	case "":
+		c.ImportanceSampling = "token"
+	case "token", "sequence":
+	default:
+		return fmt.Errorf("importance_sampling_level %q is not supported (token or sequence)", c.ImportanceSampling)
+	}
+	if c.MaxGradNorm == 0 {
+		c.MaxGradNorm = 1
+	}
+	if c.MaxSeqLen == 0 {
+		c.MaxSeqLen = 4096
+	}
+	if c.KLPenaltyCoef > 0 && c.RefAdapter == nil {
+		return errors.New("kl_penalty_coef needs a reference checkpoint")
+	}
+	return nil
+}
+
+// Tokenize turns one conversation of ART's messages_and_choices into tokens, marking the
+// tokens of each Choice (the sampled assistant turns): their ids come from the choice's
+// token_ids, else from its logprobs (`token_id:N` tokens, or the tokens' bytes), else, when
+// allowed, from tokenising the content; their sampling logprobs from the choice's logprobs.
+func (c *Chat) tokenizeTrajectory(items []json.RawMessage, tools json.RawMessage, allowNoLogprobs bool) (*rlSeq, error) {
+	msgs := make([]json.RawMessage, len(items))
+	chosen := make([]*choice, len(items))
+	for i, raw := range items {
+		var probe map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &probe); err != nil {
+			return nil, fmt.Errorf("messages_and_choices[%d] is not an object", i)
+		}
+		if _, isChoice := probe["message"]; isChoice {
+			var ch choice
+			if err := json.Unmarshal(raw, &ch); err != nil {
+				return nil, fmt.Errorf("messages_and_choices[%d]: %v", i, err)
+			}
+			chosen[i] = &ch
+			msgs[i] = ch.Message
+			continue
+		}
+		msgs[i] = raw
+	}
+	all, _ := json.Marshal(msgs)
+	text, spans, err := c.Template.AssistantSpans(chattemplate.Input{Messages: all, Tools: tools, SpecialTokens: c.Special})
+	if err != nil {
+		return nil, err
+	}
+	// Assistant messages in order, to pair with spans.
+	var assistant []int
+	for i, raw := range msgs {
+		var m struct {
+			Role    string `json:"role"`
+			Content any    `json:"content"`
+		}
+		json.Unmarshal(raw, &m)
+		if m.Role == "assistant" {
+			assistant = append(assistant, i)
+		}
+	}
+	if len(assistant) != len(spans) {
+		return nil, fmt.Errorf("the chat template rendered %d assistant turns for %d assistant messages", len(spans), len(assistant))
+	}
+	out := &rlSeq{}
+	pos := 0
+	appendText := func(s string) {
+		for _, id := range c.Tok.Encode(s, false) {
+			out.seq.Tokens = append(out.seq.Tokens, id)
+			out.sampled = append(out.sampled, false)
+			out.oldLogp = append(out.oldLogp, math.NaN())
+		}
+	}
+	for k, mi := range assistant {
+		ch := chosen[mi]
+		if ch == nil {
+			continue // context, rendered as text
+		}
+		var m struct {
+			Content string `json:"content"`
+		}
+		json.Unmarshal(ch.Message, &m)
+		sp := spans[k]
+		start := sp.Start
+		if j := strings.Index(text[sp.Start:sp.End], m.Content); m.Content != "" && j >= 0 {
+			start = sp.Start + j
+		}
+		appendText(text[pos:start])
+		ids, lps, err := c.sampledTokens(ch, m.Content, allowNoLogprobs)
+		if err != nil {
+			return nil, fmt.Errorf("messages_and_choices[%d]: %v", mi, err)
+		}
+		for i, id := range ids {
+			out.seq.Tokens = append(out.seq.Tokens, id)
+			out.sampled = append(out.sampled, true)
+			out.oldLogp = append(out.oldLogp, lps[i])
+		}
+		pos = start + len(m.Content)
+		if m.Content == "" {
+			pos = start
+		}
+	}
+	appendText(text[pos:])
+	return out, nil
+}
+
+// sampledTokens returns the ids and sampling logprobs of a choice's content.
+func (c *Chat) sampledTokens(ch *choice, content string, allowNoLogprobs bool) ([]int, []float64, error) {
+	var lps []float64
+	var ids []int
+	if ch.Logprobs != nil && len(ch.Logprobs.Content) > 0 {
+		for _, e := range ch.Logprobs.Content {
+			lps = append(lps, e.Logprob)
+			if id, ok := strings.CutPrefix(e.Token, "token_id:"); ok {
+				n, err := strconv.Atoi(id)
+				if err != nil || n < 0 || n >= max(c.Vocab, c.Tok.VocabSize()) {
+					return nil, nil, fmt.Errorf("logprobs token %q is not a valid token id", e.Token)
+				}
+				ids = append(ids, n)
+				continue
+			}
+			b := []byte(e.Token)
+			if e.Bytes != nil {
+				b = make([]byte, len(e.Bytes))
+				for i, v := range e.Bytes {
+					b[i] = byte(v)
+				}
+			}
+			if id, ok := c.byBytes()[string(b)]; ok {
+				ids = append(ids, id)
+			} else {
+				ids = nil
+				break
+			}
+		}
+	}
+	if len(ch.TokenIDs) > 0 {
+		ids = ch.TokenIDs
+	}
+	if lps == nil && !allowNoLogprobs {
+		return nil, nil, errors.New("the choice has no logprobs; sample with logprobs=true (and return_token_ids=true) or set allow_training_without_logprobs")
+	}
+	if ids == nil {
+		ids = c.Tok.Encode(content, false)
+	}
+	if lps == nil || len(lps) != len(ids) {
+		if lps != nil && !allowNoLogprobs {
+			return nil, nil, fmt.Errorf("the choice has %d logprobs for %d tokens", len(lps), len(ids))
+		}
+		lps = make([]float64, len(ids))
+		for i := range lps {
+			lps[i] = math.NaN()
+		}
+	}
+	return ids, lps, nil
+}
+
+// byBytes maps a token's bytes to its id (the first id when several share them).
+func (c *Chat) byBytes() map[string]int {
+	c.once.Do(func() {
+		c.bytesIndex = make(map[string]int, c.Tok.VocabSize())
+		for id := c.Tok.VocabSize() - 1; id >= 0; id-- {
+			c.bytesIndex[string(c.Tok.TokenBytes(id))] = id
+		}
+	})
+	return c.bytesIndex
+}
+
+// RLStep runs one RL step (one ART training job) on groups: group-relative advantages, the
+// configured loss over the sampled tokens, one optimizer update. It returns the metrics, or
+// ErrNothingToTrain when no group has differing rewards.
+func RLStep(ctx context.Context, e *Engine, chat *Chat, groups []TrajectoryGroup, cfg RLConfig, o *AdamW) (RLMetrics, *AdamW, error) {
+	if err := cfg.defaults(); err != nil {
+		return RLMetrics{}, o, err
+	}
+	if o == nil {
+		o = NewAdamW(cfg.WeightDecay)
+	}
+	if chat.Vocab == 0 {
+		chat.Vocab = e.M.Config.VocabSize
+	}
+	start := time.Now()
+	met := RLMetrics{NumGroupsSubmitted: len(groups), LearningRate: cfg.LearningRate}
+	var seqs []*rlSeq
+	var rewards []float64
+	stdSum := 0.0
+	for gi, g := range groups {
+		if len(g.Trajectories) == 0 {
+			continue
+		}
+		rs := make([]float64, len(g.Trajectories))
+		for ti, t := range g.Trajectories {
+			if t.Reward == nil {
+				return met, o, fmt.Errorf("trajectory_groups[%d].trajectories[%d].reward is required", gi, ti)
+			}
+			rs[ti] = *t.Reward
+		}
+		mean, std := meanStd(rs)
+		rewards = append(rewards, rs...)
+		stdSum += std
+		trainable := false
+		for ti, t := range g.Trajectories {
+			adv := rs[ti] - mean
+			if cfg.ScaleRewards {
+				adv /= std + 1e-6
+			}
+			if adv == 0 {
+				continue
+			}
+			trainable = true
+			convs := []History{{MessagesAndChoices: t.MessagesAndChoices, Tools: t.Tools}}
+			convs = append(convs, t.AdditionalHistories...)
+			for hi, h := range convs {
+				s, err := chat.tokenizeTrajectory(h.MessagesAndChoices, h.Tools, cfg.AllowWithoutLogprobs)
+				if err != nil {
+					where := fmt.Sprintf("trajectory_groups[%d].trajectories[%d]", gi, ti)
+					if hi > 0 {
+						where += fmt.Sprintf(".additional_histories[%d]", hi-1)
+					}
+					return met, o, fmt.Errorf("%s: %v", where, err)
+				}
+				if len(s.seq.Tokens) > cfg.MaxSeqLen {
+					return met, o, fmt.Errorf("trajectory_groups[%d].trajectories[%d] has %d tokens, more than %d", gi, ti, len(s.seq.Tokens), cfg.MaxSeqLen)
+				}
+				s.advantage = adv
+				seqs = append(seqs, s)
+			}
+		}
+		if trainable {
+			met.NumGroupsTrainable++
+		}
+	}
+	met.Reward, _ = meanStd(rewards)
+	if len(groups) > 0 {
+		met.RewardStdDev = stdSum / float64(len(groups))
+	}
+	if len(seqs) == 0 {
+		return met, o, ErrNothingToTrain
+	}
+	met.NumTrajectories = len(seqs)
+	e.G.Zero()
+	tokens := 0
+	entSum, klSum := 0.0, 0.0
+	for _, s := range seqs {
+		if err := ctx.Err(); err != nil {
+			return met, o, err
+		}
+		n := 0
+		for _, sm := range s.sampled {
+			if sm {
+				n++
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		met.NumTrainableTokens += n
+		tokens += len(s.seq.Tokens)
+		// Targets: token t+1 is predicted at position t.
+		old := make([]float64, len(s.seq.Tokens))
+		var ref TokenStats
+		if cfg.KLPenaltyCoef > 0 {
+			ref = e.Logprobs(s.seq, cfg.RefAdapter)
+		}
+		needOld := false
+		for t := 0; t+1 < len(s.seq.Tokens); t++ {
+			old[t] = s.oldLogp[t+1]
+			if s.sampled[t+1] && math.IsNaN(old[t]) {
+				needOld = true
+			}
+		}
+		if needOld {
+			cur := e.Logprobs(s.seq, e.A) // on-policy: the ratio is 1
+			for t := range old {
+				if math.IsNaN(old[t]) {
+					old[t] = float64(cur.Logp[t])
+				}
+			}
+		}
+		w := 1 / float64(n) / float64(len(seqs))
+		var seqLoss float64
+		e.ForwardBackward(s.seq, func(st TokenStats) []float32 {
+			g := make([]float32, len(s.seq.Tokens))
+			// Sequence-level ratio: exp of the mean log-ratio over the sampled tokens.
+			seqRatio := 0.0
+			if cfg.ImportanceSampling == "sequence" {
+				for t := 0; t+1 < len(g); t++ {
+					if s.sampled[t+1] {
+						seqRatio += float64(st.Logp[t]) - old[t]
+					}
+				}
+				seqRatio = math.Exp(seqRatio / float64(n))
+			}
+			A := s.advantage
+			for t := 0; t+1 < len(g); t++ {
+				if !s.sampled[t+1] {
+					continue
+				}
+				lp := float64(st.Logp[t])
+				r := math.Exp(lp - old[t])
+				dr := r // d ratio / d logp (token level)
+				if cfg.ImportanceSampling == "sequence" {
+					r, dr = seqRatio, seqRatio/float64(n)
+				}
+				if cfg.MaxNegativeAdvantageIS > 0 && A < 0 && r > cfg.MaxNegativeAdvantageIS {
+					r, dr = cfg.MaxNegativeAdvantageIS, 0
+				}
+				lo, hi := 1-cfg.Epsilon, 1+cfg.EpsilonHigh
+				clipped := math.Max(lo, math.Min(hi, r))
+				var loss, grad float64
+				switch cfg.Loss {
+				case "ppo":
+					un, cl := r*A, clipped*A
+					if un <= cl {
+						loss, grad = -un, -A*dr
+					} else {
+						loss = -cl
+						if r > lo && r < hi {
+							grad = -A * dr
+						}
+					}
+				default: // cispo: −clip(sg(r))·A·logπ
+					loss, grad = -clipped*A*lp, -clipped*A
+				}
+				if cfg.KLPenaltyCoef > 0 {
+					d := float64(ref.Logp[t]) - lp
+					kl := math.Exp(d) - d - 1
+					klSum += kl / float64(n) / float64(len(seqs))
+					loss += cfg.KLPenaltyCoef * kl
+					grad += cfg.KLPenaltyCoef * (1 - math.Exp(d))
+				}
+				seqLoss += loss * w
+				entSum += float64(st.Entropy[t]) * w
+				g[t] = float32(grad * w)
+			}
+			return g
+		})
+		met.Loss += seqLoss
+	}
+	met.Entropy, met.KLDiv = entSum, klSum
+	met.GradNorm = e.G.Clip(cfg.MaxGradNorm)
+	o.Update(e.A, e.G, cfg.LearningRate)
+	met.TokensPerSecond = float64(tokens) / time.Since(start).Seconds()
+	return met, o, nil
+}
+
+// meanStd is the mean and population standard deviation.
+func meanStd(x []float64) (float64, float64) {
+	if len(x) == 0 {
+		return 0, 0
+	}
+	m := 0.0
+	for _, v := range x {
+		m += v
+	}
+	m /= float64(len(x))
+	s := 0.0
+	for _, v := range x {
+		s += (v - m) * (v - m)
+	}
+	return m, math.Sqrt(s / float64(len(x)))
+}
