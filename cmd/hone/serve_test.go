@@ -82,7 +82,7 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	return b.Buffer.Write(p)
 }
 
-func startServer(t *testing.T, dataDir string, args ...string) *server {
+func startServer(t testing.TB, dataDir string, args ...string) *server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
@@ -102,12 +102,14 @@ func startServer(t *testing.T, dataDir string, args ...string) *server {
 		cancel()
 		t.Fatalf("server exited with %d", code)
 	case <-time.After(30 * time.Second):
+		cancel()
 		t.Fatal("server did not start")
 	}
+	cancel()
 	return nil
 }
 
-func (s *server) stop(t *testing.T) int {
+func (s *server) stop(t testing.TB) int {
 	t.Helper()
 	if s.cancel == nil {
 		return 0
@@ -123,7 +125,7 @@ func (s *server) stop(t *testing.T) int {
 	return -1
 }
 
-func initialKey(t *testing.T, dataDir string) string {
+func initialKey(t testing.TB, dataDir string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dataDir, InitialKeyFile))
 	if err != nil {
@@ -132,7 +134,7 @@ func initialKey(t *testing.T, dataDir string) string {
 	return strings.TrimSpace(string(b))
 }
 
-func do(t *testing.T, method, url, authz, body string) (int, http.Header, []byte) {
+func do(t testing.TB, method, url, authz, body string) (int, http.Header, []byte) {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
