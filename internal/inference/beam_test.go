@@ -36,7 +36,9 @@ func refBeam(m *model.Model, prompt []int, width, maxTokens int, lp float64, eos
 				cands = append(cands, nb)
 			}
 		}
-		sort.SliceStable(cands, func(i, j int) bool { return score(len(cands[i].out), cands[i].cum) > score(len(cands[j].out), cands[j].cum) })
+		sort.SliceStable(cands, func(i, j int) bool {
+			return score(len(cands[i].out), cands[i].cum) > score(len(cands[j].out), cands[j].cum)
+		})
 		live = cands[:min(width, len(cands))]
 	}
 	all := append(done, live...)
