@@ -95,7 +95,7 @@ func Softmax(x []float32) {
 	}
 	var sum float32
 	for i, v := range x {
-		e := float32(math.Exp(float64(v - mx)))
+		e := Exp(v - mx)
 		x[i] = e
 		sum += e
 	}
@@ -106,7 +106,7 @@ func Softmax(x []float32) {
 }
 
 // SiLU is x*sigmoid(x).
-func SiLU(x float32) float32 { return x / (1 + float32(math.Exp(float64(-x)))) }
+func SiLU(x float32) float32 { return x / (1 + Exp(-x)) }
 
 // SwiGLU writes out[i] = silu(gate[i]) * up[i] (out may alias gate).
 func SwiGLU(out, gate, up []float32) {
@@ -114,7 +114,7 @@ func SwiGLU(out, gate, up []float32) {
 	out = out[:n]
 	up = up[:n]
 	for i, g := range gate {
-		out[i] = g / (1 + float32(math.Exp(float64(-g)))) * up[i]
+		out[i] = g / (1 + Exp(-g)) * up[i]
 	}
 }
 

@@ -164,3 +164,49 @@ func TestParallelForVisitsEachOnce(t *testing.T) {
 		}
 	}
 }
+
+func TestExpAccuracy(t *testing.T) {
+	worst := 0.0
+	for i := 0; i <= 2_000_000; i++ {
+		x := float32(-87.3 + float64(i)*(88.7+87.3)/2_000_000)
+		want := math.Exp(float64(x))
+		got := float64(Exp(x))
+		if rel := math.Abs(got-want) / want; rel > worst {
+			worst = rel
+		}
+	}
+	if worst > 3e-7 {
+		t.Fatalf("worst relative error %.3g", worst)
+	}
+	if Exp(-100) != 0 || !math.IsInf(float64(Exp(100)), 1) || Exp(0) != 1 {
+		t.Fatal("edge values")
+	}
+	if nan := float32(math.NaN()); Exp(nan) == Exp(nan) {
+		t.Fatal("NaN")
+	}
+}
+
+func BenchmarkExp(b *testing.B) {
+	x := make([]float32, 4096)
+	for i := range x {
+		x[i] = float32(i%200) - 100
+	}
+	b.Run("kernels", func(b *testing.B) {
+		s := float32(0)
+		for i := 0; i < b.N; i++ {
+			for _, v := range x {
+				s += Exp(v)
+			}
+		}
+		_ = s
+	})
+	b.Run("math", func(b *testing.B) {
+		s := float32(0)
+		for i := 0; i < b.N; i++ {
+			for _, v := range x {
+				s += float32(math.Exp(float64(v)))
+			}
+		}
+		_ = s
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/honeai/hone/internal/model"
@@ -64,8 +65,10 @@ func lossOf(e *Engine, s Seq, w []float32) float64 {
 // tiny Llama, Qwen2 (biases) and Qwen3 (q/k norms) models, on a packed sequence of two
 // examples, against central differences.
 func TestGradientsMatchFiniteDifferences(t *testing.T) {
-	for _, arch := range []string{"llama", "qwen2", "qwen3"} {
+	for _, arch := range []string{"llama", "qwen2", "qwen3", "qwen3-recompute"} {
 		t.Run(arch, func(t *testing.T) {
+			recompute := strings.HasSuffix(arch, "-recompute")
+			arch = strings.TrimSuffix(arch, "-recompute")
 			m := tinyModel(t, arch, 0.2, "f32")
 			a, err := NewLoRA(&m.Config, LoRAConfig{Rank: 4, Alpha: 8, Seed: 3})
 			if err != nil {
@@ -76,6 +79,7 @@ func TestGradientsMatchFiniteDifferences(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			e.Recompute = recompute
 			rng := rand.New(rand.NewPCG(9, 9))
 			s := Seq{Tokens: make([]int, 23), Segments: []int{0, 14}}
 			w := make([]float32, len(s.Tokens))
