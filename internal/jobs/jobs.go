@@ -1,0 +1,497 @@
+// Package jobs is the durable training-job queue: jobs and their events live in the store,
+// workers (in the API server or in `hone worker` processes on the same store) claim queued jobs
+// under a lease that they renew while running; a job whose worker died is put back in the queue
+// when its lease expires (and failed after MaxAttempts), so a job is never lost and never runs
+// twice at once. At most one job per model runs at a time: training steps serialise.
+package jobs
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/honeai/hone/internal/db"
+)
+
+var migrations = []db.Migration{{Version: 1, SQLite: `
+CREATE TABLE train_jobs (
+	id TEXT PRIMARY KEY,
+	model_id TEXT NOT NULL,
+	entity TEXT NOT NULL,
+	kind TEXT NOT NULL,
+	status TEXT NOT NULL,
+	payload TEXT NOT NULL,
+	created_at TEXT NOT NULL,
+	started_at TEXT,
+	finished_at TEXT,
+	error_message TEXT,
+	step INTEGER,
+	attempts INTEGER NOT NULL DEFAULT 0,
+	lease_owner TEXT,
+	lease_until TEXT,
+	cancel_requested INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX train_jobs_queue ON train_jobs (status, created_at);
+CREATE INDEX train_jobs_model ON train_jobs (model_id, status);
+CREATE TABLE train_job_events (
+	job_id TEXT NOT NULL,
+	seq INTEGER NOT NULL,
+	id TEXT NOT NULL,
+	type TEXT NOT NULL,
+	data TEXT NOT NULL,
+	created_at TEXT NOT NULL,
+	PRIMARY KEY (job_id, seq)
+);
+CREATE UNIQUE INDEX train_job_events_id ON train_job_events (job_id, id)`}}
+
+// Statuses.
+const (
+	Queued    = "QUEUED"
+	Running   = "RUNNING"
+	Succeeded = "SUCCEEDED"
+	Failed    = "FAILED"
+	Cancelled = "CANCELLED"
+)
+
+// Event types (ART's TrainingJobEventType).
+const (
+	EventStarted = "training_started"
+	EventStep    = "gradient_step"
+	EventEnded   = "training_ended"
+	EventFailed  = "training_failed"
+)
+
+// ErrNotFound is returned for an unknown job or event cursor.
+var ErrNotFound = errors.New("jobs: not found")
+
+// Job is one queued training job.
+type Job struct {
+	ID           string          `json:"id"`
+	ModelID      string          `json:"model_id"`
+	Entity       string          `json:"-"`
+	Kind         string          `json:"kind"`
+	Status       string          `json:"status"`
+	Payload      json.RawMessage `json:"-"`
+	CreatedAt    string          `json:"created_at"`
+	StartedAt    *string         `json:"started_at"`
+	FinishedAt   *string         `json:"finished_at"`
+	ErrorMessage *string         `json:"error_message"`
+	Step         *int            `json:"step"`
+	Attempts     int             `json:"-"`
+}
+
+// Event is one event of a job.
+type Event struct {
+	ID        string          `json:"id"`
+	Type      string          `json:"type"`
+	Data      json.RawMessage `json:"data"`
+	CreatedAt string          `json:"created_at"`
+	seq       int
+}
+
+// Queue is the job store.
+type Queue struct {
+	db          *db.DB
+	now         func() time.Time
+	Lease       time.Duration // how long a claim lasts without renewal (default 30 s)
+	MaxAttempts int           // claims before a job whose workers keep dying fails (default 3)
+
+	mu      sync.Mutex
+	waiters map[string][]chan struct{} // job id → followers woken on new events
+	wake    chan struct{}              // workers in this process woken on new jobs
+}
+
+// Open migrates the job tables on d.
+func Open(ctx context.Context, d *db.DB) (*Queue, error) {
+	if err := d.Migrate(ctx, "jobs", migrations); err != nil {
+		return nil, err
+	}
+	return &Queue{db: d, now: time.Now, Lease: 30 * time.Second, MaxAttempts: 3,
+		waiters: map[string][]chan struct{}{}, wake: make(chan struct{}, 1)}, nil
+}
+
+// Enqueue adds a job.
+func (q *Queue) Enqueue(ctx context.Context, modelID, entity, kind string, payload any) (Job, error) {
+	js, err := json.Marshal(payload)
+	if err != nil {
+		return Job{}, err
+	}
+	j := Job{ID: uuid.Must(uuid.NewV7()).String(), ModelID: modelID, Entity: entity, Kind: kind, Status: Queued,
+		Payload: js, CreatedAt: db.FormatTime(q.now())}
+	_, err = q.db.Exec(ctx, `INSERT INTO train_jobs (id, model_id, entity, kind, status, payload, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		j.ID, j.ModelID, j.Entity, j.Kind, j.Status, string(js), j.CreatedAt)
+	if err != nil {
+		return Job{}, err
+	}
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	return j, nil
+}
+
+const jobCols = `id, model_id, entity, kind, status, payload, created_at, started_at, finished_at, error_message, step, attempts`
+
+func scanJob(row interface{ Scan(...any) error }) (Job, error) {
+	var j Job
+	var payload string
+	var started, finished, errMsg sql.NullString
+	var step sql.NullInt64
+	err := row.Scan(&j.ID, &j.ModelID, &j.Entity, &j.Kind, &j.Status, &payload, &j.CreatedAt, &started, &finished, &errMsg, &step, &j.Attempts)
+	if errors.Is(err, sql.ErrNoRows) {
+		return j, ErrNotFound
+	}
+	if err != nil {
+		return j, err
+	}
+	j.Payload = json.RawMessage(payload)
+	if started.Valid {
+		j.StartedAt = &started.String
+	}
+	if finished.Valid {
+		j.FinishedAt = &finished.String
+	}
+	if errMsg.Valid {
+		j.ErrorMessage = &errMsg.String
+	}
+	if step.Valid {
+		s := int(step.Int64)
+		j.Step = &s
+	}
+	return j, nil
+}
+
+// Get returns a job.
+func (q *Queue) Get(ctx context.Context, id string) (Job, error) {
+	return scanJob(q.db.QueryRow(ctx, `SELECT `+jobCols+` FROM train_jobs WHERE id = ?`, id))
+}
+
+// Cancel asks for a job to stop: a queued job is cancelled at once; a running one when its
+// worker next checks (between gradient steps). Finished jobs are left as they are.
+func (q *Queue) Cancel(ctx context.Context, id string) (Job, error) {
+	var cancelledNow bool
+	err := q.db.WriteTx(ctx, func(tx *db.Tx) error {
+		var status string
+		if err := tx.QueryRow(ctx, `SELECT status FROM train_jobs WHERE id = ?`, id).Scan(&status); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return ErrNotFound
+			}
+			return err
+		}
+		switch status {
+		case Queued:
+			cancelledNow = true
+			now := db.FormatTime(q.now())
+			_, err := tx.Exec(ctx, `UPDATE train_jobs SET status = ?, finished_at = ?, cancel_requested = 1 WHERE id = ?`, Cancelled, now, id)
+			return err
+		case Running:
+			_, err := tx.Exec(ctx, `UPDATE train_jobs SET cancel_requested = 1 WHERE id = ?`, id)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return Job{}, err
+	}
+	if cancelledNow {
+		q.AddEvent(ctx, id, EventFailed, map[string]any{"error_message": "cancelled before it started"})
+	}
+	return q.Get(ctx, id)
+}
+
+// CancelRequested reports whether a cancel was asked for.
+func (q *Queue) CancelRequested(ctx context.Context, id string) bool {
+	var c int
+	q.db.QueryRow(ctx, `SELECT cancel_requested FROM train_jobs WHERE id = ?`, id).Scan(&c)
+	return c != 0
+}
+
+// Claim takes the oldest queued job whose model has no running job, for owner, under a lease.
+// Expired leases are handled first: their jobs go back to the queue, or fail after
+// MaxAttempts. It returns ErrNotFound when there is nothing to run.
+func (q *Queue) Claim(ctx context.Context, owner string) (Job, error) {
+	var claimed Job
+	found := false
+	var failedIDs []string
+	err := q.db.WriteTx(ctx, func(tx *db.Tx) error {
+		now := q.now()
+		nowS := db.FormatTime(now)
+		// Reap expired leases.
+		rows, err := tx.Query(ctx, `SELECT id, attempts FROM train_jobs WHERE status = ? AND lease_until < ?`, Running, nowS)
+		if err != nil {
+			return err
+		}
+		type exp struct {
+			id       string
+			attempts int
+		}
+		var expired []exp
+		for rows.Next() {
+			var e exp
+			if err := rows.Scan(&e.id, &e.attempts); err != nil {
+				rows.Close()
+				return err
+			}
+			expired = append(expired, e)
+		}
+		rows.Close()
+		for _, e := range expired {
+			if e.attempts >= q.MaxAttempts {
+				msg := fmt.Sprintf("the job's worker stopped responding %d times; giving up", e.attempts)
+				if _, err := tx.Exec(ctx, `UPDATE train_jobs SET status = ?, finished_at = ?, error_message = ?, lease_owner = NULL, lease_until = NULL WHERE id = ?`,
+					Failed, nowS, msg, e.id); err != nil {
+					return err
+				}
+				failedIDs = append(failedIDs, e.id)
+				continue
+			}
+			if _, err := tx.Exec(ctx, `UPDATE train_jobs SET status = ?, lease_owner = NULL, lease_until = NULL WHERE id = ?`, Queued, e.id); err != nil {
+				return err
+			}
+		}
+		j, err := scanJob(tx.QueryRow(ctx, `SELECT `+jobCols+` FROM train_jobs j WHERE status = ?
+			AND NOT EXISTS (SELECT 1 FROM train_jobs r WHERE r.model_id = j.model_id AND r.status = ?)
+			ORDER BY created_at, id LIMIT 1`, Queued, Running))
+		if errors.Is(err, ErrNotFound) {
+			return nil // keep the reaping
+		}
+		if err != nil {
+			return err
+		}
+		until := db.FormatTime(now.Add(q.Lease))
+		if _, err := tx.Exec(ctx, `UPDATE train_jobs SET status = ?, started_at = COALESCE(started_at, ?), attempts = attempts + 1, lease_owner = ?, lease_until = ? WHERE id = ?`,
+			Running, nowS, owner, until, j.ID); err != nil {
+			return err
+		}
+		j.Status = Running
+		j.Attempts++
+		claimed, found = j, true
+		return nil
+	})
+	for _, id := range failedIDs {
+		j, _ := q.Get(ctx, id)
+		msg := ""
+		if j.ErrorMessage != nil {
+			msg = *j.ErrorMessage
+		}
+		q.AddEvent(ctx, id, EventFailed, map[string]any{"error_message": msg})
+	}
+	if err != nil {
+		return Job{}, err
+	}
+	if !found {
+		return Job{}, ErrNotFound
+	}
+	return claimed, nil
+}
+
+// Renew extends owner's lease on a running job; false when the lease was lost.
+func (q *Queue) Renew(ctx context.Context, id, owner string) bool {
+	res, err := q.db.Exec(ctx, `UPDATE train_jobs SET lease_until = ? WHERE id = ? AND lease_owner = ? AND status = ?`,
+		db.FormatTime(q.now().Add(q.Lease)), id, owner, Running)
+	if err != nil {
+		return false
+	}
+	n, _ := res.RowsAffected()
+	return n == 1
+}
+
+// Finish ends a running job held by owner with a final status, error message and step.
+func (q *Queue) Finish(ctx context.Context, id, owner, status, errMsg string, step *int) error {
+	var em any
+	if errMsg != "" {
+		em = errMsg
+	}
+	var st any
+	if step != nil {
+		st = *step
+	}
+	res, err := q.db.Exec(ctx, `UPDATE train_jobs SET status = ?, finished_at = ?, error_message = ?, step = COALESCE(?, step), lease_owner = NULL, lease_until = NULL
+		WHERE id = ? AND lease_owner = ? AND status = ?`, status, db.FormatTime(q.now()), em, st, id, owner, Running)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("jobs: lost the lease on job %s", id)
+	}
+	return nil
+}
+
+// AddEvent appends an event to a job and wakes its followers.
+func (q *Queue) AddEvent(ctx context.Context, jobID, typ string, data any) (Event, error) {
+	js, err := json.Marshal(data)
+	if err != nil {
+		return Event{}, err
+	}
+	ev := Event{ID: uuid.Must(uuid.NewV7()).String(), Type: typ, Data: js, CreatedAt: db.FormatTime(q.now())}
+	err = q.db.WriteTx(ctx, func(tx *db.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM train_job_events WHERE job_id = ?`, jobID).Scan(&ev.seq); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO train_job_events (job_id, seq, id, type, data, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+			jobID, ev.seq, ev.ID, ev.Type, string(js), ev.CreatedAt)
+		return err
+	})
+	if err != nil {
+		return Event{}, err
+	}
+	q.mu.Lock()
+	for _, ch := range q.waiters[jobID] {
+		close(ch)
+	}
+	delete(q.waiters, jobID)
+	q.mu.Unlock()
+	return ev, nil
+}
+
+// Events lists a job's events in order, after the event with id after, at most limit; more
+// tells whether others follow.
+func (q *Queue) Events(ctx context.Context, jobID, after string, limit int) ([]Event, bool, error) {
+	from := 0
+	if after != "" {
+		if err := q.db.QueryRow(ctx, `SELECT seq FROM train_job_events WHERE job_id = ? AND id = ?`, jobID, after).Scan(&from); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil, false, fmt.Errorf("%w: event %s", ErrNotFound, after)
+			}
+			return nil, false, err
+		}
+	}
+	rows, err := q.db.Query(ctx, `SELECT seq, id, type, data, created_at FROM train_job_events WHERE job_id = ? AND seq > ? ORDER BY seq LIMIT ?`, jobID, from, limit+1)
+	if err != nil {
+		return nil, false, err
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		var e Event
+		var data string
+		if err := rows.Scan(&e.seq, &e.ID, &e.Type, &data, &e.CreatedAt); err != nil {
+			return nil, false, err
+		}
+		e.Data = json.RawMessage(data)
+		out = append(out, e)
+	}
+	more := len(out) > limit
+	if more {
+		out = out[:limit]
+	}
+	return out, more, rows.Err()
+}
+
+// Wait returns a channel closed at the job's next event in this process (followers also poll,
+// for events written by workers in other processes).
+func (q *Queue) Wait(jobID string) <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ch := make(chan struct{})
+	q.waiters[jobID] = append(q.waiters[jobID], ch)
+	return ch
+}
+
+// Runner runs one job. progress reports events; Runner returns the step the job produced (if
+// any) or an error, which fails the job with its message. ctx is cancelled when the job is
+// cancelled or its lease is lost.
+type Runner func(ctx context.Context, j Job, progress func(typ string, data any)) (step *int, err error)
+
+// ErrCancelled is what a Runner returns when it stopped because its context was cancelled
+// for a cancel request.
+var ErrCancelled = errors.New("the job was cancelled")
+
+// Work runs n workers until ctx ends, each claiming jobs and running them with run.
+func (q *Queue) Work(ctx context.Context, n int, owner string, run Runner, log *slog.Logger) {
+	var wg sync.WaitGroup
+	for i := 0; i < max(n, 1); i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			q.worker(ctx, fmt.Sprintf("%s/%d", owner, i), run, log)
+		}(i)
+	}
+	wg.Wait()
+}
+
+func (q *Queue) worker(ctx context.Context, owner string, run Runner, log *slog.Logger) {
+	for ctx.Err() == nil {
+		j, err := q.Claim(ctx, owner)
+		if err != nil {
+			if !errors.Is(err, ErrNotFound) && ctx.Err() == nil {
+				log.Error("jobs: claim failed", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-q.wake:
+			case <-time.After(500 * time.Millisecond):
+			}
+			continue
+		}
+		q.runOne(ctx, j, owner, run, log)
+	}
+}
+
+func (q *Queue) runOne(ctx context.Context, j Job, owner string, run Runner, log *slog.Logger) {
+	jctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cancelled := false
+	var mu sync.Mutex
+	done := make(chan struct{})
+	go func() { // lease renewal and cancel requests
+		t := time.NewTicker(max(q.Lease/3, 50*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if !q.Renew(ctx, j.ID, owner) {
+					cancel()
+					return
+				}
+				if q.CancelRequested(ctx, j.ID) {
+					mu.Lock()
+					cancelled = true
+					mu.Unlock()
+					cancel()
+				}
+			}
+		}
+	}()
+	start := time.Now()
+	log.Info("jobs: running", "job", j.ID, "kind", j.Kind, "model", j.ModelID, "attempt", j.Attempts)
+	step, err := run(jctx, j, func(typ string, data any) {
+		if _, err := q.AddEvent(ctx, j.ID, typ, data); err != nil {
+			log.Error("jobs: event not recorded", "job", j.ID, "err", err)
+		}
+	})
+	close(done)
+	mu.Lock()
+	wasCancelled := cancelled || q.CancelRequested(ctx, j.ID)
+	mu.Unlock()
+	if ctx.Err() != nil {
+		return // shutting down: the lease expires and the job runs again
+	}
+	switch {
+	case err == nil:
+		if ferr := q.Finish(ctx, j.ID, owner, Succeeded, "", step); ferr == nil {
+			q.AddEvent(ctx, j.ID, EventEnded, map[string]any{})
+		}
+		log.Info("jobs: succeeded", "job", j.ID, "seconds", time.Since(start).Seconds())
+	case wasCancelled:
+		if ferr := q.Finish(ctx, j.ID, owner, Cancelled, "cancelled", nil); ferr == nil {
+			q.AddEvent(ctx, j.ID, EventFailed, map[string]any{"error_message": "cancelled"})
+		}
+		log.Info("jobs: cancelled", "job", j.ID)
+	default:
+		if ferr := q.Finish(ctx, j.ID, owner, Failed, err.Error(), nil); ferr == nil {
+			q.AddEvent(ctx, j.ID, EventFailed, map[string]any{"error_message": err.Error()})
+		}
+		log.Warn("jobs: failed", "job", j.ID, "err", err)
+	}
+}

@@ -1,0 +1,164 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/honeai/hone/internal/db"
+	"github.com/honeai/hone/internal/db/dbtest"
+)
+
+func TestQueue(t *testing.T) {
+	dbtest.ForEachDialect(t, func(t *testing.T, d *db.DB) {
+		ctx := context.Background()
+		q, err := Open(ctx, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		q.now = func() time.Time { return clock }
+		a1, _ := q.Enqueue(ctx, "m1", "e", "rl", map[string]int{"n": 1})
+		clock = clock.Add(time.Second)
+		a2, _ := q.Enqueue(ctx, "m1", "e", "rl", map[string]int{"n": 2})
+		clock = clock.Add(time.Second)
+		b1, _ := q.Enqueue(ctx, "m2", "e", "sft", nil)
+
+		// One running job per model: the second job of m1 waits; m2's job runs beside.
+		j, err := q.Claim(ctx, "w1")
+		if err != nil || j.ID != a1.ID || j.Status != Running {
+			t.Fatalf("claim 1: %+v %v", j, err)
+		}
+		j, err = q.Claim(ctx, "w2")
+		if err != nil || j.ID != b1.ID {
+			t.Fatalf("claim 2: %+v %v", j, err)
+		}
+		if _, err := q.Claim(ctx, "w3"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("claim 3: %v", err)
+		}
+		// Events: ordered, re-listable with after.
+		e1, _ := q.AddEvent(ctx, a1.ID, EventStarted, map[string]int{"num_sequences": 2})
+		q.AddEvent(ctx, a1.ID, EventStep, map[string]float64{"loss": 1.5})
+		q.AddEvent(ctx, a1.ID, EventStep, map[string]float64{"loss": 1.0})
+		evs, more, _ := q.Events(ctx, a1.ID, "", 2)
+		if len(evs) != 2 || !more || evs[0].ID != e1.ID || evs[1].Type != EventStep {
+			t.Fatalf("events %+v more %v", evs, more)
+		}
+		evs, more, _ = q.Events(ctx, a1.ID, evs[1].ID, 10)
+		if len(evs) != 1 || more || string(evs[0].Data) != `{"loss":1}` {
+			t.Fatalf("after: %+v", evs)
+		}
+		if _, _, err := q.Events(ctx, a1.ID, "nope", 10); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("bad cursor: %v", err)
+		}
+		step := 1
+		if err := q.Finish(ctx, a1.ID, "w1", Succeeded, "", &step); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Finish(ctx, a1.ID, "w1", Succeeded, "", &step); err == nil {
+			t.Fatal("finished twice")
+		}
+		got, _ := q.Get(ctx, a1.ID)
+		if got.Status != Succeeded || got.Step == nil || *got.Step != 1 || got.FinishedAt == nil || got.StartedAt == nil {
+			t.Fatalf("job %+v", got)
+		}
+		if err := q.Finish(ctx, b1.ID, "w2", Succeeded, "", nil); err != nil {
+			t.Fatal(err)
+		}
+		// Now a2 can run. Its worker dies: after the lease it is claimed again; after
+		// MaxAttempts it fails with a message.
+		for attempt := 1; attempt <= q.MaxAttempts; attempt++ {
+			j, err = q.Claim(ctx, "w-dies")
+			if err != nil || j.ID != a2.ID || j.Attempts != attempt {
+				t.Fatalf("attempt %d: %+v %v", attempt, j, err)
+			}
+			if _, err := q.Claim(ctx, "other"); !errors.Is(err, ErrNotFound) {
+				t.Fatal("a job ran twice at once")
+			}
+			clock = clock.Add(q.Lease + time.Second)
+		}
+		q.Claim(ctx, "reaper")
+		got, _ = q.Get(ctx, a2.ID)
+		if got.Status != Failed || got.ErrorMessage == nil {
+			t.Fatalf("abandoned job %+v", got)
+		}
+		// Cancelling a queued job.
+		c, _ := q.Enqueue(ctx, "m3", "e", "rl", nil)
+		got, err = q.Cancel(ctx, c.ID)
+		if err != nil || got.Status != Cancelled {
+			t.Fatalf("cancel %+v %v", got, err)
+		}
+		if evs, _, _ := q.Events(ctx, c.ID, "", 10); len(evs) != 1 || evs[0].Type != EventFailed {
+			t.Fatalf("cancel events %+v", evs)
+		}
+	})
+}
+
+// TestWorkers: workers run jobs to completion, record the runner's events and results, stop
+// a running job on cancel, and fail a job whose runner errs.
+func TestWorkers(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	q, err := Open(ctx, dbtest.SQLite(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Lease = 300 * time.Millisecond
+	var sameRunning atomic.Int32
+	run := func(ctx context.Context, j Job, progress func(string, any)) (*int, error) {
+		if j.ModelID == "same" {
+			if sameRunning.Add(1) > 1 {
+				t.Error("two jobs of one model at once")
+			}
+			defer sameRunning.Add(-1)
+		}
+		progress(EventStarted, map[string]int{"num_sequences": 1})
+		switch j.Kind {
+		case "slow":
+			<-ctx.Done()
+			return nil, ctx.Err()
+		case "bad":
+			return nil, errors.New("line 3: not JSON")
+		}
+		time.Sleep(20 * time.Millisecond)
+		s := 7
+		return &s, nil
+	}
+	go q.Work(ctx, 2, "test", run, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ok1, _ := q.Enqueue(ctx, "same", "e", "fast", nil)
+	ok2, _ := q.Enqueue(ctx, "same", "e", "fast", nil)
+	bad, _ := q.Enqueue(ctx, "x", "e", "bad", nil)
+	slow, _ := q.Enqueue(ctx, "y", "e", "slow", nil)
+	wait := func(id, status string) Job {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			j, _ := q.Get(ctx, id)
+			if j.Status == status {
+				return j
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		j, _ := q.Get(ctx, id)
+		t.Fatalf("job %s is %s, want %s", id, j.Status, status)
+		return j
+	}
+	for _, id := range []string{ok1.ID, ok2.ID} {
+		if j := wait(id, Succeeded); *j.Step != 7 {
+			t.Fatalf("step %v", j.Step)
+		}
+		evs, _, _ := q.Events(ctx, id, "", 10)
+		if len(evs) != 2 || evs[0].Type != EventStarted || evs[1].Type != EventEnded {
+			t.Fatalf("events %+v", evs)
+		}
+	}
+	if j := wait(bad.ID, Failed); *j.ErrorMessage != "line 3: not JSON" {
+		t.Fatalf("error %q", *j.ErrorMessage)
+	}
+	wait(slow.ID, Running)
+	q.Cancel(ctx, slow.ID)
+	wait(slow.ID, Cancelled)
+}

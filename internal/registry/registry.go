@@ -1,0 +1,314 @@
+// Package registry keeps the trainable models of the training API (a name in an entity's
+// project on top of a served base model) and their checkpoints (LoRA adapters, one per
+// training step, stored as PEFT directories under the data directory), in the store.
+package registry
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/honeai/hone/internal/db"
+)
+
+var migrations = []db.Migration{{Version: 1, SQLite: `
+CREATE TABLE train_models (
+	id TEXT PRIMARY KEY,
+	entity TEXT NOT NULL,
+	project TEXT NOT NULL,
+	name TEXT NOT NULL,
+	base_model TEXT NOT NULL,
+	run_id TEXT NOT NULL,
+	created_at TEXT NOT NULL,
+	UNIQUE (entity, project, name)
+);
+CREATE TABLE train_checkpoints (
+	model_id TEXT NOT NULL,
+	step INTEGER NOT NULL,
+	id TEXT NOT NULL,
+	metrics TEXT NOT NULL,
+	created_at TEXT NOT NULL,
+	PRIMARY KEY (model_id, step)
+)`}}
+
+// Errors.
+var (
+	ErrNotFound = errors.New("registry: not found")
+	ErrExists   = errors.New("registry: a model of that name exists")
+)
+
+// Model is a trainable model.
+type Model struct {
+	ID        string `json:"id"`
+	Entity    string `json:"entity"`
+	Project   string `json:"project"`
+	Name      string `json:"name"`
+	BaseModel string `json:"base_model"`
+	RunID     string `json:"run_id"`
+	CreatedAt string `json:"created_at"`
+}
+
+// Checkpoint is one training step's adapter.
+type Checkpoint struct {
+	ID        string             `json:"id"`
+	Step      int                `json:"step"`
+	Metrics   map[string]float64 `json:"metrics"`
+	CreatedAt string             `json:"created_at"`
+}
+
+// Registry is the models and checkpoints service.
+type Registry struct {
+	db  *db.DB
+	dir string // checkpoints live under dir/<model id>/step<N>
+	now func() time.Time
+}
+
+// New opens the registry on d, migrating its tables, with checkpoint files under dir.
+func New(ctx context.Context, d *db.DB, dir string) (*Registry, error) {
+	if err := d.Migrate(ctx, "registry", migrations); err != nil {
+		return nil, err
+	}
+	return &Registry{db: d, dir: dir, now: time.Now}, nil
+}
+
+// CheckpointDir is where the adapter of a model's step lives.
+func (r *Registry) CheckpointDir(modelID string, step int) string {
+	return filepath.Join(r.dir, modelID, "step"+strconv.Itoa(step))
+}
+
+// Create adds a model; with returnExisting an existing one of the same name is returned
+// (created false), otherwise it is ErrExists.
+func (r *Registry) Create(ctx context.Context, m Model, returnExisting bool) (Model, bool, error) {
+	m.ID = uuid.Must(uuid.NewV7()).String()
+	m.RunID = strings.ReplaceAll(uuid.NewString(), "-", "")[:8]
+	m.CreatedAt = db.FormatTime(r.now())
+	_, err := r.db.Exec(ctx, `INSERT INTO train_models (id, entity, project, name, base_model, run_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		m.ID, m.Entity, m.Project, m.Name, m.BaseModel, m.RunID, m.CreatedAt)
+	if db.IsUniqueViolation(err) {
+		old, gerr := r.ByName(ctx, m.Entity, m.Project, m.Name)
+		if gerr != nil {
+			return Model{}, false, gerr
+		}
+		if returnExisting {
+			return old, false, nil
+		}
+		return old, false, ErrExists
+	}
+	if err != nil {
+		return Model{}, false, err
+	}
+	return m, true, nil
+}
+
+const modelCols = `id, entity, project, name, base_model, run_id, created_at`
+
+func scanModel(row interface{ Scan(...any) error }) (Model, error) {
+	var m Model
+	err := row.Scan(&m.ID, &m.Entity, &m.Project, &m.Name, &m.BaseModel, &m.RunID, &m.CreatedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return m, ErrNotFound
+	}
+	return m, err
+}
+
+// Get returns a model by id.
+func (r *Registry) Get(ctx context.Context, id string) (Model, error) {
+	return scanModel(r.db.QueryRow(ctx, `SELECT `+modelCols+` FROM train_models WHERE id = ?`, id))
+}
+
+// ByName returns a model by entity, project and name.
+func (r *Registry) ByName(ctx context.Context, entity, project, name string) (Model, error) {
+	return scanModel(r.db.QueryRow(ctx, `SELECT `+modelCols+` FROM train_models WHERE entity = ? AND project = ? AND name = ?`, entity, project, name))
+}
+
+// Resolve finds a model by id or `<entity>/<project>/<name>`.
+func (r *Registry) Resolve(ctx context.Context, ref string) (Model, error) {
+	if parts := strings.Split(ref, "/"); len(parts) == 3 {
+		return r.ByName(ctx, parts[0], parts[1], parts[2])
+	}
+	return r.Get(ctx, ref)
+}
+
+// List returns an entity's models, newest first.
+func (r *Registry) List(ctx context.Context, entity string) ([]Model, error) {
+	rows, err := r.db.Query(ctx, `SELECT `+modelCols+` FROM train_models WHERE entity = ? ORDER BY created_at DESC, id DESC`, entity)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Model
+	for rows.Next() {
+		m, err := scanModel(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// Delete removes a model, its checkpoints and their files; it returns how many checkpoints
+// went.
+func (r *Registry) Delete(ctx context.Context, id string) (int, error) {
+	n := 0
+	err := r.db.WriteTx(ctx, func(tx *db.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM train_checkpoints WHERE model_id = ?`, id).Scan(&n); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM train_checkpoints WHERE model_id = ?`, id); err != nil {
+			return err
+		}
+		res, err := tx.Exec(ctx, `DELETE FROM train_models WHERE id = ?`, id)
+		if err != nil {
+			return err
+		}
+		if k, _ := res.RowsAffected(); k == 0 {
+			return ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, os.RemoveAll(filepath.Join(r.dir, id))
+}
+
+// AddCheckpoint records the adapter written at CheckpointDir(modelID, step).
+func (r *Registry) AddCheckpoint(ctx context.Context, modelID string, step int, metrics map[string]float64) (Checkpoint, error) {
+	if metrics == nil {
+		metrics = map[string]float64{}
+	}
+	c := Checkpoint{ID: uuid.Must(uuid.NewV7()).String(), Step: step, Metrics: metrics, CreatedAt: db.FormatTime(r.now())}
+	js, _ := json.Marshal(metrics)
+	_, err := r.db.Exec(ctx, `INSERT INTO train_checkpoints (model_id, step, id, metrics, created_at) VALUES (?, ?, ?, ?, ?)`,
+		modelID, step, c.ID, string(js), c.CreatedAt)
+	return c, err
+}
+
+// Latest returns the checkpoint with the highest step (ErrNotFound when none).
+func (r *Registry) Latest(ctx context.Context, modelID string) (Checkpoint, error) {
+	cs, _, err := r.Checkpoints(ctx, modelID, "", 1, "desc")
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	if len(cs) == 0 {
+		return Checkpoint{}, ErrNotFound
+	}
+	return cs[0], nil
+}
+
+// Step returns one checkpoint.
+func (r *Registry) Step(ctx context.Context, modelID string, step int) (Checkpoint, error) {
+	var c Checkpoint
+	var metrics string
+	err := r.db.QueryRow(ctx, `SELECT id, step, metrics, created_at FROM train_checkpoints WHERE model_id = ? AND step = ?`, modelID, step).
+		Scan(&c.ID, &c.Step, &metrics, &c.CreatedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, ErrNotFound
+	}
+	json.Unmarshal([]byte(metrics), &c.Metrics)
+	return c, err
+}
+
+// Checkpoints lists a model's checkpoints by step in order ("asc" or "desc"), after the
+// checkpoint with id after (a cursor), at most limit; more tells whether others follow.
+func (r *Registry) Checkpoints(ctx context.Context, modelID, after string, limit int, order string) ([]Checkpoint, bool, error) {
+	op, dir := ">", "ASC"
+	if order == "desc" {
+		op, dir = "<", "DESC"
+	}
+	q := `SELECT id, step, metrics, created_at FROM train_checkpoints WHERE model_id = ?`
+	args := []any{modelID}
+	if after != "" {
+		var step int
+		err := r.db.QueryRow(ctx, `SELECT step FROM train_checkpoints WHERE model_id = ? AND id = ?`, modelID, after).Scan(&step)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, false, fmt.Errorf("%w: checkpoint %s", ErrNotFound, after)
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		q += ` AND step ` + op + ` ?`
+		args = append(args, step)
+	}
+	q += ` ORDER BY step ` + dir + ` LIMIT ?`
+	args = append(args, limit+1)
+	rows, err := r.db.Query(ctx, q, args...)
+	if err != nil {
+		return nil, false, err
+	}
+	defer rows.Close()
+	var out []Checkpoint
+	for rows.Next() {
+		var c Checkpoint
+		var metrics string
+		if err := rows.Scan(&c.ID, &c.Step, &metrics, &c.CreatedAt); err != nil {
+			return nil, false, err
+		}
+		c.Metrics = map[string]float64{}
+		json.Unmarshal([]byte(metrics), &c.Metrics)
+		out = append(out, c)
+	}
+	more := len(out) > limit
+	if more {
+		out = out[:limit]
+	}
+	return out, more, rows.Err()
+}
+
+// DeleteCheckpoints removes the given steps (and their files); it returns how many went and
+// the steps that did not exist.
+func (r *Registry) DeleteCheckpoints(ctx context.Context, modelID string, steps []int) (int, []int, error) {
+	deleted, missing := 0, []int{}
+	err := r.db.WriteTx(ctx, func(tx *db.Tx) error {
+		for _, s := range steps {
+			res, err := tx.Exec(ctx, `DELETE FROM train_checkpoints WHERE model_id = ? AND step = ?`, modelID, s)
+			if err != nil {
+				return err
+			}
+			if k, _ := res.RowsAffected(); k == 0 {
+				missing = append(missing, s)
+			} else {
+				deleted++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, s := range steps {
+		os.RemoveAll(r.CheckpointDir(modelID, s))
+	}
+	return deleted, missing, nil
+}
+
+// MergeMetrics adds metrics to a checkpoint's (later values win).
+func (r *Registry) MergeMetrics(ctx context.Context, modelID string, step int, metrics map[string]float64) error {
+	return r.db.WriteTx(ctx, func(tx *db.Tx) error {
+		var cur string
+		if err := tx.QueryRow(ctx, `SELECT metrics FROM train_checkpoints WHERE model_id = ? AND step = ?`, modelID, step).Scan(&cur); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return ErrNotFound
+			}
+			return err
+		}
+		m := map[string]float64{}
+		json.Unmarshal([]byte(cur), &m)
+		for k, v := range metrics {
+			m[k] = v
+		}
+		js, _ := json.Marshal(m)
+		_, err := tx.Exec(ctx, `UPDATE train_checkpoints SET metrics = ? WHERE model_id = ? AND step = ?`, string(js), modelID, step)
+		return err
+	})
+}
