@@ -227,8 +227,12 @@ func (c *Chat) sampledTokens(ch *choice, content string, allowNoLogprobs bool) (
 	var lps []float64
 	var ids []int
 	if ch.Logprobs != nil && len(ch.Logprobs.Content) > 0 {
+		mapped := true
 		for _, e := range ch.Logprobs.Content {
 			lps = append(lps, e.Logprob)
+			if !mapped {
+				continue
+			}
 			if id, ok := strings.CutPrefix(e.Token, "token_id:"); ok {
 				n, err := strconv.Atoi(id)
 				if err != nil || n < 0 || n >= max(c.Vocab, c.Tok.VocabSize()) {
@@ -247,8 +251,7 @@ func (c *Chat) sampledTokens(ch *choice, content string, allowNoLogprobs bool) (
 			if id, ok := c.byBytes()[string(b)]; ok {
 				ids = append(ids, id)
 			} else {
-				ids = nil
-				break
+				ids, mapped = nil, false // the token_ids (or the content) decide
 			}
 		}
 	}

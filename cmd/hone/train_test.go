@@ -1,0 +1,202 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+const sftData = `{"messages":[{"role":"user","content":"Capital of France?"},{"role":"assistant","content":"Paris."}]}
+{"messages":[{"role":"user","content":"Capital of Japan?"},{"role":"assistant","content":"Tokyo."}]}
+{"messages":[{"role":"user","content":"Capital of Peru?"},{"role":"assistant","content":"Lima."}]}
+`
+
+func jsonOf(t *testing.T, code int, body []byte, want int) map[string]any {
+	t.Helper()
+	if code != want {
+		t.Fatalf("status %d (want %d): %s", code, want, body)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	return m
+}
+
+// waitJob polls a job until it ends and returns it.
+func waitJob(t *testing.T, s *server, bearer, id string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		code, _, body := do(t, "GET", s.url+"/v1/preview/training-jobs/"+id, bearer, "")
+		j := jsonOf(t, code, body, 200)
+		switch j["status"] {
+		case "SUCCEEDED", "FAILED", "CANCELLED":
+			return j
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("job %s did not finish", id)
+	return nil
+}
+
+// TestTrainingAPIEndToEnd drives the training routes of a started server over HTTP: models,
+// an uploaded SFT dataset, an SFT job and an RL job (samples taken from the server's own chat
+// completions), their events and checkpoints, chatting with the trained checkpoint, and the
+// error cases.
+func TestTrainingAPIEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir)
+	bearer := "Bearer " + initialKey(t, dir)
+	u := s.url + "/v1/preview"
+
+	code, _, body := do(t, "GET", u+"/base-models", bearer, "")
+	if !strings.Contains(string(body), `"demo"`) {
+		t.Fatalf("base models %d %s", code, body)
+	}
+	code, _, body = do(t, "POST", u+"/models", bearer, `{"project":"p","name":"agent","base_model":"demo"}`)
+	m := jsonOf(t, code, body, 200)
+	id := m["id"].(string)
+	if m["entity"] != "local" || m["base_model"] != "demo" || m["run_id"] == "" {
+		t.Fatalf("model %v", m)
+	}
+	code, _, body = do(t, "POST", u+"/models", bearer, `{"project":"p","name":"agent","base_model":"demo"}`)
+	jsonOf(t, code, body, 409)
+	code, _, body = do(t, "POST", u+"/models", bearer, `{"project":"p","name":"agent","base_model":"demo","return_existing":true}`)
+	if again := jsonOf(t, code, body, 200); again["id"] != id {
+		t.Fatalf("return_existing gave %v", again)
+	}
+	code, _, body = do(t, "POST", u+"/models", bearer, `{"project":"p","name":"x","base_model":"gpt-9"}`)
+	if e := jsonOf(t, code, body, 400); e["error"].(map[string]any)["param"] != "base_model" {
+		t.Fatalf("%s", body)
+	}
+	code, _, body = do(t, "POST", u+"/models", bearer, `{"entity":"other","project":"p","name":"x","base_model":"demo"}`)
+	jsonOf(t, code, body, 403)
+	code, _, body = do(t, "GET", u+"/models/local/p/agent", bearer, "")
+	if got := jsonOf(t, code, body, 200); got["id"] != id {
+		t.Fatalf("by name %v", got)
+	}
+
+	// SFT from an uploaded file.
+	code, _, body = do(t, "POST", u+"/files", bearer, sftData)
+	url := jsonOf(t, code, body, 200)["url"].(string)
+	code, _, body = do(t, "POST", u+"/sft-training-jobs", bearer, `{"model_id":"`+id+`","training_data_url":"`+url+`","config":{"learning_rate":0.01,"epochs":3}}`)
+	job := jsonOf(t, code, body, 200)["id"].(string)
+	j := waitJob(t, s, bearer, job)
+	if j["status"] != "SUCCEEDED" || j["step"] != float64(1) || j["kind"] != "sft" || j["started_at"] == nil || j["finished_at"] == nil {
+		t.Fatalf("sft job %v", j)
+	}
+	code, _, body = do(t, "GET", u+"/training-jobs/"+job+"/events?limit=100", bearer, "")
+	evs := jsonOf(t, code, body, 200)
+	data := evs["data"].([]any)
+	types := []string{}
+	for _, e := range data {
+		types = append(types, e.(map[string]any)["type"].(string))
+	}
+	if types[0] != "training_started" || types[len(types)-1] != "training_ended" || len(types) != 5 {
+		t.Fatalf("events %v", types)
+	}
+	step1 := data[1].(map[string]any)["data"].(map[string]any)
+	if step1["loss"] == nil || step1["num_trainable_tokens"] == nil || step1["learning_rate"] != 0.01 {
+		t.Fatalf("gradient_step data %v", step1)
+	}
+	// Re-listing after the second event gives the rest.
+	code, _, body = do(t, "GET", u+"/training-jobs/"+job+"/events?after="+data[1].(map[string]any)["id"].(string), bearer, "")
+	if rest := jsonOf(t, code, body, 200)["data"].([]any); len(rest) != 3 {
+		t.Fatalf("after: %d events", len(rest))
+	}
+	// Live follow of a finished job: its events, then [DONE].
+	code, hdr, body := doAccept(t, u+"/training-jobs/"+job+"/events", bearer, "text/event-stream")
+	if code != 200 || !strings.HasPrefix(hdr, "text/event-stream") || strings.Count(string(body), "event: gradient_step") != 3 || !strings.HasSuffix(strings.TrimSpace(string(body)), "data: [DONE]") {
+		t.Fatalf("sse %d %s %s", code, hdr, body)
+	}
+
+	// Chat with the checkpoint.
+	code, _, body = do(t, "POST", s.url+"/v1/chat/completions", bearer, `{"model":"local/p/agent:latest","messages":[{"role":"user","content":"Capital of France?"}],"max_tokens":4,"temperature":0}`)
+	if c := jsonOf(t, code, body, 200); c["model"] != "local/p/agent:step1" {
+		t.Fatalf("chat model %v", c["model"])
+	}
+	code, _, body = do(t, "POST", s.url+"/v1/chat/completions", bearer, `{"model":"wandb-artifact:///local/p/agent:step1","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`)
+	jsonOf(t, code, body, 200)
+	code, _, body = do(t, "POST", s.url+"/v1/chat/completions", bearer, `{"model":"local/p/agent:step9","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`)
+	jsonOf(t, code, body, 404)
+
+	// RL: sample four answers through the chat API, reward the longest, train one step.
+	code, _, body = do(t, "POST", s.url+"/v1/chat/completions", bearer, `{"model":"local/p/agent:latest","messages":[{"role":"user","content":"Say something"}],"max_tokens":6,"n":4,"seed":1,"logprobs":true,"return_token_ids":true}`)
+	comp := jsonOf(t, code, body, 200)
+	var trajs []string
+	for i, c := range comp["choices"].([]any) {
+		cj, _ := json.Marshal(c)
+		trajs = append(trajs, fmt.Sprintf(`{"messages_and_choices":[{"role":"user","content":"Say something"},%s],"reward":%d,"metrics":{"len":%d}}`, cj, i%2, i))
+	}
+	groups := `[{"trajectories":[` + strings.Join(trajs, ",") + `]}]`
+	code, _, body = do(t, "POST", u+"/training-jobs", bearer, `{"model_id":"`+id+`","trajectory_groups":`+groups+`,"experimental_config":{"learning_rate":0.001,"bogus":1}}`)
+	if e := jsonOf(t, code, body, 400); !strings.Contains(e["error"].(map[string]any)["message"].(string), "bogus") {
+		t.Fatalf("unknown field: %s", body)
+	}
+	code, _, body = do(t, "POST", u+"/training-jobs", bearer, `{"model_id":"`+id+`","trajectory_groups":`+groups+`,"experimental_config":{"learning_rate":0.001,"loss_fn":"ppo"}}`)
+	job = jsonOf(t, code, body, 200)["id"].(string)
+	if j := waitJob(t, s, bearer, job); j["status"] != "SUCCEEDED" || j["step"] != float64(2) {
+		t.Fatalf("rl job %v", j)
+	}
+	code, _, body = do(t, "GET", u+"/training-jobs/"+job+"/events", bearer, "")
+	evs = jsonOf(t, code, body, 200)
+	st := evs["data"].([]any)[1].(map[string]any)["data"].(map[string]any)
+	if st["reward"] != 0.5 || st["num_trajectories"] != float64(4) || st["grad_norm"] == nil {
+		t.Fatalf("rl metrics %v", st)
+	}
+	// Log validation trajectories: metrics on the latest checkpoint, calls in the trace project.
+	code, _, body = do(t, "POST", u+"/models/"+id+"/log", bearer, `{"split":"val","trajectory_groups":`+groups+`}`)
+	jsonOf(t, code, body, 200)
+	code, _, body = do(t, "GET", u+"/models/"+id+"/checkpoints?order=asc", bearer, "")
+	cps := jsonOf(t, code, body, 200)
+	list := cps["data"].([]any)
+	if len(list) != 2 || cps["has_more"] != false || list[1].(map[string]any)["metrics"].(map[string]any)["val/reward"] != 0.5 {
+		t.Fatalf("checkpoints %s", body)
+	}
+	code, _, body = do(t, "POST", s.url+"/calls/stream_query", basic("api", strings.TrimPrefix(bearer, "Bearer ")), `{"project_id":"local/p"}`)
+	if code != 200 || strings.Count(string(body), `"op_name":"art.trajectory"`) != 4 {
+		t.Fatalf("logged trajectories %d %s", code, body)
+	}
+
+	// Bad data fails the job with a message naming the line.
+	code, _, body = do(t, "POST", u+"/files", bearer, sftData+"{oops\n")
+	url = jsonOf(t, code, body, 200)["url"].(string)
+	code, _, body = do(t, "POST", u+"/sft-training-jobs", bearer, `{"model_id":"`+id+`","training_data_url":"`+url+`"}`)
+	job = jsonOf(t, code, body, 200)["id"].(string)
+	if j := waitJob(t, s, bearer, job); j["status"] != "FAILED" || !strings.Contains(j["error_message"].(string), "line 4") {
+		t.Fatalf("bad data job %v", j)
+	}
+	code, _, body = do(t, "POST", u+"/sft-training-jobs", bearer, `{"model_id":"`+id+`","training_data_url":"/etc/passwd"}`)
+	jsonOf(t, code, body, 400)
+
+	// Deleting checkpoints and the model.
+	code, _, body = do(t, "DELETE", u+"/models/"+id+"/checkpoints", bearer, `{"steps":[1,7]}`)
+	if d := jsonOf(t, code, body, 200); d["deleted_count"] != float64(1) || fmt.Sprint(d["not_found_steps"]) != "[7]" {
+		t.Fatalf("delete checkpoints %v", d)
+	}
+	code, _, body = do(t, "DELETE", u+"/models/local/p/agent", bearer, "")
+	if d := jsonOf(t, code, body, 200); d["model_id"] != id || d["deleted_checkpoints"] != float64(1) {
+		t.Fatalf("delete model %v", d)
+	}
+	code, _, body = do(t, "GET", u+"/models/"+id, bearer, "")
+	jsonOf(t, code, body, 404)
+}
+
+func doAccept(t *testing.T, url, authz, accept string) (int, string, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Authorization", authz)
+	req.Header.Set("Accept", accept)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Content-Type"), b
+}
