@@ -36,6 +36,8 @@ func init() {
 
 // ServeConfig is the configuration of `hone serve`.
 type ServeConfig struct {
+	// WorkerOnly runs the areas without listening (`hone worker`): training jobs only.
+	WorkerOnly        bool
 	Addr              string
 	DataDir           string
 	DSN               string
@@ -297,7 +299,13 @@ func buildHandler(app *App) (http.Handler, *httpx.Router, error) {
 // runServe runs the server until ctx is cancelled. When ready is non-nil it receives the
 // listening address once the server accepts connections.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, ready chan<- string) int {
+	return runServeMode(ctx, args, stdout, stderr, ready, false)
+}
+
+// runServeMode is `hone serve`, or `hone worker` with workerOnly.
+func runServeMode(ctx context.Context, args []string, stdout, stderr io.Writer, ready chan<- string, workerOnly bool) int {
 	var cfg ServeConfig
+	cfg.WorkerOnly = workerOnly
 	fs := newServeFlags(&cfg)
 	fs.SetOutput(stderr)
 	if err := parseWithEnv(fs, args); err != nil {
@@ -339,12 +347,25 @@ func serve(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout io.
 	app.Bearer = httpx.Authenticate(keys, auth.Bearer, limiter)
 	app.Basic = httpx.Authenticate(keys, auth.Basic, limiter)
 
-	if err := ensureInitialKey(ctx, keys, cfg.DataDir, stdout); err != nil {
-		return fmt.Errorf("initial API key: %w", err)
+	if !cfg.WorkerOnly {
+		if err := ensureInitialKey(ctx, keys, cfg.DataDir, stdout); err != nil {
+			return fmt.Errorf("initial API key: %w", err)
+		}
 	}
 	handler, _, err := buildHandler(app)
 	if err != nil {
 		return err
+	}
+	if cfg.WorkerOnly {
+		logger.Info("hone worker running training jobs", "data", cfg.DataDir, "store", store.String(), "workers", trainCfg.workers, "version", version.String())
+		fmt.Fprintf(stdout, "Hone %s worker: running training jobs from %s\n", version.Version, store.String())
+		if ready != nil {
+			ready <- ""
+		}
+		<-ctx.Done()
+		app.runShutdownHooks(context.Background())
+		logger.Info("worker stopped")
+		return nil
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -380,14 +401,19 @@ func serve(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout io.
 		logger.Warn("in-flight requests did not finish in time; closing connections", "err", err)
 		_ = srv.Close()
 	}
-	app.mu.Lock()
-	hooks := append([]func(context.Context) error(nil), app.onShutdown...)
-	app.mu.Unlock()
-	for i := len(hooks) - 1; i >= 0; i-- {
-		if err := hooks[i](sctx); err != nil {
-			logger.Error("shutdown hook failed", "err", err)
-		}
-	}
+	app.runShutdownHooks(sctx)
 	logger.Info("server stopped")
 	return nil
+}
+
+// runShutdownHooks runs the areas' shutdown hooks, last registered first.
+func (a *App) runShutdownHooks(ctx context.Context) {
+	a.mu.Lock()
+	hooks := append([]func(context.Context) error(nil), a.onShutdown...)
+	a.mu.Unlock()
+	for i := len(hooks) - 1; i >= 0; i-- {
+		if err := hooks[i](ctx); err != nil {
+			a.Logger.Error("shutdown hook failed", "err", err)
+		}
+	}
 }

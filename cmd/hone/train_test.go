@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -199,4 +200,40 @@ func doAccept(t *testing.T, url, authz, accept string) (int, string, []byte) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, resp.Header.Get("Content-Type"), b
+}
+
+// TestWorkerProcess: with --train-workers 0 the API server only queues jobs; `hone worker` on
+// the same store runs them, and the server serves the checkpoint it wrote.
+func TestWorkerProcess(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir, "--train-workers", "0")
+	bearer := "Bearer " + initialKey(t, dir)
+	u := s.url + "/v1/preview"
+	code, _, body := do(t, "POST", u+"/models", bearer, `{"project":"p","name":"w","base_model":"demo"}`)
+	id := jsonOf(t, code, body, 200)["id"].(string)
+	code, _, body = do(t, "POST", u+"/files", bearer, sftData)
+	url := jsonOf(t, code, body, 200)["url"].(string)
+	code, _, body = do(t, "POST", u+"/sft-training-jobs", bearer, `{"model_id":"`+id+`","training_data_url":"`+url+`"}`)
+	job := jsonOf(t, code, body, 200)["id"].(string)
+	time.Sleep(700 * time.Millisecond)
+	code, _, body = do(t, "GET", u+"/training-jobs/"+job, bearer, "")
+	if j := jsonOf(t, code, body, 200); j["status"] != "QUEUED" {
+		t.Fatalf("without workers the job is %v", j["status"])
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() { done <- runWorker(ctx, []string{"--data", dir}, io.Discard, io.Discard, nil) }()
+	defer func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("worker did not stop")
+		}
+	}()
+	if j := waitJob(t, s, bearer, job); j["status"] != "SUCCEEDED" || j["step"] != float64(1) {
+		t.Fatalf("job %v", j)
+	}
+	code, _, body = do(t, "POST", s.url+"/v1/chat/completions", bearer, `{"model":"local/p/w:latest","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`)
+	jsonOf(t, code, body, 200)
 }
