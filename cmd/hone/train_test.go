@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -236,4 +239,26 @@ func TestWorkerProcess(t *testing.T) {
 	}
 	code, _, body = do(t, "POST", s.url+"/v1/chat/completions", bearer, `{"model":"local/p/w:latest","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`)
 	jsonOf(t, code, body, 200)
+}
+
+// TestTrainCLI: `hone train sft` creates the model, uploads the data, submits the job and
+// follows it to its checkpoint; `hone jobs watch` follows a finished job again.
+func TestTrainCLI(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir)
+	file := filepath.Join(t.TempDir(), "data.jsonl")
+	os.WriteFile(file, []byte(sftData), 0o644)
+	var out, errb bytes.Buffer
+	code := runTrain(context.Background(), []string{"sft", "--url", s.url, "--data", dir, "--model", "local/cli/m", "--file", file, "--lr", "0.01", "--epochs", "2"}, &out, &errb)
+	if code != 0 || !strings.Contains(out.String(), "training ended") || !strings.Contains(out.String(), "checkpoint step 1") || !strings.Contains(out.String(), "2/2") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+	jobID := strings.Fields(out.String())[1]
+	out.Reset()
+	if code := runJobs(context.Background(), []string{"watch", "--url", s.url, "--data", dir, jobID}, &out, &errb); code != 0 || !strings.Contains(out.String(), "SUCCEEDED") {
+		t.Fatalf("watch: exit %d %s %s", code, out.String(), errb.String())
+	}
+	if code := runTrain(context.Background(), []string{"sft", "--url", s.url, "--data", dir, "--model", "bad"}, &out, &errb); code == 0 {
+		t.Fatal("bad model reference accepted")
+	}
 }
