@@ -1,0 +1,286 @@
+// Package structured turns structured-output constraints (choice, regex, JSON schema,
+// json_object) into token masks for sampling: a constraint compiles to a byte-level
+// automaton, built lazily from Go's regexp/syntax program (UTF-8 aware: a state may sit in
+// the middle of a multi-byte character), and an Index over a tokenizer's vocabulary walks a
+// byte trie of all tokens against an automaton state to find the tokens that keep the output
+// matchable. Masks are cached per state, so after warm-up a step costs a map lookup.
+package structured
+
+import (
+	"errors"
+	"regexp/syntax"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// dead is the state from which nothing matches.
+const dead = -1
+
+// DFA is a lazily built deterministic automaton over bytes for one regular expression, with
+// full-match semantics (the whole output must match). Safe for concurrent use.
+type DFA struct {
+	prog *syntax.Prog
+
+	mu     sync.Mutex
+	states []dstate
+	index  map[string]int
+}
+
+type dstate struct {
+	pcs     []uint32 // NFA threads after ε-closure (before consuming the next rune)
+	pending string   // bytes of an incomplete UTF-8 character
+	accept  bool
+	next    [256]int32 // 0: not computed yet; -1: dead; else the next state + 1
+}
+
+// CompileRegex builds the automaton of a Go/RE2 regular expression (Perl classes, no
+// backreferences). Word boundaries are not supported (an error says so).
+func CompileRegex(expr string) (*DFA, error) {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return nil, err
+	}
+	if hasWordBoundary(re) {
+		return nil, errors.New("word boundaries (\\b, \\B) are not supported in structured-output regexes")
+	}
+	prog, err := syntax.Compile(re.Simplify())
+	if err != nil {
+		return nil, err
+	}
+	d := &DFA{prog: prog, index: map[string]int{}}
+	d.start()
+	return d, nil
+}
+
+func hasWordBoundary(re *syntax.Regexp) bool {
+	if re.Op == syntax.OpWordBoundary || re.Op == syntax.OpNoWordBoundary {
+		return true
+	}
+	for _, s := range re.Sub {
+		if hasWordBoundary(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// closure adds pc and what it reaches without consuming input; begin is whether no input
+// has been consumed yet.
+func (d *DFA) closure(pcs []uint32, pc uint32, begin bool, seen map[uint32]bool) []uint32 {
+	if seen[pc] {
+		return pcs
+	}
+	seen[pc] = true
+	in := &d.prog.Inst[pc]
+	switch in.Op {
+	case syntax.InstAlt, syntax.InstAltMatch:
+		pcs = d.closure(pcs, in.Out, begin, seen)
+		return d.closure(pcs, in.Arg, begin, seen)
+	case syntax.InstCapture, syntax.InstNop:
+		return d.closure(pcs, in.Out, begin, seen)
+	case syntax.InstEmptyWidth:
+		e := syntax.EmptyOp(in.Arg)
+		if e&(syntax.EmptyBeginText|syntax.EmptyBeginLine) != 0 && !begin {
+			return pcs
+		}
+		if e&(syntax.EmptyEndText|syntax.EmptyEndLine) != 0 {
+			// Only satisfiable at the end: keep the thread; acceptance checks it.
+			return append(pcs, pc)
+		}
+		return d.closure(pcs, in.Out, begin, seen)
+	case syntax.InstFail:
+		return pcs
+	}
+	return append(pcs, pc) // InstRune*, InstMatch
+}
+
+// acceptsAt reports whether the threads can match with no more input.
+func (d *DFA) acceptsAt(pcs []uint32) bool {
+	var walk func(pc uint32, seen map[uint32]bool) bool
+	walk = func(pc uint32, seen map[uint32]bool) bool {
+		if seen[pc] {
+			return false
+		}
+		seen[pc] = true
+		in := &d.prog.Inst[pc]
+		switch in.Op {
+		case syntax.InstMatch:
+			return true
+		case syntax.InstEmptyWidth:
+			if syntax.EmptyOp(in.Arg)&(syntax.EmptyBeginText|syntax.EmptyBeginLine|syntax.EmptyWordBoundary|syntax.EmptyNoWordBoundary) != 0 {
+				return false
+			}
+			return walk(in.Out, seen)
+		case syntax.InstAlt, syntax.InstAltMatch:
+			return walk(in.Out, seen) || walk(in.Arg, seen)
+		case syntax.InstCapture, syntax.InstNop:
+			return walk(in.Out, seen)
+		}
+		return false
+	}
+	for _, pc := range pcs {
+		if walk(pc, map[uint32]bool{}) {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *DFA) intern(pcs []uint32, pending string) int {
+	slices.Sort(pcs)
+	pcs = slices.Compact(pcs)
+	if len(pcs) == 0 {
+		return dead
+	}
+	var b strings.Builder
+	for _, pc := range pcs {
+		b.WriteString(strconv.FormatUint(uint64(pc), 36))
+		b.WriteByte(',')
+	}
+	b.WriteByte('|')
+	b.WriteString(pending)
+	key := b.String()
+	if id, ok := d.index[key]; ok {
+		return id
+	}
+	id := len(d.states)
+	d.states = append(d.states, dstate{pcs: pcs, pending: pending, accept: pending == "" && d.acceptsAt(pcs)})
+	d.index[key] = id
+	return id
+}
+
+func (d *DFA) start() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.states) > 0 {
+		return 0
+	}
+	return d.intern(d.closure(nil, uint32(d.prog.Start), true, map[uint32]bool{}), "")
+}
+
+// Start is the initial state.
+func (d *DFA) Start() int { return 0 }
+
+// Accepting reports whether the output may end in state s.
+func (d *DFA) Accepting(s int) bool {
+	if s < 0 {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.states[s].accept
+}
+
+// Step is the state after byte b (dead when nothing can match).
+func (d *DFA) Step(s int, b byte) int {
+	if s < 0 {
+		return dead
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.step(s, b)
+}
+
+func (d *DFA) step(s int, b byte) int {
+	if n := d.states[s].next[b]; n != 0 {
+		if n < 0 {
+			return dead
+		}
+		return int(n) - 1
+	}
+	t := d.compute(s, b)
+	if t == dead {
+		d.states[s].next[b] = -1
+	} else {
+		d.states[s].next[b] = int32(t + 1)
+	}
+	return t
+}
+
+func (d *DFA) compute(s int, b byte) int {
+	st := d.states[s]
+	buf := st.pending + string([]byte{b})
+	if !utf8.FullRuneInString(buf) {
+		// A valid prefix of a longer character?
+		if len(buf) >= utf8.UTFMax || !validPrefix(buf) {
+			return dead
+		}
+		return d.intern(append([]uint32(nil), st.pcs...), buf)
+	}
+	r, size := utf8.DecodeRuneInString(buf)
+	if r == utf8.RuneError && size <= 1 || size != len(buf) {
+		return dead
+	}
+	var next []uint32
+	seen := map[uint32]bool{}
+	for _, pc := range st.pcs {
+		in := &d.prog.Inst[pc]
+		switch in.Op {
+		case syntax.InstRune, syntax.InstRune1, syntax.InstRuneAny, syntax.InstRuneAnyNotNL:
+			if in.MatchRune(r) {
+				next = d.closure(next, in.Out, false, seen)
+			}
+		}
+	}
+	return d.intern(next, "")
+}
+
+// validPrefix reports whether s (1 to 3 bytes) can begin a valid UTF-8 encoding of a longer
+// character.
+func validPrefix(s string) bool {
+	b0 := s[0]
+	var n int
+	switch {
+	case b0 >= 0xC2 && b0 <= 0xDF:
+		n = 2
+	case b0 >= 0xE0 && b0 <= 0xEF:
+		n = 3
+	case b0 >= 0xF0 && b0 <= 0xF4:
+		n = 4
+	default:
+		return false
+	}
+	if len(s) >= n {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		lo, hi := byte(0x80), byte(0xBF)
+		if i == 1 {
+			switch b0 {
+			case 0xE0:
+				lo = 0xA0
+			case 0xED:
+				hi = 0x9F
+			case 0xF0:
+				lo = 0x90
+			case 0xF4:
+				hi = 0x8F
+			}
+		}
+		if s[i] < lo || s[i] > hi {
+			return false
+		}
+	}
+	return true
+}
+
+// States is how many states have been built.
+func (d *DFA) States() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.states)
+}
+
+// MatchString reports whether the whole of s matches (for tests).
+func (d *DFA) MatchString(s string) bool {
+	st := 0
+	for i := 0; i < len(s); i++ {
+		if st = d.Step(st, s[i]); st == dead {
+			return false
+		}
+	}
+	return d.Accepting(st)
+}
