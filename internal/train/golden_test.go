@@ -1,6 +1,7 @@
 package train
 
 import (
+	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -106,5 +108,46 @@ func TestGradientsMatchPyTorch(t *testing.T) {
 	}
 	if checked != len(g.Grads) {
 		t.Fatalf("checked %d tensors of %d", checked, len(g.Grads))
+	}
+}
+
+// TestPeftLoadsHoneCheckpoint: HF peft reads a checkpoint Hone wrote and computes the same
+// next-token log-probabilities. Needs a Python with torch, transformers and peft named by
+// HONE_TORCH_PYTHON (scripts/train-goldens/requirements.txt); skipped without one.
+func TestPeftLoadsHoneCheckpoint(t *testing.T) {
+	py := os.Getenv("HONE_TORCH_PYTHON")
+	if py == "" {
+		t.Skip("set HONE_TORCH_PYTHON to a Python with torch, transformers and peft")
+	}
+	dir := filepath.Join(t.TempDir(), "m")
+	if err := synth.Write(dir, goldenModel()); err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Load(dir, model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 4, Alpha: 8, Seed: 4, Targets: []string{"q_proj", "v_proj", "down_proj"}})
+	randomise(a, 6)
+	ck := filepath.Join(t.TempDir(), "ck")
+	if err := SaveCheckpoint(ck, a, Checkpoint{BaseModel: dir}); err != nil {
+		t.Fatal(err)
+	}
+	e, _ := NewEngine(m, a)
+	tokens := []int{5, 17, 200, 3, 99, 41, 7, 300, 12}
+	want := e.Logprobs(Seq{Tokens: tokens}, a)
+	tj, _ := json.Marshal(tokens)
+	out, err := exec.Command(py, "../../scripts/train-goldens/peft_load.py", dir, ck, string(tj)).Output()
+	if err != nil {
+		t.Fatalf("peft: %v", err)
+	}
+	var got []float64
+	if err := json.Unmarshal(out[bytes.LastIndexByte(bytes.TrimSpace(out), '\n')+1:], &got); err != nil {
+		t.Fatalf("peft output %q: %v", out, err)
+	}
+	for i, g := range got {
+		if math.Abs(g-float64(want.Logp[i])) > 1e-4*math.Max(1, math.Abs(g)) {
+			t.Fatalf("position %d: peft %.6f, Hone %.6f", i, g, want.Logp[i])
+		}
 	}
 }
