@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -208,6 +209,18 @@ func (d *DFA) compute(s int, b byte) int {
 		if len(buf) >= utf8.UTFMax || !validPrefix(buf) {
 			return dead
 		}
+		// Live only if some character starting with these bytes can be consumed.
+		lo, hi := prefixRange(buf)
+		live := false
+		for _, pc := range st.pcs {
+			if d.matchesRange(&d.prog.Inst[pc], lo, hi) {
+				live = true
+				break
+			}
+		}
+		if !live {
+			return dead
+		}
 		return d.intern(append([]uint32(nil), st.pcs...), buf)
 	}
 	r, size := utf8.DecodeRuneInString(buf)
@@ -226,6 +239,94 @@ func (d *DFA) compute(s int, b byte) int {
 		}
 	}
 	return d.intern(next, "")
+}
+
+// prefixRange is the smallest and largest character whose UTF-8 encoding starts with the
+// valid prefix p.
+func prefixRange(p string) (rune, rune) {
+	n := 2
+	switch {
+	case p[0] >= 0xF0:
+		n = 4
+	case p[0] >= 0xE0:
+		n = 3
+	}
+	lo, hi := []byte(p), []byte(p)
+	for len(lo) < n {
+		l, h := byte(0x80), byte(0xBF)
+		if len(lo) == 1 {
+			switch p[0] {
+			case 0xE0:
+				l = 0xA0
+			case 0xED:
+				h = 0x9F
+			case 0xF0:
+				l = 0x90
+			case 0xF4:
+				h = 0x8F
+			}
+		}
+		lo, hi = append(lo, l), append(hi, h)
+	}
+	a, _ := utf8.DecodeRune(lo)
+	b, _ := utf8.DecodeRune(hi)
+	return a, b
+}
+
+// matchesRange reports whether a rune instruction accepts some character in [lo, hi].
+func (d *DFA) matchesRange(in *syntax.Inst, lo, hi rune) bool {
+	switch in.Op {
+	case syntax.InstRuneAny, syntax.InstRuneAnyNotNL:
+		return true
+	case syntax.InstRune1:
+		return in.Rune[0] >= lo && in.Rune[0] <= hi
+	case syntax.InstRune:
+		if syntax.Flags(in.Arg)&syntax.FoldCase != 0 {
+			// The ranges' characters and their case folds.
+			total := 0
+			for i := 0; i+1 < len(in.Rune); i += 2 {
+				total += int(in.Rune[i+1]-in.Rune[i]) + 1
+			}
+			if len(in.Rune) == 1 {
+				total = 1
+			}
+			if total > 4096 {
+				return true // conservative
+			}
+			each := func(fn func(r rune) bool) bool {
+				if len(in.Rune) == 1 {
+					return fn(in.Rune[0])
+				}
+				for i := 0; i+1 < len(in.Rune); i += 2 {
+					for r := in.Rune[i]; r <= in.Rune[i+1]; r++ {
+						if fn(r) {
+							return true
+						}
+					}
+				}
+				return false
+			}
+			return each(func(r rune) bool {
+				for f := r; ; {
+					if f >= lo && f <= hi {
+						return true
+					}
+					if f = unicode.SimpleFold(f); f == r {
+						return false
+					}
+				}
+			})
+		}
+		if len(in.Rune) == 1 {
+			return in.Rune[0] >= lo && in.Rune[0] <= hi
+		}
+		for i := 0; i+1 < len(in.Rune); i += 2 {
+			if in.Rune[i] <= hi && in.Rune[i+1] >= lo {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // validPrefix reports whether s (1 to 3 bytes) can begin a valid UTF-8 encoding of a longer

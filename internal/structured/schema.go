@@ -1,0 +1,481 @@
+package structured
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/honeai/hone/internal/pyjson"
+)
+
+// SchemaOptions tune the regular form of a JSON schema.
+type SchemaOptions struct {
+	NoWhitespace             bool   // disable_any_whitespace: no whitespace between tokens
+	NoAdditionalProperties   bool   // disable_additional_properties
+	Whitespace               string // whitespace_pattern: the regex of whitespace (default [ \t\n]*, at most 2 newlines... see ws)
+	MaxDepth                 int    // nesting depth of free-form JSON values (json_object, additionalProperties) (default 3)
+	unsupported              []string
+	defs                     map[string]json.RawMessage
+	stack                    []string
+	depthLeft                int
+	freeValueCache           map[int]string
+	sawAdditionalPropertiesT bool
+}
+
+// UnsupportedError lists the schema features Hone cannot enforce.
+type UnsupportedError struct{ Features []string }
+
+func (e *UnsupportedError) Error() string {
+	return "The provided JSON schema contains features Hone cannot enforce: " + strings.Join(e.Features, ", ")
+}
+
+const (
+	jsonString = `"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"`
+	jsonChar   = `(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})`
+	jsonInt    = `-?(?:0|[1-9][0-9]{0,15})`
+	jsonNumber = `-?(?:0|[1-9][0-9]{0,15})(?:\.[0-9]{1,16})?(?:[eE][+-]?[0-9]{1,2})?`
+)
+
+// formats are the string formats with a regular form (dates never generate February 29).
+var formats = map[string]string{
+	"date-time": `[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,9})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])`,
+	"date":      `[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))`,
+	"time":      `(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,9})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])?`,
+	"uuid":      `[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`,
+	"email":     `[a-zA-Z0-9._%+-]{1,64}@[a-zA-Z0-9-]{1,63}(?:\.[a-zA-Z0-9-]{1,63}){1,8}`,
+	"ipv4":      `(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])`,
+	"hostname":  `[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?){0,8}`,
+}
+
+// SchemaRegex turns a JSON schema into a regular expression of the JSON texts it accepts
+// (objects keep the schema's property order, as xgrammar and outlines do). Features without a
+// regular form are reported together in an *UnsupportedError.
+func SchemaRegex(schema json.RawMessage, o SchemaOptions) (string, error) {
+	var root map[string]json.RawMessage
+	if err := json.Unmarshal(schema, &root); err != nil {
+		var b bool
+		if json.Unmarshal(schema, &b) == nil && b {
+			root = map[string]json.RawMessage{}
+		} else {
+			return "", fmt.Errorf("the JSON schema must be an object: %v", err)
+		}
+	}
+	if o.MaxDepth == 0 {
+		o.MaxDepth = 3
+	}
+	o.defs = map[string]json.RawMessage{}
+	for _, k := range []string{"$defs", "definitions"} {
+		var defs map[string]json.RawMessage
+		if raw, ok := root[k]; ok && json.Unmarshal(raw, &defs) == nil {
+			for name, d := range defs {
+				o.defs["#/"+k+"/"+name] = d
+			}
+		}
+	}
+	o.defs["#"] = schema
+	re := o.value(schema, "")
+	if len(o.unsupported) > 0 {
+		sort.Strings(o.unsupported)
+		return "", &UnsupportedError{Features: dedupe(o.unsupported)}
+	}
+	return o.ws() + re + o.ws(), nil
+}
+
+func dedupe(s []string) []string {
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func (o *SchemaOptions) ws() string {
+	if o.NoWhitespace {
+		return ""
+	}
+	if o.Whitespace != "" {
+		return "(?:" + o.Whitespace + ")"
+	}
+	return `[ \t\n]{0,8}`
+}
+
+func (o *SchemaOptions) fail(path, feature string) string {
+	if path == "" {
+		path = "(root)"
+	}
+	o.unsupported = append(o.unsupported, fmt.Sprintf("%s at %s", feature, path))
+	return `(?:)`
+}
+
+// literal is the regex of one JSON value written as Python's json.dumps would.
+func literal(raw json.RawMessage) string {
+	v, err := pyjson.Parse(raw)
+	if err != nil {
+		return regexp.QuoteMeta(string(raw))
+	}
+	return regexp.QuoteMeta(string(pyjson.Compact(v)))
+}
+
+func (o *SchemaOptions) value(raw json.RawMessage, path string) string {
+	var s map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &s); err != nil {
+		var b bool
+		if json.Unmarshal(raw, &b) == nil {
+			if b {
+				return o.free(o.MaxDepth)
+			}
+			return o.fail(path, "a false schema")
+		}
+		return o.fail(path, "a schema that is not an object")
+	}
+	for _, k := range []string{"allOf", "not", "if", "then", "else", "patternProperties", "propertyNames", "dependentSchemas", "dependentRequired", "unevaluatedProperties", "unevaluatedItems", "contains", "uniqueItems", "multipleOf", "minProperties", "maxProperties"} {
+		if _, ok := s[k]; ok {
+			o.fail(path, k)
+		}
+	}
+	if ref, ok := s["$ref"]; ok {
+		var r string
+		json.Unmarshal(ref, &r)
+		target, found := o.defs[r]
+		if !found {
+			return o.fail(path, "$ref "+r+" (not found)")
+		}
+		for _, seen := range o.stack {
+			if seen == r {
+				return o.fail(path, "recursive $ref "+r+" (needs a grammar)")
+			}
+		}
+		o.stack = append(o.stack, r)
+		defer func() { o.stack = o.stack[:len(o.stack)-1] }()
+		return o.value(target, path)
+	}
+	if c, ok := s["const"]; ok {
+		return literal(c)
+	}
+	if e, ok := s["enum"]; ok {
+		var vals []json.RawMessage
+		if json.Unmarshal(e, &vals) != nil || len(vals) == 0 {
+			return o.fail(path, "an enum that is not a non-empty list")
+		}
+		alts := make([]string, len(vals))
+		for i, v := range vals {
+			alts[i] = literal(v)
+		}
+		return "(?:" + strings.Join(alts, "|") + ")"
+	}
+	for _, k := range []string{"anyOf", "oneOf"} {
+		if a, ok := s[k]; ok {
+			var subs []json.RawMessage
+			if json.Unmarshal(a, &subs) != nil || len(subs) == 0 {
+				return o.fail(path, k+" that is not a non-empty list")
+			}
+			alts := make([]string, len(subs))
+			for i, sub := range subs {
+				alts[i] = o.value(sub, fmt.Sprintf("%s/%s/%d", path, k, i))
+			}
+			return "(?:" + strings.Join(alts, "|") + ")"
+		}
+	}
+	var types []string
+	if t, ok := s["type"]; ok {
+		var one string
+		if json.Unmarshal(t, &one) == nil {
+			types = []string{one}
+		} else if json.Unmarshal(t, &types) != nil {
+			return o.fail(path, "a type that is neither a string nor a list")
+		}
+	} else {
+		switch {
+		case s["properties"] != nil || s["additionalProperties"] != nil || s["required"] != nil:
+			types = []string{"object"}
+		case s["items"] != nil || s["prefixItems"] != nil:
+			types = []string{"array"}
+		default:
+			return o.free(o.MaxDepth)
+		}
+	}
+	alts := make([]string, 0, len(types))
+	for _, t := range types {
+		alts = append(alts, o.typed(t, s, path))
+	}
+	if len(alts) == 1 {
+		return alts[0]
+	}
+	return "(?:" + strings.Join(alts, "|") + ")"
+}
+
+func getInt(s map[string]json.RawMessage, k string) (int, bool) {
+	raw, ok := s[k]
+	if !ok {
+		return 0, false
+	}
+	var f float64
+	if json.Unmarshal(raw, &f) != nil {
+		return 0, false
+	}
+	return int(f), true
+}
+
+func (o *SchemaOptions) typed(t string, s map[string]json.RawMessage, path string) string {
+	switch t {
+	case "null":
+		return "null"
+	case "boolean":
+		return "(?:true|false)"
+	case "string":
+		if f, ok := s["format"]; ok {
+			var name string
+			json.Unmarshal(f, &name)
+			re, known := formats[name]
+			if !known {
+				return o.fail(path, "string format "+strconv.Quote(name))
+			}
+			return `"` + re + `"`
+		}
+		if p, ok := s["pattern"]; ok {
+			var pat string
+			json.Unmarshal(p, &pat)
+			if _, hasMin := s["minLength"]; hasMin {
+				return o.fail(path, "pattern with minLength")
+			}
+			if _, hasMax := s["maxLength"]; hasMax {
+				return o.fail(path, "pattern with maxLength")
+			}
+			pat = strings.TrimSuffix(strings.TrimPrefix(pat, "^"), "$")
+			if _, err := regexp.Compile(pat); err != nil {
+				return o.fail(path, "pattern "+strconv.Quote(pat)+" (not a valid regex)")
+			}
+			// The pattern constrains the characters; quotes and backslashes inside it are
+			// taken as written.
+			return `"(?:` + pat + `)"`
+		}
+		lo, hasLo := getInt(s, "minLength")
+		hi, hasHi := getInt(s, "maxLength")
+		if !hasLo && !hasHi {
+			return jsonString
+		}
+		if !hasHi {
+			return `"` + jsonChar + `{` + strconv.Itoa(lo) + `,}"`
+		}
+		return `"` + jsonChar + `{` + strconv.Itoa(lo) + `,` + strconv.Itoa(hi) + `}"`
+	case "integer":
+		lo, hasLo := getNum(s, "minimum")
+		hi, hasHi := getNum(s, "maximum")
+		if v, ok := getNum(s, "exclusiveMinimum"); ok {
+			lo, hasLo = v+1, true
+		}
+		if v, ok := getNum(s, "exclusiveMaximum"); ok {
+			hi, hasHi = v-1, true
+		}
+		switch {
+		case hasLo && hasHi && hi-lo <= 2000 && lo <= hi:
+			alts := make([]string, 0, int(hi-lo)+1)
+			for v := int(lo); v <= int(hi); v++ {
+				alts = append(alts, strconv.Itoa(v))
+			}
+			return "(?:" + strings.Join(alts, "|") + ")"
+		case hasLo && lo >= 0 && !hasHi:
+			if lo == 0 {
+				return `(?:0|[1-9][0-9]{0,15})`
+			}
+			if lo == 1 {
+				return `[1-9][0-9]{0,15}`
+			}
+			return o.fail(path, "integer minimum other than 0 or 1 without a maximum")
+		case hasLo || hasHi:
+			return o.fail(path, "integer bounds without a regular form (give both, at most 2000 apart)")
+		}
+		return jsonInt
+	case "number":
+		for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
+			if _, ok := s[k]; ok {
+				if v, _ := getNum(s, "minimum"); k == "minimum" && v == 0 {
+					continue
+				}
+				return o.fail(path, "number "+k)
+			}
+		}
+		if v, ok := getNum(s, "minimum"); ok && v == 0 {
+			return `(?:0|[1-9][0-9]{0,15})(?:\.[0-9]{1,16})?(?:[eE][+-]?[0-9]{1,2})?`
+		}
+		return jsonNumber
+	case "array":
+		return o.array(s, path)
+	case "object":
+		return o.object(s, path)
+	}
+	return o.fail(path, "type "+strconv.Quote(t))
+}
+
+func getNum(s map[string]json.RawMessage, k string) (float64, bool) {
+	raw, ok := s[k]
+	if !ok {
+		return 0, false
+	}
+	var f float64
+	if json.Unmarshal(raw, &f) != nil {
+		return 0, false
+	}
+	return f, true
+}
+
+func (o *SchemaOptions) array(s map[string]json.RawMessage, path string) string {
+	ws := o.ws()
+	sep := ws + "," + ws
+	var prefix []string
+	if p, ok := s["prefixItems"]; ok {
+		var subs []json.RawMessage
+		json.Unmarshal(p, &subs)
+		for i, sub := range subs {
+			prefix = append(prefix, o.value(sub, fmt.Sprintf("%s/prefixItems/%d", path, i)))
+		}
+	}
+	item := ""
+	if it, ok := s["items"]; ok && string(it) != "false" {
+		item = o.value(it, path+"/items")
+	} else if !ok && len(prefix) == 0 {
+		item = o.free(o.MaxDepth - 1)
+	}
+	lo, _ := getInt(s, "minItems")
+	hi, hasHi := getInt(s, "maxItems")
+	if len(prefix) > 0 {
+		body := strings.Join(prefix, sep)
+		if item != "" {
+			body += "(?:" + sep + item + ")*"
+		}
+		return `\[` + ws + body + ws + `\]`
+	}
+	if hasHi && hi == 0 {
+		return `\[` + ws + `\]`
+	}
+	rest := "*"
+	switch {
+	case hasHi:
+		rest = fmt.Sprintf("{%d,%d}", max(lo-1, 0), hi-1)
+	case lo > 1:
+		rest = fmt.Sprintf("{%d,}", lo-1)
+	}
+	body := item + "(?:" + sep + item + ")" + rest
+	if lo == 0 {
+		body = "(?:" + body + ")?"
+	}
+	return `\[` + ws + body + ws + `\]`
+}
+
+func (o *SchemaOptions) object(s map[string]json.RawMessage, path string) string {
+	ws := o.ws()
+	sep := ws + "," + ws
+	// Properties in the schema's order.
+	var names []string
+	props := map[string]json.RawMessage{}
+	if p, ok := s["properties"]; ok {
+		v, err := pyjson.Parse(p)
+		if err != nil || v.Kind != pyjson.Object {
+			return o.fail(path, "properties that are not an object")
+		}
+		for _, m := range v.Obj {
+			names = append(names, m.Key)
+			props[m.Key] = json.RawMessage(pyjson.Compact(m.Val))
+		}
+	}
+	required := map[string]bool{}
+	if r, ok := s["required"]; ok {
+		var rs []string
+		json.Unmarshal(r, &rs)
+		for _, n := range rs {
+			required[n] = true
+		}
+	}
+	var parts []string
+	for _, n := range names {
+		key, _ := json.Marshal(n)
+		parts = append(parts, regexp.QuoteMeta(string(key))+ws+":"+ws+o.value(props[n], path+"/properties/"+n))
+	}
+	// Extra properties: additionalProperties true or a schema, unless disabled.
+	extra := ""
+	if ap, ok := s["additionalProperties"]; ok && !o.NoAdditionalProperties && string(ap) != "false" {
+		val := o.free(o.MaxDepth - 1)
+		if string(ap) != "true" {
+			val = o.value(ap, path+"/additionalProperties")
+		}
+		extra = jsonString + ws + ":" + ws + val
+	} else if !ok && len(names) == 0 && !o.NoAdditionalProperties {
+		extra = jsonString + ws + ":" + ws + o.free(o.MaxDepth-1) // {"type": "object"}: any object
+	}
+	// A sequence of properties where required ones must appear, optional ones may: the first
+	// present property is any k whose predecessors are all optional.
+	var alts []string
+	for k := range parts {
+		seq := parts[k]
+		for j := k + 1; j < len(parts); j++ {
+			if required[names[j]] {
+				seq += sep + parts[j]
+			} else {
+				seq += "(?:" + sep + parts[j] + ")?"
+			}
+		}
+		if extra != "" {
+			seq += "(?:" + sep + extra + ")*"
+		}
+		alts = append(alts, seq)
+		if required[names[k]] {
+			break
+		}
+	}
+	allOptional := true
+	for _, n := range names {
+		if required[n] {
+			allOptional = false
+		}
+	}
+	for n := range required {
+		if _, ok := props[n]; !ok {
+			return o.fail(path, "required property "+strconv.Quote(n)+" without a schema in properties")
+		}
+	}
+	body := ""
+	if len(alts) > 0 {
+		body = "(?:" + strings.Join(alts, "|") + ")"
+	}
+	if allOptional {
+		if extra != "" {
+			if body != "" {
+				body = "(?:" + body + "|" + extra + "(?:" + sep + extra + ")*)"
+			} else {
+				body = extra + "(?:" + sep + extra + ")*"
+			}
+		}
+		if body != "" {
+			body = "(?:" + body + ")?"
+		}
+	}
+	return `\{` + ws + body + ws + `\}`
+}
+
+// free is any JSON value nested at most depth levels.
+func (o *SchemaOptions) free(depth int) string {
+	if o.freeValueCache == nil {
+		o.freeValueCache = map[int]string{}
+	}
+	if re, ok := o.freeValueCache[depth]; ok {
+		return re
+	}
+	scalar := `(?:` + jsonString + `|` + jsonNumber + `|true|false|null)`
+	if depth <= 0 {
+		o.freeValueCache[depth] = scalar
+		return scalar
+	}
+	ws := o.ws()
+	sep := ws + "," + ws
+	inner := o.free(depth - 1)
+	arr := `\[` + ws + `(?:` + inner + `(?:` + sep + inner + `)*)?` + ws + `\]`
+	obj := `\{` + ws + `(?:` + jsonString + ws + `:` + ws + inner + `(?:` + sep + jsonString + ws + `:` + ws + inner + `)*)?` + ws + `\}`
+	re := `(?:` + scalar + `|` + arr + `|` + obj + `)`
+	o.freeValueCache[depth] = re
+	return re
+}

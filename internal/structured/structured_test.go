@@ -1,0 +1,265 @@
+package structured
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"math/bits"
+	"math/rand/v2"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/honeai/hone/internal/apierror"
+)
+
+// testVocab: every single byte, common multi-byte pieces (so tokens span several JSON
+// terminals, e.g. `":"` or `},{`), a few UTF-8 characters and an EOS token with no bytes.
+func testVocab() Vocab {
+	var toks [][]byte
+	for b := 0; b < 256; b++ {
+		toks = append(toks, []byte{byte(b)})
+	}
+	for _, s := range []string{`{"`, `":`, `": `, `", "`, `"}`, `},{`, `[{`, `}]`, `true`, `false`, `null`, `12`, `345`, `.5`, `e+`, `name`, `age`, `tags`, `"a`, `b"`, `ab`, `  `, "\n", `é`, `日本`, `"x":1,`, `0,`, `-1`, `]}`, `,"`, `": "`, `id`, `ok`} {
+		toks = append(toks, []byte(s))
+	}
+	toks = append(toks, nil) // EOS
+	return Vocab{Tokens: toks, EOS: []int{len(toks) - 1}}
+}
+
+// generate walks the constraint with random choices among allowed tokens, ending with EOS
+// (more likely as the output grows). It fails the test if the mask is ever empty.
+func generate(t *testing.T, c *Constraint, v Vocab, rng *rand.Rand) string {
+	t.Helper()
+	m := c.NewMatcher()
+	mask := make([]uint64, c.ix.Words())
+	var out []byte
+	for step := 0; step < 600; step++ {
+		m.Mask(mask)
+		var allowed []int
+		for w, word := range mask {
+			for word != 0 {
+				b := bits.TrailingZeros64(word)
+				allowed = append(allowed, w*64+b)
+				word &^= 1 << b
+			}
+		}
+		if len(allowed) == 0 {
+			t.Fatalf("mask empty after %q (accepting %v)", out, m.Accepting())
+		}
+		eos := v.EOS[0]
+		pick := allowed[rng.IntN(len(allowed))]
+		canEnd := false
+		for _, a := range allowed {
+			canEnd = canEnd || a == eos
+		}
+		// As the output grows, prefer tokens that close strings, arrays and objects, so
+		// that walks end.
+		if step > 30 && rng.Float64() < 0.7 {
+			for _, closer := range []byte{'"', '}', ']'} {
+				if id := int(closer); mask[id>>6]&(1<<(id&63)) != 0 {
+					pick = id
+					break
+				}
+			}
+		}
+		if canEnd && (rng.Float64() < float64(step)/60 || len(allowed) == 1) {
+			pick = eos
+		}
+		if err := m.Accept(pick, v.Tokens[pick]); err != nil {
+			t.Fatalf("accepting an allowed token: %v", err)
+		}
+		if pick == eos {
+			return string(out)
+		}
+		out = append(out, v.Tokens[pick]...)
+	}
+	t.Fatalf("no end after 600 tokens: %q", out)
+	return ""
+}
+
+var schemas = []string{
+	`{"type":"object","properties":{"name":{"type":"string","maxLength":8},"age":{"type":"integer","minimum":0,"maximum":120}},"required":["name","age"]}`,
+	`{"type":"object","properties":{"id":{"type":"integer"},"tags":{"type":"array","items":{"type":"string","enum":["a","b","c"]},"minItems":1,"maxItems":3},"ok":{"type":"boolean"}},"required":["id"]}`,
+	`{"type":"array","items":{"type":"number"},"maxItems":4}`,
+	`{"anyOf":[{"type":"string","format":"date"},{"type":"null"},{"const":{"x":1}}]}`,
+	`{"$defs":{"p":{"type":"object","properties":{"x":{"type":["integer","null"]}},"required":["x"],"additionalProperties":false}},"type":"object","properties":{"a":{"$ref":"#/$defs/p"},"b":{"$ref":"#/$defs/p"}},"required":["b"]}`,
+	`{"type":"object","properties":{"k":{"type":"string","pattern":"^[a-z]{2,4}$"}},"required":["k"],"additionalProperties":{"type":"integer"}}`,
+	`{"type":"array","prefixItems":[{"type":"string"},{"type":"boolean"}],"items":false}`,
+	`{"type":"object"}`,
+	`{"type":"string","minLength":2,"maxLength":5}`,
+}
+
+// TestSchemasGenerateValidJSON: for each schema, random walks through the masks always end in
+// JSON that a JSON Schema validator accepts, and the mask never empties before the end.
+func TestSchemasGenerateValidJSON(t *testing.T) {
+	v := testVocab()
+	ix := NewIndex(v)
+	comp := NewCompiler(ix)
+	for si, src := range schemas {
+		for _, noWS := range []bool{false, true} {
+			spec := &Spec{Kind: "json", Schema: json.RawMessage(src), Options: SchemaOptions{NoWhitespace: noWS}}
+			c, err := comp.Compile(spec)
+			if err != nil {
+				t.Fatalf("schema %d: %v", si, err)
+			}
+			sch := compileSchema(t, src)
+			rng := rand.New(rand.NewPCG(uint64(si), 7))
+			for i := 0; i < 60; i++ {
+				out := generate(t, c, v, rng)
+				var doc any
+				if err := json.Unmarshal([]byte(out), &doc); err != nil {
+					t.Fatalf("schema %d: output %q is not JSON: %v", si, out, err)
+				}
+				inst, _ := jsonschema.UnmarshalJSON(strings.NewReader(out))
+				if err := sch.Validate(inst); err != nil {
+					t.Fatalf("schema %d: output %q does not validate: %v", si, out, err)
+				}
+				if noWS && strings.ContainsAny(out, " \n\t") && !strings.Contains(out, `"`) {
+					t.Fatalf("whitespace despite disable_any_whitespace: %q", out)
+				}
+			}
+		}
+	}
+}
+
+func compileSchema(t *testing.T, src string) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	if err := c.AddResource("schema.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile("schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestRegexAndChoiceOutputs: random walks match the regex fully / are one of the choices.
+func TestRegexAndChoiceOutputs(t *testing.T) {
+	v := testVocab()
+	comp := NewCompiler(NewIndex(v))
+	rng := rand.New(rand.NewPCG(3, 3))
+	for _, expr := range []string{`[a-c]{3,6}`, `\d+(\.\d{1,2})?`, `(yes|no|maybe)!`, `é+日本`, `"[^"]{0,5}"`} {
+		c, err := comp.Compile(&Spec{Kind: "regex", Regex: expr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		re := regexp.MustCompile(`^(?:` + expr + `)$`)
+		for i := 0; i < 100; i++ {
+			if out := generate(t, c, v, rng); !re.MatchString(out) {
+				t.Fatalf("%s: %q", expr, out)
+			}
+		}
+	}
+	choices := []string{"red", "green", "blue ø", "a.b"}
+	c, _ := comp.Compile(&Spec{Kind: "choice", Choices: choices})
+	seen := map[string]bool{}
+	for i := 0; i < 200; i++ {
+		out := generate(t, c, v, rng)
+		ok := false
+		for _, ch := range choices {
+			ok = ok || out == ch
+		}
+		if !ok {
+			t.Fatalf("choice output %q", out)
+		}
+		seen[out] = true
+	}
+	if len(seen) != len(choices) {
+		t.Fatalf("choices seen %v", seen)
+	}
+}
+
+func TestFromRequest(t *testing.T) {
+	ok := []struct{ so, rf, kind string }{
+		{`{"json":{"type":"object","properties":{"a":{"type":"integer"}}}}`, ``, "json"},
+		{`{"regex":"\\d+"}`, ``, "regex"},
+		{`{"choice":["a","b"],"_backend":"hone"}`, ``, "choice"},
+		{`{"json_object":true,"disable_any_whitespace":true}`, ``, "json_object"},
+		{``, `{"type":"json_object"}`, "json_object"},
+		{``, `{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"string"},"strict":true}}`, "json"},
+		{`{"json":"{\"type\":\"integer\"}"}`, ``, "json"},
+	}
+	for _, c := range ok {
+		s, err := FromRequest(json.RawMessage(c.so), json.RawMessage(c.rf))
+		if err != nil || s == nil || s.Kind != c.kind {
+			t.Errorf("%s %s: %+v %v", c.so, c.rf, s, err)
+		}
+	}
+	if s, err := FromRequest(nil, json.RawMessage(`{"type":"text"}`)); s != nil || err != nil {
+		t.Errorf("text: %v %v", s, err)
+	}
+	bad := []struct{ so, rf, param, msg string }{
+		{`{"regex":"a","choice":["b"]}`, ``, "structured_outputs", "only use one kind"},
+		{`{"disable_any_whitespace":true}`, ``, "structured_outputs", "must use one kind"},
+		{`{"regex":5}`, ``, "structured_outputs.regex", "must be a string"},
+		{`{"choice":[]}`, ``, "structured_outputs.choice", "Choice '[]' cannot be an empty list"},
+		{`{"grammar":""}`, ``, "structured_outputs.grammar", "cannot be an empty string"},
+		{`{"regex":"a","_backend":"xgrammar"}`, ``, "structured_outputs._backend", "Request-level structured output backend selection is not supported"},
+		{``, `{"type":"json_schema"}`, "response_format.json_schema", "the 'json_schema' field must be provided"},
+		{`{"json":{"type":"object","properties":{"a":{"type":"integer","multipleOf":3}},"allOf":[]}}`, ``, "structured_outputs.json", "multipleOf at /properties/a"},
+		{`{"json":{"$defs":{"n":{"type":"object","properties":{"next":{"$ref":"#/$defs/n"}}}},"$ref":"#/$defs/n"}}`, ``, "structured_outputs.json", "recursive $ref"},
+		{`{"regex":"(a"}`, ``, "structured_outputs.regex", "Failed to transform regex"},
+		{`{"regex":"a"}`, `{"type":"json_object"}`, "structured_outputs", "both give one"},
+	}
+	for _, c := range bad {
+		_, err := FromRequest(json.RawMessage(c.so), json.RawMessage(c.rf))
+		var ae *apierror.Error
+		if !errors.As(err, &ae) || ae.Status != 400 || ae.Param != c.param || !strings.Contains(ae.Message, c.msg) {
+			t.Errorf("%s %s: %v (%+v)", c.so, c.rf, err, ae)
+		}
+	}
+}
+
+// FuzzSchemaRegex: any schema either compiles to a regex the DFA builder takes or gives an
+// error; nothing panics.
+func FuzzSchemaRegex(f *testing.F) {
+	for _, s := range schemas {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(`{"type":["string","integer"],"enum":[1,"a"]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) || len(data) > 2000 {
+			return
+		}
+		re, err := SchemaRegex(data, SchemaOptions{})
+		if err != nil {
+			return
+		}
+		if _, err := CompileRegex(re); err != nil && !bytes.Contains(data, []byte("pattern")) {
+			t.Fatalf("schema %s gave a regex that does not compile: %v", data, err)
+		}
+	})
+}
+
+// FuzzRegexDFA: the DFA agrees with Go's regexp on any compilable expression and input.
+func FuzzRegexDFA(f *testing.F) {
+	f.Add(`a+b?`, "aab")
+	f.Add(`[^x]{2}`, "é")
+	f.Fuzz(func(t *testing.T, expr, input string) {
+		if len(expr) > 40 || len(input) > 40 {
+			return
+		}
+		d, err := CompileRegex(expr)
+		if err != nil {
+			return
+		}
+		re, err := regexp.Compile(`^(?:` + expr + `)$`)
+		if err != nil {
+			return
+		}
+		if got, want := d.MatchString(input), re.MatchString(input); got != want {
+			t.Fatalf("%q on %q: dfa %v, regexp %v", expr, input, got, want)
+		}
+	})
+}
+
