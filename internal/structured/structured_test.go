@@ -262,4 +262,3 @@ func FuzzRegexDFA(f *testing.F) {
 		}
 	})
 }
-
