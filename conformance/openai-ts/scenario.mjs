@@ -147,6 +147,37 @@ const bsText = ["", "", ""];
 for await (const chunk of bsStream) for (const c of chunk.choices) if (c.delta.content) bsText[c.index] += c.delta.content;
 check(bsText.every((t, i) => t === bs1.choices[i].message.content), "streamed beams equal non-streamed", [bsText, bs1.choices.map((c) => c.message.content)]);
 
+// Structured outputs: the output always satisfies the constraint, whatever the (random) model.
+const q = [{ role: "user", content: "Answer in the required format." }];
+const choices = ["alpha", "beta", "gamma delta"];
+for (let seed = 0; seed < 3; seed++) {
+  const c = await client.chat.completions.create({ model, messages: q, max_tokens: 20, seed, structured_outputs: { choice: choices } });
+  check(choices.includes(c.choices[0].message.content) && c.choices[0].finish_reason === "stop", "choice output is one of the choices", c.choices[0]);
+}
+const rx = await client.chat.completions.create({ model, messages: q, max_tokens: 30, seed: 1, structured_outputs: { regex: "[A-Z][a-z]{2,5}-[0-9]{3}" } });
+check(/^[A-Z][a-z]{2,5}-[0-9]{3}$/.test(rx.choices[0].message.content), "regex output matches fully", rx.choices[0].message.content);
+const schema = { type: "object", properties: { ok: { type: "boolean" }, n: { type: "integer", minimum: 1, maximum: 9 }, tag: { type: "string", enum: ["x", "y"] } }, required: ["ok", "n", "tag"], additionalProperties: false };
+for (let seed = 0; seed < 3; seed++) {
+  const js = await client.chat.completions.create({ model, messages: q, max_tokens: 80, seed, response_format: { type: "json_schema", json_schema: { name: "answer", schema, strict: true } } });
+  const obj = JSON.parse(js.choices[0].message.content);
+  check(typeof obj.ok === "boolean" && Number.isInteger(obj.n) && obj.n >= 1 && obj.n <= 9 && ["x", "y"].includes(obj.tag) && Object.keys(obj).length === 3, "json_schema output validates", obj);
+}
+const jsStruct = await client.chat.completions.create({ model, messages: q, max_tokens: 80, seed: 4, structured_outputs: { json: schema, disable_any_whitespace: true } });
+check(!/\s/.test(jsStruct.choices[0].message.content) && JSON.parse(jsStruct.choices[0].message.content).n >= 1, "structured_outputs.json without whitespace", jsStruct.choices[0].message.content);
+const jo = await client.chat.completions.create({ model, messages: q, max_tokens: 300, seed: 2, response_format: { type: "json_object" } });
+if (jo.choices[0].finish_reason === "stop") {
+  const v = JSON.parse(jo.choices[0].message.content);
+  check(v !== null && typeof v === "object" && !Array.isArray(v), "json_object output is an object", jo.choices[0].message.content);
+} else {
+  check(/^\s*\{/.test(jo.choices[0].message.content), "json_object output starts an object", jo.choices[0].message.content);
+}
+const txt = await client.chat.completions.create({ model, messages: q, max_tokens: 5, response_format: { type: "text" } });
+check(typeof txt.choices[0].message.content === "string", "response_format text", txt.choices[0]);
+await expectError(400, { structured_outputs: { regex: 5 } }, "structured_outputs.regex not a string", "structured_outputs.regex");
+await expectError(400, { response_format: { type: "json_schema" } }, "json_schema without schema", "response_format.json_schema");
+await expectError(400, { structured_outputs: { regex: "a", choice: ["b"] } }, "two constraint kinds", "structured_outputs");
+await expectError(400, { structured_outputs: { json: { type: "object", properties: { a: { type: "number", multipleOf: 2 } } } } }, "unsupported schema feature", "structured_outputs.json");
+
 // Error cases, each in the one error envelope.
 await expectError(404, { model: "no-such-model" }, "unknown model");
 await expectError(400, { temperature: -1 }, "negative temperature", "temperature");

@@ -274,7 +274,16 @@ func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 	if p.req.RequestID != "" {
 		id = "chatcmpl-" + p.req.RequestID
 	}
-	h, err := pr.served.Engine.Submit(r.Context(), &inference.Request{ID: id, Prompt: pr.ids, Params: p.params, N: p.n,
+	var gf inference.GuideFactory
+	if p.structured != nil {
+		c, err := pr.served.Guides().Compile(p.structured)
+		if err != nil {
+			apierror.Write(w, r, apierror.BadRequest("structured_outputs", "Invalid structured output constraint: %v", err))
+			return
+		}
+		gf = guideFactory{c: c, tok: pr.served.Tok}
+	}
+	h, err := pr.served.Engine.Submit(r.Context(), &inference.Request{Guide: gf, ID: id, Prompt: pr.ids, Params: p.params, N: p.n,
 		MaxTokens: p.maxTokens, IgnoreEOS: p.req.IgnoreEOS, Adapter: pr.adapter, Priority: p.priority,
 		Logprobs: p.req.Logprobs, TopLogprobs: p.topLogprobs, PromptLogprobs: p.promptLP, CacheSalt: p.cacheSalt, Repetition: p.repetition, Beam: p.beam})
 	switch {

@@ -4,6 +4,8 @@
 package chatapi
 
 import (
+	"slices"
+
 	"fmt"
 	"strings"
 	"sync"
@@ -11,6 +13,7 @@ import (
 	"github.com/honeai/hone/internal/chattemplate"
 	"github.com/honeai/hone/internal/inference"
 	"github.com/honeai/hone/internal/model"
+	"github.com/honeai/hone/internal/structured"
 	"github.com/honeai/hone/internal/tokenizer"
 )
 
@@ -23,7 +26,49 @@ type Served struct {
 	Template *chattemplate.Template // nil when the tokenizer has none
 	Engine   *inference.Engine
 	Created  int64
+
+	guidesOnce sync.Once
+	guides     *structured.Compiler
 }
+
+// Guides is the structured-output compiler over this model's vocabulary, built on first use
+// (a byte trie of every token) and shared by all requests.
+func (s *Served) Guides() *structured.Compiler {
+	s.guidesOnce.Do(func() {
+		n := s.Model.Config.VocabSize
+		v := structured.Vocab{Tokens: make([][]byte, n)}
+		for id := 0; id < n && id < s.Tok.VocabSize(); id++ {
+			if !s.Tok.IsSpecial(id) {
+				v.Tokens[id] = s.Tok.TokenBytes(id)
+			}
+		}
+		v.EOS = s.Model.Config.EOSIDs()
+		if eos, ok := s.Tok.EOS(); ok && !slices.Contains(v.EOS, eos) {
+			v.EOS = append(v.EOS, eos)
+		}
+		s.guides = structured.NewCompiler(structured.NewIndex(v))
+	})
+	return s.guides
+}
+
+// guideFactory adapts a compiled constraint to the engine's Guide interface.
+type guideFactory struct {
+	c   *structured.Constraint
+	tok *tokenizer.Tokenizer
+}
+
+func (f guideFactory) NewGuide() inference.Guide {
+	return &guide{m: f.c.NewMatcher(), tok: f.tok}
+}
+
+type guide struct {
+	m   *structured.Matcher
+	tok *tokenizer.Tokenizer
+}
+
+func (g *guide) Mask(dst []uint64)    { g.m.Mask(dst) }
+func (g *guide) Accept(tok int) error { return g.m.Accept(tok, g.tok.TokenBytes(tok)) }
+func (g *guide) MustEnd() bool        { return g.m.MustEnd() }
 
 // MaxModelLen is the context length served.
 func (s *Served) MaxModelLen() int { return s.Model.Config.MaxPositionEmbeddings }

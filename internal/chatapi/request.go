@@ -11,6 +11,7 @@ import (
 	"github.com/honeai/hone/internal/apierror"
 	"github.com/honeai/hone/internal/inference"
 	"github.com/honeai/hone/internal/sample"
+	"github.com/honeai/hone/internal/structured"
 )
 
 // Request is the chat completions request body (the seed's table; unknown fields are
@@ -92,6 +93,7 @@ type plan struct {
 	agp         bool
 	repetition  *inference.Repetition
 	beam        *inference.Beam
+	structured  *structured.Spec
 }
 
 // parseRepetition reads repetition_detection {max_pattern_size, min_pattern_size, min_count}
@@ -197,16 +199,13 @@ func (req *Request) validate(vocab int, maxLogprobs int, priorityEnabled bool) (
 	if len(req.ToolChoice) > 0 && string(req.ToolChoice) != "null" && string(req.ToolChoice) != `"none"` {
 		return nil, bad("tool_choice", "Only `tool_choice: \"none\"` is supported by Hone; tools are rendered into the chat template and the model's tool calls come back as text.")
 	}
-	if len(req.StructuredOutputs) > 0 && string(req.StructuredOutputs) != "null" {
-		return nil, bad("structured_outputs", "Structured outputs are not available yet on this server.")
+	spec, err := structured.FromRequest(req.StructuredOutputs, req.ResponseFormat)
+	if err != nil {
+		return nil, err
 	}
-	if len(req.ResponseFormat) > 0 && string(req.ResponseFormat) != "null" {
-		var rf struct {
-			Type string `json:"type"`
-		}
-		if json.Unmarshal(req.ResponseFormat, &rf) != nil || rf.Type != "text" {
-			return nil, bad("response_format", "response_format other than {\"type\": \"text\"} is not available yet on this server.")
-		}
+	p.structured = spec
+	if spec != nil && req.UseBeamSearch {
+		return nil, bad("use_beam_search", "Beam search cannot be combined with structured outputs.")
 	}
 	if len(req.ChatTemplateKwargs) > 0 && string(req.ChatTemplateKwargs) != "null" {
 		var kw map[string]json.RawMessage

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -71,6 +72,24 @@ type Request struct {
 	Repetition *Repetition
 	// Beam, when set, searches Beam.Width beams instead of sampling (N becomes the width).
 	Beam *Beam
+	// Guide, when set, constrains every choice's tokens (structured outputs): each choice
+	// gets its own Guide from it.
+	Guide GuideFactory
+}
+
+// Guide restricts the next token of one output.
+type Guide interface {
+	// Mask writes the allowed next tokens as a bitset (bit t of word t/64).
+	Mask(dst []uint64)
+	// Accept advances past the sampled token.
+	Accept(tok int) error
+	// MustEnd reports whether the output can only end now.
+	MustEnd() bool
+}
+
+// GuideFactory makes a Guide per choice.
+type GuideFactory interface {
+	NewGuide() Guide
 }
 
 // Repetition is vLLM's repetition_detection: the output ends in a pattern of
@@ -297,6 +316,8 @@ type choice struct {
 	children bool
 	finished bool
 	beam     *beamInfo // beam search only
+	guide    Guide     // structured outputs only
+	mask     []uint64
 }
 
 // running is one admitted request.
@@ -372,6 +393,9 @@ func (e *Engine) loop() {
 			reserved += need
 			nRunning += h.req.N
 			parent := &choice{h: h, index: 0, seq: e.kv.NewSequence(), sampler: sample.New(h.req.Params)}
+			if h.req.Guide != nil {
+				parent.guide = h.req.Guide.NewGuide()
+			}
 			r := &running{h: h, choices: []*choice{parent}, reserved: need, admitted: time.Now()}
 			if h.req.Beam != nil {
 				r.beams = &beamState{}
@@ -493,7 +517,11 @@ func (e *Engine) loop() {
 				}
 				// Fork the other choices from the prompt's blocks, each with its own sampler.
 				for k := 1; k < req.N; k++ {
-					r.choices = append(r.choices, &choice{h: c.h, index: k, seq: c.seq.Fork(), sampler: c.sampler.Fork(k), prefill: len(req.Prompt)})
+					ch := &choice{h: c.h, index: k, seq: c.seq.Fork(), sampler: c.sampler.Fork(k), prefill: len(req.Prompt)}
+					if req.Guide != nil {
+						ch.guide = req.Guide.NewGuide()
+					}
+					r.choices = append(r.choices, ch)
 				}
 				for _, ch := range r.choices {
 					e.sampleNext(ch, append([]float32(nil), logits...))
@@ -607,6 +635,20 @@ func (e *Engine) sampleNext(c *choice, raw []float32) {
 		rawCopy = append([]float32(nil), raw...)
 	}
 	c.sampler.Process(raw, req.Prompt, c.output)
+	if c.guide != nil {
+		words := (len(raw) + 63) / 64
+		if len(c.mask) != words {
+			c.mask = make([]uint64, words)
+		}
+		clear(c.mask)
+		c.guide.Mask(c.mask)
+		ninf := float32(math.Inf(-1))
+		for i := range raw {
+			if c.mask[i>>6]&(1<<(i&63)) == 0 {
+				raw[i] = ninf
+			}
+		}
+	}
 	tok := c.sampler.Sample(raw)
 	ev.Token = tok
 	if req.Logprobs {
@@ -628,6 +670,11 @@ func (e *Engine) sampleNext(c *choice, raw []float32) {
 		ev.Finish = "length"
 	case req.Repetition != nil && len(c.output) >= req.Params.MinTokens && req.Repetition.Repeats(c.output):
 		ev.Finish = "repetition"
+	}
+	if c.guide != nil && ev.Finish == "" {
+		if err := c.guide.Accept(tok); err != nil || c.guide.MustEnd() {
+			ev.Finish = "stop" // the constraint is complete (or, never expected, violated)
+		}
 	}
 	c.h.events <- ev
 	if ev.Finish != "" {
