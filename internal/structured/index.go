@@ -68,23 +68,36 @@ type Constraint struct {
 	dfa *DFA
 	src string
 
-	mu    sync.Mutex
-	masks map[int][]uint64
+	mu       sync.Mutex
+	masks    map[int][]uint64
+	inflight map[int]chan struct{} // states whose mask is being computed
 }
 
 // NewConstraint binds an automaton to an index.
 func NewConstraint(ix *Index, d *DFA, src string) *Constraint {
-	return &Constraint{ix: ix, dfa: d, src: src, masks: map[int][]uint64{}}
+	return &Constraint{ix: ix, dfa: d, src: src, masks: map[int][]uint64{}, inflight: map[int]chan struct{}{}}
 }
 
 // mask returns the allowed tokens of state s (shared; do not modify).
 func (c *Constraint) mask(s int) []uint64 {
 	c.mu.Lock()
-	if m, ok := c.masks[s]; ok {
+	for {
+		if m, ok := c.masks[s]; ok {
+			c.mu.Unlock()
+			return m
+		}
+		ch, busy := c.inflight[s]
+		if !busy {
+			break
+		}
 		c.mu.Unlock()
-		return m
+		<-ch // computed by another goroutine (a prefetch)
+		c.mu.Lock()
 	}
+	done := make(chan struct{})
+	c.inflight[s] = done
 	c.mu.Unlock()
+	defer close(done)
 	m := make([]uint64, c.ix.Words())
 	d := c.dfa
 	d.mu.Lock()
@@ -113,8 +126,21 @@ func (c *Constraint) mask(s int) []uint64 {
 	}
 	c.mu.Lock()
 	c.masks[s] = m
+	delete(c.inflight, s)
 	c.mu.Unlock()
 	return m
+}
+
+// prefetch computes the mask of state s in the background when it is not cached, so that it
+// is ready when the next step asks (off the engine's critical path).
+func (c *Constraint) prefetch(s int) {
+	c.mu.Lock()
+	_, ok := c.masks[s]
+	_, busy := c.inflight[s]
+	c.mu.Unlock()
+	if !ok && !busy {
+		go c.mask(s)
+	}
 }
 
 // Matcher follows one output through a constraint.
@@ -159,6 +185,7 @@ func (m *Matcher) Accept(tok int, bytes []byte) error {
 		}
 	}
 	m.state = st
+	m.c.prefetch(st)
 	return nil
 }
 
