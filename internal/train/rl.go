@@ -256,6 +256,11 @@ func (c *Chat) sampledTokens(ch *choice, content string, allowNoLogprobs bool) (
 		}
 	}
 	if len(ch.TokenIDs) > 0 {
+		for i, id := range ch.TokenIDs {
+			if id < 0 || id >= max(c.Vocab, c.Tok.VocabSize()) {
+				return nil, nil, fmt.Errorf("token_ids[%d] = %d is not a token of the model (vocabulary of %d)", i, id, max(c.Vocab, c.Tok.VocabSize()))
+			}
+		}
 		ids = ch.TokenIDs
 	}
 	if lps == nil && !allowNoLogprobs {

@@ -1,0 +1,86 @@
+package train
+
+import (
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var fuzzChat struct {
+	once sync.Once
+	c    *Chat
+	err  error
+}
+
+// chatForFuzz loads the tiny Llama's chat template and tokenizer once per process.
+func chatForFuzz(t testing.TB) *Chat {
+	fuzzChat.once.Do(func() {
+		fuzzChat.c, fuzzChat.err = LoadChat(tinyDir(t, "llama", 0.02))
+	})
+	if fuzzChat.err != nil {
+		t.Fatal(fuzzChat.err)
+	}
+	return fuzzChat.c
+}
+
+// FuzzReadSFT: any input is either examples whose masks and tokens line up and whose ids
+// are in the vocabulary, or an error naming a line.
+func FuzzReadSFT(f *testing.F) {
+	f.Add(capitals)
+	f.Add("{\"messages\": 3}\n")
+	f.Add("{\"messages\":[{\"role\":\"assistant\",\"content\":\"\"}]}\n\n")
+	f.Add(`{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo","tool_calls":[{"type":"function","function":{"name":"f","arguments":"{}"}}]}],"tools":[{"type":"function","function":{"name":"f","parameters":{}}}]}`)
+	f.Add("[1,2]\n")
+	f.Fuzz(func(t *testing.T, data string) {
+		c := chatForFuzz(t)
+		xs, err := ReadSFT(strings.NewReader(data), c, "all")
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "line ") && !strings.Contains(err.Error(), "no examples") {
+				t.Fatalf("error without a line: %v", err)
+			}
+			return
+		}
+		for _, x := range xs {
+			if len(x.Tokens) != len(x.Train) {
+				t.Fatalf("%d tokens, %d mask entries", len(x.Tokens), len(x.Train))
+			}
+			for _, id := range x.Tokens {
+				if id < 0 || id >= c.Tok.VocabSize() {
+					t.Fatalf("token id %d out of the vocabulary", id)
+				}
+			}
+		}
+		Pack(xs, 16)
+	})
+}
+
+// FuzzTrajectory: any trajectory JSON is either tokenised into ids inside the vocabulary
+// with one sampled flag and one logprob per token, or rejected with an error.
+func FuzzTrajectory(f *testing.F) {
+	f.Add(`{"messages_and_choices":[{"role":"user","content":"hi"},{"finish_reason":"stop","message":{"role":"assistant","content":"yes"},"logprobs":{"content":[{"token":"yes","logprob":-0.5}]}}],"reward":1}`, false)
+	f.Add(`{"messages_and_choices":[{"role":"user","content":"hi"},{"message":{"role":"assistant","content":"ab"},"token_ids":[3,4],"logprobs":{"content":[{"token":"token_id:3","logprob":-1},{"token":"token_id:4","logprob":-2}]}}],"reward":0}`, false)
+	f.Add(`{"messages_and_choices":[{"role":"user","content":"hi"},{"message":{"role":"assistant","content":"ab"},"token_ids":[999999999]}],"reward":0}`, true)
+	f.Add(`{"messages_and_choices":[{"role":"user","content":"hi"},{"message":{"role":"assistant","content":"x"},"token_ids":[-1],"logprobs":{"content":[{"token":"x","logprob":-1}]}}],"reward":0}`, false)
+	f.Add(`{"messages_and_choices":[3]}`, true)
+	f.Fuzz(func(t *testing.T, data string, allow bool) {
+		c := chatForFuzz(t)
+		var tr Trajectory
+		if json.Unmarshal([]byte(data), &tr) != nil {
+			return
+		}
+		s, err := c.tokenizeTrajectory(tr.MessagesAndChoices, tr.Tools, allow)
+		if err != nil {
+			return
+		}
+		n := len(s.seq.Tokens)
+		if len(s.sampled) != n || len(s.oldLogp) != n {
+			t.Fatalf("%d tokens, %d sampled flags, %d logprobs", n, len(s.sampled), len(s.oldLogp))
+		}
+		for _, id := range s.seq.Tokens {
+			if id < 0 || id >= max(c.Vocab, c.Tok.VocabSize()) {
+				t.Fatalf("token id %d out of the vocabulary", id)
+			}
+		}
+	})
+}
