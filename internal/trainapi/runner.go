@@ -35,6 +35,19 @@ var rlConfigFields = map[string]bool{
 	"kl_penalty_reference_step": true, "allow_training_without_logprobs": true,
 	"precalculate_logprobs": true, "logprob_calculation_chunk_size": true, "plot_tensors": true,
 	"packed_sequence_length": true, "max_grad_norm": true, "weight_decay": true,
+	// Sent by the ART client; accepted at their defaults (null, 0, false), else a 400.
+	"advantage_balance": true, "mask_prob_ratio": true, "kimi_k2_tau": true,
+	"truncated_importance_sampling": true, "kl_penalty_step_lag": true, "kl_penalty_source": true,
+	"kl_ref_adapter_path": true, "num_trajectories_learning_rate_multiplier_power": true,
+	"scale_learning_rate_by_reward_std_dev": true,
+}
+
+// atDefault are the accepted-only-at-default fields and their default JSON values.
+var atDefault = map[string][]string{
+	"advantage_balance": {"0", "0.0"}, "mask_prob_ratio": {"false"}, "kimi_k2_tau": {},
+	"truncated_importance_sampling": {}, "kl_penalty_step_lag": {}, "kl_penalty_source": {},
+	"kl_ref_adapter_path": {}, "num_trajectories_learning_rate_multiplier_power": {"0", "0.0"},
+	"scale_learning_rate_by_reward_std_dev": {"false"},
 }
 
 type rlConfig struct {
@@ -87,6 +100,26 @@ func parseRLConfig(raw json.RawMessage) (train.RLConfig, error) {
 	if len(raw) > 0 && string(raw) != "null" {
 		if err := httpx.Unmarshal(raw, &c, httpx.DecodeOptions{}); err != nil {
 			return cfg, err
+		}
+		var fields map[string]json.RawMessage
+		json.Unmarshal(raw, &fields)
+		var nonDefault []string
+		for k, defaults := range atDefault {
+			v, ok := fields[k]
+			if !ok || string(v) == "null" {
+				continue
+			}
+			isDefault := false
+			for _, d := range defaults {
+				isDefault = isDefault || strings.TrimSpace(string(v)) == d
+			}
+			if !isDefault {
+				nonDefault = append(nonDefault, k)
+			}
+		}
+		if len(nonDefault) > 0 {
+			sort.Strings(nonDefault)
+			return cfg, apierror.BadRequest("experimental_config", "experimental_config sets options Hone does not support (leave them unset): %s", strings.Join(nonDefault, ", "))
 		}
 	}
 	if c.LearningRate != nil {

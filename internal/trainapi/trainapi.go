@@ -518,6 +518,7 @@ func (s *Service) jobEvents(w http.ResponseWriter, r *http.Request) {
 
 // ResolveAdapter implements chatapi.AdapterResolver: `<entity>/<project>/<name>:step<N>`,
 // `:latest` (also without a tag), and `wandb-artifact:///<entity>/<project>/<name>:step<N>`.
+// Before the first checkpoint (and for `:step0`) the model is its base model.
 // A checkpoint of another entity is not found.
 func (s *Service) ResolveAdapter(entity, name string) (string, *model.LoRA, string, bool, error) {
 	ref := strings.TrimPrefix(name, "wandb-artifact:///")
@@ -539,8 +540,14 @@ func (s *Service) ResolveAdapter(entity, name string) (string, *model.LoRA, stri
 	}
 	var c registry.Checkpoint
 	switch {
+	case tag == "step0":
+		// Step 0 is the base model itself (what ART samples from before any training).
+		return m.BaseModel, nil, ref + ":step0", true, nil
 	case tag == "latest":
 		c, err = s.Reg.Latest(ctx, m.ID)
+		if errors.Is(err, registry.ErrNotFound) {
+			return m.BaseModel, nil, ref + ":step0", true, nil
+		}
 	case strings.HasPrefix(tag, "step"):
 		n, perr := strconv.Atoi(strings.TrimPrefix(tag, "step"))
 		if perr != nil {
