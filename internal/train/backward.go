@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 
 	"github.com/honeai/hone/internal/gemm"
 	"github.com/honeai/hone/internal/kernels"
@@ -17,6 +18,9 @@ import (
 type Seq struct {
 	Tokens   []int
 	Segments []int
+	// Need, when not nil, says which positions' statistics (the prediction of the next
+	// token) are wanted; the head computes only those, the others read 0 and get no gradient.
+	Need []bool
 }
 
 // segStarts returns, for every row, the first row of its segment.
@@ -46,6 +50,11 @@ func (s *Seq) HasTarget(t int) bool {
 	return true
 }
 
+// attnBlock is the number of query rows attention handles at once: a block of rows needs the
+// keys up to its last row only, so causal attention does about half the work of the full
+// score matrix. A variable so tests can exercise several blocks on short sequences.
+var attnBlock = 128
+
 // Engine runs training passes of one model with one adapter.
 type Engine struct {
 	M *model.Model
@@ -62,7 +71,10 @@ type Engine struct {
 	// for about a third more compute.
 	Recompute bool
 
-	passes uint64
+	passes   uint64
+	ar       arena // buffers of the passes, reused from one pass to the next
+	headOnce sync.Once
+	headT    *gemm.PackedB // the head's weight packed for the backward product
 }
 
 // NewEngine prepares training of adapter a on m.
@@ -82,7 +94,7 @@ type TokenStats struct {
 // Logprobs runs the forward pass of s with adapter a (nil: the base model) and returns the
 // per-position statistics; no gradients.
 func (e *Engine) Logprobs(s Seq, a *model.LoRA) TokenStats {
-	st, _ := e.pass(s, a, nil, false)
+	st, _ := e.pass(s, a, nil, nil, false)
 	return st
 }
 
@@ -90,7 +102,18 @@ func (e *Engine) Logprobs(s Seq, a *model.LoRA) TokenStats {
 // position given the statistics (0 for no gradient; positions without a target are ignored),
 // and accumulates the gradients of the adapter into e.G.
 func (e *Engine) ForwardBackward(s Seq, coef func(TokenStats) []float32) TokenStats {
-	st, _ := e.pass(s, e.A, coef, true)
+	st, _ := e.pass(s, e.A, coef, nil, true)
+	return st
+}
+
+// ForwardBackwardWeights is ForwardBackward with the coefficients g (dLoss/dlogp per
+// position) known before the pass, as in SFT: the head's logits are computed once for both
+// the statistics and the gradient, and only at positions with a non-zero coefficient.
+func (e *Engine) ForwardBackwardWeights(s Seq, g []float32) TokenStats {
+	if len(g) != len(s.Tokens) {
+		panic(fmt.Sprintf("train: %d coefficients for %d tokens", len(g), len(s.Tokens)))
+	}
+	st, _ := e.pass(s, e.A, nil, g, true)
 	return st
 }
 
@@ -106,6 +129,7 @@ type acts struct {
 	dropIn           map[string][]float32 // dropped-out adapter inputs by module
 	dropMask         map[string][]float32
 	pos, seg         []int
+	ar               *arena
 	T                int
 	layer            int
 	lora             *model.LoRA
@@ -116,7 +140,7 @@ type acts struct {
 	hd, qd, kvd, hid int
 }
 
-func (e *Engine) pass(s Seq, a *model.LoRA, coef func(TokenStats) []float32, backward bool) (TokenStats, error) {
+func (e *Engine) pass(s Seq, a *model.LoRA, coef func(TokenStats) []float32, static []float32, backward bool) (TokenStats, error) {
 	m := e.M
 	c := &m.Config
 	T, H := len(s.Tokens), c.HiddenSize
@@ -127,59 +151,84 @@ func (e *Engine) pass(s Seq, a *model.LoRA, coef func(TokenStats) []float32, bac
 		panic(fmt.Sprintf("train: sequence of %d tokens is longer than the model's %d positions", T, m.Rope.Len()))
 	}
 	e.passes++
+	ar := &e.ar
+	defer ar.reset()
 	seg := s.segStarts()
 	pos := make([]int, T)
 	for r := range pos {
 		pos[r] = r - seg[r]
 	}
-	x := make([]float32, T*H)
+	x := ar.raw(T * H)
 	for r, id := range s.Tokens {
 		m.Embed.Row(x[r*H:(r+1)*H], id)
 	}
 	inputs := make([][]float32, c.NumLayers)
 	kept := make([]*acts, c.NumLayers)
+	spans := make([][2]int, c.NumLayers) // each kept layer's buffers in the arena
 	for l := 0; l < c.NumLayers; l++ {
 		if backward {
-			inputs[l] = append([]float32(nil), x...)
+			inputs[l] = ar.clone(x)
 		}
+		m0 := ar.mark()
 		ac := e.newActs(l, T, pos, seg, a, backward)
 		e.layerForward(ac, x)
 		if backward && !e.Recompute {
-			kept[l] = ac
+			kept[l], spans[l] = ac, [2]int{m0, ar.mark()}
+		} else {
+			ar.releaseFrom(m0) // only the layer's output (in x) lives on
 		}
 	}
 	// Final norm and the head.
-	rmsF := make([]float32, T)
-	xf := make([]float32, T*H)
+	rmsF := ar.raw(T)
+	xf := ar.raw(T * H)
 	rmsNormRows(xf, rmsF, x, T, H, m.Norm, float32(c.RMSNormEps))
-	stats, lse := e.headForward(s, xf)
+	stats := TokenStats{Logp: make([]float32, T), Entropy: make([]float32, T)}
+	lse := ar.get(T)
+	dxf := ar.get(T * H)
+	if static != nil {
+		// The coefficients are known: one pass over the head gives statistics and gradient.
+		e.head(s, xf, headRows(s, static), &stats, lse, static, dxf)
+	} else {
+		e.head(s, xf, headRows(s, nil), &stats, lse, nil, nil)
+		if !backward {
+			return stats, nil
+		}
+		g := coef(stats)
+		for t := range g {
+			if !s.HasTarget(t) || s.Need != nil && !s.Need[t] {
+				g[t] = 0
+			}
+		}
+		e.head(s, xf, headRows(s, g), nil, lse, g, dxf)
+	}
 	if !backward {
 		return stats, nil
 	}
-	g := coef(stats)
-	for t := range g {
-		if !s.HasTarget(t) {
-			g[t] = 0
-		}
-	}
-	dxf := e.headBackward(s, xf, lse, g)
-	dx := make([]float32, T*H)
+	dx := ar.raw(T * H)
 	rmsNormBackward(dx, dxf, x, rmsF, T, H, m.Norm, false)
 	for l := c.NumLayers - 1; l >= 0; l-- {
+		m0 := ar.mark()
 		ac := kept[l]
 		if ac == nil {
 			ac = e.newActs(l, T, pos, seg, a, true)
-			e.layerForward(ac, append([]float32(nil), inputs[l]...))
+			e.layerForward(ac, ar.clone(inputs[l]))
 		}
 		kept[l] = nil
-		dx = e.layerBackward(ac, inputs[l], dx, l > 0)
+		if dxin := e.layerBackward(ac, inputs[l], dx, l > 0); dxin != nil {
+			copy(dx, dxin)
+		}
+		// The layer's backward temporaries and its activations go back for the next layer.
+		ar.releaseFrom(m0)
+		if sp := spans[l]; sp[1] > sp[0] {
+			ar.releaseRange(sp[0], sp[1])
+		}
 	}
 	return stats, nil
 }
 
 func (e *Engine) newActs(l, T int, pos, seg []int, a *model.LoRA, training bool) *acts {
 	c := &e.M.Config
-	return &acts{T: T, layer: l, pos: pos, seg: seg, lora: a, training: training, seed: e.Seed ^ e.passes*0x9e3779b97f4a7c15,
+	return &acts{ar: &e.ar, T: T, layer: l, pos: pos, seg: seg, lora: a, training: training, seed: e.Seed ^ e.passes*0x9e3779b97f4a7c15,
 		dropoutRate: e.Dropout, hd: c.HeadDim, qd: c.QDim(), kvd: c.KVDim(), hid: c.HiddenSize}
 }
 
@@ -201,8 +250,8 @@ func (ac *acts) dropped(module string, x []float32) []float32 {
 	}
 	rng := rand.New(rand.NewPCG(ac.seed, uint64(ac.layer)<<32^h))
 	keep := float32(1 / (1 - ac.dropoutRate))
-	mask := make([]float32, len(x))
-	d := make([]float32, len(x))
+	mask := ac.ar.get(len(x))
+	d := ac.ar.get(len(x))
 	for i := range x {
 		if rng.Float64() >= ac.dropoutRate {
 			mask[i] = keep
@@ -224,7 +273,7 @@ func (ac *acts) loraAdd(module string, x []float32, out []float32) {
 	}
 	xd := ac.dropped(module, x)
 	r := ac.lora.Rank
-	tmp := make([]float32, ac.T*r)
+	tmp := ac.ar.raw(ac.T * r)
 	gemm.Sgemm(false, true, ac.T, r, p.In, 1, xd, p.In, p.A, p.In, 0, tmp, r)
 	gemm.Sgemm(false, true, ac.T, p.Out, r, ac.lora.Scaling, tmp, r, p.B, r, 1, out, p.Out)
 }
@@ -237,15 +286,16 @@ func (e *Engine) layerForward(ac *acts, x []float32) {
 	T, H, I := ac.T, c.HiddenSize, c.IntermediateSize
 	eps := float32(c.RMSNormEps)
 	hd, qd, kvd := ac.hd, ac.qd, ac.kvd
-	ac.h1, ac.rms1 = make([]float32, T*H), make([]float32, T)
+	ar := ac.ar
+	ac.h1, ac.rms1 = ar.raw(T*H), ar.raw(T)
 	rmsNormRows(ac.h1, ac.rms1, x, T, H, L.AttnNorm, eps)
-	q, k, v := make([]float32, T*qd), make([]float32, T*kvd), make([]float32, T*kvd)
+	q, k, v := ar.raw(T*qd), ar.raw(T*kvd), ar.raw(T*kvd)
 	L.ForwardQKV(ac.h1, T, q, k, v)
 	ac.loraAdd("q_proj", ac.h1, q)
 	ac.loraAdd("k_proj", ac.h1, k)
 	ac.loraAdd("v_proj", ac.h1, v)
 	if L.QNorm != nil {
-		ac.qpre, ac.kpre = append([]float32(nil), q...), append([]float32(nil), k...)
+		ac.qpre, ac.kpre = ar.clone(q), ar.clone(k)
 	}
 	for r := 0; r < T; r++ {
 		for h := 0; h < c.NumHeads; h++ {
@@ -265,37 +315,44 @@ func (e *Engine) layerForward(ac *acts, x []float32) {
 	}
 	ac.q, ac.k, ac.v = q, k, v
 	// Causal attention within segments; the probabilities are kept for the backward pass.
-	ac.attn = make([]float32, T*qd)
+	ac.attn = ar.raw(T * qd)
 	ac.P = make([][]float32, c.NumHeads)
 	group := c.NumHeads / c.NumKVHeads
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	kernels.ParallelFor(c.NumHeads, 1, func(h int) {
 		g := h / group
-		S := make([]float32, T*T)
-		gemm.Sgemm(false, true, T, T, hd, scale, q[h*hd:], qd, k[g*hd:], kvd, 0, S, T)
-		for r := 0; r < T; r++ {
-			row := S[r*T : (r+1)*T]
-			clear(row[:ac.seg[r]])
-			clear(row[r+1:])
-			kernels.Softmax(row[ac.seg[r] : r+1])
+		S := ar.raw(T * T)
+		// Blocks of rows: row block [r0, r1) attends to columns [seg[r0], r1) only.
+		for r0 := 0; r0 < T; r0 += attnBlock {
+			r1 := min(r0+attnBlock, T)
+			c0 := ac.seg[r0]
+			nr, w := r1-r0, r1-c0
+			Sb := S[r0*T+c0:]
+			gemm.Sgemm(false, true, nr, w, hd, scale, q[r0*qd+h*hd:], qd, k[c0*kvd+g*hd:], kvd, 0, Sb, T)
+			for r := r0; r < r1; r++ {
+				row := S[r*T : (r+1)*T]
+				clear(row[c0:ac.seg[r]])
+				clear(row[r+1 : r1])
+				kernels.Softmax(row[ac.seg[r] : r+1])
+			}
+			gemm.Sgemm(false, false, nr, hd, w, 1, Sb, T, v[c0*kvd+g*hd:], kvd, 0, ac.attn[r0*qd+h*hd:], qd)
 		}
-		gemm.Sgemm(false, false, T, hd, T, 1, S, T, v[g*hd:], kvd, 0, ac.attn[h*hd:], qd)
 		ac.P[h] = S
 	})
-	o := make([]float32, T*H)
+	o := ar.raw(T * H)
 	L.O.Forward(ac.attn, T, o, false)
 	ac.loraAdd("o_proj", ac.attn, o)
 	kernels.Add(x, o)
-	ac.xmid = append([]float32(nil), x...)
-	ac.h2, ac.rms2 = make([]float32, T*H), make([]float32, T)
+	ac.xmid = ar.clone(x)
+	ac.h2, ac.rms2 = ar.raw(T*H), ar.raw(T)
 	rmsNormRows(ac.h2, ac.rms2, x, T, H, L.MLPNorm, eps)
-	ac.g, ac.u = make([]float32, T*I), make([]float32, T*I)
+	ac.g, ac.u = ar.raw(T*I), ar.raw(T*I)
 	L.ForwardGateUp(ac.h2, T, ac.g, ac.u)
 	ac.loraAdd("gate_proj", ac.h2, ac.g)
 	ac.loraAdd("up_proj", ac.h2, ac.u)
-	ac.mm = make([]float32, T*I)
+	ac.mm = ar.raw(T * I)
 	kernels.SwiGLU(ac.mm, ac.g, ac.u)
-	d := make([]float32, T*H)
+	d := ar.raw(T * H)
 	L.Down.Forward(ac.mm, T, d, false)
 	ac.loraAdd("down_proj", ac.mm, d)
 	kernels.Add(x, d)
@@ -323,9 +380,9 @@ func (e *Engine) linearBackward(ac *acts, lin *model.Linear, module string, x, d
 	gp := e.G.Layers[ac.layer][module]
 	r, s := e.A.Rank, e.A.Scaling
 	xd := ac.dropped(module, x)
-	xa := make([]float32, T*r)
+	xa := ac.ar.raw(T * r)
 	gemm.Sgemm(false, true, T, r, in, 1, xd, in, p.A, in, 0, xa, r)
-	dyB := make([]float32, T*r)
+	dyB := ac.ar.raw(T * r)
 	gemm.Sgemm(false, false, T, r, out, 1, dy, out, p.B, r, 0, dyB, r)
 	gemm.Sgemm(true, false, out, r, T, s, dy, out, xa, r, 1, gp.B, r)
 	gemm.Sgemm(true, false, r, in, T, s, dyB, r, xd, in, 1, gp.A, in)
@@ -333,7 +390,7 @@ func (e *Engine) linearBackward(ac *acts, lin *model.Linear, module string, x, d
 		return
 	}
 	if mask := ac.dropMask[module]; mask != nil {
-		tmp := make([]float32, T*in)
+		tmp := ac.ar.raw(T * in)
 		gemm.Sgemm(false, false, T, in, r, s, dyB, r, p.A, in, 0, tmp, in)
 		for i, v := range tmp {
 			dx[i] += v * mask[i]
@@ -353,9 +410,10 @@ func (e *Engine) layerBackward(ac *acts, xin, dout []float32, needInput bool) []
 	hd, qd, kvd := ac.hd, ac.qd, ac.kvd
 	eps := float32(c.RMSNormEps)
 	// MLP: x_out = x_mid + down(silu(g)·u).
-	dmm := make([]float32, T*I)
+	ar := ac.ar
+	dmm := ar.get(T * I)
 	e.linearBackward(ac, &L.Down, "down_proj", ac.mm, dout, dmm)
-	dg, du := make([]float32, T*I), make([]float32, T*I)
+	dg, du := ar.raw(T*I), ar.raw(T*I)
 	for i := range dmm {
 		g := float64(ac.g[i])
 		sig := 1 / (1 + math.Exp(-g))
@@ -363,39 +421,53 @@ func (e *Engine) layerBackward(ac *acts, xin, dout []float32, needInput bool) []
 		du[i] = dmm[i] * float32(silu)
 		dg[i] = dmm[i] * ac.u[i] * float32(sig*(1+g*(1-sig)))
 	}
-	dh2 := make([]float32, T*H)
+	dh2 := ar.get(T * H)
 	e.linearBackward(ac, &L.Gate, "gate_proj", ac.h2, dg, dh2)
 	e.linearBackward(ac, &L.Up, "up_proj", ac.h2, du, dh2)
-	dxmid := append([]float32(nil), dout...)
+	dxmid := ar.clone(dout)
 	rmsNormBackward(dxmid, dh2, ac.xmid, ac.rms2, T, H, L.MLPNorm, true)
 	// Attention: x_mid = x_in + o(attn).
-	dattn := make([]float32, T*qd)
+	dattn := ar.get(T * qd)
 	e.linearBackward(ac, &L.O, "o_proj", ac.attn, dxmid, dattn)
-	dq, dk, dv := make([]float32, T*qd), make([]float32, T*kvd), make([]float32, T*kvd)
+	dq, dk, dv := ar.raw(T*qd), ar.get(T*kvd), ar.get(T*kvd)
 	group := c.NumHeads / c.NumKVHeads
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	kernels.ParallelFor(c.NumKVHeads, 1, func(g int) {
-		dP := make([]float32, T*T)
-		for h := g * group; h < (g+1)*group; h++ {
-			P := ac.P[h]
-			gemm.Sgemm(false, true, T, T, hd, 1, dattn[h*hd:], qd, ac.v[g*hd:], kvd, 0, dP, T)
-			gemm.Sgemm(true, false, T, hd, T, 1, P, T, dattn[h*hd:], qd, 1, dv[g*hd:], kvd)
-			for r := 0; r < T; r++ {
+	// Per query head, with the head's own dK and dV (T × hd), summed over each group after.
+	dkh, dvh := make([][]float32, c.NumHeads), make([][]float32, c.NumHeads)
+	kernels.ParallelFor(c.NumHeads, 1, func(h int) {
+		g := h / group
+		P := ac.P[h]
+		dP := ar.raw(T * T)
+		dkh[h], dvh[h] = ar.get(T*hd), ar.get(T*hd)
+		for r0 := 0; r0 < T; r0 += attnBlock {
+			r1 := min(r0+attnBlock, T)
+			c0 := ac.seg[r0]
+			nr, w := r1-r0, r1-c0
+			Pb, dPb := P[r0*T+c0:], dP[r0*T+c0:]
+			gemm.Sgemm(false, true, nr, w, hd, 1, dattn[r0*qd+h*hd:], qd, ac.v[c0*kvd+g*hd:], kvd, 0, dPb, T)
+			gemm.Sgemm(true, false, w, hd, nr, 1, Pb, T, dattn[r0*qd+h*hd:], qd, 1, dvh[h][c0*hd:], hd)
+			for r := r0; r < r1; r++ {
 				pr, dr := P[r*T:(r+1)*T], dP[r*T:(r+1)*T]
+				lo := ac.seg[r]
 				dot := float32(0)
-				for j := ac.seg[r]; j <= r; j++ {
+				for j := lo; j <= r; j++ {
 					dot += pr[j] * dr[j]
 				}
-				for j := range dr {
-					if j < ac.seg[r] || j > r {
-						dr[j] = 0
-					} else {
-						dr[j] = pr[j] * (dr[j] - dot)
-					}
+				clear(dr[c0:lo])
+				for j := lo; j <= r; j++ {
+					dr[j] = pr[j] * (dr[j] - dot)
 				}
+				clear(dr[r+1 : r1])
 			}
-			gemm.Sgemm(false, false, T, hd, T, scale, dP, T, ac.k[g*hd:], kvd, 0, dq[h*hd:], qd)
-			gemm.Sgemm(true, false, T, hd, T, scale, dP, T, ac.q[h*hd:], qd, 1, dk[g*hd:], kvd)
+			gemm.Sgemm(false, false, nr, hd, w, scale, dPb, T, ac.k[c0*kvd+g*hd:], kvd, 0, dq[r0*qd+h*hd:], qd)
+			gemm.Sgemm(true, false, w, hd, nr, scale, dPb, T, ac.q[r0*qd+h*hd:], qd, 1, dkh[h][c0*hd:], hd)
+		}
+	})
+	kernels.ParallelFor(T, 64, func(r int) {
+		for h := 0; h < c.NumHeads; h++ {
+			g := h / group
+			kernels.Add(dk[r*kvd+g*hd:r*kvd+(g+1)*hd], dkh[h][r*hd:(r+1)*hd])
+			kernels.Add(dv[r*kvd+g*hd:r*kvd+(g+1)*hd], dvh[h][r*hd:(r+1)*hd])
 		}
 	})
 	// RoPE and the q/k norms, backwards.
@@ -417,7 +489,7 @@ func (e *Engine) layerBackward(ac *acts, xin, dout []float32, needInput bool) []
 	}
 	var dh1 []float32
 	if needInput {
-		dh1 = make([]float32, T*H)
+		dh1 = ar.get(T * H)
 	}
 	e.linearBackward(ac, &L.Q, "q_proj", ac.h1, dq, dh1)
 	e.linearBackward(ac, &L.K, "k_proj", ac.h1, dk, dh1)
@@ -486,79 +558,95 @@ func headNormBackward(dy, x, w []float32, eps float32) {
 	}
 }
 
-// headForward computes, chunk by chunk of rows, the log-probability of each next token and
-// the entropy, returning the log-sum-exp of each row for the backward pass.
-func (e *Engine) headForward(s Seq, xf []float32) (TokenStats, []float32) {
-	m := e.M
-	T, H, V := len(s.Tokens), m.Config.HiddenSize, m.Config.VocabSize
-	st := TokenStats{Logp: make([]float32, T), Entropy: make([]float32, T)}
-	lse := make([]float32, T)
-	chunk := max(e.ChunkRows, 1)
-	logits := make([]float32, min(chunk, T)*V)
-	for r0 := 0; r0 < T; r0 += chunk {
-		n := min(chunk, T-r0)
-		m.LMHead.Forward(xf[r0*H:(r0+n)*H], n, logits[:n*V], false)
-		kernels.ParallelFor(n, 4, func(i int) {
-			row := logits[i*V : (i+1)*V]
-			mx := row[0]
-			for _, v := range row {
-				mx = max(mx, v)
-			}
-			sum, wsum := 0.0, 0.0
-			for _, v := range row {
-				ev := float64(kernels.Exp(v - mx))
-				sum += ev
-				wsum += ev * float64(v-mx)
-			}
-			l := float64(mx) + math.Log(sum)
-			lse[r0+i] = float32(l)
-			// H = log Z − E[z] with z relative to the max.
-			st.Entropy[r0+i] = float32(math.Log(sum) - wsum/sum)
-			if s.HasTarget(r0 + i) {
-				st.Logp[r0+i] = float32(float64(row[s.Tokens[r0+i+1]]) - l)
-			}
-		})
-	}
-	return st, lse
-}
-
-// headBackward returns dL/dxf for coefficients g = dL/dlogp: dlogits = g·(onehot − softmax),
-// recomputing each chunk's logits.
-func (e *Engine) headBackward(s Seq, xf, lse, g []float32) []float32 {
-	m := e.M
-	T, H, V := len(s.Tokens), m.Config.HiddenSize, m.Config.VocabSize
-	dxf := make([]float32, T*H)
-	chunk := max(e.ChunkRows, 1)
-	logits := make([]float32, min(chunk, T)*V)
-	W := &m.LMHead.W
-	for r0 := 0; r0 < T; r0 += chunk {
-		n := min(chunk, T-r0)
-		nonzero := false
-		for i := 0; i < n; i++ {
-			nonzero = nonzero || g[r0+i] != 0
-		}
-		if !nonzero {
+// headRows lists the positions the head computes: those with a target that are needed
+// (Seq.Need) and, when g is given, have a non-zero coefficient.
+func headRows(s Seq, g []float32) []int {
+	var rows []int
+	for t := range s.Tokens {
+		if !s.HasTarget(t) || s.Need != nil && !s.Need[t] || g != nil && g[t] == 0 {
 			continue
 		}
-		m.LMHead.Forward(xf[r0*H:(r0+n)*H], n, logits[:n*V], false)
+		rows = append(rows, t)
+	}
+	return rows
+}
+
+// headPackedT returns the head's weight packed for dlogits·W (the backward product), packed
+// once per engine.
+func (e *Engine) headPackedT() *gemm.PackedB {
+	e.headOnce.Do(func() {
+		W := &e.M.LMHead.W
+		if W.F32 != nil {
+			e.headT = gemm.PackB(false, W.Cols, W.Rows, W.F32, W.Cols)
+		} else {
+			e.headT = gemm.PackHalfB(W.Kind, false, W.Cols, W.Rows, W.Half, W.Cols)
+		}
+	})
+	return e.headT
+}
+
+// head computes, chunk by chunk of the given rows (gathered from xf), the log-probability of
+// each next token and the entropy, and the log-sum-exp of each row into lse. With g (dL/dlogp
+// per position) it also adds the rows' gradient dL/dxf into dxf, from the same logits.
+func (e *Engine) head(s Seq, xf []float32, rows []int, st *TokenStats, lse, g, dxf []float32) {
+	m := e.M
+	H, V := m.Config.HiddenSize, m.Config.VocabSize
+	chunk := max(e.ChunkRows, 1)
+	n0 := min(chunk, len(rows))
+	if n0 == 0 {
+		return
+	}
+	defer e.ar.releaseFrom(e.ar.mark())
+	logits := e.ar.raw(n0 * V)
+	xc := e.ar.raw(n0 * H)
+	var dxc []float32
+	if g != nil {
+		dxc = e.ar.raw(n0 * H)
+	}
+	for c0 := 0; c0 < len(rows); c0 += chunk {
+		rs := rows[c0:min(c0+chunk, len(rows))]
+		n := len(rs)
+		for i, t := range rs {
+			copy(xc[i*H:(i+1)*H], xf[t*H:(t+1)*H])
+		}
+		m.LMHead.Forward(xc[:n*H], n, logits[:n*V], false)
 		kernels.ParallelFor(n, 4, func(i int) {
+			t := rs[i]
 			row := logits[i*V : (i+1)*V]
-			gi := g[r0+i]
-			if gi == 0 {
-				clear(row)
+			l := float64(lse[t])
+			if st != nil {
+				mx := row[0]
+				for _, v := range row {
+					mx = max(mx, v)
+				}
+				sum, wsum := 0.0, 0.0
+				for _, v := range row {
+					ev := float64(kernels.Exp(v - mx))
+					sum += ev
+					wsum += ev * float64(v-mx)
+				}
+				l = float64(mx) + math.Log(sum)
+				lse[t] = float32(l)
+				// H = log Z − E[z] with z relative to the max.
+				st.Entropy[t] = float32(math.Log(sum) - wsum/sum)
+				st.Logp[t] = float32(float64(row[s.Tokens[t+1]]) - l)
+			}
+			if g == nil {
 				return
 			}
-			l := lse[r0+i]
+			// dlogits = g·(onehot − softmax).
+			gi, lf := g[t], float32(l)
 			for j, v := range row {
-				row[j] = -gi * kernels.Exp(v-l)
+				row[j] = -gi * kernels.Exp(v-lf)
 			}
-			row[s.Tokens[r0+i+1]] += gi
+			row[s.Tokens[t+1]] += gi
 		})
-		if W.F32 != nil {
-			gemm.Sgemm(false, false, n, H, V, 1, logits[:n*V], V, W.F32, H, 0, dxf[r0*H:], H)
-		} else {
-			gemm.GemmHalfB(W.Kind, false, false, n, H, V, 1, logits[:n*V], V, W.Half, H, 0, dxf[r0*H:], H)
+		if g == nil {
+			continue
+		}
+		gemm.GemmPacked(false, n, 1, logits[:n*V], V, e.headPackedT(), 0, dxc[:n*H], H)
+		for i, t := range rs {
+			kernels.Add(dxf[t*H:(t+1)*H], dxc[i*H:(i+1)*H])
 		}
 	}
-	return dxf
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -65,10 +66,17 @@ func lossOf(e *Engine, s Seq, w []float32) float64 {
 // tiny Llama, Qwen2 (biases) and Qwen3 (q/k norms) models, on a packed sequence of two
 // examples, against central differences.
 func TestGradientsMatchFiniteDifferences(t *testing.T) {
-	for _, arch := range []string{"llama", "qwen2", "qwen3", "qwen3-recompute"} {
+	for _, arch := range []string{"llama", "qwen2", "qwen3", "qwen3-recompute", "qwen2-blocks"} {
 		t.Run(arch, func(t *testing.T) {
 			recompute := strings.HasSuffix(arch, "-recompute")
 			arch = strings.TrimSuffix(arch, "-recompute")
+			blocks := strings.HasSuffix(arch, "-blocks")
+			arch = strings.TrimSuffix(arch, "-blocks")
+			if blocks {
+				// Several attention row blocks (one straddling the segment boundary) and head chunks.
+				defer func(b int) { attnBlock = b }(attnBlock)
+				attnBlock = 5
+			}
 			m := tinyModel(t, arch, 0.2, "f32")
 			a, err := NewLoRA(&m.Config, LoRAConfig{Rank: 4, Alpha: 8, Seed: 3})
 			if err != nil {
@@ -80,12 +88,27 @@ func TestGradientsMatchFiniteDifferences(t *testing.T) {
 				t.Fatal(err)
 			}
 			e.Recompute = recompute
+			if blocks {
+				e.ChunkRows = 4
+			}
 			rng := rand.New(rand.NewPCG(9, 9))
 			s := Seq{Tokens: make([]int, 23), Segments: []int{0, 14}}
 			w := make([]float32, len(s.Tokens))
 			for i := range s.Tokens {
 				s.Tokens[i] = rng.IntN(m.Config.VocabSize)
 				w[i] = float32(rng.Float64())
+			}
+			if blocks {
+				// Blocked attention and chunked head compute what one block and one chunk do.
+				got := e.Logprobs(s, a)
+				attnBlock, e.ChunkRows = 128, 128
+				want := e.Logprobs(s, a)
+				attnBlock, e.ChunkRows = 5, 4
+				for i := range want.Logp {
+					if math.Abs(float64(got.Logp[i]-want.Logp[i])) > 1e-5 || math.Abs(float64(got.Entropy[i]-want.Entropy[i])) > 1e-5 {
+						t.Fatalf("position %d: blocked logp %v entropy %v, unblocked %v %v", i, got.Logp[i], got.Entropy[i], want.Logp[i], want.Entropy[i])
+					}
+				}
 			}
 			e.ForwardBackward(s, weightedNLL(w))
 			checked := 0
@@ -126,5 +149,68 @@ func TestGradientsMatchFiniteDifferences(t *testing.T) {
 				t.Fatalf("only %d gradients checked", checked)
 			}
 		})
+	}
+}
+
+// TestHeadPathsAgree: known coefficients (one head pass, SFT) and a coefficient function
+// (two passes, RL) give the same gradients; Need restricts the head to the positions that
+// matter without changing their statistics or gradients.
+func TestHeadPathsAgree(t *testing.T) {
+	m := tinyModel(t, "llama", 0.2, "f32")
+	a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 4, Seed: 3})
+	randomise(a, 5)
+	e, _ := NewEngine(m, a)
+	e.ChunkRows = 3
+	rng := rand.New(rand.NewPCG(2, 2))
+	s := Seq{Tokens: make([]int, 19), Segments: []int{0, 11}}
+	w := make([]float32, len(s.Tokens))
+	need := make([]bool, len(s.Tokens))
+	for i := range s.Tokens {
+		s.Tokens[i] = rng.IntN(m.Config.VocabSize)
+		if i%3 != 0 {
+			w[i], need[i] = float32(rng.Float64()), true
+		}
+	}
+	grads := func() [][]float32 {
+		var out [][]float32
+		for _, g := range e.G.list() {
+			out = append(out, slices.Clone(g))
+		}
+		e.G.Zero()
+		return out
+	}
+	st1 := e.ForwardBackward(s, weightedNLL(w))
+	g1 := grads()
+	g := make([]float32, len(w))
+	for i, v := range w {
+		g[i] = -v
+	}
+	st2 := e.ForwardBackwardWeights(s, g)
+	g2 := grads()
+	sn := s
+	sn.Need = need
+	st3 := e.ForwardBackward(sn, weightedNLL(w))
+	g3 := grads()
+	for i := range s.Tokens {
+		if !need[i] || !s.HasTarget(i) {
+			if st3.Logp[i] != 0 {
+				t.Fatalf("position %d not needed but has logp %v", i, st3.Logp[i])
+			}
+			continue
+		}
+		for _, st := range []TokenStats{st2, st3} {
+			if math.Abs(float64(st.Logp[i]-st1.Logp[i])) > 1e-6 || math.Abs(float64(st.Entropy[i]-st1.Entropy[i])) > 1e-5 {
+				t.Fatalf("position %d: logp %v / %v, entropy %v / %v", i, st.Logp[i], st1.Logp[i], st.Entropy[i], st1.Entropy[i])
+			}
+		}
+	}
+	for k := range g1 {
+		for j := range g1[k] {
+			for _, other := range [][][]float32{g2, g3} {
+				if d := math.Abs(float64(other[k][j] - g1[k][j])); d > 1e-5+1e-4*math.Abs(float64(g1[k][j])) {
+					t.Fatalf("tensor %d[%d]: %v vs %v", k, j, other[k][j], g1[k][j])
+				}
+			}
+		}
 	}
 }

@@ -382,8 +382,12 @@ func RLStep(ctx context.Context, e *Engine, chat *Chat, groups []TrajectoryGroup
 		}
 		met.NumTrainableTokens += n
 		tokens += len(s.seq.Tokens)
-		// Targets: token t+1 is predicted at position t.
+		// Targets: token t+1 is predicted at position t; the head computes sampled ones only.
 		old := make([]float64, len(s.seq.Tokens))
+		s.seq.Need = make([]bool, len(s.seq.Tokens))
+		for t := 0; t+1 < len(s.seq.Tokens); t++ {
+			s.seq.Need[t] = s.sampled[t+1]
+		}
 		var ref TokenStats
 		if cfg.KLPenaltyCoef > 0 {
 			ref = e.Logprobs(s.seq, cfg.RefAdapter)

@@ -265,15 +265,13 @@ func RunSFT(ctx context.Context, e *Engine, p *SFTPlan, o *AdamW, onStep func(St
 			if n == 0 {
 				break
 			}
-			st := e.ForwardBackward(pk.Seq, func(TokenStats) []float32 {
-				g := make([]float32, len(pk.Seq.Tokens))
-				for t := 0; t+1 < len(g); t++ {
-					if pk.Train[t+1] {
-						g[t] = -1 / float32(n)
-					}
+			g := make([]float32, len(pk.Seq.Tokens))
+			for t := 0; t+1 < len(g); t++ {
+				if pk.Train[t+1] {
+					g[t] = -1 / float32(n)
 				}
-				return g
-			})
+			}
+			st := e.ForwardBackwardWeights(pk.Seq, g)
 			for t := 0; t+1 < len(pk.Seq.Tokens); t++ {
 				if pk.Train[t+1] && pk.Seq.HasTarget(t) {
 					loss -= float64(st.Logp[t]) / float64(n)
