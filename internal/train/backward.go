@@ -125,7 +125,7 @@ type acts struct {
 	P                [][]float32
 	attn             []float32
 	xmid, h2, rms2   []float32
-	g, u, mm         []float32
+	g, u, mm, sig    []float32
 	dropIn           map[string][]float32 // dropped-out adapter inputs by module
 	dropMask         map[string][]float32
 	pos, seg         []int
@@ -297,7 +297,7 @@ func (e *Engine) layerForward(ac *acts, x []float32) {
 	if L.QNorm != nil {
 		ac.qpre, ac.kpre = ar.clone(q), ar.clone(k)
 	}
-	for r := 0; r < T; r++ {
+	kernels.ParallelFor(T, 32, func(r int) {
 		for h := 0; h < c.NumHeads; h++ {
 			head := q[r*qd+h*hd : r*qd+(h+1)*hd]
 			if L.QNorm != nil {
@@ -312,7 +312,7 @@ func (e *Engine) layerForward(ac *acts, x []float32) {
 			}
 			m.Rope.Apply(head, ac.pos[r])
 		}
-	}
+	})
 	ac.q, ac.k, ac.v = q, k, v
 	// Causal attention within segments; the probabilities are kept for the backward pass.
 	ac.attn = ar.raw(T * qd)
@@ -339,10 +339,8 @@ func (e *Engine) layerForward(ac *acts, x []float32) {
 		}
 		ac.P[h] = S
 	})
-	o := ar.raw(T * H)
-	L.O.Forward(ac.attn, T, o, false)
-	ac.loraAdd("o_proj", ac.attn, o)
-	kernels.Add(x, o)
+	L.O.Forward(ac.attn, T, x, true) // the residual: x += o(attn)
+	ac.loraAdd("o_proj", ac.attn, x)
 	ac.xmid = ar.clone(x)
 	ac.h2, ac.rms2 = ar.raw(T*H), ar.raw(T)
 	rmsNormRows(ac.h2, ac.rms2, x, T, H, L.MLPNorm, eps)
@@ -350,12 +348,18 @@ func (e *Engine) layerForward(ac *acts, x []float32) {
 	L.ForwardGateUp(ac.h2, T, ac.g, ac.u)
 	ac.loraAdd("gate_proj", ac.h2, ac.g)
 	ac.loraAdd("up_proj", ac.h2, ac.u)
-	ac.mm = ar.raw(T * I)
-	kernels.SwiGLU(ac.mm, ac.g, ac.u)
-	d := ar.raw(T * H)
-	L.Down.Forward(ac.mm, T, d, false)
-	ac.loraAdd("down_proj", ac.mm, d)
-	kernels.Add(x, d)
+	// SwiGLU, keeping σ(gate) for the backward pass.
+	ac.mm, ac.sig = ar.raw(T*I), ar.raw(T*I)
+	kernels.ParallelFor(T, 16, func(r int) {
+		for i := r * I; i < (r+1)*I; i++ {
+			g := ac.g[i]
+			sg := 1 / (1 + kernels.Exp(-g))
+			ac.sig[i] = sg
+			ac.mm[i] = g * sg * ac.u[i]
+		}
+	})
+	L.Down.Forward(ac.mm, T, x, true)
+	ac.loraAdd("down_proj", ac.mm, x)
 }
 
 // linearBackward: given dy (T × out) of y = x·Wᵀ + b + s·(drop(x)·Aᵀ)·Bᵀ, accumulates the
@@ -414,13 +418,13 @@ func (e *Engine) layerBackward(ac *acts, xin, dout []float32, needInput bool) []
 	dmm := ar.get(T * I)
 	e.linearBackward(ac, &L.Down, "down_proj", ac.mm, dout, dmm)
 	dg, du := ar.raw(T*I), ar.raw(T*I)
-	for i := range dmm {
-		g := float64(ac.g[i])
-		sig := 1 / (1 + math.Exp(-g))
-		silu := g * sig
-		du[i] = dmm[i] * float32(silu)
-		dg[i] = dmm[i] * ac.u[i] * float32(sig*(1+g*(1-sig)))
-	}
+	kernels.ParallelFor(T, 16, func(r int) {
+		for i := r * I; i < (r+1)*I; i++ {
+			g, sig := ac.g[i], ac.sig[i]
+			du[i] = dmm[i] * g * sig
+			dg[i] = dmm[i] * ac.u[i] * sig * (1 + g*(1-sig))
+		}
+	})
 	dh2 := ar.get(T * H)
 	e.linearBackward(ac, &L.Gate, "gate_proj", ac.h2, dg, dh2)
 	e.linearBackward(ac, &L.Up, "up_proj", ac.h2, du, dh2)
@@ -471,7 +475,7 @@ func (e *Engine) layerBackward(ac *acts, xin, dout []float32, needInput bool) []
 		}
 	})
 	// RoPE and the q/k norms, backwards.
-	for r := 0; r < T; r++ {
+	kernels.ParallelFor(T, 32, func(r int) {
 		for h := 0; h < c.NumHeads; h++ {
 			dh := dq[r*qd+h*hd : r*qd+(h+1)*hd]
 			m.Rope.ApplyInverse(dh, ac.pos[r])
@@ -486,7 +490,7 @@ func (e *Engine) layerBackward(ac *acts, xin, dout []float32, needInput bool) []
 				headNormBackward(dh, ac.kpre[r*kvd+h*hd:r*kvd+(h+1)*hd], L.KNorm, eps)
 			}
 		}
-	}
+	})
 	var dh1 []float32
 	if needInput {
 		dh1 = ar.get(T * H)
@@ -504,7 +508,7 @@ func (e *Engine) layerBackward(ac *acts, xin, dout []float32, needInput bool) []
 
 // rmsNormRows writes y = x·r·w per row, with r = 1/√(mean(x²)+eps) kept in rms.
 func rmsNormRows(y, rms, x []float32, rows, cols int, w []float32, eps float32) {
-	for r := 0; r < rows; r++ {
+	kernels.ParallelFor(rows, 32, func(r int) {
 		row := x[r*cols : (r+1)*cols]
 		ss := 0.0
 		for _, v := range row {
@@ -516,12 +520,12 @@ func rmsNormRows(y, rms, x []float32, rows, cols int, w []float32, eps float32) 
 		for i, v := range row {
 			out[i] = v * inv * w[i]
 		}
-	}
+	})
 }
 
 // rmsNormBackward adds (accumulate) or writes dL/dx of y = x·r·w given dy, x and r.
 func rmsNormBackward(dx, dy, x, rms []float32, rows, cols int, w []float32, accumulate bool) {
-	for r := 0; r < rows; r++ {
+	kernels.ParallelFor(rows, 32, func(r int) {
 		xr, dyr, dxr := x[r*cols:(r+1)*cols], dy[r*cols:(r+1)*cols], dx[r*cols:(r+1)*cols]
 		inv := float64(rms[r])
 		dot := 0.0
@@ -537,7 +541,7 @@ func rmsNormBackward(dx, dy, x, rms []float32, rows, cols int, w []float32, accu
 				dxr[i] = v
 			}
 		}
-	}
+	})
 }
 
 // headNormBackward replaces dy (the gradient of RMSNorm(x)·w for one head) by dL/dx.
@@ -613,33 +617,41 @@ func (e *Engine) head(s Seq, xf []float32, rows []int, st *TokenStats, lse, g, d
 		kernels.ParallelFor(n, 4, func(i int) {
 			t := rs[i]
 			row := logits[i*V : (i+1)*V]
-			l := float64(lse[t])
+			tok := s.Tokens[t+1]
 			if st != nil {
 				mx := row[0]
 				for _, v := range row {
 					mx = max(mx, v)
 				}
+				st.Logp[t] = row[tok] - mx // completed below
+				// The exponentials stay in row for the gradient.
 				sum, wsum := 0.0, 0.0
-				for _, v := range row {
-					ev := float64(kernels.Exp(v - mx))
-					sum += ev
-					wsum += ev * float64(v-mx)
+				for j, v := range row {
+					ev := kernels.Exp(v - mx)
+					sum += float64(ev)
+					wsum += float64(ev) * float64(v-mx)
+					row[j] = ev
 				}
-				l = float64(mx) + math.Log(sum)
-				lse[t] = float32(l)
+				logZ := math.Log(sum)
+				lse[t] = mx + float32(logZ)
 				// H = log Z − E[z] with z relative to the max.
-				st.Entropy[t] = float32(math.Log(sum) - wsum/sum)
-				st.Logp[t] = float32(float64(row[s.Tokens[t+1]]) - l)
-			}
-			if g == nil {
+				st.Entropy[t] = float32(logZ - wsum/sum)
+				st.Logp[t] = float32(float64(st.Logp[t]) - logZ)
+				if g != nil {
+					// dlogits = g·(onehot − softmax).
+					k := -g[t] / float32(sum)
+					for j := range row {
+						row[j] *= k
+					}
+					row[tok] += g[t]
+				}
 				return
 			}
-			// dlogits = g·(onehot − softmax).
-			gi, lf := g[t], float32(l)
+			gi, l := g[t], lse[t]
 			for j, v := range row {
-				row[j] = -gi * kernels.Exp(v-lf)
+				row[j] = -gi * kernels.Exp(v-l)
 			}
-			row[s.Tokens[t+1]] += gi
+			row[tok] += gi
 		})
 		if g == nil {
 			continue
