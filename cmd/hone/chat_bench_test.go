@@ -204,3 +204,44 @@ func chatOverhead(b *testing.B, dir string) {
 	b.ReportMetric(float64(directTotal.Microseconds())/float64(b.N)/1000, "engine-ms/req")
 	b.ReportMetric(float64((httpTotal-directTotal).Microseconds())/float64(b.N)/1000, "overhead-ms/req")
 }
+
+// BenchmarkConstrainedDecode compares one stream's decode throughput with and without a
+// structured-output constraint (a JSON schema of a free-text field and a list of numbers),
+// alternating the two, 64 completion tokens each. Metrics: tokens/s of each and their ratio.
+func BenchmarkConstrainedDecode(b *testing.B) {
+	dir := benchModelDir(b)
+	data := b.TempDir()
+	s := startServer(b, data, "--model", "smol="+dir, "--no-demo-model", "--no-prefix-cache")
+	key := initialKey(b, data)
+	schema := `{"type":"object","properties":{"text":{"type":"string"},"n":{"type":"array","items":{"type":"integer"}}},"required":["text","n"]}`
+	run := func(extra string) (time.Duration, int) {
+		body := fmt.Sprintf(`{"model":"smol","messages":[{"role":"user","content":%q}],"max_tokens":64,"temperature":0.8,"seed":1%s}`, benchPrompt, extra)
+		t0 := time.Now()
+		code, _, resp := do(b, "POST", s.url+"/v1/chat/completions", "Bearer "+key, body)
+		if code != 200 {
+			b.Fatalf("%d %s", code, resp)
+		}
+		var r struct {
+			Usage struct {
+				CompletionTokens int `json:"completion_tokens"`
+			} `json:"usage"`
+		}
+		json.Unmarshal(resp, &r)
+		return time.Since(t0), r.Usage.CompletionTokens
+	}
+	run(`,"structured_outputs":{"json":` + schema + `}`) // compile and warm the masks
+	var plainT, consT time.Duration
+	var plainN, consN int
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		d, n := run("")
+		plainT, plainN = plainT+d, plainN+n
+		d, n = run(`,"structured_outputs":{"json":` + schema + `}`)
+		consT, consN = consT+d, consN+n
+	}
+	p := float64(plainN) / plainT.Seconds()
+	c := float64(consN) / consT.Seconds()
+	b.ReportMetric(p, "plain-tokens/s")
+	b.ReportMetric(c, "constrained-tokens/s")
+	b.ReportMetric(c/p, "ratio")
+}
