@@ -19,6 +19,7 @@ type Spec struct {
 	Kind    string // json, regex, choice, json_object
 	Schema  json.RawMessage
 	Regex   string
+	Grammar string
 	Choices []string
 	Options SchemaOptions
 }
@@ -29,11 +30,12 @@ func (s *Spec) Key() string {
 		K string
 		S json.RawMessage
 		R string
+		G string
 		C []string
 		W bool
 		A bool
 		P string
-	}{s.Kind, s.Schema, s.Regex, s.Choices, s.Options.NoWhitespace, s.Options.NoAdditionalProperties, s.Options.Whitespace})
+	}{s.Kind, s.Schema, s.Regex, s.Grammar, s.Choices, s.Options.NoWhitespace, s.Options.NoAdditionalProperties, s.Options.Whitespace})
 	return string(b)
 }
 
@@ -52,6 +54,12 @@ func (s *Spec) Pattern() (string, error) {
 		return SchemaRegex(s.Schema, s.Options)
 	case "json_object":
 		return SchemaRegex(json.RawMessage(`{"type":"object"}`), s.Options)
+	case "grammar":
+		re, err := GrammarRegex(s.Grammar)
+		if err != nil {
+			return "", &grammarError{err}
+		}
+		return re, nil
 	}
 	return "", fmt.Errorf("unknown constraint kind %q", s.Kind)
 }
@@ -160,7 +168,7 @@ func FromRequest(structuredOutputs, responseFormat json.RawMessage) (*Spec, erro
 			if json.Unmarshal(raw, &g) != nil || strings.TrimSpace(g) == "" {
 				return nil, bad("structured_outputs.grammar", "structured_outputs.grammar cannot be an empty string")
 			}
-			return nil, bad("structured_outputs.grammar", "grammar constraints (GBNF, EBNF, Lark) are not supported by Hone's structured-output backend yet; use json, regex or choice")
+			spec.Grammar = g
 		case "structural_tag":
 			return nil, bad("structured_outputs.structural_tag", "structural_tag constraints are not supported by Hone's structured-output backend yet")
 		}
@@ -183,9 +191,12 @@ func FromRequest(structuredOutputs, responseFormat json.RawMessage) (*Spec, erro
 	// Compile once here so that every problem is a 400 now, not a failure mid-generation.
 	pat, err := spec.Pattern()
 	var ue *UnsupportedError
+	var ge *grammarError
 	switch {
 	case errors.As(err, &ue):
 		return nil, bad(specParam(spec), "%s", ue.Error())
+	case errors.As(err, &ge):
+		return nil, bad(specParam(spec), "Invalid grammar specification: %v", ge.err)
 	case err != nil:
 		return nil, bad(specParam(spec), "Invalid structured output constraint: %v", err)
 	}
@@ -196,6 +207,10 @@ func FromRequest(structuredOutputs, responseFormat json.RawMessage) (*Spec, erro
 }
 
 func specParam(s *Spec) string { return "structured_outputs." + s.Kind }
+
+type grammarError struct{ err error }
+
+func (e *grammarError) Error() string { return e.err.Error() }
 
 // Compiler compiles specs against one vocabulary, caching the results by their text.
 type Compiler struct {

@@ -262,3 +262,23 @@ func FuzzRegexDFA(f *testing.F) {
 		}
 	})
 }
+
+// FuzzGrammar: the grammar compiler never panics, and whatever it accepts compiles to an
+// automaton.
+func FuzzGrammar(f *testing.F) {
+	f.Add("root ::= \"a\" [b-c]* (\"d\" | e)\ne ::= \"e\"{1,3}")
+	f.Add("start: x+\nx: /[0-9]/ | \"-\"")
+	f.Add("root ::= root")
+	f.Fuzz(func(t *testing.T, src string) {
+		if len(src) > 500 {
+			return
+		}
+		re, err := GrammarRegex(src)
+		if err != nil {
+			return
+		}
+		if _, err := CompileRegex(re); err != nil {
+			t.Fatalf("grammar %q gave regex %q that does not compile: %v", src, re, err)
+		}
+	})
+}
