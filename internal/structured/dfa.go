@@ -94,6 +94,10 @@ func (d *DFA) closure(pcs []uint32, pc uint32, begin bool, seen map[uint32]bool)
 		return d.closure(pcs, in.Out, begin, seen)
 	case syntax.InstFail:
 		return pcs
+	case syntax.InstRune:
+		if len(in.Rune) == 0 { // an empty class: matches nothing
+			return pcs
+		}
 	}
 	return append(pcs, pc) // InstRune*, InstMatch
 }

@@ -13,8 +13,9 @@ import (
 // start rule `start`). Both allow sequences, `|` alternatives, parentheses, `?`, `*`, `+`,
 // `{m}`, `{m,}`, `{m,n}` (GBNF), string literals with escapes, character classes `[...]`
 // (GBNF) and `/regex/` terminals (Lark), `.` (GBNF: any character) and comments (`#` in GBNF,
-// `//` in Lark). Rules are inlined into the start rule; a rule that refers to itself, directly
-// or not, makes the grammar context-free and is reported (a pushdown matcher is not built yet).
+// `//` in Lark). Rules are inlined into the start rule. A rule that refers to itself, directly
+// or not, makes the grammar context-free: Hone unrolls such recursion MaxRecursion times (a
+// bounded approximation: deeper nesting cannot be produced), as it has no pushdown matcher.
 func GrammarRegex(src string) (string, error) {
 	lark := !strings.Contains(src, "::=")
 	rules, order, err := parseGrammar(src, lark)
@@ -31,7 +32,7 @@ func GrammarRegex(src string) (string, error) {
 		}
 		return "", fmt.Errorf("the grammar has no %q rule to start from", start)
 	}
-	g := &grammar{rules: rules, done: map[string]string{}, active: map[string]bool{}, lark: lark}
+	g := &grammar{rules: rules, done: map[string]string{}, active: map[string]int{}, lark: lark}
 	re, err := g.expand(start)
 	if err != nil {
 		return "", err
@@ -46,10 +47,13 @@ func GrammarRegex(src string) (string, error) {
 }
 
 type grammar struct {
-	rules  map[string]string // rule → body (source)
-	done   map[string]string // rule → regex
-	active map[string]bool
-	lark   bool
+	rules map[string]string // rule → body (source)
+	done  map[string]string // rule → regex
+	// recursive is set once a rule was cut at the recursion limit (expansions then depend
+	// on the depth and are not memoised).
+	recursive bool
+	active    map[string]int
+	lark      bool
 }
 
 func (g *grammar) expand(name string) (string, error) {
@@ -60,10 +64,12 @@ func (g *grammar) expand(name string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("rule %q is used but not defined", name)
 	}
-	if g.active[name] {
-		return "", fmt.Errorf("rule %q is recursive: recursive grammars (context-free) are not supported yet, only regular ones", name)
+	if g.active[name] > MaxRecursion {
+		// Recursion is unrolled MaxRecursion times; deeper, the reference matches nothing.
+		g.recursive = true
+		return nothing, nil
 	}
-	g.active[name] = true
+	g.active[name]++
 	p := &exprParser{s: body, g: g}
 	re, err := p.alternatives()
 	if err == nil {
@@ -72,11 +78,13 @@ func (g *grammar) expand(name string) (string, error) {
 			err = fmt.Errorf("rule %q: unexpected %q", name, p.s[p.i:])
 		}
 	}
-	delete(g.active, name)
+	g.active[name]--
 	if err != nil {
 		return "", err
 	}
-	g.done[name] = re
+	if g.active[name] == 0 && !g.recursive {
+		g.done[name] = re // memoise only expansions that do not depend on the depth
+	}
 	return re, nil
 }
 
@@ -164,7 +172,9 @@ func (p *exprParser) alternatives() (string, error) {
 		if err != nil {
 			return "", err
 		}
-		alts = append(alts, seq)
+		if seq != nothing {
+			alts = append(alts, seq)
+		}
 		p.skipSpace()
 		if p.i < len(p.s) && p.s[p.i] == '|' {
 			p.i++
@@ -172,7 +182,10 @@ func (p *exprParser) alternatives() (string, error) {
 		}
 		break
 	}
-	if len(alts) == 1 {
+	switch len(alts) {
+	case 0:
+		return nothing, nil
+	case 1:
 		return alts[0], nil
 	}
 	return "(?:" + strings.Join(alts, "|") + ")", nil
@@ -180,9 +193,13 @@ func (p *exprParser) alternatives() (string, error) {
 
 func (p *exprParser) sequence() (string, error) {
 	var b strings.Builder
+	dead := false
 	for {
 		p.skipSpace()
 		if p.i >= len(p.s) || p.s[p.i] == '|' || p.s[p.i] == ')' {
+			if dead {
+				return nothing, nil
+			}
 			return b.String(), nil
 		}
 		atom, err := p.atom()
@@ -193,6 +210,9 @@ func (p *exprParser) sequence() (string, error) {
 		if err != nil {
 			return "", err
 		}
+		if atom == nothing {
+			dead = true
+		}
 		b.WriteString(atom)
 	}
 }
@@ -202,6 +222,12 @@ func (p *exprParser) repeat(atom string) (string, error) {
 		switch c := p.s[p.i]; c {
 		case '*', '+', '?':
 			p.i++
+			if atom == nothing { // cut recursion: zero repetitions, or nothing at all
+				if c != '+' {
+					atom = ""
+				}
+				continue
+			}
 			atom = "(?:" + atom + ")" + string(c)
 		case '{':
 			end := strings.IndexByte(p.s[p.i:], '}')
@@ -219,6 +245,12 @@ func (p *exprParser) repeat(atom string) (string, error) {
 				}
 			}
 			p.i += end + 1
+			if atom == nothing {
+				if n, _ := strconv.Atoi(lo); n == 0 {
+					atom = ""
+				}
+				continue
+			}
 			atom = "(?:" + atom + "){" + spec + "}"
 		default:
 			return atom, nil
@@ -241,6 +273,9 @@ func (p *exprParser) atom() (string, error) {
 			return "", fmt.Errorf("unclosed parenthesis")
 		}
 		p.i++
+		if re == nothing {
+			return nothing, nil
+		}
 		return "(?:" + re + ")", nil
 	case c == '"' || (c == '\'' && p.g.lark):
 		lit, err := p.literal(c)
@@ -296,6 +331,9 @@ func (p *exprParser) atom() (string, error) {
 		re, err := p.g.expand(p.s[start:p.i])
 		if err != nil {
 			return "", err
+		}
+		if re == nothing {
+			return nothing, nil
 		}
 		return "(?:" + re + ")", nil
 	}

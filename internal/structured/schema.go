@@ -32,6 +32,12 @@ func (e *UnsupportedError) Error() string {
 	return "The provided JSON schema contains features Hone cannot enforce: " + strings.Join(e.Features, ", ")
 }
 
+// MaxRecursion is how many times a recursive $ref (or grammar rule) is unrolled.
+const MaxRecursion = 3
+
+// nothing is a regex that matches no text.
+const nothing = `[^\x00-\x{10FFFF}]`
+
 const (
 	jsonString = `"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"`
 	jsonChar   = `(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})`
@@ -145,10 +151,16 @@ func (o *SchemaOptions) value(raw json.RawMessage, path string) string {
 		if !found {
 			return o.fail(path, "$ref "+r+" (not found)")
 		}
+		depth := 0
 		for _, seen := range o.stack {
 			if seen == r {
-				return o.fail(path, "recursive $ref "+r+" (needs a grammar)")
+				depth++
 			}
+		}
+		if depth >= MaxRecursion {
+			// Recursion is unrolled MaxRecursion times; deeper, this branch matches nothing
+			// (an optional property or another anyOf branch must end it).
+			return nothing
 		}
 		o.stack = append(o.stack, r)
 		defer func() { o.stack = o.stack[:len(o.stack)-1] }()
@@ -174,9 +186,14 @@ func (o *SchemaOptions) value(raw json.RawMessage, path string) string {
 			if json.Unmarshal(a, &subs) != nil || len(subs) == 0 {
 				return o.fail(path, k+" that is not a non-empty list")
 			}
-			alts := make([]string, len(subs))
+			var alts []string
 			for i, sub := range subs {
-				alts[i] = o.value(sub, fmt.Sprintf("%s/%s/%d", path, k, i))
+				if a := o.value(sub, fmt.Sprintf("%s/%s/%d", path, k, i)); a != nothing {
+					alts = append(alts, a)
+				}
+			}
+			if len(alts) == 0 {
+				return nothing
 			}
 			return "(?:" + strings.Join(alts, "|") + ")"
 		}
@@ -341,6 +358,21 @@ func (o *SchemaOptions) array(s map[string]json.RawMessage, path string) string 
 	} else if !ok && len(prefix) == 0 {
 		item = o.free(o.MaxDepth - 1)
 	}
+	for _, p := range prefix {
+		if p == nothing {
+			return nothing
+		}
+	}
+	if item == nothing {
+		lo, _ := getInt(s, "minItems")
+		if lo > 0 && len(prefix) == 0 {
+			return nothing
+		}
+		item = ""
+		if len(prefix) == 0 {
+			return `\[` + ws + `\]`
+		}
+	}
 	lo, _ := getInt(s, "minItems")
 	hi, hasHi := getInt(s, "maxItems")
 	if len(prefix) > 0 {
@@ -392,10 +424,20 @@ func (o *SchemaOptions) object(s map[string]json.RawMessage, path string) string
 		}
 	}
 	var parts []string
+	var kept []string
 	for _, n := range names {
 		key, _ := json.Marshal(n)
-		parts = append(parts, regexp.QuoteMeta(string(key))+ws+":"+ws+o.value(props[n], path+"/properties/"+n))
+		val := o.value(props[n], path+"/properties/"+n)
+		if val == nothing { // cut at the recursion limit
+			if required[n] {
+				return nothing
+			}
+			continue
+		}
+		parts = append(parts, regexp.QuoteMeta(string(key))+ws+":"+ws+val)
+		kept = append(kept, n)
 	}
+	names = kept
 	// Extra properties: additionalProperties true or a schema, unless disabled.
 	extra := ""
 	if ap, ok := s["additionalProperties"]; ok && !o.NoAdditionalProperties && string(ap) != "false" {

@@ -90,6 +90,8 @@ var schemas = []string{
 	`{"type":"array","prefixItems":[{"type":"string"},{"type":"boolean"}],"items":false}`,
 	`{"type":"object"}`,
 	`{"type":"string","minLength":2,"maxLength":5}`,
+	`{"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer","minimum":0,"maximum":9},"next":{"$ref":"#/$defs/node"}},"required":["v"],"additionalProperties":false}},"$ref":"#/$defs/node"}`,
+	`{"$defs":{"t":{"anyOf":[{"type":"integer","minimum":0,"maximum":3},{"type":"array","items":{"$ref":"#/$defs/t"},"maxItems":2}]}},"$ref":"#/$defs/t"}`,
 }
 
 // TestSchemasGenerateValidJSON: for each schema, random walks through the masks always end in
@@ -207,7 +209,6 @@ func TestFromRequest(t *testing.T) {
 		{`{"regex":"a","_backend":"xgrammar"}`, ``, "structured_outputs._backend", "Request-level structured output backend selection is not supported"},
 		{``, `{"type":"json_schema"}`, "response_format.json_schema", "the 'json_schema' field must be provided"},
 		{`{"json":{"type":"object","properties":{"a":{"type":"integer","multipleOf":3}},"allOf":[]}}`, ``, "structured_outputs.json", "multipleOf at /properties/a"},
-		{`{"json":{"$defs":{"n":{"type":"object","properties":{"next":{"$ref":"#/$defs/n"}}}},"$ref":"#/$defs/n"}}`, ``, "structured_outputs.json", "recursive $ref"},
 		{`{"regex":"(a"}`, ``, "structured_outputs.regex", "Failed to transform regex"},
 		{`{"regex":"a"}`, `{"type":"json_object"}`, "structured_outputs", "both give one"},
 	}
@@ -281,4 +282,91 @@ func FuzzGrammar(f *testing.F) {
 			t.Fatalf("grammar %q gave regex %q that does not compile: %v", src, re, err)
 		}
 	})
+}
+
+// TestRecursionWithWhitespace: a recursive grammar with whitespace around the recursion never
+// leads into a dead end at the recursion limit.
+func TestRecursionWithWhitespace(t *testing.T) {
+	v := testVocab()
+	spec, err := FromRequest(json.RawMessage(`{"grammar":`+strconvQuote("root ::= \"[\" ws (root (\",\" ws root)*)? ws \"]\" | \"1\"\nws ::= [ ]*\n")+`}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := NewCompiler(NewIndex(v)).Compile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(8, 8))
+	for i := 0; i < 200; i++ {
+		out := generate(t, k, v, rng)
+		var x any
+		if err := json.Unmarshal([]byte(out), &x); err != nil {
+			t.Fatalf("%q: %v", out, err)
+		}
+	}
+}
+
+// TestGrammars: regular GBNF and Lark grammars become constraints whose outputs match the
+// equivalent regex; recursive rules are unrolled (balanced output up to the limit); bad
+// grammars are refused with a reason.
+func TestGrammars(t *testing.T) {
+	v := testVocab()
+	comp := NewCompiler(NewIndex(v))
+	rng := rand.New(rand.NewPCG(5, 5))
+	cases := []struct{ src, equiv string }{
+		{"root ::= answer \".\"\nanswer ::= \"yes\" | \"no\" # a comment\n", `(?:yes|no)\.`},
+		{"root ::= num (\",\" ws num){0,3}\nnum ::= [1-9] [0-9]*\nws ::= [ ]?\n", `[1-9][0-9]*(?:, ?[1-9][0-9]*){0,3}`},
+		{"root ::= \"é\" [a-c]+ \"\\n\"?", `é[a-c]+\n?`},
+		{"start: greeting name\ngreeting: \"hi \" | \"hello \"\nname: /[A-Z][a-z]{1,5}/ // Lark\n", `(?:hi |hello )[A-Z][a-z]{1,5}`},
+	}
+	for _, c := range cases {
+		spec, err := FromRequest(json.RawMessage(`{"grammar":`+strconvQuote(c.src)+`}`), nil)
+		if err != nil {
+			t.Fatalf("%q: %v", c.src, err)
+		}
+		k, err := comp.Compile(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		re := regexp.MustCompile(`^(?:` + c.equiv + `)$`)
+		for i := 0; i < 80; i++ {
+			if out := generate(t, k, v, rng); !re.MatchString(out) {
+				t.Fatalf("%q produced %q", c.src, out)
+			}
+		}
+	}
+	spec, err := FromRequest(json.RawMessage(`{"grammar":`+strconvQuote("root ::= \"(\" root \")\" | \"x\"")+`}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := comp.Compile(spec)
+	depths := map[int]bool{}
+	for i := 0; i < 200; i++ {
+		out := generate(t, k, v, rng)
+		d := strings.Count(out, "(")
+		if out != strings.Repeat("(", d)+"x"+strings.Repeat(")", d) || d > MaxRecursion+1 {
+			t.Fatalf("recursive grammar produced %q", out)
+		}
+		depths[d] = true
+	}
+	if len(depths) < 2 {
+		t.Fatalf("only depths %v", depths)
+	}
+	for _, bad := range []struct{ src, msg string }{
+		{"root ::= missing", "not defined"},
+		{"other ::= \"x\"", `no "root" rule`},
+		{"root ::= \"unclosed", "unclosed string"},
+		{"start: a\n%import common.WS\na: \"x\"", "directives"},
+	} {
+		_, err := FromRequest(json.RawMessage(`{"grammar":`+strconvQuote(bad.src)+`}`), nil)
+		var ae *apierror.Error
+		if !errors.As(err, &ae) || ae.Param != "structured_outputs.grammar" || !strings.Contains(ae.Message, bad.msg) {
+			t.Errorf("%q: %v", bad.src, err)
+		}
+	}
+}
+
+func strconvQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
