@@ -115,11 +115,11 @@ func BenchmarkCompile(b *testing.B) {
 	for name, s := range specs {
 		b.Run(name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				pat, err := s.Pattern()
+				rs, err := s.Rules()
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := CompileRegex(pat); err != nil {
+				if _, _, err := compileRules(rs); err != nil {
 					b.Fatal(err)
 				}
 			}

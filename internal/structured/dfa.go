@@ -34,6 +34,8 @@ type dstate struct {
 	pcs     []uint32 // NFA threads after ε-closure (before consuming the next rune)
 	pending string   // bytes of an incomplete UTF-8 character
 	accept  bool
+	calls   []int32 // rules this state may call (pushdown rule sets; see callRef)
+	after   map[int32]int32
 	next    [256]int32 // 0: not computed yet; -1: dead; else the next state + 1
 }
 
@@ -152,7 +154,15 @@ func (d *DFA) intern(pcs []uint32, pending string) int {
 		return id
 	}
 	id := len(d.states)
-	d.states = append(d.states, dstate{pcs: pcs, pending: pending, accept: pending == "" && d.acceptsAt(pcs)})
+	var calls []int32
+	if pending == "" {
+		for _, pc := range pcs {
+			if k, ok := d.callAt(pc); ok && !slices.Contains(calls, k) {
+				calls = append(calls, k)
+			}
+		}
+	}
+	d.states = append(d.states, dstate{pcs: pcs, pending: pending, accept: pending == "" && d.acceptsAt(pcs), calls: calls})
 	d.index[key] = id
 	return id
 }
@@ -370,6 +380,47 @@ func validPrefix(s string) bool {
 		}
 	}
 	return true
+}
+
+// callAt reports whether the instruction at pc is a call of a rule (a rule reference in a
+// pushdown rule set: a literal surrogate code point, never produced by UTF-8 input).
+func (d *DFA) callAt(pc uint32) (int32, bool) {
+	in := &d.prog.Inst[pc]
+	if in.Op == syntax.InstRune1 || in.Op == syntax.InstRune && len(in.Rune) == 1 && syntax.Flags(in.Arg)&syntax.FoldCase == 0 {
+		if r := in.Rune[0]; r >= callBase && r < callBase+maxRules {
+			return int32(r - callBase), true
+		}
+	}
+	return 0, false
+}
+
+// Calls lists the rules state s may call.
+func (d *DFA) Calls(s int) []int32 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.states[s].calls
+}
+
+// CallStep is the state after a call of rule k from state s returns.
+func (d *DFA) CallStep(s int, k int32) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if t, ok := d.states[s].after[k]; ok {
+		return int(t)
+	}
+	var next []uint32
+	seen := map[uint32]bool{}
+	for _, pc := range d.states[s].pcs {
+		if j, ok := d.callAt(pc); ok && j == k {
+			next = d.closure(next, d.prog.Inst[pc].Out, false, seen)
+		}
+	}
+	t := d.intern(next, "")
+	if d.states[s].after == nil {
+		d.states[s].after = map[int32]int32{}
+	}
+	d.states[s].after[k] = int32(t)
+	return t
 }
 
 // States is how many states have been built.

@@ -8,19 +8,18 @@ import (
 	"unicode/utf8"
 )
 
-// GrammarRegex turns a grammar into a regular expression, when the grammar is regular: GBNF
-// as llama.cpp writes it (`name ::= ...`, start rule `root`) or a Lark subset (`name: ...`,
-// start rule `start`). Both allow sequences, `|` alternatives, parentheses, `?`, `*`, `+`,
-// `{m}`, `{m,}`, `{m,n}` (GBNF), string literals with escapes, character classes `[...]`
-// (GBNF) and `/regex/` terminals (Lark), `.` (GBNF: any character) and comments (`#` in GBNF,
-// `//` in Lark). Rules are inlined into the start rule. A rule that refers to itself, directly
-// or not, makes the grammar context-free: Hone unrolls such recursion MaxRecursion times (a
-// bounded approximation: deeper nesting cannot be produced), as it has no pushdown matcher.
-func GrammarRegex(src string) (string, error) {
+// GrammarRules compiles a grammar into a rule set: GBNF as llama.cpp writes it
+// (`name ::= ...`, start rule `root`) or a Lark subset (`name: ...`, start rule `start`).
+// Both allow sequences, `|` alternatives, parentheses, `?`, `*`, `+`, `{m}`, `{m,}`, `{m,n}`
+// (GBNF), string literals with escapes, character classes `[...]` (GBNF) and `/regex/`
+// terminals (Lark), `.` (GBNF: any character) and comments (`#` in GBNF, `//` in Lark).
+// Non-recursive rules are inlined; recursive ones become rules of a pushdown automaton (a
+// grammar without recursion is one regular expression and runs on a DFA).
+func GrammarRules(src string) (RuleSet, error) {
 	lark := !strings.Contains(src, "::=")
 	rules, order, err := parseGrammar(src, lark)
 	if err != nil {
-		return "", err
+		return RuleSet{}, err
 	}
 	start := "root"
 	if lark {
@@ -28,34 +27,44 @@ func GrammarRegex(src string) (string, error) {
 	}
 	if _, ok := rules[start]; !ok {
 		if len(order) == 0 {
-			return "", fmt.Errorf("the grammar has no rules")
+			return RuleSet{}, fmt.Errorf("the grammar has no rules")
 		}
-		return "", fmt.Errorf("the grammar has no %q rule to start from", start)
+		return RuleSet{}, fmt.Errorf("the grammar has no %q rule to start from", start)
 	}
-	g := &grammar{rules: rules, done: map[string]string{}, active: map[string]int{}, lark: lark}
+	g := &grammar{rules: rules, done: map[string]string{}, active: map[string]bool{}, call: map[string]int{}, lark: lark}
+	g.set.Rules, g.set.Names = []string{""}, []string{start}
 	re, err := g.expand(start)
 	if err != nil {
-		return "", err
+		return RuleSet{}, err
 	}
-	if !utf8.ValidString(re) {
-		return "", fmt.Errorf("the grammar holds bytes that are not valid UTF-8")
+	g.set.Rules[0] = re
+	for i, r := range g.set.Rules {
+		if !utf8.ValidString(r) {
+			return RuleSet{}, fmt.Errorf("the grammar holds bytes that are not valid UTF-8")
+		}
+		if _, err := CompileRegex(r); err != nil {
+			return RuleSet{}, fmt.Errorf("rule %q is not valid: %v", g.set.Names[i], err)
+		}
 	}
-	if _, err := CompileRegex(re); err != nil {
-		return "", fmt.Errorf("the grammar is not a valid regular language: %v", err)
+	if len(g.set.Rules) > 1 {
+		if _, err := CompileRules(g.set); err != nil {
+			return RuleSet{}, err
+		}
 	}
-	return re, nil
+	return g.set, nil
 }
 
 type grammar struct {
-	rules map[string]string // rule → body (source)
-	done  map[string]string // rule → regex
-	// recursive is set once a rule was cut at the recursion limit (expansions then depend
-	// on the depth and are not memoised).
-	recursive bool
-	active    map[string]int
-	lark      bool
+	rules  map[string]string // rule → body (source)
+	done   map[string]string // rule → regex (inlined form, or a call of a recursive rule)
+	active map[string]bool   // rules being expanded
+	call   map[string]int    // recursive rule → its index in set
+	set    RuleSet
+	lark   bool
 }
 
+// expand returns the regex of a reference to rule name: its body inlined, or a call when the
+// rule is recursive (it refers to itself while being expanded).
 func (g *grammar) expand(name string) (string, error) {
 	if re, ok := g.done[name]; ok {
 		return re, nil
@@ -64,12 +73,10 @@ func (g *grammar) expand(name string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("rule %q is used but not defined", name)
 	}
-	if g.active[name] > MaxRecursion {
-		// Recursion is unrolled MaxRecursion times; deeper, the reference matches nothing.
-		g.recursive = true
-		return nothing, nil
+	if g.active[name] || g.call[name] > 0 {
+		return g.callOf(name)
 	}
-	g.active[name]++
+	g.active[name] = true
 	p := &exprParser{s: body, g: g}
 	re, err := p.alternatives()
 	if err == nil {
@@ -78,14 +85,30 @@ func (g *grammar) expand(name string) (string, error) {
 			err = fmt.Errorf("rule %q: unexpected %q", name, p.s[p.i:])
 		}
 	}
-	g.active[name]--
+	g.active[name] = false
 	if err != nil {
 		return "", err
 	}
-	if g.active[name] == 0 && !g.recursive {
-		g.done[name] = re // memoise only expansions that do not depend on the depth
+	if k, rec := g.call[name]; rec {
+		g.set.Rules[k] = re
+		re = callRef(k)
 	}
+	g.done[name] = re
 	return re, nil
+}
+
+func (g *grammar) callOf(name string) (string, error) {
+	k, ok := g.call[name]
+	if !ok {
+		if len(g.set.Rules) >= maxRules {
+			return "", fmt.Errorf("the grammar has more than %d recursive rules", maxRules-1)
+		}
+		k = len(g.set.Rules)
+		g.call[name] = k
+		g.set.Rules = append(g.set.Rules, "")
+		g.set.Names = append(g.set.Names, name)
+	}
+	return callRef(k), nil
 }
 
 // parseGrammar splits the source into rules (a rule's body may continue on following lines).
@@ -172,9 +195,7 @@ func (p *exprParser) alternatives() (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if seq != nothing {
-			alts = append(alts, seq)
-		}
+		alts = append(alts, seq)
 		p.skipSpace()
 		if p.i < len(p.s) && p.s[p.i] == '|' {
 			p.i++
@@ -182,10 +203,7 @@ func (p *exprParser) alternatives() (string, error) {
 		}
 		break
 	}
-	switch len(alts) {
-	case 0:
-		return nothing, nil
-	case 1:
+	if len(alts) == 1 {
 		return alts[0], nil
 	}
 	return "(?:" + strings.Join(alts, "|") + ")", nil
@@ -193,13 +211,9 @@ func (p *exprParser) alternatives() (string, error) {
 
 func (p *exprParser) sequence() (string, error) {
 	var b strings.Builder
-	dead := false
 	for {
 		p.skipSpace()
 		if p.i >= len(p.s) || p.s[p.i] == '|' || p.s[p.i] == ')' {
-			if dead {
-				return nothing, nil
-			}
 			return b.String(), nil
 		}
 		atom, err := p.atom()
@@ -210,9 +224,6 @@ func (p *exprParser) sequence() (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if atom == nothing {
-			dead = true
-		}
 		b.WriteString(atom)
 	}
 }
@@ -222,12 +233,6 @@ func (p *exprParser) repeat(atom string) (string, error) {
 		switch c := p.s[p.i]; c {
 		case '*', '+', '?':
 			p.i++
-			if atom == nothing { // cut recursion: zero repetitions, or nothing at all
-				if c != '+' {
-					atom = ""
-				}
-				continue
-			}
 			atom = "(?:" + atom + ")" + string(c)
 		case '{':
 			end := strings.IndexByte(p.s[p.i:], '}')
@@ -245,12 +250,6 @@ func (p *exprParser) repeat(atom string) (string, error) {
 				}
 			}
 			p.i += end + 1
-			if atom == nothing {
-				if n, _ := strconv.Atoi(lo); n == 0 {
-					atom = ""
-				}
-				continue
-			}
 			atom = "(?:" + atom + "){" + spec + "}"
 		default:
 			return atom, nil
@@ -273,9 +272,6 @@ func (p *exprParser) atom() (string, error) {
 			return "", fmt.Errorf("unclosed parenthesis")
 		}
 		p.i++
-		if re == nothing {
-			return nothing, nil
-		}
 		return "(?:" + re + ")", nil
 	case c == '"' || (c == '\'' && p.g.lark):
 		lit, err := p.literal(c)
@@ -331,9 +327,6 @@ func (p *exprParser) atom() (string, error) {
 		re, err := p.g.expand(p.s[start:p.i])
 		if err != nil {
 			return "", err
-		}
-		if re == nothing {
-			return nothing, nil
 		}
 		return "(?:" + re + ")", nil
 	}

@@ -63,9 +63,12 @@ func (ix *Index) Size() int { return ix.size }
 func (ix *Index) Words() int { return (ix.size + 63) / 64 }
 
 // Constraint is a compiled constraint over one vocabulary: masks cached per automaton state.
+// The automaton is a DFA (regular constraints) or a pushdown automaton (recursive grammars
+// and schemas).
 type Constraint struct {
 	ix  *Index
 	dfa *DFA
+	pda *PDA
 	src string
 
 	mu       sync.Mutex
@@ -77,6 +80,29 @@ type Constraint struct {
 func NewConstraint(ix *Index, d *DFA, src string) *Constraint {
 	return &Constraint{ix: ix, dfa: d, src: src, masks: map[int][]uint64{}, inflight: map[int]chan struct{}{}}
 }
+
+// NewPushdownConstraint binds a pushdown automaton to an index.
+func NewPushdownConstraint(ix *Index, p *PDA, src string) *Constraint {
+	return &Constraint{ix: ix, pda: p, src: src, masks: map[int][]uint64{}, inflight: map[int]chan struct{}{}}
+}
+
+func (c *Constraint) step(s int, b byte) int {
+	if c.pda != nil {
+		return c.pda.Step(s, b)
+	}
+	return c.dfa.Step(s, b)
+}
+
+func (c *Constraint) accepting(s int) bool {
+	if c.pda != nil {
+		return c.pda.Accepting(s)
+	}
+	return c.dfa.Accepting(s)
+}
+
+// maxCachedMasks bounds the per-state mask cache (pushdown configurations are unbounded);
+// the cache starts over when full.
+const maxCachedMasks = 4096
 
 // mask returns the allowed tokens of state s (shared; do not modify).
 func (c *Constraint) mask(s int) []uint64 {
@@ -99,6 +125,22 @@ func (c *Constraint) mask(s int) []uint64 {
 	c.mu.Unlock()
 	defer close(done)
 	m := make([]uint64, c.ix.Words())
+	if c.pda != nil {
+		c.pda.fillMask(c.ix, s, m)
+	} else {
+		c.dfaMask(s, m)
+	}
+	c.mu.Lock()
+	if len(c.masks) >= maxCachedMasks {
+		clear(c.masks)
+	}
+	c.masks[s] = m
+	delete(c.inflight, s)
+	c.mu.Unlock()
+	return m
+}
+
+func (c *Constraint) dfaMask(s int, m []uint64) {
 	d := c.dfa
 	d.mu.Lock()
 	var walk func(n int32, st int)
@@ -124,11 +166,6 @@ func (c *Constraint) mask(s int) []uint64 {
 			}
 		}
 	}
-	c.mu.Lock()
-	c.masks[s] = m
-	delete(c.inflight, s)
-	c.mu.Unlock()
-	return m
 }
 
 // prefetch computes the mask of state s in the background when it is not cached, so that it
@@ -151,7 +188,7 @@ type Matcher struct {
 }
 
 // NewMatcher starts at the beginning of the output.
-func (c *Constraint) NewMatcher() *Matcher { return &Matcher{c: c, state: c.dfa.Start()} }
+func (c *Constraint) NewMatcher() *Matcher { return &Matcher{c: c, state: 0} }
 
 // Mask writes the allowed next tokens into dst (a bitset of Words() uint64s): tokens whose
 // bytes keep the output matchable, and end-of-sequence tokens where it may end.
@@ -172,7 +209,7 @@ func (m *Matcher) Accept(tok int, bytes []byte) error {
 		return ErrRejected
 	}
 	if slices.Contains(m.c.ix.eos, tok) {
-		if !m.c.dfa.Accepting(m.state) {
+		if !m.c.accepting(m.state) {
 			return ErrRejected
 		}
 		m.done = true
@@ -180,7 +217,7 @@ func (m *Matcher) Accept(tok int, bytes []byte) error {
 	}
 	st := m.state
 	for _, b := range bytes {
-		if st = m.c.dfa.Step(st, b); st == dead {
+		if st = m.c.step(st, b); st == dead {
 			return fmt.Errorf("%w (token %d)", ErrRejected, tok)
 		}
 	}
@@ -190,7 +227,7 @@ func (m *Matcher) Accept(tok int, bytes []byte) error {
 }
 
 // Accepting reports whether the output may end here.
-func (m *Matcher) Accepting() bool { return !m.done && m.c.dfa.Accepting(m.state) }
+func (m *Matcher) Accepting() bool { return !m.done && m.c.accepting(m.state) }
 
 // Done reports whether an end-of-sequence token was accepted.
 func (m *Matcher) Done() bool { return m.done }
@@ -201,7 +238,7 @@ func (m *Matcher) MustEnd() bool {
 		return false
 	}
 	for b := 0; b < 256; b++ {
-		if m.c.dfa.Step(m.state, byte(b)) != dead {
+		if m.c.step(m.state, byte(b)) != dead {
 			return false
 		}
 	}

@@ -39,29 +39,43 @@ func (s *Spec) Key() string {
 	return string(b)
 }
 
-// Pattern returns the regular expression the spec compiles to.
-func (s *Spec) Pattern() (string, error) {
+// Rules returns the rule set the spec compiles to (one rule when it is regular).
+func (s *Spec) Rules() (RuleSet, error) {
+	one := func(re string) RuleSet { return RuleSet{Rules: []string{re}, Names: []string{s.Kind}} }
 	switch s.Kind {
 	case "regex":
-		return s.Regex, nil
+		return one(s.Regex), nil
 	case "choice":
 		alts := make([]string, len(s.Choices))
 		for i, c := range s.Choices {
 			alts[i] = regexp.QuoteMeta(c)
 		}
-		return "(?:" + strings.Join(alts, "|") + ")", nil
+		return one("(?:" + strings.Join(alts, "|") + ")"), nil
 	case "json":
-		return SchemaRegex(s.Schema, s.Options)
+		re, err := SchemaRegex(s.Schema, s.Options)
+		return one(re), err
 	case "json_object":
-		return SchemaRegex(json.RawMessage(`{"type":"object"}`), s.Options)
+		re, err := SchemaRegex(json.RawMessage(`{"type":"object"}`), s.Options)
+		return one(re), err
 	case "grammar":
-		re, err := GrammarRegex(s.Grammar)
+		rs, err := GrammarRules(s.Grammar)
 		if err != nil {
-			return "", &grammarError{err}
+			return RuleSet{}, &grammarError{err}
 		}
-		return re, nil
+		return rs, nil
 	}
-	return "", fmt.Errorf("unknown constraint kind %q", s.Kind)
+	return RuleSet{}, fmt.Errorf("unknown constraint kind %q", s.Kind)
+}
+
+// compileRules builds the automaton of a rule set: a DFA for one rule, else a pushdown
+// automaton.
+func compileRules(rs RuleSet) (*DFA, *PDA, error) {
+	if len(rs.Rules) == 1 {
+		d, err := CompileRegex(rs.Rules[0])
+		return d, nil, err
+	}
+	p, err := CompileRules(rs)
+	return nil, p, err
 }
 
 func bad(param, format string, args ...any) error { return apierror.BadRequest(param, format, args...) }
@@ -189,7 +203,7 @@ func FromRequest(structuredOutputs, responseFormat json.RawMessage) (*Spec, erro
 		return nil, nil
 	}
 	// Compile once here so that every problem is a 400 now, not a failure mid-generation.
-	pat, err := spec.Pattern()
+	rs, err := spec.Rules()
 	var ue *UnsupportedError
 	var ge *grammarError
 	switch {
@@ -200,7 +214,7 @@ func FromRequest(structuredOutputs, responseFormat json.RawMessage) (*Spec, erro
 	case err != nil:
 		return nil, bad(specParam(spec), "Invalid structured output constraint: %v", err)
 	}
-	if _, err := CompileRegex(pat); err != nil {
+	if _, _, err := compileRules(rs); err != nil {
 		return nil, bad(specParam(spec), "Failed to transform regex into a grammar: %v", err)
 	}
 	return spec, nil
@@ -233,15 +247,20 @@ func (c *Compiler) Compile(spec *Spec) (*Constraint, error) {
 		return k, nil
 	}
 	c.mu.Unlock()
-	pat, err := spec.Pattern()
+	rs, err := spec.Rules()
 	if err != nil {
 		return nil, err
 	}
-	d, err := CompileRegex(pat)
+	d, p, err := compileRules(rs)
 	if err != nil {
 		return nil, err
 	}
-	k := NewConstraint(c.Index, d, pat)
+	var k *Constraint
+	if p != nil {
+		k = NewPushdownConstraint(c.Index, p, strings.Join(rs.Rules, "\n"))
+	} else {
+		k = NewConstraint(c.Index, d, rs.Rules[0])
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.order) >= 256 {

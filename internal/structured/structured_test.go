@@ -274,12 +274,25 @@ func FuzzGrammar(f *testing.F) {
 		if len(src) > 500 {
 			return
 		}
-		re, err := GrammarRegex(src)
+		rs, err := GrammarRules(src)
 		if err != nil {
 			return
 		}
-		if _, err := CompileRegex(re); err != nil {
-			t.Fatalf("grammar %q gave regex %q that does not compile: %v", src, re, err)
+		d, p, err := compileRules(rs)
+		if err != nil {
+			t.Fatalf("grammar %q gave rules %q that do not compile: %v", src, rs.Rules, err)
+		}
+		// The start configuration is live: some byte continues it or it accepts.
+		live := false
+		for b := 0; b < 256 && !live; b++ {
+			if p != nil {
+				live = p.Step(0, byte(b)) != dead || p.Accepting(0)
+			} else {
+				live = d.Step(0, byte(b)) != dead || d.Accepting(0)
+			}
+		}
+		if !live {
+			t.Fatalf("grammar %q: start state is dead", src)
 		}
 	})
 }
@@ -307,8 +320,8 @@ func TestRecursionWithWhitespace(t *testing.T) {
 }
 
 // TestGrammars: regular GBNF and Lark grammars become constraints whose outputs match the
-// equivalent regex; recursive rules are unrolled (balanced output up to the limit); bad
-// grammars are refused with a reason.
+// equivalent regex; recursive rules run on the pushdown automaton (balanced output at any
+// depth); bad grammars are refused with a reason.
 func TestGrammars(t *testing.T) {
 	v := testVocab()
 	comp := NewCompiler(NewIndex(v))
@@ -344,7 +357,7 @@ func TestGrammars(t *testing.T) {
 	for i := 0; i < 200; i++ {
 		out := generate(t, k, v, rng)
 		d := strings.Count(out, "(")
-		if out != strings.Repeat("(", d)+"x"+strings.Repeat(")", d) || d > MaxRecursion+1 {
+		if out != strings.Repeat("(", d)+"x"+strings.Repeat(")", d) {
 			t.Fatalf("recursive grammar produced %q", out)
 		}
 		depths[d] = true
@@ -357,6 +370,9 @@ func TestGrammars(t *testing.T) {
 		{"other ::= \"x\"", `no "root" rule`},
 		{"root ::= \"unclosed", "unclosed string"},
 		{"start: a\n%import common.WS\na: \"x\"", "directives"},
+		{"root ::= root \"x\" | \"y\"", "left-recursive"},
+		{"root ::= a\na ::= b? \"x\"\nb ::= \"\" | a \"y\"", "left-recursive"},
+		{"root ::= \"(\" root \")\"", "never end"},
 	} {
 		_, err := FromRequest(json.RawMessage(`{"grammar":`+strconvQuote(bad.src)+`}`), nil)
 		var ae *apierror.Error
