@@ -54,18 +54,34 @@ type choice struct {
 
 // RLConfig is ART's ExperimentalTrainingConfig as far as Hone implements it.
 type RLConfig struct {
-	LearningRate           float64 // default 5e-6
-	Loss                   string  // "cispo" (default) or "ppo"
-	Epsilon, EpsilonHigh   float64 // clip bounds (defaults: ppo 0.2/0.2, cispo 1.0/4.0)
-	ScaleRewards           bool    // divide advantages by the group's standard deviation
-	ImportanceSampling     string  // "token" (default) or "sequence"
-	KLPenaltyCoef          float64 // > 0: add coef·k3(ref, new) per token against RefAdapter
-	RefAdapter             *model.LoRA
-	AllowWithoutLogprobs   bool // trajectories without sampling logprobs: Hone computes them
-	MaxGradNorm            float64
-	WeightDecay            float64
-	MaxSeqLen              int
-	MaxNegativeAdvantageIS float64 // > 0: clamp the ratio of negative-advantage tokens
+	LearningRate         float64 // default 5e-6
+	Loss                 string  // "cispo" (default) or "ppo"
+	Epsilon, EpsilonHigh float64 // clip bounds (defaults: ppo 0.2/0.2, cispo 1.0/4.0)
+	ScaleRewards         bool    // divide advantages by the group's standard deviation
+	// AdvantageBalance in [-1, 1]: > 0 scales negative advantages by 1−b, < 0 positive ones
+	// by 1+b (1: train on positive advantages only, −1: on negative ones only).
+	AdvantageBalance float64
+	// ImportanceSampling: "token" (default), "sequence" (exp of the trajectory's mean
+	// log-ratio), "average" (their mean) or "geometric_average" (their geometric mean).
+	ImportanceSampling string
+	// MaskProbRatio zeroes ratios outside (1−ε, 1+ε_high) instead of clipping them.
+	MaskProbRatio bool
+	// KimiK2Tau > 0: each token's advantage becomes A − τ·(logπ − logπ_old) (not
+	// differentiated).
+	KimiK2Tau float64
+	// TruncatedIS > 0: each token's loss is multiplied by min(ratio, TruncatedIS) (not
+	// differentiated).
+	TruncatedIS float64
+	// KLPenaltyCoef > 0 (with RefAdapter): ART's KL penalty as an advantage adjustment: with
+	// kl = logπ − logπ_ref per sampled token, A += coef·(mean(kl) − kl) over the trajectory.
+	KLPenaltyCoef        float64
+	RefAdapter           *model.LoRA
+	AllowWithoutLogprobs bool // trajectories without sampling logprobs: Hone computes them
+	MaxGradNorm          float64
+	WeightDecay          float64
+	MaxSeqLen            int
+	// MaxNegativeAdvantageIS > 0 caps the ratio of negative-advantage tokens.
+	MaxNegativeAdvantageIS float64
 }
 
 // RLMetrics are the metrics of one RL step (the keys ART maps).
@@ -74,7 +90,8 @@ type RLMetrics struct {
 	RewardStdDev       float64 `json:"reward_std_dev"`
 	Loss               float64 `json:"loss"`
 	Entropy            float64 `json:"entropy"`
-	KLDiv              float64 `json:"kl_div"`
+	KLDiv              float64 `json:"kl_div"`        // mean k3 estimate of KL(new‖ref) (0 without a reference)
+	KLPolicyRef        float64 `json:"kl_policy_ref"` // mean logπ − logπ_ref over sampled tokens
 	GradNorm           float64 `json:"grad_norm"`
 	LearningRate       float64 `json:"learning_rate"`
 	NumGroupsSubmitted int     `json:"num_groups_submitted"`
@@ -121,9 +138,18 @@ func (c *RLConfig) defaults() error {
 	switch c.ImportanceSampling {
 	case "":
 		c.ImportanceSampling = "token"
-	case "token", "sequence":
+	case "token", "sequence", "average", "geometric_average":
 	default:
-		return fmt.Errorf("importance_sampling_level %q is not supported (token or sequence)", c.ImportanceSampling)
+		return fmt.Errorf("importance_sampling_level %q is not supported (token, sequence, average or geometric_average)", c.ImportanceSampling)
+	}
+	if c.AdvantageBalance < -1 || c.AdvantageBalance > 1 {
+		return fmt.Errorf("advantage_balance must be in [-1, 1], got %v", c.AdvantageBalance)
+	}
+	if c.Epsilon < 0 || c.EpsilonHigh < 0 {
+		return errors.New("epsilon and epsilon_high must not be negative")
+	}
+	if c.KimiK2Tau < 0 || c.TruncatedIS < 0 || c.KLPenaltyCoef < 0 || c.MaxNegativeAdvantageIS < 0 {
+		return errors.New("kimi_k2_tau, truncated_importance_sampling, kl_penalty_coef and max_negative_advantage_importance_sampling_weight must not be negative")
 	}
 	if c.MaxGradNorm == 0 {
 		c.MaxGradNorm = 1
@@ -330,6 +356,12 @@ func RLStep(ctx context.Context, e *Engine, chat *Chat, groups []TrajectoryGroup
 			if cfg.ScaleRewards {
 				adv /= std + 1e-6
 			}
+			switch b := cfg.AdvantageBalance; {
+			case b > 0 && adv < 0:
+				adv *= 1 - b
+			case b < 0 && adv > 0:
+				adv *= 1 + b
+			}
 			if adv == 0 {
 				continue
 			}
@@ -366,7 +398,7 @@ func RLStep(ctx context.Context, e *Engine, chat *Chat, groups []TrajectoryGroup
 	met.NumTrajectories = len(seqs)
 	e.G.Zero()
 	tokens := 0
-	entSum, klSum := 0.0, 0.0
+	entSum, klSum, klRefSum := 0.0, 0.0, 0.0
 	for _, s := range seqs {
 		if err := ctx.Err(); err != nil {
 			return met, o, err
@@ -410,68 +442,127 @@ func RLStep(ctx context.Context, e *Engine, chat *Chat, groups []TrajectoryGroup
 		w := 1 / float64(n) / float64(len(seqs))
 		var seqLoss float64
 		e.ForwardBackward(s.seq, func(st TokenStats) []float32 {
-			g := make([]float32, len(s.seq.Tokens))
-			// Sequence-level ratio: exp of the mean log-ratio over the sampled tokens.
-			seqRatio := 0.0
-			if cfg.ImportanceSampling == "sequence" {
-				for t := 0; t+1 < len(g); t++ {
-					if s.sampled[t+1] {
-						seqRatio += float64(st.Logp[t]) - old[t]
-					}
-				}
-				seqRatio = math.Exp(seqRatio / float64(n))
-			}
-			A := s.advantage
-			for t := 0; t+1 < len(g); t++ {
-				if !s.sampled[t+1] {
-					continue
-				}
-				lp := float64(st.Logp[t])
-				r := math.Exp(lp - old[t])
-				dr := r // d ratio / d logp (token level)
-				if cfg.ImportanceSampling == "sequence" {
-					r, dr = seqRatio, seqRatio/float64(n)
-				}
-				if cfg.MaxNegativeAdvantageIS > 0 && A < 0 && r > cfg.MaxNegativeAdvantageIS {
-					r, dr = cfg.MaxNegativeAdvantageIS, 0
-				}
-				lo, hi := 1-cfg.Epsilon, 1+cfg.EpsilonHigh
-				clipped := math.Max(lo, math.Min(hi, r))
-				var loss, grad float64
-				switch cfg.Loss {
-				case "ppo":
-					un, cl := r*A, clipped*A
-					if un <= cl {
-						loss, grad = -un, -A*dr
-					} else {
-						loss = -cl
-						if r > lo && r < hi {
-							grad = -A * dr
-						}
-					}
-				default: // cispo: −clip(sg(r))·A·logπ
-					loss, grad = -clipped*A*lp, -clipped*A
-				}
-				if cfg.KLPenaltyCoef > 0 {
-					d := float64(ref.Logp[t]) - lp
-					kl := math.Exp(d) - d - 1
-					klSum += kl / float64(n) / float64(len(seqs))
-					loss += cfg.KLPenaltyCoef * kl
-					grad += cfg.KLPenaltyCoef * (1 - math.Exp(d))
-				}
-				seqLoss += loss * w
-				entSum += float64(st.Entropy[t]) * w
-				g[t] = float32(grad * w)
-			}
-			return g
+			var l rlLoss
+			seqLoss = l.compute(&cfg, s, st, old, ref, w)
+			entSum += l.entropy
+			klSum += l.k3
+			klRefSum += l.klRef
+			return l.g
 		})
 		met.Loss += seqLoss
 	}
-	met.Entropy, met.KLDiv = entSum, klSum
+	met.Entropy, met.KLDiv, met.KLPolicyRef = entSum, klSum, klRefSum
 	met.GradNorm = e.G.Clip(cfg.MaxGradNorm)
 	o.Update(e.A, e.G, cfg.LearningRate)
 	met.TokensPerSecond = float64(tokens) / time.Since(start).Seconds()
 	return met, o, nil
+}
+
+// rlLoss is the loss of one trajectory sequence and its gradient.
+type rlLoss struct {
+	g                  []float32 // dLoss/dlogp per position
+	entropy, k3, klRef float64   // weighted sums of the metrics
+}
+
+// compute evaluates ART's loss for s given the current statistics st, the sampling logprobs
+// old (per predicting position) and the reference's statistics ref (when the KL penalty is
+// on), each sampled token weighted w; it fills l and returns the weighted loss.
+//
+// Per sampled token t with r_t = exp(logπ_t − old_t) and the trajectory's ratio
+// R = exp(mean(logπ − old)), the ratio ρ_t is r_t, R, (r_t+R)/2 or √(r_t·R) by importance-
+// sampling level, then capped (negative advantages), masked, and used by the loss: ppo
+// −min(ρA, clip(ρ)A), cispo −clip(sg(ρ))·A·logπ. The gradient takes R's dependence on every
+// token into account.
+func (l *rlLoss) compute(cfg *RLConfig, s *rlSeq, st TokenStats, old []float64, ref TokenStats, w float64) float64 {
+	T := len(s.seq.Tokens)
+	l.g = make([]float32, T)
+	var idx []int
+	logR := 0.0
+	for t := 0; t+1 < T; t++ {
+		if s.sampled[t+1] {
+			idx = append(idx, t)
+			logR += float64(st.Logp[t]) - old[t]
+		}
+	}
+	n := float64(len(idx))
+	if n == 0 {
+		return 0
+	}
+	R := math.Exp(logR / n)
+	// The KL adjustment's mean over the trajectory.
+	klMean := 0.0
+	if cfg.KLPenaltyCoef > 0 {
+		for _, t := range idx {
+			klMean += float64(st.Logp[t]-ref.Logp[t]) / n
+		}
+		l.klRef = klMean * n * w
+	}
+	lo, hi := 1-cfg.Epsilon, 1+cfg.EpsilonHigh
+	loss := 0.0
+	sumR := 0.0 // Σ_t dL_t/dρ_t · ∂ρ_t/∂R, for R's share of every token's gradient
+	own := make([]float64, len(idx))
+	for i, t := range idx {
+		lp := float64(st.Logp[t])
+		diff := lp - old[t]
+		r := math.Exp(diff)
+		// ρ and its partial derivatives times r (own token) and times R (the trajectory).
+		var rho, dOwn, dSeq float64
+		switch cfg.ImportanceSampling {
+		case "sequence":
+			rho, dOwn, dSeq = R, 0, R
+		case "average":
+			rho, dOwn, dSeq = (r+R)/2, r/2, R/2
+		case "geometric_average":
+			rho = math.Sqrt(r * R)
+			dOwn, dSeq = rho/2, rho/2
+		default:
+			rho, dOwn, dSeq = r, r, 0
+		}
+		A := s.advantage
+		if cfg.MaxNegativeAdvantageIS > 0 && A < 0 && rho > cfg.MaxNegativeAdvantageIS {
+			rho, dOwn, dSeq = cfg.MaxNegativeAdvantageIS, 0, 0
+		}
+		if cfg.MaskProbRatio && (rho <= lo || rho >= hi) {
+			rho, dOwn, dSeq = 0, 0, 0
+		}
+		if cfg.KimiK2Tau > 0 {
+			A -= cfg.KimiK2Tau * diff
+		}
+		if cfg.KLPenaltyCoef > 0 {
+			A += cfg.KLPenaltyCoef * (klMean - (lp - float64(ref.Logp[t])))
+		}
+		clipped := math.Max(lo, math.Min(hi, rho))
+		var lt, dRho, direct float64 // loss, dL/dρ, dL/dlogπ other than through ρ
+		switch cfg.Loss {
+		case "ppo":
+			if un, cl := rho*A, clipped*A; un <= cl {
+				lt, dRho = -un, -A
+			} else {
+				lt = -cl
+				if rho > lo && rho < hi {
+					dRho = -A
+				}
+			}
+		default: // cispo
+			lt, direct = -clipped*A*lp, -clipped*A
+		}
+		if cfg.TruncatedIS > 0 {
+			c := math.Min(rho, cfg.TruncatedIS)
+			lt, dRho, direct = lt*c, dRho*c, direct*c
+		}
+		loss += lt * w
+		own[i] = dRho*dOwn + direct
+		sumR += dRho * dSeq
+		l.entropy += float64(st.Entropy[t]) * w
+		if ref.Logp != nil {
+			d := float64(ref.Logp[t]) - lp
+			l.k3 += (math.Exp(d) - d - 1) * w
+		}
+	}
+	for i, t := range idx {
+		l.g[t] = float32((own[i] + sumR/n) * w)
+	}
+	return loss
 }
 
 // meanStd is the mean and population standard deviation.

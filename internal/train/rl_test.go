@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -166,4 +168,119 @@ func TestRLLearnsTargetTokens(t *testing.T) {
 
 func chattemplateInput(msgs []byte, c *Chat) chattemplate.Input {
 	return chattemplate.Input{Messages: msgs, AddGenerationPrompt: true, SpecialTokens: c.Special}
+}
+
+// TestRLLossGradient checks the coefficients of ppo at every importance-sampling level (the
+// sequence-level ratio couples the tokens) against central differences of the loss in the
+// log-probabilities, and those of cispo (whose ratio is not differentiated) against
+// −clip(ρ)·A·w.
+func TestRLLossGradient(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	T := 12
+	s := &rlSeq{seq: Seq{Tokens: make([]int, T)}, sampled: make([]bool, T), advantage: 0.7}
+	st := TokenStats{Logp: make([]float32, T), Entropy: make([]float32, T)}
+	old := make([]float64, T)
+	for i := 0; i < T; i++ {
+		s.sampled[i] = i >= 4 && i != 8
+		st.Logp[i] = float32(-0.2 - rng.Float64())
+		old[i] = float64(st.Logp[i]) + 0.3*(rng.Float64()-0.5)
+	}
+	for _, loss := range []string{"ppo", "cispo"} {
+		for _, level := range []string{"token", "sequence", "average", "geometric_average"} {
+			for _, adv := range []float64{0.7, -0.4} {
+				cfg := RLConfig{Loss: loss, ImportanceSampling: level, Epsilon: 0.5, EpsilonHigh: 0.6, MaxNegativeAdvantageIS: 5}
+				if err := cfg.defaults(); err != nil {
+					t.Fatal(err)
+				}
+				s.advantage = adv
+				var l rlLoss
+				l.compute(&cfg, s, st, old, TokenStats{}, 0.1)
+				if loss == "cispo" {
+					logR, n := 0.0, 0.0
+					for p := 0; p+1 < T; p++ {
+						if s.sampled[p+1] {
+							logR += float64(st.Logp[p]) - old[p]
+							n++
+						}
+					}
+					R := math.Exp(logR / n)
+					for p := 0; p+1 < T; p++ {
+						want := 0.0
+						if s.sampled[p+1] {
+							r := math.Exp(float64(st.Logp[p]) - old[p])
+							rho := map[string]float64{"token": r, "sequence": R, "average": (r + R) / 2, "geometric_average": math.Sqrt(r * R)}[level]
+							if adv < 0 {
+								rho = min(rho, 5)
+							}
+							want = -math.Max(0.5, math.Min(1.6, rho)) * adv * 0.1
+						}
+						if math.Abs(float64(l.g[p])-want) > 1e-6 {
+							t.Errorf("cispo/%s A=%v position %d: %v, want %v", level, adv, p, l.g[p], want)
+						}
+					}
+					continue
+				}
+				for p := 0; p+1 < T; p++ {
+					const h = 1e-3
+					at := func(d float32) float64 {
+						st2 := TokenStats{Logp: append([]float32(nil), st.Logp...), Entropy: st.Entropy}
+						st2.Logp[p] += d
+						var l2 rlLoss
+						return l2.compute(&cfg, s, st2, old, TokenStats{}, 0.1)
+					}
+					num := (at(h) - at(-h)) / (2 * h)
+					if math.Abs(num-float64(l.g[p])) > 1e-4+1e-2*math.Abs(num) {
+						t.Errorf("%s/%s A=%v position %d: analytic %.6g, numeric %.6g", loss, level, adv, p, l.g[p], num)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestRLLossOptions: advantage adjustments and masks change the coefficients as ART's loss
+// does.
+func TestRLLossOptions(t *testing.T) {
+	T := 4
+	s := &rlSeq{seq: Seq{Tokens: make([]int, T)}, sampled: []bool{false, true, true, true}, advantage: 1}
+	st := TokenStats{Logp: []float32{-1, -2, -0.5, 0}, Entropy: make([]float32, T)}
+	old := []float64{-1, -1.5, -0.5, 0} // ratios 1, e^-0.5 = 0.61, 1 at positions 0, 1, 2
+	ref := TokenStats{Logp: []float32{-1.5, -0.5, -0.5, 0}}
+	g := func(cfg RLConfig) []float32 {
+		if err := cfg.defaults(); err != nil {
+			t.Fatal(err)
+		}
+		var l rlLoss
+		l.compute(&cfg, s, st, old, ref, 1)
+		return l.g
+	}
+	// cispo: −clip(ρ)·A per token.
+	base := g(RLConfig{Loss: "cispo", Epsilon: 0.2, EpsilonHigh: 0.2})
+	if base[0] != -1 || math.Abs(float64(base[1])+0.8) > 1e-6 || base[3] != 0 {
+		t.Fatalf("cispo coefficients %v", base)
+	}
+	// mask_prob_ratio: the ratio of position 1 (0.61) is outside (0.8, 1.2) and masked to 0:
+	// ppo gets no gradient there.
+	if m := g(RLConfig{Loss: "ppo", Epsilon: 0.2, MaskProbRatio: true}); m[1] != 0 || m[0] != -1 {
+		t.Fatalf("ppo with mask_prob_ratio %v", m)
+	}
+	// kimi_k2_tau: A − τ·(logπ − old) = 1 − 0.5·(−0.5) at position 1.
+	if k := g(RLConfig{Loss: "cispo", Epsilon: 0.5, EpsilonHigh: 0.5, KimiK2Tau: 0.5}); math.Abs(float64(k[1])+0.6065*1.25) > 1e-3 {
+		t.Fatalf("kimi_k2_tau %v", k)
+	}
+	// KL adjustment: kl = logπ − ref = (0.5, −1.5, 0) at positions 0..2, mean −1/3.
+	klCfg := RLConfig{Loss: "cispo", Epsilon: 0.5, EpsilonHigh: 0.5, KLPenaltyCoef: 1, RefAdapter: &model.LoRA{}}
+	kl := g(klCfg)
+	if want := -(1 + (-1.0/3 - 0.5)); math.Abs(float64(kl[0])-want) > 1e-5 {
+		t.Fatalf("KL-adjusted coefficient %v, want %v", kl[1], want)
+	}
+	// truncated importance sampling multiplies by min(ρ, bound).
+	if tis := g(RLConfig{Loss: "cispo", Epsilon: 0.5, EpsilonHigh: 0.5, TruncatedIS: 0.5}); math.Abs(float64(tis[0])+0.5) > 1e-6 {
+		t.Fatalf("truncated IS %v", tis)
+	}
+	for _, bad := range []RLConfig{{AdvantageBalance: 2}, {ImportanceSampling: "mean"}, {KimiK2Tau: -1}, {KLPenaltyCoef: 1}} {
+		if err := bad.defaults(); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
 }
