@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"sync"
+	"weak"
 
 	"github.com/honeai/hone/internal/gemm"
 	"github.com/honeai/hone/internal/kernels"
@@ -575,16 +577,34 @@ func headRows(s Seq, g []float32) []int {
 	return rows
 }
 
-// headPackedT returns the head's weight packed for dlogits·W (the backward product), packed
-// once per engine.
+// headPacks caches, per model, the LM head's weight packed for the backward product, so
+// that successive jobs on a loaded model (an RL step is one job) pack it once. The entry goes
+// when the model is collected.
+var headPacks sync.Map // weak.Pointer[model.Model] → *headPack
+
+type headPack struct {
+	once sync.Once
+	p    *gemm.PackedB
+}
+
+// headPackedT returns the head's weight packed for dlogits·W (the backward product).
 func (e *Engine) headPackedT() *gemm.PackedB {
 	e.headOnce.Do(func() {
-		W := &e.M.LMHead.W
-		if W.F32 != nil {
-			e.headT = gemm.PackB(false, W.Cols, W.Rows, W.F32, W.Cols)
-		} else {
-			e.headT = gemm.PackHalfB(W.Kind, false, W.Cols, W.Rows, W.Half, W.Cols)
+		key := weak.Make(e.M)
+		v, loaded := headPacks.LoadOrStore(key, &headPack{})
+		if !loaded {
+			runtime.AddCleanup(e.M, func(k weak.Pointer[model.Model]) { headPacks.Delete(k) }, key)
 		}
+		hp := v.(*headPack)
+		hp.once.Do(func() {
+			W := &e.M.LMHead.W
+			if W.F32 != nil {
+				hp.p = gemm.PackB(false, W.Cols, W.Rows, W.F32, W.Cols)
+			} else {
+				hp.p = gemm.PackHalfB(W.Kind, false, W.Cols, W.Rows, W.Half, W.Cols)
+			}
+		})
+		e.headT = hp.p
 	})
 	return e.headT
 }

@@ -4,9 +4,11 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/synth"
@@ -212,5 +214,35 @@ func TestHeadPathsAgree(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestHeadPackShared: engines on one model share the packed head, and the cache lets go of it
+// with the model.
+func TestHeadPackShared(t *testing.T) {
+	count := func() int {
+		n := 0
+		headPacks.Range(func(any, any) bool { n++; return true })
+		return n
+	}
+	before := count()
+	func() {
+		m := tinyModel(t, "llama", 0.02, "bf16")
+		a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 2})
+		e1, _ := NewEngine(m, a)
+		e2, _ := NewEngine(m, a)
+		if e1.headPackedT() != e2.headPackedT() || e1.headPackedT().N() != m.Config.HiddenSize {
+			t.Fatal("the head is packed once per model")
+		}
+		if count() != before+1 {
+			t.Fatalf("%d cached heads, want %d", count(), before+1)
+		}
+	}()
+	for i := 0; i < 100 && count() > before; i++ {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if count() != before {
+		t.Fatal("the packed head outlives its model")
 	}
 }
