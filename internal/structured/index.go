@@ -123,6 +123,11 @@ func (c *Constraint) mask(s int) []uint64 {
 	done := make(chan struct{})
 	c.inflight[s] = done
 	c.mu.Unlock()
+	return c.compute(s, done)
+}
+
+// compute builds the mask of state s, registered in c.inflight with done.
+func (c *Constraint) compute(s int, done chan struct{}) []uint64 {
 	defer close(done)
 	m := make([]uint64, c.ix.Words())
 	if c.pda != nil {
@@ -172,11 +177,13 @@ func (c *Constraint) dfaMask(s int, m []uint64) {
 // is ready when the next step asks (off the engine's critical path).
 func (c *Constraint) prefetch(s int) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	_, ok := c.masks[s]
 	_, busy := c.inflight[s]
-	c.mu.Unlock()
 	if !ok && !busy {
-		go c.mask(s)
+		done := make(chan struct{})
+		c.inflight[s] = done
+		go c.compute(s, done)
 	}
 }
 

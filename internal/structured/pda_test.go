@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // dyck reports whether s is a well-nested word over ()[] with letters a inside.
@@ -197,4 +199,60 @@ func TestPDAMaskExact(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRecursiveSchemaDepth: a recursive $ref and free-form values (json_object) generate
+// valid JSON nested deeper than any fixed unrolling, validated by a JSON Schema validator.
+func TestRecursiveSchemaDepth(t *testing.T) {
+	v := testVocab()
+	comp := NewCompiler(NewIndex(v))
+	for _, tc := range []struct{ src, deep, bad string }{
+		{`{"$defs":{"t":{"anyOf":[{"type":"integer","minimum":0,"maximum":3},{"type":"array","items":{"$ref":"#/$defs/t"},"maxItems":2}]}},"$ref":"#/$defs/t"}`,
+			`[[[[[[[[[[1],2]]]]]]]]]`, `[[[[[[[[[[1],2]]]]]]]]]]`},
+		{`{"type":"object"}`, `{"a":{"a":{"a":{"a":{"a":{"a":[[[[1,{}]]]]}}}}}}`, `{"a":{"a":{"a":{"a":{"a":{"a":[[[[1,{]]]]}}}}}}`},
+		{`{"type":"array","items":{"type":"object","additionalProperties":true}}`, `[{"a":{"b":{"c":{"d":{"e":[[[]]]}}}}},{}]`, `[{"a":{"b":{"c":{"d":{"e":[[[]]]}}}}},[]]`},
+	} {
+		src := tc.src
+		c, err := comp.Compile(&Spec{Kind: "json", Schema: json.RawMessage(src), Options: SchemaOptions{NoWhitespace: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.pda == nil {
+			t.Fatalf("%s: expected a pushdown automaton", src)
+		}
+		sch := compileSchema(t, src)
+		rng := rand.New(rand.NewPCG(9, 9))
+		deepest := 0
+		for i := 0; i < 300; i++ {
+			out := generate(t, c, v, rng)
+			inst, err := jsonschemaUnmarshal(out)
+			if err != nil {
+				t.Fatalf("%s: %q is not JSON: %v", src, out, err)
+			}
+			if err := sch.Validate(inst); err != nil {
+				t.Fatalf("%s: %q does not validate: %v", src, out, err)
+			}
+			d, depth := 0, 0
+			for _, ch := range out {
+				switch ch {
+				case '[', '{':
+					d++
+					depth = max(depth, d)
+				case ']', '}':
+					d--
+				}
+			}
+			deepest = max(deepest, depth)
+		}
+		if deepest < 3 {
+			t.Errorf("%s: deepest output nests %d levels", src, deepest)
+		}
+		if !c.pda.MatchString(tc.deep) || c.pda.MatchString(tc.bad) {
+			t.Errorf("%s: %s accepted %v, %s accepted %v", src, tc.deep, c.pda.MatchString(tc.deep), tc.bad, c.pda.MatchString(tc.bad))
+		}
+	}
+}
+
+func jsonschemaUnmarshal(s string) (any, error) {
+	return jsonschema.UnmarshalJSON(strings.NewReader(s))
 }

@@ -13,16 +13,16 @@ import (
 
 // SchemaOptions tune the regular form of a JSON schema.
 type SchemaOptions struct {
-	NoWhitespace             bool   // disable_any_whitespace: no whitespace between tokens
-	NoAdditionalProperties   bool   // disable_additional_properties
-	Whitespace               string // whitespace_pattern: the regex of whitespace (default [ \t\n]*, at most 2 newlines... see ws)
-	MaxDepth                 int    // nesting depth of free-form JSON values (json_object, additionalProperties) (default 3)
-	unsupported              []string
-	defs                     map[string]json.RawMessage
-	stack                    []string
-	depthLeft                int
-	freeValueCache           map[int]string
-	sawAdditionalPropertiesT bool
+	NoWhitespace           bool   // disable_any_whitespace: no whitespace between tokens
+	NoAdditionalProperties bool   // disable_additional_properties
+	Whitespace             string // whitespace_pattern: the regex of whitespace (default [ \t\n]{0,8})
+	unsupported            []string
+	defs                   map[string]json.RawMessage
+	set                    *RuleSet
+	refCall                map[string]int    // recursive $ref → its rule
+	refDone                map[string]string // expanded non-recursive $ref
+	active                 map[string]bool   // $refs being expanded
+	freeCall               string            // call of the any-JSON-value rule, once made
 }
 
 // UnsupportedError lists the schema features Hone cannot enforce.
@@ -31,9 +31,6 @@ type UnsupportedError struct{ Features []string }
 func (e *UnsupportedError) Error() string {
 	return "The provided JSON schema contains features Hone cannot enforce: " + strings.Join(e.Features, ", ")
 }
-
-// MaxRecursion is how many times a recursive $ref (or grammar rule) is unrolled.
-const MaxRecursion = 3
 
 // nothing is a regex that matches no text.
 const nothing = `[^\x00-\x{10FFFF}]`
@@ -56,22 +53,22 @@ var formats = map[string]string{
 	"hostname":  `[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?){0,8}`,
 }
 
-// SchemaRegex turns a JSON schema into a regular expression of the JSON texts it accepts
-// (objects keep the schema's property order, as xgrammar and outlines do). Features without a
-// regular form are reported together in an *UnsupportedError.
-func SchemaRegex(schema json.RawMessage, o SchemaOptions) (string, error) {
+// SchemaRules turns a JSON schema into the rule set of the JSON texts it accepts (objects
+// keep the schema's property order, as xgrammar and outlines do): one regular expression,
+// plus pushdown rules for recursive $refs and free-form values (any JSON, at any depth).
+// Features Hone cannot enforce are reported together in an *UnsupportedError.
+func SchemaRules(schema json.RawMessage, o SchemaOptions) (RuleSet, error) {
 	var root map[string]json.RawMessage
 	if err := json.Unmarshal(schema, &root); err != nil {
 		var b bool
 		if json.Unmarshal(schema, &b) == nil && b {
 			root = map[string]json.RawMessage{}
 		} else {
-			return "", fmt.Errorf("the JSON schema must be an object: %v", err)
+			return RuleSet{}, fmt.Errorf("the JSON schema must be an object: %v", err)
 		}
 	}
-	if o.MaxDepth == 0 {
-		o.MaxDepth = 3
-	}
+	o.set = &RuleSet{Rules: []string{""}, Names: []string{"#"}}
+	o.refCall, o.refDone, o.active = map[string]int{}, map[string]string{}, map[string]bool{}
 	o.defs = map[string]json.RawMessage{}
 	for _, k := range []string{"$defs", "definitions"} {
 		var defs map[string]json.RawMessage
@@ -85,9 +82,33 @@ func SchemaRegex(schema json.RawMessage, o SchemaOptions) (string, error) {
 	re := o.value(schema, "")
 	if len(o.unsupported) > 0 {
 		sort.Strings(o.unsupported)
-		return "", &UnsupportedError{Features: dedupe(o.unsupported)}
+		return RuleSet{}, &UnsupportedError{Features: dedupe(o.unsupported)}
 	}
-	return o.ws() + re + o.ws(), nil
+	if len(o.set.Rules) > maxRules {
+		return RuleSet{}, &UnsupportedError{Features: []string{fmt.Sprintf("more than %d recursive $refs", maxRules-1)}}
+	}
+	o.set.Rules[0] = o.ws() + re + o.ws()
+	return *o.set, nil
+}
+
+// SchemaRegex is the regular expression of a schema without recursion or free-form values
+// (an error otherwise).
+func SchemaRegex(schema json.RawMessage, o SchemaOptions) (string, error) {
+	rs, err := SchemaRules(schema, o)
+	if err != nil {
+		return "", err
+	}
+	if len(rs.Rules) > 1 {
+		return "", fmt.Errorf("the schema is recursive or holds free-form values: it needs a pushdown automaton")
+	}
+	return rs.Rules[0], nil
+}
+
+// newRule adds a pushdown rule (its body set later) and returns its index.
+func (o *SchemaOptions) newRule(name string) int {
+	o.set.Rules = append(o.set.Rules, "")
+	o.set.Names = append(o.set.Names, name)
+	return len(o.set.Rules) - 1
 }
 
 func dedupe(s []string) []string {
@@ -133,7 +154,7 @@ func (o *SchemaOptions) value(raw json.RawMessage, path string) string {
 		var b bool
 		if json.Unmarshal(raw, &b) == nil {
 			if b {
-				return o.free(o.MaxDepth)
+				return o.free()
 			}
 			return o.fail(path, "a false schema")
 		}
@@ -151,20 +172,26 @@ func (o *SchemaOptions) value(raw json.RawMessage, path string) string {
 		if !found {
 			return o.fail(path, "$ref "+r+" (not found)")
 		}
-		depth := 0
-		for _, seen := range o.stack {
-			if seen == r {
-				depth++
-			}
+		if k, ok := o.refCall[r]; ok {
+			return callRef(k)
 		}
-		if depth >= MaxRecursion {
-			// Recursion is unrolled MaxRecursion times; deeper, this branch matches nothing
-			// (an optional property or another anyOf branch must end it).
-			return nothing
+		if o.active[r] { // recursion: the $ref becomes a rule of its own
+			k := o.newRule(r)
+			o.refCall[r] = k
+			return callRef(k)
 		}
-		o.stack = append(o.stack, r)
-		defer func() { o.stack = o.stack[:len(o.stack)-1] }()
-		return o.value(target, path)
+		if re, ok := o.refDone[r]; ok {
+			return re
+		}
+		o.active[r] = true
+		re := o.value(target, path)
+		o.active[r] = false
+		if k, ok := o.refCall[r]; ok {
+			o.set.Rules[k] = re
+			return callRef(k)
+		}
+		o.refDone[r] = re
+		return re
 	}
 	if c, ok := s["const"]; ok {
 		return literal(c)
@@ -213,7 +240,7 @@ func (o *SchemaOptions) value(raw json.RawMessage, path string) string {
 		case s["items"] != nil || s["prefixItems"] != nil:
 			types = []string{"array"}
 		default:
-			return o.free(o.MaxDepth)
+			return o.free()
 		}
 	}
 	alts := make([]string, 0, len(types))
@@ -356,7 +383,7 @@ func (o *SchemaOptions) array(s map[string]json.RawMessage, path string) string 
 	if it, ok := s["items"]; ok && string(it) != "false" {
 		item = o.value(it, path+"/items")
 	} else if !ok && len(prefix) == 0 {
-		item = o.free(o.MaxDepth - 1)
+		item = o.free()
 	}
 	for _, p := range prefix {
 		if p == nothing {
@@ -441,13 +468,13 @@ func (o *SchemaOptions) object(s map[string]json.RawMessage, path string) string
 	// Extra properties: additionalProperties true or a schema, unless disabled.
 	extra := ""
 	if ap, ok := s["additionalProperties"]; ok && !o.NoAdditionalProperties && string(ap) != "false" {
-		val := o.free(o.MaxDepth - 1)
+		val := o.free()
 		if string(ap) != "true" {
 			val = o.value(ap, path+"/additionalProperties")
 		}
 		extra = jsonString + ws + ":" + ws + val
 	} else if !ok && len(names) == 0 && !o.NoAdditionalProperties {
-		extra = jsonString + ws + ":" + ws + o.free(o.MaxDepth-1) // {"type": "object"}: any object
+		extra = jsonString + ws + ":" + ws + o.free() // {"type": "object"}: any object
 	}
 	// A sequence of properties where required ones must appear, optional ones may: the first
 	// present property is any k whose predecessors are all optional.
@@ -499,25 +526,19 @@ func (o *SchemaOptions) object(s map[string]json.RawMessage, path string) string
 	return `\{` + ws + body + ws + `\}`
 }
 
-// free is any JSON value nested at most depth levels.
-func (o *SchemaOptions) free(depth int) string {
-	if o.freeValueCache == nil {
-		o.freeValueCache = map[int]string{}
+// free is any JSON value, at any depth: a call of a recursive rule made once.
+func (o *SchemaOptions) free() string {
+	if o.freeCall != "" {
+		return o.freeCall
 	}
-	if re, ok := o.freeValueCache[depth]; ok {
-		return re
-	}
-	scalar := `(?:` + jsonString + `|` + jsonNumber + `|true|false|null)`
-	if depth <= 0 {
-		o.freeValueCache[depth] = scalar
-		return scalar
-	}
+	k := o.newRule("any JSON value")
+	o.freeCall = callRef(k)
 	ws := o.ws()
 	sep := ws + "," + ws
-	inner := o.free(depth - 1)
-	arr := `\[` + ws + `(?:` + inner + `(?:` + sep + inner + `)*)?` + ws + `\]`
-	obj := `\{` + ws + `(?:` + jsonString + ws + `:` + ws + inner + `(?:` + sep + jsonString + ws + `:` + ws + inner + `)*)?` + ws + `\}`
-	re := `(?:` + scalar + `|` + arr + `|` + obj + `)`
-	o.freeValueCache[depth] = re
-	return re
+	v := o.freeCall
+	scalar := jsonString + `|` + jsonNumber + `|true|false|null`
+	arr := `\[` + ws + `(?:` + v + `(?:` + sep + v + `)*)?` + ws + `\]`
+	obj := `\{` + ws + `(?:` + jsonString + ws + `:` + ws + v + `(?:` + sep + jsonString + ws + `:` + ws + v + `)*)?` + ws + `\}`
+	o.set.Rules[k] = `(?:` + scalar + `|` + arr + `|` + obj + `)`
+	return o.freeCall
 }

@@ -52,11 +52,9 @@ func (s *Spec) Rules() (RuleSet, error) {
 		}
 		return one("(?:" + strings.Join(alts, "|") + ")"), nil
 	case "json":
-		re, err := SchemaRegex(s.Schema, s.Options)
-		return one(re), err
+		return SchemaRules(s.Schema, s.Options)
 	case "json_object":
-		re, err := SchemaRegex(json.RawMessage(`{"type":"object"}`), s.Options)
-		return one(re), err
+		return SchemaRules(json.RawMessage(`{"type":"object"}`), s.Options)
 	case "grammar":
 		rs, err := GrammarRules(s.Grammar)
 		if err != nil {
