@@ -89,6 +89,24 @@ func (a *arena) releaseRange(i, j int) {
 	clear(a.used[i:j])
 }
 
+// drop takes back the given buffers (handed out since the last reset) ahead of the others.
+func (a *arena) drop(bufs ...[]float32) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, s := range bufs {
+		if len(s) == 0 {
+			continue
+		}
+		for i := len(a.used) - 1; i >= 0; i-- {
+			if b := a.used[i]; b != nil && &b.s[0] == &s[0] {
+				a.put(a.used[i : i+1])
+				a.used[i] = nil
+				break
+			}
+		}
+	}
+}
+
 // put returns buffers to the free lists (nil entries were released already).
 func (a *arena) put(bs []*arenaBuf) {
 	if a.free == nil {

@@ -50,3 +50,19 @@ func TestArenaReuse(t *testing.T) {
 		t.Fatalf("%d buffers free, want 3", got)
 	}
 }
+
+func TestArenaDrop(t *testing.T) {
+	var a arena
+	i := a.mark()
+	x := a.raw(100)
+	y := a.raw(100)
+	a.drop(x)
+	if z := a.raw(100); &z[0] != &x[0] {
+		t.Fatal("a dropped buffer is not reused")
+	}
+	a.releaseRange(i, a.mark())
+	if n := len(a.free[sizeClass(100)]); n != 2 {
+		t.Fatalf("%d buffers free, want 2 (each once)", n)
+	}
+	_ = y
+}

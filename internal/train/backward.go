@@ -124,7 +124,7 @@ type acts struct {
 	h1, rms1         []float32
 	qpre, kpre       []float32 // before the q/k norms (Qwen3) and RoPE
 	q, k, v          []float32 // after them
-	P                [][]float32
+	lse              []float32 // attention: log-sum-exp of each head's row scores (head·T + row)
 	attn             []float32
 	xmid, h2, rms2   []float32
 	g, u, mm, sig    []float32
@@ -316,31 +316,35 @@ func (e *Engine) layerForward(ac *acts, x []float32) {
 		}
 	})
 	ac.q, ac.k, ac.v = q, k, v
-	// Causal attention within segments; the probabilities are kept for the backward pass.
+	// Causal attention within segments, in blocks of rows; only each row's log-sum-exp is kept,
+	// and the backward pass recomputes the probabilities from it.
 	ac.attn = ar.raw(T * qd)
-	ac.P = make([][]float32, c.NumHeads)
+	ac.lse = ar.raw(c.NumHeads * T)
 	group := c.NumHeads / c.NumKVHeads
 	scale := float32(1 / math.Sqrt(float64(hd)))
+	scratch := make([][]float32, c.NumHeads)
 	kernels.ParallelFor(c.NumHeads, 1, func(h int) {
 		g := h / group
-		S := ar.raw(T * T)
-		// Blocks of rows: row block [r0, r1) attends to columns [seg[r0], r1) only.
+		S := ar.raw(min(attnBlock, T) * T)
+		scratch[h] = S
+		// Row block [r0, r1) attends to columns [seg[r0], r1) only: S is nr × w (stride T).
 		for r0 := 0; r0 < T; r0 += attnBlock {
 			r1 := min(r0+attnBlock, T)
 			c0 := ac.seg[r0]
 			nr, w := r1-r0, r1-c0
-			Sb := S[r0*T+c0:]
-			gemm.Sgemm(false, true, nr, w, hd, scale, q[r0*qd+h*hd:], qd, k[c0*kvd+g*hd:], kvd, 0, Sb, T)
-			for r := r0; r < r1; r++ {
-				row := S[r*T : (r+1)*T]
-				clear(row[c0:ac.seg[r]])
-				clear(row[r+1 : r1])
-				kernels.Softmax(row[ac.seg[r] : r+1])
+			gemm.Sgemm(false, true, nr, w, hd, scale, q[r0*qd+h*hd:], qd, k[c0*kvd+g*hd:], kvd, 0, S, T)
+			for i := 0; i < nr; i++ {
+				r := r0 + i
+				row := S[i*T : i*T+w]
+				lo, hi := ac.seg[r]-c0, r-c0+1
+				clear(row[:lo])
+				clear(row[hi:])
+				ac.lse[h*T+r] = softmaxLSE(row[lo:hi])
 			}
-			gemm.Sgemm(false, false, nr, hd, w, 1, Sb, T, v[c0*kvd+g*hd:], kvd, 0, ac.attn[r0*qd+h*hd:], qd)
+			gemm.Sgemm(false, false, nr, hd, w, 1, S, T, v[c0*kvd+g*hd:], kvd, 0, ac.attn[r0*qd+h*hd:], qd)
 		}
-		ac.P[h] = S
 	})
+	ar.drop(scratch...)
 	L.O.Forward(ac.attn, T, x, true) // the residual: x += o(attn)
 	ac.loraAdd("o_proj", ac.attn, x)
 	ac.xmid = ar.clone(x)
@@ -438,35 +442,40 @@ func (e *Engine) layerBackward(ac *acts, xin, dout []float32, needInput bool) []
 	dq, dk, dv := ar.raw(T*qd), ar.get(T*kvd), ar.get(T*kvd)
 	group := c.NumHeads / c.NumKVHeads
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	// Per query head, with the head's own dK and dV (T × hd), summed over each group after.
+	// Per query head, with the head's own dK and dV (T × hd), summed over each group after;
+	// the probabilities of each block are recomputed from the scores and the kept log-sum-exp.
 	dkh, dvh := make([][]float32, c.NumHeads), make([][]float32, c.NumHeads)
 	kernels.ParallelFor(c.NumHeads, 1, func(h int) {
 		g := h / group
-		P := ac.P[h]
-		dP := ar.raw(T * T)
+		P, dP := ar.raw(min(attnBlock, T)*T), ar.raw(min(attnBlock, T)*T)
 		dkh[h], dvh[h] = ar.get(T*hd), ar.get(T*hd)
 		for r0 := 0; r0 < T; r0 += attnBlock {
 			r1 := min(r0+attnBlock, T)
 			c0 := ac.seg[r0]
 			nr, w := r1-r0, r1-c0
-			Pb, dPb := P[r0*T+c0:], dP[r0*T+c0:]
-			gemm.Sgemm(false, true, nr, w, hd, 1, dattn[r0*qd+h*hd:], qd, ac.v[c0*kvd+g*hd:], kvd, 0, dPb, T)
-			gemm.Sgemm(true, false, w, hd, nr, 1, Pb, T, dattn[r0*qd+h*hd:], qd, 1, dvh[h][c0*hd:], hd)
-			for r := r0; r < r1; r++ {
-				pr, dr := P[r*T:(r+1)*T], dP[r*T:(r+1)*T]
-				lo := ac.seg[r]
+			gemm.Sgemm(false, true, nr, w, hd, scale, ac.q[r0*qd+h*hd:], qd, ac.k[c0*kvd+g*hd:], kvd, 0, P, T)
+			gemm.Sgemm(false, true, nr, w, hd, 1, dattn[r0*qd+h*hd:], qd, ac.v[c0*kvd+g*hd:], kvd, 0, dP, T)
+			for i := 0; i < nr; i++ {
+				r := r0 + i
+				pr, dr := P[i*T:i*T+w], dP[i*T:i*T+w]
+				lo, hi := ac.seg[r]-c0, r-c0+1
+				l := ac.lse[h*T+r]
 				dot := float32(0)
-				for j := lo; j <= r; j++ {
+				for j := lo; j < hi; j++ {
+					pr[j] = kernels.Exp(pr[j] - l)
 					dot += pr[j] * dr[j]
 				}
-				clear(dr[c0:lo])
-				for j := lo; j <= r; j++ {
+				for j := lo; j < hi; j++ {
 					dr[j] = pr[j] * (dr[j] - dot)
 				}
-				clear(dr[r+1 : r1])
+				clear(pr[:lo])
+				clear(pr[hi:])
+				clear(dr[:lo])
+				clear(dr[hi:])
 			}
-			gemm.Sgemm(false, false, nr, hd, w, scale, dPb, T, ac.k[c0*kvd+g*hd:], kvd, 0, dq[r0*qd+h*hd:], qd)
-			gemm.Sgemm(true, false, w, hd, nr, scale, dPb, T, ac.q[r0*qd+h*hd:], qd, 1, dkh[h][c0*hd:], hd)
+			gemm.Sgemm(true, false, w, hd, nr, 1, P, T, dattn[r0*qd+h*hd:], qd, 1, dvh[h][c0*hd:], hd)
+			gemm.Sgemm(false, false, nr, hd, w, scale, dP, T, ac.k[c0*kvd+g*hd:], kvd, 0, dq[r0*qd+h*hd:], qd)
+			gemm.Sgemm(true, false, w, hd, nr, scale, dP, T, ac.q[r0*qd+h*hd:], qd, 1, dkh[h][c0*hd:], hd)
 		}
 	})
 	kernels.ParallelFor(T, 64, func(r int) {
@@ -506,6 +515,25 @@ func (e *Engine) layerBackward(ac *acts, xin, dout []float32, needInput bool) []
 	dxin := dxmid
 	rmsNormBackward(dxin, dh1, xin, ac.rms1, T, H, L.AttnNorm, true)
 	return dxin
+}
+
+// softmaxLSE replaces x by its softmax and returns log Σ exp(x).
+func softmaxLSE(x []float32) float32 {
+	mx := x[0]
+	for _, v := range x {
+		mx = max(mx, v)
+	}
+	sum := 0.0
+	for i, v := range x {
+		e := kernels.Exp(v - mx)
+		x[i] = e
+		sum += float64(e)
+	}
+	inv := float32(1 / sum)
+	for i := range x {
+		x[i] *= inv
+	}
+	return mx + float32(math.Log(sum))
 }
 
 // rmsNormRows writes y = x·r·w per row, with r = 1/√(mean(x²)+eps) kept in rms.
