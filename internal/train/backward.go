@@ -366,6 +366,9 @@ func (e *Engine) layerForward(ac *acts, x []float32) {
 	})
 	L.Down.Forward(ac.mm, T, x, true)
 	ac.loraAdd("down_proj", ac.mm, x)
+	// silu(g)·u is cheap to recompute from g, u and σ(g): the backward pass does.
+	ar.drop(ac.mm)
+	ac.mm = nil
 }
 
 // linearBackward: given dy (T × out) of y = x·Wᵀ + b + s·(drop(x)·Aᵀ)·Bᵀ, accumulates the
@@ -422,7 +425,13 @@ func (e *Engine) layerBackward(ac *acts, xin, dout []float32, needInput bool) []
 	// MLP: x_out = x_mid + down(silu(g)·u).
 	ar := ac.ar
 	dmm := ar.get(T * I)
-	e.linearBackward(ac, &L.Down, "down_proj", ac.mm, dout, dmm)
+	mm := ar.raw(T * I)
+	kernels.ParallelFor(T, 16, func(r int) {
+		for i := r * I; i < (r+1)*I; i++ {
+			mm[i] = ac.g[i] * ac.sig[i] * ac.u[i]
+		}
+	})
+	e.linearBackward(ac, &L.Down, "down_proj", mm, dout, dmm)
 	dg, du := ar.raw(T*I), ar.raw(T*I)
 	kernels.ParallelFor(T, 16, func(r int) {
 		for i := r * I; i < (r+1)*I; i++ {

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Regenerates internal/train/testdata/golden: a tiny synthetic Llama written by
+# Regenerates internal/train/testdata/golden (and adamw.json): a tiny synthetic Llama written by
 # `hone models synth`, a PEFT LoRA adapter on it, and the adapter's gradients computed by
 # PyTorch + peft in float64. Needs a Python with torch, transformers and peft
 # (requirements.txt); go test does not.
@@ -14,3 +14,5 @@ go build -o "$tmp/hone" ./cmd/hone
 rm -rf internal/train/testdata/golden
 "$PY" scripts/train-goldens/gen.py "$tmp/llama" internal/train/testdata/golden
 rm -f internal/train/testdata/golden/adapter/README.md
+# AdamW and gradient clipping, step by step (internal/train/testdata/adamw.json).
+"$PY" scripts/train-goldens/adamw.py internal/train/testdata/adamw.json
