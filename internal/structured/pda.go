@@ -27,10 +27,26 @@ const maxRules = 0x800
 func callRef(k int) string { return `(\x{` + strconv.FormatInt(int64(callBase+k), 16) + `})` }
 
 // RuleSet is the source of a constraint: Rules[0] is the start rule; callRef(k) inside a rule
-// calls rule k; Names are the rules' names for errors.
+// calls rule k; Names are the rules' names for errors. A rule may instead be built in
+// (free text until a trigger, for structural tags).
 type RuleSet struct {
 	Rules []string
 	Names []string
+	text  map[int]*triggerText // built-in rules by index (their Rules entry is unused)
+}
+
+// ruleAutomaton is one rule of a pushdown automaton: a DFA over bytes whose states may call
+// other rules.
+type ruleAutomaton interface {
+	Step(s int, b byte) int
+	Accepting(s int) bool
+	Calls(s int) []int32
+	CallStep(s int, k int32) int
+	// search reports whether the end of the rule is reachable from its start, crossing
+	// calls of rules that callOK accepts and, when consume is set, input; onCall (if not
+	// nil) sees every call met on the way.
+	search(consume bool, callOK func(int32) bool, onCall func(int32)) bool
+	callees() []int32
 }
 
 // frame ids at the bottom of a stack.
@@ -61,7 +77,7 @@ type pconf struct {
 // frames. Its states (configurations) are interned like a DFA's, so the masks machinery is
 // the same, and a configuration's mask is assembled from per-(rule, state) local masks.
 type PDA struct {
-	rules []*DFA
+	rules []ruleAutomaton
 	names []string
 
 	mu      sync.Mutex
@@ -83,6 +99,10 @@ func CompileRules(rs RuleSet) (*PDA, error) {
 	}
 	p := &PDA{names: rs.Names, frameIx: map[frame]int32{}, confIx: map[string]int32{}}
 	for i, src := range rs.Rules {
+		if t, ok := rs.text[i]; ok {
+			p.rules = append(p.rules, t)
+			continue
+		}
 		d, err := CompileRegex(src)
 		if err != nil {
 			return nil, fmt.Errorf("rule %s: %v", p.name(i), err)
@@ -111,8 +131,8 @@ func (p *PDA) name(i int) string {
 func (p *PDA) check() error {
 	n := len(p.rules)
 	for r, d := range p.rules {
-		for pc := range d.prog.Inst {
-			if k, ok := d.callAt(uint32(pc)); ok && int(k) >= n {
+		for _, k := range d.callees() {
+			if int(k) >= n {
 				return fmt.Errorf("rule %s calls rule #%d, which does not exist", p.name(r), k)
 			}
 		}
@@ -170,9 +190,16 @@ func (p *PDA) check() error {
 	return nil
 }
 
-// search reports whether the end of the rule is reachable from its start, crossing calls of
-// rules that callOK accepts and, when consume is set, input characters. onCall (if not nil)
-// sees every call met on the way.
+func (d *DFA) callees() []int32 {
+	var ks []int32
+	for pc := range d.prog.Inst {
+		if k, ok := d.callAt(uint32(pc)); ok {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}
+
 func (d *DFA) search(consume bool, callOK func(int32) bool, onCall func(int32)) bool {
 	seen := make([]bool, len(d.prog.Inst))
 	work := []uint32{uint32(d.prog.Start)}

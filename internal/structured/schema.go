@@ -58,16 +58,28 @@ var formats = map[string]string{
 // plus pushdown rules for recursive $refs and free-form values (any JSON, at any depth).
 // Features Hone cannot enforce are reported together in an *UnsupportedError.
 func SchemaRules(schema json.RawMessage, o SchemaOptions) (RuleSet, error) {
+	set := &RuleSet{Rules: []string{""}, Names: []string{"#"}}
+	re, err := schemaInto(set, schema, o)
+	if err != nil {
+		return RuleSet{}, err
+	}
+	set.Rules[0] = re
+	return *set, nil
+}
+
+// schemaInto returns the regex of a schema's JSON texts (with surrounding whitespace),
+// adding the pushdown rules it needs to set.
+func schemaInto(set *RuleSet, schema json.RawMessage, o SchemaOptions) (string, error) {
 	var root map[string]json.RawMessage
 	if err := json.Unmarshal(schema, &root); err != nil {
 		var b bool
 		if json.Unmarshal(schema, &b) == nil && b {
 			root = map[string]json.RawMessage{}
 		} else {
-			return RuleSet{}, fmt.Errorf("the JSON schema must be an object: %v", err)
+			return "", fmt.Errorf("the JSON schema must be an object: %v", err)
 		}
 	}
-	o.set = &RuleSet{Rules: []string{""}, Names: []string{"#"}}
+	o.set = set
 	o.refCall, o.refDone, o.active = map[string]int{}, map[string]string{}, map[string]bool{}
 	o.defs = map[string]json.RawMessage{}
 	for _, k := range []string{"$defs", "definitions"} {
@@ -82,13 +94,12 @@ func SchemaRules(schema json.RawMessage, o SchemaOptions) (RuleSet, error) {
 	re := o.value(schema, "")
 	if len(o.unsupported) > 0 {
 		sort.Strings(o.unsupported)
-		return RuleSet{}, &UnsupportedError{Features: dedupe(o.unsupported)}
+		return "", &UnsupportedError{Features: dedupe(o.unsupported)}
 	}
 	if len(o.set.Rules) > maxRules {
-		return RuleSet{}, &UnsupportedError{Features: []string{fmt.Sprintf("more than %d recursive $refs", maxRules-1)}}
+		return "", &UnsupportedError{Features: []string{fmt.Sprintf("more than %d recursive $refs", maxRules-1)}}
 	}
-	o.set.Rules[0] = o.ws() + re + o.ws()
-	return *o.set, nil
+	return o.ws() + re + o.ws(), nil
 }
 
 // SchemaRegex is the regular expression of a schema without recursion or free-form values

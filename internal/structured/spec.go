@@ -16,12 +16,14 @@ const Backend = "hone"
 
 // Spec is a validated constraint of a request: exactly one kind.
 type Spec struct {
-	Kind    string // json, regex, choice, json_object
+	Kind    string // json, regex, choice, grammar, json_object, structural_tag
 	Schema  json.RawMessage
 	Regex   string
 	Grammar string
 	Choices []string
+	Tag     *StructuralTag
 	Options SchemaOptions
+	param   string // the request field it came from, for errors
 }
 
 // Key identifies the spec for caching compiled constraints.
@@ -32,10 +34,11 @@ func (s *Spec) Key() string {
 		R string
 		G string
 		C []string
+		T *StructuralTag
 		W bool
 		A bool
 		P string
-	}{s.Kind, s.Schema, s.Regex, s.Grammar, s.Choices, s.Options.NoWhitespace, s.Options.NoAdditionalProperties, s.Options.Whitespace})
+	}{s.Kind, s.Schema, s.Regex, s.Grammar, s.Choices, s.Tag, s.Options.NoWhitespace, s.Options.NoAdditionalProperties, s.Options.Whitespace})
 	return string(b)
 }
 
@@ -61,6 +64,8 @@ func (s *Spec) Rules() (RuleSet, error) {
 			return RuleSet{}, &grammarError{err}
 		}
 		return rs, nil
+	case "structural_tag":
+		return s.Tag.rules(s.Options)
 	}
 	return RuleSet{}, fmt.Errorf("unknown constraint kind %q", s.Kind)
 }
@@ -98,7 +103,7 @@ func FromRequest(structuredOutputs, responseFormat json.RawMessage) (*Spec, erro
 		switch rf.Type {
 		case "text":
 		case "json_object":
-			spec = &Spec{Kind: "json_object"}
+			spec = &Spec{Kind: "json_object", param: "response_format"}
 		case "json_schema":
 			if rf.JSONSchema == nil {
 				return nil, bad("response_format.json_schema", "When response_format type is 'json_schema', the 'json_schema' field must be provided.")
@@ -107,11 +112,15 @@ func FromRequest(structuredOutputs, responseFormat json.RawMessage) (*Spec, erro
 			if len(schema) == 0 || string(schema) == "null" {
 				schema = json.RawMessage(`{}`)
 			}
-			spec = &Spec{Kind: "json", Schema: schema}
+			spec = &Spec{Kind: "json", Schema: schema, param: "response_format.json_schema.schema"}
 		case "structural_tag":
-			return nil, bad("response_format.type", "response_format type 'structural_tag' is not supported by Hone's structured-output backend")
+			tag, field, err := parseStructuralTag(responseFormat)
+			if err != nil {
+				return nil, bad(join("response_format", field), "%v", err)
+			}
+			spec = &Spec{Kind: "structural_tag", Tag: tag, param: "response_format"}
 		default:
-			return nil, bad("response_format.type", "response_format type must be one of 'text', 'json_object', 'json_schema', got %q", rf.Type)
+			return nil, bad("response_format.type", "response_format type must be one of 'text', 'json_object', 'json_schema', 'structural_tag', got %q", rf.Type)
 		}
 	}
 	if len(structuredOutputs) > 0 && string(structuredOutputs) != "null" {
@@ -182,7 +191,11 @@ func FromRequest(structuredOutputs, responseFormat json.RawMessage) (*Spec, erro
 			}
 			spec.Grammar = g
 		case "structural_tag":
-			return nil, bad("structured_outputs.structural_tag", "structural_tag constraints are not supported by Hone's structured-output backend yet")
+			tag, field, err := parseStructuralTag(raw)
+			if err != nil {
+				return nil, bad(join("structured_outputs.structural_tag", field), "%v", err)
+			}
+			spec.Tag = tag
 		}
 		for k, dst := range map[string]*bool{"disable_any_whitespace": &spec.Options.NoWhitespace, "disable_additional_properties": &spec.Options.NoAdditionalProperties} {
 			if v, ok := so[k]; ok && string(v) != "null" {
@@ -218,7 +231,19 @@ func FromRequest(structuredOutputs, responseFormat json.RawMessage) (*Spec, erro
 	return spec, nil
 }
 
-func specParam(s *Spec) string { return "structured_outputs." + s.Kind }
+func specParam(s *Spec) string {
+	if s.param != "" {
+		return s.param
+	}
+	return "structured_outputs." + s.Kind
+}
+
+func join(param, field string) string {
+	if field == "" {
+		return param
+	}
+	return param + "." + field
+}
 
 type grammarError struct{ err error }
 
