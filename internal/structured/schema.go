@@ -46,11 +46,11 @@ const (
 var formats = map[string]string{
 	"date-time": `[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,9})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])`,
 	"date":      `[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))`,
-	"time":      `(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,9})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])?`,
+	"time":      `(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,9})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])`,
 	"uuid":      `[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`,
-	"email":     `[a-zA-Z0-9._%+-]{1,64}@[a-zA-Z0-9-]{1,63}(?:\.[a-zA-Z0-9-]{1,63}){1,8}`,
+	"email":     `[a-zA-Z0-9_%+-]{1,15}(?:\.[a-zA-Z0-9_%+-]{1,15}){0,3}@[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,20}[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,20}[a-zA-Z0-9])?){1,6}`,
 	"ipv4":      `(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])`,
-	"hostname":  `[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?){0,8}`,
+	"hostname":  `[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,24}[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,24}[a-zA-Z0-9])?){0,8}`,
 }
 
 // SchemaRules turns a JSON schema into the rule set of the JSON texts it accepts (objects
@@ -483,9 +483,9 @@ func (o *SchemaOptions) object(s map[string]json.RawMessage, path string) string
 		if string(ap) != "true" {
 			val = o.value(ap, path+"/additionalProperties")
 		}
-		extra = jsonString + ws + ":" + ws + val
+		extra = keyNotIn(names) + ws + ":" + ws + val
 	} else if !ok && len(names) == 0 && !o.NoAdditionalProperties {
-		extra = jsonString + ws + ":" + ws + o.free() // {"type": "object"}: any object
+		extra = keyNotIn(names) + ws + ":" + ws + o.free() // {"type": "object"}: any object
 	}
 	// A sequence of properties where required ones must appear, optional ones may: the first
 	// present property is any k whose predecessors are all optional.
@@ -552,4 +552,110 @@ func (o *SchemaOptions) free() string {
 	obj := `\{` + ws + `(?:` + jsonString + ws + `:` + ws + v + `(?:` + sep + jsonString + ws + `:` + ws + v + `)*)?` + ws + `\}`
 	o.set.Rules[k] = `(?:` + scalar + `|` + arr + `|` + obj + `)`
 	return o.freeCall
+}
+
+// keySymbol is the one way an additional property's key may write character r: the
+// character itself, or its short escape, or \u00XX for other control characters (so that
+// distinct texts decode to distinct keys: no `\/`, no \u escape of printable characters).
+func keySymbol(r rune) string {
+	switch r {
+	case '"':
+		return `\\"`
+	case '\\':
+		return `\\\\`
+	case '\b':
+		return `\\b`
+	case '\f':
+		return `\\f`
+	case '\n':
+		return `\\n`
+	case '\r':
+		return `\\r`
+	case '\t':
+		return `\\t`
+	}
+	if r < 0x20 {
+		return fmt.Sprintf(`\\u00%02[1]x`, r)
+	}
+	return regexp.QuoteMeta(string(r))
+}
+
+// keyChar is any character of an additional property's key, written as keySymbol does
+// (\u escapes in either case for control characters other than the short ones).
+const keyChar = `(?:[^"\\\x00-\x1f]|\\["\\bfnrt]|\\u00[01][0-9a-fA-F])`
+
+// keyNotIn is the regex of a quoted key that decodes to none of names (additional
+// properties may not repeat a declared property): the complement of a trie of the names.
+func keyNotIn(names []string) string {
+	if len(names) == 0 {
+		return `"` + keyChar + `*"`
+	}
+	type node struct {
+		kids  map[rune]*node
+		order []rune
+		end   bool
+	}
+	root := &node{kids: map[rune]*node{}}
+	for _, n := range names {
+		cur := root
+		for _, r := range n {
+			k, ok := cur.kids[r]
+			if !ok {
+				k = &node{kids: map[rune]*node{}}
+				cur.kids[r] = k
+				cur.order = append(cur.order, r)
+			}
+			cur = k
+		}
+		cur.end = true
+	}
+	var walk func(n *node) string
+	walk = func(n *node) string {
+		var alts []string
+		if !n.end {
+			alts = append(alts, "")
+		}
+		// A character other than the children's, then anything.
+		var lits []string
+		var escs []string
+		for _, r := range n.order {
+			if r < 0x20 || r == '"' || r == '\\' {
+				escs = append(escs, keySymbol(r))
+			} else {
+				if strings.ContainsRune(`\\]^-[`, r) {
+					lits = append(lits, "\\"+string(r))
+				} else {
+					lits = append(lits, string(r))
+				}
+			}
+		}
+		other := `[^"\\\x00-\x1f` + strings.Join(lits, "") + `]`
+		if len(escs) == 0 {
+			other = "(?:" + other + `|\\["\\bfnrt]|\\u00[01][0-9a-fA-F])`
+		} else {
+			// Escapes other than the children's: all escapes minus those (few; list them).
+			var rest []string
+			for r := rune(0); r < 0x20; r++ {
+				rest = append(rest, keySymbol(r))
+			}
+			rest = append(rest, keySymbol('"'), keySymbol('\\'))
+			var keep []string
+			for _, e := range rest {
+				found := false
+				for _, x := range escs {
+					found = found || x == e
+				}
+				if !found {
+					keep = append(keep, e)
+				}
+			}
+			other = "(?:" + other + "|" + strings.Join(keep, "|") + ")"
+		}
+		alts = append(alts, other+keyChar+"*")
+		for _, r := range n.order {
+			alts = append(alts, keySymbol(r)+walk(n.kids[r]))
+		}
+		return "(?:" + strings.Join(alts, "|") + ")"
+	}
+	return `"` + walk(root) + `"`
 }

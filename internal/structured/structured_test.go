@@ -36,6 +36,7 @@ func generate(t *testing.T, c *Constraint, v Vocab, rng *rand.Rand) string {
 	m := c.NewMatcher()
 	mask := make([]uint64, c.ix.Words())
 	var out []byte
+	var finish []byte // the rest of a path to the end, once the walk heads there
 	for step := 0; step < 600; step++ {
 		m.Mask(mask)
 		var allowed []int
@@ -68,6 +69,24 @@ func generate(t *testing.T, c *Constraint, v Vocab, rng *rand.Rand) string {
 		if canEnd && (rng.Float64() < float64(step)/60 || len(allowed) == 1) {
 			pick = eos
 		}
+		// Past 200 tokens, head for the end: the first byte of a shortest byte path to an
+		// accepting state (the mask must allow it, since every byte token is in the vocabulary).
+		if step > 200 && pick != eos {
+			if finish == nil {
+				var ok bool
+				if finish, ok = pathToEnd(c, m.state); !ok {
+					t.Fatalf("after %q: no path to the end", out)
+				}
+			}
+			if len(finish) == 0 {
+				pick = eos
+			} else {
+				if mask[int(finish[0])>>6]&(1<<(finish[0]&63)) == 0 {
+					t.Fatalf("after %q: byte %q leads to the end but is masked", out, finish[0])
+				}
+				pick, finish = int(finish[0]), finish[1:]
+			}
+		}
 		if err := m.Accept(pick, v.Tokens[pick]); err != nil {
 			t.Fatalf("accepting an allowed token: %v", err)
 		}
@@ -78,6 +97,46 @@ func generate(t *testing.T, c *Constraint, v Vocab, rng *rand.Rand) string {
 	}
 	t.Fatalf("no end after 600 tokens: %q", out)
 	return ""
+}
+
+// pathToEnd is a shortest byte string from state s to an accepting state, breadth first
+// over at most 50000 states, stepping by ASCII bytes, continuation bytes and a few whole multi-byte characters
+// (states inside a character are many: one per pending byte sequence).
+func pathToEnd(c *Constraint, s int) ([]byte, bool) {
+	type node struct {
+		state, prev int
+		unit        string
+	}
+	var units []string
+	for b := 0; b < 0xC0; b++ { // ASCII, and continuation bytes to finish a pending character
+		units = append(units, string([]byte{byte(b)}))
+	}
+	units = append(units, "é", "ë", "日", "本", "\U0001F600")
+	nodes := []node{{state: s, prev: -1}}
+	seen := map[int]bool{s: true}
+	for i := 0; i < len(nodes) && i < 50000; i++ {
+		if c.accepting(nodes[i].state) {
+			var path []byte
+			for j := i; nodes[j].prev >= 0; j = nodes[j].prev {
+				path = append([]byte(nodes[j].unit), path...)
+			}
+			return path, true
+		}
+	next:
+		for _, u := range units {
+			n := nodes[i].state
+			for _, b := range []byte(u) {
+				if n = c.step(n, b); n == dead {
+					continue next
+				}
+			}
+			if !seen[n] {
+				seen[n] = true
+				nodes = append(nodes, node{state: n, prev: i, unit: u})
+			}
+		}
+	}
+	return nil, false
 }
 
 var schemas = []string{
