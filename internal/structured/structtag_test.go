@@ -263,3 +263,35 @@ func TestStructuralTagErrors(t *testing.T) {
 		}
 	}
 }
+
+// FuzzStructuralTag: the structural tag parser never panics, and every tag it accepts
+// compiles to a pushdown automaton whose start configuration is live.
+func FuzzStructuralTag(f *testing.F) {
+	f.Add([]byte(weatherTag))
+	f.Add([]byte(`{"structures":[{"begin":"<a>","schema":{"type":"integer"},"end":"</a>"}],"triggers":["<a"]}`))
+	f.Add([]byte(`{"structures":[{"begin":"x","end":"y"}],"triggers":["x","x"]}`))
+	f.Add([]byte(`{"format":{"type":"triggered_tags"}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 2000 {
+			return
+		}
+		st, _, err := parseStructuralTag(data)
+		if err != nil {
+			return
+		}
+		rs, err := st.rules(SchemaOptions{})
+		if err != nil {
+			return
+		}
+		_, p, err := compileRules(rs)
+		if err != nil {
+			if bytes.Contains(data, []byte("pattern")) || strings.Contains(err.Error(), "can never end") || strings.Contains(err.Error(), "left-recursive") {
+				return // a schema pattern that regexp/syntax refuses; a schema like {"$ref": "#"}
+			}
+			t.Fatalf("tag %s gave rules that do not compile: %v", data, err)
+		}
+		if p == nil {
+			t.Fatalf("tag %s compiled without a pushdown automaton", data)
+		}
+	})
+}
