@@ -129,11 +129,19 @@ func TestTrainingAPIEndToEnd(t *testing.T) {
 	code, _, body = do(t, "POST", s.url+"/v1/chat/completions", bearer, `{"model":"local/p/agent:step9","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`)
 	jsonOf(t, code, body, 404)
 
-	// RL: sample four answers through the chat API, reward the longest, train one step.
-	code, _, body = do(t, "POST", s.url+"/v1/chat/completions", bearer, `{"model":"local/p/agent:latest","messages":[{"role":"user","content":"Say something"}],"max_tokens":6,"n":4,"seed":1,"logprobs":true,"return_token_ids":true}`)
+	// RL: sample four answers through the chat API from the checkpoint (its LoRA adapter),
+	// constrained to a JSON schema as a rollout with a structured answer would be, reward
+	// every other one, train one step.
+	code, _, body = do(t, "POST", s.url+"/v1/chat/completions", bearer, `{"model":"local/p/agent:latest","messages":[{"role":"user","content":"Say something"}],"max_tokens":40,"n":4,"seed":1,"logprobs":true,"return_token_ids":true,
+		"structured_outputs":{"json":{"type":"object","properties":{"answer":{"enum":["yes","no"]}},"required":["answer"],"additionalProperties":false},"disable_any_whitespace":true}}`)
 	comp := jsonOf(t, code, body, 200)
 	var trajs []string
 	for i, c := range comp["choices"].([]any) {
+		msg := c.(map[string]any)["message"].(map[string]any)["content"].(string)
+		var ans struct{ Answer string }
+		if err := json.Unmarshal([]byte(msg), &ans); err != nil || (ans.Answer != "yes" && ans.Answer != "no") || c.(map[string]any)["finish_reason"] != "stop" {
+			t.Fatalf("constrained rollout %d: %q (%v)", i, msg, c.(map[string]any)["finish_reason"])
+		}
 		cj, _ := json.Marshal(c)
 		trajs = append(trajs, fmt.Sprintf(`{"messages_and_choices":[{"role":"user","content":"Say something"},%s],"reward":%d,"metrics":{"len":%d}}`, cj, i%2, i))
 	}
