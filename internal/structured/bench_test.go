@@ -19,7 +19,7 @@ var (
 
 // qwen3Vocab is the vocabulary of the Qwen3 tokenizer (151,669 tokens) committed for the
 // tokenizer tests.
-func qwen3Vocab(b *testing.B) Vocab {
+func qwen3Vocab(b testing.TB) Vocab {
 	qwenOnce.Do(func() {
 		tok, err := tokenizer.Load("../tokenizer/testdata/qwen3")
 		if err != nil {
@@ -134,6 +134,9 @@ func benchMask(b *testing.B, ix *Index, v Vocab, spec *Spec) {
 		b.ReportMetric(float64(cold[len(cold)/2].Nanoseconds())/1e6, "median-uncached-mask-ms")
 	}
 	b.ReportMetric(float64(len(cold))/float64(len(cold)+len(warm)), "uncached-fraction")
+	if c.dfa != nil {
+		b.ReportMetric(float64(c.dfa.States()), "dfa-states")
+	}
 	if len(fresh) > 0 {
 		sort.Slice(fresh, func(i, j int) bool { return fresh[i] < fresh[j] })
 		b.ReportMetric(float64(fresh[len(fresh)/2].Nanoseconds())/1e6, "median-new-state-ms")

@@ -32,7 +32,8 @@ type DFA struct {
 
 type dstate struct {
 	pcs     []uint32 // NFA threads after ε-closure (before consuming the next rune)
-	pending string   // bytes of an incomplete UTF-8 character
+	pending string   // bytes of an incomplete UTF-8 character ("*" when abstract; see cont)
+	cont    int      // > 0: abstract pending state: cont continuation bytes (any) complete a character that every thread in pcs accepts
 	accept  bool
 	calls   []int32 // rules this state may call (pushdown rule sets; see callRef)
 	after   map[int32]int32
@@ -104,8 +105,9 @@ func (d *DFA) closure(pcs []uint32, pc uint32, begin bool, seen map[uint32]bool)
 	return append(pcs, pc) // InstRune*, InstMatch
 }
 
-// acceptsAt reports whether the threads can match with no more input.
-func (d *DFA) acceptsAt(pcs []uint32) bool {
+// acceptsAt reports whether the threads can match with no more input; begin is whether no
+// input was consumed (so ^ still holds).
+func (d *DFA) acceptsAt(pcs []uint32, begin bool) bool {
 	var walk func(pc uint32, seen map[uint32]bool) bool
 	walk = func(pc uint32, seen map[uint32]bool) bool {
 		if seen[pc] {
@@ -117,7 +119,8 @@ func (d *DFA) acceptsAt(pcs []uint32) bool {
 		case syntax.InstMatch:
 			return true
 		case syntax.InstEmptyWidth:
-			if syntax.EmptyOp(in.Arg)&(syntax.EmptyBeginText|syntax.EmptyBeginLine|syntax.EmptyWordBoundary|syntax.EmptyNoWordBoundary) != 0 {
+			e := syntax.EmptyOp(in.Arg)
+			if e&(syntax.EmptyWordBoundary|syntax.EmptyNoWordBoundary) != 0 || !begin && e&(syntax.EmptyBeginText|syntax.EmptyBeginLine) != 0 {
 				return false
 			}
 			return walk(in.Out, seen)
@@ -136,7 +139,11 @@ func (d *DFA) acceptsAt(pcs []uint32) bool {
 	return false
 }
 
-func (d *DFA) intern(pcs []uint32, pending string) int {
+func (d *DFA) intern(pcs []uint32, pending string) int { return d.internAt(pcs, pending, false) }
+
+// internAt interns a state; begin marks the start state (no input consumed: ^ holds there,
+// so it is a state of its own even when a later state has the same threads).
+func (d *DFA) internAt(pcs []uint32, pending string, begin bool) int {
 	slices.Sort(pcs)
 	pcs = slices.Compact(pcs)
 	if len(pcs) == 0 {
@@ -149,6 +156,9 @@ func (d *DFA) intern(pcs []uint32, pending string) int {
 	}
 	b.WriteByte('|')
 	b.WriteString(pending)
+	if begin {
+		b.WriteString("|^")
+	}
 	key := b.String()
 	if id, ok := d.index[key]; ok {
 		return id
@@ -162,7 +172,35 @@ func (d *DFA) intern(pcs []uint32, pending string) int {
 			}
 		}
 	}
-	d.states = append(d.states, dstate{pcs: pcs, pending: pending, accept: pending == "" && d.acceptsAt(pcs), calls: calls})
+	d.states = append(d.states, dstate{pcs: pcs, pending: pending, accept: pending == "" && d.acceptsAt(pcs, begin), calls: calls})
+	d.index[key] = id
+	return id
+}
+
+// internAbstract is the state inside a character whose every completion (any n more
+// continuation bytes) is accepted by all of pcs. States inside a character depend on the
+// bytes read so far only through what can still complete it, so lead bytes whose ranges a
+// class covers whole (a negated class, any character) share one state instead of one per
+// byte sequence: thousands of states fewer per string state on a large vocabulary.
+func (d *DFA) internAbstract(pcs []uint32, n int) int {
+	slices.Sort(pcs)
+	pcs = slices.Compact(pcs)
+	if len(pcs) == 0 {
+		return dead
+	}
+	var b strings.Builder
+	for _, pc := range pcs {
+		b.WriteString(strconv.FormatUint(uint64(pc), 36))
+		b.WriteByte(',')
+	}
+	b.WriteString("|*")
+	b.WriteString(strconv.Itoa(n))
+	key := b.String()
+	if id, ok := d.index[key]; ok {
+		return id
+	}
+	id := len(d.states)
+	d.states = append(d.states, dstate{pcs: pcs, pending: "*", cont: n})
 	d.index[key] = id
 	return id
 }
@@ -173,7 +211,7 @@ func (d *DFA) start() int {
 	if len(d.states) > 0 {
 		return 0
 	}
-	return d.intern(d.closure(nil, uint32(d.prog.Start), true, map[uint32]bool{}), "")
+	return d.internAt(d.closure(nil, uint32(d.prog.Start), true, map[uint32]bool{}), "", true)
 }
 
 // Start is the initial state.
@@ -217,6 +255,20 @@ func (d *DFA) step(s int, b byte) int {
 
 func (d *DFA) compute(s int, b byte) int {
 	st := d.states[s]
+	if st.cont > 0 { // abstract: any continuation byte
+		if b < 0x80 || b > 0xBF {
+			return dead
+		}
+		if st.cont > 1 {
+			return d.internAbstract(append([]uint32(nil), st.pcs...), st.cont-1)
+		}
+		var next []uint32
+		seen := map[uint32]bool{}
+		for _, pc := range st.pcs {
+			next = d.closure(next, d.prog.Inst[pc].Out, false, seen)
+		}
+		return d.intern(next, "")
+	}
 	buf := st.pending + string([]byte{b})
 	if !utf8.FullRuneInString(buf) {
 		// A valid prefix of a longer character?
@@ -225,15 +277,30 @@ func (d *DFA) compute(s int, b byte) int {
 		}
 		// Live only if some character starting with these bytes can be consumed.
 		lo, hi := prefixRange(buf)
-		live := false
+		var live []uint32
+		partial := false
 		for _, pc := range st.pcs {
-			if d.matchesRange(&d.prog.Inst[pc], lo, hi) {
-				live = true
-				break
+			in := &d.prog.Inst[pc]
+			if d.matchesRange(in, lo, hi) {
+				live = append(live, pc)
+				partial = partial || !coversRange(in, lo, hi)
 			}
 		}
-		if !live {
+		if len(live) == 0 {
 			return dead
+		}
+		// After the lead byte, every continuation byte is valid except after E0, ED, F0
+		// and F4 (overlong and surrogate encodings, code points past U+10FFFF).
+		restricted := len(buf) == 1 && (buf[0] == 0xE0 || buf[0] == 0xED || buf[0] == 0xF0 || buf[0] == 0xF4)
+		if !partial && !restricted {
+			need := 2
+			switch {
+			case buf[0] >= 0xF0:
+				need = 4
+			case buf[0] >= 0xE0:
+				need = 3
+			}
+			return d.internAbstract(live, need-len(buf))
 		}
 		return d.intern(append([]uint32(nil), st.pcs...), buf)
 	}
@@ -339,6 +406,32 @@ func (d *DFA) matchesRange(in *syntax.Inst, lo, hi rune) bool {
 				return true
 			}
 		}
+	}
+	return false
+}
+
+// coversRange reports whether a rune instruction accepts every character in [lo, hi]
+// (conservatively false for case folding).
+func coversRange(in *syntax.Inst, lo, hi rune) bool {
+	switch in.Op {
+	case syntax.InstRuneAny:
+		return true
+	case syntax.InstRuneAnyNotNL:
+		return lo > '\n' || hi < '\n'
+	case syntax.InstRune:
+		if syntax.Flags(in.Arg)&syntax.FoldCase != 0 || len(in.Rune) == 1 {
+			return len(in.Rune) == 1 && lo == hi && in.Rune[0] == lo
+		}
+		cur := lo
+		for i := 0; i+1 < len(in.Rune); i += 2 {
+			if in.Rune[i] <= cur && in.Rune[i+1] >= cur {
+				if cur = in.Rune[i+1] + 1; cur > hi {
+					return true
+				}
+			}
+		}
+	case syntax.InstRune1:
+		return lo == hi && in.Rune[0] == lo
 	}
 	return false
 }
