@@ -67,6 +67,10 @@ func run(p *problem) {
 		return
 	}
 	switch {
+	case p.packed != nil && p.packed.kind == kindBF16Pair && im.amx:
+		runAMX(p, nt)
+	case p.packed != nil && p.packed.kind == kindBF16Pair:
+		runPairs(im, p, nt)
 	case p.packed != nil:
 		runPacked(im, p, nt)
 	case p.transB && p.m <= im.dotMaxM && p.m >= tdotMinM && p.bKind == kindF32 && im.tdot != nil:

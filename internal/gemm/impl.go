@@ -66,6 +66,9 @@ type impl struct {
 	// (as packA with 16 rows).
 	tdot    func(k int, xt *float32, w *float32, ldw int, out *float32)
 	packA16 func(kc int, src *float32, lda int, dst *float32, alpha float32)
+	// optional bf16 pair micro-kernels for 1..len rows (see bf16pairs.go); nil: pure Go.
+	pair []pairFn
+	amx  bool // pair-packed products run on AMX tiles (runAMX)
 }
 
 var (

@@ -15904,6 +15904,3968 @@ packTAVX2F16_done:
 	VZEROUPPER
 	RET
 
+// func microPairAVX512R1(kp int, a *uint32, b *uint16, c *float32, ldc int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·microPairAVX512R1(SB), NOSPLIT, $0-40
+	MOVQ   kp+0(FP), CX
+	MOVQ   a+8(FP), AX
+	MOVQ   b+16(FP), BX
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   CX, R8
+	SHRQ   $0x02, R8
+	JZ     microPairAVX512R1_tail
+
+microPairAVX512R1_loop:
+	PREFETCHT0   1024(BX)
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VMOVDQU32    128(BX), Z0
+	VMOVDQU32    192(BX), Z1
+	VPBROADCASTD 4(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VMOVDQU32    256(BX), Z0
+	VMOVDQU32    320(BX), Z1
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VMOVDQU32    384(BX), Z0
+	VMOVDQU32    448(BX), Z1
+	VPBROADCASTD 12(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	ADDQ         $0x00000010, AX
+	ADDQ         $0x00000200, BX
+	DECQ         R8
+	JNZ          microPairAVX512R1_loop
+
+microPairAVX512R1_tail:
+	ANDQ $0x00000003, CX
+	JZ   microPairAVX512R1_done
+
+microPairAVX512R1_tailloop:
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	ADDQ         $0x00000004, AX
+	ADDQ         $0x00000080, BX
+	DECQ         CX
+	JNZ          microPairAVX512R1_tailloop
+
+microPairAVX512R1_done:
+	MOVQ    c+24(FP), DI
+	MOVQ    ldc+32(FP), SI
+	SHLQ    $0x02, SI
+	VADDPS  (DI), Z4, Z4
+	VMOVUPS Z4, (DI)
+	VADDPS  64(DI), Z5, Z5
+	VMOVUPS Z5, 64(DI)
+	VZEROUPPER
+	RET
+
+// func microPairAVX512R2(kp int, a *uint32, b *uint16, c *float32, ldc int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·microPairAVX512R2(SB), NOSPLIT, $0-40
+	MOVQ   kp+0(FP), CX
+	MOVQ   a+8(FP), AX
+	MOVQ   b+16(FP), BX
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	MOVQ   CX, R8
+	SHRQ   $0x02, R8
+	JZ     microPairAVX512R2_tail
+
+microPairAVX512R2_loop:
+	PREFETCHT0   1024(BX)
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VMOVDQU32    128(BX), Z0
+	VMOVDQU32    192(BX), Z1
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 12(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VMOVDQU32    256(BX), Z0
+	VMOVDQU32    320(BX), Z1
+	VPBROADCASTD 16(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 20(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VMOVDQU32    384(BX), Z0
+	VMOVDQU32    448(BX), Z1
+	VPBROADCASTD 24(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 28(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000200, BX
+	DECQ         R8
+	JNZ          microPairAVX512R2_loop
+
+microPairAVX512R2_tail:
+	ANDQ $0x00000003, CX
+	JZ   microPairAVX512R2_done
+
+microPairAVX512R2_tailloop:
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	ADDQ         $0x00000008, AX
+	ADDQ         $0x00000080, BX
+	DECQ         CX
+	JNZ          microPairAVX512R2_tailloop
+
+microPairAVX512R2_done:
+	MOVQ    c+24(FP), DI
+	MOVQ    ldc+32(FP), SI
+	SHLQ    $0x02, SI
+	VADDPS  (DI), Z4, Z4
+	VMOVUPS Z4, (DI)
+	VADDPS  64(DI), Z5, Z5
+	VMOVUPS Z5, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z6, Z6
+	VMOVUPS Z6, (DI)
+	VADDPS  64(DI), Z7, Z7
+	VMOVUPS Z7, 64(DI)
+	VZEROUPPER
+	RET
+
+// func microPairAVX512R3(kp int, a *uint32, b *uint16, c *float32, ldc int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·microPairAVX512R3(SB), NOSPLIT, $0-40
+	MOVQ   kp+0(FP), CX
+	MOVQ   a+8(FP), AX
+	MOVQ   b+16(FP), BX
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	MOVQ   CX, R8
+	SHRQ   $0x02, R8
+	JZ     microPairAVX512R3_tail
+
+microPairAVX512R3_loop:
+	PREFETCHT0   1024(BX)
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VMOVDQU32    128(BX), Z0
+	VMOVDQU32    192(BX), Z1
+	VPBROADCASTD 12(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 16(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 20(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VMOVDQU32    256(BX), Z0
+	VMOVDQU32    320(BX), Z1
+	VPBROADCASTD 24(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 28(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 32(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VMOVDQU32    384(BX), Z0
+	VMOVDQU32    448(BX), Z1
+	VPBROADCASTD 36(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 40(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 44(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	ADDQ         $0x00000030, AX
+	ADDQ         $0x00000200, BX
+	DECQ         R8
+	JNZ          microPairAVX512R3_loop
+
+microPairAVX512R3_tail:
+	ANDQ $0x00000003, CX
+	JZ   microPairAVX512R3_done
+
+microPairAVX512R3_tailloop:
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	ADDQ         $0x0000000c, AX
+	ADDQ         $0x00000080, BX
+	DECQ         CX
+	JNZ          microPairAVX512R3_tailloop
+
+microPairAVX512R3_done:
+	MOVQ    c+24(FP), DI
+	MOVQ    ldc+32(FP), SI
+	SHLQ    $0x02, SI
+	VADDPS  (DI), Z4, Z4
+	VMOVUPS Z4, (DI)
+	VADDPS  64(DI), Z5, Z5
+	VMOVUPS Z5, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z6, Z6
+	VMOVUPS Z6, (DI)
+	VADDPS  64(DI), Z7, Z7
+	VMOVUPS Z7, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z8, Z8
+	VMOVUPS Z8, (DI)
+	VADDPS  64(DI), Z9, Z9
+	VMOVUPS Z9, 64(DI)
+	VZEROUPPER
+	RET
+
+// func microPairAVX512R4(kp int, a *uint32, b *uint16, c *float32, ldc int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·microPairAVX512R4(SB), NOSPLIT, $0-40
+	MOVQ   kp+0(FP), CX
+	MOVQ   a+8(FP), AX
+	MOVQ   b+16(FP), BX
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	MOVQ   CX, R8
+	SHRQ   $0x02, R8
+	JZ     microPairAVX512R4_tail
+
+microPairAVX512R4_loop:
+	PREFETCHT0   1024(BX)
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 12(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VMOVDQU32    128(BX), Z0
+	VMOVDQU32    192(BX), Z1
+	VPBROADCASTD 16(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 20(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 24(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 28(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VMOVDQU32    256(BX), Z0
+	VMOVDQU32    320(BX), Z1
+	VPBROADCASTD 32(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 36(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 40(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 44(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VMOVDQU32    384(BX), Z0
+	VMOVDQU32    448(BX), Z1
+	VPBROADCASTD 48(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 52(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 56(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 60(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	ADDQ         $0x00000040, AX
+	ADDQ         $0x00000200, BX
+	DECQ         R8
+	JNZ          microPairAVX512R4_loop
+
+microPairAVX512R4_tail:
+	ANDQ $0x00000003, CX
+	JZ   microPairAVX512R4_done
+
+microPairAVX512R4_tailloop:
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 12(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	ADDQ         $0x00000010, AX
+	ADDQ         $0x00000080, BX
+	DECQ         CX
+	JNZ          microPairAVX512R4_tailloop
+
+microPairAVX512R4_done:
+	MOVQ    c+24(FP), DI
+	MOVQ    ldc+32(FP), SI
+	SHLQ    $0x02, SI
+	VADDPS  (DI), Z4, Z4
+	VMOVUPS Z4, (DI)
+	VADDPS  64(DI), Z5, Z5
+	VMOVUPS Z5, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z6, Z6
+	VMOVUPS Z6, (DI)
+	VADDPS  64(DI), Z7, Z7
+	VMOVUPS Z7, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z8, Z8
+	VMOVUPS Z8, (DI)
+	VADDPS  64(DI), Z9, Z9
+	VMOVUPS Z9, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z10, Z10
+	VMOVUPS Z10, (DI)
+	VADDPS  64(DI), Z11, Z11
+	VMOVUPS Z11, 64(DI)
+	VZEROUPPER
+	RET
+
+// func microPairAVX512R5(kp int, a *uint32, b *uint16, c *float32, ldc int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·microPairAVX512R5(SB), NOSPLIT, $0-40
+	MOVQ   kp+0(FP), CX
+	MOVQ   a+8(FP), AX
+	MOVQ   b+16(FP), BX
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	MOVQ   CX, R8
+	SHRQ   $0x02, R8
+	JZ     microPairAVX512R5_tail
+
+microPairAVX512R5_loop:
+	PREFETCHT0   1024(BX)
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 12(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 16(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VMOVDQU32    128(BX), Z0
+	VMOVDQU32    192(BX), Z1
+	VPBROADCASTD 20(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 24(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 28(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 32(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 36(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VMOVDQU32    256(BX), Z0
+	VMOVDQU32    320(BX), Z1
+	VPBROADCASTD 40(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 44(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 48(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 52(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 56(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VMOVDQU32    384(BX), Z0
+	VMOVDQU32    448(BX), Z1
+	VPBROADCASTD 60(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 64(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 68(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 72(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 76(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	ADDQ         $0x00000050, AX
+	ADDQ         $0x00000200, BX
+	DECQ         R8
+	JNZ          microPairAVX512R5_loop
+
+microPairAVX512R5_tail:
+	ANDQ $0x00000003, CX
+	JZ   microPairAVX512R5_done
+
+microPairAVX512R5_tailloop:
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 12(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 16(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	ADDQ         $0x00000014, AX
+	ADDQ         $0x00000080, BX
+	DECQ         CX
+	JNZ          microPairAVX512R5_tailloop
+
+microPairAVX512R5_done:
+	MOVQ    c+24(FP), DI
+	MOVQ    ldc+32(FP), SI
+	SHLQ    $0x02, SI
+	VADDPS  (DI), Z4, Z4
+	VMOVUPS Z4, (DI)
+	VADDPS  64(DI), Z5, Z5
+	VMOVUPS Z5, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z6, Z6
+	VMOVUPS Z6, (DI)
+	VADDPS  64(DI), Z7, Z7
+	VMOVUPS Z7, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z8, Z8
+	VMOVUPS Z8, (DI)
+	VADDPS  64(DI), Z9, Z9
+	VMOVUPS Z9, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z10, Z10
+	VMOVUPS Z10, (DI)
+	VADDPS  64(DI), Z11, Z11
+	VMOVUPS Z11, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z12, Z12
+	VMOVUPS Z12, (DI)
+	VADDPS  64(DI), Z13, Z13
+	VMOVUPS Z13, 64(DI)
+	VZEROUPPER
+	RET
+
+// func microPairAVX512R6(kp int, a *uint32, b *uint16, c *float32, ldc int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·microPairAVX512R6(SB), NOSPLIT, $0-40
+	MOVQ   kp+0(FP), CX
+	MOVQ   a+8(FP), AX
+	MOVQ   b+16(FP), BX
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	MOVQ   CX, R8
+	SHRQ   $0x02, R8
+	JZ     microPairAVX512R6_tail
+
+microPairAVX512R6_loop:
+	PREFETCHT0   1024(BX)
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 12(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 16(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 20(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VMOVDQU32    128(BX), Z0
+	VMOVDQU32    192(BX), Z1
+	VPBROADCASTD 24(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 28(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 32(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 36(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 40(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 44(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VMOVDQU32    256(BX), Z0
+	VMOVDQU32    320(BX), Z1
+	VPBROADCASTD 48(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 52(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 56(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 60(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 64(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 68(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VMOVDQU32    384(BX), Z0
+	VMOVDQU32    448(BX), Z1
+	VPBROADCASTD 72(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 76(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 80(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 84(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 88(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 92(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	ADDQ         $0x00000060, AX
+	ADDQ         $0x00000200, BX
+	DECQ         R8
+	JNZ          microPairAVX512R6_loop
+
+microPairAVX512R6_tail:
+	ANDQ $0x00000003, CX
+	JZ   microPairAVX512R6_done
+
+microPairAVX512R6_tailloop:
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 12(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 16(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 20(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	ADDQ         $0x00000018, AX
+	ADDQ         $0x00000080, BX
+	DECQ         CX
+	JNZ          microPairAVX512R6_tailloop
+
+microPairAVX512R6_done:
+	MOVQ    c+24(FP), DI
+	MOVQ    ldc+32(FP), SI
+	SHLQ    $0x02, SI
+	VADDPS  (DI), Z4, Z4
+	VMOVUPS Z4, (DI)
+	VADDPS  64(DI), Z5, Z5
+	VMOVUPS Z5, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z6, Z6
+	VMOVUPS Z6, (DI)
+	VADDPS  64(DI), Z7, Z7
+	VMOVUPS Z7, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z8, Z8
+	VMOVUPS Z8, (DI)
+	VADDPS  64(DI), Z9, Z9
+	VMOVUPS Z9, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z10, Z10
+	VMOVUPS Z10, (DI)
+	VADDPS  64(DI), Z11, Z11
+	VMOVUPS Z11, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z12, Z12
+	VMOVUPS Z12, (DI)
+	VADDPS  64(DI), Z13, Z13
+	VMOVUPS Z13, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z14, Z14
+	VMOVUPS Z14, (DI)
+	VADDPS  64(DI), Z15, Z15
+	VMOVUPS Z15, 64(DI)
+	VZEROUPPER
+	RET
+
+// func microPairAVX512R7(kp int, a *uint32, b *uint16, c *float32, ldc int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·microPairAVX512R7(SB), NOSPLIT, $0-40
+	MOVQ   kp+0(FP), CX
+	MOVQ   a+8(FP), AX
+	MOVQ   b+16(FP), BX
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	MOVQ   CX, R8
+	SHRQ   $0x02, R8
+	JZ     microPairAVX512R7_tail
+
+microPairAVX512R7_loop:
+	PREFETCHT0   1024(BX)
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 12(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 16(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 20(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 24(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VMOVDQU32    128(BX), Z0
+	VMOVDQU32    192(BX), Z1
+	VPBROADCASTD 28(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 32(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 36(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 40(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 44(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 48(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 52(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VMOVDQU32    256(BX), Z0
+	VMOVDQU32    320(BX), Z1
+	VPBROADCASTD 56(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 60(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 64(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 68(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 72(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 76(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 80(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VMOVDQU32    384(BX), Z0
+	VMOVDQU32    448(BX), Z1
+	VPBROADCASTD 84(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 88(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 92(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 96(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 100(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 104(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 108(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	ADDQ         $0x00000070, AX
+	ADDQ         $0x00000200, BX
+	DECQ         R8
+	JNZ          microPairAVX512R7_loop
+
+microPairAVX512R7_tail:
+	ANDQ $0x00000003, CX
+	JZ   microPairAVX512R7_done
+
+microPairAVX512R7_tailloop:
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 12(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 16(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 20(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 24(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	ADDQ         $0x0000001c, AX
+	ADDQ         $0x00000080, BX
+	DECQ         CX
+	JNZ          microPairAVX512R7_tailloop
+
+microPairAVX512R7_done:
+	MOVQ    c+24(FP), DI
+	MOVQ    ldc+32(FP), SI
+	SHLQ    $0x02, SI
+	VADDPS  (DI), Z4, Z4
+	VMOVUPS Z4, (DI)
+	VADDPS  64(DI), Z5, Z5
+	VMOVUPS Z5, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z6, Z6
+	VMOVUPS Z6, (DI)
+	VADDPS  64(DI), Z7, Z7
+	VMOVUPS Z7, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z8, Z8
+	VMOVUPS Z8, (DI)
+	VADDPS  64(DI), Z9, Z9
+	VMOVUPS Z9, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z10, Z10
+	VMOVUPS Z10, (DI)
+	VADDPS  64(DI), Z11, Z11
+	VMOVUPS Z11, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z12, Z12
+	VMOVUPS Z12, (DI)
+	VADDPS  64(DI), Z13, Z13
+	VMOVUPS Z13, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z14, Z14
+	VMOVUPS Z14, (DI)
+	VADDPS  64(DI), Z15, Z15
+	VMOVUPS Z15, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z16, Z16
+	VMOVUPS Z16, (DI)
+	VADDPS  64(DI), Z17, Z17
+	VMOVUPS Z17, 64(DI)
+	VZEROUPPER
+	RET
+
+// func microPairAVX512R8(kp int, a *uint32, b *uint16, c *float32, ldc int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·microPairAVX512R8(SB), NOSPLIT, $0-40
+	MOVQ   kp+0(FP), CX
+	MOVQ   a+8(FP), AX
+	MOVQ   b+16(FP), BX
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	MOVQ   CX, R8
+	SHRQ   $0x02, R8
+	JZ     microPairAVX512R8_tail
+
+microPairAVX512R8_loop:
+	PREFETCHT0   1024(BX)
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 12(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 16(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 20(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 24(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 28(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VMOVDQU32    128(BX), Z0
+	VMOVDQU32    192(BX), Z1
+	VPBROADCASTD 32(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 36(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 40(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 44(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 48(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 52(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 56(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 60(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VMOVDQU32    256(BX), Z0
+	VMOVDQU32    320(BX), Z1
+	VPBROADCASTD 64(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 68(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 72(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 76(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 80(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 84(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 88(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 92(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VMOVDQU32    384(BX), Z0
+	VMOVDQU32    448(BX), Z1
+	VPBROADCASTD 96(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 100(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 104(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 108(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 112(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 116(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 120(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 124(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000200, BX
+	DECQ         R8
+	JNZ          microPairAVX512R8_loop
+
+microPairAVX512R8_tail:
+	ANDQ $0x00000003, CX
+	JZ   microPairAVX512R8_done
+
+microPairAVX512R8_tailloop:
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 12(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 16(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 20(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 24(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 28(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000080, BX
+	DECQ         CX
+	JNZ          microPairAVX512R8_tailloop
+
+microPairAVX512R8_done:
+	MOVQ    c+24(FP), DI
+	MOVQ    ldc+32(FP), SI
+	SHLQ    $0x02, SI
+	VADDPS  (DI), Z4, Z4
+	VMOVUPS Z4, (DI)
+	VADDPS  64(DI), Z5, Z5
+	VMOVUPS Z5, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z6, Z6
+	VMOVUPS Z6, (DI)
+	VADDPS  64(DI), Z7, Z7
+	VMOVUPS Z7, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z8, Z8
+	VMOVUPS Z8, (DI)
+	VADDPS  64(DI), Z9, Z9
+	VMOVUPS Z9, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z10, Z10
+	VMOVUPS Z10, (DI)
+	VADDPS  64(DI), Z11, Z11
+	VMOVUPS Z11, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z12, Z12
+	VMOVUPS Z12, (DI)
+	VADDPS  64(DI), Z13, Z13
+	VMOVUPS Z13, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z14, Z14
+	VMOVUPS Z14, (DI)
+	VADDPS  64(DI), Z15, Z15
+	VMOVUPS Z15, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z16, Z16
+	VMOVUPS Z16, (DI)
+	VADDPS  64(DI), Z17, Z17
+	VMOVUPS Z17, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z18, Z18
+	VMOVUPS Z18, (DI)
+	VADDPS  64(DI), Z19, Z19
+	VMOVUPS Z19, 64(DI)
+	VZEROUPPER
+	RET
+
+// func microPairAVX512R9(kp int, a *uint32, b *uint16, c *float32, ldc int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·microPairAVX512R9(SB), NOSPLIT, $0-40
+	MOVQ   kp+0(FP), CX
+	MOVQ   a+8(FP), AX
+	MOVQ   b+16(FP), BX
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	MOVQ   CX, R8
+	SHRQ   $0x02, R8
+	JZ     microPairAVX512R9_tail
+
+microPairAVX512R9_loop:
+	PREFETCHT0   1024(BX)
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 12(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 16(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 20(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 24(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 28(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 32(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VMOVDQU32    128(BX), Z0
+	VMOVDQU32    192(BX), Z1
+	VPBROADCASTD 36(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 40(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 44(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 48(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 52(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 56(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 60(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 64(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 68(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VMOVDQU32    256(BX), Z0
+	VMOVDQU32    320(BX), Z1
+	VPBROADCASTD 72(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 76(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 80(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 84(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 88(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 92(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 96(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 100(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 104(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VMOVDQU32    384(BX), Z0
+	VMOVDQU32    448(BX), Z1
+	VPBROADCASTD 108(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 112(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 116(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 120(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 124(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 128(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 132(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 136(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 140(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000200, BX
+	DECQ         R8
+	JNZ          microPairAVX512R9_loop
+
+microPairAVX512R9_tail:
+	ANDQ $0x00000003, CX
+	JZ   microPairAVX512R9_done
+
+microPairAVX512R9_tailloop:
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 12(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 16(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 20(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 24(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 28(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 32(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	ADDQ         $0x00000024, AX
+	ADDQ         $0x00000080, BX
+	DECQ         CX
+	JNZ          microPairAVX512R9_tailloop
+
+microPairAVX512R9_done:
+	MOVQ    c+24(FP), DI
+	MOVQ    ldc+32(FP), SI
+	SHLQ    $0x02, SI
+	VADDPS  (DI), Z4, Z4
+	VMOVUPS Z4, (DI)
+	VADDPS  64(DI), Z5, Z5
+	VMOVUPS Z5, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z6, Z6
+	VMOVUPS Z6, (DI)
+	VADDPS  64(DI), Z7, Z7
+	VMOVUPS Z7, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z8, Z8
+	VMOVUPS Z8, (DI)
+	VADDPS  64(DI), Z9, Z9
+	VMOVUPS Z9, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z10, Z10
+	VMOVUPS Z10, (DI)
+	VADDPS  64(DI), Z11, Z11
+	VMOVUPS Z11, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z12, Z12
+	VMOVUPS Z12, (DI)
+	VADDPS  64(DI), Z13, Z13
+	VMOVUPS Z13, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z14, Z14
+	VMOVUPS Z14, (DI)
+	VADDPS  64(DI), Z15, Z15
+	VMOVUPS Z15, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z16, Z16
+	VMOVUPS Z16, (DI)
+	VADDPS  64(DI), Z17, Z17
+	VMOVUPS Z17, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z18, Z18
+	VMOVUPS Z18, (DI)
+	VADDPS  64(DI), Z19, Z19
+	VMOVUPS Z19, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z20, Z20
+	VMOVUPS Z20, (DI)
+	VADDPS  64(DI), Z21, Z21
+	VMOVUPS Z21, 64(DI)
+	VZEROUPPER
+	RET
+
+// func microPairAVX512R10(kp int, a *uint32, b *uint16, c *float32, ldc int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·microPairAVX512R10(SB), NOSPLIT, $0-40
+	MOVQ   kp+0(FP), CX
+	MOVQ   a+8(FP), AX
+	MOVQ   b+16(FP), BX
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	MOVQ   CX, R8
+	SHRQ   $0x02, R8
+	JZ     microPairAVX512R10_tail
+
+microPairAVX512R10_loop:
+	PREFETCHT0   1024(BX)
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 12(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 16(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 20(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 24(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 28(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 32(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VPBROADCASTD 36(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xf352
+	LONG         $0x4876e262
+	WORD         $0xfb52
+	VMOVDQU32    128(BX), Z0
+	VMOVDQU32    192(BX), Z1
+	VPBROADCASTD 40(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 44(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 48(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 52(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 56(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 60(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 64(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 68(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 72(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VPBROADCASTD 76(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xf352
+	LONG         $0x4876e262
+	WORD         $0xfb52
+	VMOVDQU32    256(BX), Z0
+	VMOVDQU32    320(BX), Z1
+	VPBROADCASTD 80(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 84(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 88(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 92(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 96(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 100(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 104(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 108(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 112(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VPBROADCASTD 116(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xf352
+	LONG         $0x4876e262
+	WORD         $0xfb52
+	VMOVDQU32    384(BX), Z0
+	VMOVDQU32    448(BX), Z1
+	VPBROADCASTD 120(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 124(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 128(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 132(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 136(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 140(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 144(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 148(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 152(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VPBROADCASTD 156(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xf352
+	LONG         $0x4876e262
+	WORD         $0xfb52
+	ADDQ         $0x000000a0, AX
+	ADDQ         $0x00000200, BX
+	DECQ         R8
+	JNZ          microPairAVX512R10_loop
+
+microPairAVX512R10_tail:
+	ANDQ $0x00000003, CX
+	JZ   microPairAVX512R10_done
+
+microPairAVX512R10_tailloop:
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 12(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 16(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 20(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 24(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 28(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 32(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VPBROADCASTD 36(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xf352
+	LONG         $0x4876e262
+	WORD         $0xfb52
+	ADDQ         $0x00000028, AX
+	ADDQ         $0x00000080, BX
+	DECQ         CX
+	JNZ          microPairAVX512R10_tailloop
+
+microPairAVX512R10_done:
+	MOVQ    c+24(FP), DI
+	MOVQ    ldc+32(FP), SI
+	SHLQ    $0x02, SI
+	VADDPS  (DI), Z4, Z4
+	VMOVUPS Z4, (DI)
+	VADDPS  64(DI), Z5, Z5
+	VMOVUPS Z5, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z6, Z6
+	VMOVUPS Z6, (DI)
+	VADDPS  64(DI), Z7, Z7
+	VMOVUPS Z7, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z8, Z8
+	VMOVUPS Z8, (DI)
+	VADDPS  64(DI), Z9, Z9
+	VMOVUPS Z9, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z10, Z10
+	VMOVUPS Z10, (DI)
+	VADDPS  64(DI), Z11, Z11
+	VMOVUPS Z11, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z12, Z12
+	VMOVUPS Z12, (DI)
+	VADDPS  64(DI), Z13, Z13
+	VMOVUPS Z13, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z14, Z14
+	VMOVUPS Z14, (DI)
+	VADDPS  64(DI), Z15, Z15
+	VMOVUPS Z15, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z16, Z16
+	VMOVUPS Z16, (DI)
+	VADDPS  64(DI), Z17, Z17
+	VMOVUPS Z17, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z18, Z18
+	VMOVUPS Z18, (DI)
+	VADDPS  64(DI), Z19, Z19
+	VMOVUPS Z19, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z20, Z20
+	VMOVUPS Z20, (DI)
+	VADDPS  64(DI), Z21, Z21
+	VMOVUPS Z21, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z22, Z22
+	VMOVUPS Z22, (DI)
+	VADDPS  64(DI), Z23, Z23
+	VMOVUPS Z23, 64(DI)
+	VZEROUPPER
+	RET
+
+// func microPairAVX512R11(kp int, a *uint32, b *uint16, c *float32, ldc int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·microPairAVX512R11(SB), NOSPLIT, $0-40
+	MOVQ   kp+0(FP), CX
+	MOVQ   a+8(FP), AX
+	MOVQ   b+16(FP), BX
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	MOVQ   CX, R8
+	SHRQ   $0x02, R8
+	JZ     microPairAVX512R11_tail
+
+microPairAVX512R11_loop:
+	PREFETCHT0   1024(BX)
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 12(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 16(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 20(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 24(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 28(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 32(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VPBROADCASTD 36(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xf352
+	LONG         $0x4876e262
+	WORD         $0xfb52
+	VPBROADCASTD 40(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xc252
+	LONG         $0x48766262
+	WORD         $0xca52
+	VMOVDQU32    128(BX), Z0
+	VMOVDQU32    192(BX), Z1
+	VPBROADCASTD 44(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 48(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 52(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 56(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 60(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 64(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 68(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 72(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 76(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VPBROADCASTD 80(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xf352
+	LONG         $0x4876e262
+	WORD         $0xfb52
+	VPBROADCASTD 84(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xc252
+	LONG         $0x48766262
+	WORD         $0xca52
+	VMOVDQU32    256(BX), Z0
+	VMOVDQU32    320(BX), Z1
+	VPBROADCASTD 88(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 92(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 96(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 100(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 104(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 108(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 112(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 116(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 120(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VPBROADCASTD 124(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xf352
+	LONG         $0x4876e262
+	WORD         $0xfb52
+	VPBROADCASTD 128(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xc252
+	LONG         $0x48766262
+	WORD         $0xca52
+	VMOVDQU32    384(BX), Z0
+	VMOVDQU32    448(BX), Z1
+	VPBROADCASTD 132(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 136(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 140(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 144(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 148(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 152(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 156(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 160(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 164(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VPBROADCASTD 168(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xf352
+	LONG         $0x4876e262
+	WORD         $0xfb52
+	VPBROADCASTD 172(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xc252
+	LONG         $0x48766262
+	WORD         $0xca52
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00000200, BX
+	DECQ         R8
+	JNZ          microPairAVX512R11_loop
+
+microPairAVX512R11_tail:
+	ANDQ $0x00000003, CX
+	JZ   microPairAVX512R11_done
+
+microPairAVX512R11_tailloop:
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 12(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 16(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 20(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 24(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 28(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 32(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VPBROADCASTD 36(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xf352
+	LONG         $0x4876e262
+	WORD         $0xfb52
+	VPBROADCASTD 40(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xc252
+	LONG         $0x48766262
+	WORD         $0xca52
+	ADDQ         $0x0000002c, AX
+	ADDQ         $0x00000080, BX
+	DECQ         CX
+	JNZ          microPairAVX512R11_tailloop
+
+microPairAVX512R11_done:
+	MOVQ    c+24(FP), DI
+	MOVQ    ldc+32(FP), SI
+	SHLQ    $0x02, SI
+	VADDPS  (DI), Z4, Z4
+	VMOVUPS Z4, (DI)
+	VADDPS  64(DI), Z5, Z5
+	VMOVUPS Z5, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z6, Z6
+	VMOVUPS Z6, (DI)
+	VADDPS  64(DI), Z7, Z7
+	VMOVUPS Z7, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z8, Z8
+	VMOVUPS Z8, (DI)
+	VADDPS  64(DI), Z9, Z9
+	VMOVUPS Z9, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z10, Z10
+	VMOVUPS Z10, (DI)
+	VADDPS  64(DI), Z11, Z11
+	VMOVUPS Z11, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z12, Z12
+	VMOVUPS Z12, (DI)
+	VADDPS  64(DI), Z13, Z13
+	VMOVUPS Z13, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z14, Z14
+	VMOVUPS Z14, (DI)
+	VADDPS  64(DI), Z15, Z15
+	VMOVUPS Z15, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z16, Z16
+	VMOVUPS Z16, (DI)
+	VADDPS  64(DI), Z17, Z17
+	VMOVUPS Z17, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z18, Z18
+	VMOVUPS Z18, (DI)
+	VADDPS  64(DI), Z19, Z19
+	VMOVUPS Z19, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z20, Z20
+	VMOVUPS Z20, (DI)
+	VADDPS  64(DI), Z21, Z21
+	VMOVUPS Z21, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z22, Z22
+	VMOVUPS Z22, (DI)
+	VADDPS  64(DI), Z23, Z23
+	VMOVUPS Z23, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z24, Z24
+	VMOVUPS Z24, (DI)
+	VADDPS  64(DI), Z25, Z25
+	VMOVUPS Z25, 64(DI)
+	VZEROUPPER
+	RET
+
+// func microPairAVX512R12(kp int, a *uint32, b *uint16, c *float32, ldc int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·microPairAVX512R12(SB), NOSPLIT, $0-40
+	MOVQ   kp+0(FP), CX
+	MOVQ   a+8(FP), AX
+	MOVQ   b+16(FP), BX
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	MOVQ   CX, R8
+	SHRQ   $0x02, R8
+	JZ     microPairAVX512R12_tail
+
+microPairAVX512R12_loop:
+	PREFETCHT0   1024(BX)
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 12(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 16(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 20(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 24(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 28(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 32(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VPBROADCASTD 36(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xf352
+	LONG         $0x4876e262
+	WORD         $0xfb52
+	VPBROADCASTD 40(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xc252
+	LONG         $0x48766262
+	WORD         $0xca52
+	VPBROADCASTD 44(AX), Z3
+	LONG         $0x487e6262
+	WORD         $0xd352
+	LONG         $0x48766262
+	WORD         $0xdb52
+	VMOVDQU32    128(BX), Z0
+	VMOVDQU32    192(BX), Z1
+	VPBROADCASTD 48(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 52(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 56(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 60(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 64(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 68(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 72(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 76(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 80(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VPBROADCASTD 84(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xf352
+	LONG         $0x4876e262
+	WORD         $0xfb52
+	VPBROADCASTD 88(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xc252
+	LONG         $0x48766262
+	WORD         $0xca52
+	VPBROADCASTD 92(AX), Z3
+	LONG         $0x487e6262
+	WORD         $0xd352
+	LONG         $0x48766262
+	WORD         $0xdb52
+	VMOVDQU32    256(BX), Z0
+	VMOVDQU32    320(BX), Z1
+	VPBROADCASTD 96(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 100(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 104(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 108(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 112(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 116(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 120(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 124(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 128(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VPBROADCASTD 132(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xf352
+	LONG         $0x4876e262
+	WORD         $0xfb52
+	VPBROADCASTD 136(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xc252
+	LONG         $0x48766262
+	WORD         $0xca52
+	VPBROADCASTD 140(AX), Z3
+	LONG         $0x487e6262
+	WORD         $0xd352
+	LONG         $0x48766262
+	WORD         $0xdb52
+	VMOVDQU32    384(BX), Z0
+	VMOVDQU32    448(BX), Z1
+	VPBROADCASTD 144(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 148(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 152(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 156(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 160(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 164(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 168(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 172(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 176(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VPBROADCASTD 180(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xf352
+	LONG         $0x4876e262
+	WORD         $0xfb52
+	VPBROADCASTD 184(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xc252
+	LONG         $0x48766262
+	WORD         $0xca52
+	VPBROADCASTD 188(AX), Z3
+	LONG         $0x487e6262
+	WORD         $0xd352
+	LONG         $0x48766262
+	WORD         $0xdb52
+	ADDQ         $0x000000c0, AX
+	ADDQ         $0x00000200, BX
+	DECQ         R8
+	JNZ          microPairAVX512R12_loop
+
+microPairAVX512R12_tail:
+	ANDQ $0x00000003, CX
+	JZ   microPairAVX512R12_done
+
+microPairAVX512R12_tailloop:
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 12(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 16(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 20(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 24(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 28(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 32(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VPBROADCASTD 36(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xf352
+	LONG         $0x4876e262
+	WORD         $0xfb52
+	VPBROADCASTD 40(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xc252
+	LONG         $0x48766262
+	WORD         $0xca52
+	VPBROADCASTD 44(AX), Z3
+	LONG         $0x487e6262
+	WORD         $0xd352
+	LONG         $0x48766262
+	WORD         $0xdb52
+	ADDQ         $0x00000030, AX
+	ADDQ         $0x00000080, BX
+	DECQ         CX
+	JNZ          microPairAVX512R12_tailloop
+
+microPairAVX512R12_done:
+	MOVQ    c+24(FP), DI
+	MOVQ    ldc+32(FP), SI
+	SHLQ    $0x02, SI
+	VADDPS  (DI), Z4, Z4
+	VMOVUPS Z4, (DI)
+	VADDPS  64(DI), Z5, Z5
+	VMOVUPS Z5, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z6, Z6
+	VMOVUPS Z6, (DI)
+	VADDPS  64(DI), Z7, Z7
+	VMOVUPS Z7, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z8, Z8
+	VMOVUPS Z8, (DI)
+	VADDPS  64(DI), Z9, Z9
+	VMOVUPS Z9, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z10, Z10
+	VMOVUPS Z10, (DI)
+	VADDPS  64(DI), Z11, Z11
+	VMOVUPS Z11, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z12, Z12
+	VMOVUPS Z12, (DI)
+	VADDPS  64(DI), Z13, Z13
+	VMOVUPS Z13, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z14, Z14
+	VMOVUPS Z14, (DI)
+	VADDPS  64(DI), Z15, Z15
+	VMOVUPS Z15, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z16, Z16
+	VMOVUPS Z16, (DI)
+	VADDPS  64(DI), Z17, Z17
+	VMOVUPS Z17, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z18, Z18
+	VMOVUPS Z18, (DI)
+	VADDPS  64(DI), Z19, Z19
+	VMOVUPS Z19, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z20, Z20
+	VMOVUPS Z20, (DI)
+	VADDPS  64(DI), Z21, Z21
+	VMOVUPS Z21, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z22, Z22
+	VMOVUPS Z22, (DI)
+	VADDPS  64(DI), Z23, Z23
+	VMOVUPS Z23, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z24, Z24
+	VMOVUPS Z24, (DI)
+	VADDPS  64(DI), Z25, Z25
+	VMOVUPS Z25, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z26, Z26
+	VMOVUPS Z26, (DI)
+	VADDPS  64(DI), Z27, Z27
+	VMOVUPS Z27, 64(DI)
+	VZEROUPPER
+	RET
+
+// func microPairAVX512R13(kp int, a *uint32, b *uint16, c *float32, ldc int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·microPairAVX512R13(SB), NOSPLIT, $0-40
+	MOVQ   kp+0(FP), CX
+	MOVQ   a+8(FP), AX
+	MOVQ   b+16(FP), BX
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z28, Z28, Z28
+	VPXORD Z29, Z29, Z29
+	MOVQ   CX, R8
+	SHRQ   $0x02, R8
+	JZ     microPairAVX512R13_tail
+
+microPairAVX512R13_loop:
+	PREFETCHT0   1024(BX)
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 12(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 16(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 20(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 24(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 28(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 32(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VPBROADCASTD 36(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xf352
+	LONG         $0x4876e262
+	WORD         $0xfb52
+	VPBROADCASTD 40(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xc252
+	LONG         $0x48766262
+	WORD         $0xca52
+	VPBROADCASTD 44(AX), Z3
+	LONG         $0x487e6262
+	WORD         $0xd352
+	LONG         $0x48766262
+	WORD         $0xdb52
+	VPBROADCASTD 48(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xe252
+	LONG         $0x48766262
+	WORD         $0xea52
+	VMOVDQU32    128(BX), Z0
+	VMOVDQU32    192(BX), Z1
+	VPBROADCASTD 52(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 56(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 60(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 64(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 68(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 72(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 76(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 80(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 84(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VPBROADCASTD 88(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xf352
+	LONG         $0x4876e262
+	WORD         $0xfb52
+	VPBROADCASTD 92(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xc252
+	LONG         $0x48766262
+	WORD         $0xca52
+	VPBROADCASTD 96(AX), Z3
+	LONG         $0x487e6262
+	WORD         $0xd352
+	LONG         $0x48766262
+	WORD         $0xdb52
+	VPBROADCASTD 100(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xe252
+	LONG         $0x48766262
+	WORD         $0xea52
+	VMOVDQU32    256(BX), Z0
+	VMOVDQU32    320(BX), Z1
+	VPBROADCASTD 104(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 108(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 112(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 116(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 120(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 124(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 128(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 132(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 136(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VPBROADCASTD 140(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xf352
+	LONG         $0x4876e262
+	WORD         $0xfb52
+	VPBROADCASTD 144(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xc252
+	LONG         $0x48766262
+	WORD         $0xca52
+	VPBROADCASTD 148(AX), Z3
+	LONG         $0x487e6262
+	WORD         $0xd352
+	LONG         $0x48766262
+	WORD         $0xdb52
+	VPBROADCASTD 152(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xe252
+	LONG         $0x48766262
+	WORD         $0xea52
+	VMOVDQU32    384(BX), Z0
+	VMOVDQU32    448(BX), Z1
+	VPBROADCASTD 156(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 160(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 164(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 168(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 172(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 176(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 180(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 184(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 188(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VPBROADCASTD 192(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xf352
+	LONG         $0x4876e262
+	WORD         $0xfb52
+	VPBROADCASTD 196(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xc252
+	LONG         $0x48766262
+	WORD         $0xca52
+	VPBROADCASTD 200(AX), Z3
+	LONG         $0x487e6262
+	WORD         $0xd352
+	LONG         $0x48766262
+	WORD         $0xdb52
+	VPBROADCASTD 204(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xe252
+	LONG         $0x48766262
+	WORD         $0xea52
+	ADDQ         $0x000000d0, AX
+	ADDQ         $0x00000200, BX
+	DECQ         R8
+	JNZ          microPairAVX512R13_loop
+
+microPairAVX512R13_tail:
+	ANDQ $0x00000003, CX
+	JZ   microPairAVX512R13_done
+
+microPairAVX512R13_tailloop:
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 12(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 16(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 20(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 24(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 28(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 32(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VPBROADCASTD 36(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xf352
+	LONG         $0x4876e262
+	WORD         $0xfb52
+	VPBROADCASTD 40(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xc252
+	LONG         $0x48766262
+	WORD         $0xca52
+	VPBROADCASTD 44(AX), Z3
+	LONG         $0x487e6262
+	WORD         $0xd352
+	LONG         $0x48766262
+	WORD         $0xdb52
+	VPBROADCASTD 48(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xe252
+	LONG         $0x48766262
+	WORD         $0xea52
+	ADDQ         $0x00000034, AX
+	ADDQ         $0x00000080, BX
+	DECQ         CX
+	JNZ          microPairAVX512R13_tailloop
+
+microPairAVX512R13_done:
+	MOVQ    c+24(FP), DI
+	MOVQ    ldc+32(FP), SI
+	SHLQ    $0x02, SI
+	VADDPS  (DI), Z4, Z4
+	VMOVUPS Z4, (DI)
+	VADDPS  64(DI), Z5, Z5
+	VMOVUPS Z5, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z6, Z6
+	VMOVUPS Z6, (DI)
+	VADDPS  64(DI), Z7, Z7
+	VMOVUPS Z7, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z8, Z8
+	VMOVUPS Z8, (DI)
+	VADDPS  64(DI), Z9, Z9
+	VMOVUPS Z9, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z10, Z10
+	VMOVUPS Z10, (DI)
+	VADDPS  64(DI), Z11, Z11
+	VMOVUPS Z11, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z12, Z12
+	VMOVUPS Z12, (DI)
+	VADDPS  64(DI), Z13, Z13
+	VMOVUPS Z13, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z14, Z14
+	VMOVUPS Z14, (DI)
+	VADDPS  64(DI), Z15, Z15
+	VMOVUPS Z15, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z16, Z16
+	VMOVUPS Z16, (DI)
+	VADDPS  64(DI), Z17, Z17
+	VMOVUPS Z17, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z18, Z18
+	VMOVUPS Z18, (DI)
+	VADDPS  64(DI), Z19, Z19
+	VMOVUPS Z19, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z20, Z20
+	VMOVUPS Z20, (DI)
+	VADDPS  64(DI), Z21, Z21
+	VMOVUPS Z21, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z22, Z22
+	VMOVUPS Z22, (DI)
+	VADDPS  64(DI), Z23, Z23
+	VMOVUPS Z23, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z24, Z24
+	VMOVUPS Z24, (DI)
+	VADDPS  64(DI), Z25, Z25
+	VMOVUPS Z25, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z26, Z26
+	VMOVUPS Z26, (DI)
+	VADDPS  64(DI), Z27, Z27
+	VMOVUPS Z27, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z28, Z28
+	VMOVUPS Z28, (DI)
+	VADDPS  64(DI), Z29, Z29
+	VMOVUPS Z29, 64(DI)
+	VZEROUPPER
+	RET
+
+// func microPairAVX512R14(kp int, a *uint32, b *uint16, c *float32, ldc int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·microPairAVX512R14(SB), NOSPLIT, $0-40
+	MOVQ   kp+0(FP), CX
+	MOVQ   a+8(FP), AX
+	MOVQ   b+16(FP), BX
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z28, Z28, Z28
+	VPXORD Z29, Z29, Z29
+	VPXORD Z30, Z30, Z30
+	VPXORD Z31, Z31, Z31
+	MOVQ   CX, R8
+	SHRQ   $0x02, R8
+	JZ     microPairAVX512R14_tail
+
+microPairAVX512R14_loop:
+	PREFETCHT0   1024(BX)
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 12(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 16(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 20(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 24(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 28(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 32(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VPBROADCASTD 36(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xf352
+	LONG         $0x4876e262
+	WORD         $0xfb52
+	VPBROADCASTD 40(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xc252
+	LONG         $0x48766262
+	WORD         $0xca52
+	VPBROADCASTD 44(AX), Z3
+	LONG         $0x487e6262
+	WORD         $0xd352
+	LONG         $0x48766262
+	WORD         $0xdb52
+	VPBROADCASTD 48(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xe252
+	LONG         $0x48766262
+	WORD         $0xea52
+	VPBROADCASTD 52(AX), Z3
+	LONG         $0x487e6262
+	WORD         $0xf352
+	LONG         $0x48766262
+	WORD         $0xfb52
+	VMOVDQU32    128(BX), Z0
+	VMOVDQU32    192(BX), Z1
+	VPBROADCASTD 56(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 60(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 64(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 68(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 72(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 76(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 80(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 84(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 88(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VPBROADCASTD 92(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xf352
+	LONG         $0x4876e262
+	WORD         $0xfb52
+	VPBROADCASTD 96(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xc252
+	LONG         $0x48766262
+	WORD         $0xca52
+	VPBROADCASTD 100(AX), Z3
+	LONG         $0x487e6262
+	WORD         $0xd352
+	LONG         $0x48766262
+	WORD         $0xdb52
+	VPBROADCASTD 104(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xe252
+	LONG         $0x48766262
+	WORD         $0xea52
+	VPBROADCASTD 108(AX), Z3
+	LONG         $0x487e6262
+	WORD         $0xf352
+	LONG         $0x48766262
+	WORD         $0xfb52
+	VMOVDQU32    256(BX), Z0
+	VMOVDQU32    320(BX), Z1
+	VPBROADCASTD 112(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 116(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 120(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 124(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 128(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 132(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 136(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 140(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 144(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VPBROADCASTD 148(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xf352
+	LONG         $0x4876e262
+	WORD         $0xfb52
+	VPBROADCASTD 152(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xc252
+	LONG         $0x48766262
+	WORD         $0xca52
+	VPBROADCASTD 156(AX), Z3
+	LONG         $0x487e6262
+	WORD         $0xd352
+	LONG         $0x48766262
+	WORD         $0xdb52
+	VPBROADCASTD 160(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xe252
+	LONG         $0x48766262
+	WORD         $0xea52
+	VPBROADCASTD 164(AX), Z3
+	LONG         $0x487e6262
+	WORD         $0xf352
+	LONG         $0x48766262
+	WORD         $0xfb52
+	VMOVDQU32    384(BX), Z0
+	VMOVDQU32    448(BX), Z1
+	VPBROADCASTD 168(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 172(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 176(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 180(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 184(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 188(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 192(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 196(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 200(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VPBROADCASTD 204(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xf352
+	LONG         $0x4876e262
+	WORD         $0xfb52
+	VPBROADCASTD 208(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xc252
+	LONG         $0x48766262
+	WORD         $0xca52
+	VPBROADCASTD 212(AX), Z3
+	LONG         $0x487e6262
+	WORD         $0xd352
+	LONG         $0x48766262
+	WORD         $0xdb52
+	VPBROADCASTD 216(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xe252
+	LONG         $0x48766262
+	WORD         $0xea52
+	VPBROADCASTD 220(AX), Z3
+	LONG         $0x487e6262
+	WORD         $0xf352
+	LONG         $0x48766262
+	WORD         $0xfb52
+	ADDQ         $0x000000e0, AX
+	ADDQ         $0x00000200, BX
+	DECQ         R8
+	JNZ          microPairAVX512R14_loop
+
+microPairAVX512R14_tail:
+	ANDQ $0x00000003, CX
+	JZ   microPairAVX512R14_done
+
+microPairAVX512R14_tailloop:
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 12(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VPBROADCASTD 16(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xe252
+	LONG         $0x48767262
+	WORD         $0xea52
+	VPBROADCASTD 20(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xf352
+	LONG         $0x48767262
+	WORD         $0xfb52
+	VPBROADCASTD 24(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xc252
+	LONG         $0x4876e262
+	WORD         $0xca52
+	VPBROADCASTD 28(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xd352
+	LONG         $0x4876e262
+	WORD         $0xdb52
+	VPBROADCASTD 32(AX), Z2
+	LONG         $0x487ee262
+	WORD         $0xe252
+	LONG         $0x4876e262
+	WORD         $0xea52
+	VPBROADCASTD 36(AX), Z3
+	LONG         $0x487ee262
+	WORD         $0xf352
+	LONG         $0x4876e262
+	WORD         $0xfb52
+	VPBROADCASTD 40(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xc252
+	LONG         $0x48766262
+	WORD         $0xca52
+	VPBROADCASTD 44(AX), Z3
+	LONG         $0x487e6262
+	WORD         $0xd352
+	LONG         $0x48766262
+	WORD         $0xdb52
+	VPBROADCASTD 48(AX), Z2
+	LONG         $0x487e6262
+	WORD         $0xe252
+	LONG         $0x48766262
+	WORD         $0xea52
+	VPBROADCASTD 52(AX), Z3
+	LONG         $0x487e6262
+	WORD         $0xf352
+	LONG         $0x48766262
+	WORD         $0xfb52
+	ADDQ         $0x00000038, AX
+	ADDQ         $0x00000080, BX
+	DECQ         CX
+	JNZ          microPairAVX512R14_tailloop
+
+microPairAVX512R14_done:
+	MOVQ    c+24(FP), DI
+	MOVQ    ldc+32(FP), SI
+	SHLQ    $0x02, SI
+	VADDPS  (DI), Z4, Z4
+	VMOVUPS Z4, (DI)
+	VADDPS  64(DI), Z5, Z5
+	VMOVUPS Z5, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z6, Z6
+	VMOVUPS Z6, (DI)
+	VADDPS  64(DI), Z7, Z7
+	VMOVUPS Z7, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z8, Z8
+	VMOVUPS Z8, (DI)
+	VADDPS  64(DI), Z9, Z9
+	VMOVUPS Z9, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z10, Z10
+	VMOVUPS Z10, (DI)
+	VADDPS  64(DI), Z11, Z11
+	VMOVUPS Z11, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z12, Z12
+	VMOVUPS Z12, (DI)
+	VADDPS  64(DI), Z13, Z13
+	VMOVUPS Z13, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z14, Z14
+	VMOVUPS Z14, (DI)
+	VADDPS  64(DI), Z15, Z15
+	VMOVUPS Z15, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z16, Z16
+	VMOVUPS Z16, (DI)
+	VADDPS  64(DI), Z17, Z17
+	VMOVUPS Z17, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z18, Z18
+	VMOVUPS Z18, (DI)
+	VADDPS  64(DI), Z19, Z19
+	VMOVUPS Z19, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z20, Z20
+	VMOVUPS Z20, (DI)
+	VADDPS  64(DI), Z21, Z21
+	VMOVUPS Z21, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z22, Z22
+	VMOVUPS Z22, (DI)
+	VADDPS  64(DI), Z23, Z23
+	VMOVUPS Z23, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z24, Z24
+	VMOVUPS Z24, (DI)
+	VADDPS  64(DI), Z25, Z25
+	VMOVUPS Z25, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z26, Z26
+	VMOVUPS Z26, (DI)
+	VADDPS  64(DI), Z27, Z27
+	VMOVUPS Z27, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z28, Z28
+	VMOVUPS Z28, (DI)
+	VADDPS  64(DI), Z29, Z29
+	VMOVUPS Z29, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z30, Z30
+	VMOVUPS Z30, (DI)
+	VADDPS  64(DI), Z31, Z31
+	VMOVUPS Z31, 64(DI)
+	VZEROUPPER
+	RET
+
 // func packAAVX2(kc int, src *float32, lda int, dst *float32, alpha float32)
 // Requires: AVX
 TEXT ·packAAVX2(SB), NOSPLIT, $0-36

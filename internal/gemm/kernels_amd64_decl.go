@@ -41,6 +41,8 @@ var avx512PackT = [3]packTFn{packTAVX512F32, packTAVX512BF16, packTAVX512F16}
 
 var avx2PackT = [3]packTFn{packTAVX2F32, packTAVX2BF16, packTAVX2F16}
 
+var avx512PairMicro = []pairFn{microPairAVX512R1, microPairAVX512R2, microPairAVX512R3, microPairAVX512R4, microPairAVX512R5, microPairAVX512R6, microPairAVX512R7, microPairAVX512R8, microPairAVX512R9, microPairAVX512R10, microPairAVX512R11, microPairAVX512R12, microPairAVX512R13, microPairAVX512R14}
+
 //go:noescape
 func microAVX512F32R1(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
 
@@ -319,6 +321,48 @@ func packTAVX2BF16(kc int, src unsafe.Pointer, lds int, dst *float32)
 
 //go:noescape
 func packTAVX2F16(kc int, src unsafe.Pointer, lds int, dst *float32)
+
+//go:noescape
+func microPairAVX512R1(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microPairAVX512R2(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microPairAVX512R3(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microPairAVX512R4(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microPairAVX512R5(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microPairAVX512R6(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microPairAVX512R7(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microPairAVX512R8(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microPairAVX512R9(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microPairAVX512R10(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microPairAVX512R11(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microPairAVX512R12(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microPairAVX512R13(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microPairAVX512R14(kp int, a *uint32, b *uint16, c *float32, ldc int)
 
 //go:noescape
 func packAAVX2(kc int, src *float32, lda int, dst *float32, alpha float32)

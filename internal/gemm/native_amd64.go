@@ -29,6 +29,16 @@ func registerNative() {
 			im.dot[kind] = avx512Dot[kind]
 			im.packT[kind] = packTWhole(avx512PackT[kind], elemKind(kind), 16)
 		}
+		if cpu.X86.HasAVX512BF16 {
+			im.pair = avx512PairMicro
+		}
+		if amxAvailable() {
+			// The same kernels, with pair-packed (bf16) products on AMX tiles.
+			amx := *im
+			amx.name = "amx"
+			amx.amx = true
+			register(&amx)
+		}
 		register(im)
 	}
 	if hasAVX2 && hasF16C && cpu.X86.HasAVX {

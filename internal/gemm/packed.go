@@ -26,7 +26,7 @@ func (pb *PackedB) K() int { return pb.k }
 // Half returns the 16-bit format of the packed data, or 0 for f32.
 func (pb *PackedB) Half() Half {
 	switch pb.kind {
-	case kindBF16:
+	case kindBF16, kindBF16Pair:
 		return BF16
 	case kindF16:
 		return F16
@@ -100,7 +100,8 @@ func packWhole[E float32 | uint16](dst, b []E, transB bool, n, k, ldb int, packT
 	}
 }
 
-// GemmPacked computes C = alpha*op(A)*B + beta*C with B prepacked by PackB or PackHalfB:
+// GemmPacked computes C = alpha*op(A)*B + beta*C with B prepacked by PackB, PackHalfB or
+// PackBF16Pairs (bf16 arithmetic: A is rounded to bf16):
 // op(A) is m×pb.K(), C is m×pb.N() with leading dimension ldc.
 func GemmPacked(transA bool, m int, alpha float32, a []float32, lda int, pb *PackedB,
 	beta float32, c []float32, ldc int) {

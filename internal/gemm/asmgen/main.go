@@ -13,7 +13,8 @@
 //     AVX-512 nr = 32 (two ZMM per row, MR = 14), AVX2 nr = 16 (two YMM, MR = 6);
 //   - dot kernels out[i][j] = x_i·w_j for up to dotMR rows of x and 4 rows of W, for
 //     y = x·Wᵀ with few rows (decode), k a multiple of the vector width;
-//   - transposing B packs (32 rows of W → a kc×32 panel) and bf16/f16 ↔ f32 conversions.
+//   - transposing B packs (32 rows of W → a kc×32 panel) and bf16/f16 ↔ f32 conversions;
+//   - bf16 pair micro-kernels (AVX512_BF16, bf16.go): C[rows×32] += Ap·B in bf16 arithmetic.
 package main
 
 import (
@@ -115,7 +116,8 @@ func main() {
 		packTAVX2(name, kind)
 		fmt.Fprintf(&tables, "%s, ", name)
 	}
-	tables.WriteString("}\n")
+	tables.WriteString("}\n\n")
+	tables.WriteString(pairKernels())
 	packAAVX2("packAAVX2")
 	packAAVX512("packAAVX512", avx512MR)
 	packAAVX512("packA16AVX512", 16)

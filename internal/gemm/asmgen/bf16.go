@@ -1,0 +1,111 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	"github.com/mmcloughlin/avo/ir"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// bf16 pair kernels (AVX512_BF16): C[rows×32] += Ap·B in bf16 arithmetic with f32
+// accumulation, one VDPBF16PS per 16 outputs and two depth steps. Ap holds, per depth pair,
+// one 32-bit word per row: the row's two bf16 values (even depth in the low half); B holds,
+// per depth pair, 32 such words (one per column, 128 bytes). Go's assembler does not know
+// the AVX512_BF16 instructions, so VDPBF16PS is emitted as its EVEX bytes.
+
+const pairSig = "(kp int, a *uint32, b *uint16, c *float32, ldc int)"
+const pairSigAvo = "func(kp int, a *uint32, b *uint16, c *float32, ldc int)"
+
+// vdpbf16ps emits VDPBF16PS zmm(src2), zmm(src1), zmm(dst): dst[i] += src1.bf16[2i+1]·
+// src2.bf16[2i+1] + src1.bf16[2i]·src2.bf16[2i] (register form, EVEX.512.F3.0F38.W0 52 /r).
+func vdpbf16ps(dst, src1, src2 int) {
+	p0 := (^dst>>3&1)<<7 | (^src2>>4&1)<<6 | (^src2>>3&1)<<5 | (^dst>>4&1)<<4 | 0b010
+	p1 := (^src1&0xF)<<3 | 1<<2 | 0b10
+	p2 := 0b10<<5 | (^src1>>4&1)<<3
+	modrm := 0xC0 | (dst&7)<<3 | src2&7
+	// Six bytes as a little-endian LONG and WORD.
+	Instruction(&ir.Instruction{Opcode: "LONG", Operands: []Op{U32(uint32(0x62 | p0<<8 | p1<<16 | p2<<24))}})
+	Instruction(&ir.Instruction{Opcode: "WORD", Operands: []Op{U16(uint16(0x52 | modrm<<8))}})
+}
+
+// microPairAVX512 generates C[rows×32] += Ap·B over kp depth pairs. Accumulators Z4..Z31
+// (two per row), B in Z0/Z1, the broadcast A pair in Z2/Z3.
+func microPairAVX512(name string, rows int) {
+	TEXT(name, NOSPLIT, pairSigAvo)
+	declare(name, pairSig, "")
+	kp := Load(Param("kp"), RCX)
+	a := Load(Param("a"), RAX)
+	b := Load(Param("b"), RBX)
+	acc := func(i, h int) int { return 4 + i*2 + h }
+	for i := 0; i < rows; i++ {
+		for h := 0; h < 2; h++ {
+			z := zreg(acc(i, h))
+			VPXORD(z, z, z)
+		}
+	}
+	step := func(aOff, bOff int) {
+		VMOVDQU32(Mem{Base: b, Disp: bOff}, Z0)
+		VMOVDQU32(Mem{Base: b, Disp: bOff + 64}, Z1)
+		for i := 0; i < rows; i++ {
+			t := 2 + i%2
+			VPBROADCASTD(Mem{Base: a, Disp: aOff + 4*i}, zreg(t))
+			vdpbf16ps(acc(i, 0), 0, t)
+			vdpbf16ps(acc(i, 1), 1, t)
+		}
+	}
+	const unroll = 4
+	aStep := 4 * rows
+	cnt := R8
+	MOVQ(kp, cnt)
+	SHRQ(U8(2), cnt)
+	JZ(LabelRef(name + "_tail"))
+	Label(name + "_loop")
+	PREFETCHT0(Mem{Base: b, Disp: 128 * unroll * 2})
+	for u := 0; u < unroll; u++ {
+		step(aStep*u, 128*u)
+	}
+	ADDQ(U32(aStep*unroll), a)
+	ADDQ(U32(128*unroll), b)
+	DECQ(cnt)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_tail")
+	ANDQ(U32(unroll-1), kp)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_tailloop")
+	step(0, 0)
+	ADDQ(U32(aStep), a)
+	ADDQ(U32(128), b)
+	DECQ(kp)
+	JNZ(LabelRef(name + "_tailloop"))
+	Label(name + "_done")
+	c := Load(Param("c"), RDI)
+	ldc := Load(Param("ldc"), RSI)
+	SHLQ(U8(2), ldc)
+	for i := 0; i < rows; i++ {
+		for h := 0; h < 2; h++ {
+			m := Mem{Base: c, Disp: 64 * h}
+			z := zreg(acc(i, h))
+			VADDPS(m, z, z)
+			VMOVUPS(z, m)
+		}
+		if i+1 < rows {
+			ADDQ(ldc, c)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// pairKernels generates the bf16 pair micro-kernels for 1..avx512MR rows and returns the Go
+// table of them.
+func pairKernels() string {
+	s := "var avx512PairMicro = []pairFn{"
+	for rows := 1; rows <= avx512MR; rows++ {
+		name := fmt.Sprintf("microPairAVX512R%d", rows)
+		microPairAVX512(name, rows)
+		s += name + ", "
+	}
+	return s + "}\n"
+}

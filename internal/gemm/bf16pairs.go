@@ -1,0 +1,319 @@
+package gemm
+
+import (
+	"math"
+	"unsafe"
+)
+
+// bf16 arithmetic. A PackedB made by PackBF16Pairs multiplies in bf16 with f32 accumulation,
+// as PyTorch and oneDNN do for bf16 models: A is rounded to bf16 (to nearest, ties to even)
+// while it is packed, and each pair of depth steps is one VDPBF16PS on CPUs with
+// AVX512_BF16 (twice the multiply-adds of an f32 FMA per instruction). Elsewhere a pure-Go
+// kernel computes the same sums in the same order: the two products of a pair are exact in
+// f32, added odd first, then even, as the instruction does (it also flushes subnormal inputs
+// and results to zero, which the Go kernel does not).
+
+// kindBF16Pair marks a PackedB in the pair layout: per panel of panelW columns and per depth
+// pair q, panelW 32-bit words, word j holding (B[2q][j], B[2q+1][j]) as bf16 (even depth in
+// the low half); an odd k is padded with a zero depth step, and the depth pairs of a panel
+// are padded with zeros to a multiple of 16 (an AMX tile's depth).
+const kindBF16Pair elemKind = 3
+
+// pairStride is the number of depth pairs a packed panel holds for depth k.
+func pairStride(k int) int { return ((k+1)/2 + 15) / 16 * 16 }
+
+// pairFn computes C[rows×panelW] += Ap·B over kp depth pairs: Ap holds rows words per depth
+// pair (a row's two bf16 values, even depth low), B panelW words per depth pair; ldc in
+// elements. rows is fixed per function.
+type pairFn func(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+// PackBF16Pairs packs op(B) (k×n; B stored n×k when transB, the HF weight layout for
+// y = x·Wᵀ), given as bf16 bit patterns, for GemmPacked with bf16 arithmetic (see above).
+// The packed operand takes the memory of B (plus padding of n to a multiple of 32 and of k
+// to an even number).
+func PackBF16Pairs(transB bool, n, k int, b []uint16, ldb int) *PackedB {
+	checkPackArgs("PackBF16Pairs", transB, n, k, len(b), ldb)
+	kp := pairStride(k)
+	panels := (n + panelW - 1) / panelW
+	pb := &PackedB{n: n, k: k, kind: kindBF16Pair, u16: make([]uint16, panels*kp*2*panelW)}
+	if n == 0 || k == 0 {
+		return pb
+	}
+	words := unsafe.Slice((*uint32)(unsafe.Pointer(&pb.u16[0])), len(pb.u16)/2)
+	for q := 0; q < panels; q++ {
+		panel := words[q*kp*panelW : (q+1)*kp*panelW]
+		for jj := 0; jj < min(panelW, n-q*panelW); jj++ {
+			j := q*panelW + jj
+			for p := 0; p < k; p += 2 {
+				var lo, hi uint16
+				if transB {
+					lo = b[j*ldb+p]
+					if p+1 < k {
+						hi = b[j*ldb+p+1]
+					}
+				} else {
+					lo = b[p*ldb+j]
+					if p+1 < k {
+						hi = b[(p+1)*ldb+j]
+					}
+				}
+				panel[p/2*panelW+jj] = uint32(lo) | uint32(hi)<<16
+			}
+		}
+	}
+	return pb
+}
+
+// pairKernels returns the implementation's bf16 pair micro-kernels (index rows-1), the
+// pure-Go ones when it has none.
+func pairKernels(im *impl) []pairFn {
+	if im.pair != nil {
+		return im.pair
+	}
+	return genericPair
+}
+
+// runPairs is GemmPacked for a pair-packed B: tasks split rows and column panels as
+// runPacked does; each task packs its A rows to bf16 pairs per depth block.
+func runPairs(im *impl, p *problem, nt int) {
+	kern := pairKernels(im)
+	mr := len(kern)
+	pb := p.packed
+	m, n, k := p.m, p.n, p.k
+	kpAll, kpS := (k+1)/2, pairStride(k)
+	panels := (n + panelW - 1) / panelW
+	mc := max(mcBlock/mr, 1) * mr
+	kcp := kcBlock / 2 // depth pairs per block
+	tm, tn := grid(m, panels, mr, mc, nt)
+	words := unsafe.Pointer(&pb.u16[0])
+	parallel(tm*tn, nt, func(t int) {
+		i0, i1 := split(m, tm, t/tn, mr)
+		q0, q1 := split(panels, tn, t%tn, 1)
+		if i0 >= i1 || q0 >= q1 {
+			return
+		}
+		scaleC(p, i0, i1, q0*panelW, min(q1*panelW, n))
+		if k == 0 {
+			return
+		}
+		buf := bufPool.Get().(*floatBuf)
+		defer bufPool.Put(buf)
+		fs := buf.aligned(min(mc, i1-i0) * min(kcp, kpAll))
+		ap := unsafe.Slice((*uint32)(unsafe.Pointer(&fs[0])), len(fs))
+		for pq := 0; pq < kpAll; pq += kcp {
+			kp := min(kcp, kpAll-pq)
+			for ic := i0; ic < i1; ic += mc {
+				mcc := min(mc, i1-ic)
+				packAPairs(ap, p, ic, mcc, 2*pq, kp, mr)
+				for q := q0; q < q1; q++ {
+					bp := (*uint16)(unsafe.Add(words, uintptr((q*kpS+pq)*panelW)*4))
+					cols := min(panelW, n-q*panelW)
+					for ir := 0; ir < mcc; ir += mr {
+						rows := min(mr, mcc-ir)
+						a := &ap[ir*kp]
+						c := p.c[(ic+ir)*p.ldc+q*panelW:]
+						if cols == panelW {
+							kern[rows-1](kp, a, bp, &c[0], p.ldc)
+							continue
+						}
+						tt := buf.tile[:rows*panelW]
+						clear(tt)
+						kern[rows-1](kp, a, bp, &tt[0], panelW)
+						for i := 0; i < rows; i++ {
+							crow := c[i*p.ldc : i*p.ldc+cols]
+							for j := range crow {
+								crow[j] += tt[i*panelW+j]
+							}
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// packAPairs packs rows [i0,i0+mc) and depth [p0,p0+2kp) of op(A), scaled by alpha and
+// rounded to bf16, into dst as panels of mr rows (the last one of the rows left), panel
+// ip/mr at dst[ip*kp:], word q*rows+i holding depths p0+2q (low) and p0+2q+1 (high) of row
+// i; depths past k are zero.
+func packAPairs(dst []uint32, p *problem, i0, mc, p0, kp, mr int) {
+	k, alpha := p.k, p.alpha
+	at := func(i, d int) float32 {
+		if d >= k {
+			return 0
+		}
+		if p.transA {
+			return alpha * p.a[d*p.lda+i]
+		}
+		return alpha * p.a[i*p.lda+d]
+	}
+	for ip := 0; ip < mc; ip += mr {
+		rows := min(mr, mc-ip)
+		panel := dst[ip*kp : ip*kp+rows*kp]
+		for r := 0; r < rows; r++ {
+			i := i0 + ip + r
+			if !p.transA && p0+2*kp <= k {
+				src := p.a[i*p.lda+p0 : i*p.lda+p0+2*kp]
+				for q := 0; q < kp; q++ {
+					panel[q*rows+r] = uint32(roundBF16(alpha*src[2*q])) | uint32(roundBF16(alpha*src[2*q+1]))<<16
+				}
+				continue
+			}
+			for q := 0; q < kp; q++ {
+				panel[q*rows+r] = uint32(roundBF16(at(i, p0+2*q))) | uint32(roundBF16(at(i, p0+2*q+1)))<<16
+			}
+		}
+	}
+}
+
+// roundBF16 is Float32ToBF16 without the NaN case (a NaN input still gives a NaN or ±Inf
+// pattern, which propagates as it would in f32).
+func roundBF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	b += 0x7fff + (b>>16)&1
+	return uint16(b >> 16)
+}
+
+// genericPair holds the pure-Go pair kernels for 1..14 rows.
+var genericPair = func() []pairFn {
+	fns := make([]pairFn, 14)
+	for r := range fns {
+		rows := r + 1
+		fns[r] = func(kp int, a *uint32, b *uint16, c *float32, ldc int) { pairGo(rows, kp, a, b, c, ldc) }
+	}
+	return fns
+}()
+
+func pairGo(rows, kp int, a *uint32, b *uint16, c *float32, ldc int) {
+	if kp == 0 {
+		return
+	}
+	as := unsafe.Slice(a, kp*rows)
+	bs := unsafe.Slice((*uint32)(unsafe.Pointer(b)), kp*panelW)
+	cs := unsafe.Slice(c, (rows-1)*ldc+panelW)
+	var acc [panelW]float32
+	for i := 0; i < rows; i++ {
+		clear(acc[:])
+		for q := 0; q < kp; q++ {
+			aw := as[q*rows+i]
+			alo, ahi := math.Float32frombits(aw<<16), math.Float32frombits(aw&0xffff0000)
+			for j, w := range bs[q*panelW : q*panelW+panelW] {
+				s := acc[j] + ahi*math.Float32frombits(w&0xffff0000)
+				acc[j] = s + alo*math.Float32frombits(w<<16)
+			}
+		}
+		row := cs[i*ldc : i*ldc+panelW]
+		for j := range row {
+			row[j] += acc[j]
+		}
+	}
+}
+
+// amxConfig is the AMX tile configuration of amxBlock: palette 1, tiles 0..7 of 16 rows of
+// 64 bytes (C: 16×16 f32; A: 16 rows × 16 pairs; B: 16 pairs × 16 columns).
+var amxConfig = func() (cfg [64]byte) {
+	cfg[0] = 1
+	for t := 0; t < 8; t++ {
+		cfg[16+2*t] = 64
+		cfg[48+t] = 16
+	}
+	return
+}()
+
+// amxRows is the row block of amxBlock; amxDepth the depth pairs of one A block.
+const (
+	amxRows  = 32
+	amxDepth = 128
+)
+
+// runAMX is GemmPacked for a pair-packed B on AMX: tasks split rows (blocks of 32) and column
+// panels; per depth block of 128 pairs each task packs 32 rows of A (rows past m zero) and
+// calls amxBlock once over its full panels, and per edge panel (or edge rows) into a tile of
+// its own.
+func runAMX(p *problem, nt int) {
+	pb := p.packed
+	m, n, k := p.m, p.n, p.k
+	kpS := pairStride(k)
+	panels := (n + panelW - 1) / panelW
+	tm, tn := grid(m, panels, amxRows, 4*amxRows, nt)
+	words := unsafe.Pointer(&pb.u16[0])
+	bAt := func(q, pq int) *uint16 { return (*uint16)(unsafe.Add(words, uintptr((q*kpS+pq)*panelW)*4)) }
+	parallel(tm*tn, nt, func(t int) {
+		i0, i1 := split(m, tm, t/tn, amxRows)
+		q0, q1 := split(panels, tn, t%tn, 1)
+		if i0 >= i1 || q0 >= q1 {
+			return
+		}
+		scaleC(p, i0, i1, q0*panelW, min(q1*panelW, n))
+		if k == 0 {
+			return
+		}
+		buf := bufPool.Get().(*floatBuf)
+		defer bufPool.Put(buf)
+		fs := buf.aligned(amxRows*amxDepth + amxRows*panelW)
+		ap := unsafe.Slice((*uint32)(unsafe.Pointer(&fs[0])), amxRows*amxDepth)
+		ct := fs[amxRows*amxDepth:]
+		qFull := min(q1, n/panelW) // panels [q0, qFull) have all their columns
+		for pq := 0; pq < kpS; pq += amxDepth {
+			kp := min(amxDepth, kpS-pq)
+			for ir := i0; ir < i1; ir += amxRows {
+				rows := min(amxRows, i1-ir)
+				packAAMX(ap, p, ir, rows, 2*pq, kp)
+				qe := q0
+				if rows == amxRows && qFull > q0 {
+					amxBlock(kp/16, &ap[0], kp*4, bAt(q0, pq), kpS*panelW*4, qFull-q0, &p.c[ir*p.ldc+q0*panelW], p.ldc, &amxConfig[0])
+					qe = qFull
+				}
+				for q := qe; q < q1; q++ {
+					clear(ct)
+					amxBlock(kp/16, &ap[0], kp*4, bAt(q, pq), 0, 1, &ct[0], panelW, &amxConfig[0])
+					cols := min(panelW, n-q*panelW)
+					for i := 0; i < rows; i++ {
+						crow := p.c[(ir+i)*p.ldc+q*panelW:][:cols]
+						for j := range crow {
+							crow[j] += ct[i*panelW+j]
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// packAAMX packs rows [i0,i0+rows) of op(A), depth pairs [p0/2, p0/2+kp), scaled by alpha and
+// rounded to bf16, into dst as 32 rows of kp words (row r at dst[r*kp:]); rows past rows and
+// depths past k are zero.
+func packAAMX(dst []uint32, p *problem, i0, rows, p0, kp int) {
+	k, alpha := p.k, p.alpha
+	for r := 0; r < amxRows; r++ {
+		row := dst[r*kp : r*kp+kp]
+		if r >= rows {
+			clear(row)
+			continue
+		}
+		i := i0 + r
+		full := min(kp, max(0, (k-p0)/2)) // pairs with both depths inside k
+		if !p.transA {
+			src := p.a[i*p.lda+p0:]
+			for q := 0; q < full; q++ {
+				row[q] = uint32(roundBF16(alpha*src[2*q])) | uint32(roundBF16(alpha*src[2*q+1]))<<16
+			}
+		} else {
+			for q := 0; q < full; q++ {
+				d := p0 + 2*q
+				row[q] = uint32(roundBF16(alpha*p.a[d*p.lda+i])) | uint32(roundBF16(alpha*p.a[(d+1)*p.lda+i]))<<16
+			}
+		}
+		for q := full; q < kp; q++ {
+			var lo float32
+			if d := p0 + 2*q; d < k {
+				if p.transA {
+					lo = p.a[d*p.lda+i]
+				} else {
+					lo = p.a[i*p.lda+d]
+				}
+			}
+			row[q] = uint32(roundBF16(alpha * lo)) // its odd depth is past k
+		}
+	}
+}
