@@ -42,22 +42,31 @@ func PackBF16Pairs(transB bool, n, k int, b []uint16, ldb int) *PackedB {
 	words := unsafe.Slice((*uint32)(unsafe.Pointer(&pb.u16[0])), len(pb.u16)/2)
 	for q := 0; q < panels; q++ {
 		panel := words[q*kp*panelW : (q+1)*kp*panelW]
-		for jj := 0; jj < min(panelW, n-q*panelW); jj++ {
-			j := q*panelW + jj
-			for p := 0; p < k; p += 2 {
-				var lo, hi uint16
-				if transB {
-					lo = b[j*ldb+p]
-					if p+1 < k {
-						hi = b[j*ldb+p+1]
-					}
-				} else {
-					lo = b[p*ldb+j]
-					if p+1 < k {
-						hi = b[(p+1)*ldb+j]
-					}
+		j0, w := q*panelW, min(panelW, n-q*panelW)
+		if transB { // rows of B are columns of op(B): each pair is adjacent in a row
+			for jj := 0; jj < w; jj++ {
+				row := b[(j0+jj)*ldb : (j0+jj)*ldb+k]
+				for p := 0; p+1 < k; p += 2 {
+					panel[p/2*panelW+jj] = uint32(row[p]) | uint32(row[p+1])<<16
 				}
-				panel[p/2*panelW+jj] = uint32(lo) | uint32(hi)<<16
+				if k%2 == 1 {
+					panel[k/2*panelW+jj] = uint32(row[k-1])
+				}
+			}
+			continue
+		}
+		for p := 0; p < k; p += 2 { // two rows of B at a time, read along the row
+			lo := b[p*ldb+j0 : p*ldb+j0+w]
+			d := panel[p/2*panelW : p/2*panelW+w]
+			if p+1 < k {
+				hi := b[(p+1)*ldb+j0 : (p+1)*ldb+j0+w]
+				for jj := range d {
+					d[jj] = uint32(lo[jj]) | uint32(hi[jj])<<16
+				}
+			} else {
+				for jj := range d {
+					d[jj] = uint32(lo[jj])
+				}
 			}
 		}
 	}
@@ -230,7 +239,7 @@ const (
 // panels; per depth block of 128 pairs each task packs 32 rows of A (rows past m zero) and
 // calls amxBlock once over its full panels, and per edge panel (or edge rows) into a tile of
 // its own.
-func runAMX(p *problem, nt int) {
+func runAMX(im *impl, p *problem, nt int) {
 	pb := p.packed
 	m, n, k := p.m, p.n, p.k
 	kpS := pairStride(k)
@@ -258,7 +267,7 @@ func runAMX(p *problem, nt int) {
 			kp := min(amxDepth, kpS-pq)
 			for ir := i0; ir < i1; ir += amxRows {
 				rows := min(amxRows, i1-ir)
-				packAAMX(ap, p, ir, rows, 2*pq, kp)
+				packAAMX(im, ap, p, ir, rows, 2*pq, kp)
 				qe := q0
 				if rows == amxRows && qFull > q0 {
 					amxBlock(kp/16, &ap[0], kp*4, bAt(q0, pq), kpS*panelW*4, qFull-q0, &p.c[ir*p.ldc+q0*panelW], p.ldc, &amxConfig[0])
@@ -283,7 +292,7 @@ func runAMX(p *problem, nt int) {
 // packAAMX packs rows [i0,i0+rows) of op(A), depth pairs [p0/2, p0/2+kp), scaled by alpha and
 // rounded to bf16, into dst as 32 rows of kp words (row r at dst[r*kp:]); rows past rows and
 // depths past k are zero.
-func packAAMX(dst []uint32, p *problem, i0, rows, p0, kp int) {
+func packAAMX(im *impl, dst []uint32, p *problem, i0, rows, p0, kp int) {
 	k, alpha := p.k, p.alpha
 	for r := 0; r < amxRows; r++ {
 		row := dst[r*kp : r*kp+kp]
@@ -295,7 +304,12 @@ func packAAMX(dst []uint32, p *problem, i0, rows, p0, kp int) {
 		full := min(kp, max(0, (k-p0)/2)) // pairs with both depths inside k
 		if !p.transA {
 			src := p.a[i*p.lda+p0:]
-			for q := 0; q < full; q++ {
+			done := 0
+			if im.packRow != nil && full >= 16 {
+				done = full &^ 15
+				im.packRow(done, &src[0], &row[0], alpha)
+			}
+			for q := done; q < full; q++ {
 				row[q] = uint32(roundBF16(alpha*src[2*q])) | uint32(roundBF16(alpha*src[2*q+1]))<<16
 			}
 		} else {
@@ -317,3 +331,7 @@ func packAAMX(dst []uint32, p *problem, i0, rows, p0, kp int) {
 		}
 	}
 }
+
+// FastBF16 reports whether products with a pair-packed B run on hardware that multiplies
+// bf16 faster than f32 (AMX) in the implementation in use.
+func FastBF16() bool { return current.Load().amx }

@@ -176,3 +176,31 @@ func BenchmarkGEMMBF16Pairs(b *testing.B) {
 		}
 	}
 }
+
+// TestPackRowMatchesGo: the vectorised bf16 row pack rounds as roundBF16 does (to nearest,
+// ties to even) on normal values, ties included.
+func TestPackRowMatchesGo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	for _, name := range Impls() {
+		im := implByName(t, name)
+		if im.packRow == nil {
+			continue
+		}
+		const n = 48
+		src := make([]float32, 2*n)
+		for i := range src {
+			src[i] = float32(rng.NormFloat64() * 100)
+			if i%7 == 0 { // an exact tie between two bf16 values
+				src[i] = math.Float32frombits(math.Float32bits(src[i])&0xffff0000 | 0x8000)
+			}
+		}
+		dst := make([]uint32, n)
+		im.packRow(n, &src[0], &dst[0], 0.5)
+		for q := range dst {
+			want := uint32(roundBF16(0.5*src[2*q])) | uint32(roundBF16(0.5*src[2*q+1]))<<16
+			if dst[q] != want {
+				t.Fatalf("%s: pair %d = %#x, want %#x", name, q, dst[q], want)
+			}
+		}
+	}
+}

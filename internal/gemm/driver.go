@@ -68,7 +68,7 @@ func run(p *problem) {
 	}
 	switch {
 	case p.packed != nil && p.packed.kind == kindBF16Pair && im.amx:
-		runAMX(p, nt)
+		runAMX(im, p, nt)
 	case p.packed != nil && p.packed.kind == kindBF16Pair:
 		runPairs(im, p, nt)
 	case p.packed != nil:

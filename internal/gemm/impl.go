@@ -69,6 +69,9 @@ type impl struct {
 	// optional bf16 pair micro-kernels for 1..len rows (see bf16pairs.go); nil: pure Go.
 	pair []pairFn
 	amx  bool // pair-packed products run on AMX tiles (runAMX)
+	// optional: dst[q] = bf16(alpha·src[2q]) | bf16(alpha·src[2q+1])<<16 for q < n (n a
+	// multiple of 16), rounding to nearest even (subnormals flushed)
+	packRow func(n int, src *float32, dst *uint32, alpha float32)
 }
 
 var (

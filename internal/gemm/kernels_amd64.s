@@ -19866,6 +19866,32 @@ microPairAVX512R14_done:
 	VZEROUPPER
 	RET
 
+// func packRowBF16AVX512(n int, src *float32, dst *uint32, alpha float32)
+// Requires: AVX, AVX512F, SSE
+TEXT ·packRowBF16AVX512(SB), NOSPLIT, $0-28
+	MOVQ         n+0(FP), CX
+	MOVQ         src+8(FP), SI
+	MOVQ         dst+16(FP), DI
+	MOVSS        alpha+24(FP), X3
+	VBROADCASTSS X3, Z3
+	SHRQ         $0x04, CX
+	JZ           packRowBF16AVX512_done
+
+packRowBF16AVX512_loop:
+	VMULPS    (SI), Z3, Z0
+	VMULPS    64(SI), Z3, Z1
+	LONG      $0x4877f262
+	WORD      $0xd072
+	VMOVDQU32 Z2, (DI)
+	ADDQ      $0x00000080, SI
+	ADDQ      $0x00000040, DI
+	DECQ      CX
+	JNZ       packRowBF16AVX512_loop
+
+packRowBF16AVX512_done:
+	VZEROUPPER
+	RET
+
 // func packAAVX2(kc int, src *float32, lda int, dst *float32, alpha float32)
 // Requires: AVX
 TEXT ·packAAVX2(SB), NOSPLIT, $0-36

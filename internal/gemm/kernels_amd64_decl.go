@@ -365,6 +365,9 @@ func microPairAVX512R13(kp int, a *uint32, b *uint16, c *float32, ldc int)
 func microPairAVX512R14(kp int, a *uint32, b *uint16, c *float32, ldc int)
 
 //go:noescape
+func packRowBF16AVX512(n int, src *float32, dst *uint32, alpha float32)
+
+//go:noescape
 func packAAVX2(kc int, src *float32, lda int, dst *float32, alpha float32)
 
 //go:noescape

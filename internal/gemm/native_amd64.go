@@ -31,6 +31,7 @@ func registerNative() {
 		}
 		if cpu.X86.HasAVX512BF16 {
 			im.pair = avx512PairMicro
+			im.packRow = packRowBF16AVX512
 		}
 		if amxAvailable() {
 			// The same kernels, with pair-packed (bf16) products on AMX tiles.

@@ -168,7 +168,8 @@ func (m *Model) Close() error {
 	return m.file.Close()
 }
 
-// WeightBytes is the memory held by the weights (packed copies included).
+// WeightBytes is the memory held by the weights (packed copies included, the bf16-arithmetic
+// packs of training too once built).
 func (m *Model) WeightBytes() int64 {
 	n := m.Embed.Bytes()
 	packed := func(p *gemm.PackedB) {
@@ -181,9 +182,13 @@ func (m *Model) WeightBytes() int64 {
 		}
 		n += int64(p.N()) * int64(p.K()) * size
 	}
+	packMu.Lock()
+	defer packMu.Unlock()
 	add := func(l *Linear) {
 		n += l.W.Bytes()
 		packed(l.P)
+		packed(l.pairsT)
+		packed(l.pairsN)
 	}
 	for i := range m.Layers {
 		L := &m.Layers[i]
@@ -192,9 +197,13 @@ func (m *Model) WeightBytes() int64 {
 		}
 		packed(L.qkv.P)
 		packed(L.gateUp.P)
+		packed(L.qkv.pairs)
+		packed(L.gateUp.pairs)
 	}
 	if m.LMHead.W.F32 != nil && &m.LMHead.W.F32[0] == &m.Embed.F32[0] || m.LMHead.W.Half != nil && &m.LMHead.W.Half[0] == &m.Embed.Half[0] {
 		packed(m.LMHead.P) // tied: the weight is Embed's
+		packed(m.LMHead.pairsT)
+		packed(m.LMHead.pairsN)
 	} else {
 		add(&m.LMHead)
 	}

@@ -35,6 +35,8 @@ type Linear struct {
 	W    Weight
 	Bias []float32
 	P    *gemm.PackedB
+
+	pairsT, pairsN *gemm.PackedB // bf16-arithmetic packs (see PairsPacked)
 }
 
 // packMu serialises lazy packing of Linear weights.
@@ -50,16 +52,40 @@ func (l *Linear) Packed() *gemm.PackedB {
 	return l.P
 }
 
+// PairsPacked returns W packed for bf16 arithmetic (gemm.PackBF16Pairs; AMX where the CPU
+// has it): transposed for y = x·Wᵀ, not transposed for dx = dy·W (training's backward
+// product). Nil unless W is bf16. Built on first use and kept with the model: training uses
+// these packs, serving never builds them.
+func (l *Linear) PairsPacked(transposed bool) *gemm.PackedB {
+	if l.W.Half == nil || l.W.Kind != gemm.BF16 {
+		return nil
+	}
+	packMu.Lock()
+	defer packMu.Unlock()
+	if transposed {
+		if l.pairsT == nil {
+			l.pairsT = gemm.PackBF16Pairs(true, l.W.Rows, l.W.Cols, l.W.Half, l.W.Cols)
+		}
+		return l.pairsT
+	}
+	if l.pairsN == nil {
+		l.pairsN = gemm.PackBF16Pairs(false, l.W.Cols, l.W.Rows, l.W.Half, l.W.Cols)
+	}
+	return l.pairsN
+}
+
 // fused packs several linears with the same input width as one (their outputs side by side),
 // so that one GEMM computes them all.
 type fused struct {
-	P    *gemm.PackedB
+	parts []*Linear
+	pairs *gemm.PackedB // bf16-arithmetic pack of the parts, built on first use
+	P     *gemm.PackedB
 	Bias []float32 // nil when none of the parts has a bias
 	Outs []int     // output width of each part
 }
 
 func fuse(parts ...*Linear) *fused {
-	f := &fused{}
+	f := &fused{parts: parts}
 	in := parts[0].In()
 	rows := 0
 	hasBias := false
@@ -96,8 +122,30 @@ func fuse(parts ...*Linear) *fused {
 // forward computes the fused product of x (rows × In) into tmp and scatters each part's
 // columns into outs[i] (rows × Outs[i]).
 func (f *fused) forward(x []float32, rows int, tmp []float32, outs ...[]float32) {
-	n := f.P.N()
-	gemm.GemmPacked(false, rows, 1, x, f.P.K(), f.P, 0, tmp, n)
+	f.forwardWith(f.P, x, rows, tmp, outs...)
+}
+
+// pairsPacked is the parts' weights packed together for bf16 arithmetic (nil unless bf16).
+func (f *fused) pairsPacked() *gemm.PackedB {
+	w0 := f.parts[0].W
+	if w0.Half == nil || w0.Kind != gemm.BF16 {
+		return nil
+	}
+	packMu.Lock()
+	defer packMu.Unlock()
+	if f.pairs == nil {
+		w := make([]uint16, 0, f.P.N()*w0.Cols)
+		for _, l := range f.parts {
+			w = append(w, l.W.Half...)
+		}
+		f.pairs = gemm.PackBF16Pairs(true, f.P.N(), w0.Cols, w, w0.Cols)
+	}
+	return f.pairs
+}
+
+func (f *fused) forwardWith(pb *gemm.PackedB, x []float32, rows int, tmp []float32, outs ...[]float32) {
+	n := pb.N()
+	gemm.GemmPacked(false, rows, 1, x, pb.K(), pb, 0, tmp, n)
 	for r := 0; r < rows; r++ {
 		row := tmp[r*n : (r+1)*n]
 		if f.Bias != nil {
@@ -128,11 +176,21 @@ func (l *Linear) pack() {
 // Forward computes out (rows × Out) = x (rows × In) · Wᵀ + b, with beta = 0 or 1 for
 // accumulating into out.
 func (l *Linear) Forward(x []float32, rows int, out []float32, accumulate bool) {
+	l.forwardWith(l.Packed(), x, rows, out, accumulate)
+}
+
+// ForwardBF16 is Forward in bf16 arithmetic (x rounded to bf16; see PairsPacked), for bf16
+// weights only.
+func (l *Linear) ForwardBF16(x []float32, rows int, out []float32, accumulate bool) {
+	l.forwardWith(l.PairsPacked(true), x, rows, out, accumulate)
+}
+
+func (l *Linear) forwardWith(pb *gemm.PackedB, x []float32, rows int, out []float32, accumulate bool) {
 	beta := float32(0)
 	if accumulate {
 		beta = 1
 	}
-	gemm.GemmPacked(false, rows, 1, x, l.In(), l.Packed(), beta, out, l.Out())
+	gemm.GemmPacked(false, rows, 1, x, l.In(), pb, beta, out, l.Out())
 	if l.Bias != nil {
 		for r := 0; r < rows; r++ {
 			row := out[r*l.Out() : (r+1)*l.Out()]
@@ -265,6 +323,18 @@ func (ld *loader) linear(prefix string, out, in int, bias bool) (Linear, error) 
 func (L *Layer) ForwardQKV(x []float32, rows int, q, k, v []float32) {
 	tmp := make([]float32, rows*L.qkv.P.N())
 	L.qkv.forward(x, rows, tmp, q, k, v)
+}
+
+// ForwardQKVBF16 is ForwardQKV in bf16 arithmetic (bf16 weights only; see PairsPacked).
+func (L *Layer) ForwardQKVBF16(x []float32, rows int, q, k, v []float32) {
+	tmp := make([]float32, rows*L.qkv.P.N())
+	L.qkv.forwardWith(L.qkv.pairsPacked(), x, rows, tmp, q, k, v)
+}
+
+// ForwardGateUpBF16 is ForwardGateUp in bf16 arithmetic (bf16 weights only).
+func (L *Layer) ForwardGateUpBF16(x []float32, rows int, gate, up []float32) {
+	tmp := make([]float32, rows*L.gateUp.P.N())
+	L.gateUp.forwardWith(L.gateUp.pairsPacked(), x, rows, tmp, gate, up)
 }
 
 // ForwardGateUp computes the layer's gate and up projections of x (rows × hidden) with the

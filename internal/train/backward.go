@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"sync"
 	"weak"
@@ -72,6 +73,13 @@ type Engine struct {
 	// layer's activations in the backward pass: activation memory of one layer instead of all,
 	// for about a third more compute.
 	Recompute bool
+	// BF16 runs the products with the frozen weights (projections, head; forward and
+	// backward) in bf16 arithmetic with f32 accumulation, as PyTorch does for a bf16 model:
+	// activations are rounded to bf16 as they enter a product. NewEngine turns it on for
+	// bf16 weights where the CPU multiplies bf16 fast (AMX; gemm.FastBF16), unless
+	// HONE_TRAIN_BF16=0; HONE_TRAIN_BF16=1 turns it on for bf16 weights anywhere. The adapter
+	// products, attention and the loss stay in f32.
+	BF16 bool
 
 	passes   uint64
 	ar       arena // buffers of the passes, reused from one pass to the next
@@ -84,7 +92,26 @@ func NewEngine(m *model.Model, a *model.LoRA) (*Engine, error) {
 	if len(a.Layers) != m.Config.NumLayers {
 		return nil, fmt.Errorf("train: adapter has %d layers, the model %d", len(a.Layers), m.Config.NumLayers)
 	}
-	return &Engine{M: m, A: a, G: NewGrads(a), ChunkRows: 128}, nil
+	e := &Engine{M: m, A: a, G: NewGrads(a), ChunkRows: 128}
+	if w := m.LMHead.W; w.Half != nil && w.Kind == gemm.BF16 {
+		switch os.Getenv("HONE_TRAIN_BF16") {
+		case "0":
+		case "1":
+			e.BF16 = true
+		default:
+			e.BF16 = gemm.FastBF16()
+		}
+	}
+	return e, nil
+}
+
+// forward is y (+)= x·Wᵀ for a frozen projection, in bf16 arithmetic when e.BF16.
+func (e *Engine) forward(l *model.Linear, x []float32, rows int, out []float32, accumulate bool) {
+	if e.BF16 {
+		l.ForwardBF16(x, rows, out, accumulate)
+		return
+	}
+	l.Forward(x, rows, out, accumulate)
 }
 
 // TokenStats is what the head reports of each position: the log-probability of the next
@@ -292,7 +319,11 @@ func (e *Engine) layerForward(ac *acts, x []float32) {
 	ac.h1, ac.rms1 = ar.raw(T*H), ar.raw(T)
 	rmsNormRows(ac.h1, ac.rms1, x, T, H, L.AttnNorm, eps)
 	q, k, v := ar.raw(T*qd), ar.raw(T*kvd), ar.raw(T*kvd)
-	L.ForwardQKV(ac.h1, T, q, k, v)
+	if e.BF16 {
+		L.ForwardQKVBF16(ac.h1, T, q, k, v)
+	} else {
+		L.ForwardQKV(ac.h1, T, q, k, v)
+	}
 	ac.loraAdd("q_proj", ac.h1, q)
 	ac.loraAdd("k_proj", ac.h1, k)
 	ac.loraAdd("v_proj", ac.h1, v)
@@ -345,13 +376,17 @@ func (e *Engine) layerForward(ac *acts, x []float32) {
 		}
 	})
 	ar.drop(scratch...)
-	L.O.Forward(ac.attn, T, x, true) // the residual: x += o(attn)
+	e.forward(&L.O, ac.attn, T, x, true) // the residual: x += o(attn)
 	ac.loraAdd("o_proj", ac.attn, x)
 	ac.xmid = ar.clone(x)
 	ac.h2, ac.rms2 = ar.raw(T*H), ar.raw(T)
 	rmsNormRows(ac.h2, ac.rms2, x, T, H, L.MLPNorm, eps)
 	ac.g, ac.u = ar.raw(T*I), ar.raw(T*I)
-	L.ForwardGateUp(ac.h2, T, ac.g, ac.u)
+	if e.BF16 {
+		L.ForwardGateUpBF16(ac.h2, T, ac.g, ac.u)
+	} else {
+		L.ForwardGateUp(ac.h2, T, ac.g, ac.u)
+	}
 	ac.loraAdd("gate_proj", ac.h2, ac.g)
 	ac.loraAdd("up_proj", ac.h2, ac.u)
 	// SwiGLU, keeping σ(gate) for the backward pass.
@@ -364,7 +399,7 @@ func (e *Engine) layerForward(ac *acts, x []float32) {
 			ac.mm[i] = g * sg * ac.u[i]
 		}
 	})
-	L.Down.Forward(ac.mm, T, x, true)
+	e.forward(&L.Down, ac.mm, T, x, true)
 	ac.loraAdd("down_proj", ac.mm, x)
 	// silu(g)·u is cheap to recompute from g, u and σ(g): the backward pass does.
 	ar.drop(ac.mm)
@@ -377,7 +412,9 @@ func (e *Engine) linearBackward(ac *acts, lin *model.Linear, module string, x, d
 	T := ac.T
 	in, out := lin.In(), lin.Out()
 	if dx != nil {
-		if lin.W.F32 != nil {
+		if e.BF16 {
+			gemm.GemmPacked(false, T, 1, dy, out, lin.PairsPacked(false), 1, dx, in)
+		} else if lin.W.F32 != nil {
 			gemm.Sgemm(false, false, T, in, out, 1, dy, out, lin.W.F32, in, 1, dx, in)
 		} else {
 			gemm.GemmHalfB(lin.W.Kind, false, false, T, in, out, 1, dy, out, lin.W.Half, in, 1, dx, in)
@@ -626,6 +663,9 @@ type headPack struct {
 
 // headPackedT returns the head's weight packed for dlogits·W (the backward product).
 func (e *Engine) headPackedT() *gemm.PackedB {
+	if e.BF16 {
+		return e.M.LMHead.PairsPacked(false)
+	}
 	e.headOnce.Do(func() {
 		key := weak.Make(e.M)
 		v, loaded := headPacks.LoadOrStore(key, &headPack{})
@@ -670,7 +710,7 @@ func (e *Engine) head(s Seq, xf []float32, rows []int, st *TokenStats, lse, g, d
 		for i, t := range rs {
 			copy(xc[i*H:(i+1)*H], xf[t*H:(t+1)*H])
 		}
-		m.LMHead.Forward(xc[:n*H], n, logits[:n*V], false)
+		e.forward(&m.LMHead, xc[:n*H], n, logits[:n*V], false)
 		kernels.ParallelFor(n, 4, func(i int) {
 			t := rs[i]
 			row := logits[i*V : (i+1)*V]

@@ -228,6 +228,7 @@ func TestHeadPackShared(t *testing.T) {
 		a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 2})
 		e1, _ := NewEngine(m, a)
 		e2, _ := NewEngine(m, a)
+		e1.BF16, e2.BF16 = false, false // the cache is that of f32 arithmetic
 		if e1.headPackedT() != e2.headPackedT() || e1.headPackedT().N() != m.Config.HiddenSize {
 			t.Fatal("the head is packed once per model")
 		}
@@ -243,4 +244,60 @@ func TestHeadPackShared(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatal("the packed head outlives its model")
+}
+
+// TestBF16ArithmeticAgrees: on a bf16 model, a pass in bf16 arithmetic (activations rounded to
+// bf16 as they enter the frozen products; AMX, VDPBF16PS or pure Go, whichever the CPU runs)
+// gives the log-probabilities and adapter gradients of f32 arithmetic to bf16 precision, for
+// every architecture; the packs it uses are the model's own.
+func TestBF16ArithmeticAgrees(t *testing.T) {
+	for _, arch := range []string{"llama", "qwen2", "qwen3"} {
+		t.Run(arch, func(t *testing.T) {
+			m := tinyModel(t, arch, 0.2, "bf16")
+			a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 4, Seed: 3})
+			randomise(a, 5)
+			rng := rand.New(rand.NewPCG(4, 4))
+			s := Seq{Tokens: make([]int, 37), Segments: []int{0, 20}}
+			w := make([]float32, len(s.Tokens))
+			for i := range s.Tokens {
+				s.Tokens[i] = rng.IntN(m.Config.VocabSize)
+				w[i] = float32(rng.Float64())
+			}
+			run := func(bf16 bool) (TokenStats, [][]float32) {
+				e, _ := NewEngine(m, a)
+				e.BF16 = bf16
+				st := e.ForwardBackward(s, weightedNLL(w))
+				var gs [][]float32
+				for _, g := range e.G.list() {
+					gs = append(gs, slices.Clone(g))
+				}
+				return st, gs
+			}
+			st32, g32 := run(false)
+			st16, g16 := run(true)
+			if m.Layers[0].O.PairsPacked(true) == nil || m.LMHead.PairsPacked(false) == nil {
+				t.Fatal("no bf16 packs")
+			}
+			for i := range s.Tokens {
+				if s.HasTarget(i) && math.Abs(float64(st16.Logp[i]-st32.Logp[i])) > 0.05*(1+math.Abs(float64(st32.Logp[i]))) {
+					t.Fatalf("position %d: logp %v in bf16, %v in f32", i, st16.Logp[i], st32.Logp[i])
+				}
+			}
+			for k := range g32 {
+				var num, den float64
+				for j := range g32[k] {
+					d := float64(g16[k][j] - g32[k][j])
+					num += d * d
+					den += float64(g32[k][j]) * float64(g32[k][j])
+				}
+				rel := math.Sqrt(num / (den + 1e-30))
+				if k == 0 {
+					t.Logf("first gradient tensor: relative error %.3g in bf16 arithmetic", rel)
+				}
+				if rel > 0.05 {
+					t.Fatalf("gradient tensor %d: relative error %.3g in bf16 arithmetic", k, rel)
+				}
+			}
+		})
+	}
 }

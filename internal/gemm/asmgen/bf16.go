@@ -19,15 +19,49 @@ const pairSig = "(kp int, a *uint32, b *uint16, c *float32, ldc int)"
 const pairSigAvo = "func(kp int, a *uint32, b *uint16, c *float32, ldc int)"
 
 // vdpbf16ps emits VDPBF16PS zmm(src2), zmm(src1), zmm(dst): dst[i] += src1.bf16[2i+1]·
-// src2.bf16[2i+1] + src1.bf16[2i]·src2.bf16[2i] (register form, EVEX.512.F3.0F38.W0 52 /r).
-func vdpbf16ps(dst, src1, src2 int) {
+// src2.bf16[2i+1] + src1.bf16[2i]·src2.bf16[2i] (EVEX.512.F3.0F38.W0 52 /r).
+func vdpbf16ps(dst, src1, src2 int) { evex(0x52, 0b10, dst, src1, src2) }
+
+// evex emits an EVEX.512.0F38.W0 register-form instruction: opcode op, prefix pp (2 = F3,
+// 3 = F2), dst in ModRM.reg, src1 in EVEX.vvvv, src2 in ModRM.rm.
+func evex(op, pp, dst, src1, src2 int) {
 	p0 := (^dst>>3&1)<<7 | (^src2>>4&1)<<6 | (^src2>>3&1)<<5 | (^dst>>4&1)<<4 | 0b010
-	p1 := (^src1&0xF)<<3 | 1<<2 | 0b10
+	p1 := (^src1&0xF)<<3 | 1<<2 | pp
 	p2 := 0b10<<5 | (^src1>>4&1)<<3
 	modrm := 0xC0 | (dst&7)<<3 | src2&7
 	// Six bytes as a little-endian LONG and WORD.
 	Instruction(&ir.Instruction{Opcode: "LONG", Operands: []Op{U32(uint32(0x62 | p0<<8 | p1<<16 | p2<<24))}})
-	Instruction(&ir.Instruction{Opcode: "WORD", Operands: []Op{U16(uint16(0x52 | modrm<<8))}})
+	Instruction(&ir.Instruction{Opcode: "WORD", Operands: []Op{U16(uint16(op | modrm<<8))}})
+}
+
+// vcvtne2ps2bf16 emits VCVTNE2PS2BF16 zmm(src2), zmm(src1), zmm(dst): the low 16 words of
+// dst are src2 rounded to bf16 (to nearest even), the high 16 src1.
+func vcvtne2ps2bf16(dst, src1, src2 int) { evex(0x72, 0b11, dst, src1, src2) }
+
+// packRowAVX512 generates dst[q] = bf16(alpha·src[2q]) | bf16(alpha·src[2q+1])<<16 for
+// q < n (n a multiple of 16): one row of an A operand packed to bf16 pairs.
+func packRowAVX512(name string) {
+	TEXT(name, NOSPLIT, "func(n int, src *float32, dst *uint32, alpha float32)")
+	declare(name, "(n int, src *float32, dst *uint32, alpha float32)", "")
+	n := Load(Param("n"), RCX)
+	src := Load(Param("src"), RSI)
+	dst := Load(Param("dst"), RDI)
+	alpha := Load(Param("alpha"), X3)
+	VBROADCASTSS(alpha, Z3)
+	SHRQ(U8(4), n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	VMULPS(Mem{Base: src}, Z3, Z0)
+	VMULPS(Mem{Base: src, Disp: 64}, Z3, Z1)
+	vcvtne2ps2bf16(2, 1, 0)
+	VMOVDQU32(Z2, Mem{Base: dst})
+	ADDQ(U32(128), src)
+	ADDQ(U32(64), dst)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
 }
 
 // microPairAVX512 generates C[rows×32] += Ap·B over kp depth pairs. Accumulators Z4..Z31
@@ -107,5 +141,6 @@ func pairKernels() string {
 		microPairAVX512(name, rows)
 		s += name + ", "
 	}
+	packRowAVX512("packRowBF16AVX512")
 	return s + "}\n"
 }
