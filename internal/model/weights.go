@@ -80,8 +80,8 @@ type fused struct {
 	parts []*Linear
 	pairs *gemm.PackedB // bf16-arithmetic pack of the parts, built on first use
 	P     *gemm.PackedB
-	Bias []float32 // nil when none of the parts has a bias
-	Outs []int     // output width of each part
+	Bias  []float32 // nil when none of the parts has a bias
+	Outs  []int     // output width of each part
 }
 
 func fuse(parts ...*Linear) *fused {
