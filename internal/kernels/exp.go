@@ -44,3 +44,23 @@ func Exp(x float32) float32 {
 	}
 	return p * math.Float32frombits(uint32(e+127)<<23)
 }
+
+// ExpAffine sets dst[i] = e^(a·src[i]+b) for every i < len(src) and returns the sum of the
+// results (dst may be src). Blocks of 16 run on the AVX-512 kernel where the CPU has it (the
+// algorithm of Exp, sixteen lanes at a time; arguments below -87.34 give the smallest normal
+// float32 there instead of 0), the rest on Exp. Softmax, log-sum-exp and sigmoid use it.
+func ExpAffine(dst, src []float32, a, b float32) float32 {
+	dst = dst[:len(src)]
+	n := 0
+	var s float32
+	if expVector != nil && len(src) >= 16 {
+		n = len(src) &^ 15
+		s = expVector(n, &dst[0], &src[0], a, b)
+	}
+	for i := n; i < len(src); i++ {
+		e := Exp(a*src[i] + b)
+		dst[i] = e
+		s += e
+	}
+	return s
+}

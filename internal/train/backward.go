@@ -392,11 +392,11 @@ func (e *Engine) layerForward(ac *acts, x []float32) {
 	// SwiGLU, keeping σ(gate) for the backward pass.
 	ac.mm, ac.sig = ar.raw(T*I), ar.raw(T*I)
 	kernels.ParallelFor(T, 16, func(r int) {
+		kernels.ExpAffine(ac.sig[r*I:(r+1)*I], ac.g[r*I:(r+1)*I], -1, 0) // e^(−g)
 		for i := r * I; i < (r+1)*I; i++ {
-			g := ac.g[i]
-			sg := 1 / (1 + kernels.Exp(-g))
+			sg := 1 / (1 + ac.sig[i])
 			ac.sig[i] = sg
-			ac.mm[i] = g * sg * ac.u[i]
+			ac.mm[i] = ac.g[i] * sg * ac.u[i]
 		}
 	})
 	e.forward(&L.Down, ac.mm, T, x, true)
@@ -506,11 +506,8 @@ func (e *Engine) layerBackward(ac *acts, xin, dout []float32, needInput bool) []
 				pr, dr := P[i*T:i*T+w], dP[i*T:i*T+w]
 				lo, hi := ac.seg[r]-c0, r-c0+1
 				l := ac.lse[h*T+r]
-				dot := float32(0)
-				for j := lo; j < hi; j++ {
-					pr[j] = kernels.Exp(pr[j] - l)
-					dot += pr[j] * dr[j]
-				}
+				kernels.ExpAffine(pr[lo:hi], pr[lo:hi], 1, -l)
+				dot := kernels.Dot(pr[lo:hi], dr[lo:hi])
 				for j := lo; j < hi; j++ {
 					dr[j] = pr[j] * (dr[j] - dot)
 				}
@@ -569,12 +566,7 @@ func softmaxLSE(x []float32) float32 {
 	for _, v := range x {
 		mx = max(mx, v)
 	}
-	sum := 0.0
-	for i, v := range x {
-		e := kernels.Exp(v - mx)
-		x[i] = e
-		sum += float64(e)
-	}
+	sum := float64(kernels.ExpAffine(x, x, 1, -mx))
 	inv := float32(1 / sum)
 	for i := range x {
 		x[i] *= inv
@@ -654,6 +646,9 @@ func headRows(s Seq, g []float32) []int {
 // headPacks caches, per model, the LM head's weight packed for the backward product, so
 // that successive jobs on a loaded model (an RL step is one job) pack it once. The entry goes
 // when the model is collected.
+// rowPool holds scratch rows of the head (a vocabulary's worth of floats).
+var rowPool = sync.Pool{New: func() any { return new([]float32) }}
+
 var headPacks sync.Map // weak.Pointer[model.Model] → *headPack
 
 type headPack struct {
@@ -722,13 +717,17 @@ func (e *Engine) head(s Seq, xf []float32, rows []int, st *TokenStats, lse, g, d
 				}
 				st.Logp[t] = row[tok] - mx // completed below
 				// The exponentials stay in row for the gradient.
-				sum, wsum := 0.0, 0.0
-				for j, v := range row {
-					ev := kernels.Exp(v - mx)
-					sum += float64(ev)
-					wsum += float64(ev) * float64(v-mx)
-					row[j] = ev
+				buf := rowPool.Get().(*[]float32)
+				if cap(*buf) < len(row) {
+					*buf = make([]float32, len(row))
 				}
+				ex := (*buf)[:len(row)]
+				sum, wsum := float64(kernels.ExpAffine(ex, row, 1, -mx)), 0.0
+				for j, v := range row {
+					wsum += float64(ex[j]) * float64(v-mx)
+				}
+				copy(row, ex)
+				rowPool.Put(buf)
 				logZ := math.Log(sum)
 				lse[t] = mx + float32(logZ)
 				// H = log Z − E[z] with z relative to the max.
@@ -745,8 +744,9 @@ func (e *Engine) head(s Seq, xf []float32, rows []int, st *TokenStats, lse, g, d
 				return
 			}
 			gi, l := g[t], lse[t]
-			for j, v := range row {
-				row[j] = -gi * kernels.Exp(v-l)
+			kernels.ExpAffine(row, row, 1, -l)
+			for j := range row {
+				row[j] *= -gi
 			}
 			row[tok] += gi
 		})

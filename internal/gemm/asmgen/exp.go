@@ -1,0 +1,73 @@
+package main
+
+import (
+	"fmt"
+	"math"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// expAffineAVX512 generates, for package kernels,
+//
+//	func expAffineAVX512(n int, dst, src *float32, a, b float32) float32
+//
+// dst[i] = e^(a·src[i]+b) for i < n (n a multiple of 16) and the sum of the results: the
+// algorithm of kernels.Exp (x = n·ln2 + r, ln2 in two parts, a degree-6 polynomial for e^r)
+// sixteen lanes at a time, with 2^n applied by VSCALEFPS and x clamped to [-87.34, 88.72].
+func expAffineAVX512(name string) {
+	TEXT(name, NOSPLIT, "func(n int, dst, src *float32, a, b float32) float32")
+	declare(name, "(n int, dst, src *float32, a, b float32) float32", "")
+	n := Load(Param("n"), RCX)
+	dst := Load(Param("dst"), RDI)
+	src := Load(Param("src"), RSI)
+	VBROADCASTSS(Load(Param("a"), X0), Z20)
+	VBROADCASTSS(Load(Param("b"), X1), Z21)
+	// Constants: the clamp bounds, log2(e), ln2 in two parts, the Horner coefficients.
+	consts := []float32{-87.33654, 88.72283, 1.44269504088896341, 0.693359375, -2.12194440e-4,
+		1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1}
+	regs := []VecPhysical{Z22, Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31, Z18}
+	for i, c := range consts {
+		g := GLOBL(fmt.Sprintf("%s_c%d", name, i), RODATA|NOPTR)
+		DATA(0, U32(math.Float32bits(c))) // the bit pattern: the assembler reads float literals as float64
+		VBROADCASTSS(g, regs[i])
+	}
+	lo, hi, log2e, ln2hi, ln2lo := regs[0], regs[1], regs[2], regs[3], regs[4]
+	first, rest := regs[5], []VecPhysical{regs[6], regs[7], regs[8], regs[9], regs[10], regs[10]}
+	VPXORD(Z19, Z19, Z19) // the sum
+	SHRQ(U8(4), n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	x, t, p := Z3, Z4, Z5
+	VMOVUPS(Mem{Base: src}, x)
+	VFMADD132PS(Z20, Z21, x) // x = x·a + b
+	VMAXPS(lo, x, x)
+	VMINPS(hi, x, x)
+	VMULPS(log2e, x, t)
+	VRNDSCALEPS(U8(0), t, t)  // n, to nearest
+	VFNMADD231PS(ln2hi, t, x) // r = x - n·ln2hi
+	VFNMADD231PS(ln2lo, t, x) // r -= n·ln2lo
+	VMOVAPS(first, p)
+	for _, c := range rest {
+		VFMADD132PS(x, c, p) // p = p·r + c
+	}
+	VSCALEFPS(t, p, p) // p·2^n
+	VMOVUPS(p, Mem{Base: dst})
+	VADDPS(p, Z19, Z19)
+	ADDQ(U32(64), src)
+	ADDQ(U32(64), dst)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	// Horizontal sum of Z19.
+	VEXTRACTF64X4(U8(1), Z19, Y0)
+	VADDPS(Y0, Y19, Y0)
+	VEXTRACTF128(U8(1), Y0, X1)
+	VADDPS(X1, X0, X0)
+	VHADDPS(X0, X0, X0)
+	VHADDPS(X0, X0, X0)
+	Store(X0, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
