@@ -10,10 +10,11 @@ import (
 
 // amxBlock is the AMX-BF16 block kernel (amx_linux_amd64.s): for each of npanels panels j,
 // C[0:32, 32j:32j+32] += A·B_j over kt tiles of 16 depth pairs; A is 32 rows of bf16 pairs,
-// lda bytes apart; B_j starts bstride bytes after B_{j-1}; cfg is amxConfig.
+// lda bytes apart; B_j starts bstride bytes after B_{j-1}; cfg is amxConfig. With load 0 C
+// is not read (C = A·B_j).
 //
 //go:noescape
-func amxBlock(kt int, a *uint32, lda int, b *uint16, bstride int, npanels int, c *float32, ldc int, cfg *byte)
+func amxBlock(kt int, a *uint32, lda int, b *uint16, bstride int, npanels int, c *float32, ldc int, cfg *byte, load int)
 
 // amxAvailable asks Linux for the AMX tile state (ARCH_REQ_XCOMP_PERM for XTILEDATA, once
 // per process) when the CPU has AMX-BF16.

@@ -6,15 +6,16 @@
 // because neither Go's assembler nor avo knows the AMX instructions: each is emitted as the
 // bytes GNU as produces for it (shown in the comments, AT&T syntax).
 //
-// func amxBlock(kt int, a *uint32, lda int, b *uint16, bstride int, npanels int, c *float32, ldc int, cfg *byte)
+// func amxBlock(kt int, a *uint32, lda int, b *uint16, bstride int, npanels int, c *float32, ldc int, cfg *byte, load int)
 //
 // For each of npanels panels j: C[0:32, 32j:32j+32] += A·B_j, where A is 32 rows of kt·16
 // bf16 pairs (row r at a + r·lda bytes) and B_j is kt·16 pair rows of 32 columns (128 bytes
-// each) at b + j·bstride; C is f32 with ldc elements per row. cfg is the 64-byte tile
+// each) at b + j·bstride; C is f32 with ldc elements per row (with load 0, C is not read:
+// C = A·B_j). cfg is the 64-byte tile
 // configuration (tmm0..7: 16 rows of 64 bytes). Registers: BX/CX the B tile and its stride,
 // R13/R8 the A tiles (rows 0-15, 16-31), DX their stride, R10/R12 the C tiles, R11 their
 // stride; SI the depth counter, R9 the panel counter.
-TEXT ·amxBlock(SB), NOSPLIT, $0-72
+TEXT ·amxBlock(SB), NOSPLIT, $0-80
 	MOVQ cfg+64(FP), AX
 	// ldtilecfg (%rax)
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00
@@ -31,6 +32,16 @@ panel:
 	MOVQ R11, R12
 	SHLQ $4, R12
 	ADDQ R10, R12
+	CMPQ load+72(FP), $0
+	JNE  loadc
+	// tilezero %tmm0 .. %tmm3
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xd8
+	JMP  tiles
+
+loadc:
 	// tileloadd (%r10,%r11,1), %tmm0
 	BYTE $0xc4; BYTE $0x82; BYTE $0x7b; BYTE $0x4b; BYTE $0x04; BYTE $0x1a
 	// tileloadd 0x40(%r10,%r11,1), %tmm1
@@ -39,6 +50,8 @@ panel:
 	BYTE $0xc4; BYTE $0x82; BYTE $0x7b; BYTE $0x4b; BYTE $0x14; BYTE $0x1c
 	// tileloadd 0x40(%r12,%r11,1), %tmm3
 	BYTE $0xc4; BYTE $0x82; BYTE $0x7b; BYTE $0x4b; BYTE $0x5c; BYTE $0x1c; BYTE $0x40
+
+tiles:
 	MOVQ a+8(FP), R13
 	MOVQ DX, R8
 	SHLQ $4, R8

@@ -253,9 +253,11 @@ func runAMX(im *impl, p *problem, nt int) {
 		if i0 >= i1 || q0 >= q1 {
 			return
 		}
-		scaleC(p, i0, i1, q0*panelW, min(q1*panelW, n))
-		if k == 0 {
-			return
+		// beta 0: the first depth block writes C without reading it (TILEZERO), so C is
+		// never cleared first.
+		zeroC := p.beta == 0
+		if !zeroC {
+			scaleC(p, i0, i1, q0*panelW, min(q1*panelW, n))
 		}
 		buf := bufPool.Get().(*floatBuf)
 		defer bufPool.Put(buf)
@@ -265,20 +267,27 @@ func runAMX(im *impl, p *problem, nt int) {
 		qFull := min(q1, n/panelW) // panels [q0, qFull) have all their columns
 		for pq := 0; pq < kpS; pq += amxDepth {
 			kp := min(amxDepth, kpS-pq)
+			load := 1
+			if zeroC && pq == 0 {
+				load = 0
+			}
 			for ir := i0; ir < i1; ir += amxRows {
 				rows := min(amxRows, i1-ir)
 				packAAMX(im, ap, p, ir, rows, 2*pq, kp)
 				qe := q0
 				if rows == amxRows && qFull > q0 {
-					amxBlock(kp/16, &ap[0], kp*4, bAt(q0, pq), kpS*panelW*4, qFull-q0, &p.c[ir*p.ldc+q0*panelW], p.ldc, &amxConfig[0])
+					amxBlock(kp/16, &ap[0], kp*4, bAt(q0, pq), kpS*panelW*4, qFull-q0, &p.c[ir*p.ldc+q0*panelW], p.ldc, &amxConfig[0], load)
 					qe = qFull
 				}
 				for q := qe; q < q1; q++ {
-					clear(ct)
-					amxBlock(kp/16, &ap[0], kp*4, bAt(q, pq), 0, 1, &ct[0], panelW, &amxConfig[0])
+					amxBlock(kp/16, &ap[0], kp*4, bAt(q, pq), 0, 1, &ct[0], panelW, &amxConfig[0], 0)
 					cols := min(panelW, n-q*panelW)
 					for i := 0; i < rows; i++ {
 						crow := p.c[(ir+i)*p.ldc+q*panelW:][:cols]
+						if load == 0 {
+							copy(crow, ct[i*panelW:i*panelW+cols])
+							continue
+						}
 						for j := range crow {
 							crow[j] += ct[i*panelW+j]
 						}

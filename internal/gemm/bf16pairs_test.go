@@ -76,8 +76,12 @@ func TestGemmPackedBF16Pairs(t *testing.T) {
 		for _, sh := range shapes {
 			m, n, k := sh[0], sh[1], sh[2]
 			for _, transA := range []bool{false, true} {
-				for _, transB := range []bool{false, true} {
-					t.Run(fmt.Sprintf("%s/%dx%dx%d/tA=%v/tB=%v", name, m, n, k, transA, transB), func(t *testing.T) {
+				for _, tb := range []int{0, 1, 2} {
+					transB, beta := tb != 0, float32(1)
+					if tb == 2 {
+						beta = 0 // C holds NaN: it must not be read
+					}
+					t.Run(fmt.Sprintf("%s/%dx%dx%d/tA=%v/tB=%v/beta=%v", name, m, n, k, transA, transB, beta), func(t *testing.T) {
 						lda := k + 1
 						if transA {
 							lda = m + 2
@@ -102,9 +106,12 @@ func TestGemmPackedBF16Pairs(t *testing.T) {
 						c := make([]float32, m*ldc)
 						for i := range c {
 							c[i] = float32(rng.NormFloat64())
+							if beta == 0 {
+								c[i] = float32(math.NaN())
+							}
 						}
 						want := make([]float64, len(c))
-						const alpha, beta = 0.5, 1.0
+						const alpha = 0.5
 						for i := 0; i < m; i++ {
 							for j := 0; j < n; j++ {
 								s := 0.0
@@ -123,7 +130,10 @@ func TestGemmPackedBF16Pairs(t *testing.T) {
 									}
 									s += float64(BF16ToFloat32(Float32ToBF16(alpha*av))) * float64(BF16ToFloat32(bv))
 								}
-								want[i*ldc+j] = s + beta*float64(c[i*ldc+j])
+								want[i*ldc+j] = s
+								if beta != 0 {
+									want[i*ldc+j] += float64(beta) * float64(c[i*ldc+j])
+								}
 							}
 						}
 						pb := PackBF16Pairs(transB, n, k, b, ldb)
