@@ -2,9 +2,10 @@
 // products (which live in internal/gemm): RMSNorm, rotary position embeddings, softmax,
 // SiLU/SwiGLU, residual adds, embedding gathers from f32/bf16/f16 tables, and a parallel-for
 // over the cores. They are plain Go loops written so the compiler keeps them tight (bounds
-// checks hoisted, 4-way unrolled accumulators where a reduction is involved); the matrix
-// products dominate every profile, so none of these has earned assembly yet (see
-// docs/performance.md).
+// checks hoisted, 4-way unrolled accumulators where a reduction is involved), except the
+// exponential over a slice (ExpAffine), which has an AVX-512 kernel (exp_amd64.s, generated
+// by internal/gemm/asmgen) once bf16 products on AMX made exponentials a fifth of a training
+// step (see docs/performance.md).
 package kernels
 
 import (
