@@ -47,14 +47,14 @@ func Exp(x float32) float32 {
 
 // ExpAffine sets dst[i] = e^(a·src[i]+b) for every i < len(src) and returns the sum of the
 // results (dst may be src). Blocks of 16 run on the AVX-512 kernel where the CPU has it (the
-// algorithm of Exp, sixteen lanes at a time; arguments are clamped to [-87.34, 88.72], so
-// there the extremes give the smallest normal float32 instead of 0 and about 3.4e38 instead
-// of +Inf), the rest on Exp. Softmax, log-sum-exp and sigmoid use it.
+// algorithm of Exp, sixteen lanes at a time; it also returns subnormal results where Exp
+// returns 0, between -103.3 and -87.34), the rest on Exp. −Inf gives 0, as masked logits
+// need. Softmax, log-sum-exp and sigmoid use it.
 func ExpAffine(dst, src []float32, a, b float32) float32 {
 	dst = dst[:len(src)]
 	n := 0
 	var s float32
-	if expVector != nil && len(src) >= 16 {
+	if hasExpVector && len(src) >= 16 {
 		n = len(src) &^ 15
 		s = expVector(n, &dst[0], &src[0], a, b)
 	}

@@ -64,10 +64,10 @@ expAffineAVX512_done:
 	VZEROUPPER
 	RET
 
-DATA expAffineAVX512_c0<>+0(SB)/4, $0xc2aeac4f
+DATA expAffineAVX512_c0<>+0(SB)/4, $0xc2d00000
 GLOBL expAffineAVX512_c0<>(SB), RODATA|NOPTR, $4
 
-DATA expAffineAVX512_c1<>+0(SB)/4, $0x42b17217
+DATA expAffineAVX512_c1<>+0(SB)/4, $0x42b20000
 GLOBL expAffineAVX512_c1<>(SB), RODATA|NOPTR, $4
 
 DATA expAffineAVX512_c2<>+0(SB)/4, $0x3fb8aa3b

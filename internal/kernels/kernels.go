@@ -94,13 +94,7 @@ func Softmax(x []float32) {
 		}
 		return
 	}
-	var sum float32
-	for i, v := range x {
-		e := Exp(v - mx)
-		x[i] = e
-		sum += e
-	}
-	inv := 1 / sum
+	inv := 1 / ExpAffine(x, x, 1, -mx)
 	for i := range x {
 		x[i] *= inv
 	}
@@ -114,8 +108,13 @@ func SwiGLU(out, gate, up []float32) {
 	n := len(gate)
 	out = out[:n]
 	up = up[:n]
-	for i, g := range gate {
-		out[i] = g / (1 + Exp(-g)) * up[i]
+	var e [256]float32 // e^(−g) for a block
+	for i0 := 0; i0 < n; i0 += len(e) {
+		i1 := min(i0+len(e), n)
+		ExpAffine(e[:i1-i0], gate[i0:i1], -1, 0)
+		for i := i0; i < i1; i++ {
+			out[i] = gate[i] / (1 + e[i-i0]) * up[i]
+		}
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+
+	"github.com/honeai/hone/internal/kernels"
 )
 
 // Params are the sampling parameters of one sequence.
@@ -201,14 +203,12 @@ func (s *Sampler) Sample(logits []float32) int {
 		return 0 // everything masked; callers prevent this
 	}
 	probs := make([]float64, len(logits))
+	ex := make([]float32, len(logits))
+	kernels.ExpAffine(ex, logits, float32(1/t), float32(-float64(mx)/t)) // e^((l−mx)/t); masked (−Inf) logits give 0
 	sum := 0.0
-	for i, l := range logits {
-		if math.IsInf(float64(l), -1) {
-			continue
-		}
-		e := math.Exp(float64(l-mx) / t)
-		probs[i] = e
-		sum += e
+	for i, e := range ex {
+		probs[i] = float64(e)
+		sum += float64(e)
 	}
 	for i := range probs {
 		probs[i] /= sum

@@ -15,7 +15,8 @@ import (
 //
 // dst[i] = e^(a·src[i]+b) for i < n (n a multiple of 16) and the sum of the results: the
 // algorithm of kernels.Exp (x = n·ln2 + r, ln2 in two parts, a degree-6 polynomial for e^r)
-// sixteen lanes at a time, with 2^n applied by VSCALEFPS and x clamped to [-87.34, 88.72].
+// sixteen lanes at a time, with 2^n applied by VSCALEFPS (which also gives the subnormal
+// results, 0 below about -103.3 and +Inf above 88.72) and x clamped to [-104, 89] first.
 func expAffineAVX512(name string) {
 	TEXT(name, NOSPLIT, "func(n int, dst, src *float32, a, b float32) float32")
 	declare(name, "(n int, dst, src *float32, a, b float32) float32", "")
@@ -25,7 +26,7 @@ func expAffineAVX512(name string) {
 	VBROADCASTSS(Load(Param("a"), X0), Z20)
 	VBROADCASTSS(Load(Param("b"), X1), Z21)
 	// Constants: the clamp bounds, log2(e), ln2 in two parts, the Horner coefficients.
-	consts := []float32{-87.33654, 88.72283, 1.44269504088896341, 0.693359375, -2.12194440e-4,
+	consts := []float32{-104, 89, 1.44269504088896341, 0.693359375, -2.12194440e-4,
 		1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1}
 	regs := []VecPhysical{Z22, Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31, Z18}
 	for i, c := range consts {
