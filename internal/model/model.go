@@ -54,7 +54,22 @@ type Model struct {
 	LMHead Linear // tied models share Embed's data
 	Rope   *kernels.Table
 
-	file *safetensors.File
+	// BF16MinRows: with bf16 weights, on a CPU that multiplies bf16 fast (AMX;
+	// gemm.FastBF16), forward passes over at least this many rows (prefill) run the layers'
+	// projections in bf16 arithmetic on pair-packed weights (Linear.PairsPacked), rounding
+	// activations to bf16 as they enter a projection, as llama.cpp and vLLM do for bf16
+	// models; smaller passes (decode) stay in f32 arithmetic. 0 turns it off. Load sets 64
+	// (HONE_BF16_PREFILL=0 sets 0).
+	BF16MinRows int
+
+	file       *safetensors.File
+	bf16Always bool // tests: bf16 arithmetic without AMX (AVX512_BF16 or pure Go)
+}
+
+// bf16Rows reports whether a pass over T rows runs its projections in bf16 arithmetic.
+func (m *Model) bf16Rows(T int) bool {
+	w := m.Layers[0].O.W
+	return m.BF16MinRows > 0 && T >= m.BF16MinRows && w.Half != nil && w.Kind == gemm.BF16 && (gemm.FastBF16() || m.bf16Always)
 }
 
 // LoadOptions tunes Load.
@@ -78,6 +93,9 @@ func Load(dir string, opts LoadOptions) (*Model, error) {
 		return nil, err
 	}
 	m.Dir = dir
+	if os.Getenv("HONE_BF16_PREFILL") != "0" {
+		m.BF16MinRows = 64
+	}
 	return m, nil
 }
 
@@ -345,7 +363,12 @@ func (m *Model) layer(l int, b *batch) {
 	T, H := b.T, c.HiddenSize
 	eps := float32(c.RMSNormEps)
 	kernels.RMSNormRows(b.h, b.x, T, H, L.AttnNorm, eps)
-	L.qkv.forward(b.h, T, b.tmp, b.q, b.k, b.v)
+	bf16 := m.bf16Rows(T)
+	if bf16 {
+		L.qkv.forwardWith(L.qkv.pairsPacked(), b.h, T, b.tmp, b.q, b.k, b.v)
+	} else {
+		L.qkv.forward(b.h, T, b.tmp, b.q, b.k, b.v)
+	}
 	b.adapterRows(func(a *LoRA, r0, n int) {
 		a.apply(l, "q_proj", b.h[r0*H:], n, b.q[r0*c.QDim():])
 		a.apply(l, "k_proj", b.h[r0*H:], n, b.k[r0*c.KVDim():])
@@ -383,7 +406,11 @@ func (m *Model) layer(l int, b *batch) {
 		}
 	}
 	m.attention(l, b)
-	L.O.Forward(b.attn, T, b.h, false)
+	if bf16 {
+		L.O.ForwardBF16(b.attn, T, b.h, false)
+	} else {
+		L.O.Forward(b.attn, T, b.h, false)
+	}
 	b.adapterRows(func(a *LoRA, r0, n int) {
 		a.apply(l, "o_proj", b.attn[r0*c.QDim():], n, b.h[r0*H:])
 	})
@@ -391,13 +418,21 @@ func (m *Model) layer(l int, b *batch) {
 	// MLP.
 	kernels.RMSNormRows(b.h, b.x, T, H, L.MLPNorm, eps)
 	I := c.IntermediateSize
-	L.gateUp.forward(b.h, T, b.tmp, b.gate, b.up)
+	if bf16 {
+		L.gateUp.forwardWith(L.gateUp.pairsPacked(), b.h, T, b.tmp, b.gate, b.up)
+	} else {
+		L.gateUp.forward(b.h, T, b.tmp, b.gate, b.up)
+	}
 	b.adapterRows(func(a *LoRA, r0, n int) {
 		a.apply(l, "gate_proj", b.h[r0*H:], n, b.gate[r0*I:])
 		a.apply(l, "up_proj", b.h[r0*H:], n, b.up[r0*I:])
 	})
 	kernels.SwiGLU(b.gate, b.gate, b.up)
-	L.Down.Forward(b.gate, T, b.h, false)
+	if bf16 {
+		L.Down.ForwardBF16(b.gate, T, b.h, false)
+	} else {
+		L.Down.Forward(b.gate, T, b.h, false)
+	}
 	b.adapterRows(func(a *LoRA, r0, n int) {
 		a.apply(l, "down_proj", b.gate[r0*I:], n, b.h[r0*H:])
 	})

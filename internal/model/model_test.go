@@ -569,3 +569,52 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// TestBF16PrefillAgrees: a prefill of at least BF16MinRows rows of a bf16 model, in bf16
+// arithmetic, gives the reference logits to bf16 precision; a shorter pass (decode) stays in
+// f32 arithmetic and matches closely; and the KV cache it leaves serves the next tokens.
+func TestBF16PrefillAgrees(t *testing.T) {
+	m := load(t, "llama-bf16")
+	defer func(n int) { m.BF16MinRows = n }(m.BF16MinRows)
+	m.BF16MinRows = 64
+	model.ForceBF16Arithmetic(m)
+	rng := rand.New(rand.NewPCG(7, 7))
+	tokens := randTokens(rng, 90, m.Config.VocabSize)
+	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: 16})
+	seq := cache.NewSequence()
+	got, err := m.Forward([]model.Step{{Seq: seq, Tokens: tokens[:80], LogitsAt: all(80)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := reference(m, tokens, nil)
+	worst := 0.0
+	for p := 0; p < 80; p++ {
+		worst = max(worst, relErr(got[0][p], want[p]))
+	}
+	// The same prefill in f32 arithmetic (BF16MinRows 0) is far closer: the bf16 path ran.
+	m.BF16MinRows = 0
+	seq32 := cache.NewSequence()
+	got32, err := m.Forward([]model.Step{{Seq: seq32, Tokens: tokens[:80], LogitsAt: all(80)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq32.Free()
+	m.BF16MinRows = 64
+	worst32 := 0.0
+	for p := 0; p < 80; p++ {
+		worst32 = max(worst32, relErr(got32[0][p], want[p]))
+	}
+	if worst > 0.05 || worst < 10*worst32 {
+		t.Fatalf("prefill in bf16 arithmetic: worst relative error %.3g (f32: %.3g)", worst, worst32)
+	}
+	t.Logf("prefill: worst relative error %.3g in bf16 arithmetic, %.3g in f32", worst, worst32)
+	for p := 80; p < 90; p++ { // decode, one row at a time, on the bf16-prefilled cache
+		out, err := m.Forward([]model.Step{{Seq: seq, Tokens: tokens[p : p+1], LogitsAt: []int{0}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := relErr(out[0][0], want[p]); e > 0.05 {
+			t.Fatalf("decode at %d: relative error %.3g", p, e)
+		}
+	}
+}
