@@ -3,8 +3,8 @@
 # weights (f32 and bf16, batch 1 and 16, 2 threads), then llama.cpp on the same weights when
 # LLAMA_CPP points at a llama.cpp source tree with build/bin/llama-bench and
 # build/bin/llama-batched-bench built (see docs/performance.md; llama.cpp is a measurement
-# reference only, never part of Hone). PYTHON must have torch, numpy and mistral_common for
-# llama.cpp's converter. Holds /tmp/hone-bench.lock while measuring.
+# reference only, never part of Hone). PYTHON must have torch, numpy, sentencepiece and
+# mistral_common for llama.cpp's converter. Holds /tmp/hone-bench.lock while measuring.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 WORK=${WORK:-/tmp/hone-bench-model}
@@ -23,7 +23,8 @@ flock /tmp/hone-bench.lock env HONE_BENCH_MODELS="$WORK" GOMAXPROCS="$THREADS" \
 for dt in f32 bf16; do
 	gguf="$WORK/smollm2-$dt.gguf"
 	[ -f "$gguf" ] || PYTHONPATH="$LLAMA_CPP/gguf-py:$LLAMA_CPP" "${PYTHON:-python3}" \
-		scripts/bench-model/convert_gguf.py "$WORK/smollm2-$dt" "$gguf" "$dt" >/dev/null 2>&1
+		scripts/bench-model/convert_gguf.py "$WORK/smollm2-$dt" "$gguf" "$dt" >"$WORK/convert-$dt.log" 2>&1 ||
+		{ echo "llama.cpp's converter failed: see $WORK/convert-$dt.log" >&2; exit 1; }
 done
 echo "== llama.cpp ($THREADS threads)"
 for dt in f32 bf16; do
