@@ -58,7 +58,8 @@ func init() {
 		}
 		opts := chatapi.LoadOptions{DType: model.DType(chatCfg.dtype), Engine: inference.Options{
 			Policy: chatCfg.policy, MaxQueue: chatCfg.maxQueue, MaxRunning: chatCfg.maxRunning,
-			MaxBatchTokens: chatCfg.maxBatchTokens, KVBlocks: chatCfg.kvBlocks, NoPrefixCache: chatCfg.noPrefixCache, Logger: app.Logger}}
+			MaxBatchTokens: chatCfg.maxBatchTokens, KVBlocks: chatCfg.kvBlocks, NoPrefixCache: chatCfg.noPrefixCache, Logger: app.Logger},
+			Prepack: !app.Config.WorkerOnly}
 		reg := chatapi.NewRegistry()
 		now := time.Now().Unix()
 		for _, spec := range chatCfg.models {

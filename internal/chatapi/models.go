@@ -77,6 +77,9 @@ func (s *Served) MaxModelLen() int { return s.Model.Config.MaxPositionEmbeddings
 type LoadOptions struct {
 	Engine inference.Options
 	DType  model.DType
+	// Prepack packs the weights for serving at load (model.Prepack) rather than on the
+	// first request; `hone worker`, which serves no requests, leaves it off.
+	Prepack bool
 }
 
 // Load loads a Hugging Face model directory and starts its engine.
@@ -84,6 +87,9 @@ func Load(name, dir string, opts LoadOptions, created int64) (*Served, error) {
 	m, err := model.Load(dir, model.LoadOptions{DType: opts.DType})
 	if err != nil {
 		return nil, err
+	}
+	if opts.Prepack {
+		m.Prepack()
 	}
 	tok, err := tokenizer.Load(dir)
 	if err != nil {

@@ -66,6 +66,22 @@ type Model struct {
 	bf16Always bool // tests: bf16 arithmetic without AMX (AVX512_BF16 or pure Go)
 }
 
+// Prepack builds now, instead of on first use, the packed weights that f32-arithmetic
+// products multiply by (what serving needs from its first request): the fused q/k/v and
+// gate/up packs of every layer, the o and down projections and the LM head. Load leaves them
+// to first use, so that a process that only trains bf16 weights on AMX (which uses its own
+// packs) never holds them.
+func (m *Model) Prepack() {
+	for i := range m.Layers {
+		L := &m.Layers[i]
+		L.qkv.packed()
+		L.gateUp.packed()
+		L.O.Packed()
+		L.Down.Packed()
+	}
+	m.LMHead.Packed()
+}
+
 // bf16Rows reports whether a pass over T rows runs its projections in bf16 arithmetic.
 func (m *Model) bf16Rows(T int) bool {
 	w := m.Layers[0].O.W
@@ -146,8 +162,6 @@ func fromFile(cfg *Config, f *safetensors.File, opts LoadOptions) (*Model, error
 		if L.Down, err = ld.linear(p+"mlp.down_proj", c.HiddenSize, c.IntermediateSize, c.MLPBias); err != nil {
 			return nil, err
 		}
-		L.O.pack()
-		L.Down.pack()
 		L.qkv = fuse(&L.Q, &L.K, &L.V)
 		L.gateUp = fuse(&L.Gate, &L.Up)
 	}
@@ -163,7 +177,6 @@ func fromFile(cfg *Config, f *safetensors.File, opts LoadOptions) (*Model, error
 			return nil, fmt.Errorf("model: weight lm_head.weight is missing (and tie_word_embeddings is false)")
 		}
 		m.LMHead = Linear{W: m.Embed}
-		m.LMHead.pack()
 	}
 	rope := kernels.NewRope(c.HeadDim, c.RopeTheta)
 	if rs := c.RopeScaling; rs != nil {

@@ -78,34 +78,20 @@ func (l *Linear) PairsPacked(transposed bool) *gemm.PackedB {
 // so that one GEMM computes them all.
 type fused struct {
 	parts []*Linear
+	n     int           // output width: the sum of Outs
 	pairs *gemm.PackedB // bf16-arithmetic pack of the parts, built on first use
-	P     *gemm.PackedB
-	Bias  []float32 // nil when none of the parts has a bias
-	Outs  []int     // output width of each part
+	P     *gemm.PackedB // f32-arithmetic pack of the parts, built on first use (packed)
+	Bias  []float32     // nil when none of the parts has a bias
+	Outs  []int         // output width of each part
 }
 
 func fuse(parts ...*Linear) *fused {
 	f := &fused{parts: parts}
-	in := parts[0].In()
-	rows := 0
 	hasBias := false
 	for _, l := range parts {
-		rows += l.Out()
+		f.n += l.Out()
 		f.Outs = append(f.Outs, l.Out())
 		hasBias = hasBias || l.Bias != nil
-	}
-	if parts[0].W.F32 != nil {
-		w := make([]float32, 0, rows*in)
-		for _, l := range parts {
-			w = append(w, l.W.F32...)
-		}
-		f.P = gemm.PackB(true, rows, in, w, in)
-	} else {
-		w := make([]uint16, 0, rows*in)
-		for _, l := range parts {
-			w = append(w, l.W.Half...)
-		}
-		f.P = gemm.PackHalfB(parts[0].W.Kind, true, rows, in, w, in)
 	}
 	if hasBias {
 		for _, l := range parts {
@@ -122,7 +108,32 @@ func fuse(parts ...*Linear) *fused {
 // forward computes the fused product of x (rows × In) into tmp and scatters each part's
 // columns into outs[i] (rows × Outs[i]).
 func (f *fused) forward(x []float32, rows int, tmp []float32, outs ...[]float32) {
-	f.forwardWith(f.P, x, rows, tmp, outs...)
+	f.forwardWith(f.packed(), x, rows, tmp, outs...)
+}
+
+// packed is the parts' weights packed together for f32-arithmetic products, built on first
+// use (a process that only trains bf16 weights on AMX never builds it).
+func (f *fused) packed() *gemm.PackedB {
+	packMu.Lock()
+	defer packMu.Unlock()
+	if f.P != nil {
+		return f.P
+	}
+	in, w0 := f.parts[0].In(), f.parts[0].W
+	if w0.F32 != nil {
+		w := make([]float32, 0, f.n*in)
+		for _, l := range f.parts {
+			w = append(w, l.W.F32...)
+		}
+		f.P = gemm.PackB(true, f.n, in, w, in)
+	} else {
+		w := make([]uint16, 0, f.n*in)
+		for _, l := range f.parts {
+			w = append(w, l.W.Half...)
+		}
+		f.P = gemm.PackHalfB(w0.Kind, true, f.n, in, w, in)
+	}
+	return f.P
 }
 
 // pairsPacked is the parts' weights packed together for bf16 arithmetic (nil unless bf16).
@@ -134,11 +145,11 @@ func (f *fused) pairsPacked() *gemm.PackedB {
 	packMu.Lock()
 	defer packMu.Unlock()
 	if f.pairs == nil {
-		w := make([]uint16, 0, f.P.N()*w0.Cols)
+		w := make([]uint16, 0, f.n*w0.Cols)
 		for _, l := range f.parts {
 			w = append(w, l.W.Half...)
 		}
-		f.pairs = gemm.PackBF16Pairs(true, f.P.N(), w0.Cols, w, w0.Cols)
+		f.pairs = gemm.PackBF16Pairs(true, f.n, w0.Cols, w, w0.Cols)
 	}
 	return f.pairs
 }
@@ -321,25 +332,25 @@ func (ld *loader) linear(prefix string, out, in int, bias bool) (Linear, error) 
 // included) with the fused weights the forward pass uses, for callers outside the package
 // (training). q is rows × QDim, k and v rows × KVDim.
 func (L *Layer) ForwardQKV(x []float32, rows int, q, k, v []float32) {
-	tmp := make([]float32, rows*L.qkv.P.N())
+	tmp := make([]float32, rows*L.qkv.n)
 	L.qkv.forward(x, rows, tmp, q, k, v)
 }
 
 // ForwardQKVBF16 is ForwardQKV in bf16 arithmetic (bf16 weights only; see PairsPacked).
 func (L *Layer) ForwardQKVBF16(x []float32, rows int, q, k, v []float32) {
-	tmp := make([]float32, rows*L.qkv.P.N())
+	tmp := make([]float32, rows*L.qkv.n)
 	L.qkv.forwardWith(L.qkv.pairsPacked(), x, rows, tmp, q, k, v)
 }
 
 // ForwardGateUpBF16 is ForwardGateUp in bf16 arithmetic (bf16 weights only).
 func (L *Layer) ForwardGateUpBF16(x []float32, rows int, gate, up []float32) {
-	tmp := make([]float32, rows*L.gateUp.P.N())
+	tmp := make([]float32, rows*L.gateUp.n)
 	L.gateUp.forwardWith(L.gateUp.pairsPacked(), x, rows, tmp, gate, up)
 }
 
 // ForwardGateUp computes the layer's gate and up projections of x (rows × hidden) with the
 // fused weights; gate and up are rows × intermediate.
 func (L *Layer) ForwardGateUp(x []float32, rows int, gate, up []float32) {
-	tmp := make([]float32, rows*L.gateUp.P.N())
+	tmp := make([]float32, rows*L.gateUp.n)
 	L.gateUp.forward(x, rows, tmp, gate, up)
 }

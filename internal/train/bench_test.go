@@ -12,10 +12,18 @@ import (
 	"github.com/honeai/hone/internal/synth"
 )
 
+// benchModels holds the models loaded by benchModel: one per preset and dtype per process,
+// so that the benchmark's runs (b.N = 1, then the requested count) share it and the peak RSS
+// is that of one model.
+var benchModels = map[string]*model.Model{}
+
 // benchModel writes (once per process) a model of the given preset and dtype into the
-// temporary directory, or uses HONE_BENCH_MODELS/<name>-<dtype> when set.
+// temporary directory, or uses HONE_BENCH_MODELS/<name>-<dtype> when set, and loads it once.
 func benchModel(b *testing.B, name, dtype string) *model.Model {
 	b.Helper()
+	if m, ok := benchModels[name+"-"+dtype]; ok {
+		return m
+	}
 	dir := filepath.Join(os.Getenv("HONE_BENCH_MODELS"), name+"-"+dtype)
 	if os.Getenv("HONE_BENCH_MODELS") == "" {
 		dir = filepath.Join(os.TempDir(), "hone-train-bench-"+name+"-"+dtype)
@@ -34,6 +42,7 @@ func benchModel(b *testing.B, name, dtype string) *model.Model {
 	if err != nil {
 		b.Fatal(err)
 	}
+	benchModels[name+"-"+dtype] = m
 	return m
 }
 
