@@ -14,3 +14,6 @@ var hasExpVector = cpu.X86.HasAVX512F
 func expVector(n int, dst, src *float32, a, b float32) float32 {
 	return expAffineAVX512(n, dst, src, a, b)
 }
+
+func maxVector(n int, x *float32) float32      { return maxAVX512(n, x) }
+func scaleVector(n int, x *float32, s float32) { scaleAVX512(n, x, s) }

@@ -96,3 +96,54 @@ GLOBL expAffineAVX512_c9<>(SB), RODATA|NOPTR, $4
 
 DATA expAffineAVX512_c10<>+0(SB)/4, $0x3f800000
 GLOBL expAffineAVX512_c10<>(SB), RODATA|NOPTR, $4
+
+// func maxAVX512(n int, x *float32) float32
+// Requires: AVX, AVX512F, SSE
+TEXT ·maxAVX512(SB), NOSPLIT, $0-20
+	MOVQ    n+0(FP), CX
+	MOVQ    x+8(FP), SI
+	VMOVUPS (SI), Z0
+	ADDQ    $0x00000040, SI
+	SHRQ    $0x04, CX
+	DECQ    CX
+	JZ      maxAVX512_done
+
+maxAVX512_loop:
+	VMAXPS (SI), Z0, Z0
+	ADDQ   $0x00000040, SI
+	DECQ   CX
+	JNZ    maxAVX512_loop
+
+maxAVX512_done:
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VMAXPS        Y1, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VMAXPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VMAXPS        X1, X0, X0
+	VPERMILPS     $0xb1, X0, X1
+	VMAXPS        X1, X0, X0
+	MOVSS         X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func scaleAVX512(n int, x *float32, s float32)
+// Requires: AVX, AVX512F, SSE
+TEXT ·scaleAVX512(SB), NOSPLIT, $0-20
+	MOVQ         n+0(FP), CX
+	MOVQ         x+8(FP), SI
+	MOVSS        s+16(FP), X1
+	VBROADCASTSS X1, Z1
+	SHRQ         $0x04, CX
+	JZ           scaleAVX512_done
+
+scaleAVX512_loop:
+	VMULPS  (SI), Z1, Z0
+	VMOVUPS Z0, (SI)
+	ADDQ    $0x00000040, SI
+	DECQ    CX
+	JNZ     scaleAVX512_loop
+
+scaleAVX512_done:
+	VZEROUPPER
+	RET

@@ -6,3 +6,9 @@ package kernels
 
 //go:noescape
 func expAffineAVX512(n int, dst, src *float32, a, b float32) float32
+
+//go:noescape
+func maxAVX512(n int, x *float32) float32
+
+//go:noescape
+func scaleAVX512(n int, x *float32, s float32)

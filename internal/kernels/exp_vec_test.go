@@ -76,3 +76,26 @@ func BenchmarkExpAffine(b *testing.B) {
 		b.ReportMetric(float64(len(src)*b.N)/b.Elapsed().Seconds()/1e9, "Gexp/s")
 	})
 }
+
+// TestMaxScale: the vector max and scale agree with plain loops on every length.
+func TestMaxScale(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	for n := 0; n < 70; n++ {
+		x := make([]float32, n)
+		want := float32(math.Inf(-1))
+		for i := range x {
+			x[i] = float32(rng.NormFloat64() * 10)
+			want = max(want, x[i])
+		}
+		if got := Max(x); got != want {
+			t.Fatalf("n %d: max %v, want %v", n, got, want)
+		}
+		y := append([]float32(nil), x...)
+		Scale(y, -0.37)
+		for i := range y {
+			if y[i] != x[i]*-0.37 {
+				t.Fatalf("n %d: scaled[%d] = %v, want %v", n, i, y[i], x[i]*-0.37)
+			}
+		}
+	}
+}

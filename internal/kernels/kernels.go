@@ -50,11 +50,33 @@ func Add(dst, src []float32) {
 	}
 }
 
-// Scale does x *= s.
+// Scale does x *= s (AVX-512 for whole blocks of 16 where the CPU has it).
 func Scale(x []float32, s float32) {
-	for i := range x {
+	n := 0
+	if hasExpVector && len(x) >= 16 {
+		n = len(x) &^ 15
+		scaleVector(n, &x[0], s)
+	}
+	for i := n; i < len(x); i++ {
 		x[i] *= s
 	}
+}
+
+// Max returns the largest element of x, −Inf when x is empty (NaNs are skipped; AVX-512 for
+// whole blocks of 16 where the CPU has it).
+func Max(x []float32) float32 {
+	mx := float32(math.Inf(-1))
+	n := 0
+	if hasExpVector && len(x) >= 16 {
+		n = len(x) &^ 15
+		mx = maxVector(n, &x[0])
+	}
+	for _, v := range x[n:] {
+		if v > mx {
+			mx = v
+		}
+	}
+	return mx
 }
 
 // RMSNorm writes out = x / sqrt(mean(x²) + eps) * weight for one row (out may alias x).
@@ -82,22 +104,14 @@ func Softmax(x []float32) {
 	if len(x) == 0 {
 		return
 	}
-	mx := float32(math.Inf(-1))
-	for _, v := range x {
-		if v > mx {
-			mx = v
-		}
-	}
+	mx := Max(x)
 	if math.IsInf(float64(mx), -1) {
 		for i := range x {
 			x[i] = 1 / float32(len(x))
 		}
 		return
 	}
-	inv := 1 / ExpAffine(x, x, 1, -mx)
-	for i := range x {
-		x[i] *= inv
-	}
+	Scale(x, 1/ExpAffine(x, x, 1, -mx))
 }
 
 // SiLU is x*sigmoid(x).

@@ -562,15 +562,9 @@ func (e *Engine) layerBackward(ac *acts, xin, dout []float32, needInput bool) []
 
 // softmaxLSE replaces x by its softmax and returns log Σ exp(x).
 func softmaxLSE(x []float32) float32 {
-	mx := x[0]
-	for _, v := range x {
-		mx = max(mx, v)
-	}
+	mx := kernels.Max(x)
 	sum := float64(kernels.ExpAffine(x, x, 1, -mx))
-	inv := float32(1 / sum)
-	for i := range x {
-		x[i] *= inv
-	}
+	kernels.Scale(x, float32(1/sum))
 	return mx + float32(math.Log(sum))
 }
 
@@ -711,10 +705,7 @@ func (e *Engine) head(s Seq, xf []float32, rows []int, st *TokenStats, lse, g, d
 			row := logits[i*V : (i+1)*V]
 			tok := s.Tokens[t+1]
 			if st != nil {
-				mx := row[0]
-				for _, v := range row {
-					mx = max(mx, v)
-				}
+				mx := kernels.Max(row)
 				st.Logp[t] = row[tok] - mx // completed below
 				// The exponentials stay in row for the gradient.
 				buf := rowPool.Get().(*[]float32)
@@ -735,19 +726,14 @@ func (e *Engine) head(s Seq, xf []float32, rows []int, st *TokenStats, lse, g, d
 				st.Logp[t] = float32(float64(st.Logp[t]) - logZ)
 				if g != nil {
 					// dlogits = g·(onehot − softmax).
-					k := -g[t] / float32(sum)
-					for j := range row {
-						row[j] *= k
-					}
+					kernels.Scale(row, -g[t]/float32(sum))
 					row[tok] += g[t]
 				}
 				return
 			}
 			gi, l := g[t], lse[t]
 			kernels.ExpAffine(row, row, 1, -l)
-			for j := range row {
-				row[j] *= -gi
-			}
+			kernels.Scale(row, -gi)
 			row[tok] += gi
 		})
 		if g == nil {

@@ -72,3 +72,55 @@ func expAffineAVX512(name string) {
 	VZEROUPPER()
 	RET()
 }
+
+// maxAVX512 generates func maxAVX512(n int, x *float32) float32: the largest of x[:n] (n a
+// positive multiple of 16; NaNs are not looked for).
+func maxAVX512(name string) {
+	TEXT(name, NOSPLIT, "func(n int, x *float32) float32")
+	declare(name, "(n int, x *float32) float32", "")
+	n := Load(Param("n"), RCX)
+	x := Load(Param("x"), RSI)
+	VMOVUPS(Mem{Base: x}, Z0)
+	ADDQ(U32(64), x)
+	SHRQ(U8(4), n)
+	DECQ(n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	VMAXPS(Mem{Base: x}, Z0, Z0)
+	ADDQ(U32(64), x)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VEXTRACTF64X4(U8(1), Z0, Y1)
+	VMAXPS(Y1, Y0, Y0)
+	VEXTRACTF128(U8(1), Y0, X1)
+	VMAXPS(X1, X0, X0)
+	VPERMILPS(U8(0b01001110), X0, X1)
+	VMAXPS(X1, X0, X0)
+	VPERMILPS(U8(0b10110001), X0, X1)
+	VMAXPS(X1, X0, X0)
+	Store(X0, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// scaleAVX512 generates func scaleAVX512(n int, x *float32, s float32): x[i] *= s for
+// i < n (n a multiple of 16).
+func scaleAVX512(name string) {
+	TEXT(name, NOSPLIT, "func(n int, x *float32, s float32)")
+	declare(name, "(n int, x *float32, s float32)", "")
+	n := Load(Param("n"), RCX)
+	x := Load(Param("x"), RSI)
+	VBROADCASTSS(Load(Param("s"), X1), Z1)
+	SHRQ(U8(4), n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	VMULPS(Mem{Base: x}, Z1, Z0)
+	VMOVUPS(Z0, Mem{Base: x})
+	ADDQ(U32(64), x)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}

@@ -66,6 +66,8 @@ func main() {
 	ConstraintExpr("amd64,!purego")
 	if *target == "kernels" {
 		expAffineAVX512("expAffineAVX512")
+		maxAVX512("maxAVX512")
+		scaleAVX512("scaleAVX512")
 		Generate()
 		writeDecl(*declOut, "kernels", "go run . -target kernels -pkg kernels -out ../../kernels/exp_amd64.s -decl ../../kernels/exp_amd64_decl.go", "")
 		return
