@@ -35,7 +35,8 @@ func PackBF16Pairs(transB bool, n, k int, b []uint16, ldb int) *PackedB {
 	checkPackArgs("PackBF16Pairs", transB, n, k, len(b), ldb)
 	kp := pairStride(k)
 	panels := (n + panelW - 1) / panelW
-	pb := &PackedB{n: n, k: k, kind: kindBF16Pair, u16: make([]uint16, panels*kp*2*panelW)}
+	pb := &PackedB{n: n, k: k, kind: kindBF16Pair}
+	pb.u16 = allocPacked[uint16](pb, panels*kp*2*panelW)
 	if n == 0 || k == 0 {
 		return pb
 	}

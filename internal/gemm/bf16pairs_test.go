@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -226,5 +227,40 @@ func TestPackRowMatchesGo(t *testing.T) {
 				t.Fatalf("%s: pair %d = %#x, want %#x", name, q, dst[q], want)
 			}
 		}
+	}
+}
+
+// TestLargePacksOffHeap: packs of a megabyte and more (outside the Go heap) multiply as
+// small ones do, survive collections while referenced, and are given back after.
+func TestLargePacksOffHeap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	const n, k, m = 800, 700, 5
+	w := make([]float32, n*k)
+	for i := range w {
+		w[i] = float32(rng.NormFloat64())
+	}
+	wh := make([]uint16, n*k)
+	for i, v := range w {
+		wh[i] = Float32ToBF16(v)
+		w[i] = BF16ToFloat32(wh[i])
+	}
+	x := make([]float32, m*k)
+	for i := range x {
+		x[i] = BF16ToFloat32(Float32ToBF16(float32(rng.NormFloat64())))
+	}
+	want := make([]float32, m*n)
+	Sgemm(false, true, m, n, k, 1, x, k, w, k, 0, want, n)
+	for _, pb := range []*PackedB{PackB(true, n, k, w, k), PackHalfB(BF16, true, n, k, wh, k), PackBF16Pairs(true, n, k, wh, k)} {
+		runtime.GC()
+		got := make([]float32, m*n)
+		GemmPacked(false, m, 1, x, k, pb, 0, got, n)
+		for i := range got {
+			if d := math.Abs(float64(got[i] - want[i])); d > 1e-3*(1+math.Abs(float64(want[i]))) {
+				t.Fatalf("%v pack: y[%d] = %v, want %v", pb.Half(), i, got[i], want[i])
+			}
+		}
+	}
+	for i := 0; i < 3; i++ { // the packs above are unreachable now: their cleanups unmap them
+		runtime.GC()
 	}
 }

@@ -39,7 +39,7 @@ func (pb *PackedB) Half() Half {
 func PackB(transB bool, n, k int, b []float32, ldb int) *PackedB {
 	checkPackArgs("PackB", transB, n, k, len(b), ldb)
 	pb := &PackedB{n: n, k: k, kind: kindF32}
-	pb.f32 = make([]float32, packedLen(n, k))
+	pb.f32 = allocPacked[float32](pb, packedLen(n, k))
 	packWhole(pb.f32, b, transB, n, k, ldb, current.Load().packT[kindF32])
 	return pb
 }
@@ -50,7 +50,7 @@ func PackHalfB(h Half, transB bool, n, k int, b []uint16, ldb int) *PackedB {
 	kind := halfKind(h, "PackHalfB")
 	checkPackArgs("PackHalfB", transB, n, k, len(b), ldb)
 	pb := &PackedB{n: n, k: k, kind: kind}
-	pb.u16 = make([]uint16, packedLen(n, k))
+	pb.u16 = allocPacked[uint16](pb, packedLen(n, k))
 	packWhole(pb.u16, b, transB, n, k, ldb, nil)
 	return pb
 }

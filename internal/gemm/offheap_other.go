@@ -1,0 +1,6 @@
+//go:build !(linux || darwin || freebsd)
+
+package gemm
+
+// allocPacked returns zeroed storage for pb of n elements (on the Go heap on this system).
+func allocPacked[E float32 | uint16](pb *PackedB, n int) []E { return make([]E, n) }
