@@ -89,7 +89,8 @@ func init() {
 	current.Store(impls[0])
 }
 
-// Impl returns the name of the implementation in use: "avx512", "avx2" or "generic".
+// Impl returns the name of the implementation in use: "amx" (the AVX-512 kernels with
+// pair-packed products on AMX tiles), "avx512", "avx2" or "generic".
 func Impl() string { return current.Load().name }
 
 // Impls returns the names of the implementations this CPU and build support, best first.
