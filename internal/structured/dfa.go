@@ -144,22 +144,14 @@ func (d *DFA) intern(pcs []uint32, pending string) int { return d.internAt(pcs, 
 // internAt interns a state; begin marks the start state (no input consumed: ^ holds there,
 // so it is a state of its own even when a later state has the same threads).
 func (d *DFA) internAt(pcs []uint32, pending string, begin bool) int {
-	slices.Sort(pcs)
-	pcs = slices.Compact(pcs)
+	tag := pending
+	if begin {
+		tag += "|^"
+	}
+	pcs, key := stateKey(pcs, tag)
 	if len(pcs) == 0 {
 		return dead
 	}
-	var b strings.Builder
-	for _, pc := range pcs {
-		b.WriteString(strconv.FormatUint(uint64(pc), 36))
-		b.WriteByte(',')
-	}
-	b.WriteByte('|')
-	b.WriteString(pending)
-	if begin {
-		b.WriteString("|^")
-	}
-	key := b.String()
 	if id, ok := d.index[key]; ok {
 		return id
 	}
@@ -183,19 +175,10 @@ func (d *DFA) internAt(pcs []uint32, pending string, begin bool) int {
 // class covers whole (a negated class, any character) share one state instead of one per
 // byte sequence: thousands of states fewer per string state on a large vocabulary.
 func (d *DFA) internAbstract(pcs []uint32, n int) int {
-	slices.Sort(pcs)
-	pcs = slices.Compact(pcs)
+	pcs, key := stateKey(pcs, "*"+strconv.Itoa(n)) // pending bytes never start with '*'
 	if len(pcs) == 0 {
 		return dead
 	}
-	var b strings.Builder
-	for _, pc := range pcs {
-		b.WriteString(strconv.FormatUint(uint64(pc), 36))
-		b.WriteByte(',')
-	}
-	b.WriteString("|*")
-	b.WriteString(strconv.Itoa(n))
-	key := b.String()
 	if id, ok := d.index[key]; ok {
 		return id
 	}
@@ -203,6 +186,22 @@ func (d *DFA) internAbstract(pcs []uint32, n int) int {
 	d.states = append(d.states, dstate{pcs: pcs, pending: "*", cont: n})
 	d.index[key] = id
 	return id
+}
+
+// stateKey sorts and deduplicates pcs and returns them with the index key of the state of
+// those threads and tag (the rest of the state: pending bytes, an abstract count, the start
+// marker).
+func stateKey(pcs []uint32, tag string) ([]uint32, string) {
+	slices.Sort(pcs)
+	pcs = slices.Compact(pcs)
+	var b strings.Builder
+	for _, pc := range pcs {
+		b.WriteString(strconv.FormatUint(uint64(pc), 36))
+		b.WriteByte(',')
+	}
+	b.WriteByte('|')
+	b.WriteString(tag)
+	return pcs, b.String()
 }
 
 func (d *DFA) start() int {
@@ -293,14 +292,7 @@ func (d *DFA) compute(s int, b byte) int {
 		// and F4 (overlong and surrogate encodings, code points past U+10FFFF).
 		restricted := len(buf) == 1 && (buf[0] == 0xE0 || buf[0] == 0xED || buf[0] == 0xF0 || buf[0] == 0xF4)
 		if !partial && !restricted {
-			need := 2
-			switch {
-			case buf[0] >= 0xF0:
-				need = 4
-			case buf[0] >= 0xE0:
-				need = 3
-			}
-			return d.internAbstract(live, need-len(buf))
+			return d.internAbstract(live, utf8Len(buf[0])-len(buf))
 		}
 		return d.intern(append([]uint32(nil), st.pcs...), buf)
 	}
@@ -325,13 +317,7 @@ func (d *DFA) compute(s int, b byte) int {
 // prefixRange is the smallest and largest character whose UTF-8 encoding starts with the
 // valid prefix p.
 func prefixRange(p string) (rune, rune) {
-	n := 2
-	switch {
-	case p[0] >= 0xF0:
-		n = 4
-	case p[0] >= 0xE0:
-		n = 3
-	}
+	n := utf8Len(p[0])
 	lo, hi := []byte(p), []byte(p)
 	for len(lo) < n {
 		l, h := byte(0x80), byte(0xBF)
@@ -434,6 +420,17 @@ func coversRange(in *syntax.Inst, lo, hi rune) bool {
 		return lo == hi && in.Rune[0] == lo
 	}
 	return false
+}
+
+// utf8Len is the length of the UTF-8 encoding that lead byte b (0xC2..0xF4) begins.
+func utf8Len(b byte) int {
+	switch {
+	case b >= 0xF0:
+		return 4
+	case b >= 0xE0:
+		return 3
+	}
+	return 2
 }
 
 // validPrefix reports whether s (1 to 3 bytes) can begin a valid UTF-8 encoding of a longer

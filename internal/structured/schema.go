@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -619,14 +620,13 @@ func keyNotIn(names []string) string {
 		var lits []string
 		var escs []string
 		for _, r := range n.order {
-			if r < 0x20 || r == '"' || r == '\\' {
+			switch {
+			case r < 0x20 || r == '"' || r == '\\':
 				escs = append(escs, keySymbol(r))
-			} else {
-				if strings.ContainsRune(`\\]^-[`, r) {
-					lits = append(lits, "\\"+string(r))
-				} else {
-					lits = append(lits, string(r))
-				}
+			case strings.ContainsRune(`\\]^-[`, r):
+				lits = append(lits, "\\"+string(r))
+			default:
+				lits = append(lits, string(r))
 			}
 		}
 		other := `[^"\\\x00-\x1f` + strings.Join(lits, "") + `]`
@@ -641,11 +641,7 @@ func keyNotIn(names []string) string {
 			rest = append(rest, keySymbol('"'), keySymbol('\\'))
 			var keep []string
 			for _, e := range rest {
-				found := false
-				for _, x := range escs {
-					found = found || x == e
-				}
-				if !found {
+				if !slices.Contains(escs, e) {
 					keep = append(keep, e)
 				}
 			}

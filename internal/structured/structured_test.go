@@ -101,8 +101,9 @@ func generate(t *testing.T, c *Constraint, v Vocab, rng *rand.Rand) string {
 }
 
 // pathToEnd is a shortest byte string from state s to an accepting state, breadth first
-// over at most 50000 states, stepping by ASCII bytes, continuation bytes and a few whole multi-byte characters
-// (states inside a character are many: one per pending byte sequence).
+// over at most 50000 states, stepping by ASCII bytes, continuation bytes and a few whole
+// multi-byte characters (not every lead byte: states inside a character can be one per
+// pending byte sequence).
 func pathToEnd(c *Constraint, s int) ([]byte, bool) {
 	type node struct {
 		state, prev int
