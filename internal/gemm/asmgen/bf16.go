@@ -48,18 +48,14 @@ func packRowAVX512(name string) {
 	dst := Load(Param("dst"), RDI)
 	alpha := Load(Param("alpha"), X3)
 	VBROADCASTSS(alpha, Z3)
-	SHRQ(U8(4), n)
-	JZ(LabelRef(name + "_done"))
-	Label(name + "_loop")
-	VMULPS(Mem{Base: src}, Z3, Z0)
-	VMULPS(Mem{Base: src, Disp: 64}, Z3, Z1)
-	vcvtne2ps2bf16(2, 1, 0)
-	VMOVDQU32(Z2, Mem{Base: dst})
-	ADDQ(U32(128), src)
-	ADDQ(U32(64), dst)
-	DECQ(n)
-	JNZ(LabelRef(name + "_loop"))
-	Label(name + "_done")
+	loop16(name, n, func() { // 16 pairs: 32 floats in, 16 words out
+		VMULPS(Mem{Base: src}, Z3, Z0)
+		VMULPS(Mem{Base: src, Disp: 64}, Z3, Z1)
+		vcvtne2ps2bf16(2, 1, 0)
+		VMOVDQU32(Z2, Mem{Base: dst})
+		ADDQ(U32(128), src)
+		ADDQ(U32(64), dst)
+	})
 	VZEROUPPER()
 	RET()
 }
@@ -89,47 +85,14 @@ func microPairAVX512(name string, rows int) {
 			vdpbf16ps(acc(i, 1), 1, t)
 		}
 	}
-	const unroll = 4
 	aStep := 4 * rows
-	cnt := R8
-	MOVQ(kp, cnt)
-	SHRQ(U8(2), cnt)
-	JZ(LabelRef(name + "_tail"))
-	Label(name + "_loop")
-	PREFETCHT0(Mem{Base: b, Disp: 128 * unroll * 2})
-	for u := 0; u < unroll; u++ {
-		step(aStep*u, 128*u)
-	}
-	ADDQ(U32(aStep*unroll), a)
-	ADDQ(U32(128*unroll), b)
-	DECQ(cnt)
-	JNZ(LabelRef(name + "_loop"))
-	Label(name + "_tail")
-	ANDQ(U32(unroll-1), kp)
-	JZ(LabelRef(name + "_done"))
-	Label(name + "_tailloop")
-	step(0, 0)
-	ADDQ(U32(aStep), a)
-	ADDQ(U32(128), b)
-	DECQ(kp)
-	JNZ(LabelRef(name + "_tailloop"))
-	Label(name + "_done")
-	c := Load(Param("c"), RDI)
-	ldc := Load(Param("ldc"), RSI)
-	SHLQ(U8(2), ldc)
-	for i := 0; i < rows; i++ {
-		for h := 0; h < 2; h++ {
-			m := Mem{Base: c, Disp: 64 * h}
-			z := zreg(acc(i, h))
-			VADDPS(m, z, z)
-			VMOVUPS(z, m)
-		}
-		if i+1 < rows {
-			ADDQ(ldc, c)
-		}
-	}
-	VZEROUPPER()
-	RET()
+	unrolledLoop(name, kp, func() { PREFETCHT0(Mem{Base: b, Disp: 128 * 4 * 2}) },
+		func(u int) { step(aStep*u, 128*u) },
+		func(steps int) {
+			ADDQ(U32(aStep*steps), a)
+			ADDQ(U32(128*steps), b)
+		})
+	addToC(rows, 64, func(i, h int) VecPhysical { return zreg(acc(i, h)) })
 }
 
 // pairKernels generates the bf16 pair micro-kernels for 1..avx512MR rows and returns the Go
@@ -141,6 +104,5 @@ func pairKernels() string {
 		microPairAVX512(name, rows)
 		s += name + ", "
 	}
-	packRowAVX512("packRowBF16AVX512")
 	return s + "}\n"
 }

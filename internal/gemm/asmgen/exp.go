@@ -37,30 +37,26 @@ func expAffineAVX512(name string) {
 	lo, hi, log2e, ln2hi, ln2lo := regs[0], regs[1], regs[2], regs[3], regs[4]
 	first, rest := regs[5], []VecPhysical{regs[6], regs[7], regs[8], regs[9], regs[10], regs[10]}
 	VPXORD(Z19, Z19, Z19) // the sum
-	SHRQ(U8(4), n)
-	JZ(LabelRef(name + "_done"))
-	Label(name + "_loop")
 	x, t, p := Z3, Z4, Z5
-	VMOVUPS(Mem{Base: src}, x)
-	VFMADD132PS(Z20, Z21, x) // x = x·a + b
-	VMAXPS(lo, x, x)
-	VMINPS(hi, x, x)
-	VMULPS(log2e, x, t)
-	VRNDSCALEPS(U8(0), t, t)  // n, to nearest
-	VFNMADD231PS(ln2hi, t, x) // r = x - n·ln2hi
-	VFNMADD231PS(ln2lo, t, x) // r -= n·ln2lo
-	VMOVAPS(first, p)
-	for _, c := range rest {
-		VFMADD132PS(x, c, p) // p = p·r + c
-	}
-	VSCALEFPS(t, p, p) // p·2^n
-	VMOVUPS(p, Mem{Base: dst})
-	VADDPS(p, Z19, Z19)
-	ADDQ(U32(64), src)
-	ADDQ(U32(64), dst)
-	DECQ(n)
-	JNZ(LabelRef(name + "_loop"))
-	Label(name + "_done")
+	loop16(name, n, func() {
+		VMOVUPS(Mem{Base: src}, x)
+		VFMADD132PS(Z20, Z21, x) // x = x·a + b
+		VMAXPS(lo, x, x)
+		VMINPS(hi, x, x)
+		VMULPS(log2e, x, t)
+		VRNDSCALEPS(U8(0), t, t)  // n, to nearest
+		VFNMADD231PS(ln2hi, t, x) // r = x - n·ln2hi
+		VFNMADD231PS(ln2lo, t, x) // r -= n·ln2lo
+		VMOVAPS(first, p)
+		for _, c := range rest {
+			VFMADD132PS(x, c, p) // p = p·r + c
+		}
+		VSCALEFPS(t, p, p) // p·2^n
+		VMOVUPS(p, Mem{Base: dst})
+		VADDPS(p, Z19, Z19)
+		ADDQ(U32(64), src)
+		ADDQ(U32(64), dst)
+	})
 	// Horizontal sum of Z19.
 	VEXTRACTF64X4(U8(1), Z19, Y0)
 	VADDPS(Y0, Y19, Y0)
@@ -112,15 +108,23 @@ func scaleAVX512(name string) {
 	n := Load(Param("n"), RCX)
 	x := Load(Param("x"), RSI)
 	VBROADCASTSS(Load(Param("s"), X1), Z1)
+	loop16(name, n, func() {
+		VMULPS(Mem{Base: x}, Z1, Z0)
+		VMOVUPS(Z0, Mem{Base: x})
+		ADDQ(U32(64), x)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// loop16 emits a loop over the n/16 blocks of 16 floats (n in a register, clobbered),
+// running body, which advances the pointers, once per block.
+func loop16(name string, n Register, body func()) {
 	SHRQ(U8(4), n)
 	JZ(LabelRef(name + "_done"))
 	Label(name + "_loop")
-	VMULPS(Mem{Base: x}, Z1, Z0)
-	VMOVUPS(Z0, Mem{Base: x})
-	ADDQ(U32(64), x)
+	body()
 	DECQ(n)
 	JNZ(LabelRef(name + "_loop"))
 	Label(name + "_done")
-	VZEROUPPER()
-	RET()
 }

@@ -128,6 +128,7 @@ func main() {
 	}
 	tables.WriteString("}\n\n")
 	tables.WriteString(pairKernels())
+	packRowAVX512("packRowBF16AVX512")
 	packAAVX2("packAAVX2")
 	packAAVX512("packAAVX512", avx512MR)
 	packAAVX512("packA16AVX512", 16)
@@ -230,29 +231,9 @@ func microAVX512(name string, kind, rows int) {
 	}
 	// Main loop: unrolled by 4 depth steps (alternating accumulator sets). The packed A
 	// panel holds rows values per depth step.
-	const unroll = 4
 	aStep := 4 * rows
-	cnt := R8
-	MOVQ(kc, cnt)
-	SHRQ(U8(2), cnt)
-	JZ(LabelRef(name + "_tail"))
-	Label(name + "_loop")
-	PREFETCHT0(Mem{Base: a, Disp: aStep * 8})
-	for u := 0; u < unroll; u++ {
-		step(u%sets, aStep*u)
-	}
-	ADDQ(U32(aStep*unroll), a)
-	DECQ(cnt)
-	JNZ(LabelRef(name + "_loop"))
-	Label(name + "_tail")
-	ANDQ(U32(unroll-1), kc)
-	JZ(LabelRef(name + "_done"))
-	Label(name + "_tailloop")
-	step(0, 0)
-	ADDQ(U32(aStep), a)
-	DECQ(kc)
-	JNZ(LabelRef(name + "_tailloop"))
-	Label(name + "_done")
+	unrolledLoop(name, kc, func() { PREFETCHT0(Mem{Base: a, Disp: aStep * 8}) },
+		func(u int) { step(u%sets, aStep*u) }, func(steps int) { ADDQ(U32(aStep*steps), a) })
 	if sets == 2 {
 		for i := 0; i < rows; i++ {
 			for h := 0; h < 2; h++ {
@@ -260,21 +241,7 @@ func microAVX512(name string, kind, rows int) {
 			}
 		}
 	}
-	c := Load(Param("c"), RDI)
-	ldc := Load(Param("ldc"), RSI)
-	SHLQ(U8(2), ldc)
-	for i := 0; i < rows; i++ {
-		for h := 0; h < 2; h++ {
-			m := Mem{Base: c, Disp: 64 * h}
-			VADDPS(m, acc(0, i, h), acc(0, i, h))
-			VMOVUPS(acc(0, i, h), m)
-		}
-		if i+1 < rows {
-			ADDQ(ldc, c)
-		}
-	}
-	VZEROUPPER()
-	RET()
+	addToC(rows, 64, func(i, h int) VecPhysical { return acc(0, i, h) })
 }
 
 // microAVX2 generates C[rows×16] += Ap·B with YMM registers: accumulators Y4..Y15; with
@@ -318,28 +285,8 @@ func microAVX2(name string, kind, rows int) {
 		}
 		ADDQ(ldb, b)
 	}
-	const unroll = 4
 	aStep := 4 * rows
-	cnt := R8
-	MOVQ(kc, cnt)
-	SHRQ(U8(2), cnt)
-	JZ(LabelRef(name + "_tail"))
-	Label(name + "_loop")
-	for u := 0; u < unroll; u++ {
-		step(u%sets, aStep*u)
-	}
-	ADDQ(U32(aStep*unroll), a)
-	DECQ(cnt)
-	JNZ(LabelRef(name + "_loop"))
-	Label(name + "_tail")
-	ANDQ(U32(unroll-1), kc)
-	JZ(LabelRef(name + "_done"))
-	Label(name + "_tailloop")
-	step(0, 0)
-	ADDQ(U32(aStep), a)
-	DECQ(kc)
-	JNZ(LabelRef(name + "_tailloop"))
-	Label(name + "_done")
+	unrolledLoop(name, kc, nil, func(u int) { step(u%sets, aStep*u) }, func(steps int) { ADDQ(U32(aStep*steps), a) })
 	if sets == 2 {
 		for i := 0; i < rows; i++ {
 			for h := 0; h < 2; h++ {
@@ -347,14 +294,50 @@ func microAVX2(name string, kind, rows int) {
 			}
 		}
 	}
+	addToC(rows, 32, func(i, h int) VecPhysical { return acc(0, i, h) })
+}
+
+// unrolledLoop emits a loop over n steps (n in a register, clobbered): the main loop runs
+// body(0..3) and advance(4) per iteration (after prefetch, if not nil), the tail loop
+// body(0) and advance(1) for the last n mod 4 steps; R8 counts the main loop.
+func unrolledLoop(name string, n Register, prefetch func(), body func(u int), advance func(steps int)) {
+	const unroll = 4
+	cnt := R8
+	MOVQ(n, cnt)
+	SHRQ(U8(2), cnt)
+	JZ(LabelRef(name + "_tail"))
+	Label(name + "_loop")
+	if prefetch != nil {
+		prefetch()
+	}
+	for u := 0; u < unroll; u++ {
+		body(u)
+	}
+	advance(unroll)
+	DECQ(cnt)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_tail")
+	ANDQ(U32(unroll-1), n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_tailloop")
+	body(0)
+	advance(1)
+	DECQ(n)
+	JNZ(LabelRef(name + "_tailloop"))
+	Label(name + "_done")
+}
+
+// addToC adds the accumulators acc(i, 0..1) of each of rows rows into C (parameters c and
+// ldc; the two halves vecBytes apart) and returns from the kernel.
+func addToC(rows, vecBytes int, acc func(i, h int) VecPhysical) {
 	c := Load(Param("c"), RDI)
 	ldc := Load(Param("ldc"), RSI)
 	SHLQ(U8(2), ldc)
 	for i := 0; i < rows; i++ {
 		for h := 0; h < 2; h++ {
-			m := Mem{Base: c, Disp: 32 * h}
-			VADDPS(m, acc(0, i, h), acc(0, i, h))
-			VMOVUPS(acc(0, i, h), m)
+			m := Mem{Base: c, Disp: vecBytes * h}
+			VADDPS(m, acc(i, h), acc(i, h))
+			VMOVUPS(acc(i, h), m)
 		}
 		if i+1 < rows {
 			ADDQ(ldc, c)
