@@ -108,13 +108,15 @@ func runPairs(im *impl, p *problem, nt int) {
 		}
 		buf := bufPool.Get().(*floatBuf)
 		defer bufPool.Put(buf)
-		fs := buf.aligned(min(mc, i1-i0) * min(kcp, kpAll))
-		ap := unsafe.Slice((*uint32)(unsafe.Pointer(&fs[0])), len(fs))
+		na := min(mc, i1-i0) * min(kcp, kpAll)
+		fs := buf.aligned(na + kcp)
+		ws := unsafe.Slice((*uint32)(unsafe.Pointer(&fs[0])), len(fs))
+		ap, row := ws[:na], ws[na:na+kcp] // the packed A block, one row's pairs
 		for pq := 0; pq < kpAll; pq += kcp {
 			kp := min(kcp, kpAll-pq)
 			for ic := i0; ic < i1; ic += mc {
 				mcc := min(mc, i1-ic)
-				packAPairs(ap, p, ic, mcc, 2*pq, kp, mr)
+				packAPairs(im, ap, row, p, ic, mcc, 2*pq, kp, mr)
 				for q := q0; q < q1; q++ {
 					bp := (*uint16)(unsafe.Add(words, uintptr((q*kpS+pq)*panelW)*4))
 					cols := min(panelW, n-q*panelW)
@@ -129,12 +131,7 @@ func runPairs(im *impl, p *problem, nt int) {
 						tt := buf.tile[:rows*panelW]
 						clear(tt)
 						kern[rows-1](kp, a, bp, &tt[0], panelW)
-						for i := 0; i < rows; i++ {
-							crow := c[i*p.ldc : i*p.ldc+cols]
-							for j := range crow {
-								crow[j] += tt[i*panelW+j]
-							}
-						}
+						addEdge(c, p.ldc, tt, panelW, rows, cols)
 					}
 				}
 			}
@@ -145,34 +142,51 @@ func runPairs(im *impl, p *problem, nt int) {
 // packAPairs packs rows [i0,i0+mc) and depth [p0,p0+2kp) of op(A), scaled by alpha and
 // rounded to bf16, into dst as panels of mr rows (the last one of the rows left), panel
 // ip/mr at dst[ip*kp:], word q*rows+i holding depths p0+2q (low) and p0+2q+1 (high) of row
-// i; depths past k are zero.
-func packAPairs(dst []uint32, p *problem, i0, mc, p0, kp, mr int) {
-	k, alpha := p.k, p.alpha
-	at := func(i, d int) float32 {
-		if d >= k {
-			return 0
-		}
-		if p.transA {
-			return alpha * p.a[d*p.lda+i]
-		}
-		return alpha * p.a[i*p.lda+d]
-	}
+// i; depths past k are zero. row is scratch of at least kp words.
+func packAPairs(im *impl, dst, row []uint32, p *problem, i0, mc, p0, kp, mr int) {
 	for ip := 0; ip < mc; ip += mr {
 		rows := min(mr, mc-ip)
 		panel := dst[ip*kp : ip*kp+rows*kp]
 		for r := 0; r < rows; r++ {
-			i := i0 + ip + r
-			if !p.transA && p0+2*kp <= k {
-				src := p.a[i*p.lda+p0 : i*p.lda+p0+2*kp]
-				for q := 0; q < kp; q++ {
-					panel[q*rows+r] = uint32(roundBF16(alpha*src[2*q])) | uint32(roundBF16(alpha*src[2*q+1]))<<16
-				}
-				continue
-			}
-			for q := 0; q < kp; q++ {
-				panel[q*rows+r] = uint32(roundBF16(at(i, p0+2*q))) | uint32(roundBF16(at(i, p0+2*q+1)))<<16
+			pairRow(im, row[:kp], p, i0+ip+r, p0)
+			for q, w := range row[:kp] {
+				panel[q*rows+r] = w
 			}
 		}
+	}
+}
+
+// pairRow writes row i of op(A) from depth p0 on, scaled by alpha and rounded to bf16, as
+// len(dst) pairs (even depth in the low half); depths past k are zero.
+func pairRow(im *impl, dst []uint32, p *problem, i, p0 int) {
+	k, alpha := p.k, p.alpha
+	full := min(len(dst), max(0, (k-p0)/2)) // pairs with both depths inside k
+	if !p.transA {
+		src := p.a[i*p.lda+p0:]
+		done := 0
+		if im.packRow != nil && full >= 16 {
+			done = full &^ 15
+			im.packRow(done, &src[0], &dst[0], alpha)
+		}
+		for q := done; q < full; q++ {
+			dst[q] = uint32(roundBF16(alpha*src[2*q])) | uint32(roundBF16(alpha*src[2*q+1]))<<16
+		}
+	} else {
+		for q := 0; q < full; q++ {
+			d := p0 + 2*q
+			dst[q] = uint32(roundBF16(alpha*p.a[d*p.lda+i])) | uint32(roundBF16(alpha*p.a[(d+1)*p.lda+i]))<<16
+		}
+	}
+	for q := full; q < len(dst); q++ {
+		var lo float32
+		if d := p0 + 2*q; d < k {
+			if p.transA {
+				lo = p.a[d*p.lda+i]
+			} else {
+				lo = p.a[i*p.lda+d]
+			}
+		}
+		dst[q] = uint32(roundBF16(alpha * lo)) // its odd depth is past k
 	}
 }
 
@@ -283,15 +297,13 @@ func runAMX(im *impl, p *problem, nt int) {
 				for q := qe; q < q1; q++ {
 					amxBlock(kp/16, &ap[0], kp*4, bAt(q, pq), 0, 1, &ct[0], panelW, &amxConfig[0], 0)
 					cols := min(panelW, n-q*panelW)
-					for i := 0; i < rows; i++ {
-						crow := p.c[(ir+i)*p.ldc+q*panelW:][:cols]
-						if load == 0 {
-							copy(crow, ct[i*panelW:i*panelW+cols])
-							continue
-						}
-						for j := range crow {
-							crow[j] += ct[i*panelW+j]
-						}
+					c := p.c[ir*p.ldc+q*panelW:]
+					if load == 1 {
+						addEdge(c, p.ldc, ct, panelW, rows, cols)
+						continue
+					}
+					for i := 0; i < rows; i++ { // the first depth block with beta 0: C = the tile
+						copy(c[i*p.ldc:i*p.ldc+cols], ct[i*panelW:i*panelW+cols])
 					}
 				}
 			}
@@ -303,42 +315,13 @@ func runAMX(im *impl, p *problem, nt int) {
 // rounded to bf16, into dst as 32 rows of kp words (row r at dst[r*kp:]); rows past rows and
 // depths past k are zero.
 func packAAMX(im *impl, dst []uint32, p *problem, i0, rows, p0, kp int) {
-	k, alpha := p.k, p.alpha
 	for r := 0; r < amxRows; r++ {
 		row := dst[r*kp : r*kp+kp]
 		if r >= rows {
 			clear(row)
 			continue
 		}
-		i := i0 + r
-		full := min(kp, max(0, (k-p0)/2)) // pairs with both depths inside k
-		if !p.transA {
-			src := p.a[i*p.lda+p0:]
-			done := 0
-			if im.packRow != nil && full >= 16 {
-				done = full &^ 15
-				im.packRow(done, &src[0], &row[0], alpha)
-			}
-			for q := done; q < full; q++ {
-				row[q] = uint32(roundBF16(alpha*src[2*q])) | uint32(roundBF16(alpha*src[2*q+1]))<<16
-			}
-		} else {
-			for q := 0; q < full; q++ {
-				d := p0 + 2*q
-				row[q] = uint32(roundBF16(alpha*p.a[d*p.lda+i])) | uint32(roundBF16(alpha*p.a[(d+1)*p.lda+i]))<<16
-			}
-		}
-		for q := full; q < kp; q++ {
-			var lo float32
-			if d := p0 + 2*q; d < k {
-				if p.transA {
-					lo = p.a[d*p.lda+i]
-				} else {
-					lo = p.a[i*p.lda+d]
-				}
-			}
-			row[q] = uint32(roundBF16(alpha * lo)) // its odd depth is past k
-		}
+		pairRow(im, row, p, i0+r, p0)
 	}
 }
 

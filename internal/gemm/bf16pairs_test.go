@@ -250,7 +250,13 @@ func TestLargePacksOffHeap(t *testing.T) {
 	}
 	want := make([]float32, m*n)
 	Sgemm(false, true, m, n, k, 1, x, k, w, k, 0, want, n)
-	for _, pb := range []*PackedB{PackB(true, n, k, w, k), PackHalfB(BF16, true, n, k, wh, k), PackBF16Pairs(true, n, k, wh, k)} {
+	before := offHeapBytes.Load()
+	packs := []*PackedB{PackB(true, n, k, w, k), PackHalfB(BF16, true, n, k, wh, k), PackBF16Pairs(true, n, k, wh, k)}
+	mapped := offHeapBytes.Load() - before
+	if runtime.GOOS == "linux" && mapped < int64(n*k*(4+2+2)) {
+		t.Fatalf("%d bytes mapped outside the heap for %d of packs", mapped, n*k*8)
+	}
+	for _, pb := range packs {
 		runtime.GC()
 		got := make([]float32, m*n)
 		GemmPacked(false, m, 1, x, k, pb, 0, got, n)
@@ -260,7 +266,12 @@ func TestLargePacksOffHeap(t *testing.T) {
 			}
 		}
 	}
-	for i := 0; i < 3; i++ { // the packs above are unreachable now: their cleanups unmap them
+	packs = nil
+	for i := 0; i < 200 && offHeapBytes.Load() > before; i++ { // the packs are unreachable now: their cleanups unmap them
 		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if left := offHeapBytes.Load() - before; left > 0 {
+		t.Fatalf("%d bytes still mapped after the packs were collected", left)
 	}
 }

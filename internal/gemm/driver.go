@@ -294,12 +294,18 @@ func macro(im *impl, mc, nc, kc int, ap []float32, src *bSource, c []float32, ld
 			t := tmp[:mr*nr]
 			clear(t)
 			mk(kc, a, bp, src.ldb, &t[0], nr)
-			for i := 0; i < rows; i++ {
-				crow := c[(ir+i)*ldc+jr:][:cols]
-				for j := range crow {
-					crow[j] += t[i*nr+j]
-				}
-			}
+			addEdge(c[ir*ldc+jr:], ldc, t, nr, rows, cols)
+		}
+	}
+}
+
+// addEdge adds the rows×cols corner of tile t (rows ldt apart) into c (rows ldc apart): the
+// edge tiles that micro-kernels compute into scratch.
+func addEdge(c []float32, ldc int, t []float32, ldt, rows, cols int) {
+	for i := 0; i < rows; i++ {
+		crow := c[i*ldc : i*ldc+cols]
+		for j := range crow {
+			crow[j] += t[i*ldt+j]
 		}
 	}
 }

@@ -4,6 +4,7 @@ package gemm
 
 import (
 	"runtime"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -11,6 +12,9 @@ import (
 
 // offHeapMin is the size from which a packed operand lives outside the Go heap.
 const offHeapMin = 1 << 20
+
+// offHeapBytes is the memory mapped for packs and not yet given back.
+var offHeapBytes atomic.Int64
 
 // allocPacked returns zeroed storage for pb of n elements of size esz. Large packs (weights:
 // gigabytes for a model) are mapped anonymously outside the Go heap and unmapped when pb is
@@ -26,6 +30,11 @@ func allocPacked[E float32 | uint16](pb *PackedB, n int) []E {
 	if err != nil {
 		return make([]E, n)
 	}
-	runtime.AddCleanup(pb, func(m []byte) { unix.Munmap(m) }, mem)
+	offHeapBytes.Add(int64(size))
+	runtime.AddCleanup(pb, func(m []byte) {
+		if unix.Munmap(m) == nil {
+			offHeapBytes.Add(-int64(len(m)))
+		}
+	}, mem)
 	return unsafe.Slice((*E)(unsafe.Pointer(&mem[0])), n)
 }
