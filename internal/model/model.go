@@ -314,7 +314,7 @@ func (m *Model) Forward(steps []Step) ([][][]float32, error) {
 			kernels.RMSNorm(h[k*H:(k+1)*H], x[r*H:(r+1)*H], m.Norm, float32(c.RMSNormEps))
 		}
 		logits := make([]float32, len(rows)*c.VocabSize)
-		m.LMHead.Forward(h, len(rows), logits, false)
+		m.LMHead.Forward(false, h, len(rows), logits, false)
 		k := 0
 		for i, st := range steps {
 			out[i] = make([][]float32, len(st.LogitsAt))
@@ -377,11 +377,7 @@ func (m *Model) layer(l int, b *batch) {
 	eps := float32(c.RMSNormEps)
 	kernels.RMSNormRows(b.h, b.x, T, H, L.AttnNorm, eps)
 	bf16 := m.bf16Rows(T)
-	if bf16 {
-		L.qkv.forwardWith(L.qkv.pairsPacked(), b.h, T, b.tmp, b.q, b.k, b.v)
-	} else {
-		L.qkv.forward(b.h, T, b.tmp, b.q, b.k, b.v)
-	}
+	L.qkv.forward(bf16, b.h, T, b.tmp, b.q, b.k, b.v)
 	b.adapterRows(func(a *LoRA, r0, n int) {
 		a.apply(l, "q_proj", b.h[r0*H:], n, b.q[r0*c.QDim():])
 		a.apply(l, "k_proj", b.h[r0*H:], n, b.k[r0*c.KVDim():])
@@ -419,11 +415,7 @@ func (m *Model) layer(l int, b *batch) {
 		}
 	}
 	m.attention(l, b)
-	if bf16 {
-		L.O.ForwardBF16(b.attn, T, b.h, false)
-	} else {
-		L.O.Forward(b.attn, T, b.h, false)
-	}
+	L.O.Forward(bf16, b.attn, T, b.h, false)
 	b.adapterRows(func(a *LoRA, r0, n int) {
 		a.apply(l, "o_proj", b.attn[r0*c.QDim():], n, b.h[r0*H:])
 	})
@@ -431,21 +423,13 @@ func (m *Model) layer(l int, b *batch) {
 	// MLP.
 	kernels.RMSNormRows(b.h, b.x, T, H, L.MLPNorm, eps)
 	I := c.IntermediateSize
-	if bf16 {
-		L.gateUp.forwardWith(L.gateUp.pairsPacked(), b.h, T, b.tmp, b.gate, b.up)
-	} else {
-		L.gateUp.forward(b.h, T, b.tmp, b.gate, b.up)
-	}
+	L.gateUp.forward(bf16, b.h, T, b.tmp, b.gate, b.up)
 	b.adapterRows(func(a *LoRA, r0, n int) {
 		a.apply(l, "gate_proj", b.h[r0*H:], n, b.gate[r0*I:])
 		a.apply(l, "up_proj", b.h[r0*H:], n, b.up[r0*I:])
 	})
 	kernels.SwiGLU(b.gate, b.gate, b.up)
-	if bf16 {
-		L.Down.ForwardBF16(b.gate, T, b.h, false)
-	} else {
-		L.Down.Forward(b.gate, T, b.h, false)
-	}
+	L.Down.Forward(bf16, b.gate, T, b.h, false)
 	b.adapterRows(func(a *LoRA, r0, n int) {
 		a.apply(l, "down_proj", b.gate[r0*I:], n, b.h[r0*H:])
 	})

@@ -105,12 +105,6 @@ func fuse(parts ...*Linear) *fused {
 	return f
 }
 
-// forward computes the fused product of x (rows × In) into tmp and scatters each part's
-// columns into outs[i] (rows × Outs[i]).
-func (f *fused) forward(x []float32, rows int, tmp []float32, outs ...[]float32) {
-	f.forwardWith(f.packed(), x, rows, tmp, outs...)
-}
-
 // packed is the parts' weights packed together for f32-arithmetic products, built on first
 // use (a process that only trains bf16 weights on AMX never builds it).
 func (f *fused) packed() *gemm.PackedB {
@@ -127,13 +121,18 @@ func (f *fused) packed() *gemm.PackedB {
 		}
 		f.P = gemm.PackB(true, f.n, in, w, in)
 	} else {
-		w := make([]uint16, 0, f.n*in)
-		for _, l := range f.parts {
-			w = append(w, l.W.Half...)
-		}
-		f.P = gemm.PackHalfB(w0.Kind, true, f.n, in, w, in)
+		f.P = gemm.PackHalfB(w0.Kind, true, f.n, in, f.halves(), in)
 	}
 	return f.P
+}
+
+// halves is the parts' 16-bit weights one after the other (their rows side by side).
+func (f *fused) halves() []uint16 {
+	w := make([]uint16, 0, f.n*f.parts[0].In())
+	for _, l := range f.parts {
+		w = append(w, l.W.Half...)
+	}
+	return w
 }
 
 // pairsPacked is the parts' weights packed together for bf16 arithmetic (nil unless bf16).
@@ -145,16 +144,19 @@ func (f *fused) pairsPacked() *gemm.PackedB {
 	packMu.Lock()
 	defer packMu.Unlock()
 	if f.pairs == nil {
-		w := make([]uint16, 0, f.n*w0.Cols)
-		for _, l := range f.parts {
-			w = append(w, l.W.Half...)
-		}
-		f.pairs = gemm.PackBF16Pairs(true, f.n, w0.Cols, w, w0.Cols)
+		f.pairs = gemm.PackBF16Pairs(true, f.n, w0.Cols, f.halves(), w0.Cols)
 	}
 	return f.pairs
 }
 
-func (f *fused) forwardWith(pb *gemm.PackedB, x []float32, rows int, tmp []float32, outs ...[]float32) {
+// forward computes the fused product of x (rows × In) into tmp and scatters each part's
+// columns into outs[i] (rows × Outs[i]); in bf16 arithmetic on the pair-packed weights when
+// bf16 (bf16 weights only).
+func (f *fused) forward(bf16 bool, x []float32, rows int, tmp []float32, outs ...[]float32) {
+	pb := f.packed()
+	if bf16 {
+		pb = f.pairsPacked()
+	}
 	n := pb.N()
 	gemm.GemmPacked(false, rows, 1, x, pb.K(), pb, 0, tmp, n)
 	for r := 0; r < rows; r++ {
@@ -185,18 +187,13 @@ func (l *Linear) pack() {
 }
 
 // Forward computes out (rows × Out) = x (rows × In) · Wᵀ + b, with beta = 0 or 1 for
-// accumulating into out.
-func (l *Linear) Forward(x []float32, rows int, out []float32, accumulate bool) {
-	l.forwardWith(l.Packed(), x, rows, out, accumulate)
-}
-
-// ForwardBF16 is Forward in bf16 arithmetic (x rounded to bf16; see PairsPacked), for bf16
-// weights only.
-func (l *Linear) ForwardBF16(x []float32, rows int, out []float32, accumulate bool) {
-	l.forwardWith(l.PairsPacked(true), x, rows, out, accumulate)
-}
-
-func (l *Linear) forwardWith(pb *gemm.PackedB, x []float32, rows int, out []float32, accumulate bool) {
+// accumulating into out; in bf16 arithmetic (x rounded to bf16; see PairsPacked) when bf16,
+// for bf16 weights only.
+func (l *Linear) Forward(bf16 bool, x []float32, rows int, out []float32, accumulate bool) {
+	pb := l.Packed()
+	if bf16 {
+		pb = l.PairsPacked(true)
+	}
 	beta := float32(0)
 	if accumulate {
 		beta = 1
@@ -330,27 +327,16 @@ func (ld *loader) linear(prefix string, out, in int, bias bool) (Linear, error) 
 
 // ForwardQKV computes the layer's q, k and v projections of x (rows × hidden, biases
 // included) with the fused weights the forward pass uses, for callers outside the package
-// (training). q is rows × QDim, k and v rows × KVDim.
-func (L *Layer) ForwardQKV(x []float32, rows int, q, k, v []float32) {
+// (training); in bf16 arithmetic when bf16 (bf16 weights only; see PairsPacked). q is rows ×
+// QDim, k and v rows × KVDim.
+func (L *Layer) ForwardQKV(bf16 bool, x []float32, rows int, q, k, v []float32) {
 	tmp := make([]float32, rows*L.qkv.n)
-	L.qkv.forward(x, rows, tmp, q, k, v)
-}
-
-// ForwardQKVBF16 is ForwardQKV in bf16 arithmetic (bf16 weights only; see PairsPacked).
-func (L *Layer) ForwardQKVBF16(x []float32, rows int, q, k, v []float32) {
-	tmp := make([]float32, rows*L.qkv.n)
-	L.qkv.forwardWith(L.qkv.pairsPacked(), x, rows, tmp, q, k, v)
-}
-
-// ForwardGateUpBF16 is ForwardGateUp in bf16 arithmetic (bf16 weights only).
-func (L *Layer) ForwardGateUpBF16(x []float32, rows int, gate, up []float32) {
-	tmp := make([]float32, rows*L.gateUp.n)
-	L.gateUp.forwardWith(L.gateUp.pairsPacked(), x, rows, tmp, gate, up)
+	L.qkv.forward(bf16, x, rows, tmp, q, k, v)
 }
 
 // ForwardGateUp computes the layer's gate and up projections of x (rows × hidden) with the
-// fused weights; gate and up are rows × intermediate.
-func (L *Layer) ForwardGateUp(x []float32, rows int, gate, up []float32) {
+// fused weights, in bf16 arithmetic when bf16; gate and up are rows × intermediate.
+func (L *Layer) ForwardGateUp(bf16 bool, x []float32, rows int, gate, up []float32) {
 	tmp := make([]float32, rows*L.gateUp.n)
-	L.gateUp.forward(x, rows, tmp, gate, up)
+	L.gateUp.forward(bf16, x, rows, tmp, gate, up)
 }

@@ -105,15 +105,6 @@ func NewEngine(m *model.Model, a *model.LoRA) (*Engine, error) {
 	return e, nil
 }
 
-// forward is y (+)= x·Wᵀ for a frozen projection, in bf16 arithmetic when e.BF16.
-func (e *Engine) forward(l *model.Linear, x []float32, rows int, out []float32, accumulate bool) {
-	if e.BF16 {
-		l.ForwardBF16(x, rows, out, accumulate)
-		return
-	}
-	l.Forward(x, rows, out, accumulate)
-}
-
 // TokenStats is what the head reports of each position: the log-probability of the next
 // token (0 where there is none) and the entropy of the predicted distribution.
 type TokenStats struct {
@@ -319,11 +310,7 @@ func (e *Engine) layerForward(ac *acts, x []float32) {
 	ac.h1, ac.rms1 = ar.raw(T*H), ar.raw(T)
 	rmsNormRows(ac.h1, ac.rms1, x, T, H, L.AttnNorm, eps)
 	q, k, v := ar.raw(T*qd), ar.raw(T*kvd), ar.raw(T*kvd)
-	if e.BF16 {
-		L.ForwardQKVBF16(ac.h1, T, q, k, v)
-	} else {
-		L.ForwardQKV(ac.h1, T, q, k, v)
-	}
+	L.ForwardQKV(e.BF16, ac.h1, T, q, k, v)
 	ac.loraAdd("q_proj", ac.h1, q)
 	ac.loraAdd("k_proj", ac.h1, k)
 	ac.loraAdd("v_proj", ac.h1, v)
@@ -376,17 +363,13 @@ func (e *Engine) layerForward(ac *acts, x []float32) {
 		}
 	})
 	ar.drop(scratch...)
-	e.forward(&L.O, ac.attn, T, x, true) // the residual: x += o(attn)
+	L.O.Forward(e.BF16, ac.attn, T, x, true) // the residual: x += o(attn)
 	ac.loraAdd("o_proj", ac.attn, x)
 	ac.xmid = ar.clone(x)
 	ac.h2, ac.rms2 = ar.raw(T*H), ar.raw(T)
 	rmsNormRows(ac.h2, ac.rms2, x, T, H, L.MLPNorm, eps)
 	ac.g, ac.u = ar.raw(T*I), ar.raw(T*I)
-	if e.BF16 {
-		L.ForwardGateUpBF16(ac.h2, T, ac.g, ac.u)
-	} else {
-		L.ForwardGateUp(ac.h2, T, ac.g, ac.u)
-	}
+	L.ForwardGateUp(e.BF16, ac.h2, T, ac.g, ac.u)
 	ac.loraAdd("gate_proj", ac.h2, ac.g)
 	ac.loraAdd("up_proj", ac.h2, ac.u)
 	// SwiGLU, keeping σ(gate) for the backward pass.
@@ -399,7 +382,7 @@ func (e *Engine) layerForward(ac *acts, x []float32) {
 			ac.mm[i] = ac.g[i] * sg * ac.u[i]
 		}
 	})
-	e.forward(&L.Down, ac.mm, T, x, true)
+	L.Down.Forward(e.BF16, ac.mm, T, x, true)
 	ac.loraAdd("down_proj", ac.mm, x)
 	// silu(g)·u is cheap to recompute from g, u and σ(g): the backward pass does.
 	ar.drop(ac.mm)
@@ -699,7 +682,7 @@ func (e *Engine) head(s Seq, xf []float32, rows []int, st *TokenStats, lse, g, d
 		for i, t := range rs {
 			copy(xc[i*H:(i+1)*H], xf[t*H:(t+1)*H])
 		}
-		e.forward(&m.LMHead, xc[:n*H], n, logits[:n*V], false)
+		m.LMHead.Forward(e.BF16, xc[:n*H], n, logits[:n*V], false)
 		kernels.ParallelFor(n, 4, func(i int) {
 			t := rs[i]
 			row := logits[i*V : (i+1)*V]
