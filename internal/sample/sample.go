@@ -12,6 +12,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+	"sync"
 
 	"github.com/honeai/hone/internal/kernels"
 )
@@ -190,6 +191,10 @@ func (s *Sampler) Process(logits []float32, prompt, output []int) {
 	}
 }
 
+// expBufs holds vocabulary-sized scratch for Sample's exponentials (one per token sampled:
+// not allocated each time).
+var expBufs = sync.Pool{New: func() any { return new([]float32) }}
+
 // Sample picks the next token from processed logits.
 func (s *Sampler) Sample(logits []float32) int {
 	p := &s.P
@@ -203,13 +208,18 @@ func (s *Sampler) Sample(logits []float32) int {
 		return 0 // everything masked; callers prevent this
 	}
 	probs := make([]float64, len(logits))
-	ex := make([]float32, len(logits))
+	buf := expBufs.Get().(*[]float32)
+	if cap(*buf) < len(logits) {
+		*buf = make([]float32, len(logits))
+	}
+	ex := (*buf)[:len(logits)]
 	kernels.ExpAffine(ex, logits, float32(1/t), float32(-float64(mx)/t)) // e^((l−mx)/t); masked (−Inf) logits give 0
 	sum := 0.0
 	for i, e := range ex {
 		probs[i] = float64(e)
 		sum += float64(e)
 	}
+	expBufs.Put(buf)
 	for i := range probs {
 		probs[i] /= sum
 	}
