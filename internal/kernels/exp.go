@@ -54,7 +54,7 @@ func ExpAffine(dst, src []float32, a, b float32) float32 {
 	dst = dst[:len(src)]
 	n := 0
 	var s float32
-	if hasExpVector && len(src) >= 16 {
+	if hasVector && len(src) >= 16 {
 		n = len(src) &^ 15
 		s = expVector(n, &dst[0], &src[0], a, b)
 	}

@@ -6,8 +6,8 @@ import "golang.org/x/sys/cpu"
 
 //go:generate sh -c "cd ../gemm/asmgen && go run . -target kernels -pkg kernels -out ../../kernels/exp_amd64.s -decl ../../kernels/exp_amd64_decl.go"
 
-// hasExpVector reports whether expVector runs (AVX-512).
-var hasExpVector = cpu.X86.HasAVX512F
+// hasVector reports whether the AVX-512 slice kernels (exp, max, scale) run.
+var hasVector = cpu.X86.HasAVX512F
 
 // expVector is the vectorised exp for n a multiple of 16 (called directly, not through a
 // function value, so that callers' buffers stay on their stacks).

@@ -2,8 +2,8 @@
 
 package kernels
 
-// hasExpVector: no vectorised exp in this build.
-const hasExpVector = false
+// hasVector: no AVX-512 slice kernels in this build.
+const hasVector = false
 
 func expVector(n int, dst, src *float32, a, b float32) float32 {
 	panic("kernels: no vectorised exp in this build")

@@ -53,7 +53,7 @@ func Add(dst, src []float32) {
 // Scale does x *= s (AVX-512 for whole blocks of 16 where the CPU has it).
 func Scale(x []float32, s float32) {
 	n := 0
-	if hasExpVector && len(x) >= 16 {
+	if hasVector && len(x) >= 16 {
 		n = len(x) &^ 15
 		scaleVector(n, &x[0], s)
 	}
@@ -67,7 +67,7 @@ func Scale(x []float32, s float32) {
 func Max(x []float32) float32 {
 	mx := float32(math.Inf(-1))
 	n := 0
-	if hasExpVector && len(x) >= 16 {
+	if hasVector && len(x) >= 16 {
 		n = len(x) &^ 15
 		mx = maxVector(n, &x[0])
 	}
