@@ -168,6 +168,21 @@ func scanJob(row interface{ Scan(...any) error }) (Job, error) {
 	return j, nil
 }
 
+// queueLockKey names the PostgreSQL advisory lock that serialises claims and cancels.
+const queueLockKey = 0x686f6e656a6f6273 // "honejobs"
+
+// lockQueue serialises the transactions that read a job's state and then change it (Claim,
+// Cancel) across workers and processes. SQLite's write transactions are serial already;
+// PostgreSQL's run under READ COMMITTED, where two claims could both pick the same queued
+// job, or two jobs of one model.
+func lockQueue(ctx context.Context, tx *db.Tx) error {
+	if tx.Dialect() != db.Postgres {
+		return nil
+	}
+	_, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(?)", int64(queueLockKey))
+	return err
+}
+
 // Get returns a job.
 func (q *Queue) Get(ctx context.Context, id string) (Job, error) {
 	return scanJob(q.db.QueryRow(ctx, `SELECT `+jobCols+` FROM train_jobs WHERE id = ?`, id))
@@ -178,6 +193,9 @@ func (q *Queue) Get(ctx context.Context, id string) (Job, error) {
 func (q *Queue) Cancel(ctx context.Context, id string) (Job, error) {
 	var cancelledNow bool
 	err := q.db.WriteTx(ctx, func(tx *db.Tx) error {
+		if err := lockQueue(ctx, tx); err != nil {
+			return err
+		}
 		var status string
 		if err := tx.QueryRow(ctx, `SELECT status FROM train_jobs WHERE id = ?`, id).Scan(&status); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
@@ -189,7 +207,10 @@ func (q *Queue) Cancel(ctx context.Context, id string) (Job, error) {
 		case Queued:
 			cancelledNow = true
 			now := db.FormatTime(q.now())
-			_, err := tx.Exec(ctx, `UPDATE train_jobs SET status = ?, finished_at = ?, cancel_requested = 1 WHERE id = ?`, Cancelled, now, id)
+			if _, err := tx.Exec(ctx, `UPDATE train_jobs SET status = ?, finished_at = ?, cancel_requested = 1 WHERE id = ?`, Cancelled, now, id); err != nil {
+				return err
+			}
+			_, err := q.addEventTx(ctx, tx, id, EventFailed, map[string]any{"error_message": "cancelled before it started"})
 			return err
 		case Running:
 			_, err := tx.Exec(ctx, `UPDATE train_jobs SET cancel_requested = 1 WHERE id = ?`, id)
@@ -201,7 +222,7 @@ func (q *Queue) Cancel(ctx context.Context, id string) (Job, error) {
 		return Job{}, err
 	}
 	if cancelledNow {
-		q.AddEvent(ctx, id, EventFailed, map[string]any{"error_message": "cancelled before it started"})
+		q.notify(id)
 	}
 	return q.Get(ctx, id)
 }
@@ -221,6 +242,9 @@ func (q *Queue) Claim(ctx context.Context, owner string) (Job, error) {
 	found := false
 	var failedIDs []string
 	err := q.db.WriteTx(ctx, func(tx *db.Tx) error {
+		if err := lockQueue(ctx, tx); err != nil {
+			return err
+		}
 		now := q.now()
 		nowS := db.FormatTime(now)
 		// Reap expired leases.
@@ -249,6 +273,9 @@ func (q *Queue) Claim(ctx context.Context, owner string) (Job, error) {
 					Failed, nowS, msg, e.id); err != nil {
 					return err
 				}
+				if _, err := q.addEventTx(ctx, tx, e.id, EventFailed, map[string]any{"error_message": msg}); err != nil {
+					return err
+				}
 				failedIDs = append(failedIDs, e.id)
 				continue
 			}
@@ -275,16 +302,11 @@ func (q *Queue) Claim(ctx context.Context, owner string) (Job, error) {
 		claimed, found = j, true
 		return nil
 	})
-	for _, id := range failedIDs {
-		j, _ := q.Get(ctx, id)
-		msg := ""
-		if j.ErrorMessage != nil {
-			msg = *j.ErrorMessage
-		}
-		q.AddEvent(ctx, id, EventFailed, map[string]any{"error_message": msg})
-	}
 	if err != nil {
 		return Job{}, err
+	}
+	for _, id := range failedIDs {
+		q.notify(id)
 	}
 	if !found {
 		return Job{}, ErrNotFound
@@ -303,7 +325,9 @@ func (q *Queue) Renew(ctx context.Context, id, owner string) bool {
 	return n == 1
 }
 
-// Finish ends a running job held by owner with a final status, error message and step.
+// Finish ends a running job held by owner with a final status, error message and step, and
+// writes the job's final event (training_ended, or training_failed with the message) in the
+// same transaction: whoever reads the final status also finds the final event.
 func (q *Queue) Finish(ctx context.Context, id, owner, status, errMsg string, step *int) error {
 	var em any
 	if errMsg != "" {
@@ -313,42 +337,72 @@ func (q *Queue) Finish(ctx context.Context, id, owner, status, errMsg string, st
 	if step != nil {
 		st = *step
 	}
-	res, err := q.db.Exec(ctx, `UPDATE train_jobs SET status = ?, finished_at = ?, error_message = ?, step = COALESCE(?, step), lease_owner = NULL, lease_until = NULL
-		WHERE id = ? AND lease_owner = ? AND status = ?`, status, db.FormatTime(q.now()), em, st, id, owner, Running)
+	typ, data := EventEnded, map[string]any{}
+	if status != Succeeded {
+		typ, data = EventFailed, map[string]any{"error_message": errMsg}
+	}
+	err := q.db.WriteTx(ctx, func(tx *db.Tx) error {
+		res, err := tx.Exec(ctx, `UPDATE train_jobs SET status = ?, finished_at = ?, error_message = ?, step = COALESCE(?, step), lease_owner = NULL, lease_until = NULL
+			WHERE id = ? AND lease_owner = ? AND status = ?`, status, db.FormatTime(q.now()), em, st, id, owner, Running)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return fmt.Errorf("jobs: lost the lease on job %s", id)
+		}
+		_, err = q.addEventTx(ctx, tx, id, typ, data)
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		return fmt.Errorf("jobs: lost the lease on job %s", id)
-	}
+	q.notify(id)
 	return nil
 }
 
 // AddEvent appends an event to a job and wakes its followers.
 func (q *Queue) AddEvent(ctx context.Context, jobID, typ string, data any) (Event, error) {
-	js, err := json.Marshal(data)
-	if err != nil {
-		return Event{}, err
-	}
-	ev := Event{ID: uuid.Must(uuid.NewV7()).String(), Type: typ, Data: js, CreatedAt: db.FormatTime(q.now())}
-	err = q.db.WriteTx(ctx, func(tx *db.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM train_job_events WHERE job_id = ?`, jobID).Scan(&ev.seq); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO train_job_events (job_id, seq, id, type, data, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			jobID, ev.seq, ev.ID, ev.Type, string(js), ev.CreatedAt)
+	var ev Event
+	err := q.db.WriteTx(ctx, func(tx *db.Tx) error {
+		var err error
+		ev, err = q.addEventTx(ctx, tx, jobID, typ, data)
 		return err
 	})
 	if err != nil {
 		return Event{}, err
 	}
+	q.notify(jobID)
+	return ev, nil
+}
+
+// addEventTx appends an event inside tx; the caller wakes followers (notify) after commit.
+func (q *Queue) addEventTx(ctx context.Context, tx *db.Tx, jobID, typ string, data any) (Event, error) {
+	js, err := json.Marshal(data)
+	if err != nil {
+		return Event{}, err
+	}
+	ev := Event{ID: uuid.Must(uuid.NewV7()).String(), Type: typ, Data: js, CreatedAt: db.FormatTime(q.now())}
+	if tx.Dialect() == db.Postgres { // one writer of a job's next seq at a time
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM train_jobs WHERE id = ? FOR UPDATE`, jobID); err != nil {
+			return Event{}, err
+		}
+	}
+	if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM train_job_events WHERE job_id = ?`, jobID).Scan(&ev.seq); err != nil {
+		return Event{}, err
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO train_job_events (job_id, seq, id, type, data, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		jobID, ev.seq, ev.ID, ev.Type, string(js), ev.CreatedAt)
+	return ev, err
+}
+
+// notify wakes the followers of a job waiting in this process.
+func (q *Queue) notify(jobID string) {
 	q.mu.Lock()
 	for _, ch := range q.waiters[jobID] {
 		close(ch)
 	}
 	delete(q.waiters, jobID)
 	q.mu.Unlock()
-	return ev, nil
 }
 
 // Events lists a job's events in order, after the event with id after, at most limit; more
@@ -479,18 +533,18 @@ func (q *Queue) runOne(ctx context.Context, j Job, owner string, run Runner, log
 	}
 	switch {
 	case err == nil:
-		if ferr := q.Finish(ctx, j.ID, owner, Succeeded, "", step); ferr == nil {
-			q.AddEvent(ctx, j.ID, EventEnded, map[string]any{})
+		if ferr := q.Finish(ctx, j.ID, owner, Succeeded, "", step); ferr != nil {
+			log.Error("jobs: not finished", "job", j.ID, "err", ferr)
 		}
 		log.Info("jobs: succeeded", "job", j.ID, "seconds", time.Since(start).Seconds())
 	case wasCancelled:
-		if ferr := q.Finish(ctx, j.ID, owner, Cancelled, "cancelled", nil); ferr == nil {
-			q.AddEvent(ctx, j.ID, EventFailed, map[string]any{"error_message": "cancelled"})
+		if ferr := q.Finish(ctx, j.ID, owner, Cancelled, "cancelled", nil); ferr != nil {
+			log.Error("jobs: not finished", "job", j.ID, "err", ferr)
 		}
 		log.Info("jobs: cancelled", "job", j.ID)
 	default:
-		if ferr := q.Finish(ctx, j.ID, owner, Failed, err.Error(), nil); ferr == nil {
-			q.AddEvent(ctx, j.ID, EventFailed, map[string]any{"error_message": err.Error()})
+		if ferr := q.Finish(ctx, j.ID, owner, Failed, err.Error(), nil); ferr != nil {
+			log.Error("jobs: not finished", "job", j.ID, "err", ferr)
 		}
 		log.Warn("jobs: failed", "job", j.ID, "err", err)
 	}

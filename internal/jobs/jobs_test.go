@@ -3,8 +3,10 @@ package jobs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -161,4 +163,107 @@ func TestWorkers(t *testing.T) {
 	wait(slow.ID, Running)
 	q.Cancel(ctx, slow.ID)
 	wait(slow.ID, Cancelled)
+}
+
+// TestFinalStatusHasFinalEvent polls hundreds of jobs while workers run them: whenever a
+// reader sees a final status, the job's events already end with the matching final event
+// (the status change and its event are one transaction), and no job is claimed twice
+// (PostgreSQL's READ COMMITTED let two workers claim one job before claims were serialised).
+func TestFinalStatusHasFinalEvent(t *testing.T) {
+	dbtest.ForEachDialect(t, func(t *testing.T, d *db.DB) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		q, err := Open(ctx, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var runs sync.Map // job id → times run
+		run := func(ctx context.Context, j Job, progress func(string, any)) (*int, error) {
+			if _, twice := runs.LoadOrStore(j.ID, true); twice {
+				t.Errorf("job %s was claimed twice", j.ID)
+			}
+			progress(EventStarted, map[string]int{"num_sequences": 1})
+			progress(EventStep, map[string]float64{"loss": 1})
+			if j.Kind == "bad" {
+				return nil, errors.New("bad data")
+			}
+			s := 1
+			return &s, nil
+		}
+		const n = 300
+		ids := make([]string, n)
+		for i := range ids {
+			kind := "ok"
+			if i%5 == 0 {
+				kind = "bad"
+			}
+			j, err := q.Enqueue(ctx, fmt.Sprintf("m%d", i), "e", kind, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids[i] = j.ID
+		}
+		go q.Work(ctx, 4, "stress", run, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		var wg sync.WaitGroup
+		var checked atomic.Int64
+		for p := 0; p < 4; p++ {
+			wg.Add(1)
+			go func(p int) {
+				defer wg.Done()
+				done := make([]bool, n)
+				left := n
+				deadline := time.Now().Add(2 * time.Minute)
+				for left > 0 && time.Now().Before(deadline) {
+					for i, id := range ids {
+						if done[(i+p*n/4)%n] {
+							continue
+						}
+						i = (i + p*n/4) % n
+						id = ids[i]
+						j, err := q.Get(ctx, id)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						var want string
+						switch j.Status {
+						case Succeeded:
+							want = EventEnded
+						case Failed:
+							want = EventFailed
+						default:
+							continue
+						}
+						evs, _, err := q.Events(ctx, id, "", 100)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if len(evs) == 0 || evs[len(evs)-1].Type != want {
+							t.Errorf("job %s is %s but its events are %v", id, j.Status, eventTypes(evs))
+							return
+						}
+						checked.Add(1)
+						done[i] = true
+						left--
+					}
+				}
+				if left > 0 {
+					t.Errorf("poller %d: %d jobs never finished", p, left)
+				}
+			}(p)
+		}
+		wg.Wait()
+		if checked.Load() != 4*n {
+			t.Fatalf("checked %d final states, want %d", checked.Load(), 4*n)
+		}
+	})
+}
+
+func eventTypes(evs []Event) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.Type
+	}
+	return out
 }
