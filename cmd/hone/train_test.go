@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/honeai/hone/internal/tokenizer"
 )
 
 const sftData = `{"messages":[{"role":"user","content":"Capital of France?"},{"role":"assistant","content":"Paris."}]}
@@ -268,5 +270,75 @@ func TestTrainCLI(t *testing.T) {
 	}
 	if code := runTrain(context.Background(), []string{"sft", "--url", s.url, "--data", dir, "--model", "bad"}, &out, &errb); code == 0 {
 		t.Fatal("bad model reference accepted")
+	}
+}
+
+// sampleChoices asks the server's chat API for n replies to prompt and returns the choices as
+// JSON, and the completion.
+func sampleChoices(t *testing.T, s *server, bearer, body string) ([]json.RawMessage, map[string]any) {
+	t.Helper()
+	code, _, b := do(t, "POST", s.url+"/v1/chat/completions", bearer, body)
+	comp := jsonOf(t, code, b, 200)
+	var c struct {
+		Choices []json.RawMessage `json:"choices"`
+	}
+	json.Unmarshal(b, &c)
+	return c.Choices, comp
+}
+
+// TestRLFromPlainOpenAIClient: replies sampled at temperature 1 as the OpenAI SDK asks for
+// them (logprobs, no return_token_ids) re-tokenise differently from what was sampled; the RL
+// job recovers the sampled ids from the logprobs entries and trains. Binary rewards, the 0.0
+// ones left out of the JSON as ART does.
+func TestRLFromPlainOpenAIClient(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir)
+	bearer := "Bearer " + initialKey(t, dir)
+	u := s.url + "/v1/preview"
+	code, _, body := do(t, "POST", u+"/models", bearer, `{"project":"p","name":"plain","base_model":"demo"}`)
+	id := jsonOf(t, code, body, 200)["id"].(string)
+	tok, err := tokenizer.Load(filepath.Join(dir, "models", "demo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	choices, _ := sampleChoices(t, s, bearer, `{"model":"local/p/plain","messages":[{"role":"user","content":"Say a word."}],"max_tokens":12,"n":6,"seed":3,"temperature":1,"logprobs":true}`)
+	differ := 0
+	var trajs []string
+	for i, c := range choices {
+		var ch struct {
+			Message  struct{ Content string }
+			Logprobs struct{ Content []json.RawMessage }
+			TokenIDs []int `json:"token_ids"`
+		}
+		json.Unmarshal(c, &ch)
+		if ch.TokenIDs != nil {
+			t.Fatal("token_ids returned without return_token_ids")
+		}
+		if len(tok.Encode(ch.Message.Content, false)) != len(ch.Logprobs.Content) {
+			differ++
+		}
+		reward := ""
+		if i%2 == 1 {
+			reward = `,"reward":1.0`
+		}
+		trajs = append(trajs, fmt.Sprintf(`{"messages_and_choices":[{"role":"user","content":"Say a word."},%s]%s}`, c, reward))
+	}
+	if differ == 0 {
+		t.Fatal("every reply re-tokenises to its sampled length: the test shows nothing")
+	}
+	code, _, body = do(t, "POST", u+"/training-jobs", bearer, `{"model_id":"`+id+`","trajectory_groups":[{"trajectories":[`+strings.Join(trajs, ",")+`]}]}`)
+	job := jsonOf(t, code, body, 200)["id"].(string)
+	if j := waitJob(t, s, bearer, job); j["status"] != "SUCCEEDED" || j["step"] != float64(1) {
+		t.Fatalf("rl job %v", j)
+	}
+	code, _, body = do(t, "GET", u+"/training-jobs/"+job+"/events", bearer, "")
+	st := jsonOf(t, code, body, 200)["data"].([]any)[1].(map[string]any)["data"].(map[string]any)
+	if st["reward"] != 0.5 || st["num_trajectories"] != float64(6) || st["num_trainable_tokens"].(float64) < 6*12/2 {
+		t.Fatalf("rl metrics %v", st)
+	}
+	t.Logf("%d of 6 replies re-tokenise differently; metrics %v", differ, st)
+	code, _, body = do(t, "GET", u+"/models/"+id+"/checkpoints", bearer, "")
+	if cps := jsonOf(t, code, body, 200)["data"].([]any); len(cps) != 1 {
+		t.Fatalf("checkpoints %s", body)
 	}
 }

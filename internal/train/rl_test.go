@@ -16,7 +16,7 @@ import (
 	"github.com/honeai/hone/internal/sample"
 )
 
-func reward(v float64) *float64 { return &v }
+func reward(v float64) float64 { return v }
 
 // choiceJSON builds an OpenAI choice as Hone's chat API returns it with logprobs and
 // return_token_ids.
