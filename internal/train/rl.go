@@ -148,7 +148,7 @@ type RLMetrics struct {
 	// NumUnknownTokens counts sampled tokens whose ids the choices did not say (trained
 	// as context only; see logprobs.go).
 	NumUnknownTokens int     `json:"num_unknown_tokens,omitempty"`
-	TokensPerSecond    float64 `json:"tokens_per_second"`
+	TokensPerSecond  float64 `json:"tokens_per_second"`
 }
 
 // ErrNothingToTrain is returned when every group's advantages are zero.
