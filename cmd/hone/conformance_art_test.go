@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,8 +29,10 @@ func artPython(t *testing.T) string {
 }
 
 // TestConformanceARTClient runs conformance/art-py/scenario.py: the OpenPipe ART client's
-// serverless backend, pointed at a started Hone, registers a model, runs two RL steps on
-// trajectories it sampled through Hone's chat completions, and chats with the checkpoint.
+// serverless backend, pointed at a started Hone and called as its users call it, registers a
+// model, runs two RL steps with backend.train's defaults — one on replies sampled by a plain
+// OpenAI client (logprobs, no token ids) with binary rewards, one on two-turn rollouts
+// recorded by the capture API — and chats with the checkpoint.
 func TestConformanceARTClient(t *testing.T) {
 	py := artPython(t)
 	if py == "" {
@@ -56,14 +59,33 @@ func TestConformanceARTClient(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	var res struct {
-		Steps       []int  `json:"steps"`
-		FinalStep   int    `json:"final_step"`
-		ServedModel string `json:"served_model"`
+		Steps       []int     `json:"steps"`
+		FinalStep   int       `json:"final_step"`
+		Rewards     []float64 `json:"rewards"`
+		Turns       int       `json:"turns"`
+		ServedModel string    `json:"served_model"`
 	}
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
 		t.Fatalf("scenario printed %q: %v\n%s", stdout.String(), err, stderr.String())
 	}
 	if len(res.Steps) != 2 || res.Steps[0] != 1 || res.Steps[1] != 2 || res.FinalStep != 2 || !strings.HasSuffix(res.ServedModel, ":step2") {
 		t.Fatalf("ART result %+v", res)
+	}
+	// The capture API recorded both turns of the 8 rollouts as sampled choices.
+	zeros := 0
+	for _, r := range res.Rewards {
+		if r == 0 {
+			zeros++
+		}
+	}
+	if len(res.Rewards) != 16 || zeros == 0 || res.Turns != 16 {
+		t.Fatalf("ART result %+v", res)
+	}
+	// Both checkpoints exist on disk with the adapter.
+	for step := 1; step <= 2; step++ {
+		matches, _ := filepath.Glob(filepath.Join(data, "checkpoints", "*", fmt.Sprintf("step%d", step), "adapter_model.safetensors"))
+		if len(matches) == 0 {
+			t.Errorf("no adapter file for step %d under %s", step, filepath.Join(data, "checkpoints"))
+		}
 	}
 }

@@ -55,31 +55,45 @@ func FuzzReadSFT(f *testing.F) {
 	})
 }
 
-// FuzzTrajectory: any trajectory JSON is either tokenised into ids inside the vocabulary
-// with one sampled flag and one logprob per token, or rejected with an error.
+// FuzzTrajectory: any trajectory JSON (messages and choices, or exchanges) is either
+// normalised and tokenised into ids inside the vocabulary with one sampled flag and one
+// logprob per token, or rejected with an error.
 func FuzzTrajectory(f *testing.F) {
 	f.Add(`{"messages_and_choices":[{"role":"user","content":"hi"},{"finish_reason":"stop","message":{"role":"assistant","content":"yes"},"logprobs":{"content":[{"token":"yes","logprob":-0.5}]}}],"reward":1}`, false)
 	f.Add(`{"messages_and_choices":[{"role":"user","content":"hi"},{"message":{"role":"assistant","content":"ab"},"token_ids":[3,4],"logprobs":{"content":[{"token":"token_id:3","logprob":-1},{"token":"token_id:4","logprob":-2}]}}],"reward":0}`, false)
 	f.Add(`{"messages_and_choices":[{"role":"user","content":"hi"},{"message":{"role":"assistant","content":"ab"},"token_ids":[999999999]}],"reward":0}`, true)
 	f.Add(`{"messages_and_choices":[{"role":"user","content":"hi"},{"message":{"role":"assistant","content":"x"},"token_ids":[-1],"logprobs":{"content":[{"token":"x","logprob":-1}]}}],"reward":0}`, false)
 	f.Add(`{"messages_and_choices":[3]}`, true)
+	// Logprobs entries as a plain OpenAI client gets them: parts of characters as U+FFFD.
+	f.Add(`{"messages_and_choices":[{"role":"user","content":"hi"},{"message":{"role":"assistant","content":"aé\ufffdb"},"logprobs":{"content":[{"token":"a","logprob":-1,"bytes":[97]},{"token":"\ufffd","logprob":-2,"bytes":[239,191,189]},{"token":"\ufffd","logprob":-2,"bytes":[239,191,189]},{"token":"\ufffd","logprob":-3,"bytes":[239,191,189]},{"token":"b","logprob":-1}]}}]}`, false)
+	f.Add(`{"messages_and_choices":[{"role":"user","content":"hi"},{"message":{"role":"assistant","content":""},"logprobs":{"content":[{"token":"","logprob":-1,"bytes":[]},{"token":"Ġthe","logprob":-1},{"token":"bytes:\\x9c","logprob":-1,"bytes":[156]}]}}]}`, false)
+	// ART's capture API: exchanges, no messages_and_choices, reward left out.
+	f.Add(`{"exchanges":{"chat_completions":[{"request":{"messages":[{"role":"user","content":"hi"}]},"response":{"choices":[{"message":{"role":"assistant","content":"yo"},"logprobs":{"content":[{"token":"yo","logprob":-1}]}}]},"start_time":"2026-01-01T00:00:00"},{"request":{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"},{"role":"user","content":"and?"}]},"response":{"choices":[{"message":{"role":"assistant","content":"so"},"token_ids":[5]}]},"start_time":"2026-01-01T00:00:01"}]}}`, false)
 	f.Fuzz(func(t *testing.T, data string, allow bool) {
 		c := chatForFuzz(t)
 		var tr Trajectory
 		if json.Unmarshal([]byte(data), &tr) != nil {
 			return
 		}
-		s, err := c.tokenizeTrajectory(tr.MessagesAndChoices, tr.Tools, allow)
-		if err != nil {
+		if tr.Normalize() != nil {
 			return
 		}
-		n := len(s.seq.Tokens)
-		if len(s.sampled) != n || len(s.oldLogp) != n {
-			t.Fatalf("%d tokens, %d sampled flags, %d logprobs", n, len(s.sampled), len(s.oldLogp))
+		if len(tr.MessagesAndChoices) == 0 || tr.Exchanges != nil {
+			t.Fatalf("normalised to %+v", tr)
 		}
-		for _, id := range s.seq.Tokens {
-			if id < 0 || id >= max(c.Vocab, c.Tok.VocabSize()) {
-				t.Fatalf("token id %d out of the vocabulary", id)
+		for _, h := range append([]History{{MessagesAndChoices: tr.MessagesAndChoices, Tools: tr.Tools}}, tr.AdditionalHistories...) {
+			s, err := c.tokenizeTrajectory(h.MessagesAndChoices, h.Tools, allow)
+			if err != nil {
+				continue
+			}
+			n := len(s.seq.Tokens)
+			if len(s.sampled) != n || len(s.oldLogp) != n {
+				t.Fatalf("%d tokens, %d sampled flags, %d logprobs", n, len(s.sampled), len(s.oldLogp))
+			}
+			for _, id := range s.seq.Tokens {
+				if id < 0 || id >= max(c.Vocab, c.Tok.VocabSize()) {
+					t.Fatalf("token id %d out of the vocabulary", id)
+				}
 			}
 		}
 	})

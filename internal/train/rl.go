@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"time"
 
@@ -21,15 +20,51 @@ type TrajectoryGroup struct {
 	Metadata     map[string]any `json:"metadata,omitempty"`
 }
 
-// Trajectory is ART's trajectory: messages and sampled choices, a reward and metrics.
+// Trajectory is ART's trajectory: messages and sampled choices (or the exchanges ART's
+// capture API records, see Normalize), a reward and metrics. A missing reward is 0.0: ART
+// leaves it out of the JSON then.
 type Trajectory struct {
-	MessagesAndChoices  []json.RawMessage  `json:"messages_and_choices"`
-	Tools               json.RawMessage    `json:"tools,omitempty"`
-	AdditionalHistories []History          `json:"additional_histories,omitempty"`
-	Reward              *float64           `json:"reward"`
-	Metrics             map[string]float64 `json:"metrics,omitempty"`
-	Metadata            map[string]any     `json:"metadata,omitempty"`
-	Logs                []string           `json:"logs,omitempty"`
+	MessagesAndChoices  []json.RawMessage `json:"messages_and_choices,omitempty"`
+	Tools               json.RawMessage   `json:"tools,omitempty"`
+	AdditionalHistories []History         `json:"additional_histories,omitempty"`
+	Exchanges           *Exchanges        `json:"exchanges,omitempty"`
+	Reward              float64           `json:"reward"`
+	Metrics             Metrics           `json:"metrics,omitempty"`
+	Metadata            map[string]any    `json:"metadata,omitempty"`
+	Logs                []string          `json:"logs,omitempty"`
+}
+
+// Metrics are a trajectory's metrics: numbers, or booleans (ART allows them) read as 1 and 0.
+type Metrics map[string]float64
+
+// UnmarshalJSON reads numbers and booleans.
+func (m *Metrics) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	if raw == nil {
+		*m = nil
+		return nil
+	}
+	out := make(Metrics, len(raw))
+	for k, v := range raw {
+		var f float64
+		var t bool
+		switch {
+		case json.Unmarshal(v, &f) == nil:
+			out[k] = f
+		case json.Unmarshal(v, &t) == nil:
+			out[k] = 0
+			if t {
+				out[k] = 1
+			}
+		default:
+			return fmt.Errorf("metric %q must be a number or a boolean, got %s", k, v)
+		}
+	}
+	*m = out
+	return nil
 }
 
 // History is an additional conversation of a trajectory (for example a sub-agent's).
@@ -43,13 +78,16 @@ type choice struct {
 	FinishReason string          `json:"finish_reason"`
 	Message      json.RawMessage `json:"message"`
 	Logprobs     *struct {
-		Content []struct {
-			Token   string  `json:"token"`
-			Logprob float64 `json:"logprob"`
-			Bytes   []int   `json:"bytes"`
-		} `json:"content"`
+		Content []lpEntry `json:"content"`
 	} `json:"logprobs"`
 	TokenIDs []int `json:"token_ids"`
+}
+
+// lpEntry is one entry of a choice's logprobs.content.
+type lpEntry struct {
+	Token   string  `json:"token"`
+	Logprob float64 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
 }
 
 // RLConfig is ART's ExperimentalTrainingConfig as far as Hone implements it.
@@ -74,8 +112,17 @@ type RLConfig struct {
 	TruncatedIS float64
 	// KLPenaltyCoef > 0 (with RefAdapter): ART's KL penalty as an advantage adjustment: with
 	// kl = logπ − logπ_ref per sampled token, A += coef·(mean(kl) − kl) over the trajectory.
-	KLPenaltyCoef        float64
-	RefAdapter           *model.LoRA
+	KLPenaltyCoef float64
+	RefAdapter    *model.LoRA
+	// KLPenaltySource is whose logprobs the KL penalty compares with the reference's:
+	// "current_learner" (default, logπ) or "sample" (the sampling logprobs).
+	KLPenaltySource string
+	// NumTrajectoriesLRPower: the learning rate is multiplied by N^power, N the number of
+	// trajectories trained on (ART's num_trajectories_learning_rate_multiplier_power).
+	NumTrajectoriesLRPower float64
+	// LRMultiplier multiplies the learning rate (0: 1), as the job's
+	// scale_learning_rate_by_reward_std_dev decides.
+	LRMultiplier         float64
 	AllowWithoutLogprobs bool // trajectories without sampling logprobs: Hone computes them
 	MaxGradNorm          float64
 	WeightDecay          float64
@@ -98,7 +145,10 @@ type RLMetrics struct {
 	NumGroupsTrainable int     `json:"num_groups_trainable"`
 	NumTrajectories    int     `json:"num_trajectories"`
 	NumTrainableTokens int     `json:"num_trainable_tokens"`
-	TokensPerSecond    float64 `json:"tokens_per_second"`
+	// NumUnknownTokens counts sampled tokens whose ids the choices did not say (trained
+	// as context only; see logprobs.go).
+	NumUnknownTokens int     `json:"num_unknown_tokens,omitempty"`
+	TokensPerSecond  float64 `json:"tokens_per_second"`
 }
 
 // ErrNothingToTrain is returned when every group's advantages are zero.
@@ -110,6 +160,7 @@ type rlSeq struct {
 	sampled   []bool    // per token: sampled by the policy (trained)
 	oldLogp   []float64 // per token: sampling logprob (NaN: unknown)
 	advantage float64
+	unknown   int // sampled tokens whose ids the choice did not say (context only)
 }
 
 func (c *RLConfig) defaults() error {
@@ -160,13 +211,26 @@ func (c *RLConfig) defaults() error {
 	if c.KLPenaltyCoef > 0 && c.RefAdapter == nil {
 		return errors.New("kl_penalty_coef needs a reference checkpoint")
 	}
+	switch c.KLPenaltySource {
+	case "":
+		c.KLPenaltySource = "current_learner"
+	case "current_learner", "sample":
+	default:
+		return fmt.Errorf("kl_penalty_source %q is not supported (current_learner or sample)", c.KLPenaltySource)
+	}
+	if c.LRMultiplier == 0 {
+		c.LRMultiplier = 1
+	}
+	if c.LRMultiplier < 0 || math.IsNaN(c.NumTrajectoriesLRPower) || math.IsInf(c.NumTrajectoriesLRPower, 0) {
+		return errors.New("the learning-rate multipliers must be finite and not negative")
+	}
 	return nil
 }
 
-// Tokenize turns one conversation of ART's messages_and_choices into tokens, marking the
-// tokens of each Choice (the sampled assistant turns): their ids come from the choice's
-// token_ids, else from its logprobs (`token_id:N` tokens, or the tokens' bytes), else, when
-// allowed, from tokenising the content; their sampling logprobs from the choice's logprobs.
+// tokenizeTrajectory turns one conversation of ART's messages_and_choices into tokens,
+// marking the tokens of each Choice (the sampled assistant turns): their ids come from the
+// choice's token_ids, else from its logprobs entries (see logprobs.go), else, when allowed,
+// from tokenising the content; their sampling logprobs from the choice's logprobs.
 func (c *Chat) tokenizeTrajectory(items []json.RawMessage, tools json.RawMessage, allowNoLogprobs bool) (*rlSeq, error) {
 	msgs := make([]json.RawMessage, len(items))
 	chosen := make([]*choice, len(items))
@@ -230,14 +294,17 @@ func (c *Chat) tokenizeTrajectory(items []json.RawMessage, tools json.RawMessage
 			start = sp.Start + j
 		}
 		appendText(text[pos:start])
-		ids, lps, err := c.sampledTokens(ch, m.Content, allowNoLogprobs)
+		ids, lps, known, err := c.sampledTokens(ch, m.Content, allowNoLogprobs)
 		if err != nil {
 			return nil, fmt.Errorf("messages_and_choices[%d]: %v", mi, err)
 		}
 		for i, id := range ids {
 			out.seq.Tokens = append(out.seq.Tokens, id)
-			out.sampled = append(out.sampled, true)
+			out.sampled = append(out.sampled, known[i])
 			out.oldLogp = append(out.oldLogp, lps[i])
+			if !known[i] {
+				out.unknown++
+			}
 		}
 		pos = start + len(m.Content)
 		if m.Content == "" {
@@ -246,76 +313,6 @@ func (c *Chat) tokenizeTrajectory(items []json.RawMessage, tools json.RawMessage
 	}
 	appendText(text[pos:])
 	return out, nil
-}
-
-// sampledTokens returns the ids and sampling logprobs of a choice's content.
-func (c *Chat) sampledTokens(ch *choice, content string, allowNoLogprobs bool) ([]int, []float64, error) {
-	var lps []float64
-	var ids []int
-	if ch.Logprobs != nil && len(ch.Logprobs.Content) > 0 {
-		mapped := true
-		for _, e := range ch.Logprobs.Content {
-			lps = append(lps, e.Logprob)
-			if !mapped {
-				continue
-			}
-			if id, ok := strings.CutPrefix(e.Token, "token_id:"); ok {
-				n, err := strconv.Atoi(id)
-				if err != nil || n < 0 || n >= max(c.Vocab, c.Tok.VocabSize()) {
-					return nil, nil, fmt.Errorf("logprobs token %q is not a valid token id", e.Token)
-				}
-				ids = append(ids, n)
-				continue
-			}
-			b := []byte(e.Token)
-			if e.Bytes != nil {
-				b = make([]byte, len(e.Bytes))
-				for i, v := range e.Bytes {
-					b[i] = byte(v)
-				}
-			}
-			if id, ok := c.byBytes()[string(b)]; ok {
-				ids = append(ids, id)
-			} else {
-				ids, mapped = nil, false // the token_ids (or the content) decide
-			}
-		}
-	}
-	if len(ch.TokenIDs) > 0 {
-		for i, id := range ch.TokenIDs {
-			if id < 0 || id >= max(c.Vocab, c.Tok.VocabSize()) {
-				return nil, nil, fmt.Errorf("token_ids[%d] = %d is not a token of the model (vocabulary of %d)", i, id, max(c.Vocab, c.Tok.VocabSize()))
-			}
-		}
-		ids = ch.TokenIDs
-	}
-	if lps == nil && !allowNoLogprobs {
-		return nil, nil, errors.New("the choice has no logprobs; sample with logprobs=true (and return_token_ids=true) or set allow_training_without_logprobs")
-	}
-	if ids == nil {
-		ids = c.Tok.Encode(content, false)
-	}
-	if lps == nil || len(lps) != len(ids) {
-		if lps != nil && !allowNoLogprobs {
-			return nil, nil, fmt.Errorf("the choice has %d logprobs for %d tokens", len(lps), len(ids))
-		}
-		lps = make([]float64, len(ids))
-		for i := range lps {
-			lps[i] = math.NaN()
-		}
-	}
-	return ids, lps, nil
-}
-
-// byBytes maps a token's bytes to its id (the first id when several share them).
-func (c *Chat) byBytes() map[string]int {
-	c.once.Do(func() {
-		c.bytesIndex = make(map[string]int, c.Tok.VocabSize())
-		for id := c.Tok.VocabSize() - 1; id >= 0; id-- {
-			c.bytesIndex[string(c.Tok.TokenBytes(id))] = id
-		}
-	})
-	return c.bytesIndex
 }
 
 // RLStep runs one RL step (one ART training job) on groups: group-relative advantages, the
@@ -332,7 +329,8 @@ func RLStep(ctx context.Context, e *Engine, chat *Chat, groups []TrajectoryGroup
 		chat.Vocab = e.M.Config.VocabSize
 	}
 	start := time.Now()
-	met := RLMetrics{NumGroupsSubmitted: len(groups), LearningRate: cfg.LearningRate}
+	met := RLMetrics{NumGroupsSubmitted: len(groups), LearningRate: cfg.LearningRate * cfg.LRMultiplier}
+	trained := 0 // trajectories with an advantage
 	var seqs []*rlSeq
 	var rewards []float64
 	stdSum := 0.0
@@ -342,10 +340,7 @@ func RLStep(ctx context.Context, e *Engine, chat *Chat, groups []TrajectoryGroup
 		}
 		rs := make([]float64, len(g.Trajectories))
 		for ti, t := range g.Trajectories {
-			if t.Reward == nil {
-				return met, o, fmt.Errorf("trajectory_groups[%d].trajectories[%d].reward is required", gi, ti)
-			}
-			rs[ti] = *t.Reward
+			rs[ti] = t.Reward
 		}
 		mean, std := meanStd(rs)
 		rewards = append(rewards, rs...)
@@ -366,6 +361,10 @@ func RLStep(ctx context.Context, e *Engine, chat *Chat, groups []TrajectoryGroup
 				continue
 			}
 			trainable = true
+			trained++
+			if err := t.Normalize(); err != nil {
+				return met, o, fmt.Errorf("trajectory_groups[%d].trajectories[%d]: %v", gi, ti, err)
+			}
 			convs := []History{{MessagesAndChoices: t.MessagesAndChoices, Tools: t.Tools}}
 			convs = append(convs, t.AdditionalHistories...)
 			for hi, h := range convs {
@@ -381,6 +380,7 @@ func RLStep(ctx context.Context, e *Engine, chat *Chat, groups []TrajectoryGroup
 					return met, o, fmt.Errorf("trajectory_groups[%d].trajectories[%d] has %d tokens, more than %d", gi, ti, len(s.seq.Tokens), cfg.MaxSeqLen)
 				}
 				s.advantage = adv
+				met.NumUnknownTokens += s.unknown
 				seqs = append(seqs, s)
 			}
 		}
@@ -396,6 +396,11 @@ func RLStep(ctx context.Context, e *Engine, chat *Chat, groups []TrajectoryGroup
 		return met, o, ErrNothingToTrain
 	}
 	met.NumTrajectories = len(seqs)
+	lr := cfg.LearningRate * cfg.LRMultiplier
+	if cfg.NumTrajectoriesLRPower != 0 {
+		lr *= math.Pow(float64(trained), cfg.NumTrajectoriesLRPower)
+	}
+	met.LearningRate = lr
 	e.G.Zero()
 	tokens := 0
 	entSum, klSum, klRefSum := 0.0, 0.0, 0.0
@@ -453,7 +458,7 @@ func RLStep(ctx context.Context, e *Engine, chat *Chat, groups []TrajectoryGroup
 	}
 	met.Entropy, met.KLDiv, met.KLPolicyRef = entSum, klSum, klRefSum
 	met.GradNorm = e.G.Clip(cfg.MaxGradNorm)
-	o.Update(e.A, e.G, cfg.LearningRate)
+	o.Update(e.A, e.G, lr)
 	met.TokensPerSecond = float64(tokens) / time.Since(start).Seconds()
 	return met, o, nil
 }
@@ -490,10 +495,18 @@ func (l *rlLoss) compute(cfg *RLConfig, s *rlSeq, st TokenStats, old []float64, 
 	}
 	R := math.Exp(logR / n)
 	// The KL adjustment's mean over the trajectory.
+	// kl of position t: logπ − logπ_ref, or old − logπ_ref with kl_penalty_source "sample"
+	// (not differentiated either way).
+	kl := func(t int) float64 {
+		if cfg.KLPenaltySource == "sample" {
+			return old[t] - float64(ref.Logp[t])
+		}
+		return float64(st.Logp[t] - ref.Logp[t])
+	}
 	klMean := 0.0
 	if cfg.KLPenaltyCoef > 0 {
 		for _, t := range idx {
-			klMean += float64(st.Logp[t]-ref.Logp[t]) / n
+			klMean += kl(t) / n
 		}
 		l.klRef = klMean * n * w
 	}
@@ -529,7 +542,7 @@ func (l *rlLoss) compute(cfg *RLConfig, s *rlSeq, st TokenStats, old []float64, 
 			A -= cfg.KimiK2Tau * diff
 		}
 		if cfg.KLPenaltyCoef > 0 {
-			A += cfg.KLPenaltyCoef * (klMean - (lp - float64(ref.Logp[t])))
+			A += cfg.KLPenaltyCoef * (klMean - kl(t))
 		}
 		clipped := math.Max(lo, math.Min(hi, rho))
 		var lt, dRho, direct float64 // loss, dL/dρ, dL/dlogπ other than through ρ
@@ -563,6 +576,36 @@ func (l *rlLoss) compute(cfg *RLConfig, s *rlSeq, st TokenStats, old []float64, 
 		l.g[t] = float32((own[i] + sumR/n) * w)
 	}
 	return loss
+}
+
+// RewardStdDev is the mean over groups of their rewards' population standard deviation
+// (ART's reward_std_dev).
+func RewardStdDev(groups []TrajectoryGroup) float64 {
+	if len(groups) == 0 {
+		return 0
+	}
+	sum := 0.0
+	for _, g := range groups {
+		rs := make([]float64, len(g.Trajectories))
+		for i, t := range g.Trajectories {
+			rs[i] = t.Reward
+		}
+		_, std := meanStd(rs)
+		sum += std
+	}
+	return sum / float64(len(groups))
+}
+
+// Trainable says whether some group's rewards differ (else every advantage is zero).
+func Trainable(groups []TrajectoryGroup) bool {
+	for _, g := range groups {
+		for _, t := range g.Trajectories {
+			if t.Reward != g.Trajectories[0].Reward {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // meanStd is the mean and population standard deviation.

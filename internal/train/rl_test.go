@@ -16,7 +16,7 @@ import (
 	"github.com/honeai/hone/internal/sample"
 )
 
-func reward(v float64) *float64 { return &v }
+func reward(v float64) float64 { return v }
 
 // choiceJSON builds an OpenAI choice as Hone's chat API returns it with logprobs and
 // return_token_ids.
@@ -274,11 +274,16 @@ func TestRLLossOptions(t *testing.T) {
 	if want := -(1 + (-1.0/3 - 0.5)); math.Abs(float64(kl[0])-want) > 1e-5 {
 		t.Fatalf("KL-adjusted coefficient %v, want %v", kl[1], want)
 	}
+	// kl_penalty_source "sample": kl = old − ref = (0.5, −1, 0), mean −1/6.
+	klCfg.KLPenaltySource = "sample"
+	if got, want := g(klCfg)[0], -(1 + (-1.0/6 - 0.5)); math.Abs(float64(got)-want) > 1e-5 {
+		t.Fatalf("KL from the samples %v, want %v", got, want)
+	}
 	// truncated importance sampling multiplies by min(ρ, bound).
 	if tis := g(RLConfig{Loss: "cispo", Epsilon: 0.5, EpsilonHigh: 0.5, TruncatedIS: 0.5}); math.Abs(float64(tis[0])+0.5) > 1e-6 {
 		t.Fatalf("truncated IS %v", tis)
 	}
-	for _, bad := range []RLConfig{{AdvantageBalance: 2}, {ImportanceSampling: "mean"}, {KimiK2Tau: -1}, {KLPenaltyCoef: 1}} {
+	for _, bad := range []RLConfig{{AdvantageBalance: 2}, {ImportanceSampling: "mean"}, {KimiK2Tau: -1}, {KLPenaltyCoef: 1}, {KLPenaltySource: "ref"}, {LRMultiplier: -1}} {
 		if err := bad.defaults(); err == nil {
 			t.Errorf("%+v accepted", bad)
 		}

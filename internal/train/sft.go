@@ -42,8 +42,8 @@ type Chat struct {
 	// Vocab is the model's vocabulary size when larger than the tokenizer's (padding rows).
 	Vocab int
 
-	once       sync.Once
-	bytesIndex map[string]int
+	once sync.Once
+	idx  *tokenIndexes
 }
 
 // Tokenize renders messages (and tools) and marks the tokens of assistant turns — all of

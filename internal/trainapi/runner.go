@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
@@ -26,47 +27,47 @@ import (
 	"github.com/honeai/hone/internal/train"
 )
 
-// rlConfigFields are the ExperimentalTrainingConfig fields Hone accepts; any other is a 400
-// that names it.
-var rlConfigFields = map[string]bool{
-	"learning_rate": true, "loss_fn": true, "ppo": true, "epsilon": true, "epsilon_high": true,
-	"scale_rewards": true, "normalize_advantages": true, "importance_sampling_level": true,
-	"max_negative_advantage_importance_sampling_weight": true, "kl_penalty_coef": true,
-	"kl_penalty_reference_step": true, "allow_training_without_logprobs": true,
-	"precalculate_logprobs": true, "logprob_calculation_chunk_size": true, "plot_tensors": true,
-	"packed_sequence_length": true, "max_grad_norm": true, "weight_decay": true,
-	// Sent by the ART client; accepted at their defaults (null, 0, false), else a 400.
-	"advantage_balance": true, "mask_prob_ratio": true, "kimi_k2_tau": true,
-	"truncated_importance_sampling": true, "kl_penalty_step_lag": true, "kl_penalty_source": true,
-	"kl_ref_adapter_path": true, "num_trajectories_learning_rate_multiplier_power": true,
-	"scale_learning_rate_by_reward_std_dev": true,
-}
-
-// atDefault are the accepted-only-at-default fields and their default JSON values.
-var atDefault = map[string][]string{
-	"advantage_balance": {"0", "0.0"}, "mask_prob_ratio": {"false"}, "kimi_k2_tau": {},
-	"truncated_importance_sampling": {}, "kl_penalty_step_lag": {}, "kl_penalty_source": {},
-	"kl_ref_adapter_path": {}, "num_trajectories_learning_rate_multiplier_power": {"0", "0.0"},
-	"scale_learning_rate_by_reward_std_dev": {"false"},
-}
-
+// rlConfig is ART's ExperimentalTrainingConfig: every field its clients send. A null field
+// is its default.
 type rlConfig struct {
 	LearningRate        *float64 `json:"learning_rate"`
 	LossFn              *string  `json:"loss_fn"`
 	PPO                 *bool    `json:"ppo"`
 	Epsilon             *float64 `json:"epsilon"`
 	EpsilonHigh         *float64 `json:"epsilon_high"`
+	AdvantageBalance    *float64 `json:"advantage_balance"`
 	ScaleRewards        *bool    `json:"scale_rewards"`
 	NormalizeAdvantages *bool    `json:"normalize_advantages"`
 	ISLevel             *string  `json:"importance_sampling_level"`
 	MaxNegIS            *float64 `json:"max_negative_advantage_importance_sampling_weight"`
+	MaskProbRatio       *bool    `json:"mask_prob_ratio"`
+	KimiK2Tau           *float64 `json:"kimi_k2_tau"`
+	TruncatedIS         *float64 `json:"truncated_importance_sampling"`
 	KLCoef              *float64 `json:"kl_penalty_coef"`
 	KLRefStep           *int     `json:"kl_penalty_reference_step"`
+	KLStepLag           *int     `json:"kl_penalty_step_lag"`
+	KLSource            *string  `json:"kl_penalty_source"`
+	KLRefAdapterPath    *string  `json:"kl_ref_adapter_path"`
 	AllowNoLogprobs     *bool    `json:"allow_training_without_logprobs"`
+	PrecalcLogprobs     *bool    `json:"precalculate_logprobs"`
+	LogprobChunk        *int     `json:"logprob_calculation_chunk_size"`
+	PlotTensors         *bool    `json:"plot_tensors"`
 	PackedLen           *int     `json:"packed_sequence_length"`
+	NumTrajLRPower      *float64 `json:"num_trajectories_learning_rate_multiplier_power"`
+	ScaleLRByStd        *bool    `json:"scale_learning_rate_by_reward_std_dev"`
 	MaxGradNorm         *float64 `json:"max_grad_norm"`
 	WeightDecay         *float64 `json:"weight_decay"`
 }
+
+// rlConfigFields are the JSON names of rlConfig; any other field is a 400 that names it.
+var rlConfigFields = func() map[string]bool {
+	m := map[string]bool{}
+	t := reflect.TypeOf(rlConfig{})
+	for i := 0; i < t.NumField(); i++ {
+		m[strings.Split(t.Field(i).Tag.Get("json"), ",")[0]] = true
+	}
+	return m
+}()
 
 func unknownFields(raw json.RawMessage, known map[string]bool, param string) error {
 	if len(raw) == 0 || string(raw) == "null" {
@@ -89,51 +90,62 @@ func unknownFields(raw json.RawMessage, known map[string]bool, param string) err
 	return nil
 }
 
-// parseRLConfig checks experimental_config and turns it into the trainer's configuration
-// (the reference adapter is resolved when the job runs).
-func parseRLConfig(raw json.RawMessage) (train.RLConfig, error) {
-	cfg := train.RLConfig{ScaleRewards: true}
+// rlPlan is an RL job's configuration: the trainer's, and what the runner resolves when the
+// job runs (the KL reference checkpoint, the learning rate scaled by the reward spread).
+type rlPlan struct {
+	cfg          train.RLConfig
+	klRefStep    *int // kl_penalty_reference_step
+	klStepLag    *int // kl_penalty_step_lag
+	scaleLRByStd bool // scale_learning_rate_by_reward_std_dev
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// parseRLConfig checks experimental_config and turns it into the job's plan.
+func parseRLConfig(raw json.RawMessage) (rlPlan, error) {
+	p := rlPlan{cfg: train.RLConfig{ScaleRewards: true}}
+	cfg := &p.cfg
 	if err := unknownFields(raw, rlConfigFields, "experimental_config"); err != nil {
-		return cfg, err
+		return p, err
 	}
 	var c rlConfig
 	if len(raw) > 0 && string(raw) != "null" {
 		if err := httpx.Unmarshal(raw, &c, httpx.DecodeOptions{}); err != nil {
-			return cfg, err
+			return p, err
 		}
-		var fields map[string]json.RawMessage
-		json.Unmarshal(raw, &fields)
-		var nonDefault []string
-		for k, defaults := range atDefault {
-			v, ok := fields[k]
-			if !ok || string(v) == "null" {
-				continue
-			}
-			isDefault := false
-			for _, d := range defaults {
-				isDefault = isDefault || strings.TrimSpace(string(v)) == d
-			}
-			if !isDefault {
-				nonDefault = append(nonDefault, k)
-			}
+	}
+	bad := func(field, format string, args ...any) (rlPlan, error) {
+		return p, apierror.BadRequest("experimental_config."+field, format, args...)
+	}
+	for _, f := range []struct {
+		name string
+		v    *float64
+	}{{"learning_rate", c.LearningRate}, {"epsilon", c.Epsilon}, {"epsilon_high", c.EpsilonHigh}, {"advantage_balance", c.AdvantageBalance},
+		{"max_negative_advantage_importance_sampling_weight", c.MaxNegIS}, {"kimi_k2_tau", c.KimiK2Tau}, {"truncated_importance_sampling", c.TruncatedIS},
+		{"kl_penalty_coef", c.KLCoef}, {"num_trajectories_learning_rate_multiplier_power", c.NumTrajLRPower}, {"max_grad_norm", c.MaxGradNorm}, {"weight_decay", c.WeightDecay}} {
+		if f.v != nil && !finite(*f.v) {
+			return bad(f.name, "%s must be a finite number", f.name)
 		}
-		if len(nonDefault) > 0 {
-			sort.Strings(nonDefault)
-			return cfg, apierror.BadRequest("experimental_config", "experimental_config sets options Hone does not support (leave them unset): %s", strings.Join(nonDefault, ", "))
+		if f.v != nil && *f.v < 0 && f.name != "advantage_balance" && f.name != "num_trajectories_learning_rate_multiplier_power" {
+			return bad(f.name, "%s must not be negative", f.name)
 		}
 	}
 	if c.LearningRate != nil {
-		if *c.LearningRate <= 0 || math.IsInf(*c.LearningRate, 0) {
-			return cfg, apierror.BadRequest("experimental_config.learning_rate", "learning_rate must be positive")
+		if *c.LearningRate <= 0 {
+			return bad("learning_rate", "learning_rate must be positive")
 		}
 		cfg.LearningRate = *c.LearningRate
 	}
+	cfg.Loss = "cispo"
 	if c.PPO != nil && *c.PPO {
 		cfg.Loss = "ppo"
 	}
 	if c.LossFn != nil {
 		if *c.LossFn != "cispo" && *c.LossFn != "ppo" {
-			return cfg, apierror.BadRequest("experimental_config.loss_fn", "loss_fn must be cispo or ppo, got %q", *c.LossFn)
+			return bad("loss_fn", "loss_fn must be cispo or ppo, got %q", *c.LossFn)
+		}
+		if c.PPO != nil && *c.PPO != (*c.LossFn == "ppo") {
+			return bad("loss_fn", "loss_fn %q and ppo %v disagree", *c.LossFn, *c.PPO)
 		}
 		cfg.Loss = *c.LossFn
 	}
@@ -143,32 +155,93 @@ func parseRLConfig(raw json.RawMessage) (train.RLConfig, error) {
 	if c.EpsilonHigh != nil {
 		cfg.EpsilonHigh = *c.EpsilonHigh
 	}
+	if c.AdvantageBalance != nil {
+		if *c.AdvantageBalance < -1 || *c.AdvantageBalance > 1 {
+			return bad("advantage_balance", "advantage_balance must be in [-1, 1], got %v", *c.AdvantageBalance)
+		}
+		cfg.AdvantageBalance = *c.AdvantageBalance
+	}
+	// ART centres rewards always and scales them by the group's spread when both
+	// scale_rewards and its alias normalize_advantages are true (their default).
 	if c.ScaleRewards != nil {
 		cfg.ScaleRewards = *c.ScaleRewards
 	}
 	if c.NormalizeAdvantages != nil {
-		cfg.ScaleRewards = *c.NormalizeAdvantages
+		cfg.ScaleRewards = cfg.ScaleRewards && *c.NormalizeAdvantages
 	}
 	if c.ISLevel != nil {
-		if *c.ISLevel != "token" && *c.ISLevel != "sequence" {
-			return cfg, apierror.BadRequest("experimental_config.importance_sampling_level", "importance_sampling_level must be token or sequence, got %q", *c.ISLevel)
+		switch *c.ISLevel {
+		case "token", "sequence", "average", "geometric_average":
+			cfg.ImportanceSampling = *c.ISLevel
+		default:
+			return bad("importance_sampling_level", "importance_sampling_level must be token, sequence, average or geometric_average, got %q", *c.ISLevel)
 		}
-		cfg.ImportanceSampling = *c.ISLevel
 	}
 	if c.MaxNegIS != nil {
 		cfg.MaxNegativeAdvantageIS = *c.MaxNegIS
 	}
-	if c.KLCoef != nil {
-		if *c.KLCoef < 0 {
-			return cfg, apierror.BadRequest("experimental_config.kl_penalty_coef", "kl_penalty_coef must be non-negative")
+	if c.MaskProbRatio != nil {
+		cfg.MaskProbRatio = *c.MaskProbRatio
+	}
+	if c.KimiK2Tau != nil {
+		cfg.KimiK2Tau = *c.KimiK2Tau
+	}
+	if c.TruncatedIS != nil {
+		if *c.TruncatedIS == 0 {
+			return bad("truncated_importance_sampling", "truncated_importance_sampling must be positive (leave it null to turn it off)")
 		}
+		cfg.TruncatedIS = *c.TruncatedIS
+	}
+	if c.KLCoef != nil {
 		cfg.KLPenaltyCoef = *c.KLCoef
+	}
+	if c.KLRefStep != nil {
+		if *c.KLRefStep < 0 {
+			return bad("kl_penalty_reference_step", "kl_penalty_reference_step must be >= 0")
+		}
+		p.klRefStep = c.KLRefStep
+	}
+	if c.KLStepLag != nil {
+		if *c.KLStepLag < 1 {
+			return bad("kl_penalty_step_lag", "kl_penalty_step_lag must be >= 1")
+		}
+		if c.KLRefStep != nil {
+			return bad("kl_penalty_step_lag", "only one of kl_penalty_reference_step and kl_penalty_step_lag may be set")
+		}
+		p.klStepLag = c.KLStepLag
+	}
+	if c.KLSource != nil {
+		if *c.KLSource != "current_learner" && *c.KLSource != "sample" {
+			return bad("kl_penalty_source", "kl_penalty_source must be current_learner or sample, got %q", *c.KLSource)
+		}
+		cfg.KLPenaltySource = *c.KLSource
+	}
+	if c.KLRefAdapterPath != nil {
+		return bad("kl_ref_adapter_path", "kl_ref_adapter_path is a path on the client's machine, which this server cannot read; name the reference checkpoint with kl_penalty_reference_step or kl_penalty_step_lag")
 	}
 	if c.AllowNoLogprobs != nil {
 		cfg.AllowWithoutLogprobs = *c.AllowNoLogprobs
 	}
+	// precalculate_logprobs asks ART to compute the logprobs of the policy before its first
+	// gradient step, for the steps after it; a Hone job takes one gradient step, whose policy
+	// is that one, so either value trains the same.
+	if c.LogprobChunk != nil && *c.LogprobChunk < 1 {
+		return bad("logprob_calculation_chunk_size", "logprob_calculation_chunk_size must be positive")
+	}
+	if c.PlotTensors != nil && *c.PlotTensors {
+		return bad("plot_tensors", "plot_tensors writes plots on the trainer's machine, which this server does not do; leave it false")
+	}
 	if c.PackedLen != nil {
+		if *c.PackedLen < 16 {
+			return bad("packed_sequence_length", "packed_sequence_length must be at least 16")
+		}
 		cfg.MaxSeqLen = *c.PackedLen
+	}
+	if c.NumTrajLRPower != nil {
+		cfg.NumTrajectoriesLRPower = *c.NumTrajLRPower
+	}
+	if c.ScaleLRByStd != nil {
+		p.scaleLRByStd = *c.ScaleLRByStd
 	}
 	if c.MaxGradNorm != nil {
 		cfg.MaxGradNorm = *c.MaxGradNorm
@@ -176,21 +249,25 @@ func parseRLConfig(raw json.RawMessage) (train.RLConfig, error) {
 	if c.WeightDecay != nil {
 		cfg.WeightDecay = *c.WeightDecay
 	}
-	return cfg, nil
+	return p, nil
 }
 
+// parseGroups reads trajectory groups; trajectories recorded as exchanges (ART's capture
+// API) become messages and choices, and a missing reward is 0.0.
 func parseGroups(raw []json.RawMessage) ([]train.TrajectoryGroup, error) {
 	out := make([]train.TrajectoryGroup, len(raw))
 	for i, g := range raw {
 		if err := json.Unmarshal(g, &out[i]); err != nil {
 			return nil, apierror.BadRequest(fmt.Sprintf("trajectory_groups[%d]", i), "trajectory_groups[%d] is not a trajectory group: %v", i, err)
 		}
-		for k, t := range out[i].Trajectories {
-			if t.Reward == nil {
-				return nil, apierror.BadRequest(fmt.Sprintf("trajectory_groups[%d].trajectories[%d].reward", i, k), "trajectory_groups[%d].trajectories[%d].reward is required", i, k)
-			}
-			if len(t.MessagesAndChoices) == 0 {
-				return nil, apierror.BadRequest(fmt.Sprintf("trajectory_groups[%d].trajectories[%d].messages_and_choices", i, k), "trajectory_groups[%d].trajectories[%d].messages_and_choices is required", i, k)
+		for k := range out[i].Trajectories {
+			if err := out[i].Trajectories[k].Normalize(); err != nil {
+				where := fmt.Sprintf("trajectory_groups[%d].trajectories[%d]", i, k)
+				var fe *train.FieldError
+				if errors.As(err, &fe) {
+					return nil, apierror.BadRequest(where+"."+fe.Field, "%s.%s %s", where, fe.Field, fe.Msg)
+				}
+				return nil, apierror.BadRequest(where, "%s: %v", where, err)
 			}
 		}
 	}
@@ -307,23 +384,28 @@ func parseSFTConfig(raw, experimental json.RawMessage) (sftPlan, error) {
 	return p, nil
 }
 
-// checkDataURL validates training_data_url when the job is created: a weave:/// object ref of
-// the caller's entity, an uploaded file (hone-file:///<id>), or a path under DataRoot.
+// checkDataURL validates training_data_url when the job is created: a weave:/// ref of the
+// caller's entity (a Dataset object, by digest, version, alias or "latest", or a table), an
+// uploaded file (hone-file:///<id>), or a path under DataRoot.
 func (s *Service) checkDataURL(ctx context.Context, entity, u string) error {
 	const param = "training_data_url"
+	scheme, _, hasScheme := strings.Cut(u, "://")
 	switch {
 	case u == "":
 		return apierror.BadRequest(param, "training_data_url is required")
 	case strings.HasPrefix(u, "weave:///"):
 		ref, err := trace.ParseRef(u)
-		if err != nil || ref.Kind != "object" {
-			return apierror.BadRequest(param, "training_data_url %q is not a weave:///<entity>/<project>/object/<name>:<digest> ref", u)
+		if err != nil || (ref.Kind != "object" && ref.Kind != "table") || len(ref.Extra) > 0 {
+			return apierror.BadRequest(param, "training_data_url %q is not a weave:///<entity>/<project>/object/<name>:<digest> or weave:///<entity>/<project>/table/<digest> ref", u)
 		}
 		if ref.Entity != entity {
 			return apierror.Forbidden(param, "this API key may only use data of entity %q", entity)
 		}
 		if s.Trace == nil {
 			return apierror.BadRequest(param, "this server has no trace store to read %s from", u)
+		}
+		if err := s.weaveExists(ctx, ref); err != nil {
+			return apierror.NotFound(param, "training_data_url %s: %v", u, err)
 		}
 	case strings.HasPrefix(u, "hone-file:///"):
 		id := strings.TrimPrefix(u, "hone-file:///")
@@ -333,6 +415,10 @@ func (s *Service) checkDataURL(ctx context.Context, entity, u string) error {
 		if _, err := os.Stat(filepath.Join(s.FilesDir, entity, id+".jsonl")); err != nil {
 			return apierror.NotFound(param, "uploaded file %s not found", id)
 		}
+	case strings.HasPrefix(u, "wandb-artifact://"):
+		return apierror.BadRequest(param, "training_data_url %q is a W&B artifact, which this server cannot resolve yet; upload the data (POST /v1/preview/files) and pass the url it returns, or pass a weave:/// Dataset or table ref", u)
+	case hasScheme && scheme != "file":
+		return apierror.BadRequest(param, "training_data_url %q: the %s:// scheme is not supported (weave:///, hone-file:///, or a file path under the training data root)", u, scheme)
 	default:
 		p := strings.TrimPrefix(u, "file://")
 		if _, err := s.localPath(p); err != nil {
@@ -340,6 +426,17 @@ func (s *Service) checkDataURL(ctx context.Context, entity, u string) error {
 		}
 	}
 	return nil
+}
+
+// weaveExists checks that the object or table a ref names exists.
+func (s *Service) weaveExists(ctx context.Context, ref trace.Ref) error {
+	project := ref.Entity + "/" + ref.Project
+	if ref.Kind == "table" {
+		_, err := s.Trace.TableQueryStats(ctx, trace.TableQueryStatsReq{ProjectID: project, Digest: ref.Digest})
+		return err
+	}
+	_, err := s.Trace.ObjRead(ctx, trace.ObjReadReq{ProjectID: project, ObjectID: ref.Name, Digest: ref.Digest, MetadataOnly: true})
+	return err
 }
 
 // localPath accepts only a file under DataRoot (after resolving symlinks: no traversal).
@@ -373,19 +470,26 @@ func (s *Service) readData(ctx context.Context, entity, u string) ([]byte, error
 			return nil, err
 		}
 		project := ref.Entity + "/" + ref.Project
-		obj, err := s.Trace.ObjRead(ctx, trace.ObjReadReq{ProjectID: project, ObjectID: ref.Name, Digest: ref.Digest})
-		if err != nil {
-			return nil, fmt.Errorf("reading %s: %v", u, err)
+		digest := ref.Digest
+		if ref.Kind == "object" {
+			// A Dataset: its rows are a table ref.
+			obj, err := s.Trace.ObjRead(ctx, trace.ObjReadReq{ProjectID: project, ObjectID: ref.Name, Digest: ref.Digest})
+			if err != nil {
+				return nil, fmt.Errorf("reading %s: %v", u, err)
+			}
+			var val struct {
+				Rows string `json:"rows"`
+			}
+			json.Unmarshal(obj.Obj.Val, &val)
+			rows, err := trace.ParseRef(val.Rows)
+			if err != nil || rows.Kind != "table" {
+				return nil, fmt.Errorf("%s is not a dataset (it has no rows table)", u)
+			}
+			if rows.Entity+"/"+rows.Project != project {
+				return nil, fmt.Errorf("the rows of %s are in another project (%s/%s)", u, rows.Entity, rows.Project)
+			}
+			digest = rows.Digest
 		}
-		var val struct {
-			Rows string `json:"rows"`
-		}
-		json.Unmarshal(obj.Obj.Val, &val)
-		table := val.Rows
-		if table == "" {
-			return nil, fmt.Errorf("%s is not a dataset (it has no rows table)", u)
-		}
-		digest := table[strings.LastIndex(table, "/")+1:]
 		var buf bytes.Buffer
 		for offset := 0; ; {
 			limit := 1000
@@ -460,39 +564,62 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 	case "rl":
 		var req rlJobReq
 		json.Unmarshal(j.Payload, &req)
-		cfg, err := parseRLConfig(req.ExperimentalConfig)
+		plan, err := parseRLConfig(req.ExperimentalConfig)
 		if err != nil {
 			return nil, err
 		}
+		cfg := plan.cfg
 		groups, err := parseGroups(req.TrajectoryGroups)
 		if err != nil {
 			return nil, err
 		}
 		if cfg.KLPenaltyCoef > 0 {
-			var x rlConfig
-			json.Unmarshal(req.ExperimentalConfig, &x)
+			// The reference: kl_penalty_reference_step, or kl_penalty_step_lag steps before
+			// the step trained from, or the base model (step 0).
 			refStep := 0
-			if x.KLRefStep != nil {
-				refStep = *x.KLRefStep
+			switch {
+			case plan.klRefStep != nil:
+				refStep = *plan.klRefStep
+			case plan.klStepLag != nil:
+				refStep = max(0, step-*plan.klStepLag)
 			}
 			if refStep > 0 {
 				ref, _, err := train.LoadCheckpoint(s.Reg.CheckpointDir(m.ID, refStep), &base.Model.Config)
 				if err != nil {
-					return nil, fmt.Errorf("kl_penalty_reference_step %d: %v", refStep, err)
+					return nil, fmt.Errorf("the KL reference, checkpoint step %d: %v", refStep, err)
 				}
 				cfg.RefAdapter = ref
 			} else {
 				cfg.RefAdapter = emptyAdapter(base.Model.Config.NumLayers) // the base model
 			}
 		}
-		progress(jobs.EventStarted, map[string]any{"num_sequences": 1})
-		met, o, err := train.RLStep(ctx, e, chat, groups, cfg, opt)
-		if err != nil {
-			return nil, err
+		stdDev := train.RewardStdDev(groups)
+		if plan.scaleLRByStd {
+			if cfg.LRMultiplier, err = s.rewardStdLRMultiplier(ctx, m.ID, step, stdDev); err != nil {
+				return nil, err
+			}
 		}
-		opt = o
-		progress(jobs.EventStep, met)
-		metrics = map[string]float64{"reward": met.Reward, "loss": met.Loss, "grad_norm": met.GradNorm}
+		n := 0
+		if train.Trainable(groups) {
+			n = 1
+		}
+		progress(jobs.EventStarted, map[string]any{"num_sequences": n})
+		met, o, err := train.RLStep(ctx, e, chat, groups, cfg, opt)
+		switch {
+		case errors.Is(err, train.ErrNothingToTrain):
+			// As ART's backends do, the step still advances: its checkpoint is the adapter
+			// unchanged.
+			metrics = map[string]float64{"reward": met.Reward, "reward_std_dev": met.RewardStdDev}
+		case err != nil:
+			if ctx.Err() != nil {
+				return nil, jobs.ErrCancelled
+			}
+			return nil, err
+		default:
+			opt = o
+			progress(jobs.EventStep, met)
+			metrics = map[string]float64{"reward": met.Reward, "reward_std_dev": met.RewardStdDev, "loss": met.Loss, "grad_norm": met.GradNorm}
+		}
 	case "sft":
 		var req sftJobReq
 		json.Unmarshal(j.Payload, &req)
@@ -567,7 +694,7 @@ func (s *Service) logTrajectories(w http.ResponseWriter, r *http.Request, m regi
 	now := db.FormatTime(time.Now())
 	for gi, g := range groups {
 		for ti, t := range g.Trajectories {
-			sums["reward"] += *t.Reward
+			sums["reward"] += t.Reward
 			counts["reward"]++
 			for k, v := range t.Metrics {
 				sums[k] += v
@@ -578,7 +705,7 @@ func (s *Service) logTrajectories(w http.ResponseWriter, r *http.Request, m regi
 			}
 			id, traceID := uuid.Must(uuid.NewV7()).String(), uuid.Must(uuid.NewV7()).String()
 			inputs, _ := json.Marshal(map[string]any{"messages_and_choices": t.MessagesAndChoices, "split": req.Split, "group": gi, "index": ti, "model": m.Name})
-			output, _ := json.Marshal(map[string]any{"reward": *t.Reward, "metrics": t.Metrics})
+			output, _ := json.Marshal(map[string]any{"reward": t.Reward, "metrics": t.Metrics})
 			attrs, _ := json.Marshal(map[string]any{"hone": map[string]any{"model_id": m.ID, "split": req.Split}})
 			st := trace.StartedCallSchemaForInsert{ProjectID: project, ID: &id, TraceID: &traceID, OpName: "art.trajectory", StartedAt: now, Attributes: attrs, Inputs: inputs}
 			en := trace.EndedCallSchemaForInsert{ProjectID: project, ID: id, EndedAt: now, Output: output, Summary: json.RawMessage(`{}`), TraceID: &traceID, StartedAtHint: &now}
@@ -605,6 +732,49 @@ func (s *Service) logTrajectories(w http.ResponseWriter, r *http.Request, m regi
 		}
 	}
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{})
+}
+
+// rewardStdLRMultiplier is ART's scale_learning_rate_by_reward_std_dev: a line fitted to the
+// reward standard deviation of each step trained so far (recorded on the checkpoints) and of
+// this one, the multiplier being its value at this step over its value at step 0 (1 with
+// fewer than two steps or a line that starts at or below 0; never below 0).
+func (s *Service) rewardStdLRMultiplier(ctx context.Context, modelID string, step int, current float64) (float64, error) {
+	xs, ys := []float64{float64(step)}, []float64{current}
+	for after := ""; ; {
+		cs, more, err := s.Reg.Checkpoints(ctx, modelID, after, 100, "asc")
+		if err != nil {
+			return 0, err
+		}
+		for _, c := range cs {
+			if v, ok := c.Metrics["reward_std_dev"]; ok && c.Step <= step {
+				xs, ys = append(xs, float64(c.Step-1)), append(ys, v)
+			}
+		}
+		if !more || len(cs) == 0 {
+			break
+		}
+		after = cs[len(cs)-1].ID
+	}
+	slope, intercept, ok := fitLine(xs, ys)
+	if !ok || intercept <= 0 {
+		return 1, nil
+	}
+	return max(0, (slope*float64(step)+intercept)/intercept), nil
+}
+
+// fitLine is the least-squares line through the points; ok is false without two distinct x.
+func fitLine(xs, ys []float64) (slope, intercept float64, ok bool) {
+	n := float64(len(xs))
+	var sx, sy, sxx, sxy float64
+	for i := range xs {
+		sx, sy, sxx, sxy = sx+xs[i], sy+ys[i], sxx+xs[i]*xs[i], sxy+xs[i]*ys[i]
+	}
+	d := n*sxx - sx*sx
+	if len(xs) < 2 || d <= 1e-12 {
+		return 0, 0, false
+	}
+	slope = (n*sxy - sx*sy) / d
+	return slope, (sy - slope*sx) / n, true
 }
 
 // emptyAdapter adapts nothing: the base model, as a KL reference.

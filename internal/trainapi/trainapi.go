@@ -364,9 +364,16 @@ func (s *Service) createRLJob(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, apierror.BadRequest("trajectory_groups", "trajectory_groups must hold at least one group"))
 		return
 	}
-	if _, err := parseRLConfig(req.ExperimentalConfig); err != nil {
+	plan, err := parseRLConfig(req.ExperimentalConfig)
+	if err != nil {
 		apierror.Write(w, r, err)
 		return
+	}
+	if st := plan.klRefStep; st != nil && *st > 0 && plan.cfg.KLPenaltyCoef > 0 {
+		if _, err := s.Reg.Step(r.Context(), m.ID, *st); errors.Is(err, registry.ErrNotFound) {
+			apierror.Write(w, r, apierror.BadRequest("experimental_config.kl_penalty_reference_step", "kl_penalty_reference_step %d is not a checkpoint of this model", *st))
+			return
+		}
 	}
 	if _, err := parseGroups(req.TrajectoryGroups); err != nil {
 		apierror.Write(w, r, err)
