@@ -336,6 +336,10 @@ func TestRLFromPlainOpenAIClient(t *testing.T) {
 	if st["reward"] != 0.5 || st["num_trajectories"] != float64(6) || st["num_trainable_tokens"].(float64) < 6*12/2 {
 		t.Fatalf("rl metrics %v", st)
 	}
+	// Hone's logprob entries carry each token's raw bytes, so every sampled id is recovered.
+	if _, ok := st["num_unknown_tokens"]; ok {
+		t.Fatalf("tokens left unknown: %v", st)
+	}
 	t.Logf("%d of 6 replies re-tokenise differently; metrics %v", differ, st)
 	code, _, body = do(t, "GET", u+"/models/"+id+"/checkpoints", bearer, "")
 	if cps := jsonOf(t, code, body, 200)["data"].([]any); len(cps) != 1 {

@@ -499,8 +499,12 @@ func (ru *run) tokenString(id int) string {
 	return ru.pr.served.Tok.Decode([]int{id}, false)
 }
 
-func bytesOf(s string) []int {
-	b := []byte(strings.ToValidUTF8(s, "\uFFFD"))
+// tokenBytes is a token's own bytes, as OpenAI returns them in `bytes`: a token that is part
+// of a multi-byte character has its raw bytes there (its `token` string, which JSON must
+// carry as valid UTF-8, shows U+FFFD), so a client can join the bytes of consecutive tokens
+// into the text, and a trainer can tell exactly which token was sampled.
+func (ru *run) tokenBytes(id int) []int {
+	b := ru.pr.served.Tok.TokenBytes(id)
 	out := make([]int, len(b))
 	for i, c := range b {
 		out[i] = int(c)
@@ -512,10 +516,10 @@ func clampLP(v float32) float64 { return max(float64(v), -9999.0) }
 
 func (ru *run) tokenLogprob(ev inference.Event) TokenLogprob {
 	tok := ru.tokenString(ev.Token)
-	tl := TokenLogprob{Token: tok, Logprob: clampLP(ev.Logprob), Bytes: bytesOf(tok), TopLogprobs: []TopLogprobJS{}}
+	tl := TokenLogprob{Token: tok, Logprob: clampLP(ev.Logprob), Bytes: ru.tokenBytes(ev.Token), TopLogprobs: []TopLogprobJS{}}
 	if ru.pr.plan.topLogprobs > 0 {
 		// vLLM's order: the sampled token first, then the most likely ones.
-		tl.TopLogprobs = append(tl.TopLogprobs, TopLogprobJS{Token: tok, Logprob: clampLP(ev.Logprob), Bytes: bytesOf(tok)})
+		tl.TopLogprobs = append(tl.TopLogprobs, TopLogprobJS{Token: tok, Logprob: clampLP(ev.Logprob), Bytes: tl.Bytes})
 		for _, t := range ev.Top {
 			if len(tl.TopLogprobs) >= ru.pr.plan.topLogprobs {
 				break
@@ -524,7 +528,7 @@ func (ru *run) tokenLogprob(ev inference.Event) TokenLogprob {
 				continue
 			}
 			s := ru.tokenString(t.Token)
-			tl.TopLogprobs = append(tl.TopLogprobs, TopLogprobJS{Token: s, Logprob: clampLP(t.Logprob), Bytes: bytesOf(s)})
+			tl.TopLogprobs = append(tl.TopLogprobs, TopLogprobJS{Token: s, Logprob: clampLP(t.Logprob), Bytes: ru.tokenBytes(t.Token)})
 		}
 	}
 	return tl
