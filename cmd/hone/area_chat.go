@@ -41,6 +41,7 @@ var chatCfg struct {
 
 func init() {
 	registerServeFlags(func(fs *flag.FlagSet) {
+		chatCfg.models = nil // each parse starts from no --model
 		fs.Var(&chatCfg.models, "model", "serve a Hugging Face model directory as NAME=DIR (repeatable); the first is the default")
 		fs.BoolVar(&chatCfg.noDemo, "no-demo-model", false, "do not serve the demo model (written to DATA/models/demo on first start)")
 		fs.StringVar(&chatCfg.policy, "scheduling-policy", "fcfs", "order of waiting requests: fcfs or priority (lower priority value first)")

@@ -28,7 +28,7 @@ var trainCfg struct {
 
 func init() {
 	registerServeFlags(func(fs *flag.FlagSet) {
-		fs.IntVar(&trainCfg.workers, "train-workers", 1, "training jobs run at once in this process (0: none; run `hone worker` on the same store)")
+		fs.IntVar(&trainCfg.workers, "train-workers", 1, "training jobs run at once in this process (0: none; run 'hone worker' on the same store)")
 		fs.StringVar(&trainCfg.dataRoot, "train-data-root", "", "directory under which local training_data_url paths are allowed (default: none)")
 		fs.IntVar(&trainCfg.rank, "lora-rank", 8, "LoRA rank of new trainable models")
 		fs.Float64Var(&trainCfg.alpha, "lora-alpha", 16, "LoRA alpha of new trainable models")

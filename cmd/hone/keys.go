@@ -25,33 +25,27 @@ const keysUsage = `usage:
 Every command also takes --db DSN (default DIR/hone.db); flags read HONE_<FLAG> from the environment.
 `
 
-// parseInterleaved parses flags that may come before or after positional arguments.
+// parseInterleaved parses flags that may come before or after positional arguments; flags
+// not given read HONE_<FLAG> from the environment.
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := parseWithEnv(fs, args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return nil, err
 	}
+	return pos, applyEnv(fs)
 }
 
 func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
 		fmt.Fprint(stderr, keysUsage)
-		if len(args) == 0 {
-			return 2
-		}
+		return 2
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, keysUsage)
 		return 0
 	}
 	sub := args[0]
-	fs := flag.NewFlagSet("keys "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("keys " + sub)
 	dataDir := fs.String("data", "./hone-data", "data directory")
 	dsn := fs.String("db", "", "store DSN (default DIR/hone.db)")
 	var entity, name *string
@@ -67,11 +61,8 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	pos, err := parseInterleaved(fs, args[1:])
-	if err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if code, ok := flagError("keys "+sub, keysUsage, fs, err, stdout, stderr); !ok {
+		return code
 	}
 	store, keys, err := openStore(ctx, *dataDir, *dsn)
 	if err != nil {

@@ -26,19 +26,19 @@ Flags given explicitly override the preset.
 `
 
 func runModels(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
 		fmt.Fprint(stderr, modelsUsage)
-		if len(args) == 0 {
-			return 2
-		}
+		return 2
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, modelsUsage)
 		return 0
 	}
 	if args[0] != "synth" {
 		fmt.Fprintf(stderr, "hone models: unknown subcommand %q\n\n%s", args[0], modelsUsage)
 		return 2
 	}
-	fs := flag.NewFlagSet("models synth", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("models synth")
 	arch := fs.String("arch", "", "architecture: llama, qwen2 or qwen3 (required unless the preset gives it)")
 	out := fs.String("out", "", "output directory (required)")
 	preset := fs.String("preset", "tiny", "starting shape: tiny, demo, smollm2-135m, qwen2.5-0.5b")
@@ -56,8 +56,8 @@ func runModels(args []string, stdout, stderr io.Writer) int {
 	dtype := fs.String("dtype", "", "stored weight type: f32 or bf16")
 	std := fs.Float64("std", 0, "standard deviation of the random weights")
 	seed := fs.Uint64("seed", 1, "random seed")
-	if err := parseWithEnv(fs, args[1:]); err != nil {
-		return 2
+	if code, ok := flagError("models synth", modelsUsage, fs, parseWithEnv(fs, args[1:]), stdout, stderr); !ok {
+		return code
 	}
 	if *out == "" {
 		fmt.Fprintln(stderr, "hone models synth: --out is required")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -126,8 +125,23 @@ func registerArea(order int, name string, wire func(app *App, r *httpx.Router) e
 // environment variable HONE_<NAME> (dashes become underscores) when not given.
 func registerServeFlags(fn func(fs *flag.FlagSet)) { serveFlags = append(serveFlags, fn) }
 
+const serveUsage = `usage: hone serve [flags]
+
+Starts Hone on one port: chat completions (/v1/chat/completions), the training API with its
+workers (/v1/preview/...) and the Weave-compatible trace store. Every flag also reads
+HONE_<FLAG> from the environment (dashes as underscores, e.g. HONE_ADDR); a flag on the
+command line wins.
+`
+
+const workerUsage = `usage: hone worker [flags]
+
+Runs training jobs from the store of a hone serve, apart from the API server: give it the
+server's --data (and --db); it listens on no port. It takes hone serve's flags (and their
+HONE_<FLAG> environment variables); --train-workers defaults to 1.
+`
+
 func newServeFlags(cfg *ServeConfig) *flag.FlagSet {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := newFlagSet("serve")
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&cfg.DataDir, "data", "./hone-data", "data directory: database, blobs, models, checkpoints (created if missing)")
 	fs.StringVar(&cfg.DSN, "db", "", "store DSN: a postgres:// URL, or an SQLite path (default DIR/hone.db)")
@@ -155,6 +169,11 @@ func parseWithEnv(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	return applyEnv(fs)
+}
+
+// applyEnv sets the flags of fs not given on the command line from HONE_<NAME> when set.
+func applyEnv(fs *flag.FlagSet) error {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var err error
@@ -306,13 +325,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, read
 func runServeMode(ctx context.Context, args []string, stdout, stderr io.Writer, ready chan<- string, workerOnly bool) int {
 	var cfg ServeConfig
 	cfg.WorkerOnly = workerOnly
+	name, header := "serve", serveUsage
+	if workerOnly {
+		name, header = "worker", workerUsage
+	}
 	fs := newServeFlags(&cfg)
-	fs.SetOutput(stderr)
-	if err := parseWithEnv(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintln(stderr, "hone serve:", err)
+	if code, ok := flagError(name, header, fs, parseWithEnv(fs, args), stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "hone %s: unexpected argument %q\nRun 'hone %s --help' for its flags.\n", name, fs.Arg(0), name)
 		return 2
 	}
 	logger, err := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
@@ -369,7 +391,7 @@ func serve(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout io.
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		return err
+		return listenError(cfg.Addr, err)
 	}
 	srv := &http.Server{
 		Handler:           handler,

@@ -10,22 +10,28 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
+
+	"github.com/honeai/hone/internal/train"
 )
 
 func init() {
-	register("train", "run training against a Hone server: `hone train sft` (JSONL chat data) or `hone train rl` (ART trajectory groups)", func(args []string) int {
+	register("train", "train on a Hone server: sft (JSONL chat data) or rl (ART trajectory groups)", func(args []string) int {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return runTrain(ctx, args, os.Stdout, os.Stderr)
 	})
-	register("jobs", "follow training jobs: `hone jobs watch JOB_ID` (progress bar and live metrics), `hone jobs get JOB_ID`", func(args []string) int {
+	register("jobs", "training jobs: list, watch (progress and live metrics), get, cancel", func(args []string) int {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return runJobs(ctx, args, os.Stdout, os.Stderr)
@@ -38,11 +44,15 @@ type client struct {
 	http     *http.Client
 }
 
-func clientFlags(fs *flag.FlagSet) (*string, *string, *string) {
-	url := fs.String("url", envOr("HONE_URL", "http://127.0.0.1:8080"), "Hone server (env HONE_URL)")
-	key := fs.String("key", os.Getenv("HONE_API_KEY"), "API key (env HONE_API_KEY; default: DATA/initial-api-key)")
-	data := fs.String("data", "./hone-data", "data directory whose initial-api-key to use when no key is given")
-	return url, key, data
+// clientOpts are the flags of every command that talks to a server.
+type clientOpts struct{ url, key, data string }
+
+func clientFlags(fs *flag.FlagSet) *clientOpts {
+	o := &clientOpts{}
+	fs.StringVar(&o.url, "url", envOr("HONE_URL", "http://127.0.0.1:8080"), "Hone server (env HONE_URL)")
+	fs.StringVar(&o.key, "key", os.Getenv("HONE_API_KEY"), "API key (env HONE_API_KEY; default: the server's DATA/initial-api-key)")
+	fs.StringVar(&o.data, "data", "./hone-data", "data directory whose initial-api-key to use when no key is given")
+	return o
 }
 
 func envOr(name, def string) string {
@@ -52,16 +62,25 @@ func envOr(name, def string) string {
 	return def
 }
 
-func newClient(url, key, data string) (*client, error) {
+func newClient(o *clientOpts) (*client, error) {
+	key := o.key
 	if key == "" {
-		b, err := os.ReadFile(filepath.Join(data, InitialKeyFile))
+		b, err := os.ReadFile(filepath.Join(o.data, InitialKeyFile))
 		if err != nil {
 			return nil, errors.New("no API key: pass --key, set HONE_API_KEY, or point --data at the server's data directory")
 		}
 		key = strings.TrimSpace(string(b))
 	}
-	return &client{url: strings.TrimRight(url, "/"), key: key, http: &http.Client{}}, nil
+	return &client{url: strings.TrimRight(o.url, "/"), key: key, http: &http.Client{}}, nil
 }
+
+// statusError is an answer other than 200.
+type statusError struct {
+	status int
+	msg    string
+}
+
+func (e *statusError) Error() string { return fmt.Sprintf("%d: %s", e.status, e.msg) }
 
 func (c *client) do(ctx context.Context, method, path string, body io.Reader, contentType string, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, c.url+path, body)
@@ -74,7 +93,7 @@ func (c *client) do(ctx context.Context, method, path string, body io.Reader, co
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return err
+		return noServer(c.url, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
@@ -85,9 +104,9 @@ func (c *client) do(ctx context.Context, method, path string, body io.Reader, co
 			} `json:"error"`
 		}
 		if json.Unmarshal(b, &env) == nil && env.Error.Message != "" {
-			return fmt.Errorf("%s %s: %d: %s", method, path, resp.StatusCode, env.Error.Message)
+			return &statusError{resp.StatusCode, env.Error.Message}
 		}
-		return fmt.Errorf("%s %s: %d: %s", method, path, resp.StatusCode, b)
+		return &statusError{resp.StatusCode, strings.TrimSpace(string(b))}
 	}
 	if out != nil {
 		return json.Unmarshal(b, out)
@@ -103,192 +122,422 @@ func (c *client) postJSON(ctx context.Context, path string, in, out any) error {
 	return c.do(ctx, "POST", path, bytes.NewReader(b), "application/json", out)
 }
 
-// ensureModel creates (or finds) <entity>/<project>/<name> on base and returns its id.
-func (c *client) ensureModel(ctx context.Context, ref, base string) (string, error) {
-	parts := strings.Split(ref, "/")
-	if len(parts) != 3 {
-		return "", fmt.Errorf("--model %q: use <entity>/<project>/<name>", ref)
-	}
-	var m struct {
-		ID string `json:"id"`
-	}
-	err := c.postJSON(ctx, "/v1/preview/models", map[string]any{"entity": parts[0], "project": parts[1], "name": parts[2],
-		"base_model": base, "return_existing": true}, &m)
-	return m.ID, err
+// trainedModel is a model of the training API.
+type trainedModel struct {
+	ID        string `json:"id"`
+	Entity    string `json:"entity"`
+	Project   string `json:"project"`
+	Name      string `json:"name"`
+	BaseModel string `json:"base_model"`
 }
 
-const trainUsage = `usage:
-  hone train sft --model ENTITY/PROJECT/NAME --file FILE.jsonl [--base demo] [--lr 1e-4] [--epochs 1]
-                 [--batch-size N] [--assistant-turns all|last] [--no-watch] [--url --key]
-  hone train rl  --model ENTITY/PROJECT/NAME --groups FILE.json [--base demo] [--lr 1e-5]
-                 [--loss cispo|ppo] [--no-watch] [--url --key --data]
+func (m trainedModel) ref() string { return m.Entity + "/" + m.Project + "/" + m.Name }
 
-The model is created on the base model if it does not exist. FILE.jsonl holds one
-{"messages": [...]} per line; FILE.json a JSON array of ART trajectory groups. The job's
-progress is followed until it ends (see hone jobs watch).
+// ensureModel finds <entity>/<project>/<name>, or creates it on base (demo when base is "").
+// An existing model needs no base; a base that differs from its own is an error.
+func (c *client) ensureModel(ctx context.Context, ref, base string) (trainedModel, bool, error) {
+	parts := strings.Split(ref, "/")
+	if len(parts) != 3 || slices.Contains(parts, "") {
+		return trainedModel{}, false, fmt.Errorf("--model %q: use ENTITY/PROJECT/NAME, e.g. local/demo/agent", ref)
+	}
+	var m trainedModel
+	err := c.do(ctx, "GET", "/v1/preview/models/"+ref, nil, "", &m)
+	var se *statusError
+	switch {
+	case err == nil:
+		if base != "" && base != m.BaseModel {
+			return m, false, fmt.Errorf("model %s exists on base model %q; --base %q differs (leave --base out, or name a new model)", ref, m.BaseModel, base)
+		}
+		return m, false, nil
+	case errors.As(err, &se) && se.status == http.StatusNotFound:
+	default:
+		return m, false, err
+	}
+	if base == "" {
+		base = "demo"
+	}
+	err = c.postJSON(ctx, "/v1/preview/models", map[string]any{"entity": parts[0], "project": parts[1], "name": parts[2],
+		"base_model": base, "return_existing": true}, &m)
+	if err != nil {
+		return m, false, fmt.Errorf("creating model %s on base model %q: %w", ref, base, err)
+	}
+	return m, true, nil
+}
+
+var sftUsage = fmt.Sprintf(`usage: hone train sft --model ENTITY/PROJECT/NAME --file FILE.jsonl [flags]
+
+Supervised fine-tuning of a LoRA adapter. FILE.jsonl holds one {"messages": [...]} per line;
+every line is checked before anything is sent. The model is created on --base when it does not
+exist (an existing model keeps its base). The job runs on the server; its progress is followed
+until it ends (see hone jobs watch). Defaults are the server's: learning rate %g, %d epoch(s).
+`, train.DefaultSFTLearningRate, train.DefaultSFTEpochs)
+
+var rlUsage = fmt.Sprintf(`usage: hone train rl --model ENTITY/PROJECT/NAME --groups FILE.json [flags]
+
+One RL step (a new checkpoint) on ART trajectory groups: FILE.json is a JSON array of groups,
+each {"trajectories": [{"messages_and_choices": [...], "reward": R}, ...]}. A group whose
+rewards are all equal teaches nothing and is skipped; when every group is, the step still
+advances with the adapter unchanged, as ART's backends do. The model is created on --base
+when it does not exist. Default learning rate: the server's, %g.
+`, train.DefaultRLLearningRate)
+
+const trainUsage = `usage:
+  hone train sft --model ENTITY/PROJECT/NAME --file FILE.jsonl [flags]   supervised fine-tuning
+  hone train rl  --model ENTITY/PROJECT/NAME --groups FILE.json [flags]  one RL step
+
+Run 'hone train sft --help' or 'hone train rl --help' for the flags of each.
 `
 
 func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || (args[0] != "sft" && args[0] != "rl") {
+	if len(args) == 0 {
 		fmt.Fprint(stderr, trainUsage)
 		return 2
 	}
 	kind := args[0]
-	fs := flag.NewFlagSet("train "+kind, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	url, key, data := clientFlags(fs)
-	modelRef := fs.String("model", "", "ENTITY/PROJECT/NAME of the trained model")
-	base := fs.String("base", "demo", "base model (for a new model)")
-	dataFile := fs.String("file", "", "SFT: JSONL chat data file")
-	groupsFile := fs.String("groups", "", "RL: JSON file with an array of trajectory groups")
-	lr := fs.Float64("lr", 0, "learning rate (default: the server's: SFT 5e-5, RL 5e-6)")
-	epochs := fs.Int("epochs", 0, "SFT: passes over the data")
-	batch := fs.Int("batch-size", 0, "SFT: examples per step (default auto)")
-	turns := fs.String("assistant-turns", "all", "SFT: all or last")
-	loss := fs.String("loss", "", "RL: cispo or ppo")
-	noWatch := fs.Bool("no-watch", false, "print the job id and return without following it")
-	if err := fs.Parse(args[1:]); err != nil {
+	switch kind {
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, trainUsage)
+		return 0
+	case "sft", "rl":
+	default:
+		fmt.Fprintf(stderr, "hone train: unknown kind %q: use sft or rl\nRun 'hone train --help'.\n", kind)
 		return 2
 	}
-	c, err := newClient(*url, *key, *data)
-	if err != nil {
-		fmt.Fprintln(stderr, "hone train:", err)
+	name := "train " + kind
+	fs := newFlagSet(name)
+	co := clientFlags(fs)
+	modelRef := fs.String("model", "", "ENTITY/PROJECT/NAME of the trained model (required)")
+	base := fs.String("base", "", "base model of a new model (default demo); an existing model keeps its own")
+	noWatch := fs.Bool("no-watch", false, "print the job id and return without following it")
+	var (
+		dataFile, turns, groupsFile, loss *string
+		lr                                *float64
+		epochs, batch                     *int
+		allowNoLogprobs                   *bool
+	)
+	header := sftUsage
+	if kind == "sft" {
+		dataFile = fs.String("file", "", "JSONL chat data file (required)")
+		lr = fs.Float64("lr", train.DefaultSFTLearningRate, "learning rate")
+		epochs = fs.Int("epochs", train.DefaultSFTEpochs, "passes over the data")
+		batch = fs.Int("batch-size", 0, "examples per gradient step (default: as many as fill one packed sequence)")
+		turns = fs.String("assistant-turns", "all", "assistant turns trained on: all or last")
+	} else {
+		header = rlUsage
+		groupsFile = fs.String("groups", "", "JSON file with an array of trajectory groups (required)")
+		lr = fs.Float64("lr", train.DefaultRLLearningRate, "learning rate")
+		loss = fs.String("loss", "cispo", "loss: cispo or ppo")
+		allowNoLogprobs = fs.Bool("allow-training-without-logprobs", false, "train on choices that carry no logprobs (their text is tokenised again)")
+	}
+	if code, ok := flagError(name, header, fs, fs.Parse(args[1:]), stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "hone %s: unexpected argument %q\nRun 'hone %s --help' for its flags.\n", name, fs.Arg(0), name)
+		return 2
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *modelRef == "" {
+		fmt.Fprintf(stderr, "hone %s: --model ENTITY/PROJECT/NAME is required\n", name)
+		return 2
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "hone %s: %v\n", name, err)
 		return 1
 	}
-	id, err := c.ensureModel(ctx, *modelRef, *base)
-	if err != nil {
-		fmt.Fprintln(stderr, "hone train:", err)
-		return 1
-	}
-	var job struct {
-		ID string `json:"id"`
-	}
+
+	// Check the data before anything is created on the server.
+	var data []byte
+	var groups []json.RawMessage
+	var notes []string // said after the job's id
 	switch kind {
 	case "sft":
 		if *dataFile == "" {
 			fmt.Fprintln(stderr, "hone train sft: --file FILE.jsonl is required")
 			return 2
 		}
-		f, err := os.Open(*dataFile)
-		if err != nil {
-			fmt.Fprintln(stderr, "hone train sft:", err)
-			return 1
+		var n int
+		var err error
+		if data, n, err = readSFTFile(*dataFile); err != nil {
+			return fail(err)
 		}
-		var up struct {
-			URL string `json:"url"`
-		}
-		err = c.do(ctx, "POST", "/v1/preview/files", f, "application/jsonl", &up)
-		f.Close()
-		if err != nil {
-			fmt.Fprintln(stderr, "hone train sft:", err)
-			return 1
-		}
-		cfg := map[string]any{"assistant_turns": *turns}
-		if *lr > 0 {
-			cfg["learning_rate"] = *lr
-		}
-		if *epochs > 0 {
-			cfg["epochs"] = *epochs
-		}
-		if *batch > 0 {
-			cfg["batch_size"] = *batch
-		}
-		err = c.postJSON(ctx, "/v1/preview/sft-training-jobs", map[string]any{"model_id": id, "training_data_url": up.URL, "config": cfg}, &job)
-		if err != nil {
-			fmt.Fprintln(stderr, "hone train sft:", err)
-			return 1
-		}
+		notes = append(notes, fmt.Sprintf("%d examples from %s", n, *dataFile))
 	case "rl":
 		if *groupsFile == "" {
 			fmt.Fprintln(stderr, "hone train rl: --groups FILE.json is required")
 			return 2
 		}
-		raw, err := os.ReadFile(*groupsFile)
-		if err != nil {
-			fmt.Fprintln(stderr, "hone train rl:", err)
-			return 1
-		}
-		var groups []json.RawMessage
-		if err := json.Unmarshal(raw, &groups); err != nil {
-			fmt.Fprintln(stderr, "hone train rl: --groups must hold a JSON array of trajectory groups:", err)
-			return 1
-		}
-		xc := map[string]any{}
-		if *lr > 0 {
-			xc["learning_rate"] = *lr
-		}
-		if *loss != "" {
-			xc["loss_fn"] = *loss
-		}
-		if err := c.postJSON(ctx, "/v1/preview/training-jobs", map[string]any{"model_id": id, "trajectory_groups": groups, "experimental_config": xc}, &job); err != nil {
-			fmt.Fprintln(stderr, "hone train rl:", err)
-			return 1
+		var err error
+		if groups, notes, err = readGroupsFile(*groupsFile); err != nil {
+			return fail(err)
 		}
 	}
-	fmt.Fprintf(stdout, "job %s queued for model %s (%s)\n", job.ID, *modelRef, id)
+
+	c, err := newClient(co)
+	if err != nil {
+		return fail(err)
+	}
+	m, created, err := c.ensureModel(ctx, *modelRef, *base)
+	if err != nil {
+		return fail(err)
+	}
+	var job struct {
+		ID string `json:"id"`
+	}
+	switch kind {
+	case "sft":
+		var up struct {
+			URL string `json:"url"`
+		}
+		if err := c.do(ctx, "POST", "/v1/preview/files", bytes.NewReader(data), "application/jsonl", &up); err != nil {
+			return fail(err)
+		}
+		cfg := map[string]any{"assistant_turns": *turns}
+		if set["lr"] {
+			cfg["learning_rate"] = *lr
+		}
+		if set["epochs"] {
+			cfg["epochs"] = *epochs
+		}
+		if *batch > 0 {
+			cfg["batch_size"] = *batch
+		}
+		if err := c.postJSON(ctx, "/v1/preview/sft-training-jobs", map[string]any{"model_id": m.ID, "training_data_url": up.URL, "config": cfg}, &job); err != nil {
+			return fail(err)
+		}
+	case "rl":
+		xc := map[string]any{}
+		if set["lr"] {
+			xc["learning_rate"] = *lr
+		}
+		if set["loss"] {
+			xc["loss_fn"] = *loss
+		}
+		if *allowNoLogprobs {
+			xc["allow_training_without_logprobs"] = true
+		}
+		if err := c.postJSON(ctx, "/v1/preview/training-jobs", map[string]any{"model_id": m.ID, "trajectory_groups": groups, "experimental_config": xc}, &job); err != nil {
+			return fail(err)
+		}
+	}
+	fmt.Fprintf(stdout, "job %s queued for model %s (%s)\n", job.ID, m.ref(), m.ID)
+	if created {
+		fmt.Fprintf(stdout, "created model %s on base model %s\n", m.ref(), m.BaseModel)
+	}
+	for _, n := range notes {
+		fmt.Fprintln(stdout, n)
+	}
 	if *noWatch {
 		return 0
 	}
 	return watchJob(ctx, c, job.ID, stdout, stderr)
 }
 
-func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) < 1 || (args[0] != "watch" && args[0] != "get") {
-		fmt.Fprintln(stderr, "usage: hone jobs watch|get JOB_ID [--url --key --data]")
-		return 2
-	}
-	fs := flag.NewFlagSet("jobs", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	url, key, data := clientFlags(fs)
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
-	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "hone jobs: give one JOB_ID")
-		return 2
-	}
-	c, err := newClient(*url, *key, *data)
+// readSFTFile reads a JSONL file of SFT chat data and checks every line's shape (the server
+// checks it again with the model's template); an error names the file and line.
+func readSFTFile(path string) ([]byte, int, error) {
+	data, err := os.ReadFile(path)
 	if err != nil {
-		fmt.Fprintln(stderr, "hone jobs:", err)
+		return nil, 0, err
+	}
+	n := 0
+	for i, line := range bytes.Split(data, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		if _, err := train.ParseSFTLine(line); err != nil {
+			return nil, 0, fmt.Errorf("%s:%d: %v (nothing was sent)", path, i+1, err)
+		}
+		n++
+	}
+	if n == 0 {
+		return nil, 0, fmt.Errorf("%s has no examples (nothing was sent)", path)
+	}
+	return data, n, nil
+}
+
+// readGroupsFile reads a JSON array of trajectory groups; its notes say which groups teach
+// nothing (every reward equal: skipped by the step).
+func readGroupsFile(path string) (groups []json.RawMessage, notes []string, err error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := json.Unmarshal(raw, &groups); err != nil {
+		return nil, nil, fmt.Errorf("%s must hold a JSON array of trajectory groups: %v (nothing was sent)", path, err)
+	}
+	if len(groups) == 0 {
+		return nil, nil, fmt.Errorf("%s holds no trajectory groups (nothing was sent)", path)
+	}
+	skipped := 0
+	for i, g := range groups {
+		var grp struct {
+			Trajectories []struct {
+				Reward *float64 `json:"reward"`
+			} `json:"trajectories"`
+		}
+		if err := json.Unmarshal(g, &grp); err != nil {
+			return nil, nil, fmt.Errorf("%s: group %d: %v (nothing was sent)", path, i, err)
+		}
+		if len(grp.Trajectories) == 0 {
+			return nil, nil, fmt.Errorf("%s: group %d has no trajectories (nothing was sent)", path, i)
+		}
+		reward := func(k int) float64 { // a missing reward is 0, as ART sends it
+			if r := grp.Trajectories[k].Reward; r != nil {
+				return *r
+			}
+			return 0
+		}
+		equal := true
+		for k := range grp.Trajectories {
+			equal = equal && reward(k) == reward(0)
+		}
+		if equal {
+			skipped++
+			notes = append(notes, fmt.Sprintf("group %d of %d: all %d rewards are %g, nothing to learn from: skipped", i+1, len(groups), len(grp.Trajectories), reward(0)))
+		}
+	}
+	if skipped == len(groups) {
+		notes = append(notes, "every group was skipped: the step advances with the adapter unchanged")
+	}
+	return groups, notes, nil
+}
+
+const jobsUsage = `usage:
+  hone jobs list   [--model ENTITY/PROJECT/NAME] [--status S] [--limit N]   newest first
+  hone jobs watch  JOB_ID    follow a job's progress until it ends (exit 0 when it succeeded)
+  hone jobs get    JOB_ID    print a job as JSON
+  hone jobs cancel JOB_ID    cancel a queued or running job
+Every command also takes --url, --key and --data (run 'hone jobs list --help').
+`
+
+func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, jobsUsage)
+		return 2
+	}
+	sub := args[0]
+	switch sub {
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, jobsUsage)
+		return 0
+	case "list", "watch", "get", "cancel":
+	default:
+		fmt.Fprintf(stderr, "hone jobs: unknown subcommand %q\n%s", sub, jobsUsage)
+		return 2
+	}
+	name := "jobs " + sub
+	fs := newFlagSet(name)
+	co := clientFlags(fs)
+	var model, status *string
+	var limit *int
+	if sub == "list" {
+		model = fs.String("model", "", "only this model's jobs (ENTITY/PROJECT/NAME or id)")
+		status = fs.String("status", "", "only jobs in this status: QUEUED, RUNNING, SUCCEEDED, FAILED or CANCELLED")
+		limit = fs.Int("limit", 20, "at most this many jobs (1-100)")
+	}
+	pos, err := parseArgs(fs, args[1:])
+	if code, ok := flagError(name, jobsUsage, fs, err, stdout, stderr); !ok {
+		return code
+	}
+	if sub == "list" && len(pos) != 0 || sub != "list" && len(pos) != 1 {
+		fmt.Fprintf(stderr, "hone %s: %s\n", name, map[bool]string{true: "takes no arguments", false: "give one JOB_ID"}[sub == "list"])
+		return 2
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "hone %s: %v\n", name, err)
 		return 1
 	}
-	if args[0] == "get" {
+	c, err := newClient(co)
+	if err != nil {
+		return fail(err)
+	}
+	switch sub {
+	case "list":
+		q := url.Values{"limit": {strconv.Itoa(*limit)}}
+		if *model != "" {
+			q.Set("model_id", *model)
+		}
+		if *status != "" {
+			q.Set("status", strings.ToUpper(*status))
+		}
+		var list struct {
+			Data    []jobInfo `json:"data"`
+			HasMore bool      `json:"has_more"`
+		}
+		if err := c.do(ctx, "GET", "/v1/preview/training-jobs?"+q.Encode(), nil, "", &list); err != nil {
+			return fail(err)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tKIND\tSTATUS\tSTEP\tMODEL\tCREATED")
+		for _, j := range list.Data {
+			step := "-"
+			if j.Step != nil {
+				step = strconv.Itoa(*j.Step)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.Kind, j.Status, step, j.ModelID, j.CreatedAt)
+		}
+		tw.Flush()
+		if list.HasMore {
+			fmt.Fprintf(stdout, "(more: raise --limit)\n")
+		}
+	case "get", "cancel":
 		var j map[string]any
-		if err := c.do(ctx, "GET", "/v1/preview/training-jobs/"+fs.Arg(0), nil, "", &j); err != nil {
-			fmt.Fprintln(stderr, "hone jobs:", err)
-			return 1
+		var err error
+		if sub == "get" {
+			err = c.do(ctx, "GET", "/v1/preview/training-jobs/"+pos[0], nil, "", &j)
+		} else {
+			err = c.postJSON(ctx, "/v1/preview/training-jobs/"+pos[0]+"/cancel", map[string]any{}, &j)
+		}
+		if err != nil {
+			return fail(err)
 		}
 		b, _ := json.MarshalIndent(j, "", "  ")
 		fmt.Fprintln(stdout, string(b))
-		return 0
+	case "watch":
+		return watchJob(ctx, c, pos[0], stdout, stderr)
 	}
-	return watchJob(ctx, c, fs.Arg(0), stdout, stderr)
+	return 0
+}
+
+// jobInfo is a training job as the API returns it.
+type jobInfo struct {
+	ID           string  `json:"id"`
+	ModelID      string  `json:"model_id"`
+	Kind         string  `json:"kind"`
+	Status       string  `json:"status"`
+	CreatedAt    string  `json:"created_at"`
+	ErrorMessage *string `json:"error_message"`
+	Step         *int    `json:"step"`
 }
 
 // watchJob follows a job's events (server-sent events) with a progress bar and the latest
-// metrics, and returns 0 when it succeeded.
+// metrics (one line per step when stdout is not a terminal), and returns 0 when it succeeded.
 func watchJob(ctx context.Context, c *client, id string, stdout, stderr io.Writer) int {
+	fail := func(err error) int {
+		fmt.Fprintln(stderr, "hone jobs watch:", err)
+		return 1
+	}
 	req, err := http.NewRequestWithContext(ctx, "GET", c.url+"/v1/preview/training-jobs/"+id+"/events", nil)
 	if err != nil {
-		fmt.Fprintln(stderr, "hone jobs:", err)
-		return 1
+		return fail(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+c.key)
 	req.Header.Set("Accept", "text/event-stream")
 	resp, err := c.http.Do(req)
 	if err != nil {
-		fmt.Fprintln(stderr, "hone jobs:", err)
-		return 1
+		return fail(noServer(c.url, err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
 		b, _ := io.ReadAll(resp.Body)
-		fmt.Fprintf(stderr, "hone jobs: %d: %s\n", resp.StatusCode, b)
-		return 1
+		return fail(fmt.Errorf("%d: %s", resp.StatusCode, bytes.TrimSpace(b)))
 	}
+	tty := isTerminal(stdout)
 	total, done := 0, 0
 	start := time.Now()
-	failed := ""
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -308,27 +557,44 @@ func watchJob(ctx context.Context, c *client, id string, stdout, stderr io.Write
 			if n, ok := ev.Data["num_sequences"].(float64); ok {
 				total = int(n)
 			}
-			fmt.Fprintf(stdout, "training started: %d step(s)\n", total)
+			if total == 0 {
+				fmt.Fprintln(stdout, "training started: no gradient step (every group's rewards are equal)")
+			} else {
+				fmt.Fprintf(stdout, "training started: %d gradient step(s)\n", total)
+			}
 		case "gradient_step":
 			done++
-			fmt.Fprintf(stdout, "\r%s %s", bar(done, total, 30), metricLine(ev.Data, time.Since(start)))
+			if tty {
+				fmt.Fprintf(stdout, "\r%s %s", bar(done, total, 30), metricLine(ev.Data, time.Since(start)))
+			} else {
+				fmt.Fprintf(stdout, "step %d/%d %s\n", done, total, metricLine(ev.Data, time.Since(start)))
+			}
 		case "training_ended":
-			fmt.Fprintf(stdout, "\ntraining ended after %s\n", time.Since(start).Round(time.Millisecond))
+			if tty && done > 0 {
+				fmt.Fprintln(stdout)
+			}
+			fmt.Fprintf(stdout, "training ended after %s\n", time.Since(start).Round(time.Millisecond))
 		case "training_failed":
-			failed, _ = ev.Data["error_message"].(string)
-			fmt.Fprintf(stdout, "\ntraining failed: %s\n", failed)
+			if tty && done > 0 {
+				fmt.Fprintln(stdout)
+			}
+			msg, _ := ev.Data["error_message"].(string)
+			fmt.Fprintf(stdout, "training failed: %s\n", msg)
 		}
 	}
-	var j struct {
-		Status string `json:"status"`
-		Step   *int   `json:"step"`
-	}
+	var j jobInfo
 	if err := c.do(ctx, "GET", "/v1/preview/training-jobs/"+id, nil, "", &j); err != nil {
-		fmt.Fprintln(stderr, "hone jobs:", err)
-		return 1
+		return fail(err)
 	}
-	if j.Step != nil {
-		fmt.Fprintf(stdout, "job %s %s: checkpoint step %d\n", id, j.Status, *j.Step)
+	if j.Status == "SUCCEEDED" && j.Step != nil {
+		var m trainedModel
+		ref := j.ModelID
+		if c.do(ctx, "GET", "/v1/preview/models/"+j.ModelID, nil, "", &m) == nil {
+			ref = m.ref()
+		}
+		// A job adds one checkpoint, however many gradient steps (epochs × batches) it took.
+		fmt.Fprintf(stdout, "job %s SUCCEEDED after %d gradient step(s): %s is now at checkpoint step %d (each job adds one); chat with model %q or %q\n",
+			id, done, ref, *j.Step, fmt.Sprintf("%s:step%d", ref, *j.Step), ref+":latest")
 	} else {
 		fmt.Fprintf(stdout, "job %s %s\n", id, j.Status)
 	}

@@ -49,7 +49,8 @@ CREATE TABLE train_job_events (
 	created_at TEXT NOT NULL,
 	PRIMARY KEY (job_id, seq)
 );
-CREATE UNIQUE INDEX train_job_events_id ON train_job_events (job_id, id)`}}
+CREATE UNIQUE INDEX train_job_events_id ON train_job_events (job_id, id)`}, {Version: 2, SQLite: `
+CREATE INDEX train_jobs_entity ON train_jobs (entity, id)`}}
 
 // Statuses.
 const (
@@ -186,6 +187,56 @@ func lockQueue(ctx context.Context, tx *db.Tx) error {
 // Get returns a job.
 func (q *Queue) Get(ctx context.Context, id string) (Job, error) {
 	return scanJob(q.db.QueryRow(ctx, `SELECT `+jobCols+` FROM train_jobs WHERE id = ?`, id))
+}
+
+// ListOptions filter and page List.
+type ListOptions struct {
+	ModelID string // only this model's jobs
+	Status  string // only jobs in this status
+	Before  string // only jobs created before this job (its id); "" starts from the newest
+	Limit   int    // at most this many (default 20)
+}
+
+// List returns an entity's jobs, newest first, and whether more follow.
+func (q *Queue) List(ctx context.Context, entity string, o ListOptions) ([]Job, bool, error) {
+	if o.Limit <= 0 {
+		o.Limit = 20
+	}
+	query := `SELECT ` + jobCols + ` FROM train_jobs WHERE entity = ?`
+	args := []any{entity}
+	if o.ModelID != "" {
+		query += ` AND model_id = ?`
+		args = append(args, o.ModelID)
+	}
+	if o.Status != "" {
+		query += ` AND status = ?`
+		args = append(args, o.Status)
+	}
+	if o.Before != "" {
+		// Ids are UUIDv7: their order is the order of creation.
+		query += ` AND id < ?`
+		args = append(args, o.Before)
+	}
+	query += ` ORDER BY id DESC LIMIT ?`
+	args = append(args, o.Limit+1)
+	rows, err := q.db.Query(ctx, query, args...)
+	if err != nil {
+		return nil, false, err
+	}
+	defer rows.Close()
+	var out []Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, false, err
+		}
+		out = append(out, j)
+	}
+	more := len(out) > o.Limit
+	if more {
+		out = out[:o.Limit]
+	}
+	return out, more, rows.Err()
 }
 
 // Cancel asks for a job to stop: a queued job is cancelled at once; a running one when its

@@ -267,3 +267,58 @@ func eventTypes(evs []Event) []string {
 	}
 	return out
 }
+
+// TestList: an entity's jobs newest first, filtered by model and status, paged by before;
+// another entity's jobs never appear.
+func TestList(t *testing.T) {
+	dbtest.ForEachDialect(t, func(t *testing.T, d *db.DB) {
+		ctx := context.Background()
+		q, err := Open(ctx, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for i := range 5 {
+			j, err := q.Enqueue(ctx, fmt.Sprintf("m%d", i%2), "e", "sft", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, j.ID)
+		}
+		q.Enqueue(ctx, "m0", "other", "sft", nil)
+		if _, err := q.Cancel(ctx, ids[2]); err != nil {
+			t.Fatal(err)
+		}
+		list := func(o ListOptions) ([]string, bool) {
+			js, more, err := q.List(ctx, "e", o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, j := range js {
+				out = append(out, j.ID)
+			}
+			return out, more
+		}
+		got, more := list(ListOptions{})
+		if fmt.Sprint(got) != fmt.Sprint([]string{ids[4], ids[3], ids[2], ids[1], ids[0]}) || more {
+			t.Fatalf("all: %v %v", got, more)
+		}
+		got, more = list(ListOptions{Limit: 2})
+		if fmt.Sprint(got) != fmt.Sprint([]string{ids[4], ids[3]}) || !more {
+			t.Fatalf("limit 2: %v %v", got, more)
+		}
+		got, more = list(ListOptions{Limit: 2, Before: ids[3]})
+		if fmt.Sprint(got) != fmt.Sprint([]string{ids[2], ids[1]}) || !more {
+			t.Fatalf("before: %v %v", got, more)
+		}
+		got, _ = list(ListOptions{ModelID: "m0", Status: Queued})
+		if fmt.Sprint(got) != fmt.Sprint([]string{ids[4], ids[0]}) {
+			t.Fatalf("m0 queued: %v", got)
+		}
+		got, _ = list(ListOptions{Status: Cancelled})
+		if fmt.Sprint(got) != fmt.Sprint([]string{ids[2]}) {
+			t.Fatalf("cancelled: %v", got)
+		}
+	})
+}

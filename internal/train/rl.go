@@ -165,7 +165,7 @@ type rlSeq struct {
 
 func (c *RLConfig) defaults() error {
 	if c.LearningRate == 0 {
-		c.LearningRate = 5e-6
+		c.LearningRate = DefaultRLLearningRate
 	}
 	switch c.Loss {
 	case "", "cispo":

@@ -78,6 +78,37 @@ func (c *Chat) Tokenize(messages, tools json.RawMessage, turns string) (Example,
 	return x, nil
 }
 
+// SFTLine is one line of SFT chat data, before tokenisation.
+type SFTLine struct {
+	Messages json.RawMessage `json:"messages"`
+	Tools    json.RawMessage `json:"tools"`
+}
+
+// ParseSFTLine checks the shape of one non-empty JSONL line of SFT data: a JSON object whose
+// "messages" is a non-empty array of objects, each with a string "role". Clients use it to
+// check a file before they upload it; ReadSFT checks every line again with the template.
+func ParseSFTLine(b []byte) (SFTLine, error) {
+	var row SFTLine
+	if err := json.Unmarshal(b, &row); err != nil {
+		return row, fmt.Errorf("not a JSON object: %v", err)
+	}
+	var msgs []struct {
+		Role *string `json:"role"`
+	}
+	if len(row.Messages) == 0 || row.Messages[0] != '[' || json.Unmarshal(row.Messages, &msgs) != nil {
+		return row, errors.New(`"messages" must be an array of chat messages`)
+	}
+	if len(msgs) == 0 {
+		return row, errors.New(`"messages" is empty`)
+	}
+	for i, m := range msgs {
+		if m.Role == nil {
+			return row, fmt.Errorf(`messages[%d] has no string "role"`, i)
+		}
+	}
+	return row, nil
+}
+
 // ReadSFT reads chat data in JSONL, one {"messages": [...], "tools"?: [...]} per line,
 // tokenised with c. A bad line is an error naming it.
 func ReadSFT(r io.Reader, c *Chat, turns string) ([]Example, error) {
@@ -91,15 +122,9 @@ func ReadSFT(r io.Reader, c *Chat, turns string) ([]Example, error) {
 		if len(b) == 0 {
 			continue
 		}
-		var row struct {
-			Messages json.RawMessage `json:"messages"`
-			Tools    json.RawMessage `json:"tools"`
-		}
-		if err := json.Unmarshal(b, &row); err != nil {
-			return nil, fmt.Errorf("line %d: not a JSON object: %v", line, err)
-		}
-		if len(row.Messages) == 0 || row.Messages[0] != '[' {
-			return nil, fmt.Errorf("line %d: \"messages\" must be an array of chat messages", line)
+		row, err := ParseSFTLine(b)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %v", line, err)
 		}
 		x, err := c.Tokenize(row.Messages, row.Tools, turns)
 		if err != nil {
@@ -186,10 +211,18 @@ type SFTPlan struct {
 	cfg     SFTConfig
 }
 
+// Defaults of a job's hyperparameters when the request leaves them out (the CLI's help
+// shows these).
+const (
+	DefaultSFTLearningRate = 5e-5
+	DefaultSFTEpochs       = 1
+	DefaultRLLearningRate  = 5e-6
+)
+
 // PlanSFT splits examples into optimizer steps.
 func PlanSFT(xs []Example, cfg SFTConfig) (*SFTPlan, error) {
 	if cfg.Epochs <= 0 {
-		cfg.Epochs = 1
+		cfg.Epochs = DefaultSFTEpochs
 	}
 	if cfg.MaxSeqLen <= 0 {
 		cfg.MaxSeqLen = 2048
@@ -198,7 +231,7 @@ func PlanSFT(xs []Example, cfg SFTConfig) (*SFTPlan, error) {
 		cfg.MaxGradNorm = 1
 	}
 	if len(cfg.LearningRates) == 0 {
-		cfg.LearningRates = []float64{5e-5}
+		cfg.LearningRates = []float64{DefaultSFTLearningRate}
 	}
 	if !ValidSchedule(cfg.Schedule) {
 		return nil, fmt.Errorf("unknown learning-rate schedule %q (constant, linear or cosine)", cfg.Schedule)

@@ -73,6 +73,7 @@ func (s *Service) Register(r *httpx.Router, bearer httpx.Middleware) {
 	g.HandleFunc("POST /v1/preview/models/{model...}", s.modelRoutes, &openapi.Operation{Summary: "Log trajectories and their metrics (…/log)", Tags: tag})
 	g.HandleFunc("POST /v1/preview/training-jobs", s.createRLJob, &openapi.Operation{Summary: "Create an RL training job (one step)", Tags: tag, Request: rlJobReq{}})
 	g.HandleFunc("POST /v1/preview/sft-training-jobs", s.createSFTJob, &openapi.Operation{Summary: "Create an SFT training job", Tags: tag, Request: sftJobReq{}})
+	g.HandleFunc("GET /v1/preview/training-jobs", s.listJobs, &openapi.Operation{Summary: "List the entity's training jobs, newest first (model_id, status, before, limit)", Tags: tag})
 	g.HandleFunc("GET /v1/preview/training-jobs/{id}", s.getJob, &openapi.Operation{Summary: "Get a training job", Tags: tag, Response: jobs.Job{}})
 	g.HandleFunc("GET /v1/preview/training-jobs/{id}/events", s.jobEvents, &openapi.Operation{Summary: "List a training job's events (text/event-stream follows it live)", Tags: tag})
 	g.HandleFunc("POST /v1/preview/training-jobs/{id}/cancel", s.cancelJob, &openapi.Operation{Summary: "Cancel a training job", Tags: tag, Response: jobs.Job{}})
@@ -229,14 +230,10 @@ func (s *Service) deleteModel(w http.ResponseWriter, r *http.Request, m registry
 
 func (s *Service) listCheckpoints(w http.ResponseWriter, r *http.Request, m registry.Model) {
 	q := r.URL.Query()
-	limit := 20
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			apierror.Write(w, r, apierror.BadRequest("limit", "limit must be an integer from 1 to 100, got %q", v))
-			return
-		}
-		limit = n
+	limit, err := limitParam(q.Get("limit"))
+	if err != nil {
+		apierror.Write(w, r, err)
+		return
 	}
 	order := q.Get("order")
 	if order == "" {
@@ -432,6 +429,48 @@ func (s *Service) getJob(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, j)
 }
 
+func (s *Service) listJobs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	o := jobs.ListOptions{Before: q.Get("before"), Status: q.Get("status")}
+	var err error
+	if o.Limit, err = limitParam(q.Get("limit")); err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	switch o.Status {
+	case "", jobs.Queued, jobs.Running, jobs.Succeeded, jobs.Failed, jobs.Cancelled:
+	default:
+		apierror.Write(w, r, apierror.BadRequest("status", "status must be QUEUED, RUNNING, SUCCEEDED, FAILED or CANCELLED, got %q", o.Status))
+		return
+	}
+	if ref := q.Get("model_id"); ref != "" {
+		m, err := s.model(r, ref)
+		if err != nil {
+			apierror.Write(w, r, err)
+			return
+		}
+		o.ModelID = m.ID
+	}
+	js, more, err := s.Queue.List(r.Context(), entityOf(r), o)
+	if err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, page(js, more, func(j jobs.Job) string { return j.ID }))
+}
+
+// limitParam reads a page size: 1 to 100, 20 when absent.
+func limitParam(v string) (int, error) {
+	if v == "" {
+		return 20, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 100 {
+		return 0, apierror.BadRequest("limit", "limit must be an integer from 1 to 100, got %q", v)
+	}
+	return n, nil
+}
+
 func (s *Service) cancelJob(w http.ResponseWriter, r *http.Request) {
 	j, err := s.job(r)
 	if err != nil {
@@ -456,14 +495,10 @@ func (s *Service) jobEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	limit := 20
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			apierror.Write(w, r, apierror.BadRequest("limit", "limit must be an integer from 1 to 100, got %q", v))
-			return
-		}
-		limit = n
+	limit, err := limitParam(q.Get("limit"))
+	if err != nil {
+		apierror.Write(w, r, err)
+		return
 	}
 	after := q.Get("after")
 	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
