@@ -169,6 +169,19 @@ func TestTrainCLIAsANewUser(t *testing.T) {
 		!strings.Contains(out, `"local/p/m:step2"`) {
 		t.Errorf("last line does not say what the step is:\n%s", out)
 	}
+	// /v1/models lists the trained model beside its base, for its entity only.
+	c, _, body = do(t, "GET", s.url+"/v1/models", bearer, "")
+	var ml struct{ Data []struct{ ID, Root, Parent string } }
+	json.Unmarshal(body, &ml)
+	if c != 200 || len(ml.Data) != 2 || ml.Data[0].ID != "tiny" || ml.Data[1].ID != "local/p/m" || ml.Data[1].Parent != "tiny" || ml.Data[1].Root != "local/p/m:latest" {
+		t.Errorf("/v1/models: %d %s", c, body)
+	}
+	_, kout, _ := runCmd(keysCmd, "create", "--data", dir, "--entity", "bob")
+	bob := strings.TrimSpace(kout[strings.LastIndex(strings.TrimSpace(kout), "\n")+1:])
+	c, _, body = do(t, "GET", s.url+"/v1/models", "Bearer "+bob, "")
+	if c != 200 || strings.Contains(string(body), "local/p/m") {
+		t.Errorf("/v1/models for another entity: %d %s", c, body)
+	}
 	code, _, errs = runCmd(trainCmd, append([]string{"sft", "--model", "local/p/m", "--base", "demo", "--file", file}, cli...)...)
 	if code != 1 || !strings.Contains(errs, `exists on base model "tiny"`) {
 		t.Errorf("another --base for an existing model: exit %d, %q", code, errs)

@@ -10,6 +10,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,10 +18,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 func main() {
-	url := flag.String("url", "http://127.0.0.1:8080", "Hone server")
+	url := flag.String("url", envOr("HONE_URL", "http://127.0.0.1:8080"), "Hone server (env HONE_URL)")
 	key := flag.String("key", os.Getenv("HONE_API_KEY"), "API key (default: ./hone-data/initial-api-key)")
 	model := flag.String("model", "", "model to sample from, e.g. local/demo/agent:latest")
 	word := flag.String("word", "Paris", "the reward is 1 when the reply contains this")
@@ -45,6 +47,9 @@ func main() {
 		req.Header.Set("Authorization", "Bearer "+*key)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			fail(fmt.Sprintf("no Hone server answers at %s: start one with `hone serve` (or `make run`), or pass --url", *url))
+		}
 		if err != nil {
 			fail(err.Error())
 		}
@@ -81,6 +86,13 @@ func main() {
 		fail(err.Error())
 	}
 	fmt.Printf("wrote %d groups to %s; mean reward %.2f (%d of %d replies contain %q)\n", len(groups), *out, float64(hits)/float64(total), hits, total, *word)
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
 
 func fail(msg string) {

@@ -98,6 +98,26 @@ func (a *API) models(w http.ResponseWriter, r *http.Request) {
 	for _, s := range a.Reg.List() {
 		list.Data = append(list.Data, ModelCard{ID: s.Name, Object: "model", Created: s.Created, OwnedBy: "hone", Root: s.Dir, MaxModelLen: s.MaxModelLen()})
 	}
+	// The caller's trained models, as vLLM lists LoRA adapters: their parent is the base.
+	if l, ok := a.Reg.Adapters.(AdapterLister); ok {
+		entity := ""
+		if pr, ok := auth.FromContext(r.Context()); ok {
+			entity = pr.Entity
+		}
+		trained, err := l.ListAdapters(r.Context(), entity)
+		if err != nil {
+			apierror.Write(w, r, err)
+			return
+		}
+		for _, t := range trained {
+			base, ok := a.Reg.Get(t.Base)
+			if !ok {
+				continue // its base is not served here: it cannot be chatted with
+			}
+			list.Data = append(list.Data, ModelCard{ID: t.Name, Object: "model", Created: t.Created, OwnedBy: t.Owner,
+				Root: t.Name + ":latest", Parent: t.Base, MaxModelLen: base.MaxModelLen()})
+		}
+	}
 	httpx.WriteJSON(w, http.StatusOK, list)
 }
 

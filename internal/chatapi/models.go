@@ -4,6 +4,7 @@
 package chatapi
 
 import (
+	"context"
 	"slices"
 
 	"fmt"
@@ -119,6 +120,19 @@ func (s *Served) Close() {
 // entity's checkpoints. ok is false when the name is not a checkpoint name it knows.
 type AdapterResolver interface {
 	ResolveAdapter(entity, name string) (base string, adapter *model.LoRA, servedName string, ok bool, err error)
+}
+
+// AdapterLister is implemented by an AdapterResolver that can list the trained models an
+// entity may chat with; GET /v1/models then shows them beside the base models.
+type AdapterLister interface {
+	ListAdapters(ctx context.Context, entity string) ([]AdapterCard, error)
+}
+
+// AdapterCard is one trained model: Name is <entity>/<project>/<name> (its latest
+// checkpoint; :step<N> names another), Base the served model it adapts.
+type AdapterCard struct {
+	Name, Base, Owner string
+	Created           int64
 }
 
 // Registry holds the served base models.

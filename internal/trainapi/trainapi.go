@@ -27,6 +27,7 @@ import (
 	"github.com/honeai/hone/internal/apierror"
 	"github.com/honeai/hone/internal/auth"
 	"github.com/honeai/hone/internal/chatapi"
+	"github.com/honeai/hone/internal/db"
 	"github.com/honeai/hone/internal/httpx"
 	"github.com/honeai/hone/internal/jobs"
 	"github.com/honeai/hone/internal/model"
@@ -562,6 +563,23 @@ func (s *Service) jobEvents(w http.ResponseWriter, r *http.Request) {
 // `:latest` (also without a tag), and `wandb-artifact:///<entity>/<project>/<name>:step<N>`.
 // Before the first checkpoint (and for `:step0`) the model is its base model.
 // A checkpoint of another entity is not found.
+// ListAdapters lists an entity's trained models for GET /v1/models.
+func (s *Service) ListAdapters(ctx context.Context, entity string) ([]chatapi.AdapterCard, error) {
+	ms, err := s.Reg.List(ctx, entity)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]chatapi.AdapterCard, 0, len(ms))
+	for _, m := range ms {
+		var created int64
+		if t, err := db.ParseTime(m.CreatedAt); err == nil {
+			created = t.Unix()
+		}
+		out = append(out, chatapi.AdapterCard{Name: m.Entity + "/" + m.Project + "/" + m.Name, Base: m.BaseModel, Owner: m.Entity, Created: created})
+	}
+	return out, nil
+}
+
 func (s *Service) ResolveAdapter(entity, name string) (string, *model.LoRA, string, bool, error) {
 	ref := strings.TrimPrefix(name, "wandb-artifact:///")
 	tag := "latest"
