@@ -11,17 +11,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/honeai/hone/internal/auth"
 	"github.com/honeai/hone/internal/db"
-	"github.com/honeai/hone/internal/health"
 	"github.com/honeai/hone/internal/httpx"
-	"github.com/honeai/hone/internal/openapi"
 	"github.com/honeai/hone/internal/version"
 )
 
@@ -33,9 +29,10 @@ func init() {
 	})
 }
 
-// ServeConfig is the configuration of `hone serve`.
+// ServeConfig is the configuration of `hone serve` (and `hone worker`): the server's, and
+// the chat and training parts'.
 type ServeConfig struct {
-	// WorkerOnly runs the areas without listening (`hone worker`): training jobs only.
+	// WorkerOnly runs training jobs only, without listening (`hone worker`).
 	WorkerOnly        bool
 	Addr              string
 	DataDir           string
@@ -48,82 +45,37 @@ type ServeConfig struct {
 	MaxConcurrentKey  int
 	LogLevel          string
 	LogFormat         string
+	Chat              ChatConfig
+	Train             TrainConfig
 }
 
-// App is what areas get to wire themselves into the server.
-type App struct {
-	Config  ServeConfig
-	DB      *db.DB
-	DataDir string
-	Logger  *slog.Logger
-	Keys    *auth.Keys
-	Checks  *health.Checks
-	// Bearer and Basic authenticate the training and tracing areas (with the per-key limit).
-	Bearer, Basic httpx.Middleware
-	// Stdout is where messages for the user go (the first-start key, the listen address).
-	Stdout io.Writer
-
-	ctx        context.Context
-	mu         sync.Mutex
-	services   map[string]any
-	onShutdown []func(context.Context) error
+// ChatConfig is how the served models are loaded and scheduled.
+type ChatConfig struct {
+	Models         modelFlags // --model NAME=DIR, in order
+	NoDemo         bool
+	Policy         string
+	MaxQueue       int
+	MaxRunning     int
+	MaxBatchTokens int
+	KVBlocks       int
+	NoPrefixCache  bool
+	MaxLogprobs    int
+	DType          string
 }
 
-// Context is the server's lifetime context (cancelled when shutdown starts).
-func (a *App) Context() context.Context {
-	if a.ctx == nil {
-		return context.Background()
-	}
-	return a.ctx
+// TrainConfig is how training jobs run.
+type TrainConfig struct {
+	Workers  int     // jobs run at once in this process
+	DataRoot string  // local training_data_url paths must lie under it
+	Rank     int     // LoRA rank of new models
+	Alpha    float64 // LoRA alpha of new models
 }
 
-// Provide shares a service with areas wired after this one.
-func (a *App) Provide(name string, v any) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.services == nil {
-		a.services = map[string]any{}
-	}
-	a.services[name] = v
-}
+// modelFlags collects repeated --model NAME=DIR flags.
+type modelFlags []string
 
-// Lookup returns a service provided by an earlier area.
-func (a *App) Lookup(name string) (any, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	v, ok := a.services[name]
-	return v, ok
-}
-
-// OnShutdown runs fn when the server stops, after in-flight requests drained and before the
-// store closes; hooks run in reverse order of registration.
-func (a *App) OnShutdown(fn func(context.Context) error) {
-	a.mu.Lock()
-	a.onShutdown = append(a.onShutdown, fn)
-	a.mu.Unlock()
-}
-
-// area is one part of the HTTP interface, registered from its own file.
-type area struct {
-	order int
-	name  string
-	wire  func(app *App, r *httpx.Router) error
-}
-
-var (
-	areas      []area
-	serveFlags []func(fs *flag.FlagSet)
-)
-
-// registerArea adds an area to `hone serve`; areas are wired in ascending order (trace 10,
-// chat 20, training 30, ...), so an area can Lookup services of lower-ordered ones.
-func registerArea(order int, name string, wire func(app *App, r *httpx.Router) error) {
-	areas = append(areas, area{order, name, wire})
-}
-
-// registerServeFlags lets an area add flags to `hone serve`. Every flag also reads the
-// environment variable HONE_<NAME> (dashes become underscores) when not given.
-func registerServeFlags(fn func(fs *flag.FlagSet)) { serveFlags = append(serveFlags, fn) }
+func (m *modelFlags) String() string     { return strings.Join(*m, ",") }
+func (m *modelFlags) Set(v string) error { *m = append(*m, v); return nil }
 
 const serveUsage = `usage: hone serve [flags]
 
@@ -153,9 +105,22 @@ func newServeFlags(cfg *ServeConfig) *flag.FlagSet {
 	fs.IntVar(&cfg.MaxConcurrentKey, "max-concurrent-per-key", 128, "concurrent requests allowed per API key (0 = unlimited); more get 429")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&cfg.LogFormat, "log-format", "text", "log format: text or json")
-	for _, fn := range serveFlags {
-		fn(fs)
-	}
+	c := &cfg.Chat
+	fs.Var(&c.Models, "model", "serve a Hugging Face model directory as NAME=DIR (repeatable); the first is the default")
+	fs.BoolVar(&c.NoDemo, "no-demo-model", false, "do not serve the demo model (written to DATA/models/demo on first start)")
+	fs.StringVar(&c.Policy, "scheduling-policy", "fcfs", "order of waiting requests: fcfs or priority (lower priority value first)")
+	fs.IntVar(&c.MaxQueue, "max-queue", 256, "waiting requests per model before 429")
+	fs.IntVar(&c.MaxRunning, "max-running", 64, "sequences in a model's running batch")
+	fs.IntVar(&c.MaxBatchTokens, "max-batch-tokens", 512, "tokens per forward pass (prefill chunks and decodes)")
+	fs.IntVar(&c.KVBlocks, "kv-blocks", 0, "KV cache blocks of 16 positions per model (default: max-running × 1024 positions)")
+	fs.BoolVar(&c.NoPrefixCache, "no-prefix-cache", false, "do not reuse cached KV blocks of earlier prompts (prefix caching is on by default)")
+	fs.IntVar(&c.MaxLogprobs, "max-logprobs", 20, "largest top_logprobs / prompt_logprobs a request may ask")
+	fs.StringVar(&c.DType, "dtype", "", "weights in memory: as stored (default), f32 or bf16")
+	t := &cfg.Train
+	fs.IntVar(&t.Workers, "train-workers", 1, "training jobs run at once in this process (0: none; run 'hone worker' on the same store)")
+	fs.StringVar(&t.DataRoot, "train-data-root", "", "directory under which local training_data_url paths are allowed (default: none)")
+	fs.IntVar(&t.Rank, "lora-rank", 8, "LoRA rank of new trainable models")
+	fs.Float64Var(&t.Alpha, "lora-alpha", 16, "LoRA alpha of new trainable models")
 	return fs
 }
 
@@ -274,47 +239,6 @@ func openStore(ctx context.Context, dataDir, dsn string) (*db.DB, *auth.Keys, er
 	return d, auth.NewKeys(st), nil
 }
 
-// buildHandler assembles the whole HTTP handler of app.
-func buildHandler(app *App) (http.Handler, *httpx.Router, error) {
-	r := httpx.NewRouter()
-	health.Register(r, app.Checks, app.Bearer, version.Version)
-	sorted := append([]area(nil), areas...)
-	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].order < sorted[j].order })
-	for _, a := range sorted {
-		if err := a.wire(app, r); err != nil {
-			return nil, nil, fmt.Errorf("wire %s: %w", a.name, err)
-		}
-	}
-	var (
-		docOnce sync.Once
-		doc     []byte
-		docErr  error
-	)
-	r.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, req *http.Request) {
-		docOnce.Do(func() {
-			doc, docErr = openapi.Build(openapi.Info{
-				Title:       "Hone",
-				Version:     version.Version,
-				Description: "Chat completions (OpenAI/vLLM-compatible), training (W&B Training / ART payloads) and tracing (Weave-compatible).",
-			}, r.Routes())
-		})
-		if docErr != nil {
-			httpx.WriteJSON(w, http.StatusInternalServerError, nil)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(doc)
-	}, &openapi.Operation{Summary: "OpenAPI 3.1 document of every route", Tags: []string{"service"}})
-
-	h := httpx.Chain(r,
-		httpx.WithRequestID(),
-		httpx.AccessLog(app.Logger),
-		httpx.Recover(app.Logger),
-		httpx.LimitBody(app.Config.MaxBodyBytes),
-	)
-	return h, r, nil
-}
-
 // runServe runs the server until ctx is cancelled. When ready is non-nil it receives the
 // listening address once the server accepts connections.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, ready chan<- string) int {
@@ -350,44 +274,26 @@ func runServeMode(ctx context.Context, args []string, stdout, stderr io.Writer, 
 }
 
 func serve(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout io.Writer, ready chan<- string) error {
-	store, keys, err := openStore(ctx, cfg.DataDir, cfg.DSN)
+	sys, err := newSystem(ctx, cfg, logger, stdout)
 	if err != nil {
 		return err
 	}
-	app := &App{ctx: ctx, Config: cfg, DB: store, DataDir: cfg.DataDir, Logger: logger, Keys: keys, Checks: health.NewChecks(), Stdout: stdout}
-	defer func() {
-		if err := store.Close(); err != nil {
-			logger.Error("closing the store", "err", err)
-		} else {
-			logger.Info("store closed")
-		}
-	}()
-	app.Checks.Register("database", func(ctx context.Context) (map[string]any, error) {
-		return map[string]any{"dialect": store.Dialect().String()}, store.Ping(ctx)
-	})
-	limiter := httpx.NewKeyLimiter(cfg.MaxConcurrentKey)
-	app.Bearer = httpx.Authenticate(keys, auth.Bearer, limiter)
-	app.Basic = httpx.Authenticate(keys, auth.Basic, limiter)
-
-	if !cfg.WorkerOnly {
-		if err := ensureInitialKey(ctx, keys, cfg.DataDir, stdout); err != nil {
-			return fmt.Errorf("initial API key: %w", err)
-		}
-	}
-	handler, _, err := buildHandler(app)
-	if err != nil {
-		return err
-	}
+	defer sys.close()
 	if cfg.WorkerOnly {
-		logger.Info("hone worker running training jobs", "data", cfg.DataDir, "store", store.String(), "workers", trainCfg.workers, "version", version.String())
-		fmt.Fprintf(stdout, "Hone %s worker: running training jobs from %s\n", version.Version, store.String())
+		sys.startWorkers(ctx)
+		logger.Info("hone worker running training jobs", "data", cfg.DataDir, "store", sys.db.String(), "workers", cfg.Train.Workers, "version", version.String())
+		fmt.Fprintf(stdout, "Hone %s worker: running training jobs from %s\n", version.Version, sys.db.String())
 		if ready != nil {
 			ready <- ""
 		}
 		<-ctx.Done()
-		app.runShutdownHooks(context.Background())
+		sys.stopWorkers()
 		logger.Info("worker stopped")
 		return nil
+	}
+	handler, _, err := sys.handler()
+	if err != nil {
+		return err
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -402,10 +308,11 @@ func serve(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout io.
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
+	sys.startWorkers(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	addr := ln.Addr().String()
-	logger.Info("hone listening", "addr", addr, "data", cfg.DataDir, "store", store.String(), "version", version.String())
+	logger.Info("hone listening", "addr", addr, "data", cfg.DataDir, "store", sys.db.String(), "version", version.String())
 	fmt.Fprintf(stdout, "Hone %s listening on http://%s\n", version.Version, addr)
 	if ready != nil {
 		ready <- addr
@@ -413,6 +320,7 @@ func serve(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout io.
 
 	select {
 	case err := <-errc:
+		sys.stopWorkers()
 		return err
 	case <-ctx.Done():
 	}
@@ -423,19 +331,7 @@ func serve(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout io.
 		logger.Warn("in-flight requests did not finish in time; closing connections", "err", err)
 		_ = srv.Close()
 	}
-	app.runShutdownHooks(sctx)
+	sys.stopWorkers()
 	logger.Info("server stopped")
 	return nil
-}
-
-// runShutdownHooks runs the areas' shutdown hooks, last registered first.
-func (a *App) runShutdownHooks(ctx context.Context) {
-	a.mu.Lock()
-	hooks := append([]func(context.Context) error(nil), a.onShutdown...)
-	a.mu.Unlock()
-	for i := len(hooks) - 1; i >= 0; i-- {
-		if err := hooks[i](ctx); err != nil {
-			a.Logger.Error("shutdown hook failed", "err", err)
-		}
-	}
 }

@@ -32,7 +32,7 @@ var (
 
 // A test-only area with one route per authentication scheme and routes that fail on purpose.
 func init() {
-	registerArea(1000, "test", func(app *App, r *httpx.Router) error {
+	extraRoutes = append(extraRoutes, func(r *httpx.Router, bearer, basic httpx.Middleware) {
 		project := func(w http.ResponseWriter, req *http.Request) {
 			var body struct {
 				ProjectID string `json:"project_id"`
@@ -49,10 +49,10 @@ func init() {
 			httpx.WriteJSON(w, 200, map[string]string{"entity": e, "project": p})
 		}
 		op := &openapi.Operation{Summary: "test route"}
-		r.Group(app.Basic).HandleFunc("POST /_test/basic", project, op)
-		r.Group(app.Bearer).HandleFunc("POST /v1/_test/bearer", project, op)
-		r.Group(app.Bearer).HandleFunc("POST /v1/_test/panic", func(http.ResponseWriter, *http.Request) { panic("secret internals") }, op)
-		r.Group(app.Bearer).HandleFunc("GET /v1/_test/slow", func(w http.ResponseWriter, req *http.Request) {
+		r.Group(basic).HandleFunc("POST /_test/basic", project, op)
+		r.Group(bearer).HandleFunc("POST /v1/_test/bearer", project, op)
+		r.Group(bearer).HandleFunc("POST /v1/_test/panic", func(http.ResponseWriter, *http.Request) { panic("secret internals") }, op)
+		r.Group(bearer).HandleFunc("GET /v1/_test/slow", func(w http.ResponseWriter, req *http.Request) {
 			testInSlow <- struct{}{}
 			testGateMu.Lock()
 			g := testGate
@@ -60,7 +60,6 @@ func init() {
 			<-g
 			httpx.WriteJSON(w, 200, map[string]string{"done": "yes"})
 		}, op)
-		return nil
 	})
 }
 
@@ -390,20 +389,17 @@ func TestGracefulShutdownDrainsInFlight(t *testing.T) {
 
 func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	dir := t.TempDir()
-	store, keys, err := openStore(context.Background(), dir, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
 	var cfg ServeConfig
 	if err := newServeFlags(&cfg).Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	app := &App{Config: cfg, DB: store, DataDir: dir, Keys: keys, Logger: newTestLogger(), Stdout: io.Discard}
-	app.Bearer = httpx.Authenticate(keys, auth.Bearer, nil)
-	app.Basic = httpx.Authenticate(keys, auth.Basic, nil)
-	app.Checks = newChecksForTest()
-	_, router, err := buildHandler(app)
+	cfg.DataDir = dir
+	sys, err := newSystem(context.Background(), cfg, newTestLogger(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, router, err := sys.handler()
+	sys.close()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+
+	"github.com/honeai/hone/internal/fault"
 )
 
 // Error types, as vLLM and the OpenAI clients name them.
@@ -111,17 +113,36 @@ func Unavailable(format string, args ...any) *Error {
 	return New(http.StatusServiceUnavailable, TypeUnavailable, "", fmt.Sprintf(format, args...))
 }
 
+// FromFault is the API error of a service's fault.
+func FromFault(f *fault.Error) *Error {
+	switch f.Kind {
+	case fault.KindNotFound:
+		return New(http.StatusNotFound, TypeNotFound, f.Field, f.Msg)
+	case fault.KindForbidden:
+		return New(http.StatusForbidden, TypePermissionDenied, f.Field, f.Msg)
+	case fault.KindConflict:
+		return New(http.StatusConflict, TypeConflict, f.Field, f.Msg)
+	case fault.KindUnavailable:
+		return New(http.StatusServiceUnavailable, TypeUnavailable, f.Field, f.Msg)
+	default:
+		return New(http.StatusBadRequest, TypeBadRequest, f.Field, f.Msg)
+	}
+}
+
 // Internal is a 500 whose message never carries internals.
 func Internal() *Error {
 	return New(http.StatusInternalServerError, TypeInternal, "", "Internal server error")
 }
 
-// As returns the *Error inside err, or a 500 when err is not an API error.
-// The bool reports whether err was an API error.
+// As returns the *Error inside err (a service's fault.Error mapped to its status), or a 500
+// when err is neither. The bool reports whether err was an API error or a fault.
 func As(err error) (*Error, bool) {
 	var e *Error
 	if errors.As(err, &e) {
 		return e, true
+	}
+	if f, ok := fault.As(err); ok {
+		return FromFault(f), true
 	}
 	return Internal(), false
 }

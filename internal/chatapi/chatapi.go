@@ -1,3 +1,6 @@
+// Package chatapi serves the OpenAI/vLLM-compatible chat completions routes on the served
+// models of internal/serving: POST /v1/chat/completions (and its trailing-slash form), POST
+// /v1/chat/completions/render, and GET /v1/models.
 package chatapi
 
 import (
@@ -18,12 +21,15 @@ import (
 	"github.com/honeai/hone/internal/inference"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/openapi"
+	"github.com/honeai/hone/internal/serving"
 	"github.com/honeai/hone/internal/tokenizer"
 )
 
 // API serves the chat routes.
 type API struct {
-	Reg             *Registry
+	Models *serving.Models
+	// Adapters resolves trained checkpoints named as models (nil: only base models).
+	Adapters        serving.AdapterResolver
 	MaxLogprobs     int // default 20
 	PriorityEnabled bool
 	Logger          *slog.Logger
@@ -95,22 +101,22 @@ type ModelCard struct {
 
 func (a *API) models(w http.ResponseWriter, r *http.Request) {
 	list := ModelList{Object: "list", Data: []ModelCard{}}
-	for _, s := range a.Reg.List() {
+	for _, s := range a.Models.List() {
 		list.Data = append(list.Data, ModelCard{ID: s.Name, Object: "model", Created: s.Created, OwnedBy: "hone", Root: s.Dir, MaxModelLen: s.MaxModelLen()})
 	}
 	// The caller's trained models, as vLLM lists LoRA adapters: their parent is the base.
-	if l, ok := a.Reg.Adapters.(AdapterLister); ok {
+	if a.Adapters != nil {
 		entity := ""
 		if pr, ok := auth.FromContext(r.Context()); ok {
 			entity = pr.Entity
 		}
-		trained, err := l.ListAdapters(r.Context(), entity)
+		trained, err := a.Adapters.ListAdapters(r.Context(), entity)
 		if err != nil {
 			apierror.Write(w, r, err)
 			return
 		}
 		for _, t := range trained {
-			base, ok := a.Reg.Get(t.Base)
+			base, ok := a.Models.Get(t.Base)
 			if !ok {
 				continue // its base is not served here: it cannot be chatted with
 			}
@@ -124,7 +130,7 @@ func (a *API) models(w http.ResponseWriter, r *http.Request) {
 // prepared is a request rendered and tokenised.
 type prepared struct {
 	plan    *plan
-	served  *Served
+	served  *serving.Served
 	name    string // model name reported
 	adapter *model.LoRA
 	prompt  string
@@ -156,21 +162,24 @@ func (a *API) prepare(r *http.Request) (*prepared, error) {
 			return nil, err
 		}
 	}
-	served, ok := a.Reg.Get(req.Model)
-	name := served.nameOr(req.Model)
+	served, ok := a.Models.Get(req.Model)
+	name := req.Model
+	if ok {
+		name = served.Name
+	}
 	var adapter *model.LoRA
-	if !ok && a.Reg.Adapters != nil && looksLikeCheckpoint(req.Model) {
+	if !ok && a.Adapters != nil && looksLikeCheckpoint(req.Model) {
 		entity := ""
 		if pr, ok := auth.FromContext(r.Context()); ok {
 			entity = pr.Entity
 		}
-		base, lora, sname, found, err := a.Reg.Adapters.ResolveAdapter(entity, req.Model)
+		ad, found, err := a.Adapters.ResolveAdapter(r.Context(), entity, req.Model)
 		if err != nil {
 			return nil, err
 		}
 		if found {
-			if served, ok = a.Reg.Get(base); ok {
-				adapter, name = lora, sname
+			if served, ok = a.Models.Get(ad.Base); ok {
+				adapter, name = ad.LoRA, ad.Name
 			}
 		}
 	}
@@ -259,13 +268,6 @@ func (a *API) prepare(r *http.Request) (*prepared, error) {
 		traceProject: traceProject, body: body, started: time.Now()}, nil
 }
 
-func (s *Served) nameOr(requested string) string {
-	if s == nil {
-		return requested
-	}
-	return s.Name
-}
-
 // RenderResponse is POST /v1/chat/completions/render.
 type RenderResponse struct {
 	Model          string `json:"model"`
@@ -301,7 +303,7 @@ func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 			apierror.Write(w, r, apierror.BadRequest("structured_outputs", "Invalid structured output constraint: %v", err))
 			return
 		}
-		gf = guideFactory{c: c, tok: pr.served.Tok}
+		gf = pr.served.GuideFactory(c)
 	}
 	h, err := pr.served.Engine.Submit(r.Context(), &inference.Request{Guide: gf, ID: id, Prompt: pr.ids, Params: p.params, N: p.n,
 		MaxTokens: p.maxTokens, IgnoreEOS: p.req.IgnoreEOS, Adapter: pr.adapter, Priority: p.priority,
@@ -668,4 +670,9 @@ func lastContent(messages json.RawMessage, role string) string {
 		b.WriteString(p.Text)
 	}
 	return b.String()
+}
+
+// looksLikeCheckpoint reports whether name has the shape of a trained-checkpoint name.
+func looksLikeCheckpoint(name string) bool {
+	return strings.HasPrefix(name, "wandb-artifact:///") || strings.Count(name, "/") == 2
 }

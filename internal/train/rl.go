@@ -113,7 +113,7 @@ type RLConfig struct {
 	// KLPenaltyCoef > 0 (with RefAdapter): ART's KL penalty as an advantage adjustment: with
 	// kl = logπ − logπ_ref per sampled token, A += coef·(mean(kl) − kl) over the trajectory.
 	KLPenaltyCoef float64
-	RefAdapter    *model.LoRA
+	RefAdapter    *model.LoRA `json:"-"`
 	// KLPenaltySource is whose logprobs the KL penalty compares with the reference's:
 	// "current_learner" (default, logπ) or "sample" (the sampling logprobs).
 	KLPenaltySource string

@@ -1,4 +1,4 @@
-package trainapi
+package training
 
 import (
 	"encoding/json"
@@ -21,9 +21,9 @@ func TestParseRLConfigART(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := p.cfg
+	c := p.Config
 	if c.Loss != "cispo" || !c.ScaleRewards || c.LearningRate != 5e-6 || c.KLPenaltySource != "current_learner" || c.AdvantageBalance != 0 ||
-		c.MaskProbRatio || c.KimiK2Tau != 0 || c.TruncatedIS != 0 || c.NumTrajectoriesLRPower != 0 || p.scaleLRByStd || p.klRefStep != nil || p.klStepLag != nil {
+		c.MaskProbRatio || c.KimiK2Tau != 0 || c.TruncatedIS != 0 || c.NumTrajectoriesLRPower != 0 || p.ScaleLRByStd || p.KLRefStep != nil || p.KLStepLag != nil {
 		t.Fatalf("ART defaults gave %+v", p)
 	}
 	p, err = parseRLConfig(json.RawMessage(`{"ppo":true,"advantage_balance":-0.5,"importance_sampling_level":"average","mask_prob_ratio":true,"kimi_k2_tau":0.2,
@@ -32,9 +32,9 @@ func TestParseRLConfigART(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c = p.cfg
+	c = p.Config
 	if c.Loss != "ppo" || c.ScaleRewards || c.AdvantageBalance != -0.5 || c.ImportanceSampling != "average" || !c.MaskProbRatio || c.KimiK2Tau != 0.2 ||
-		c.TruncatedIS != 3 || c.KLPenaltyCoef != 0.1 || c.KLPenaltySource != "sample" || *p.klStepLag != 2 || c.NumTrajectoriesLRPower != 0.5 || !p.scaleLRByStd || c.MaxSeqLen != 512 {
+		c.TruncatedIS != 3 || c.KLPenaltyCoef != 0.1 || c.KLPenaltySource != "sample" || *p.KLStepLag != 2 || c.NumTrajectoriesLRPower != 0.5 || !p.ScaleLRByStd || c.MaxSeqLen != 512 {
 		t.Fatalf("options gave %+v", p)
 	}
 }

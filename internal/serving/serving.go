@@ -1,14 +1,17 @@
-// Package chatapi serves the OpenAI/vLLM-compatible chat completions routes on Hone's engine:
-// POST /v1/chat/completions (and its trailing-slash form), POST /v1/chat/completions/render,
-// and GET /v1/models.
-package chatapi
+// Package serving holds the served base models: each one's weights, tokenizer, chat template
+// and inference engine (Load), its structured-output compiler (Guides), and the set of served
+// models by name (Models). The chat API serves requests on them and the training service
+// trains adapters on them; trained checkpoints reach chat through an AdapterResolver.
+//
+//	models := serving.NewModels()
+//	s, err := serving.Load("demo", dir, serving.LoadOptions{Engine: inference.Options{}}, time.Now().Unix())
+//	models.Add(s)
+package serving
 
 import (
 	"context"
-	"slices"
-
 	"fmt"
-	"strings"
+	"slices"
 	"sync"
 
 	"github.com/honeai/hone/internal/chattemplate"
@@ -52,6 +55,11 @@ func (s *Served) Guides() *structured.Compiler {
 	return s.guides
 }
 
+// GuideFactory adapts a compiled constraint to the engine's Guide interface.
+func (s *Served) GuideFactory(c *structured.Constraint) inference.GuideFactory {
+	return guideFactory{c: c, tok: s.Tok}
+}
+
 // guideFactory adapts a compiled constraint to the engine's Guide interface.
 type guideFactory struct {
 	c   *structured.Constraint
@@ -81,9 +89,12 @@ type LoadOptions struct {
 	// Prepack packs the weights for serving at load (model.Prepack) rather than on the
 	// first request; `hone worker`, which serves no requests, leaves it off.
 	Prepack bool
+	// NoEngine loads the model without an inference engine (no KV cache): for training
+	// only, as `hone worker` does. Served.Engine is then nil.
+	NoEngine bool
 }
 
-// Load loads a Hugging Face model directory and starts its engine.
+// Load loads a Hugging Face model directory and starts its engine (unless NoEngine).
 func Load(name, dir string, opts LoadOptions, created int64) (*Served, error) {
 	m, err := model.Load(dir, model.LoadOptions{DType: opts.DType})
 	if err != nil {
@@ -104,50 +115,57 @@ func Load(name, dir string, opts LoadOptions, created int64) (*Served, error) {
 			return nil, fmt.Errorf("model %s: %w", name, err)
 		}
 	}
-	s.Engine = inference.New(m, opts.Engine)
+	if !opts.NoEngine {
+		s.Engine = inference.New(m, opts.Engine)
+	}
 	return s, nil
 }
 
 // Close stops the engine and unmaps the weights.
 func (s *Served) Close() {
-	s.Engine.Close()
+	if s.Engine != nil {
+		s.Engine.Close()
+	}
 	s.Model.Close()
 }
 
 // AdapterResolver finds trained LoRA checkpoints named <entity>/<project>/<model>:step<N>,
-// :latest, or wandb-artifact:///<entity>/<project>/<model>[:step<N>]. The registry of
-// trained models implements it; entity is the caller's, so a key never reaches another
-// entity's checkpoints. ok is false when the name is not a checkpoint name it knows.
+// :latest, or wandb-artifact:///<entity>/<project>/<model>[:step<N>]. The training service
+// implements it; entity is the caller's, so a key never reaches another entity's
+// checkpoints. ok is false when the name is not a checkpoint name it knows.
 type AdapterResolver interface {
-	ResolveAdapter(entity, name string) (base string, adapter *model.LoRA, servedName string, ok bool, err error)
+	ResolveAdapter(ctx context.Context, entity, name string) (a Adapter, ok bool, err error)
+	// ListAdapters lists the trained models entity may chat with.
+	ListAdapters(ctx context.Context, entity string) ([]TrainedModel, error)
 }
 
-// AdapterLister is implemented by an AdapterResolver that can list the trained models an
-// entity may chat with; GET /v1/models then shows them beside the base models.
-type AdapterLister interface {
-	ListAdapters(ctx context.Context, entity string) ([]AdapterCard, error)
+// Adapter is a resolved checkpoint: the served base model it adapts, its LoRA weights (nil
+// for step 0, the base itself) and the exact name it is served as (<...>:step<N>).
+type Adapter struct {
+	Base string
+	LoRA *model.LoRA
+	Name string
 }
 
-// AdapterCard is one trained model: Name is <entity>/<project>/<name> (its latest
+// TrainedModel is one trained model: Name is <entity>/<project>/<name> (its latest
 // checkpoint; :step<N> names another), Base the served model it adapts.
-type AdapterCard struct {
+type TrainedModel struct {
 	Name, Base, Owner string
 	Created           int64
 }
 
-// Registry holds the served base models.
-type Registry struct {
-	mu       sync.RWMutex
-	models   map[string]*Served
-	order    []string
-	Adapters AdapterResolver
+// Models is the set of served base models, by name.
+type Models struct {
+	mu     sync.RWMutex
+	models map[string]*Served
+	order  []string
 }
 
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{models: map[string]*Served{}} }
+// NewModels returns an empty set.
+func NewModels() *Models { return &Models{models: map[string]*Served{}} }
 
 // Add serves a model under its name; the first added is the default.
-func (r *Registry) Add(s *Served) {
+func (r *Models) Add(s *Served) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.models[s.Name]; !ok {
@@ -157,7 +175,7 @@ func (r *Registry) Add(s *Served) {
 }
 
 // Get returns a base model by name ("" = the default).
-func (r *Registry) Get(name string) (*Served, bool) {
+func (r *Models) Get(name string) (*Served, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if name == "" && len(r.order) > 0 {
@@ -168,7 +186,7 @@ func (r *Registry) Get(name string) (*Served, bool) {
 }
 
 // List returns the served models in the order added.
-func (r *Registry) List() []*Served {
+func (r *Models) List() []*Served {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	out := make([]*Served, 0, len(r.order))
@@ -179,13 +197,8 @@ func (r *Registry) List() []*Served {
 }
 
 // Close stops every engine.
-func (r *Registry) Close() {
+func (r *Models) Close() {
 	for _, s := range r.List() {
 		s.Close()
 	}
-}
-
-// looksLikeCheckpoint reports whether name has the shape of a trained-checkpoint name.
-func looksLikeCheckpoint(name string) bool {
-	return strings.HasPrefix(name, "wandb-artifact:///") || strings.Count(name, "/") == 2
 }

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"net/http"
+	"sync"
+
+	"github.com/honeai/hone/internal/auth"
+	"github.com/honeai/hone/internal/chatapi"
+	"github.com/honeai/hone/internal/health"
+	"github.com/honeai/hone/internal/httpx"
+	"github.com/honeai/hone/internal/openapi"
+	"github.com/honeai/hone/internal/traceapi"
+	"github.com/honeai/hone/internal/trainapi"
+	"github.com/honeai/hone/internal/version"
+)
+
+// extraRoutes lets tests add routes (with the system's authentication) to the handler.
+var extraRoutes []func(r *httpx.Router, bearer, basic httpx.Middleware)
+
+// handler registers the three APIs and the service routes of the system on one router:
+// training (Bearer), tracing (HTTP Basic) and chat completions (Bearer), with the per-key
+// limit, and wraps it in the shared middleware.
+func (s *system) handler() (http.Handler, *httpx.Router, error) {
+	limiter := httpx.NewKeyLimiter(s.cfg.MaxConcurrentKey)
+	bearer := httpx.Authenticate(s.keys, auth.Bearer, limiter)
+	basic := httpx.Authenticate(s.keys, auth.Basic, limiter)
+	r := httpx.NewRouter()
+	health.Register(r, s.checks, bearer, version.Version)
+
+	traces := traceapi.New(s.trace)
+	traces.Register(r, basic)
+	traces.RegisterGraphQL(r, basic, bearer)
+
+	chat := &chatapi.API{Models: s.models, Adapters: s.training, MaxLogprobs: s.cfg.Chat.MaxLogprobs,
+		PriorityEnabled: s.cfg.Chat.Policy == "priority", Logger: s.log, Tracer: chatTracer{svc: s.trace}}
+	chat.Register(r, bearer)
+
+	train := &trainapi.API{Svc: s.training}
+	train.Register(r, bearer)
+
+	for _, add := range extraRoutes {
+		add(r, bearer, basic)
+	}
+	var (
+		docOnce sync.Once
+		doc     []byte
+		docErr  error
+	)
+	r.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, req *http.Request) {
+		docOnce.Do(func() {
+			doc, docErr = openapi.Build(openapi.Info{
+				Title:       "Hone",
+				Version:     version.Version,
+				Description: "Chat completions (OpenAI/vLLM-compatible), training (W&B Training / ART payloads) and tracing (Weave-compatible).",
+			}, r.Routes())
+		})
+		if docErr != nil {
+			httpx.WriteJSON(w, http.StatusInternalServerError, nil)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(doc)
+	}, &openapi.Operation{Summary: "OpenAPI 3.1 document of every route", Tags: []string{"service"}})
+
+	h := httpx.Chain(r,
+		httpx.WithRequestID(),
+		httpx.AccessLog(s.log),
+		httpx.Recover(s.log),
+		httpx.LimitBody(s.cfg.MaxBodyBytes),
+	)
+	return h, r, nil
+}

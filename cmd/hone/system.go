@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/honeai/hone/internal/auth"
+	"github.com/honeai/hone/internal/db"
+	"github.com/honeai/hone/internal/health"
+	"github.com/honeai/hone/internal/inference"
+	"github.com/honeai/hone/internal/jobs"
+	"github.com/honeai/hone/internal/model"
+	"github.com/honeai/hone/internal/registry"
+	"github.com/honeai/hone/internal/serving"
+	"github.com/honeai/hone/internal/synth"
+	"github.com/honeai/hone/internal/trace"
+	"github.com/honeai/hone/internal/training"
+)
+
+// system is everything `hone serve` runs, one field per part, built in dependency order by
+// newSystem: the store and keys, the trace service, the served models, the model registry
+// and job queue, and the training service on them. `hone worker` is the same system with
+// models loaded for training only (no inference engines) and no HTTP handler.
+type system struct {
+	cfg    ServeConfig
+	log    *slog.Logger
+	stdout io.Writer // messages for the user (the first-start key, the listen address)
+
+	db       *db.DB
+	keys     *auth.Keys
+	checks   *health.Checks
+	trace    *trace.Service
+	models   *serving.Models
+	reg      *registry.Registry
+	queue    *jobs.Queue
+	training *training.Service
+
+	workers     sync.WaitGroup
+	stopWorking context.CancelFunc
+}
+
+// newSystem builds the system of cfg; close releases it.
+func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout io.Writer) (_ *system, err error) {
+	if cfg.Chat.Policy != "fcfs" && cfg.Chat.Policy != "priority" {
+		return nil, fmt.Errorf("--scheduling-policy %q: use fcfs or priority", cfg.Chat.Policy)
+	}
+	s := &system{cfg: cfg, log: logger, stdout: stdout, checks: health.NewChecks(), models: serving.NewModels()}
+	if s.db, s.keys, err = openStore(ctx, cfg.DataDir, cfg.DSN); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	s.checks.Register("database", func(ctx context.Context) (map[string]any, error) {
+		return map[string]any{"dialect": s.db.Dialect().String()}, s.db.Ping(ctx)
+	})
+	if !cfg.WorkerOnly {
+		if err := ensureInitialKey(ctx, s.keys, cfg.DataDir, stdout); err != nil {
+			return nil, fmt.Errorf("initial API key: %w", err)
+		}
+	}
+	traceStore := trace.NewSQLStore(s.db)
+	if err := traceStore.Migrate(ctx); err != nil {
+		return nil, err
+	}
+	s.trace = trace.NewService(traceStore)
+	if err := s.loadModels(); err != nil {
+		return nil, err
+	}
+	if s.reg, err = registry.New(ctx, s.db, filepath.Join(cfg.DataDir, "checkpoints")); err != nil {
+		return nil, err
+	}
+	if s.queue, err = jobs.Open(ctx, s.db); err != nil {
+		return nil, err
+	}
+	s.training = &training.Service{Reg: s.reg, Queue: s.queue, Models: s.models, Trace: s.trace,
+		FilesDir: filepath.Join(cfg.DataDir, "files"), DataRoot: cfg.Train.DataRoot, Log: logger,
+		LoRARank: cfg.Train.Rank, LoRAAlpha: cfg.Train.Alpha}
+	return s, nil
+}
+
+// loadModels loads the --model directories and the demo model (written on first start).
+func (s *system) loadModels() error {
+	c := s.cfg.Chat
+	opts := serving.LoadOptions{DType: model.DType(c.DType), Engine: inference.Options{
+		Policy: c.Policy, MaxQueue: c.MaxQueue, MaxRunning: c.MaxRunning,
+		MaxBatchTokens: c.MaxBatchTokens, KVBlocks: c.KVBlocks, NoPrefixCache: c.NoPrefixCache, Logger: s.log},
+		Prepack: !s.cfg.WorkerOnly, NoEngine: s.cfg.WorkerOnly}
+	now := time.Now().Unix()
+	for _, spec := range c.Models {
+		name, dir, ok := strings.Cut(spec, "=")
+		if !ok || name == "" || dir == "" {
+			return fmt.Errorf("--model %q: use NAME=DIR", spec)
+		}
+		m, err := serving.Load(name, dir, opts, now)
+		if err != nil {
+			return fmt.Errorf("--model %s: %w", name, err)
+		}
+		s.models.Add(m)
+	}
+	if c.NoDemo {
+		return nil
+	}
+	dir := filepath.Join(s.cfg.DataDir, "models", "demo")
+	if !model.ModelDirExists(dir) {
+		if err := synth.Write(dir, synth.Demo()); err != nil {
+			return fmt.Errorf("writing the demo model: %w", err)
+		}
+		fmt.Fprintf(s.stdout, "wrote the demo model (random weights) to %s\n", dir)
+	}
+	m, err := serving.Load("demo", dir, opts, now)
+	if err != nil {
+		return fmt.Errorf("demo model: %w", err)
+	}
+	s.models.Add(m)
+	return nil
+}
+
+// startWorkers runs the configured training workers until stopWorkers (or ctx ends).
+func (s *system) startWorkers(ctx context.Context) {
+	n := s.cfg.Train.Workers
+	if n <= 0 {
+		return
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	s.stopWorking = cancel
+	s.workers.Add(1)
+	go func() {
+		defer s.workers.Done()
+		s.queue.Work(wctx, n, hostOwner(), s.training.Run, s.log)
+	}()
+}
+
+// stopWorkers stops the training workers and waits for them: a running job is abandoned
+// to its lease and runs again elsewhere.
+func (s *system) stopWorkers() {
+	if s.stopWorking != nil {
+		s.stopWorking()
+	}
+	s.workers.Wait()
+}
+
+// close stops the engines and closes the store.
+func (s *system) close() {
+	s.stopWorkers()
+	s.models.Close()
+	if s.db == nil {
+		return
+	}
+	if err := s.db.Close(); err != nil {
+		s.log.Error("closing the store", "err", err)
+	} else {
+		s.log.Info("store closed")
+	}
+}
+
+// hostOwner names this process as a job-lease owner.
+func hostOwner() string {
+	h, _ := os.Hostname()
+	return h + "/" + strconv.Itoa(os.Getpid())
+}

@@ -1,0 +1,133 @@
+package training
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/honeai/hone/internal/db"
+	"github.com/honeai/hone/internal/model"
+	"github.com/honeai/hone/internal/registry"
+	"github.com/honeai/hone/internal/serving"
+)
+
+// maxCachedAdapters bounds the loaded adapters kept for chat (each is a few MB).
+const maxCachedAdapters = 64
+
+// ResolveAdapter implements serving.AdapterResolver: `<entity>/<project>/<name>:step<N>`,
+// `:latest` (also without a tag), and `wandb-artifact:///<entity>/<project>/<name>:step<N>`.
+// Before the first checkpoint (and for `:step0`) the model is its base model. A checkpoint
+// of another entity is not found.
+func (s *Service) ResolveAdapter(ctx context.Context, entity, name string) (serving.Adapter, bool, error) {
+	ref := strings.TrimPrefix(name, "wandb-artifact:///")
+	tag := "latest"
+	if i := strings.LastIndex(ref, ":"); i >= 0 {
+		ref, tag = ref[:i], ref[i+1:]
+	}
+	parts := strings.Split(ref, "/")
+	if len(parts) != 3 || parts[0] != entity {
+		return serving.Adapter{}, false, nil
+	}
+	m, err := s.Reg.ByName(ctx, parts[0], parts[1], parts[2])
+	if errors.Is(err, registry.ErrNotFound) {
+		return serving.Adapter{}, false, nil
+	}
+	if err != nil {
+		return serving.Adapter{}, false, err
+	}
+	step0 := serving.Adapter{Base: m.BaseModel, Name: ref + ":step0"}
+	var c registry.Checkpoint
+	switch {
+	case tag == "step0":
+		// Step 0 is the base model itself (what ART samples from before any training).
+		return step0, true, nil
+	case tag == "latest":
+		c, err = s.Reg.Latest(ctx, m.ID)
+		if errors.Is(err, registry.ErrNotFound) {
+			return step0, true, nil
+		}
+	case strings.HasPrefix(tag, "step"):
+		n, perr := strconv.Atoi(strings.TrimPrefix(tag, "step"))
+		if perr != nil {
+			return serving.Adapter{}, false, nil
+		}
+		c, err = s.Reg.Step(ctx, m.ID, n)
+	default:
+		return serving.Adapter{}, false, nil
+	}
+	if errors.Is(err, registry.ErrNotFound) {
+		return serving.Adapter{}, false, nil
+	}
+	if err != nil {
+		return serving.Adapter{}, false, err
+	}
+	base, ok := s.Models.Get(m.BaseModel)
+	if !ok {
+		return serving.Adapter{}, false, fmt.Errorf("the base model %s of %s is not served", m.BaseModel, ref)
+	}
+	a, err := s.loadAdapter(m.ID, c.Step, &base.Model.Config)
+	if err != nil {
+		return serving.Adapter{}, false, err
+	}
+	return serving.Adapter{Base: m.BaseModel, LoRA: a, Name: fmt.Sprintf("%s:step%d", ref, c.Step)}, true, nil
+}
+
+// ListAdapters implements serving.AdapterResolver: entity's trained models.
+func (s *Service) ListAdapters(ctx context.Context, entity string) ([]serving.TrainedModel, error) {
+	ms, err := s.Reg.List(ctx, entity)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]serving.TrainedModel, 0, len(ms))
+	for _, m := range ms {
+		var created int64
+		if t, err := db.ParseTime(m.CreatedAt); err == nil {
+			created = t.Unix()
+		}
+		out = append(out, serving.TrainedModel{Name: m.Entity + "/" + m.Project + "/" + m.Name, Base: m.BaseModel, Owner: m.Entity, Created: created})
+	}
+	return out, nil
+}
+
+// loadAdapter returns checkpoint step of a model, from the cache or its directory.
+func (s *Service) loadAdapter(modelID string, step int, cfg *model.Config) (*model.LoRA, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a, ok := s.adapters[modelID][step]; ok {
+		return a, nil
+	}
+	a, err := model.LoadLoRA(s.Reg.CheckpointDir(modelID, step), cfg)
+	if err != nil {
+		return nil, err
+	}
+	if s.adapters == nil {
+		s.adapters = map[string]map[int]*model.LoRA{}
+	}
+	n := 0
+	for _, steps := range s.adapters {
+		n += len(steps)
+	}
+	if n >= maxCachedAdapters { // bounded: start again (they load again on use)
+		clear(s.adapters)
+	}
+	if s.adapters[modelID] == nil {
+		s.adapters[modelID] = map[int]*model.LoRA{}
+	}
+	s.adapters[modelID][step] = a
+	return a, nil
+}
+
+// forget drops a model's cached adapters: the given steps, or all of them.
+func (s *Service) forget(modelID string, steps ...int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(steps) == 0 {
+		delete(s.adapters, modelID)
+		return
+	}
+	for _, st := range steps {
+		delete(s.adapters[modelID], st)
+	}
+}

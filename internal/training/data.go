@@ -1,0 +1,149 @@
+package training
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/honeai/hone/internal/fault"
+	"github.com/honeai/hone/internal/trace"
+)
+
+// checkDataURL validates training_data_url when the job is created: a weave:/// ref of the
+// caller's entity (a Dataset object, by digest, version, alias or "latest", or a table), an
+// uploaded file (hone-file:///<id>), or a path under DataRoot.
+func (s *Service) checkDataURL(ctx context.Context, entity, u string) error {
+	const param = "training_data_url"
+	scheme, _, hasScheme := strings.Cut(u, "://")
+	switch {
+	case u == "":
+		return fault.Invalid(param, "training_data_url is required")
+	case strings.HasPrefix(u, "weave:///"):
+		ref, err := trace.ParseRef(u)
+		if err != nil || (ref.Kind != "object" && ref.Kind != "table") || len(ref.Extra) > 0 {
+			return fault.Invalid(param, "training_data_url %q is not a weave:///<entity>/<project>/object/<name>:<digest> or weave:///<entity>/<project>/table/<digest> ref", u)
+		}
+		if ref.Entity != entity {
+			return fault.Forbidden(param, "this API key may only use data of entity %q", entity)
+		}
+		if s.Trace == nil {
+			return fault.Invalid(param, "this server has no trace store to read %s from", u)
+		}
+		if err := s.weaveExists(ctx, ref); err != nil {
+			return fault.NotFound(param, "training_data_url %s: %v", u, err)
+		}
+	case strings.HasPrefix(u, "hone-file:///"):
+		id := strings.TrimPrefix(u, "hone-file:///")
+		if !strings.HasPrefix(id, "file-") || strings.ContainsAny(id, "/\\.") {
+			return fault.Invalid(param, "training_data_url %q does not name an uploaded file", u)
+		}
+		if _, err := os.Stat(filepath.Join(s.FilesDir, entity, id+".jsonl")); err != nil {
+			return fault.NotFound(param, "uploaded file %s not found", id)
+		}
+	case strings.HasPrefix(u, "wandb-artifact://"):
+		return fault.Invalid(param, "training_data_url %q is a W&B artifact, which this server cannot resolve yet; upload the data (POST /v1/preview/files) and pass the url it returns, or pass a weave:/// Dataset or table ref", u)
+	case hasScheme && scheme != "file":
+		return fault.Invalid(param, "training_data_url %q: the %s:// scheme is not supported (weave:///, hone-file:///, or a file path under the training data root)", u, scheme)
+	default:
+		p := strings.TrimPrefix(u, "file://")
+		if _, err := s.localPath(p); err != nil {
+			return fault.Invalid(param, "%v", err)
+		}
+	}
+	return nil
+}
+
+// weaveExists checks that the object or table a ref names exists.
+func (s *Service) weaveExists(ctx context.Context, ref trace.Ref) error {
+	project := ref.Entity + "/" + ref.Project
+	if ref.Kind == "table" {
+		_, err := s.Trace.TableQueryStats(ctx, trace.TableQueryStatsReq{ProjectID: project, Digest: ref.Digest})
+		return err
+	}
+	_, err := s.Trace.ObjRead(ctx, trace.ObjReadReq{ProjectID: project, ObjectID: ref.Name, Digest: ref.Digest, MetadataOnly: true})
+	return err
+}
+
+// localPath accepts only a file under DataRoot (after resolving symlinks: no traversal).
+func (s *Service) localPath(p string) (string, error) {
+	if s.DataRoot == "" {
+		return "", fmt.Errorf("training_data_url %q: local paths are not enabled on this server (start it with --train-data-root)", p)
+	}
+	root, err := filepath.EvalSymlinks(s.DataRoot)
+	if err != nil {
+		return "", fmt.Errorf("the training data root is not readable: %v", err)
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(root, p)
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", fmt.Errorf("training_data_url %q: no such file", p)
+	}
+	if rel, err := filepath.Rel(root, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("training_data_url %q is outside the training data root", p)
+	}
+	return real, nil
+}
+
+// readData returns the JSONL bytes of training_data_url.
+func (s *Service) readData(ctx context.Context, entity, u string) ([]byte, error) {
+	switch {
+	case strings.HasPrefix(u, "weave:///"):
+		ref, err := trace.ParseRef(u)
+		if err != nil {
+			return nil, err
+		}
+		project := ref.Entity + "/" + ref.Project
+		digest := ref.Digest
+		if ref.Kind == "object" {
+			// A Dataset: its rows are a table ref.
+			obj, err := s.Trace.ObjRead(ctx, trace.ObjReadReq{ProjectID: project, ObjectID: ref.Name, Digest: ref.Digest})
+			if err != nil {
+				return nil, fmt.Errorf("reading %s: %v", u, err)
+			}
+			var val struct {
+				Rows string `json:"rows"`
+			}
+			json.Unmarshal(obj.Obj.Val, &val)
+			rows, err := trace.ParseRef(val.Rows)
+			if err != nil || rows.Kind != "table" {
+				return nil, fmt.Errorf("%s is not a dataset (it has no rows table)", u)
+			}
+			if rows.Entity+"/"+rows.Project != project {
+				return nil, fmt.Errorf("the rows of %s are in another project (%s/%s)", u, rows.Entity, rows.Project)
+			}
+			digest = rows.Digest
+		}
+		var buf bytes.Buffer
+		for offset := 0; ; {
+			limit := 1000
+			off := offset
+			res, err := s.Trace.TableQuery(ctx, trace.TableQueryReq{ProjectID: project, Digest: digest, Limit: &limit, Offset: &off})
+			if err != nil {
+				return nil, fmt.Errorf("reading the rows of %s: %v", u, err)
+			}
+			for _, row := range res.Rows {
+				buf.Write(row.Val)
+				buf.WriteByte('\n')
+			}
+			if len(res.Rows) < limit {
+				break
+			}
+			offset += limit
+		}
+		return buf.Bytes(), nil
+	case strings.HasPrefix(u, "hone-file:///"):
+		return os.ReadFile(filepath.Join(s.FilesDir, entity, strings.TrimPrefix(u, "hone-file:///")+".jsonl"))
+	}
+	p, err := s.localPath(strings.TrimPrefix(u, "file://"))
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(p)
+}
+

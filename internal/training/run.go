@@ -1,0 +1,248 @@
+package training
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/honeai/hone/internal/jobs"
+	"github.com/honeai/hone/internal/model"
+	"github.com/honeai/hone/internal/registry"
+	"github.com/honeai/hone/internal/train"
+)
+
+// queued is a job's payload in the queue: its spec, built when the job was created.
+type queued struct {
+	Version int      `json:"spec_version"` // 1; 0: a job queued by an older Hone (the request as sent)
+	RL      *RLSpec  `json:"rl,omitempty"`
+	SFT     *SFTSpec `json:"sft,omitempty"`
+}
+
+// decodeQueued reads a job's spec. Jobs queued before specs were (the raw request as the
+// payload) are validated again here.
+func decodeQueued(j jobs.Job) (queued, error) {
+	var q queued
+	if err := json.Unmarshal(j.Payload, &q); err != nil {
+		return q, fmt.Errorf("the job's payload is not readable: %v", err)
+	}
+	if q.Version == 0 {
+		switch j.Kind {
+		case "rl":
+			var req RLRequest
+			if err := json.Unmarshal(j.Payload, &req); err != nil {
+				return q, fmt.Errorf("the job's payload is not readable: %v", err)
+			}
+			spec, err := NewRLSpec(req)
+			if err != nil {
+				return q, err
+			}
+			q.RL = &spec
+		case "sft":
+			var req SFTRequest
+			if err := json.Unmarshal(j.Payload, &req); err != nil {
+				return q, fmt.Errorf("the job's payload is not readable: %v", err)
+			}
+			spec, err := NewSFTSpec(req)
+			if err != nil {
+				return q, err
+			}
+			q.SFT = &spec
+		}
+	}
+	if (q.RL == nil) == (q.SFT == nil) || (j.Kind == "rl") != (q.RL != nil) {
+		return q, fmt.Errorf("the job of kind %q has no spec of that kind", j.Kind)
+	}
+	return q, nil
+}
+
+// Run executes one job (the jobs.Runner of the queue): it loads the model's latest adapter
+// (or a fresh one) and its optimizer state, trains, and saves the next checkpoint.
+func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any)) (*int, error) {
+	q, err := decodeQueued(j)
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.Reg.Get(ctx, j.ModelID)
+	if err != nil {
+		return nil, fmt.Errorf("the job's model is gone: %v", err)
+	}
+	base, ok := s.Models.Get(m.BaseModel)
+	if !ok {
+		return nil, fmt.Errorf("the base model %s is not served by this process", m.BaseModel)
+	}
+	if base.Template == nil {
+		return nil, fmt.Errorf("the base model %s has no chat template", m.BaseModel)
+	}
+	chat := &train.Chat{Template: base.Template, Tok: base.Tok, Special: base.Tok.Config().SpecialTokens, Vocab: base.Model.Config.VocabSize}
+	step := 0
+	var opt *train.AdamW
+	var adapter *model.LoRA
+	if c, err := s.Reg.Latest(ctx, m.ID); err == nil {
+		step = c.Step
+		a, o, err := train.LoadCheckpoint(s.Reg.CheckpointDir(m.ID, c.Step), &base.Model.Config)
+		if err != nil {
+			return nil, fmt.Errorf("loading checkpoint step %d: %v", c.Step, err)
+		}
+		adapter, opt = a, o
+	} else if !errors.Is(err, registry.ErrNotFound) {
+		return nil, err
+	}
+	if adapter == nil {
+		rank, alpha := s.LoRARank, s.LoRAAlpha
+		if rank == 0 {
+			rank, alpha = 8, 16
+		}
+		if adapter, err = train.NewLoRA(&base.Model.Config, train.LoRAConfig{Rank: rank, Alpha: alpha, Seed: uint64(time.Now().UnixNano())}); err != nil {
+			return nil, err
+		}
+	}
+	e, err := train.NewEngine(base.Model, adapter)
+	if err != nil {
+		return nil, err
+	}
+	metrics := map[string]float64{}
+	switch {
+	case q.RL != nil:
+		plan := *q.RL
+		cfg, groups := plan.Config, plan.Groups
+		if cfg.KLPenaltyCoef > 0 {
+			// The reference: kl_penalty_reference_step, or kl_penalty_step_lag steps before
+			// the step trained from, or the base model (step 0).
+			refStep := 0
+			switch {
+			case plan.KLRefStep != nil:
+				refStep = *plan.KLRefStep
+			case plan.KLStepLag != nil:
+				refStep = max(0, step-*plan.KLStepLag)
+			}
+			if refStep > 0 {
+				ref, _, err := train.LoadCheckpoint(s.Reg.CheckpointDir(m.ID, refStep), &base.Model.Config)
+				if err != nil {
+					return nil, fmt.Errorf("the KL reference, checkpoint step %d: %v", refStep, err)
+				}
+				cfg.RefAdapter = ref
+			} else {
+				cfg.RefAdapter = emptyAdapter(base.Model.Config.NumLayers) // the base model
+			}
+		}
+		stdDev := train.RewardStdDev(groups)
+		if plan.ScaleLRByStd {
+			if cfg.LRMultiplier, err = s.rewardStdLRMultiplier(ctx, m.ID, step, stdDev); err != nil {
+				return nil, err
+			}
+		}
+		n := 0
+		if train.Trainable(groups) {
+			n = 1
+		}
+		progress(jobs.EventStarted, map[string]any{"num_sequences": n})
+		met, o, err := train.RLStep(ctx, e, chat, groups, cfg, opt)
+		switch {
+		case errors.Is(err, train.ErrNothingToTrain):
+			// As ART's backends do, the step still advances: its checkpoint is the adapter
+			// unchanged.
+			metrics = map[string]float64{"reward": met.Reward, "reward_std_dev": met.RewardStdDev}
+		case err != nil:
+			if ctx.Err() != nil {
+				return nil, jobs.ErrCancelled
+			}
+			return nil, err
+		default:
+			opt = o
+			progress(jobs.EventStep, met)
+			metrics = map[string]float64{"reward": met.Reward, "reward_std_dev": met.RewardStdDev, "loss": met.Loss, "grad_norm": met.GradNorm}
+		}
+	case q.SFT != nil:
+		sp := *q.SFT
+		data, err := s.readData(ctx, m.Entity, sp.DataURL)
+		if err != nil {
+			return nil, fmt.Errorf("training data: %v", err)
+		}
+		xs, err := train.ReadSFT(bytes.NewReader(data), chat, sp.Turns)
+		if err != nil {
+			return nil, fmt.Errorf("training data: %v", err)
+		}
+		plan, err := train.PlanSFT(xs, sp.Config)
+		if err != nil {
+			return nil, err
+		}
+		progress(jobs.EventStarted, map[string]any{"num_sequences": plan.Steps()})
+		opt, err = train.RunSFT(ctx, e, plan, opt, func(sm train.StepMetrics) error {
+			progress(jobs.EventStep, sm)
+			metrics = map[string]float64{"loss": sm.Loss, "grad_norm": sm.GradNorm}
+			return nil
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, jobs.ErrCancelled
+			}
+			return nil, err
+		}
+	}
+	if ctx.Err() != nil {
+		return nil, jobs.ErrCancelled
+	}
+	next := step + 1
+	if err := train.SaveCheckpoint(s.Reg.CheckpointDir(m.ID, next), adapter, train.Checkpoint{BaseModel: m.BaseModel, Optimizer: opt}); err != nil {
+		return nil, fmt.Errorf("saving checkpoint: %v", err)
+	}
+	if _, err := s.Reg.AddCheckpoint(ctx, m.ID, next, metrics); err != nil {
+		return nil, err
+	}
+	return &next, nil
+}
+
+// rewardStdLRMultiplier is ART's scale_learning_rate_by_reward_std_dev: a line fitted to the
+// reward standard deviation of each step trained so far (recorded on the checkpoints) and of
+// this one, the multiplier being its value at this step over its value at step 0 (1 with
+// fewer than two steps or a line that starts at or below 0; never below 0).
+func (s *Service) rewardStdLRMultiplier(ctx context.Context, modelID string, step int, current float64) (float64, error) {
+	xs, ys := []float64{float64(step)}, []float64{current}
+	for after := ""; ; {
+		cs, more, err := s.Reg.Checkpoints(ctx, modelID, after, 100, "asc")
+		if err != nil {
+			return 0, err
+		}
+		for _, c := range cs {
+			if v, ok := c.Metrics["reward_std_dev"]; ok && c.Step <= step {
+				xs, ys = append(xs, float64(c.Step-1)), append(ys, v)
+			}
+		}
+		if !more || len(cs) == 0 {
+			break
+		}
+		after = cs[len(cs)-1].ID
+	}
+	slope, intercept, ok := fitLine(xs, ys)
+	if !ok || intercept <= 0 {
+		return 1, nil
+	}
+	return max(0, (slope*float64(step)+intercept)/intercept), nil
+}
+
+// fitLine is the least-squares line through the points; ok is false without two distinct x.
+func fitLine(xs, ys []float64) (slope, intercept float64, ok bool) {
+	n := float64(len(xs))
+	var sx, sy, sxx, sxy float64
+	for i := range xs {
+		sx, sy, sxx, sxy = sx+xs[i], sy+ys[i], sxx+xs[i]*xs[i], sxy+xs[i]*ys[i]
+	}
+	d := n*sxx - sx*sx
+	if len(xs) < 2 || d <= 1e-12 {
+		return 0, 0, false
+	}
+	slope = (n*sxy - sx*sy) / d
+	return slope, (sy - slope*sx) / n, true
+}
+
+// emptyAdapter adapts nothing: the base model, as a KL reference.
+func emptyAdapter(layers int) *model.LoRA {
+	a := &model.LoRA{Name: "base", Rank: 1, Scaling: 1, Layers: make([]map[string]*model.LoRAPair, layers)}
+	for i := range a.Layers {
+		a.Layers[i] = map[string]*model.LoRAPair{}
+	}
+	return a
+}

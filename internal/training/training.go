@@ -1,0 +1,189 @@
+// Package training is the training service: trainable models on the served base models of
+// internal/serving and their LoRA checkpoints (internal/registry), RL and SFT jobs (specs
+// validated when a job is created and queued as such on internal/jobs, run by Run with the
+// engine of internal/train), training data (uploads, weave:/// Datasets and tables, local
+// paths under a root), trajectory logs in the trace store, and trained checkpoints resolved
+// for chat completions (ResolveAdapter). Its errors for a caller's mistake are faults
+// (internal/fault); it knows nothing of HTTP.
+//
+//	svc := &training.Service{Reg: reg, Queue: q, Models: models, FilesDir: dir}
+//	job, err := svc.CreateSFTJob(ctx, m, training.SFTRequest{TrainingDataURL: url})
+//	go q.Work(ctx, 1, owner, svc.Run, logger)
+package training
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/google/uuid"
+
+	"github.com/honeai/hone/internal/fault"
+	"github.com/honeai/hone/internal/jobs"
+	"github.com/honeai/hone/internal/model"
+	"github.com/honeai/hone/internal/registry"
+	"github.com/honeai/hone/internal/serving"
+	"github.com/honeai/hone/internal/trace"
+)
+
+// Service trains adapters of the served models. Reg, Queue and Models are required; the
+// zero values of the rest are: no trace store (no trajectory logs, no weave:/// data), no
+// local data paths, rank-8 alpha-16 adapters, the default logger.
+type Service struct {
+	Reg    *registry.Registry
+	Queue  *jobs.Queue
+	Models *serving.Models // the served base models
+	Trace  *trace.Service  // trajectory logs and weave:/// training data (may be nil)
+	// DataRoot is the directory local training_data_url paths must lie under ("" = none allowed).
+	DataRoot string
+	// FilesDir keeps uploaded training files.
+	FilesDir string
+	Log      *slog.Logger
+	// LoRARank and LoRAAlpha shape the adapters of new models.
+	LoRARank  int
+	LoRAAlpha float64
+
+	mu       sync.Mutex
+	adapters map[string]map[int]*model.LoRA // model id → checkpoint step → loaded adapter
+}
+
+func (s *Service) logger() *slog.Logger {
+	if s.Log == nil {
+		return slog.Default()
+	}
+	return s.Log
+}
+
+// NewModel is a trainable model to create.
+type NewModel struct {
+	Entity, Project, Name, BaseModel string
+	// ReturnExisting returns the model of that name instead of a conflict.
+	ReturnExisting bool
+}
+
+// Validate checks the new model's project and name.
+func (n NewModel) Validate() error {
+	for _, f := range [][2]string{{"project", n.Project}, {"name", n.Name}} {
+		if err := validName(f[0], f[1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CreateModel creates a trainable model on a served base model.
+func (s *Service) CreateModel(ctx context.Context, n NewModel) (registry.Model, error) {
+	if err := n.Validate(); err != nil {
+		return registry.Model{}, err
+	}
+	if _, ok := s.Models.Get(n.BaseModel); !ok || n.BaseModel == "" {
+		var names []string
+		for _, m := range s.Models.List() {
+			names = append(names, m.Name)
+		}
+		return registry.Model{}, fault.Invalid("base_model", "base_model %q is not a base model this server serves (GET /v1/preview/base-models lists %v)", n.BaseModel, names)
+	}
+	m, _, err := s.Reg.Create(ctx, registry.Model{Entity: n.Entity, Project: n.Project, Name: n.Name, BaseModel: n.BaseModel}, n.ReturnExisting)
+	if errors.Is(err, registry.ErrExists) {
+		return m, fault.Conflict("name", "A model named %s/%s/%s exists (id %s); send return_existing to get it", n.Entity, n.Project, n.Name, m.ID)
+	}
+	return m, err
+}
+
+func validName(param, v string) error {
+	if v == "" {
+		return fault.Invalid(param, "%s is required", param)
+	}
+	if len(v) > 128 || strings.ContainsAny(v, "/:\\ \t\n@") {
+		return fault.Invalid(param, "%s %q must be at most 128 characters without '/', ':', '\\\\', '@' or spaces", param, v)
+	}
+	return nil
+}
+
+// Model finds a model of entity by id or <entity>/<project>/<name>; another entity's model
+// is not found, like a missing one (nothing leaks).
+func (s *Service) Model(ctx context.Context, entity, ref string) (registry.Model, error) {
+	m, err := s.Reg.Resolve(ctx, ref)
+	if errors.Is(err, registry.ErrNotFound) || (err == nil && m.Entity != entity) {
+		return registry.Model{}, fault.NotFound("model_id", "Model %s not found", ref)
+	}
+	return m, err
+}
+
+// DeleteModel deletes a model with its checkpoints and returns how many there were.
+func (s *Service) DeleteModel(ctx context.Context, m registry.Model) (int, error) {
+	n, err := s.Reg.Delete(ctx, m.ID)
+	if err != nil {
+		return 0, err
+	}
+	s.forget(m.ID)
+	return n, nil
+}
+
+// DeleteCheckpoints deletes some checkpoints of a model; missing lists the steps it did not
+// have.
+func (s *Service) DeleteCheckpoints(ctx context.Context, m registry.Model, steps []int) (deleted int, missing []int, err error) {
+	if steps == nil {
+		return 0, nil, fault.Invalid("steps", "steps is required: a list of checkpoint steps")
+	}
+	deleted, missing, err = s.Reg.DeleteCheckpoints(ctx, m.ID, steps)
+	if err != nil {
+		return 0, nil, err
+	}
+	s.forget(m.ID, steps...)
+	return deleted, missing, nil
+}
+
+// CreateRLJob validates an RL request for model m and queues its spec (one RL step).
+func (s *Service) CreateRLJob(ctx context.Context, m registry.Model, req RLRequest) (jobs.Job, error) {
+	spec, err := NewRLSpec(req)
+	if err != nil {
+		return jobs.Job{}, err
+	}
+	if st := spec.KLRefStep; st != nil && *st > 0 && spec.Config.KLPenaltyCoef > 0 {
+		if _, err := s.Reg.Step(ctx, m.ID, *st); errors.Is(err, registry.ErrNotFound) {
+			return jobs.Job{}, fault.Invalid("experimental_config.kl_penalty_reference_step", "kl_penalty_reference_step %d is not a checkpoint of this model", *st)
+		}
+	}
+	return s.Queue.Enqueue(ctx, m.ID, m.Entity, "rl", queued{Version: 1, RL: &spec})
+}
+
+// CreateSFTJob validates an SFT request for model m (its data URL included) and queues its
+// spec.
+func (s *Service) CreateSFTJob(ctx context.Context, m registry.Model, req SFTRequest) (jobs.Job, error) {
+	spec, err := NewSFTSpec(req)
+	if err != nil {
+		return jobs.Job{}, err
+	}
+	if err := s.checkDataURL(ctx, m.Entity, spec.DataURL); err != nil {
+		return jobs.Job{}, err
+	}
+	return s.Queue.Enqueue(ctx, m.ID, m.Entity, "sft", queued{Version: 1, SFT: &spec})
+}
+
+// Upload is a stored training data file; URL is what training_data_url takes.
+type Upload struct {
+	ID    string `json:"id"`
+	Bytes int    `json:"bytes"`
+	URL   string `json:"url"`
+}
+
+// SaveUpload stores a training data file of entity.
+func (s *Service) SaveUpload(entity string, data []byte) (Upload, error) {
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return Upload{}, fault.Invalid("file", "the file is empty")
+	}
+	id := "file-" + strings.ReplaceAll(uuid.Must(uuid.NewV7()).String(), "-", "")
+	dir := filepath.Join(s.FilesDir, entity)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return Upload{}, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, id+".jsonl"), data, 0o644); err != nil {
+		return Upload{}, err
+	}
+	return Upload{ID: id, Bytes: len(data), URL: "hone-file:///" + id}, nil
+}
