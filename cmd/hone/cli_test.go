@@ -171,7 +171,9 @@ func TestTrainCLIAsANewUser(t *testing.T) {
 	}
 	// /v1/models lists the trained model beside its base, for its entity only.
 	c, _, body = do(t, "GET", s.url+"/v1/models", bearer, "")
-	var ml struct{ Data []struct{ ID, Root, Parent string } }
+	var ml struct {
+		Data []struct{ ID, Root, Parent string }
+	}
 	json.Unmarshal(body, &ml)
 	if c != 200 || len(ml.Data) != 2 || ml.Data[0].ID != "tiny" || ml.Data[1].ID != "local/p/m" || ml.Data[1].Parent != "tiny" || ml.Data[1].Root != "local/p/m:latest" {
 		t.Errorf("/v1/models: %d %s", c, body)

@@ -146,4 +146,3 @@ func (s *Service) readData(ctx context.Context, entity, u string) ([]byte, error
 	}
 	return os.ReadFile(p)
 }
-

@@ -444,4 +444,3 @@ func parseSFTConfig(raw, experimental json.RawMessage) (SFTSpec, error) {
 	}
 	return p, nil
 }
-

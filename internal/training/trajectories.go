@@ -65,4 +65,3 @@ func (s *Service) LogTrajectories(ctx context.Context, m registry.Model, split s
 	}
 	return nil
 }
-
