@@ -3,7 +3,6 @@ package training
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -98,43 +97,14 @@ func (s *Service) readData(ctx context.Context, entity, u string) ([]byte, error
 		if err != nil {
 			return nil, err
 		}
-		project := ref.Entity + "/" + ref.Project
-		digest := ref.Digest
-		if ref.Kind == "object" {
-			// A Dataset: its rows are a table ref.
-			obj, err := s.Trace.ObjRead(ctx, trace.ObjReadReq{ProjectID: project, ObjectID: ref.Name, Digest: ref.Digest})
-			if err != nil {
-				return nil, fmt.Errorf("reading %s: %v", u, err)
-			}
-			var val struct {
-				Rows string `json:"rows"`
-			}
-			json.Unmarshal(obj.Obj.Val, &val)
-			rows, err := trace.ParseRef(val.Rows)
-			if err != nil || rows.Kind != "table" {
-				return nil, fmt.Errorf("%s is not a dataset (it has no rows table)", u)
-			}
-			if rows.Entity+"/"+rows.Project != project {
-				return nil, fmt.Errorf("the rows of %s are in another project (%s/%s)", u, rows.Entity, rows.Project)
-			}
-			digest = rows.Digest
+		rows, err := s.Trace.DatasetRows(ctx, ref)
+		if err != nil {
+			return nil, fmt.Errorf("reading the rows of %s: %v", u, err)
 		}
 		var buf bytes.Buffer
-		for offset := 0; ; {
-			limit := 1000
-			off := offset
-			res, err := s.Trace.TableQuery(ctx, trace.TableQueryReq{ProjectID: project, Digest: digest, Limit: &limit, Offset: &off})
-			if err != nil {
-				return nil, fmt.Errorf("reading the rows of %s: %v", u, err)
-			}
-			for _, row := range res.Rows {
-				buf.Write(row.Val)
-				buf.WriteByte('\n')
-			}
-			if len(res.Rows) < limit {
-				break
-			}
-			offset += limit
+		for _, row := range rows {
+			buf.Write(row)
+			buf.WriteByte('\n')
 		}
 		return buf.Bytes(), nil
 	case strings.HasPrefix(u, "hone-file:///"):

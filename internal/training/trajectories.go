@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/google/uuid"
-
-	"github.com/honeai/hone/internal/db"
 	"github.com/honeai/hone/internal/fault"
 	"github.com/honeai/hone/internal/registry"
 	"github.com/honeai/hone/internal/trace"
@@ -25,9 +22,9 @@ func (s *Service) LogTrajectories(ctx context.Context, m registry.Model, split s
 		return err
 	}
 	sums, counts := map[string]float64{}, map[string]float64{}
-	var batch trace.CallCreateBatchReq
+	var calls []trace.RecordedCall
 	project := m.Entity + "/" + m.Project
-	now := db.FormatTime(time.Now())
+	now := time.Now()
 	for gi, g := range groups {
 		for ti, t := range g.Trajectories {
 			sums["reward"] += t.Reward
@@ -39,20 +36,14 @@ func (s *Service) LogTrajectories(ctx context.Context, m registry.Model, split s
 			if s.Trace == nil {
 				continue
 			}
-			id, traceID := uuid.Must(uuid.NewV7()).String(), uuid.Must(uuid.NewV7()).String()
 			inputs, _ := json.Marshal(map[string]any{"messages_and_choices": t.MessagesAndChoices, "split": split, "group": gi, "index": ti, "model": m.Name})
 			output, _ := json.Marshal(map[string]any{"reward": t.Reward, "metrics": t.Metrics})
-			attrs, _ := json.Marshal(map[string]any{"hone": map[string]any{"model_id": m.ID, "split": split}})
-			st := trace.StartedCallSchemaForInsert{ProjectID: project, ID: &id, TraceID: &traceID, OpName: "art.trajectory", StartedAt: now, Attributes: attrs, Inputs: inputs}
-			en := trace.EndedCallSchemaForInsert{ProjectID: project, ID: id, EndedAt: now, Output: output, Summary: json.RawMessage(`{}`), TraceID: &traceID, StartedAtHint: &now}
-			var a, b trace.CallBatchItem
-			a.Mode, a.Req.Start = "start", &st
-			b.Mode, b.Req.End = "end", &en
-			batch.Batch = append(batch.Batch, a, b)
+			calls = append(calls, trace.RecordedCall{Project: project, OpName: "art.trajectory", Started: now, Ended: now,
+				Attributes: map[string]any{"hone": map[string]any{"model_id": m.ID, "split": split}}, Inputs: inputs, Output: output})
 		}
 	}
-	if len(batch.Batch) > 0 {
-		if _, err := s.Trace.CallUpsertBatch(ctx, batch, func(string, string) error { return nil }); err != nil {
+	if s.Trace != nil {
+		if _, err := s.Trace.RecordCalls(ctx, calls); err != nil {
 			return err
 		}
 	}
