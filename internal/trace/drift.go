@@ -127,27 +127,30 @@ func fieldsOf(t reflect.Type) map[string]reflect.Type {
 }
 
 // UnknownFields lists the fields of body that v's type (a pointer to a struct, or a struct)
-// does not have, in body order. Malformed JSON is not an error here (the decoder reports it):
-// the answer is then empty.
-func UnknownFields(body []byte, v any) []UnknownField {
+// does not have, in body order. It fails when body is not JSON it can read (malformed, nested
+// deeper than pyjson.MaxDepth, or not UTF-8): then it cannot tell which fields are unknown.
+func UnknownFields(body []byte, v any) ([]UnknownField, error) {
 	t := reflect.TypeOf(v)
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if t == nil || t.Kind() != reflect.Struct {
-		return nil
+		return nil, nil
 	}
 	shallow := max(depthOf(t)-1, 1)
 	val, err := pyjson.ParseShallow(body, shallow)
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	var out []UnknownField
 	walkUnknown(val, t, "", &out)
-	return out
+	return out, nil
 }
 
 func joinPath(prefix, key string) string {
+	if key == "" {
+		key = `""` // an empty key is still named
+	}
 	if prefix == "" {
 		return key
 	}
@@ -298,6 +301,10 @@ func (s *Service) keepExtras(ctx context.Context, e *extras) error {
 	}
 	return s.store.InsertExtraFields(ctx, e.rows)
 }
+
+// SetLogger sets where the service logs (the once-per-field warnings about unknown request
+// fields); nil is slog.Default().
+func (s *Service) SetLogger(l *slog.Logger) { s.log = l }
 
 func (s *Service) logger() *slog.Logger {
 	if s.log != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/honeai/hone/internal/auth"
 	"github.com/honeai/hone/internal/httpx"
 	"github.com/honeai/hone/internal/openapi"
+	"github.com/honeai/hone/internal/pyjson"
 	"github.com/honeai/hone/internal/trace"
 )
 
@@ -52,12 +53,18 @@ func decode(r *http.Request, v any, m mode) (context.Context, error) {
 	if err != nil {
 		return nil, err
 	}
-	unknown := trace.UnknownFields(body, v)
+	unknown, uerr := trace.UnknownFields(body, v)
+	if err := httpx.Unmarshal(body, v, httpx.DecodeOptions{}); err != nil {
+		return nil, err // malformed JSON in the decoder's usual words
+	}
+	if uerr != nil {
+		if errors.Is(uerr, pyjson.ErrTooDeep) {
+			return nil, apierror.BadRequest("", "Request body nested deeper than %d levels", pyjson.MaxDepth)
+		}
+		return nil, apierror.BadRequest("", "Malformed JSON body: %v", uerr)
+	}
 	if m == read && len(unknown) > 0 {
 		return nil, trace.UnknownFieldsError(unknown)
-	}
-	if err := httpx.Unmarshal(body, v, httpx.DecodeOptions{}); err != nil {
-		return nil, err
 	}
 	return trace.WithUnknownFields(r.Context(), routeName(r), unknown), nil
 }
