@@ -65,9 +65,9 @@ func TestWeave054CallsQuery(t *testing.T) {
 	}
 	// A read with a field Hone does not know, at any depth, is a 400 naming it.
 	for body, param := range map[string]string{
-		`{"project_id":"ent/p","filter":{"op_names":["x"],"agent_ids":["a"]}}`: "filter.agent_ids",
+		`{"project_id":"ent/p","filter":{"op_names":["x"],"agent_ids":["a"]}}`:                        "filter.agent_ids",
 		`{"project_id":"ent/p","sort_by":[{"field":"started_at","direction":"asc","nulls":"first"}]}`: "sort_by[0].nulls",
-		`{"project_id":"ent/p","group_by":"op_name"}`:                                                "group_by",
+		`{"project_id":"ent/p","group_by":"op_name"}`:                                                 "group_by",
 	} {
 		code, resp := e.call(t, "POST", "/calls/stream_query", e.key, body)
 		if code != 400 || errParam(t, resp) != param || !strings.Contains(string(resp), param) {
