@@ -191,6 +191,59 @@ func TestConformanceWeaveTypeScriptSDK(t *testing.T) {
 	key := initialKey(t, data)
 	res := runSDK(t, s, key, "local/weave-ts", node, filepath.Join(dir, "scenario.mjs"))
 	checkSDKWrites(t, s, key, "local/weave-ts", res)
+	checkTypeScriptReadBack(t, s, key, "local/weave-ts", res)
+}
+
+// checkTypeScriptReadBack checks what the TypeScript SDK read back (it has getCalls, getCall,
+// get and addScore; no feedback or dataset readers) and that its score was stored.
+func checkTypeScriptReadBack(t *testing.T, s *server, key, project string, res sdkResult) {
+	t.Helper()
+	var rb struct {
+		TraceCallOps []string `json:"trace_call_ops"`
+		OpCalls      int      `json:"op_calls"`
+		GetCall      struct {
+			ID     string `json:"id"`
+			Output string `json:"output"`
+		} `json:"get_call"`
+		Children         []json.RawMessage `json:"children"`
+		Ref1             map[string]any    `json:"ref1"`
+		Ref2             map[string]any    `json:"ref2"`
+		EvaluationOutput json.RawMessage   `json:"evaluation_output"`
+		Predictions      int               `json:"predictions"`
+	}
+	if err := json.Unmarshal(res.Read, &rb); err != nil {
+		t.Fatalf("read-back: %v: %s", err, res.Read)
+	}
+	if strings.Join(rb.TraceCallOps, ",") != "llm,llm,llm,root,step" || rb.OpCalls != 3 || rb.GetCall.ID != res.RootCallID || rb.GetCall.Output != "root" {
+		t.Errorf("calls read back = %+v", rb)
+	}
+	if len(rb.Children) != 2 || string(rb.Children[0]) != `"step1"` || !strings.Contains(string(rb.Children[1]), `"text":"ok:c"`) {
+		t.Errorf("children = %s", rb.Children)
+	}
+	if rb.Ref1["prompt"] != "v1" || rb.Ref2["prompt"] != "v2" || rb.Ref2["temperature"] != 0.7 {
+		t.Errorf("get(ref) = %v, %v", rb.Ref1, rb.Ref2)
+	}
+	var out, ret map[string]any
+	_ = json.Unmarshal(rb.EvaluationOutput, &out)
+	_ = json.Unmarshal(res.EvaluationSummary, &ret)
+	o, _ := json.Marshal(out)
+	r, _ := json.Marshal(ret)
+	if string(o) != string(r) || !strings.Contains(string(o), `"exact":{"correct":{"true_count":2`) {
+		t.Errorf("evaluation call output %s, evaluate returned %s", o, r)
+	}
+	if rb.Predictions != 3 {
+		t.Errorf("%d predictions read back", rb.Predictions)
+	}
+	var fq struct {
+		Result []struct {
+			ID           string `json:"id"`
+			FeedbackType string `json:"feedback_type"`
+		} `json:"result"`
+	}
+	post(t, s, key, "/feedback/query", map[string]any{"project_id": project}, &fq)
+	if len(fq.Result) != 1 || len(res.FeedbackIDs) != 1 || fq.Result[0].ID != res.FeedbackIDs[0] || fq.Result[0].FeedbackType != "wandb.runnable.exact" {
+		t.Errorf("score feedback = %+v, SDK ids %v", fq.Result, res.FeedbackIDs)
+	}
 }
 
 // weavePython finds a Python with the weave package: HONE_WEAVE_PYTHON, or the venv
