@@ -3,6 +3,7 @@ package trace
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
@@ -90,4 +91,57 @@ func FuzzUnknownFields(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestWeaveRequestFieldsAreKnown: Hone's request types know every field of every request the
+// pinned Weave SDK's request models declare, on every route Hone serves
+// (testdata/weave_request_fields.json, written by conformance/weave-py/request_fields.py).
+func TestWeaveRequestFieldsAreKnown(t *testing.T) {
+	b, err := os.ReadFile("testdata/weave_request_fields.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Version string                     `json:"weave_version"`
+		Routes  map[string]json.RawMessage `json:"routes"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]any{
+		"/obj/create": &ObjCreateReq{}, "/obj/read": &ObjReadReq{}, "/obj/delete": &ObjDeleteReq{}, "/objs/query": &ObjQueryReq{},
+		"/table/create": &TableCreateReq{}, "/table/update": &TableUpdateReq{}, "/table/create_from_digests": &TableCreateFromDigestsReq{},
+		"/table/query": &TableQueryReq{}, "/table/query_stats": &TableQueryStatsReq{}, "/table/query_stats_batch": &TableQueryStatsBatchReq{},
+		"/call/start": &CallStartReq{}, "/call/end": &CallEndReq{}, "/calls/stream_query": &CallsQueryReq{},
+		"/calls/query_stats": &CallsQueryStatsReq{}, "/call/read": &CallReadReq{}, "/call/update": &CallUpdateReq{},
+		"/calls/delete": &CallsDeleteReq{}, "/calls/usage": &CallsUsageReq{}, "/trace/usage": &TraceUsageReq{},
+		"/v2/{entity}/{project}/calls/complete": &CallsCompleteReq{}, "/cost/create": &CostCreateReq{}, "/cost/query": &CostQueryReq{},
+		"/cost/purge": &CostPurgeReq{}, "/feedback/create": &FeedbackCreateReq{}, "/feedback/batch/create": &FeedbackBatchCreateReq{},
+		"/feedback/query": &FeedbackQueryReq{}, "/feedback/purge": &FeedbackPurgeReq{}, "/feedback/replace": &FeedbackReplaceReq{},
+		"/file/content": &FileContentReadReq{}, "/refs/read_batch": &RefsReadBatchReq{},
+		"/objs/{object_id}/versions/{digest}/tags": &TagsReq{}, "/objs/{object_id}/versions/{digest}/tags/remove": &TagsReq{},
+		"/objs/{object_id}/aliases": &AliasesSetReq{}, "/objs/{object_id}/aliases/remove": &AliasesRemoveReq{},
+	}
+	for route, body := range doc.Routes {
+		var unknown []UnknownField
+		if route == "/call/upsert_batch" {
+			_, unknown, err = DecodeCallBatch(body)
+		} else {
+			v, ok := types[route]
+			if !ok {
+				t.Errorf("weave %s: no Hone type for %s", doc.Version, route)
+				continue
+			}
+			unknown, err = UnknownFields(body, v)
+		}
+		if err != nil {
+			t.Errorf("%s: %v", route, err)
+		}
+		for _, u := range unknown {
+			t.Errorf("weave %s sends %s on %s: Hone does not know it", doc.Version, u.Path, route)
+		}
+	}
+	if len(doc.Routes) < len(types) {
+		t.Errorf("%d routes in the file, want at least %d", len(doc.Routes), len(types))
+	}
 }
