@@ -36,7 +36,7 @@ func decodeCallBatch(body []byte, unk *[]UnknownField) (CallCreateBatchReq, erro
 	var req CallCreateBatchReq
 	for _, m := range v.Obj {
 		if m.Key != "batch" {
-			*unk = append(*unk, UnknownField{Path: m.Key, Value: rawValue(m.Val)})
+			*unk = append(*unk, UnknownField{Path: joinPath("", m.Key), Value: rawValue(m.Val)})
 			continue
 		}
 		if m.Val.Kind != pyjson.Array {
@@ -108,11 +108,11 @@ func decodeBatchItem(v pyjson.Value, p string, out *CallBatchItem, unk *[]Unknow
 					}
 					out.Req.End = en
 				default:
-					*unk = append(*unk, UnknownField{Path: p + ".req." + r.Key, Value: rawValue(r.Val)})
+					*unk = append(*unk, UnknownField{Path: joinPath(p+".req", r.Key), Value: rawValue(r.Val)})
 				}
 			}
 		default:
-			*unk = append(*unk, UnknownField{Path: p + "." + m.Key, Value: rawValue(m.Val)})
+			*unk = append(*unk, UnknownField{Path: joinPath(p, m.Key), Value: rawValue(m.Val)})
 		}
 	}
 	return nil
@@ -203,7 +203,7 @@ func decodeStart(v pyjson.Value, p string, unk *[]UnknownField) (*StartedCallSch
 		case "wb_run_step":
 			f.optInt(m.Val, m.Key, &st.WBRunStep)
 		default:
-			*unk = append(*unk, UnknownField{Path: p + "." + m.Key, Value: rawValue(m.Val)})
+			*unk = append(*unk, UnknownField{Path: joinPath(p, m.Key), Value: rawValue(m.Val)})
 		}
 	}
 	return st, f.err
@@ -245,7 +245,7 @@ func decodeEnd(v pyjson.Value, p string, unk *[]UnknownField) (*EndedCallSchemaF
 				en.IsEval = &b
 			}
 		default:
-			*unk = append(*unk, UnknownField{Path: p + "." + m.Key, Value: rawValue(m.Val)})
+			*unk = append(*unk, UnknownField{Path: joinPath(p, m.Key), Value: rawValue(m.Val)})
 		}
 	}
 	return en, f.err
