@@ -16,7 +16,6 @@ func init() {
 			return err
 		}
 		svc := trace.NewService(store)
-		svc.SetLogger(app.Logger)
 		app.Provide(TraceService, svc)
 		api := traceapi.New(svc)
 		api.Register(r, app.Basic)
