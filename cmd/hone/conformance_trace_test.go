@@ -39,6 +39,11 @@ type sdkResult struct {
 	DatasetDigest     string                      `json:"dataset_digest"`
 	Rows              []map[string]any            `json:"rows"`
 	ExpectedRootUsage map[string]map[string]int64 `json:"expected_root_usage"`
+	// What the scenario read back through the SDK (the Python and TypeScript scenarios).
+	RootCallID        string          `json:"root_call_id"`
+	FeedbackIDs       []string        `json:"feedback_ids"`
+	EvaluationSummary json.RawMessage `json:"evaluation_summary"`
+	Read              json.RawMessage `json:"read"`
 }
 
 // runSDK runs a scenario script against s and returns what it reports.
@@ -131,10 +136,11 @@ func checkSDKWrites(t *testing.T, s *server, key, project string, res sdkResult)
 		t.Fatal("equal rows have different digests")
 	}
 
-	// The usage roll-up of the trace root equals the sum computed by hand.
+	// The usage roll-up of the trace root (the `root` op; the Python scenario also runs an
+	// evaluation, another trace) equals the sum computed by hand.
 	var roots []map[string]any
 	code, _, body := do(t, "POST", s.url+"/calls/stream_query", basic("api", key),
-		`{"project_id":"`+project+`","filter":{"trace_roots_only":true}}`)
+		`{"project_id":"`+project+`","filter":{"trace_roots_only":true},"query":{"$expr":{"$contains":{"input":{"$getField":"op_name"},"substr":{"$literal":"/op/root:"}}}}}`)
 	if code != 200 {
 		t.Fatalf("stream_query: %d %s", code, body)
 	}
@@ -185,6 +191,59 @@ func TestConformanceWeaveTypeScriptSDK(t *testing.T) {
 	key := initialKey(t, data)
 	res := runSDK(t, s, key, "local/weave-ts", node, filepath.Join(dir, "scenario.mjs"))
 	checkSDKWrites(t, s, key, "local/weave-ts", res)
+	checkTypeScriptReadBack(t, s, key, "local/weave-ts", res)
+}
+
+// checkTypeScriptReadBack checks what the TypeScript SDK read back (it has getCalls, getCall,
+// get and addScore; no feedback or dataset readers) and that its score was stored.
+func checkTypeScriptReadBack(t *testing.T, s *server, key, project string, res sdkResult) {
+	t.Helper()
+	var rb struct {
+		TraceCallOps []string `json:"trace_call_ops"`
+		OpCalls      int      `json:"op_calls"`
+		GetCall      struct {
+			ID     string `json:"id"`
+			Output string `json:"output"`
+		} `json:"get_call"`
+		Children         []json.RawMessage `json:"children"`
+		Ref1             map[string]any    `json:"ref1"`
+		Ref2             map[string]any    `json:"ref2"`
+		EvaluationOutput json.RawMessage   `json:"evaluation_output"`
+		Predictions      int               `json:"predictions"`
+	}
+	if err := json.Unmarshal(res.Read, &rb); err != nil {
+		t.Fatalf("read-back: %v: %s", err, res.Read)
+	}
+	if strings.Join(rb.TraceCallOps, ",") != "llm,llm,llm,root,step" || rb.OpCalls != 3 || rb.GetCall.ID != res.RootCallID || rb.GetCall.Output != "root" {
+		t.Errorf("calls read back = %+v", rb)
+	}
+	if len(rb.Children) != 2 || string(rb.Children[0]) != `"step1"` || !strings.Contains(string(rb.Children[1]), `"text":"ok:c"`) {
+		t.Errorf("children = %s", rb.Children)
+	}
+	if rb.Ref1["prompt"] != "v1" || rb.Ref2["prompt"] != "v2" || rb.Ref2["temperature"] != 0.7 {
+		t.Errorf("get(ref) = %v, %v", rb.Ref1, rb.Ref2)
+	}
+	var out, ret map[string]any
+	_ = json.Unmarshal(rb.EvaluationOutput, &out)
+	_ = json.Unmarshal(res.EvaluationSummary, &ret)
+	o, _ := json.Marshal(out)
+	r, _ := json.Marshal(ret)
+	if string(o) != string(r) || !strings.Contains(string(o), `"exact":{"correct":{"true_count":2`) {
+		t.Errorf("evaluation call output %s, evaluate returned %s", o, r)
+	}
+	if rb.Predictions != 3 {
+		t.Errorf("%d predictions read back", rb.Predictions)
+	}
+	var fq struct {
+		Result []struct {
+			ID           string `json:"id"`
+			FeedbackType string `json:"feedback_type"`
+		} `json:"result"`
+	}
+	post(t, s, key, "/feedback/query", map[string]any{"project_id": project}, &fq)
+	if len(fq.Result) != 1 || len(res.FeedbackIDs) != 1 || fq.Result[0].ID != res.FeedbackIDs[0] || fq.Result[0].FeedbackType != "wandb.runnable.exact" {
+		t.Errorf("score feedback = %+v, SDK ids %v", fq.Result, res.FeedbackIDs)
+	}
 }
 
 // weavePython finds a Python with the weave package: HONE_WEAVE_PYTHON, or the venv
@@ -213,4 +272,133 @@ func TestConformanceWeavePythonSDK(t *testing.T) {
 	key := initialKey(t, data)
 	res := runSDK(t, s, key, "local/weave-py", py, filepath.Join(repoRoot(t), "conformance", "weave-py", "scenario.py"))
 	checkSDKWrites(t, s, key, "local/weave-py", res)
+	checkPythonReadBack(t, s, key, "local/weave-py", res)
 }
+
+// pyReadBack is what the Python scenario read back through the SDK.
+type pyReadBack struct {
+	OpCalls      []string `json:"op_calls"`
+	TraceCallOps []string `json:"trace_call_ops"`
+	GetCall      struct {
+		ID       string  `json:"id"`
+		Output   string  `json:"output"`
+		TraceID  string  `json:"trace_id"`
+		ParentID *string `json:"parent_id"`
+	} `json:"get_call"`
+	Children     []string         `json:"children"`
+	Ref1         map[string]any   `json:"ref1"`
+	Ref2         map[string]any   `json:"ref2"`
+	ConfigLatest map[string]any   `json:"config_latest"`
+	DatasetRows  []map[string]any `json:"dataset_rows"`
+	Feedback     []struct {
+		ID      string         `json:"id"`
+		Type    string         `json:"type"`
+		Payload map[string]any `json:"payload"`
+	} `json:"feedback"`
+	SummaryFeedbackTypes []string        `json:"summary_feedback_types"`
+	WBUsername           *string         `json:"wb_username"`
+	EvaluationOutput     json.RawMessage `json:"evaluation_output"`
+	Predictions          [][2]any        `json:"predictions"`
+	Scores               []string        `json:"scores"`
+	ScoredByExact        int             `json:"scored_by_exact"`
+}
+
+// checkPythonReadBack checks the answers the Python SDK got when it read back what it wrote,
+// and, through Hone's own endpoints, that feedback and scores were stored (not dropped).
+func checkPythonReadBack(t *testing.T, s *server, key, project string, res sdkResult) {
+	t.Helper()
+	var rb pyReadBack
+	if err := json.Unmarshal(res.Read, &rb); err != nil {
+		t.Fatalf("read-back: %v: %s", err, res.Read)
+	}
+	eq := func(what string, got, want any) {
+		t.Helper()
+		g, _ := json.Marshal(got)
+		w, _ := json.Marshal(want)
+		if string(g) != string(w) {
+			t.Errorf("%s = %s, want %s", what, g, w)
+		}
+	}
+	// get_calls with an op filter and a trace filter; get_call; children.
+	eq("get_calls(op_names=[llm]) count", len(rb.OpCalls), 3)
+	eq("get_calls(trace_ids=[root's]) ops", rb.TraceCallOps, []string{"llm", "llm", "llm", "root", "step"})
+	eq("get_call id", rb.GetCall.ID, res.RootCallID)
+	eq("get_call output", rb.GetCall.Output, "root")
+	eq("get_call parent", rb.GetCall.ParentID, (*string)(nil))
+	eq("children outputs", rb.Children, []string{"step", "ok:c"})
+	// refs' .get() and a dataset's rows.
+	eq("ref1.get()", rb.Ref1, map[string]any{"temperature": 0.5, "prompt": "v1"})
+	eq("ref2.get()", rb.Ref2, map[string]any{"temperature": 0.7, "prompt": "v2"})
+	eq("ref('config').get()", rb.ConfigLatest, rb.Ref2)
+	eq("dataset rows", rb.DatasetRows, res.Rows)
+	// Feedback: what the SDK reads back, with the ids it returned when adding it.
+	if len(rb.Feedback) != 3 {
+		t.Fatalf("feedback read back = %+v", rb.Feedback)
+	}
+	eq("feedback types", []string{rb.Feedback[0].Type, rb.Feedback[1].Type, rb.Feedback[2].Type}, []string{"quality", "wandb.note.1", "wandb.reaction.1"})
+	eq("feedback payloads", []map[string]any{rb.Feedback[0].Payload, rb.Feedback[1].Payload, rb.Feedback[2].Payload},
+		[]map[string]any{{"score": 3}, {"note": "looks right"}, {"emoji": "👍"}})
+	ids := map[string]bool{}
+	for _, f := range rb.Feedback {
+		ids[f.ID] = true
+	}
+	for _, id := range res.FeedbackIDs {
+		if !ids[id] {
+			t.Errorf("feedback id %s the SDK returned is not what it reads back (%v)", id, ids)
+		}
+	}
+	eq("summary.weave.feedback types", rb.SummaryFeedbackTypes, []string{"quality", "wandb.note.1", "wandb.reaction.1"})
+	eq("wb_username", rb.WBUsername, ptrTo("local"))
+	// The Evaluation: its call's output is the summary evaluate returned; predictions and the
+	// scorer's results read back (the model gets "2+3" wrong).
+	var summary struct {
+		Exact struct {
+			Correct struct {
+				TrueCount    int     `json:"true_count"`
+				TrueFraction float64 `json:"true_fraction"`
+			} `json:"correct"`
+		} `json:"exact"`
+	}
+	if err := json.Unmarshal(res.EvaluationSummary, &summary); err != nil || summary.Exact.Correct.TrueCount != 2 {
+		t.Errorf("evaluation summary = %s", res.EvaluationSummary)
+	}
+	var out, ret map[string]any
+	_ = json.Unmarshal(rb.EvaluationOutput, &out)
+	_ = json.Unmarshal(res.EvaluationSummary, &ret)
+	eq("Evaluation.evaluate call output", out, ret)
+	eq("predictions", rb.Predictions, [][2]any{{"1+1", 2}, {"1+1", 2}, {"2+3", 6}})
+	eq("scores", rb.Scores, []string{`{"correct": false}`, `{"correct": true}`, `{"correct": true}`})
+	eq("get_calls(scored_by=[exact]) count", rb.ScoredByExact, 3)
+
+	// Through Hone: every feedback item is stored with the SDK's id, scores included.
+	var fq struct {
+		Result []struct {
+			ID           string         `json:"id"`
+			FeedbackType string         `json:"feedback_type"`
+			WeaveRef     string         `json:"weave_ref"`
+			RunnableRef  *string        `json:"runnable_ref"`
+			Payload      map[string]any `json:"payload"`
+		} `json:"result"`
+		TotalCount int `json:"total_count"`
+	}
+	post(t, s, key, "/feedback/query", map[string]any{"project_id": project}, &fq)
+	if fq.TotalCount != 6 || len(fq.Result) != 6 {
+		t.Fatalf("Hone holds %d feedback items, want 6 (3 on the root call, 3 scores)", fq.TotalCount)
+	}
+	runnable := 0
+	for _, f := range fq.Result {
+		if f.FeedbackType == "wandb.runnable.exact" {
+			runnable++
+			if f.RunnableRef == nil || !strings.Contains(*f.RunnableRef, "/op/exact:") || !strings.Contains(f.WeaveRef, "/call/") {
+				t.Errorf("score feedback = %+v", f)
+			}
+		} else if !ids[f.ID] || f.WeaveRef != "weave:///"+project+"/call/"+res.RootCallID {
+			t.Errorf("feedback %+v is not the SDK's", f)
+		}
+	}
+	if runnable != 3 {
+		t.Errorf("%d scores stored, want 3", runnable)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -1,6 +1,8 @@
 // Drives a running Hone with the Weave TypeScript SDK (npm weave, pinned in package.json).
 // Run by cmd/hone's conformance test with WF_TRACE_SERVER_URL, WANDB_API_KEY and HONE_PROJECT
-// (<entity>/<project>) set. Prints one JSON object describing what the SDK wrote.
+// (<entity>/<project>) set. Writes as users do, reads back what the SDK can read (getCalls
+// with trace, op and parent filters, getCall, get(ref), an Evaluation and a score added with
+// addScore), and prints one JSON object describing what it wrote and read.
 import * as weave from 'weave';
 
 const client = await weave.init(process.env.HONE_PROJECT);
@@ -38,10 +40,47 @@ const root = weave.op(async function root() {
   return 'root';
 });
 await root();
+
+// An evaluation: a model that gets "2+3" wrong, scored by exact match.
+const model = weave.op(async function adder({datasetRow}) {
+  const [a, b] = datasetRow.question.split('+').map(Number);
+  return a + b + (a === 2 ? 1 : 0);
+});
+const exact = weave.op(async function exact({datasetRow, modelOutput}) {
+  return {correct: datasetRow.answer === modelOutput};
+});
+const evaluation = new weave.Evaluation({id: 'arith-eval', dataset, scorers: [exact]});
+const evalSummary = await evaluation.evaluate({model});
+await client.waitForBatchProcessing();
+
+// ---- Read back ----
+const read = {};
+const roots = await client.getCalls({trace_roots_only: true});
+const rootCall = roots.find(c => c.op_name.includes('/op/root:'));
+const traceCalls = await client.getCalls({trace_ids: [rootCall.trace_id]});
+read.trace_call_ops = traceCalls.map(c => c.op_name.split('/op/')[1].split(':')[0]).sort();
+const llmOp = traceCalls.find(c => c.op_name.includes('/op/llm:')).op_name;
+read.op_calls = (await client.getCalls({op_names: [llmOp]})).length;
+const got = await client.getCall(rootCall.id);
+read.get_call = {id: got.id, output: got.output};
+read.children = (await client.getCalls({parent_ids: [rootCall.id]})).map(c => c.output).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)));
+read.ref1 = await client.get(ref1);
+read.ref2 = await client.get(ref2);
+const evalCall = roots.find(c => c.op_name.includes('/op/Evaluation.evaluate:'));
+read.evaluation_output = evalCall ? evalCall.output : null;
+const predictCalls = (await client.getCalls({trace_ids: [evalCall.trace_id]})).filter(c => c.op_name.includes('/op/adder:'));
+read.predictions = predictCalls.map(c => [c.inputs.datasetRow, c.output]).length;
+// A score on the first prediction, as EvaluationLogger records it.
+const scorerCall = (await client.getCalls({trace_ids: [evalCall.trace_id]})).find(c => c.op_name.includes('/op/exact:'));
+const scoreId = await client.addScore(predictCalls[0].id, scorerCall.id, scorerCall.op_name, {correct: true});
 await client.waitForBatchProcessing();
 
 console.log(
   JSON.stringify({
+    root_call_id: rootCall.id,
+    feedback_ids: [scoreId],
+    evaluation_summary: evalSummary,
+    read,
     object_digests: [ref1.digest, ref2.digest],
     dataset_digest: dref.digest,
     rows,

@@ -10,10 +10,19 @@ import (
 )
 
 // DecodeCallBatch decodes the body of /call/upsert_batch in one pass of the pyjson parser
-// (the ingest hot path; encoding/json's reflection was most of its cost). It applies the same
-// rules as the generic decoder: the top level is strict (only "batch"), nested schemas are
-// lenient, and a wrong type is a 400 naming the field by its path.
-func DecodeCallBatch(body []byte) (CallCreateBatchReq, error) {
+// (the ingest hot path; encoding/json's reflection was most of its cost). A wrong type is a
+// 400 naming the field by its path. Fields Hone does not know, at any level, are returned
+// with their paths and values (the write keeps them; see drift.go).
+func DecodeCallBatch(body []byte) (CallCreateBatchReq, []UnknownField, error) {
+	var unk []UnknownField
+	req, err := decodeCallBatch(body, &unk)
+	if err != nil {
+		return CallCreateBatchReq{}, nil, err
+	}
+	return req, unk, nil
+}
+
+func decodeCallBatch(body []byte, unk *[]UnknownField) (CallCreateBatchReq, error) {
 	v, err := pyjson.ParseShallow(body, 4) // call fields' objects stay raw text
 	if err != nil {
 		if err == pyjson.ErrTooDeep {
@@ -27,14 +36,15 @@ func DecodeCallBatch(body []byte) (CallCreateBatchReq, error) {
 	var req CallCreateBatchReq
 	for _, m := range v.Obj {
 		if m.Key != "batch" {
-			return CallCreateBatchReq{}, apierror.BadRequest(m.Key, "Unknown field(s) in request body: `%s`", m.Key)
+			*unk = append(*unk, UnknownField{Path: joinPath("", m.Key), Value: rawValue(m.Val)})
+			continue
 		}
 		if m.Val.Kind != pyjson.Array {
 			return CallCreateBatchReq{}, typeErr("batch", "array", m.Val)
 		}
 		req.Batch = make([]CallBatchItem, len(m.Val.Arr))
 		for i, it := range m.Val.Arr {
-			if err := decodeBatchItem(it, fmt.Sprintf("batch[%d]", i), &req.Batch[i]); err != nil {
+			if err := decodeBatchItem(it, fmt.Sprintf("batch[%d]", i), &req.Batch[i], unk); err != nil {
 				return CallCreateBatchReq{}, err
 			}
 		}
@@ -62,7 +72,7 @@ func typeErr(field, want string, got pyjson.Value) error {
 	return apierror.BadRequest(field, "Invalid type for `%s`: expected %s, got %s", field, want, kindName(got))
 }
 
-func decodeBatchItem(v pyjson.Value, p string, out *CallBatchItem) error {
+func decodeBatchItem(v pyjson.Value, p string, out *CallBatchItem, unk *[]UnknownField) error {
 	if v.Kind != pyjson.Object {
 		return typeErr(p, "object", v)
 	}
@@ -83,7 +93,7 @@ func decodeBatchItem(v pyjson.Value, p string, out *CallBatchItem) error {
 					if r.Val.Kind == pyjson.Null {
 						continue
 					}
-					st, err := decodeStart(r.Val, p+".req.start")
+					st, err := decodeStart(r.Val, p+".req.start", unk)
 					if err != nil {
 						return err
 					}
@@ -92,13 +102,17 @@ func decodeBatchItem(v pyjson.Value, p string, out *CallBatchItem) error {
 					if r.Val.Kind == pyjson.Null {
 						continue
 					}
-					en, err := decodeEnd(r.Val, p+".req.end")
+					en, err := decodeEnd(r.Val, p+".req.end", unk)
 					if err != nil {
 						return err
 					}
 					out.Req.End = en
+				default:
+					*unk = append(*unk, UnknownField{Path: joinPath(p+".req", r.Key), Value: rawValue(r.Val)})
 				}
 			}
+		default:
+			*unk = append(*unk, UnknownField{Path: joinPath(p, m.Key), Value: rawValue(m.Val)})
 		}
 	}
 	return nil
@@ -150,7 +164,7 @@ func (f *fieldReader) optInt(v pyjson.Value, key string, dst **int64) {
 
 func compactRaw(v pyjson.Value) json.RawMessage { return json.RawMessage(pyjson.Compact(v)) }
 
-func decodeStart(v pyjson.Value, p string) (*StartedCallSchemaForInsert, error) {
+func decodeStart(v pyjson.Value, p string, unk *[]UnknownField) (*StartedCallSchemaForInsert, error) {
 	if v.Kind != pyjson.Object {
 		return nil, typeErr(p, "object", v)
 	}
@@ -188,12 +202,14 @@ func decodeStart(v pyjson.Value, p string) (*StartedCallSchemaForInsert, error) 
 			f.optStr(m.Val, m.Key, &st.WBRunID)
 		case "wb_run_step":
 			f.optInt(m.Val, m.Key, &st.WBRunStep)
+		default:
+			*unk = append(*unk, UnknownField{Path: joinPath(p, m.Key), Value: rawValue(m.Val)})
 		}
 	}
 	return st, f.err
 }
 
-func decodeEnd(v pyjson.Value, p string) (*EndedCallSchemaForInsert, error) {
+func decodeEnd(v pyjson.Value, p string, unk *[]UnknownField) (*EndedCallSchemaForInsert, error) {
 	if v.Kind != pyjson.Object {
 		return nil, typeErr(p, "object", v)
 	}
@@ -219,6 +235,17 @@ func decodeEnd(v pyjson.Value, p string) (*EndedCallSchemaForInsert, error) {
 			f.optStr(m.Val, m.Key, &en.TraceID)
 		case "wb_run_step_end":
 			f.optInt(m.Val, m.Key, &en.WBRunStepEnd)
+		case "started_at":
+			f.optStr(m.Val, m.Key, &en.StartedAtHint)
+		case "is_eval":
+			if m.Val.Kind != pyjson.Null && m.Val.Kind != pyjson.Bool {
+				f.err = typeErr(p+".is_eval", "boolean", m.Val)
+			} else if m.Val.Kind == pyjson.Bool && f.err == nil {
+				b := m.Val.Bool
+				en.IsEval = &b
+			}
+		default:
+			*unk = append(*unk, UnknownField{Path: joinPath(p, m.Key), Value: rawValue(m.Val)})
 		}
 	}
 	return en, f.err

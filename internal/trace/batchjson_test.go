@@ -18,9 +18,12 @@ const sampleBatch = `{"batch":[
 
 // The one-pass decoder gives what encoding/json gives.
 func TestDecodeCallBatchMatchesEncodingJSON(t *testing.T) {
-	got, err := DecodeCallBatch([]byte(sampleBatch))
+	got, unknown, err := DecodeCallBatch([]byte(sampleBatch))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(unknown) != 1 || unknown[0].Path != "batch[0].req.start.extra" || string(unknown[0].Value) != `"ignored"` {
+		t.Fatalf("unknown fields = %+v, want batch[0].req.start.extra", unknown)
 	}
 	var want CallCreateBatchReq
 	if err := json.Unmarshal([]byte(sampleBatch), &want); err != nil {
@@ -43,7 +46,6 @@ func TestDecodeCallBatchMatchesEncodingJSON(t *testing.T) {
 
 func TestDecodeCallBatchErrors(t *testing.T) {
 	for body, param := range map[string]string{
-		`{"batch":[],"other":1}`: "other",
 		`{"batch":{}}`:           "batch",
 		`{"batch":[{"mode":1}]}`: "batch[0].mode",
 		`{"batch":[{"mode":"start","req":{"start":{"started_at":5}}}]}`:    "batch[0].req.start.started_at",
@@ -53,7 +55,7 @@ func TestDecodeCallBatchErrors(t *testing.T) {
 		`[1]`:        "",
 		`{"batch":[`: "",
 	} {
-		_, err := DecodeCallBatch([]byte(body))
+		_, _, err := DecodeCallBatch([]byte(body))
 		e, ok := apierror.As(err)
 		if !ok || e.Status != 400 || e.Param != param {
 			t.Errorf("%s: %v (param %q), want 400 naming %q", body, err, e.Param, param)
@@ -65,12 +67,17 @@ func FuzzDecodeCallBatch(f *testing.F) {
 	f.Add(sampleBatch)
 	f.Add(`{"batch":[{"mode":"end","req":{"end":null}}]}`)
 	f.Fuzz(func(t *testing.T, body string) {
-		req, err := DecodeCallBatch([]byte(body))
+		req, unknown, err := DecodeCallBatch([]byte(body))
 		if err != nil {
 			if _, ok := apierror.As(err); !ok {
 				t.Fatalf("non-API error %v", err)
 			}
 			return
+		}
+		for _, u := range unknown {
+			if u.Path == "" || !json.Valid(u.Value) {
+				t.Fatalf("bad unknown field %+v", u)
+			}
 		}
 		for _, it := range req.Batch {
 			if st := it.Req.Start; st != nil {

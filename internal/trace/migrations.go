@@ -205,4 +205,28 @@ UPDATE trace_table_entries e SET row_id = r.id FROM trace_rows r WHERE r.project
 ALTER TABLE trace_table_entries ALTER COLUMN row_id SET NOT NULL;
 ALTER TABLE trace_table_entries DROP COLUMN row_digest;
 CREATE INDEX trace_table_entries_row ON trace_table_entries (project_id, table_digest, row_id)`},
+	// Feedback carries Weave 0.54's structured scorer and agent-span fields; request fields
+	// Hone does not know are kept as sent, beside what they came with.
+	{Version: 6, SQLite: feedbackV6 + ";\n" + extraFieldsTable, Postgres: feedbackV6 + ";\n" + extraFieldsTable},
 }
+
+const feedbackV6 = `ALTER TABLE trace_feedback ADD COLUMN queue_id TEXT;
+ALTER TABLE trace_feedback ADD COLUMN scorer_tags TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE trace_feedback ADD COLUMN scorer_tag_reasons TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE trace_feedback ADD COLUMN scorer_tag_confidences TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE trace_feedback ADD COLUMN scorer_ratings TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE trace_feedback ADD COLUMN scorer_rating_reasons TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE trace_feedback ADD COLUMN scorer_rating_confidences TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE trace_feedback ADD COLUMN span_agent_name TEXT NOT NULL DEFAULT '';
+ALTER TABLE trace_feedback ADD COLUMN span_agent_version TEXT NOT NULL DEFAULT '';
+ALTER TABLE trace_feedback ADD COLUMN span_status_code TEXT NOT NULL DEFAULT 'UNSET';
+ALTER TABLE trace_feedback ADD COLUMN span_conversation_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE trace_feedback ADD COLUMN span_trace_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE trace_feedback ADD COLUMN scorer_trace_id TEXT NOT NULL DEFAULT '';
+CREATE INDEX trace_feedback_type ON trace_feedback (project_id, feedback_type)`
+
+const extraFieldsTable = `CREATE TABLE trace_extra_fields (
+	id TEXT PRIMARY KEY, project_id TEXT NOT NULL, route TEXT NOT NULL, target TEXT NOT NULL,
+	fields TEXT NOT NULL, created_at TEXT NOT NULL
+);
+CREATE INDEX trace_extra_fields_target ON trace_extra_fields (project_id, target)`

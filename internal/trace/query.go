@@ -18,7 +18,7 @@ import (
 //
 //	{"$expr": <operation>}
 //	operation: {"$and": [op...]} {"$or": [op...]} {"$not": [op]} {"$eq": [a, b]} {"$gt": [a, b]}
-//	           {"$gte": [a, b]} {"$in": [a, [b...]]}
+//	           {"$gte": [a, b]} {"$lt": [a, b]} {"$lte": [a, b]} {"$in": [a, [b...]]}
 //	           {"$contains": {"input": a, "substr": b, "case_insensitive": bool}}
 //	operand:   an operation, {"$literal": value}, {"$getField": "dotted.path"},
 //	           {"$convert": {"input": a, "to": "double"|"int"|"string"|"bool"|"exists"}}
@@ -50,9 +50,9 @@ type Logic struct {
 // Not negates its operand.
 type Not struct{ Op Node }
 
-// Compare is $eq, $gt or $gte.
+// Compare is $eq, $gt, $gte, $lt or $lte.
 type Compare struct {
-	Op   string // "eq", "gt", "gte"
+	Op   string // "eq", "gt", "gte", "lt", "lte"
 	A, B Node
 }
 
@@ -143,7 +143,7 @@ func parseOperation(v pyjson.Value, path string, depth int) (Node, error) {
 			return nil, err
 		}
 		return Not{Op: ops[0]}, nil
-	case "$eq", "$gt", "$gte":
+	case "$eq", "$gt", "$gte", "$lt", "$lte":
 		ops, err := operands(2)
 		if err != nil {
 			return nil, err
@@ -192,7 +192,7 @@ func parseOperation(v pyjson.Value, path string, depth int) (Node, error) {
 		}
 		return c, nil
 	}
-	return nil, qerr(path, "unknown operation %q (operations: $and, $or, $not, $eq, $gt, $gte, $in, $contains; operands: $literal, $getField, $convert)", key)
+	return nil, qerr(path, "unknown operation %q (operations: $and, $or, $not, $eq, $gt, $gte, $lt, $lte, $in, $contains; operands: $literal, $getField, $convert)", key)
 }
 
 func parseOperand(v pyjson.Value, path string, depth int) (Node, error) {
@@ -264,6 +264,9 @@ const (
 	TText                  // text
 	TNum                   // a number
 	TBool                  // a condition
+	// TEmptyText is a value that reads as '' when missing (a call's feedback fields, as in
+	// Weave's ClickHouse server); compared as a number, '' is NULL.
+	TEmptyText
 )
 
 // FieldResolver maps a field name of a query to a SQL expression and its type. It returns an
@@ -383,6 +386,9 @@ func (c *Compiler) numeric(s string, t ValueType) string {
 	}
 	if c.Dialect == db.Postgres {
 		return "hone_try_float((" + s + ")::text)"
+	}
+	if t == TEmptyText {
+		return "NULLIF(" + s + ", '')"
 	}
 	return s // SQLite compares stored numbers numerically already
 }
@@ -532,7 +538,7 @@ func (c *Compiler) compare(n Compare) (string, error) {
 	} else {
 		a, b = c.text(a, at), c.text(b, bt)
 	}
-	op := map[string]string{"eq": "=", "gt": ">", "gte": ">="}[n.Op]
+	op := map[string]string{"eq": "=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}[n.Op]
 	return "(" + a + " " + op + " " + b + ")", nil
 }
 

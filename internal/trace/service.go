@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -22,6 +24,10 @@ type Service struct {
 	store Store
 	now   func() time.Time
 	sorts *sortCache
+	// log receives the once-per-field warnings about unknown request fields (nil:
+	// slog.Default()); loggedUnknown remembers which were logged.
+	log           *slog.Logger
+	loggedUnknown sync.Map
 }
 
 // NewService returns the service on store.
@@ -155,7 +161,9 @@ func (s *Service) ObjCreate(ctx context.Context, req ObjCreateReq, wbUserID stri
 	if _, err := s.store.InsertObject(ctx, row); err != nil {
 		return ObjCreateRes{}, err
 	}
-	return ObjCreateRes{Digest: digest, ObjectID: o.ObjectID}, nil
+	ex := s.extrasFor(ctx, o.ProjectID)
+	ex.claim("", "object:"+o.ObjectID+":"+digest)
+	return ObjCreateRes{Digest: digest, ObjectID: o.ObjectID}, s.keepExtras(ctx, ex)
 }
 
 func toSchema(o ObjectRow, metadataOnly bool) ObjSchema {
@@ -364,7 +372,12 @@ func (s *Service) AddTags(ctx context.Context, project, objectID, digest string,
 	if err != nil {
 		return err
 	}
-	return mapNotFound(s.store.AddTags(ctx, project, objectID, digest, tags, s.nowString()), "Obj %s:%s not found", objectID, digest)
+	if err := mapNotFound(s.store.AddTags(ctx, project, objectID, digest, tags, s.nowString()), "Obj %s:%s not found", objectID, digest); err != nil {
+		return err
+	}
+	ex := s.extrasFor(ctx, project)
+	ex.claim("", "object:"+objectID+":"+digest)
+	return s.keepExtras(ctx, ex)
 }
 
 // RemoveTags removes tags from a version.
@@ -387,7 +400,12 @@ func (s *Service) SetAliases(ctx context.Context, project, objectID, digest stri
 			return badField(fmt.Sprintf("aliases[%d]", i), "%q is reserved", a)
 		}
 	}
-	return mapNotFound(s.store.SetAliases(ctx, project, objectID, digest, aliases, s.nowString()), "Obj %s:%s not found", objectID, digest)
+	if err := mapNotFound(s.store.SetAliases(ctx, project, objectID, digest, aliases, s.nowString()), "Obj %s:%s not found", objectID, digest); err != nil {
+		return err
+	}
+	ex := s.extrasFor(ctx, project)
+	ex.claim("", "object:"+objectID)
+	return s.keepExtras(ctx, ex)
 }
 
 // RemoveAliases removes aliases of an object.

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"sort"
 	"strings"
 
 	"github.com/google/uuid"
@@ -189,7 +191,9 @@ func (s *Service) CallStart(ctx context.Context, req CallStartReq) (CallStartRes
 	if err := s.store.UpsertCalls(ctx, []CallWrite{{Project: req.Start.ProjectID, Start: row}}); err != nil {
 		return CallStartRes{}, err
 	}
-	return CallStartRes{ID: row.ID, TraceID: row.TraceID}, nil
+	ex := s.extrasFor(ctx, req.Start.ProjectID)
+	ex.claim("", "call:"+row.ID)
+	return CallStartRes{ID: row.ID, TraceID: row.TraceID}, s.keepExtras(ctx, ex)
 }
 
 // CallEnd records the end of a call.
@@ -198,7 +202,12 @@ func (s *Service) CallEnd(ctx context.Context, req CallEndReq) error {
 	if err != nil {
 		return err
 	}
-	return s.store.UpsertCalls(ctx, []CallWrite{{Project: req.End.ProjectID, End: row}})
+	if err := s.store.UpsertCalls(ctx, []CallWrite{{Project: req.End.ProjectID, End: row}}); err != nil {
+		return err
+	}
+	ex := s.extrasFor(ctx, req.End.ProjectID)
+	ex.claim("", "call:"+row.ID)
+	return s.keepExtras(ctx, ex)
 }
 
 // Authorizer checks that the request may touch a project id; param names the field.
@@ -211,6 +220,7 @@ func (s *Service) CallUpsertBatch(ctx context.Context, req CallCreateBatchReq, a
 	writes := make([]CallWrite, 0, len(req.Batch))
 	started := map[[2]string]int{} // (project, id) -> index in writes of its start
 	res := CallCreateBatchRes{Res: make([]any, len(req.Batch))}
+	ex := s.extrasFor(ctx, "")
 	for i, item := range req.Batch {
 		p := fmt.Sprintf("batch[%d]", i)
 		switch item.Mode {
@@ -225,6 +235,10 @@ func (s *Service) CallUpsertBatch(ctx context.Context, req CallCreateBatchReq, a
 			row, err := s.startRow(*st, p+".req.start")
 			if err != nil {
 				return CallCreateBatchRes{}, err
+			}
+			if ex != nil {
+				ex.project = st.ProjectID
+				ex.claim(p+".", "call:"+row.ID)
 			}
 			started[[2]string{st.ProjectID, row.ID}] = len(writes)
 			writes = append(writes, CallWrite{Project: st.ProjectID, Start: row})
@@ -241,6 +255,10 @@ func (s *Service) CallUpsertBatch(ctx context.Context, req CallCreateBatchReq, a
 			if err != nil {
 				return CallCreateBatchRes{}, err
 			}
+			if ex != nil {
+				ex.project = en.ProjectID
+				ex.claim(p+".", "call:"+row.ID)
+			}
 			if j, ok := started[[2]string{en.ProjectID, row.ID}]; ok && writes[j].End == nil {
 				writes[j].End = row
 			} else {
@@ -254,7 +272,7 @@ func (s *Service) CallUpsertBatch(ctx context.Context, req CallCreateBatchReq, a
 	if err := s.store.UpsertCalls(ctx, writes); err != nil {
 		return CallCreateBatchRes{}, err
 	}
-	return res, nil
+	return res, s.keepExtras(ctx, ex)
 }
 
 func (s *Service) callQuery(filter *CallsFilter, query json.RawMessage, sorts []SortBy, limit, offset *int) (CallQuery, error) {
@@ -273,12 +291,26 @@ func (s *Service) callQuery(filter *CallsFilter, query json.RawMessage, sorts []
 	return q, nil
 }
 
-// CallsQuery streams calls to each, with derived summary fields.
+// CallsQuery streams calls to each, with derived summary fields. Besides filter, query,
+// sort_by, limit and offset it honours columns (the other fields come back empty), expand_columns
+// with return_expanded_column_values (refs at those paths are replaced by their values),
+// include_costs, include_feedback, include_storage_size, include_total_storage_size,
+// include_usernames (wb_username) and latest_only (Hone keeps one row per call, so every read
+// is already of the latest version).
 func (s *Service) CallsQuery(ctx context.Context, req CallsQueryReq, each func(CallSchema) error) error {
 	q, err := s.callQuery(req.Filter, req.Query, req.SortBy, req.Limit, req.Offset)
 	if err != nil {
 		return err
 	}
+	cols, err := checkColumns(req.Columns)
+	if err != nil {
+		return err
+	}
+	expand, err := checkExpandColumns(req.ExpandColumns, q.Cond, req.SortBy)
+	if err != nil {
+		return err
+	}
+	returnExpanded := req.ReturnExpandedColumnValues == nil || *req.ReturnExpandedColumnValues
 	var pricer Pricer
 	if req.IncludeCosts {
 		pricer = s.lazyPricer(ctx, req.ProjectID)
@@ -297,8 +329,209 @@ func (s *Service) CallsQuery(ctx context.Context, req CallsQueryReq, each func(C
 			cs.TotalStorageSizeBytes = cs.StorageSizeBytes
 		}
 		cs.Summary = s.derivedSummary(c, pricer, feedback)
+		if returnExpanded && len(expand) > 0 {
+			s.expandRefs(ctx, &cs, expand)
+		}
+		if req.IncludeUsernames && cs.WBUserID != nil {
+			// A Hone user id is its entity's name, which is also the username W&B's viewer
+			// query answers.
+			name := *cs.WBUserID
+			cs.WBUsername = &name
+		}
+		if cols != nil {
+			project(&cs, cols)
+		}
 		return each(cs)
 	})
+}
+
+// callColumnNames are the columns of a call `columns` may name (dotted paths select the
+// top-level column they start with).
+var callColumnNames = map[string]bool{
+	"id": true, "project_id": true, "op_name": true, "display_name": true, "trace_id": true, "parent_id": true,
+	"thread_id": true, "turn_id": true, "started_at": true, "attributes": true, "inputs": true, "ended_at": true,
+	"exception": true, "output": true, "summary": true, "wb_user_id": true, "wb_run_id": true, "wb_run_step": true,
+	"wb_run_step_end": true, "deleted_at": true, "storage_size_bytes": true, "total_storage_size_bytes": true,
+}
+
+// checkColumns returns the top-level columns asked for (nil: all).
+func checkColumns(columns []string) (map[string]bool, error) {
+	if len(columns) == 0 {
+		return nil, nil
+	}
+	out := map[string]bool{}
+	for i, c := range columns {
+		top, _, _ := strings.Cut(c, ".")
+		if !callColumnNames[top] {
+			return nil, apierror.BadRequest(fmt.Sprintf("columns[%d]", i), "columns[%d]: unknown call column %q", i, c)
+		}
+		out[top] = true
+	}
+	return out, nil
+}
+
+// project empties the fields of c that cols does not ask for; id, project_id, trace_id,
+// op_name and started_at always come back (as in Weave).
+func project(c *CallSchema, cols map[string]bool) {
+	keep := func(name string) bool { return cols[name] }
+	if !keep("display_name") {
+		c.DisplayName = nil
+	}
+	if !keep("parent_id") {
+		c.ParentID = nil
+	}
+	if !keep("thread_id") {
+		c.ThreadID = nil
+	}
+	if !keep("turn_id") {
+		c.TurnID = nil
+	}
+	if !keep("attributes") {
+		c.Attributes = json.RawMessage("{}")
+	}
+	if !keep("inputs") {
+		c.Inputs = json.RawMessage("{}")
+	}
+	if !keep("ended_at") {
+		c.EndedAt = nil
+	}
+	if !keep("exception") {
+		c.Exception = nil
+	}
+	if !keep("output") {
+		c.Output = json.RawMessage("null")
+	}
+	if !keep("summary") {
+		c.Summary = json.RawMessage("{}")
+	}
+	if !keep("wb_user_id") {
+		c.WBUserID, c.WBUsername = nil, nil
+	}
+	if !keep("wb_run_id") {
+		c.WBRunID = nil
+	}
+	if !keep("wb_run_step") {
+		c.WBRunStep = nil
+	}
+	if !keep("wb_run_step_end") {
+		c.WBRunStepEnd = nil
+	}
+	if !keep("deleted_at") {
+		c.DeletedAt = nil
+	}
+}
+
+// checkExpandColumns validates expand_columns (dotted paths into inputs, output, attributes or
+// summary) and returns them shallowest first. Weave also filters and sorts through expanded
+// refs; Hone does not, so a query or sort on a field under an expanded column is a 400
+// rather than a silently different answer.
+func checkExpandColumns(cols []string, cond Node, sorts []SortBy) ([][]string, error) {
+	if len(cols) == 0 {
+		return nil, nil
+	}
+	out := make([][]string, 0, len(cols))
+	for i, c := range cols {
+		segs := strings.Split(c, ".")
+		if !callJSONColumns[segs[0]] || checkFieldPath(c) != nil {
+			return nil, apierror.BadRequest(fmt.Sprintf("expand_columns[%d]", i), "expand_columns[%d]: %q is not a path into inputs, output, attributes or summary", i, c)
+		}
+		out = append(out, segs)
+	}
+	fields := queryFields(cond, nil)
+	for _, s := range sorts {
+		fields = append(fields, s.Field)
+	}
+	for _, f := range fields {
+		for i, c := range cols {
+			if strings.HasPrefix(f, c+".") {
+				return nil, apierror.BadRequest(fmt.Sprintf("expand_columns[%d]", i), "filtering or sorting on %q through the expanded ref column %q is not supported by Hone; leave %q out of expand_columns and filter on the ref itself", f, c, c)
+			}
+		}
+	}
+	sort.SliceStable(out, func(a, b int) bool { return len(out[a]) < len(out[b]) })
+	return out, nil
+}
+
+// queryFields lists the fields a query reads.
+func queryFields(n Node, out []string) []string {
+	switch n := n.(type) {
+	case GetField:
+		out = append(out, n.Field)
+	case Convert:
+		out = queryFields(n.Input, out)
+	case Logic:
+		for _, op := range n.Ops {
+			out = queryFields(op, out)
+		}
+	case Not:
+		out = queryFields(n.Op, out)
+	case Compare:
+		out = queryFields(n.B, queryFields(n.A, out))
+	case In:
+		out = queryFields(n.A, out)
+		for _, el := range n.List {
+			out = queryFields(el, out)
+		}
+	case Contains:
+		out = queryFields(n.Substr, queryFields(n.Input, out))
+	}
+	return out
+}
+
+// expandRefs replaces the refs found at the expand paths of c by the values they point at
+// (refs into other projects, and refs that do not resolve, stay as they are).
+func (s *Service) expandRefs(ctx context.Context, c *CallSchema, paths [][]string) {
+	cols := map[string]*json.RawMessage{"inputs": &c.Inputs, "output": &c.Output, "attributes": &c.Attributes, "summary": &c.Summary}
+	parsed := map[string]*pyjson.Value{}
+	for _, segs := range paths {
+		raw := cols[segs[0]]
+		v, ok := parsed[segs[0]]
+		if !ok {
+			pv, err := pyjson.Parse(*raw)
+			if err != nil {
+				continue
+			}
+			v = &pv
+			parsed[segs[0]] = v
+		}
+		target := v
+		for _, seg := range segs[1:] {
+			next := (*pyjson.Value)(nil)
+			switch target.Kind {
+			case pyjson.Object:
+				for i := range target.Obj {
+					if target.Obj[i].Key == seg {
+						next = &target.Obj[i].Val
+					}
+				}
+			case pyjson.Array:
+				var n int
+				if _, err := fmt.Sscanf(seg, "%d", &n); err == nil && n >= 0 && n < len(target.Arr) {
+					next = &target.Arr[n]
+				}
+			}
+			if next == nil {
+				target = nil
+				break
+			}
+			target = next
+		}
+		if target == nil || target.Kind != pyjson.String || !strings.HasPrefix(target.Str, RefPrefix) {
+			continue
+		}
+		r, err := ParseRef(target.Str)
+		if err != nil || r.ProjectID() != c.ProjectID {
+			continue
+		}
+		val, err := s.resolveRef(ctx, r, 0)
+		if err != nil {
+			continue
+		}
+		*target = val
+	}
+	for col, v := range parsed {
+		*cols[col] = json.RawMessage(pyjson.Compact(*v))
+	}
 }
 
 // CallRead reads one call.
@@ -318,6 +551,9 @@ func (s *Service) CallRead(ctx context.Context, req CallReadReq) (CallReadRes, e
 func (s *Service) CallsQueryStats(ctx context.Context, req CallsQueryStatsReq) (CallsQueryStatsRes, error) {
 	q, err := s.callQuery(req.Filter, req.Query, nil, req.Limit, nil)
 	if err != nil {
+		return CallsQueryStatsRes{}, err
+	}
+	if _, err := checkExpandColumns(req.ExpandColumns, q.Cond, nil); err != nil {
 		return CallsQueryStatsRes{}, err
 	}
 	n, size, err := s.store.CountCalls(ctx, req.ProjectID, q)
@@ -346,7 +582,9 @@ func (s *Service) CallUpdate(ctx context.Context, req CallUpdateReq) error {
 	if !ok {
 		return notFound("Call %s not found", req.CallID)
 	}
-	return nil
+	ex := s.extrasFor(ctx, req.ProjectID)
+	ex.claim("", "call:"+req.CallID)
+	return s.keepExtras(ctx, ex)
 }
 
 // MaxDeleteCalls bounds the calls named by one /calls/delete.
@@ -626,7 +864,14 @@ func (s *Service) CostCreate(ctx context.Context, req CostCreateReq, createdBy s
 		costs = append(costs, c)
 		res.IDs = append(res.IDs, [2]string{c.ID, llm})
 	}
-	return res, s.store.InsertCosts(ctx, costs)
+	if err := s.store.InsertCosts(ctx, costs); err != nil {
+		return CostCreateRes{}, err
+	}
+	ex := s.extrasFor(ctx, req.ProjectID)
+	for _, c := range costs {
+		ex.claim("costs."+c.LLMID+".", "cost:"+c.ID)
+	}
+	return res, s.keepExtras(ctx, ex)
 }
 
 func selectFields(m map[string]any, fields []string) map[string]any {
@@ -697,43 +942,126 @@ func (s *Service) CostPurge(ctx context.Context, req CostPurgeReq) error {
 
 // ---- Feedback ----
 
-func feedbackRow(req FeedbackCreateReq, id, at, user string) (FeedbackRow, error) {
+func jsonOr(v any, def string) []byte {
+	if reflect.ValueOf(v).Len() == 0 {
+		return []byte(def)
+	}
+	b, _ := json.Marshal(v) // maps marshal with sorted keys
+	return b
+}
+
+func strOr(p *string, def string) string {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+// feedbackRow validates one feedback item; p prefixes field names ("" or "batch[i].").
+func feedbackRow(req FeedbackCreateReq, p, id, at, user string) (FeedbackRow, error) {
 	if req.WeaveRef == "" || !strings.HasPrefix(req.WeaveRef, RefPrefix) {
-		return FeedbackRow{}, badField("weave_ref", "must be a weave:/// ref")
+		return FeedbackRow{}, badField(p+"weave_ref", "must be a weave:/// ref")
 	}
 	if r, err := ParseRef(req.WeaveRef); err != nil || r.ProjectID() != req.ProjectID {
-		return FeedbackRow{}, badField("weave_ref", "must be a ref into project %s", req.ProjectID)
+		return FeedbackRow{}, badField(p+"weave_ref", "must be a ref into project %s", req.ProjectID)
 	}
 	if req.FeedbackType == "" {
-		return FeedbackRow{}, badField("feedback_type", "is required")
+		return FeedbackRow{}, badField(p+"feedback_type", "is required")
 	}
-	payload, err := parseObject(req.Payload, "payload")
+	if len(req.FeedbackType) > 512 {
+		return FeedbackRow{}, badField(p+"feedback_type", "longer than 512 characters")
+	}
+	if id == "" || len(id) > 256 {
+		return FeedbackRow{}, badField(p+"id", "must be 1 to 256 characters")
+	}
+	payload, err := parseObject(req.Payload, p+"payload")
 	if err != nil {
 		return FeedbackRow{}, err
 	}
+	for i, tag := range req.ScorerTags {
+		if tag == "" {
+			return FeedbackRow{}, badField(fmt.Sprintf("%sscorer_tags[%d]", p, i), "must not be empty")
+		}
+	}
 	return FeedbackRow{ProjectID: req.ProjectID, ID: id, WeaveRef: req.WeaveRef, WBUserID: user, CreatedAt: at,
 		FeedbackType: req.FeedbackType, Creator: req.Creator, AnnotationRef: req.AnnotationRef, RunnableRef: req.RunnableRef,
-		CallRef: req.CallRef, TriggerRef: req.TriggerRef, Payload: pyjson.Compact(payload)}, nil
+		CallRef: req.CallRef, TriggerRef: req.TriggerRef, QueueID: req.QueueID, Payload: pyjson.Compact(payload),
+		ScorerTags:       jsonOr(req.ScorerTags, "[]"),
+		ScorerTagReasons: jsonOr(req.ScorerTagReasons, "{}"), ScorerTagConfidences: jsonOr(req.ScorerTagConfidences, "{}"),
+		ScorerRatings: jsonOr(req.ScorerRatings, "{}"), ScorerRatingReasons: jsonOr(req.ScorerRatingReasons, "{}"),
+		ScorerRatingConfidences: jsonOr(req.ScorerRatingConfidences, "{}"),
+		SpanAgentName:           strOr(req.SpanAgentName, ""), SpanAgentVersion: strOr(req.SpanAgentVersion, ""),
+		SpanStatusCode: strOr(req.SpanStatusCode, "UNSET"), SpanConversationID: strOr(req.SpanConversationID, ""),
+		SpanTraceID: strOr(req.SpanTraceID, ""), ScorerTraceID: strOr(req.ScorerTraceID, ""),
+	}, nil
 }
 
-// FeedbackCreate stores feedback on a ref.
+func feedbackRes(f FeedbackRow) FeedbackCreateRes {
+	return FeedbackCreateRes{ID: f.ID, CreatedAt: f.CreatedAt, WBUserID: f.WBUserID, Payload: f.Payload}
+}
+
+// FeedbackCreate stores feedback on a ref. The id is the client's when it sends one (the SDK
+// returns it before the write reaches the server), else a new UUIDv7; sending the same
+// feedback again is a no-op, the same id with other content a 409.
 func (s *Service) FeedbackCreate(ctx context.Context, req FeedbackCreateReq, user string) (FeedbackCreateRes, error) {
-	f, err := feedbackRow(req, newID(), s.nowString(), user)
+	res, err := s.FeedbackBatchCreate(ctx, FeedbackBatchCreateReq{Batch: []FeedbackCreateReq{req}}, user, nil)
 	if err != nil {
 		return FeedbackCreateRes{}, err
 	}
-	if err := s.store.InsertFeedback(ctx, f); err != nil {
-		return FeedbackCreateRes{}, err
-	}
-	return FeedbackCreateRes{ID: f.ID, CreatedAt: f.CreatedAt, WBUserID: f.WBUserID, Payload: f.Payload}, nil
+	return res.Res[0], nil
 }
 
-// FeedbackReplace replaces feedback by id.
-func (s *Service) FeedbackReplace(ctx context.Context, req FeedbackCreateReq, user string) (FeedbackCreateRes, error) {
-	if req.FeedbackID == nil || *req.FeedbackID == "" {
+// FeedbackBatchCreate stores several feedback items in one transaction; authorize (nil: the
+// caller checked) checks each item's project.
+func (s *Service) FeedbackBatchCreate(ctx context.Context, req FeedbackBatchCreateReq, user string, authorize Authorizer) (FeedbackBatchCreateRes, error) {
+	single := authorize == nil
+	if !single && len(req.Batch) == 0 {
+		return FeedbackBatchCreateRes{}, badField("batch", "must hold at least one feedback item")
+	}
+	now := s.nowString()
+	rows := make([]FeedbackRow, len(req.Batch))
+	res := FeedbackBatchCreateRes{Res: make([]FeedbackCreateRes, len(req.Batch))}
+	var ex *extras
+	if len(req.Batch) > 0 {
+		ex = s.extrasFor(ctx, req.Batch[0].ProjectID)
+	}
+	for i, item := range req.Batch {
+		p := ""
+		if !single {
+			p = fmt.Sprintf("batch[%d].", i)
+			if err := authorize(item.ProjectID, p+"project_id"); err != nil {
+				return FeedbackBatchCreateRes{}, err
+			}
+		}
+		id := optString(item.ID)
+		if item.ID == nil {
+			id = newID()
+		}
+		f, err := feedbackRow(item, p, id, now, user)
+		if err != nil {
+			return FeedbackBatchCreateRes{}, err
+		}
+		rows[i], res.Res[i] = f, feedbackRes(f)
+		if ex != nil && !single {
+			ex.project = item.ProjectID
+			ex.claim(p, "feedback:"+f.ID)
+		}
+	}
+	if err := s.store.InsertFeedback(ctx, rows); err != nil {
+		return FeedbackBatchCreateRes{}, conflictErr(err, "id")
+	}
+	if ex != nil && single {
+		ex.claim("", "feedback:"+rows[0].ID)
+	}
+	return res, s.keepExtras(ctx, ex)
+}
+
+// FeedbackReplace replaces feedback by id: the new content takes the old id.
+func (s *Service) FeedbackReplace(ctx context.Context, req FeedbackReplaceReq, user string) (FeedbackCreateRes, error) {
+	if req.FeedbackID == "" {
 		return FeedbackCreateRes{}, badField("feedback_id", "is required")
 	}
-	f, err := feedbackRow(req, *req.FeedbackID, s.nowString(), user)
+	f, err := feedbackRow(req.FeedbackCreateReq, "", req.FeedbackID, s.nowString(), user)
 	if err != nil {
 		return FeedbackCreateRes{}, err
 	}
@@ -744,19 +1072,37 @@ func (s *Service) FeedbackReplace(ctx context.Context, req FeedbackCreateReq, us
 	if !ok {
 		return FeedbackCreateRes{}, notFound("Feedback %s not found", f.ID)
 	}
-	return FeedbackCreateRes{ID: f.ID, CreatedAt: f.CreatedAt, WBUserID: f.WBUserID, Payload: f.Payload}, nil
+	ex := s.extrasFor(ctx, req.ProjectID)
+	ex.claim("", "feedback:"+f.ID)
+	return feedbackRes(f), s.keepExtras(ctx, ex)
 }
 
 func feedbackMap(f FeedbackRow) map[string]any {
+	js := func(b []byte, def string) json.RawMessage {
+		if len(b) == 0 {
+			return json.RawMessage(def)
+		}
+		return json.RawMessage(b)
+	}
 	return map[string]any{
 		"id": f.ID, "project_id": f.ProjectID, "weave_ref": f.WeaveRef, "wb_user_id": f.WBUserID, "creator": f.Creator,
 		"created_at": f.CreatedAt, "feedback_type": f.FeedbackType, "payload": json.RawMessage(f.Payload),
 		"annotation_ref": f.AnnotationRef, "runnable_ref": f.RunnableRef, "call_ref": f.CallRef, "trigger_ref": f.TriggerRef,
+		"queue_id": f.QueueID, "scorer_tags": js(f.ScorerTags, "[]"), "scorer_tag_reasons": js(f.ScorerTagReasons, "{}"),
+		"scorer_tag_confidences": js(f.ScorerTagConfidences, "{}"), "scorer_ratings": js(f.ScorerRatings, "{}"),
+		"scorer_rating_reasons": js(f.ScorerRatingReasons, "{}"), "scorer_rating_confidences": js(f.ScorerRatingConfidences, "{}"),
+		"span_agent_name": f.SpanAgentName, "span_agent_version": f.SpanAgentVersion, "span_status_code": f.SpanStatusCode,
+		"span_conversation_id": f.SpanConversationID, "span_trace_id": f.SpanTraceID, "scorer_trace_id": f.ScorerTraceID,
 	}
 }
 
-// FeedbackQuery lists feedback.
+// FeedbackQuery lists feedback, with the number matching in all.
 func (s *Service) FeedbackQuery(ctx context.Context, req FeedbackQueryReq) (FeedbackQueryRes, error) {
+	for i, f := range req.Fields {
+		if _, ok := feedbackFields[f]; !ok {
+			return FeedbackQueryRes{}, apierror.BadRequest(fmt.Sprintf("fields[%d]", i), "fields[%d]: unknown feedback field %q", i, f)
+		}
+	}
 	limit, offset, err := checkLimitOffset(req.Limit, req.Offset)
 	if err != nil {
 		return FeedbackQueryRes{}, err
@@ -769,7 +1115,12 @@ func (s *Service) FeedbackQuery(ctx context.Context, req FeedbackQueryReq) (Feed
 	if err != nil {
 		return FeedbackQueryRes{}, err
 	}
-	res := FeedbackQueryRes{Result: make([]map[string]any, len(rows))}
+	res := FeedbackQueryRes{Result: make([]map[string]any, len(rows)), TotalCount: len(rows)}
+	if limit >= 0 || offset > 0 {
+		if res.TotalCount, err = s.store.CountFeedback(ctx, req.ProjectID, cond); err != nil {
+			return FeedbackQueryRes{}, err
+		}
+	}
 	for i, f := range rows {
 		res.Result[i] = selectFields(feedbackMap(f), req.Fields)
 	}
@@ -807,13 +1158,22 @@ func (s *Service) feedbackByRef(ctx context.Context, project string) (map[string
 // MaxFileBytes bounds one uploaded file.
 const MaxFileBytes = 32 << 20
 
-// FileCreate stores a file; its digest is Weave's digest of the bytes.
-func (s *Service) FileCreate(ctx context.Context, project, name string, content []byte) (FileCreateRes, error) {
+// FileCreate stores a file; its digest is Weave's digest of the bytes. expected (optional) is
+// the digest the client computed: a mismatch is a 409 and stores nothing.
+func (s *Service) FileCreate(ctx context.Context, project, name string, content []byte, expected string) (FileCreateRes, error) {
 	if name == "" {
 		name = "file"
 	}
 	digest := BytesDigest(content)
-	return FileCreateRes{Digest: digest}, s.store.PutFile(ctx, project, digest, name, content, s.nowString())
+	if expected != "" && expected != digest {
+		return FileCreateRes{}, apierror.Conflict("expected_digest", "expected_digest: does not match the digest of the file's bytes (%s)", digest)
+	}
+	if err := s.store.PutFile(ctx, project, digest, name, content, s.nowString()); err != nil {
+		return FileCreateRes{}, err
+	}
+	ex := s.extrasFor(ctx, project)
+	ex.claim("", "file:"+digest)
+	return FileCreateRes{Digest: digest}, s.keepExtras(ctx, ex)
 }
 
 // FileContent returns a file's bytes.
@@ -911,6 +1271,7 @@ func (s *Service) resolveRef(ctx context.Context, r Ref, depth int) (pyjson.Valu
 // call must belong to project.
 func (s *Service) CallsComplete(ctx context.Context, project string, req CallsCompleteReq) error {
 	writes := make([]CallWrite, 0, len(req.Batch))
+	ex := s.extrasFor(ctx, project)
 	for i, c := range req.Batch {
 		p := fmt.Sprintf("batch[%d]", i)
 		if c.ProjectID != project {
@@ -929,6 +1290,10 @@ func (s *Service) CallsComplete(ctx context.Context, project string, req CallsCo
 			return err
 		}
 		writes = append(writes, CallWrite{Project: project, Start: st, End: en})
+		ex.claim(p+".", "call:"+st.ID)
 	}
-	return s.store.UpsertCalls(ctx, writes)
+	if err := s.store.UpsertCalls(ctx, writes); err != nil {
+		return err
+	}
+	return s.keepExtras(ctx, ex)
 }

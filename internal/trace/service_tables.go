@@ -41,7 +41,9 @@ func (s *Service) TableCreate(ctx context.Context, req TableCreateReq) (TableCre
 	if err := s.store.InsertTable(ctx, req.Table.ProjectID, digest, digests, rows, s.nowString()); err != nil {
 		return TableCreateRes{}, err
 	}
-	return TableCreateRes{Digest: digest, RowDigests: digests}, nil
+	ex := s.extrasFor(ctx, req.Table.ProjectID)
+	ex.claim("", "table:"+digest)
+	return TableCreateRes{Digest: digest, RowDigests: digests}, s.keepExtras(ctx, ex)
 }
 
 // TableUpdate applies appends, pops and inserts to a table, making a new table.
@@ -113,7 +115,9 @@ func (s *Service) TableUpdate(ctx context.Context, req TableUpdateReq) (TableUpd
 	if err := s.store.InsertTable(ctx, req.ProjectID, digest, digests, newRows, s.nowString()); err != nil {
 		return TableUpdateRes{}, err
 	}
-	return TableUpdateRes{Digest: digest, UpdatedRowDigests: updated}, nil
+	ex := s.extrasFor(ctx, req.ProjectID)
+	ex.claim("", "table:"+digest)
+	return TableUpdateRes{Digest: digest, UpdatedRowDigests: updated}, s.keepExtras(ctx, ex)
 }
 
 // TableCreateFromDigests makes a table of rows already stored.
@@ -132,7 +136,9 @@ func (s *Service) TableCreateFromDigests(ctx context.Context, req TableCreateFro
 	if err := s.store.InsertTable(ctx, req.ProjectID, digest, req.RowDigests, nil, s.nowString()); err != nil {
 		return TableCreateFromDigestsRes{}, err
 	}
-	return TableCreateFromDigestsRes{Digest: digest}, nil
+	ex := s.extrasFor(ctx, req.ProjectID)
+	ex.claim("", "table:"+digest)
+	return TableCreateFromDigestsRes{Digest: digest}, s.keepExtras(ctx, ex)
 }
 
 // TableQuery returns rows of a table with their absolute positions.

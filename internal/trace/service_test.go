@@ -511,7 +511,7 @@ func TestFilesAndRefs(t *testing.T) {
 	dbtest.ForEachDialect(t, func(t *testing.T, d *db.DB) {
 		ctx := context.Background()
 		s := newService(t, d)
-		fc, err := s.FileCreate(ctx, proj, "obj.py", []byte("def f(): pass\n"))
+		fc, err := s.FileCreate(ctx, proj, "obj.py", []byte("def f(): pass\n"), "")
 		if err != nil || fc.Digest != BytesDigest([]byte("def f(): pass\n")) {
 			t.Fatal(fc, err)
 		}

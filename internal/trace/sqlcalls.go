@@ -191,6 +191,9 @@ func (s *SQLStore) callField(field string) (string, []any, ValueType, error) {
 	case "summary.weave.trace_name":
 		return "COALESCE(display_name, op_name)", nil, TText, nil
 	}
+	if rest, ok := strings.CutPrefix(field, "feedback.["); ok {
+		return feedbackOfCall(d, rest)
+	}
 	col, rest, ok := strings.Cut(field, ".")
 	if ok && callJSONColumns[col] {
 		sqlExpr, args, t := JSONField(d, col, strings.Split(rest, "."))
@@ -448,4 +451,27 @@ func (s *SQLStore) UsageCalls(ctx context.Context, project string, q CallQuery) 
 		out = append(out, c)
 	}
 	return out, rows.Err()
+}
+
+// feedbackOfCall resolves `feedback.[<feedback_type>].<field>` (rest is what follows
+// "feedback.["): a field of the newest feedback of that type on the call (`*`: of any type),
+// as the Weave SDK's scored_by filter asks it. A call without such feedback reads it as ""
+// (as Weave's ClickHouse server does, so "not equal to empty" means "has it").
+func feedbackOfCall(d db.Dialect, rest string) (string, []any, ValueType, error) {
+	typ, after, ok := strings.Cut(rest, "]")
+	sub, ok2 := strings.CutPrefix(after, ".")
+	if !ok || !ok2 || typ == "" || sub == "" {
+		return "", nil, 0, apierror.BadRequest("query", "feedback fields are written feedback.[<feedback_type>].<field>, got %q", "feedback.["+rest)
+	}
+	expr, args, _, err := feedbackFieldSQL(d, "fb.", sub)
+	if err != nil {
+		return "", nil, 0, err
+	}
+	q := "(SELECT " + expr + " FROM trace_feedback fb WHERE fb.project_id = trace_calls.project_id" +
+		" AND fb.weave_ref = 'weave:///' || trace_calls.project_id || '/call/' || trace_calls.id"
+	if typ != "*" {
+		q += " AND fb.feedback_type = ?"
+		args = append(args, typ)
+	}
+	return "COALESCE(" + q + " ORDER BY fb.created_at DESC, fb.id DESC LIMIT 1), '')", args, TEmptyText, nil
 }

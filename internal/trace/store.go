@@ -50,11 +50,19 @@ type Store interface {
 	Prices(ctx context.Context, project string, models []string) (map[string][]Cost, error)
 
 	// Feedback.
-	InsertFeedback(ctx context.Context, f FeedbackRow) error
+	InsertFeedback(ctx context.Context, fs []FeedbackRow) error
 	ReplaceFeedback(ctx context.Context, f FeedbackRow) (bool, error)
 	QueryFeedback(ctx context.Context, project string, q GenericQuery) ([]FeedbackRow, error)
+	CountFeedback(ctx context.Context, project string, cond Node) (int, error)
 	PurgeFeedback(ctx context.Context, project string, cond Node) (int, error)
+
+	// Request fields Hone does not know, kept as sent (see drift.go).
+	InsertExtraFields(ctx context.Context, rows []ExtraFieldsRow) error
+	ExtraFields(ctx context.Context, project, target string) ([]ExtraFieldsRow, error)
 }
+
+// ErrConflict is returned when an insert names an id that exists with other content.
+var ErrConflict = errors.New("trace: conflict")
 
 // Errors of the store.
 var (
@@ -164,9 +172,23 @@ type GenericQuery struct {
 
 // FeedbackRow is stored feedback.
 type FeedbackRow struct {
-	ProjectID, ID, WeaveRef, WBUserID, CreatedAt, FeedbackType string
-	Creator, AnnotationRef, RunnableRef, CallRef, TriggerRef   *string
-	Payload                                                    []byte
+	ProjectID, ID, WeaveRef, WBUserID, CreatedAt, FeedbackType  string
+	Creator, AnnotationRef, RunnableRef, CallRef, TriggerRef    *string
+	QueueID                                                     *string
+	Payload                                                     []byte
+	ScorerTags                                                  []byte // JSON array of strings
+	ScorerTagReasons, ScorerTagConfidences                      []byte // JSON objects
+	ScorerRatings, ScorerRatingReasons, ScorerRatingConfidences []byte // JSON objects
+	SpanAgentName, SpanAgentVersion, SpanStatusCode             string
+	SpanConversationID, SpanTraceID, ScorerTraceID              string
+}
+
+// ExtraFieldsRow is a set of request fields Hone did not know, kept as sent: the route, the
+// stored thing they came with (target, e.g. "call:<id>"; "" for the request as a whole) and
+// the fields (a JSON object from each field's path, relative to the item, to its value).
+type ExtraFieldsRow struct {
+	ProjectID, Route, Target, CreatedAt string
+	Fields                              []byte
 }
 
 // TableSorter is implemented by stores that can list a table's positions in a sort order, so

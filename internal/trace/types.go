@@ -302,6 +302,9 @@ type EndedCallSchemaForInsert struct {
 	WBRunStepEnd  *int64          `json:"wb_run_step_end,omitempty"`
 	TraceID       *string         `json:"trace_id,omitempty"`
 	StartedAtHint *string         `json:"started_at,omitempty"`
+	// IsEval is the SDK's hint that the call belongs to an evaluation (Weave routes such
+	// calls to its evaluation tables); Hone keeps every call in one table and needs no hint.
+	IsEval *bool `json:"is_eval,omitempty"`
 }
 
 // CallStartReq is the body of POST /call/start.
@@ -369,7 +372,9 @@ type CallsQueryReq struct {
 	IncludeTotalStorageSize    bool            `json:"include_total_storage_size,omitempty"`
 	Columns                    []string        `json:"columns,omitempty"`
 	ExpandColumns              []string        `json:"expand_columns,omitempty"`
-	ReturnExpandedColumnValues bool            `json:"return_expanded_column_values,omitempty"`
+	ReturnExpandedColumnValues *bool           `json:"return_expanded_column_values,omitempty"`
+	IncludeUsernames           bool            `json:"include_usernames,omitempty"`
+	LatestOnly                 bool            `json:"latest_only,omitempty"`
 }
 
 // CallSchema is a stored call.
@@ -390,6 +395,7 @@ type CallSchema struct {
 	Output                json.RawMessage `json:"output"`
 	Summary               json.RawMessage `json:"summary"`
 	WBUserID              *string         `json:"wb_user_id"`
+	WBUsername            *string         `json:"wb_username,omitempty"`
 	WBRunID               *string         `json:"wb_run_id"`
 	WBRunStep             *int64          `json:"wb_run_step"`
 	WBRunStepEnd          *int64          `json:"wb_run_step_end"`
@@ -548,19 +554,41 @@ type CostPurgeReq struct {
 	Query     json.RawMessage `json:"query"`
 }
 
-// FeedbackCreateReq is the body of POST /feedback/create (and /feedback/replace with FeedbackID).
+// FeedbackCreateReq is the body of POST /feedback/create and one item of
+// /feedback/batch/create. The scorer_* and span_* fields are the structured results of
+// scorers and agent-span feedback (Weave 0.54); absent ones take Weave's defaults.
 type FeedbackCreateReq struct {
-	ProjectID     string          `json:"project_id"`
-	WeaveRef      string          `json:"weave_ref"`
-	Creator       *string         `json:"creator,omitempty"`
-	FeedbackType  string          `json:"feedback_type"`
-	Payload       json.RawMessage `json:"payload"`
-	AnnotationRef *string         `json:"annotation_ref,omitempty"`
-	RunnableRef   *string         `json:"runnable_ref,omitempty"`
-	CallRef       *string         `json:"call_ref,omitempty"`
-	TriggerRef    *string         `json:"trigger_ref,omitempty"`
-	WBUserID      *string         `json:"wb_user_id,omitempty"`
-	FeedbackID    *string         `json:"feedback_id,omitempty"`
+	ProjectID               string             `json:"project_id"`
+	WeaveRef                string             `json:"weave_ref"`
+	Creator                 *string            `json:"creator,omitempty"`
+	FeedbackType            string             `json:"feedback_type"`
+	Payload                 json.RawMessage    `json:"payload"`
+	AnnotationRef           *string            `json:"annotation_ref,omitempty"`
+	RunnableRef             *string            `json:"runnable_ref,omitempty"`
+	CallRef                 *string            `json:"call_ref,omitempty"`
+	TriggerRef              *string            `json:"trigger_ref,omitempty"`
+	WBUserID                *string            `json:"wb_user_id,omitempty"`
+	ID                      *string            `json:"id,omitempty"`
+	QueueID                 *string            `json:"queue_id,omitempty"`
+	ScorerTags              []string           `json:"scorer_tags,omitempty"`
+	ScorerTagReasons        map[string]string  `json:"scorer_tag_reasons,omitempty"`
+	ScorerTagConfidences    map[string]float64 `json:"scorer_tag_confidences,omitempty"`
+	ScorerRatings           map[string]float64 `json:"scorer_ratings,omitempty"`
+	ScorerRatingReasons     map[string]string  `json:"scorer_rating_reasons,omitempty"`
+	ScorerRatingConfidences map[string]float64 `json:"scorer_rating_confidences,omitempty"`
+	SpanAgentName           *string            `json:"span_agent_name,omitempty"`
+	SpanAgentVersion        *string            `json:"span_agent_version,omitempty"`
+	SpanStatusCode          *string            `json:"span_status_code,omitempty"`
+	SpanConversationID      *string            `json:"span_conversation_id,omitempty"`
+	SpanTraceID             *string            `json:"span_trace_id,omitempty"`
+	ScorerTraceID           *string            `json:"scorer_trace_id,omitempty"`
+}
+
+// FeedbackReplaceReq is the body of POST /feedback/replace: new feedback that takes the
+// place of feedback_id.
+type FeedbackReplaceReq struct {
+	FeedbackCreateReq
+	FeedbackID string `json:"feedback_id"`
 }
 
 // FeedbackCreateRes is its answer.
@@ -569,6 +597,16 @@ type FeedbackCreateRes struct {
 	CreatedAt string          `json:"created_at"`
 	WBUserID  string          `json:"wb_user_id"`
 	Payload   json.RawMessage `json:"payload"`
+}
+
+// FeedbackBatchCreateReq is the body of POST /feedback/batch/create.
+type FeedbackBatchCreateReq struct {
+	Batch []FeedbackCreateReq `json:"batch"`
+}
+
+// FeedbackBatchCreateRes is its answer, one entry per item in order.
+type FeedbackBatchCreateRes struct {
+	Res []FeedbackCreateRes `json:"res"`
 }
 
 // FeedbackQueryReq is the body of POST /feedback/query.
@@ -581,9 +619,10 @@ type FeedbackQueryReq struct {
 	Offset    *int            `json:"offset,omitempty"`
 }
 
-// FeedbackQueryRes is its answer.
+// FeedbackQueryRes is its answer: the page asked for and how many match in all.
 type FeedbackQueryRes struct {
-	Result []map[string]any `json:"result"`
+	Result     []map[string]any `json:"result"`
+	TotalCount int              `json:"total_count"`
 }
 
 // FeedbackPurgeReq is the body of POST /feedback/purge.

@@ -1,7 +1,9 @@
 // Package traceapi serves the Weave-compatible trace server routes over internal/trace:
 // objects, tables, calls, usage, costs, feedback, files and refs. Requests authenticate with
 // HTTP Basic (any username; the password is an API key) and may only touch projects of the
-// key's entity. Unknown top-level request fields are a 400, as in Weave's strict models.
+// key's entity. Request fields Hone does not know follow the drift rule of internal/trace
+// (drift.go): a write keeps them as sent and logs them once; a read, delete or purge refuses
+// them with a 400 naming them.
 package traceapi
 
 import (
@@ -12,11 +14,14 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"sort"
+	"strings"
 
 	"github.com/honeai/hone/internal/apierror"
 	"github.com/honeai/hone/internal/auth"
 	"github.com/honeai/hone/internal/httpx"
 	"github.com/honeai/hone/internal/openapi"
+	"github.com/honeai/hone/internal/pyjson"
 	"github.com/honeai/hone/internal/trace"
 )
 
@@ -28,7 +33,50 @@ type API struct {
 // New returns the trace area on svc.
 func New(svc *trace.Service) *API { return &API{svc: svc} }
 
-var strict = httpx.DecodeOptions{Strict: true}
+// mode says how a route treats request fields Hone does not know.
+type mode int
+
+const (
+	// read: a read, delete or purge; an unknown field at any depth is a 400 naming it.
+	read mode = iota
+	// write: a create, upsert or update; unknown fields are kept beside what is stored.
+	write
+)
+
+// decode reads a JSON body into v under m and returns the context for the service (carrying
+// a write's unknown fields).
+func decode(r *http.Request, v any, m mode) (context.Context, error) {
+	if err := httpx.CheckJSONContentType(r); err != nil {
+		return nil, err
+	}
+	body, err := httpx.ReadBody(r)
+	if err != nil {
+		return nil, err
+	}
+	unknown, uerr := trace.UnknownFields(body, v)
+	if err := httpx.Unmarshal(body, v, httpx.DecodeOptions{}); err != nil {
+		return nil, err // malformed JSON in the decoder's usual words
+	}
+	if uerr != nil {
+		if errors.Is(uerr, pyjson.ErrTooDeep) {
+			return nil, apierror.BadRequest("", "Request body nested deeper than %d levels", pyjson.MaxDepth)
+		}
+		return nil, apierror.BadRequest("", "Malformed JSON body: %v", uerr)
+	}
+	if m == read && len(unknown) > 0 {
+		return nil, trace.UnknownFieldsError(unknown)
+	}
+	return trace.WithUnknownFields(r.Context(), routeName(r), unknown), nil
+}
+
+// routeName is the route's path pattern ("/feedback/create").
+func routeName(r *http.Request) string {
+	_, path, ok := strings.Cut(r.Pattern, " ")
+	if !ok {
+		return r.Pattern
+	}
+	return path
+}
 
 // authorizer checks projects against the request's principal.
 func authorizer(ctx context.Context) trace.Authorizer {
@@ -44,12 +92,36 @@ func user(ctx context.Context) string {
 	return p.Entity
 }
 
+// setStartUser records the key's user on a call start: wb_user_id is the server's to set
+// (Weave: "Do not set directly").
+func setStartUser(ctx context.Context, st *trace.StartedCallSchemaForInsert) {
+	if u := user(ctx); u != "" {
+		st.WBUserID = &u
+	}
+}
+
+func (a *API) feedbackBatchCreate(w http.ResponseWriter, r *http.Request) {
+	var req trace.FeedbackBatchCreateReq
+	ctx, err := decode(r, &req, write)
+	if err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	res, err := a.svc.FeedbackBatchCreate(ctx, req, user(ctx), authorizer(ctx))
+	if err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, res)
+}
+
 // jsonRoute decodes Req strictly, authorises the project named by project(req) (its JSON
 // path for error messages is param), runs fn and writes the result.
-func jsonRoute[Req, Res any](param string, project func(*Req) string, fn func(context.Context, *Req) (Res, error)) http.HandlerFunc {
+func jsonRoute[Req, Res any](m mode, param string, project func(*Req) string, fn func(context.Context, *Req) (Res, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req Req
-		if err := httpx.DecodeJSON(r, &req, strict); err != nil {
+		ctx, err := decode(r, &req, m)
+		if err != nil {
 			apierror.Write(w, r, err)
 			return
 		}
@@ -57,7 +129,7 @@ func jsonRoute[Req, Res any](param string, project func(*Req) string, fn func(co
 			apierror.Write(w, r, err)
 			return
 		}
-		res, err := fn(context.WithValue(r.Context(), pathKey{}, r), &req)
+		res, err := fn(context.WithValue(ctx, pathKey{}, r), &req)
 		if err != nil {
 			apierror.Write(w, r, mapErr(err))
 			return
@@ -84,39 +156,39 @@ func (a *API) Register(r *httpx.Router, basic httpx.Middleware) {
 	s := a.svc
 
 	// Objects.
-	g.HandleFunc("POST /obj/create", jsonRoute("obj.project_id", func(q *trace.ObjCreateReq) string { return q.Obj.ProjectID },
+	g.HandleFunc("POST /obj/create", jsonRoute(write, "obj.project_id", func(q *trace.ObjCreateReq) string { return q.Obj.ProjectID },
 		func(ctx context.Context, q *trace.ObjCreateReq) (trace.ObjCreateRes, error) {
 			return s.ObjCreate(ctx, *q, user(ctx))
 		}),
 		op("Create an object version (digest computed as Weave does)", trace.ObjCreateReq{}, trace.ObjCreateRes{}))
-	g.HandleFunc("POST /obj/read", jsonRoute("project_id", func(q *trace.ObjReadReq) string { return q.ProjectID },
+	g.HandleFunc("POST /obj/read", jsonRoute(read, "project_id", func(q *trace.ObjReadReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.ObjReadReq) (trace.ObjReadRes, error) { return s.ObjRead(ctx, *q) }),
 		op("Read an object version by digest, latest, vN or alias", trace.ObjReadReq{}, trace.ObjReadRes{}))
-	g.HandleFunc("POST /obj/delete", jsonRoute("project_id", func(q *trace.ObjDeleteReq) string { return q.ProjectID },
+	g.HandleFunc("POST /obj/delete", jsonRoute(read, "project_id", func(q *trace.ObjDeleteReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.ObjDeleteReq) (trace.ObjDeleteRes, error) {
 			return s.ObjDelete(ctx, *q)
 		}),
 		op("Delete object versions", trace.ObjDeleteReq{}, trace.ObjDeleteRes{}))
-	g.HandleFunc("POST /objs/query", jsonRoute("project_id", func(q *trace.ObjQueryReq) string { return q.ProjectID },
+	g.HandleFunc("POST /objs/query", jsonRoute(read, "project_id", func(q *trace.ObjQueryReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.ObjQueryReq) (trace.ObjQueryRes, error) {
 			return s.ObjsQuery(ctx, *q)
 		}),
 		op("Query object versions", trace.ObjQueryReq{}, trace.ObjQueryRes{}))
 
 	// Tags and aliases.
-	g.HandleFunc("PUT /objs/{object_id}/versions/{digest}/tags", jsonRoute("project_id", func(q *trace.TagsReq) string { return q.ProjectID },
+	g.HandleFunc("PUT /objs/{object_id}/versions/{digest}/tags", jsonRoute(write, "project_id", func(q *trace.TagsReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.TagsReq) (trace.Empty, error) {
 			return trace.Empty{}, s.AddTags(ctx, q.ProjectID, pathValue(ctx, "object_id"), pathValue(ctx, "digest"), q.Tags)
 		}), op("Add tags to an object version", trace.TagsReq{}, trace.Empty{}))
-	g.HandleFunc("POST /objs/{object_id}/versions/{digest}/tags/remove", jsonRoute("project_id", func(q *trace.TagsReq) string { return q.ProjectID },
+	g.HandleFunc("POST /objs/{object_id}/versions/{digest}/tags/remove", jsonRoute(read, "project_id", func(q *trace.TagsReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.TagsReq) (trace.Empty, error) {
 			return trace.Empty{}, s.RemoveTags(ctx, q.ProjectID, pathValue(ctx, "object_id"), pathValue(ctx, "digest"), q.Tags)
 		}), op("Remove tags from an object version", trace.TagsReq{}, trace.Empty{}))
-	g.HandleFunc("PUT /objs/{object_id}/aliases", jsonRoute("project_id", func(q *trace.AliasesSetReq) string { return q.ProjectID },
+	g.HandleFunc("PUT /objs/{object_id}/aliases", jsonRoute(write, "project_id", func(q *trace.AliasesSetReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.AliasesSetReq) (trace.Empty, error) {
 			return trace.Empty{}, s.SetAliases(ctx, q.ProjectID, pathValue(ctx, "object_id"), q.Digest, q.Aliases)
 		}), op("Point aliases of an object at a version", trace.AliasesSetReq{}, trace.Empty{}))
-	g.HandleFunc("POST /objs/{object_id}/aliases/remove", jsonRoute("project_id", func(q *trace.AliasesRemoveReq) string { return q.ProjectID },
+	g.HandleFunc("POST /objs/{object_id}/aliases/remove", jsonRoute(read, "project_id", func(q *trace.AliasesRemoveReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.AliasesRemoveReq) (trace.Empty, error) {
 			return trace.Empty{}, s.RemoveAliases(ctx, q.ProjectID, pathValue(ctx, "object_id"), q.Aliases)
 		}), op("Remove aliases of an object", trace.AliasesRemoveReq{}, trace.Empty{}))
@@ -126,21 +198,21 @@ func (a *API) Register(r *httpx.Router, basic httpx.Middleware) {
 		a.listOp("List a project's aliases", trace.AliasesListRes{}))
 
 	// Tables.
-	g.HandleFunc("POST /table/create", jsonRoute("table.project_id", func(q *trace.TableCreateReq) string { return q.Table.ProjectID },
+	g.HandleFunc("POST /table/create", jsonRoute(write, "table.project_id", func(q *trace.TableCreateReq) string { return q.Table.ProjectID },
 		func(ctx context.Context, q *trace.TableCreateReq) (trace.TableCreateRes, error) {
 			return s.TableCreate(ctx, *q)
 		}),
 		op("Create a table of rows", trace.TableCreateReq{}, trace.TableCreateRes{}))
-	g.HandleFunc("POST /table/update", jsonRoute("project_id", func(q *trace.TableUpdateReq) string { return q.ProjectID },
+	g.HandleFunc("POST /table/update", jsonRoute(write, "project_id", func(q *trace.TableUpdateReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.TableUpdateReq) (trace.TableUpdateRes, error) {
 			return s.TableUpdate(ctx, *q)
 		}),
 		op("Append, pop or insert rows, making a new table", trace.TableUpdateReq{}, trace.TableUpdateRes{}))
-	g.HandleFunc("POST /table/create_from_digests", jsonRoute("project_id", func(q *trace.TableCreateFromDigestsReq) string { return q.ProjectID },
+	g.HandleFunc("POST /table/create_from_digests", jsonRoute(write, "project_id", func(q *trace.TableCreateFromDigestsReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.TableCreateFromDigestsReq) (trace.TableCreateFromDigestsRes, error) {
 			return s.TableCreateFromDigests(ctx, *q)
 		}), op("Create a table from stored row digests", trace.TableCreateFromDigestsReq{}, trace.TableCreateFromDigestsRes{}))
-	g.HandleFunc("POST /table/query", jsonRoute("project_id", func(q *trace.TableQueryReq) string { return q.ProjectID },
+	g.HandleFunc("POST /table/query", jsonRoute(read, "project_id", func(q *trace.TableQueryReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.TableQueryReq) (trace.TableQueryRes, error) {
 			return s.TableQuery(ctx, *q)
 		}),
@@ -148,23 +220,24 @@ func (a *API) Register(r *httpx.Router, basic httpx.Middleware) {
 	g.HandleFunc("POST /table/query_stream", a.tableQueryStream, &openapi.Operation{
 		Summary: "Query table rows as JSON lines", Tags: []string{"tracing"}, Security: openapi.BasicAuth,
 		Request: trace.TableQueryReq{}, Response: trace.TableRowSchema{}, ResponseContentType: "application/jsonl"})
-	g.HandleFunc("POST /table/query_stats", jsonRoute("project_id", func(q *trace.TableQueryStatsReq) string { return q.ProjectID },
+	g.HandleFunc("POST /table/query_stats", jsonRoute(read, "project_id", func(q *trace.TableQueryStatsReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.TableQueryStatsReq) (trace.TableQueryStatsRes, error) {
 			return s.TableQueryStats(ctx, *q)
 		}),
 		op("Count a table's rows", trace.TableQueryStatsReq{}, trace.TableQueryStatsRes{}))
-	g.HandleFunc("POST /table/query_stats_batch", jsonRoute("project_id", func(q *trace.TableQueryStatsBatchReq) string { return q.ProjectID },
+	g.HandleFunc("POST /table/query_stats_batch", jsonRoute(read, "project_id", func(q *trace.TableQueryStatsBatchReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.TableQueryStatsBatchReq) (trace.TableQueryStatsBatchRes, error) {
 			return s.TableQueryStatsBatch(ctx, *q)
 		}), op("Count rows of several tables", trace.TableQueryStatsBatchReq{}, trace.TableQueryStatsBatchRes{}))
 
 	// Calls.
-	g.HandleFunc("POST /call/start", jsonRoute("start.project_id", func(q *trace.CallStartReq) string { return q.Start.ProjectID },
+	g.HandleFunc("POST /call/start", jsonRoute(write, "start.project_id", func(q *trace.CallStartReq) string { return q.Start.ProjectID },
 		func(ctx context.Context, q *trace.CallStartReq) (trace.CallStartRes, error) {
+			setStartUser(ctx, &q.Start)
 			return s.CallStart(ctx, *q)
 		}),
 		op("Start a call", trace.CallStartReq{}, trace.CallStartRes{}))
-	g.HandleFunc("POST /call/end", jsonRoute("end.project_id", func(q *trace.CallEndReq) string { return q.End.ProjectID },
+	g.HandleFunc("POST /call/end", jsonRoute(write, "end.project_id", func(q *trace.CallEndReq) string { return q.End.ProjectID },
 		func(ctx context.Context, q *trace.CallEndReq) (trace.Empty, error) {
 			return trace.Empty{}, s.CallEnd(ctx, *q)
 		}),
@@ -174,69 +247,71 @@ func (a *API) Register(r *httpx.Router, basic httpx.Middleware) {
 		Summary: "Query calls as JSON lines", Tags: []string{"tracing"}, Security: openapi.BasicAuth,
 		Request: trace.CallsQueryReq{}, Response: trace.CallSchema{}, ResponseContentType: "application/jsonl"})
 	g.HandleFunc("POST /calls/query", a.callsQuery, op("Query calls", trace.CallsQueryReq{}, callsQueryRes{}))
-	g.HandleFunc("POST /calls/query_stats", jsonRoute("project_id", func(q *trace.CallsQueryStatsReq) string { return q.ProjectID },
+	g.HandleFunc("POST /calls/query_stats", jsonRoute(read, "project_id", func(q *trace.CallsQueryStatsReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.CallsQueryStatsReq) (trace.CallsQueryStatsRes, error) {
 			return s.CallsQueryStats(ctx, *q)
 		}),
 		op("Count calls", trace.CallsQueryStatsReq{}, trace.CallsQueryStatsRes{}))
-	g.HandleFunc("POST /call/read", jsonRoute("project_id", func(q *trace.CallReadReq) string { return q.ProjectID },
+	g.HandleFunc("POST /call/read", jsonRoute(read, "project_id", func(q *trace.CallReadReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.CallReadReq) (trace.CallReadRes, error) { return s.CallRead(ctx, *q) }),
 		op("Read a call", trace.CallReadReq{}, trace.CallReadRes{}))
-	g.HandleFunc("POST /call/update", jsonRoute("project_id", func(q *trace.CallUpdateReq) string { return q.ProjectID },
+	g.HandleFunc("POST /call/update", jsonRoute(write, "project_id", func(q *trace.CallUpdateReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.CallUpdateReq) (trace.Empty, error) {
 			return trace.Empty{}, s.CallUpdate(ctx, *q)
 		}),
 		op("Rename a call", trace.CallUpdateReq{}, trace.Empty{}))
-	g.HandleFunc("POST /calls/delete", jsonRoute("project_id", func(q *trace.CallsDeleteReq) string { return q.ProjectID },
+	g.HandleFunc("POST /calls/delete", jsonRoute(read, "project_id", func(q *trace.CallsDeleteReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.CallsDeleteReq) (trace.CallsDeleteRes, error) {
 			return s.CallsDelete(ctx, *q)
 		}),
 		op("Delete calls and their descendants", trace.CallsDeleteReq{}, trace.CallsDeleteRes{}))
 
 	// Usage.
-	g.HandleFunc("POST /trace/usage", jsonRoute("project_id", func(q *trace.TraceUsageReq) string { return q.ProjectID },
+	g.HandleFunc("POST /trace/usage", jsonRoute(read, "project_id", func(q *trace.TraceUsageReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.TraceUsageReq) (trace.UsageRes, error) {
 			return s.TraceUsage(ctx, *q)
 		}),
 		op("Per-call usage of matching calls, rolled up over descendants", trace.TraceUsageReq{}, trace.UsageRes{}))
-	g.HandleFunc("POST /calls/usage", jsonRoute("project_id", func(q *trace.CallsUsageReq) string { return q.ProjectID },
+	g.HandleFunc("POST /calls/usage", jsonRoute(read, "project_id", func(q *trace.CallsUsageReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.CallsUsageReq) (trace.UsageRes, error) {
 			return s.CallsUsage(ctx, *q)
 		}),
 		op("Usage of whole traces rooted at calls", trace.CallsUsageReq{}, trace.UsageRes{}))
 
 	// Costs.
-	g.HandleFunc("POST /cost/create", jsonRoute("project_id", func(q *trace.CostCreateReq) string { return q.ProjectID },
+	g.HandleFunc("POST /cost/create", jsonRoute(write, "project_id", func(q *trace.CostCreateReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.CostCreateReq) (trace.CostCreateRes, error) {
 			return s.CostCreate(ctx, *q, user(ctx))
 		}),
 		op("Set token prices for a project", trace.CostCreateReq{}, trace.CostCreateRes{}))
-	g.HandleFunc("POST /cost/query", jsonRoute("project_id", func(q *trace.CostQueryReq) string { return q.ProjectID },
+	g.HandleFunc("POST /cost/query", jsonRoute(read, "project_id", func(q *trace.CostQueryReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.CostQueryReq) (trace.CostQueryRes, error) {
 			return s.CostQuery(ctx, *q)
 		}),
 		op("List token prices", trace.CostQueryReq{}, trace.CostQueryRes{}))
-	g.HandleFunc("POST /cost/purge", jsonRoute("project_id", func(q *trace.CostPurgeReq) string { return q.ProjectID },
+	g.HandleFunc("POST /cost/purge", jsonRoute(read, "project_id", func(q *trace.CostPurgeReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.CostPurgeReq) (trace.Empty, error) {
 			return trace.Empty{}, s.CostPurge(ctx, *q)
 		}),
 		op("Delete a project's token prices", trace.CostPurgeReq{}, trace.Empty{}))
 
 	// Feedback.
-	g.HandleFunc("POST /feedback/create", jsonRoute("project_id", func(q *trace.FeedbackCreateReq) string { return q.ProjectID },
+	g.HandleFunc("POST /feedback/create", jsonRoute(write, "project_id", func(q *trace.FeedbackCreateReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.FeedbackCreateReq) (trace.FeedbackCreateRes, error) {
 			return s.FeedbackCreate(ctx, *q, user(ctx))
 		}), op("Add feedback to a ref", trace.FeedbackCreateReq{}, trace.FeedbackCreateRes{}))
-	g.HandleFunc("POST /feedback/replace", jsonRoute("project_id", func(q *trace.FeedbackCreateReq) string { return q.ProjectID },
-		func(ctx context.Context, q *trace.FeedbackCreateReq) (trace.FeedbackCreateRes, error) {
+	g.HandleFunc("POST /feedback/batch/create", a.feedbackBatchCreate,
+		op("Add several feedback items in one transaction", trace.FeedbackBatchCreateReq{}, trace.FeedbackBatchCreateRes{}))
+	g.HandleFunc("POST /feedback/replace", jsonRoute(write, "project_id", func(q *trace.FeedbackReplaceReq) string { return q.ProjectID },
+		func(ctx context.Context, q *trace.FeedbackReplaceReq) (trace.FeedbackCreateRes, error) {
 			return s.FeedbackReplace(ctx, *q, user(ctx))
-		}), op("Replace feedback", trace.FeedbackCreateReq{}, trace.FeedbackCreateRes{}))
-	g.HandleFunc("POST /feedback/query", jsonRoute("project_id", func(q *trace.FeedbackQueryReq) string { return q.ProjectID },
+		}), op("Replace feedback", trace.FeedbackReplaceReq{}, trace.FeedbackCreateRes{}))
+	g.HandleFunc("POST /feedback/query", jsonRoute(read, "project_id", func(q *trace.FeedbackQueryReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.FeedbackQueryReq) (trace.FeedbackQueryRes, error) {
 			return s.FeedbackQuery(ctx, *q)
 		}),
 		op("Query feedback", trace.FeedbackQueryReq{}, trace.FeedbackQueryRes{}))
-	g.HandleFunc("POST /feedback/purge", jsonRoute("project_id", func(q *trace.FeedbackPurgeReq) string { return q.ProjectID },
+	g.HandleFunc("POST /feedback/purge", jsonRoute(read, "project_id", func(q *trace.FeedbackPurgeReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.FeedbackPurgeReq) (trace.Empty, error) {
 			return trace.Empty{}, s.FeedbackPurge(ctx, *q)
 		}),
@@ -302,12 +377,18 @@ func (a *API) upsertBatch(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, err)
 		return
 	}
-	req, err := trace.DecodeCallBatch(body)
+	req, unknown, err := trace.DecodeCallBatch(body)
 	if err != nil {
 		apierror.Write(w, r, err)
 		return
 	}
-	res, err := a.svc.CallUpsertBatch(r.Context(), req, authorizer(r.Context()))
+	for _, it := range req.Batch {
+		if it.Req.Start != nil {
+			setStartUser(r.Context(), it.Req.Start)
+		}
+	}
+	ctx := trace.WithUnknownFields(r.Context(), routeName(r), unknown)
+	res, err := a.svc.CallUpsertBatch(ctx, req, authorizer(ctx))
 	if err != nil {
 		apierror.Write(w, r, err)
 		return
@@ -321,7 +402,7 @@ type callsQueryRes struct {
 
 func (a *API) decodeCallsQuery(w http.ResponseWriter, r *http.Request) (trace.CallsQueryReq, bool) {
 	var req trace.CallsQueryReq
-	if err := httpx.DecodeJSON(r, &req, strict); err != nil {
+	if _, err := decode(r, &req, read); err != nil {
 		apierror.Write(w, r, err)
 		return req, false
 	}
@@ -407,7 +488,7 @@ func (a *API) callsStreamQuery(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) tableQueryStream(w http.ResponseWriter, r *http.Request) {
 	var req trace.TableQueryReq
-	if err := httpx.DecodeJSON(r, &req, strict); err != nil {
+	if _, err := decode(r, &req, read); err != nil {
 		apierror.Write(w, r, err)
 		return
 	}
@@ -429,8 +510,9 @@ func (a *API) tableQueryStream(w http.ResponseWriter, r *http.Request) {
 
 // fileForm documents the multipart form of /file/create.
 type fileForm struct {
-	ProjectID string `json:"project_id"`
-	File      []byte `json:"file" jsonschema:"format=binary"`
+	ProjectID      string `json:"project_id"`
+	File           []byte `json:"file" jsonschema:"format=binary"`
+	ExpectedDigest string `json:"expected_digest,omitempty"`
 }
 
 func (a *API) fileCreate(w http.ResponseWriter, r *http.Request) {
@@ -469,7 +551,23 @@ func (a *API) fileCreate(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, apierror.TooLarge("file is larger than %d bytes", trace.MaxFileBytes))
 		return
 	}
-	res, err := a.svc.FileCreate(r.Context(), project, hdr.Filename, content)
+	// Form fields other than project_id, file and expected_digest are kept as sent.
+	var unknown []trace.UnknownField
+	for _, k := range sortedFormKeys(r.MultipartForm.Value) {
+		if k == "project_id" || k == "expected_digest" {
+			continue
+		}
+		b, _ := json.Marshal(strings.Join(r.MultipartForm.Value[k], ","))
+		unknown = append(unknown, trace.UnknownField{Path: k, Value: b})
+	}
+	for k := range r.MultipartForm.File {
+		if k != "file" {
+			b, _ := json.Marshal("(a file part)")
+			unknown = append(unknown, trace.UnknownField{Path: k, Value: b})
+		}
+	}
+	ctx := trace.WithUnknownFields(r.Context(), routeName(r), unknown)
+	res, err := a.svc.FileCreate(ctx, project, hdr.Filename, content, r.FormValue("expected_digest"))
 	if err != nil {
 		apierror.Write(w, r, err)
 		return
@@ -479,7 +577,7 @@ func (a *API) fileCreate(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) fileContent(w http.ResponseWriter, r *http.Request) {
 	var req trace.FileContentReadReq
-	if err := httpx.DecodeJSON(r, &req, strict); err != nil {
+	if _, err := decode(r, &req, read); err != nil {
 		apierror.Write(w, r, err)
 		return
 	}
@@ -498,7 +596,7 @@ func (a *API) fileContent(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) refsReadBatch(w http.ResponseWriter, r *http.Request) {
 	var req trace.RefsReadBatchReq
-	if err := httpx.DecodeJSON(r, &req, strict); err != nil {
+	if _, err := decode(r, &req, read); err != nil {
 		apierror.Write(w, r, err)
 		return
 	}
@@ -526,11 +624,15 @@ func (a *API) callsComplete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req trace.CallsCompleteReq
-	if err := httpx.DecodeJSON(r, &req, strict); err != nil {
+	ctx, err := decode(r, &req, write)
+	if err != nil {
 		apierror.Write(w, r, err)
 		return
 	}
-	if err := a.svc.CallsComplete(r.Context(), project, req); err != nil {
+	for i := range req.Batch {
+		setStartUser(ctx, &req.Batch[i].StartedCallSchemaForInsert)
+	}
+	if err := a.svc.CallsComplete(ctx, project, req); err != nil {
 		apierror.Write(w, r, err)
 		return
 	}
@@ -543,7 +645,8 @@ func (a *API) v2CallStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req trace.CallStartReq
-	if err := httpx.DecodeJSON(r, &req, strict); err != nil {
+	ctx, err := decode(r, &req, write)
+	if err != nil {
 		apierror.Write(w, r, err)
 		return
 	}
@@ -551,7 +654,8 @@ func (a *API) v2CallStart(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, apierror.BadRequest("start.project_id", "start.project_id must be %s (the project of the route)", project))
 		return
 	}
-	res, err := a.svc.CallStart(r.Context(), req)
+	setStartUser(ctx, &req.Start)
+	res, err := a.svc.CallStart(ctx, req)
 	if err != nil {
 		apierror.Write(w, r, err)
 		return
@@ -565,7 +669,8 @@ func (a *API) v2CallEnd(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req trace.CallEndReq
-	if err := httpx.DecodeJSON(r, &req, strict); err != nil {
+	ctx, err := decode(r, &req, write)
+	if err != nil {
 		apierror.Write(w, r, err)
 		return
 	}
@@ -573,9 +678,18 @@ func (a *API) v2CallEnd(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, apierror.BadRequest("end.project_id", "end.project_id must be %s (the project of the route)", project))
 		return
 	}
-	if err := a.svc.CallEnd(r.Context(), req); err != nil {
+	if err := a.svc.CallEnd(ctx, req); err != nil {
 		apierror.Write(w, r, err)
 		return
 	}
 	httpx.WriteJSON(w, http.StatusOK, trace.Empty{})
+}
+
+func sortedFormKeys(m map[string][]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
