@@ -74,6 +74,7 @@ func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout
 		return nil, err
 	}
 	s.trace = trace.NewService(traceStore)
+	s.trace.SetLogger(logger)
 	if err := s.loadModels(); err != nil {
 		return nil, err
 	}
