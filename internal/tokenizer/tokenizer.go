@@ -80,7 +80,50 @@ func Load(dir string) (*Tokenizer, error) {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
-	return FromJSON(tj, cj)
+	t, err := FromJSON(tj, cj)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.loadTemplateFiles(dir); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// loadTemplateFiles reads the chat templates that transformers 4.43+ and 5 save as files:
+// chat_template.jinja (the default template) and additional_chat_templates/NAME.jinja (named
+// ones). As in transformers' from_pretrained, when any such file exists the files replace
+// every template of tokenizer_config.json (whose chat_template is then ignored).
+func (t *Tokenizer) loadTemplateFiles(dir string) error {
+	files := map[string]string{}
+	if b, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja")); err == nil {
+		files[""] = string(b)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("tokenizer: %w", err)
+	}
+	extra, err := filepath.Glob(filepath.Join(dir, "additional_chat_templates", "*.jinja"))
+	if err != nil {
+		return fmt.Errorf("tokenizer: %w", err)
+	}
+	for _, path := range extra {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("tokenizer: %w", err)
+		}
+		name := strings.TrimSuffix(filepath.Base(path), ".jinja")
+		if name == "default" {
+			name = ""
+		}
+		files[name] = string(b)
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	t.config.ChatTemplates = files
+	if t.config.SpecialTokens == nil {
+		t.config.SpecialTokens = map[string]string{}
+	}
+	return nil
 }
 
 func readMaybeGz(path string) ([]byte, error) {
