@@ -1,12 +1,14 @@
 // Package tokenizer implements Hugging Face `tokenizer.json` byte-level BPE tokenizers (the
-// kind Llama 3, Qwen2/Qwen3, SmolLM and GPT-2 ship) in Go: normalizers, the pre-tokenizer split
-// patterns (hand-written splitters for the Llama 3, Qwen2 and GPT-2 patterns, a regex engine
-// for others), byte-level BPE with merge ranks, added and special tokens, post-processor
-// templates, and decoding, including an incremental decoder for streaming that never emits half
-// a UTF-8 character.
+// kind Llama 3.x, Qwen2/Qwen3, SmolLM2 and GPT-2 ship) in Go: normalizers (NFC, NFD, NFKC, NFKD,
+// Lowercase, Sequence), pre-tokenizers (Sequence, Split with any behavior, Digits, ByteLevel;
+// hand-written splitters for the Llama 3, Qwen2 and GPT-2 patterns, a regex engine for others),
+// byte-level BPE with merge ranks, ignore_merges and unk_token, added and special tokens,
+// post-processor templates, and decoding, including an incremental decoder for streaming that
+// never emits half a UTF-8 character. Any component or option that would change ids and that
+// is not implemented is refused at load with its name.
 //
 // Ids agree with Hugging Face's `tokenizers` library on the committed golden corpus
-// (testdata/goldens.jsonl, made by scripts/tokenizer-goldens).
+// (testdata/goldens.jsonl and goldens-variants.jsonl, made by scripts/tokenizer-goldens).
 package tokenizer
 
 import (
@@ -37,8 +39,9 @@ type Tokenizer struct {
 
 	ignoreMerges bool
 	normalize    func(string) string
-	split        splitter
-	prefixSpace  bool
+	pre          preTokenizer
+	unkID        int32 // id of model.unk_token for bytes the vocabulary lacks (-1: dropped)
+	fuseUnk      bool
 	addedMatch   *addedMatcher
 
 	// post-processor template for a single sequence: ids before and after the text.
@@ -151,12 +154,16 @@ type tokenizerJSON struct {
 	PostProcessor json.RawMessage  `json:"post_processor"`
 	Decoder       json.RawMessage  `json:"decoder"`
 	Model         struct {
-		Type         string           `json:"type"`
-		Vocab        map[string]int32 `json:"vocab"`
-		Merges       json.RawMessage  `json:"merges"`
-		IgnoreMerges bool             `json:"ignore_merges"`
-		ByteFallback bool             `json:"byte_fallback"`
-		UnkToken     *string          `json:"unk_token"`
+		Type                    string           `json:"type"`
+		Vocab                   map[string]int32 `json:"vocab"`
+		Merges                  json.RawMessage  `json:"merges"`
+		IgnoreMerges            bool             `json:"ignore_merges"`
+		ByteFallback            bool             `json:"byte_fallback"`
+		UnkToken                *string          `json:"unk_token"`
+		FuseUnk                 bool             `json:"fuse_unk"`
+		Dropout                 *float64         `json:"dropout"`
+		ContinuingSubwordPrefix *string          `json:"continuing_subword_prefix"`
+		EndOfWordSuffix         *string          `json:"end_of_word_suffix"`
 	} `json:"model"`
 }
 
@@ -185,6 +192,9 @@ type component struct {
 	AddPrefixSpace bool              `json:"add_prefix_space"`
 	UseRegex       *bool             `json:"use_regex"`
 	Single         []json.RawMessage `json:"single"`
+	SpecialTokens  map[string]struct {
+		IDs []int `json:"ids"`
+	} `json:"special_tokens"`
 }
 
 func isNull(raw json.RawMessage) bool {
@@ -250,6 +260,9 @@ func FromJSON(tokenizerJSONData, configJSON []byte) (*Tokenizer, error) {
 	}
 	t.addedMatch = newAddedMatcher(addedList)
 	t.ignoreMerges = tj.Model.IgnoreMerges
+	if err := t.checkModel(&tj); err != nil {
+		return nil, err
+	}
 	if err := t.loadMerges(tj.Model.Merges); err != nil {
 		return nil, err
 	}
@@ -272,6 +285,35 @@ func FromJSON(tokenizerJSONData, configJSON []byte) (*Tokenizer, error) {
 		}
 	}
 	return t, nil
+}
+
+// checkModel refuses the BPE options that would change ids and that Hone does not implement,
+// and reads unk_token (used, as in tokenizers, for a byte the vocabulary cannot spell).
+func (t *Tokenizer) checkModel(tj *tokenizerJSON) error {
+	m := &tj.Model
+	if m.Dropout != nil && *m.Dropout != 0 {
+		return fmt.Errorf("tokenizer: model.dropout %v is not supported (ids would be random)", *m.Dropout)
+	}
+	if m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "" {
+		return fmt.Errorf("tokenizer: model.continuing_subword_prefix %q is not supported", *m.ContinuingSubwordPrefix)
+	}
+	if m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "" {
+		return fmt.Errorf("tokenizer: model.end_of_word_suffix %q is not supported", *m.EndOfWordSuffix)
+	}
+	complete := true
+	for _, id := range t.byteToken {
+		complete = complete && id >= 0
+	}
+	if m.ByteFallback && !complete {
+		return fmt.Errorf("tokenizer: model.byte_fallback is not supported (the vocabulary lacks byte-level tokens for some bytes)")
+	}
+	t.unkID, t.fuseUnk = -1, m.FuseUnk
+	if m.UnkToken != nil {
+		if id, ok := t.vocab[*m.UnkToken]; ok {
+			t.unkID = id
+		}
+	}
+	return nil
 }
 
 func (t *Tokenizer) loadMerges(raw json.RawMessage) error {
@@ -347,66 +389,6 @@ func buildNormalizer(raw json.RawMessage) (func(string) string, error) {
 	return nil, fmt.Errorf("tokenizer: normalizer %q is not supported", c.Type)
 }
 
-func (t *Tokenizer) buildPreTokenizer(raw json.RawMessage) error {
-	if isNull(raw) {
-		return fmt.Errorf("tokenizer: no pre_tokenizer: Hone supports byte-level BPE tokenizers")
-	}
-	var c component
-	if err := json.Unmarshal(raw, &c); err != nil {
-		return fmt.Errorf("tokenizer: pre_tokenizer: %w", err)
-	}
-	parts := []json.RawMessage{raw}
-	if c.Type == "Sequence" {
-		parts = c.Pretokenizers
-	}
-	byteLevel := false
-	for _, p := range parts {
-		var pc component
-		if err := json.Unmarshal(p, &pc); err != nil {
-			return fmt.Errorf("tokenizer: pre_tokenizer: %w", err)
-		}
-		switch pc.Type {
-		case "Split":
-			if t.split != nil {
-				return fmt.Errorf("tokenizer: more than one Split pre-tokenizer is not supported")
-			}
-			if pc.Behavior != "Isolated" || pc.Invert {
-				return fmt.Errorf("tokenizer: Split behavior %q (invert %v) is not supported (Isolated only)", pc.Behavior, pc.Invert)
-			}
-			if pc.Pattern.Regex == nil {
-				return fmt.Errorf("tokenizer: Split with a string pattern is not supported")
-			}
-			s, err := splitterFor(*pc.Pattern.Regex)
-			if err != nil {
-				return err
-			}
-			t.split = s
-		case "ByteLevel":
-			byteLevel = true
-			t.prefixSpace = pc.AddPrefixSpace
-			if pc.UseRegex == nil || *pc.UseRegex {
-				if t.split != nil {
-					return fmt.Errorf("tokenizer: ByteLevel with use_regex after a Split is not supported")
-				}
-				t.split = splitGPT2
-			}
-		default:
-			return fmt.Errorf("tokenizer: pre-tokenizer %q is not supported", pc.Type)
-		}
-	}
-	if !byteLevel {
-		return fmt.Errorf("tokenizer: not a byte-level tokenizer (no ByteLevel pre-tokenizer)")
-	}
-	if t.split == nil {
-		t.split = func(s string, emit func(int, int)) {
-			if s != "" {
-				emit(0, len(s))
-			}
-		}
-	}
-	return nil
-}
-
 func (t *Tokenizer) buildPostProcessor(raw json.RawMessage) error {
 	if isNull(raw) {
 		return nil
@@ -444,14 +426,20 @@ func (t *Tokenizer) buildPostProcessor(raw json.RawMessage) error {
 				case it.Sequence != nil:
 					seenText = true
 				case it.SpecialToken != nil:
-					id, ok := t.vocab[it.SpecialToken.ID]
+					// The ids are those of the processor's special_tokens entry.
+					st, ok := pc.SpecialTokens[it.SpecialToken.ID]
 					if !ok {
-						return fmt.Errorf("tokenizer: TemplateProcessing names unknown token %q", it.SpecialToken.ID)
+						return fmt.Errorf("tokenizer: TemplateProcessing names %q, which its special_tokens lacks", it.SpecialToken.ID)
+					}
+					for _, id := range st.IDs {
+						if id < 0 || id >= len(t.tokens) {
+							return fmt.Errorf("tokenizer: TemplateProcessing token %q has id %d outside the vocabulary", it.SpecialToken.ID, id)
+						}
 					}
 					if seenText {
-						t.suffixIDs = append(t.suffixIDs, int(id))
+						t.suffixIDs = append(t.suffixIDs, st.IDs...)
 					} else {
-						t.prefixIDs = append(t.prefixIDs, int(id))
+						t.prefixIDs = append(t.prefixIDs, st.IDs...)
 					}
 				}
 			}
@@ -639,14 +627,14 @@ func (t *Tokenizer) Encode(text string, addSpecialTokens bool) []int {
 
 // encodePlain tokenizes text that holds no added token.
 func (t *Tokenizer) encodePlain(text string, out []int) []int {
+	if text == "" {
+		return out
+	}
 	if t.normalize != nil {
 		text = t.normalize(text)
 	}
-	if t.prefixSpace && text != "" && text[0] != ' ' {
-		text = " " + text
-	}
-	t.split(text, func(start, end int) {
-		out = t.encodeWord(text[start:end], out)
+	t.pre(text, func(piece string) {
+		out = t.encodeWord(piece, out)
 	})
 	return out
 }
