@@ -28,76 +28,80 @@ from gguf import GGUFReader
 here = os.path.dirname(os.path.abspath(__file__))
 out_dir = os.path.join(here, "..", "..", "internal", "tokenizer", "testdata", "smollm2")
 
-r = GGUFReader(sys.argv[1])
+def build(path):
+    """Returns (tokenizer.json, tokenizer_config.json, the GGUF reader) for the GGUF at path."""
+    r = GGUFReader(path)
+
+    def strings(key):
+        f = r.fields[key]
+        return [bytes(f.parts[i]).decode("utf-8") for i in f.data]
+
+    def scalar(key):
+        f = r.fields[key]
+        return f.parts[f.data[0]][0].item()
+
+    assert strings("tokenizer.ggml.model") == ["gpt2"]
+    assert strings("tokenizer.ggml.pre") == ["smollm"]
+    tokens = strings("tokenizer.ggml.tokens")
+    merges = strings("tokenizer.ggml.merges")
+    f = r.fields["tokenizer.ggml.token_type"]
+    types = [int(f.parts[i][0]) for i in f.data]
+    assert len(tokens) == len(types) == 49152 and len(merges) == 48900
+    bos, eos = scalar("tokenizer.ggml.bos_token_id"), scalar("tokenizer.ggml.eos_token_id")
+    unk, pad = scalar("tokenizer.ggml.unknown_token_id"), scalar("tokenizer.ggml.padding_token_id")
+    chat_template = strings("tokenizer.chat_template")[0]
+
+    # SmolLM2 was trained with a restricted initial alphabet: 21 bytes have no token (0xC0, 0xC1,
+    # 0xF1, 0xF2, 0xF5..0xFF and the control bytes 0x04, 0x06, 0x13, 0x14, 0x16, 0x1D). With
+    # unk_token null, tokenizers drops them; the corpus has strings that contain some.
+    alphabet = [b for b in range(256) if 33 <= b <= 126 or 161 <= b <= 172 or 174 <= b <= 255]
+    alphabet += [b for b in range(256) if b not in alphabet]
+    chars = {b: chr(b) if i < 188 else chr(256 + i - 188) for i, b in enumerate(alphabet)}
+    missing = sorted(b for b in range(256) if chars[b] not in set(tokens))
+    assert missing == [0x04, 0x06, 0x13, 0x14, 0x16, 0x1D, 0xC0, 0xC1, 0xF1, 0xF2] + list(range(0xF5, 0x100)), missing
+
+    special = [i for i, t in enumerate(types) if t == 3]
+    added = [{"id": i, "content": tokens[i], "single_word": False, "lstrip": False, "rstrip": False,
+              "normalized": False, "special": True} for i in special]
+    tokenizer = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Digits", "individual_digits": True},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+        ]},
+        "post_processor": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": {t: i for i, t in enumerate(tokens)}, "merges": merges},
+    }
+    config = {
+        "add_prefix_space": False,
+        "added_tokens_decoder": {str(i): {"content": tokens[i], "lstrip": False, "normalized": False, "rstrip": False,
+                                          "single_word": False, "special": True} for i in special},
+        "additional_special_tokens": [tokens[bos], tokens[eos]],
+        "bos_token": tokens[bos],
+        "chat_template": chat_template,
+        "clean_up_tokenization_spaces": False,
+        "eos_token": tokens[eos],
+        "model_max_length": 8192,
+        "pad_token": tokens[pad],
+        "tokenizer_class": "GPT2Tokenizer",
+        "unk_token": tokens[unk],
+        "vocab_size": len(tokens),
+    }
+    return tokenizer, config, r
 
 
-def strings(key):
-    f = r.fields[key]
-    return [bytes(f.parts[i]).decode("utf-8") for i in f.data]
-
-
-def scalar(key):
-    f = r.fields[key]
-    return f.parts[f.data[0]][0].item()
-
-
-assert strings("tokenizer.ggml.model") == ["gpt2"]
-assert strings("tokenizer.ggml.pre") == ["smollm"]
-tokens = strings("tokenizer.ggml.tokens")
-merges = strings("tokenizer.ggml.merges")
-f = r.fields["tokenizer.ggml.token_type"]
-types = [int(f.parts[i][0]) for i in f.data]
-assert len(tokens) == len(types) == 49152 and len(merges) == 48900
-bos, eos = scalar("tokenizer.ggml.bos_token_id"), scalar("tokenizer.ggml.eos_token_id")
-unk, pad = scalar("tokenizer.ggml.unknown_token_id"), scalar("tokenizer.ggml.padding_token_id")
-chat_template = strings("tokenizer.chat_template")[0]
-
-# SmolLM2 was trained with a restricted initial alphabet: 21 bytes have no token (0xC0, 0xC1,
-# 0xF1, 0xF2, 0xF5..0xFF and the control bytes 0x04, 0x06, 0x13, 0x14, 0x16, 0x1D). With
-# unk_token null, tokenizers drops them; the corpus has strings that contain some.
-alphabet = [b for b in range(256) if 33 <= b <= 126 or 161 <= b <= 172 or 174 <= b <= 255]
-alphabet += [b for b in range(256) if b not in alphabet]
-chars = {b: chr(b) if i < 188 else chr(256 + i - 188) for i, b in enumerate(alphabet)}
-missing = sorted(b for b in range(256) if chars[b] not in set(tokens))
-assert missing == [0x04, 0x06, 0x13, 0x14, 0x16, 0x1D, 0xC0, 0xC1, 0xF1, 0xF2] + list(range(0xF5, 0x100)), missing
-
-special = [i for i, t in enumerate(types) if t == 3]
-added = [{"id": i, "content": tokens[i], "single_word": False, "lstrip": False, "rstrip": False,
-          "normalized": False, "special": True} for i in special]
-tokenizer = {
-    "version": "1.0",
-    "truncation": None,
-    "padding": None,
-    "added_tokens": added,
-    "normalizer": None,
-    "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-        {"type": "Digits", "individual_digits": True},
-        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
-    ]},
-    "post_processor": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
-    "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
-    "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-              "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-              "vocab": {t: i for i, t in enumerate(tokens)}, "merges": merges},
-}
-config = {
-    "add_prefix_space": False,
-    "added_tokens_decoder": {str(i): {"content": tokens[i], "lstrip": False, "normalized": False, "rstrip": False,
-                                      "single_word": False, "special": True} for i in special},
-    "additional_special_tokens": [tokens[bos], tokens[eos]],
-    "bos_token": tokens[bos],
-    "chat_template": chat_template,
-    "clean_up_tokenization_spaces": False,
-    "eos_token": tokens[eos],
-    "model_max_length": 8192,
-    "pad_token": tokens[pad],
-    "tokenizer_class": "GPT2Tokenizer",
-    "unk_token": tokens[unk],
-    "vocab_size": len(tokens),
-}
-os.makedirs(out_dir, exist_ok=True)
-with open(os.path.join(out_dir, "tokenizer.json.gz"), "wb") as fh:
-    fh.write(gzip.compress(json.dumps(tokenizer, ensure_ascii=False).encode("utf-8"), 9, mtime=0))
-with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as fh:
-    json.dump(config, fh, ensure_ascii=False, indent=2)
-    fh.write("\n")
+if __name__ == "__main__":
+    tokenizer, config, _ = build(sys.argv[1])
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "tokenizer.json.gz"), "wb") as fh:
+        fh.write(gzip.compress(json.dumps(tokenizer, ensure_ascii=False).encode("utf-8"), 9, mtime=0))
+    with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as fh:
+        json.dump(config, fh, ensure_ascii=False, indent=2)
+        fh.write("\n")
