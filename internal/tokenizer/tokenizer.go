@@ -42,7 +42,8 @@ type Tokenizer struct {
 	pre          preTokenizer
 	unkID        int32 // id of model.unk_token for bytes the vocabulary lacks (-1: dropped)
 	fuseUnk      bool
-	addedMatch   *addedMatcher
+	addedMatch   *addedMatcher // added tokens matched in the raw text (normalized: false)
+	addedNorm    *addedMatcher // added tokens matched in the normalized text (nil if none)
 
 	// post-processor template for a single sequence: ids before and after the text.
 	prefixIDs, suffixIDs []int
@@ -258,7 +259,20 @@ func FromJSON(tokenizerJSONData, configJSON []byte) (*Tokenizer, error) {
 		t.vocab[a.Content] = a.ID
 		addedList = append(addedList, a)
 	}
-	t.addedMatch = newAddedMatcher(addedList)
+	// As tokenizers' AddedVocabulary does: tokens with normalized false are found in the raw
+	// text first, then those with normalized true in the normalized remainder.
+	var raw, normed []addedTokenJSON
+	for _, a := range addedList {
+		if a.Normalized {
+			normed = append(normed, a)
+		} else {
+			raw = append(raw, a)
+		}
+	}
+	t.addedMatch = newAddedMatcher(raw)
+	if len(normed) > 0 {
+		t.addedNorm = newAddedMatcher(normed)
+	}
 	t.ignoreMerges = tj.Model.IgnoreMerges
 	if err := t.checkModel(&tj); err != nil {
 		return nil, err
@@ -612,7 +626,7 @@ func (t *Tokenizer) Encode(text string, addSpecialTokens bool) []int {
 	if addSpecialTokens {
 		out = append(out, t.prefixIDs...)
 	}
-	t.addedMatch.split(text, func(piece string, addedID int32) {
+	t.splitAdded(text, func(piece string, addedID int32) {
 		if addedID >= 0 {
 			out = append(out, int(addedID))
 			return
@@ -625,13 +639,28 @@ func (t *Tokenizer) Encode(text string, addSpecialTokens bool) []int {
 	return out
 }
 
-// encodePlain tokenizes text that holds no added token.
+// splitAdded cuts text into added tokens (id >= 0) and normalized plain pieces (id -1).
+func (t *Tokenizer) splitAdded(text string, emit func(piece string, id int32)) {
+	t.addedMatch.split(text, func(piece string, id int32) {
+		if id >= 0 {
+			emit(piece, id)
+			return
+		}
+		if t.normalize != nil {
+			piece = t.normalize(piece)
+		}
+		if t.addedNorm == nil {
+			emit(piece, -1)
+			return
+		}
+		t.addedNorm.split(piece, emit)
+	})
+}
+
+// encodePlain tokenizes normalized text that holds no added token.
 func (t *Tokenizer) encodePlain(text string, out []int) []int {
 	if text == "" {
 		return out
-	}
-	if t.normalize != nil {
-		text = t.normalize(text)
 	}
 	t.pre(text, func(piece string) {
 		out = t.encodeWord(piece, out)

@@ -168,6 +168,41 @@ func TestUnknownBytesAndPrefixSpace(t *testing.T) {
 	}
 }
 
+// Added tokens with normalized true are found in the normalized text, the others in the raw
+// text before normalization (ids from the tokenizers library 0.22.1).
+func TestNormalizedAddedTokens(t *testing.T) {
+	vocab := map[string]int{}
+	for b := 0; b < 256; b++ {
+		vocab[string(byteToRune[b])] = b
+	}
+	for _, c := range []struct {
+		normalized bool
+		text       string
+		want       []int
+	}{
+		{false, "\u00e9x", []int{256}},
+		{false, "e\u0301x", []int{195, 169, 120}},
+		{false, "ae\u0301xb", []int{97, 195, 169, 120, 98}},
+		{true, "\u00e9x", []int{256}},
+		{true, "e\u0301x", []int{256}},
+		{true, "ae\u0301xb", []int{97, 256, 98}},
+	} {
+		doc, _ := json.Marshal(map[string]any{
+			"added_tokens":  []any{map[string]any{"id": 256, "content": "\u00e9x", "normalized": c.normalized}},
+			"normalizer":    map[string]any{"type": "NFC"},
+			"pre_tokenizer": map[string]any{"type": "ByteLevel", "add_prefix_space": false, "use_regex": true},
+			"model":         map[string]any{"type": "BPE", "vocab": vocab, "merges": []string{}},
+		})
+		tk, err := FromJSON(doc, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tk.Encode(c.text, false); !eq(got, c.want) {
+			t.Errorf("normalized %v: Encode(%q) = %v, want %v", c.normalized, c.text, got, c.want)
+		}
+	}
+}
+
 // Components and options Hone does not implement are refused at load, by name.
 func TestLoadRefusesUnimplemented(t *testing.T) {
 	bl := `{"type":"ByteLevel","add_prefix_space":false,"use_regex":false}`
