@@ -331,7 +331,8 @@ func (p ropeParams) str(key string) (string, error) {
 func parseRope(raw map[string]json.RawMessage, layerTypes []string, cfg *Config) error {
 	field := "rope_scaling"
 	dict := raw["rope_scaling"]
-	if isNullJSON(dict) || strings.TrimSpace(string(dict)) == "{}" {
+	var probe map[string]json.RawMessage
+	if isNullJSON(dict) || (json.Unmarshal(dict, &probe) == nil && len(probe) == 0) {
 		field, dict = "rope_parameters", raw["rope_parameters"]
 	}
 	var params ropeParams
@@ -372,6 +373,13 @@ func parseRope(raw map[string]json.RawMessage, layerTypes []string, cfg *Config)
 	}
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("model: config.json: "+format, a...)
+	}
+	// A dictionary inside the dictionary is per-layer-type parameters without the layer_types
+	// that would select them: transformers would ignore them, so refuse rather than guess.
+	for k, v := range params {
+		if t := strings.TrimSpace(string(v)); strings.HasPrefix(t, "{") {
+			return bad("%s.%s is a dictionary, but layer_types does not list %q", field, k, k)
+		}
 	}
 	theta, ok, err := params.float("rope_theta")
 	if err != nil {
