@@ -381,7 +381,7 @@ func buildNormalizer(raw json.RawMessage) (func(string) string, error) {
 	case "NFKD":
 		return norm.NFKD.String, nil
 	case "Lowercase":
-		return strings.ToLower, nil
+		return rustLowercase, nil
 	case "Sequence":
 		var fs []func(string) string
 		for _, sub := range c.Normalizers {
