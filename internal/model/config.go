@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -95,7 +97,20 @@ func intOrList(raw json.RawMessage) []int {
 	return nil
 }
 
+// modelTypes maps config.json's model_type to Hone's architecture, for configs without an
+// architectures list (transformers then picks the model class from model_type).
+var modelTypes = map[string]string{"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}
+
 // ParseConfig reads config.json contents.
+//
+// It reads what transformers' Llama, Qwen2 and Qwen3 code reads, in both layouts:
+// transformers 4's `rope_theta` and `rope_scaling`, and transformers 5's `rope_parameters`
+// (one dictionary, or one per layer type), with transformers 5's precedence (a `rope_scaling`
+// dictionary wins over `rope_parameters`; the dictionary's `rope_theta` wins over a top-level
+// one). A field that would change the computation and that Hone does not implement (a RoPE
+// type other than default, linear and llama3, a partial rotary factor, sliding-window
+// attention that can bind, an activation other than SiLU, quantized weights) is refused with
+// an error that names it.
 func ParseConfig(data []byte) (*Config, error) {
 	var c struct {
 		Architectures         []string        `json:"architectures"`
@@ -104,22 +119,25 @@ func ParseConfig(data []byte) (*Config, error) {
 		IntermediateSize      int             `json:"intermediate_size"`
 		NumHiddenLayers       int             `json:"num_hidden_layers"`
 		NumAttentionHeads     int             `json:"num_attention_heads"`
-		NumKeyValueHeads      int             `json:"num_key_value_heads"`
-		HeadDim               int             `json:"head_dim"`
+		NumKeyValueHeads      *int            `json:"num_key_value_heads"`
+		HeadDim               *int            `json:"head_dim"`
 		VocabSize             int             `json:"vocab_size"`
-		RMSNormEps            float64         `json:"rms_norm_eps"`
-		RopeTheta             float64         `json:"rope_theta"`
-		RopeScaling           *RopeScaling    `json:"rope_scaling"`
-		MaxPositionEmbeddings int             `json:"max_position_embeddings"`
+		RMSNormEps            *float64        `json:"rms_norm_eps"`
+		MaxPositionEmbeddings *int            `json:"max_position_embeddings"`
 		TieWordEmbeddings     bool            `json:"tie_word_embeddings"`
 		AttentionBias         bool            `json:"attention_bias"`
 		MLPBias               bool            `json:"mlp_bias"`
-		HiddenAct             string          `json:"hidden_act"`
+		HiddenAct             *string         `json:"hidden_act"`
 		TorchDType            string          `json:"torch_dtype"`
+		DType                 string          `json:"dtype"`
 		BOSTokenID            json.RawMessage `json:"bos_token_id"`
 		EOSTokenID            json.RawMessage `json:"eos_token_id"`
 	}
 	if err := json.Unmarshal(data, &c); err != nil {
+		return nil, fmt.Errorf("model: config.json: %w", err)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, fmt.Errorf("model: config.json: %w", err)
 	}
 	arch := ""
@@ -128,6 +146,9 @@ func ParseConfig(data []byte) (*Config, error) {
 			arch = v
 			break
 		}
+	}
+	if arch == "" && len(c.Architectures) == 0 {
+		arch = modelTypes[c.ModelType]
 	}
 	if arch == "" {
 		name := strings.Join(c.Architectures, ", ")
@@ -141,31 +162,319 @@ func ParseConfig(data []byte) (*Config, error) {
 	}
 	cfg := &Config{
 		Arch: arch, HiddenSize: c.HiddenSize, IntermediateSize: c.IntermediateSize, NumLayers: c.NumHiddenLayers,
-		NumHeads: c.NumAttentionHeads, NumKVHeads: c.NumKeyValueHeads, HeadDim: c.HeadDim, VocabSize: c.VocabSize,
-		RMSNormEps: c.RMSNormEps, RopeTheta: c.RopeTheta, RopeScaling: c.RopeScaling,
-		MaxPositionEmbeddings: c.MaxPositionEmbeddings, TieWordEmbeddings: c.TieWordEmbeddings,
-		AttentionBias: c.AttentionBias || arch == "qwen2", MLPBias: c.MLPBias, QKNorm: arch == "qwen3",
+		NumHeads: c.NumAttentionHeads, VocabSize: c.VocabSize, TieWordEmbeddings: c.TieWordEmbeddings,
 		TorchDType: c.TorchDType, BOSTokenID: intOrList(c.BOSTokenID), EOSTokenID: intOrList(c.EOSTokenID),
 	}
-	if c.HiddenAct != "" && c.HiddenAct != "silu" {
-		return nil, fmt.Errorf("model: hidden_act %q is not supported (silu only)", c.HiddenAct)
+	if cfg.TorchDType == "" {
+		cfg.TorchDType = c.DType // transformers 5 writes dtype
 	}
-	if cfg.NumKVHeads == 0 {
-		cfg.NumKVHeads = cfg.NumHeads
+	// Biases as each architecture's modelling code reads them: Llama has attention_bias (q, k,
+	// v and o) and mlp_bias; Qwen2 always has q/k/v biases and reads neither field; Qwen3 has
+	// attention_bias (q, k, v and o) and no MLP biases.
+	switch arch {
+	case "llama":
+		cfg.AttentionBias, cfg.MLPBias = c.AttentionBias, c.MLPBias
+	case "qwen2":
+		cfg.AttentionBias = true
+	case "qwen3":
+		cfg.AttentionBias, cfg.QKNorm = c.AttentionBias, true
 	}
-	if cfg.HeadDim == 0 && cfg.NumHeads > 0 {
+	if c.HiddenAct != nil && *c.HiddenAct != "silu" && *c.HiddenAct != "swish" {
+		return nil, fmt.Errorf("model: config.json: hidden_act %q is not supported (silu only)", *c.HiddenAct)
+	}
+	if q, ok := raw["quantization_config"]; ok && !isNullJSON(q) {
+		return nil, fmt.Errorf("model: config.json: quantization_config is set: Hone runs f32, bf16 and f16 weights, not quantized ones")
+	}
+	// Defaults are transformers' for each architecture.
+	cfg.NumKVHeads = cfg.NumHeads
+	if c.NumKeyValueHeads != nil {
+		cfg.NumKVHeads = *c.NumKeyValueHeads
+	}
+	switch {
+	case c.HeadDim != nil && *c.HeadDim != 0:
+		cfg.HeadDim = *c.HeadDim
+	case arch == "qwen3":
+		cfg.HeadDim = 128 // Qwen3Config's default
+	case cfg.NumHeads > 0:
 		cfg.HeadDim = cfg.HiddenSize / cfg.NumHeads
 	}
-	if cfg.RMSNormEps == 0 {
-		cfg.RMSNormEps = 1e-6
+	cfg.RMSNormEps = 1e-6
+	if c.RMSNormEps != nil {
+		cfg.RMSNormEps = *c.RMSNormEps
 	}
-	if cfg.RopeTheta == 0 {
-		cfg.RopeTheta = 10000
+	cfg.MaxPositionEmbeddings = 2048
+	if arch != "llama" {
+		cfg.MaxPositionEmbeddings = 32768
 	}
-	if cfg.MaxPositionEmbeddings == 0 {
-		cfg.MaxPositionEmbeddings = 2048
+	if c.MaxPositionEmbeddings != nil {
+		cfg.MaxPositionEmbeddings = *c.MaxPositionEmbeddings
+	}
+	if cfg.MaxPositionEmbeddings <= 0 {
+		return nil, fmt.Errorf("model: config.json: max_position_embeddings must be positive, got %d", cfg.MaxPositionEmbeddings)
+	}
+	layerTypes, err := parseLayerTypes(raw, cfg.NumLayers)
+	if err != nil {
+		return nil, err
+	}
+	if arch != "llama" {
+		if err := checkSlidingWindow(raw, arch, layerTypes, cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := parseRope(raw, layerTypes, cfg); err != nil {
+		return nil, err
 	}
 	return cfg, cfg.validate()
+}
+
+func isNullJSON(raw json.RawMessage) bool {
+	t := strings.TrimSpace(string(raw))
+	return t == "" || t == "null"
+}
+
+// parseLayerTypes reads layer_types (transformers 5 and recent 4.x): one entry per layer,
+// "full_attention" or "sliding_attention". It returns nil when the field is absent.
+func parseLayerTypes(raw map[string]json.RawMessage, layers int) ([]string, error) {
+	lt, ok := raw["layer_types"]
+	if !ok || isNullJSON(lt) {
+		return nil, nil
+	}
+	var types []string
+	if err := json.Unmarshal(lt, &types); err != nil {
+		return nil, fmt.Errorf("model: config.json: layer_types must be a list of strings: %w", err)
+	}
+	if len(types) != layers {
+		return nil, fmt.Errorf("model: config.json: layer_types has %d entries for %d layers", len(types), layers)
+	}
+	for i, t := range types {
+		if t != "full_attention" && t != "sliding_attention" {
+			return nil, fmt.Errorf("model: config.json: layer_types[%d] %q is not supported (full_attention, sliding_attention)", i, t)
+		}
+	}
+	return types, nil
+}
+
+// checkSlidingWindow refuses sliding-window attention that could change a result. Qwen2 and
+// Qwen3 use a window only when use_sliding_window is true, on the layers layer_types marks
+// "sliding_attention" (by default those from max_window_layers on); a window at least
+// max_position_embeddings long never excludes a position Hone accepts, so it is allowed.
+func checkSlidingWindow(raw map[string]json.RawMessage, arch string, layerTypes []string, cfg *Config) error {
+	var use bool
+	if v, ok := raw["use_sliding_window"]; ok && !isNullJSON(v) {
+		if err := json.Unmarshal(v, &use); err != nil {
+			return fmt.Errorf("model: config.json: use_sliding_window must be a boolean")
+		}
+	}
+	if !use {
+		return nil
+	}
+	window := 4096 // Qwen2Config's and Qwen3Config's default
+	if v, ok := raw["sliding_window"]; ok {
+		if isNullJSON(v) {
+			return nil
+		}
+		if err := json.Unmarshal(v, &window); err != nil {
+			return fmt.Errorf("model: config.json: sliding_window must be an integer")
+		}
+	}
+	if window >= cfg.MaxPositionEmbeddings {
+		return nil
+	}
+	maxWindowLayers := 28
+	if v, ok := raw["max_window_layers"]; ok && !isNullJSON(v) {
+		if err := json.Unmarshal(v, &maxWindowLayers); err != nil {
+			return fmt.Errorf("model: config.json: max_window_layers must be an integer")
+		}
+	}
+	for i := 0; i < cfg.NumLayers; i++ {
+		sliding := i >= maxWindowLayers
+		if layerTypes != nil {
+			sliding = layerTypes[i] == "sliding_attention"
+		}
+		if sliding {
+			return fmt.Errorf("model: config.json: sliding_window %d (use_sliding_window is true, layer %d) is not supported: Hone attends to every earlier position", window, i)
+		}
+	}
+	return nil
+}
+
+// ropeParams is one RoPE parameter dictionary (rope_scaling or rope_parameters).
+type ropeParams map[string]json.RawMessage
+
+func (p ropeParams) float(key string) (float64, bool, error) {
+	v, ok := p[key]
+	if !ok || isNullJSON(v) {
+		return 0, false, nil
+	}
+	var f float64
+	if err := json.Unmarshal(v, &f); err != nil {
+		return 0, false, fmt.Errorf("%s must be a number", key)
+	}
+	return f, true, nil
+}
+
+func (p ropeParams) str(key string) (string, error) {
+	v, ok := p[key]
+	if !ok || isNullJSON(v) {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		return "", fmt.Errorf("%s must be a string", key)
+	}
+	return s, nil
+}
+
+// parseRope sets RopeTheta and RopeScaling from rope_theta, rope_scaling, rope_parameters,
+// partial_rotary_factor and original_max_position_embeddings, as transformers 5 standardises
+// them (transformers 4 reads the same values from the older layout).
+func parseRope(raw map[string]json.RawMessage, layerTypes []string, cfg *Config) error {
+	field := "rope_scaling"
+	dict := raw["rope_scaling"]
+	var probe map[string]json.RawMessage
+	if isNullJSON(dict) || (json.Unmarshal(dict, &probe) == nil && len(probe) == 0) {
+		field, dict = "rope_parameters", raw["rope_parameters"]
+	}
+	var params ropeParams
+	if !isNullJSON(dict) {
+		if err := json.Unmarshal(dict, &params); err != nil {
+			return fmt.Errorf("model: config.json: %s must be an object: %w", field, err)
+		}
+	}
+	// transformers 5 keys rope_parameters by layer type when its keys are layer types.
+	if len(params) > 0 && layerTypes != nil {
+		nested := true
+		for k := range params {
+			if !slices.Contains(layerTypes, k) {
+				nested = false
+				break
+			}
+		}
+		if nested {
+			var first ropeParams
+			var firstType string
+			for _, lt := range layerTypes {
+				sub, ok := params[lt]
+				if !ok {
+					return fmt.Errorf("model: config.json: %s has no entry for layer type %q", field, lt)
+				}
+				var p ropeParams
+				if err := json.Unmarshal(sub, &p); err != nil {
+					return fmt.Errorf("model: config.json: %s.%s must be an object: %w", field, lt, err)
+				}
+				if first == nil {
+					first, firstType = p, lt
+				} else if !sameParams(first, p) {
+					return fmt.Errorf("model: config.json: %s differ between layer types %q and %q: Hone applies one RoPE to every layer", field, firstType, lt)
+				}
+			}
+			params, field = first, field+"."+firstType
+		}
+	}
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("model: config.json: "+format, a...)
+	}
+	// A dictionary inside the dictionary is per-layer-type parameters without the layer_types
+	// that would select them: transformers would ignore them, so refuse rather than guess.
+	for k, v := range params {
+		if t := strings.TrimSpace(string(v)); strings.HasPrefix(t, "{") {
+			return bad("%s.%s is a dictionary, but layer_types does not list %q", field, k, k)
+		}
+	}
+	theta, ok, err := params.float("rope_theta")
+	if err != nil {
+		return bad("%s.%v", field, err)
+	}
+	if !ok {
+		theta = 10000
+		if v, ok := raw["rope_theta"]; ok && !isNullJSON(v) {
+			if err := json.Unmarshal(v, &theta); err != nil {
+				return bad("rope_theta must be a number")
+			}
+		}
+	}
+	if math.IsNaN(theta) || math.IsInf(theta, 0) || theta <= 1 {
+		return bad("rope_theta must be a number above 1, got %v", theta)
+	}
+	cfg.RopeTheta = theta
+	// partial_rotary_factor: a top-level value is copied into the dictionary (transformers 5).
+	prf, ok, err := params.float("partial_rotary_factor")
+	if err != nil {
+		return bad("%s.%v", field, err)
+	}
+	prfField := field + ".partial_rotary_factor"
+	if v, present := raw["partial_rotary_factor"]; present && !isNullJSON(v) {
+		if err := json.Unmarshal(v, &prf); err != nil {
+			return bad("partial_rotary_factor must be a number")
+		}
+		ok, prfField = true, "partial_rotary_factor"
+	}
+	if ok && prf != 1 {
+		return bad("%s %v is not supported: Hone rotates the whole head", prfField, prf)
+	}
+	kind, err := params.str("rope_type")
+	if err != nil {
+		return bad("%s.%v", field, err)
+	}
+	if kind == "" {
+		if kind, err = params.str("type"); err != nil {
+			return bad("%s.%v", field, err)
+		}
+	}
+	switch kind {
+	case "", "default":
+		cfg.RopeScaling = nil
+		return nil
+	case "linear", "llama3":
+	default:
+		return bad("%s rope_type %q is not supported (default, linear, llama3)", field, kind)
+	}
+	rs := &RopeScaling{Type: kind}
+	num := func(key string, dst *float64) error {
+		v, ok, err := params.float(key)
+		if err != nil {
+			return bad("%s.%v", field, err)
+		}
+		if ok {
+			*dst = v
+		}
+		return nil
+	}
+	for key, dst := range map[string]*float64{"factor": &rs.Factor, "low_freq_factor": &rs.LowFreqFactor, "high_freq_factor": &rs.HighFreqFactor} {
+		if err := num(key, dst); err != nil {
+			return err
+		}
+	}
+	if kind == "llama3" {
+		// A top-level original_max_position_embeddings wins; without one, transformers 5
+		// defaults it to max_position_embeddings.
+		omax := float64(cfg.MaxPositionEmbeddings)
+		if err := num("original_max_position_embeddings", &omax); err != nil {
+			return err
+		}
+		if v, ok := raw["original_max_position_embeddings"]; ok && !isNullJSON(v) {
+			if err := json.Unmarshal(v, &omax); err != nil {
+				return bad("original_max_position_embeddings must be a number")
+			}
+		}
+		if omax != math.Trunc(omax) || omax < 1 || omax > 1<<40 {
+			return bad("%s.original_max_position_embeddings must be a positive integer", field)
+		}
+		rs.OriginalMaxPositionEmbeddings = int(omax)
+	}
+	cfg.RopeScaling = rs
+	return nil
+}
+
+// sameParams reports whether two RoPE dictionaries hold the same values.
+func sameParams(a, b ropeParams) bool {
+	var x, y any
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	if json.Unmarshal(ja, &x) != nil || json.Unmarshal(jb, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
 }
 
 func (c *Config) validate() error {

@@ -27,6 +27,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/honeai/hone/internal/gemm"
 	"github.com/honeai/hone/internal/kernels"
@@ -142,7 +143,7 @@ func fromFile(cfg *Config, f *safetensors.File, opts LoadOptions) (*Model, error
 		if L.V, err = ld.linear(p+"self_attn.v_proj", c.KVDim(), c.HiddenSize, c.AttentionBias); err != nil {
 			return nil, err
 		}
-		if L.O, err = ld.linear(p+"self_attn.o_proj", c.HiddenSize, c.QDim(), c.AttentionBias && c.Arch == "llama"); err != nil {
+		if L.O, err = ld.linear(p+"self_attn.o_proj", c.HiddenSize, c.QDim(), c.AttentionBias && c.Arch != "qwen2"); err != nil {
 			return nil, err
 		}
 		if c.QKNorm {
@@ -177,6 +178,15 @@ func fromFile(cfg *Config, f *safetensors.File, opts LoadOptions) (*Model, error
 			return nil, fmt.Errorf("model: weight lm_head.weight is missing (and tie_word_embeddings is false)")
 		}
 		m.LMHead = Linear{W: m.Embed}
+	}
+	// A tensor the architecture does not read (a bias config.json does not announce, a layer
+	// beyond num_hidden_layers) would be silently ignored: refuse it. A tied checkpoint's copy
+	// of lm_head.weight and old checkpoints' rotary inv_freq buffers carry nothing Hone needs.
+	for _, name := range f.Names() {
+		if ld.used[name] || name == "lm_head.weight" || strings.HasSuffix(name, ".rotary_emb.inv_freq") {
+			continue
+		}
+		return nil, fmt.Errorf("model: weight %s is not part of a %s model with this config.json (check attention_bias, mlp_bias, num_hidden_layers)", name, c.Arch)
 	}
 	rope := kernels.NewRope(c.HeadDim, c.RopeTheta)
 	if rs := c.RopeScaling; rs != nil {

@@ -25,7 +25,7 @@ func benchText(b *testing.B) string {
 
 func BenchmarkEncode(b *testing.B) {
 	text := benchText(b)
-	for _, name := range []string{"llama3", "qwen3", "gpt2"} {
+	for _, name := range []string{"llama3", "qwen3", "gpt2", "smollm2"} {
 		tk := tokenizers(b)[name]
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(int64(len(text)))

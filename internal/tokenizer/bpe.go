@@ -32,6 +32,7 @@ type symbol struct {
 	id         int32
 	prev, next int32
 	alive      bool
+	unk        bool // stands for a byte missing from the vocabulary
 }
 
 type mergeCand struct {
@@ -70,7 +71,16 @@ func (t *Tokenizer) bpe(b []byte) []int32 {
 	for _, c := range b {
 		id := t.byteToken[c]
 		if id < 0 {
-			continue // a byte the vocabulary cannot spell (not in a well-formed byte-level BPE)
+			// A byte the vocabulary cannot spell (not in a well-formed byte-level BPE): the
+			// unknown token when there is one (one for a run with fuse_unk), else dropped.
+			if t.unkID < 0 {
+				continue
+			}
+			if n := len(syms); t.fuseUnk && n > 0 && syms[n-1].id == t.unkID && syms[n-1].unk {
+				continue
+			}
+			syms = append(syms, symbol{id: t.unkID, prev: int32(len(syms)) - 1, next: int32(len(syms)) + 1, alive: true, unk: true})
+			continue
 		}
 		syms = append(syms, symbol{id: id, prev: int32(len(syms)) - 1, next: int32(len(syms)) + 1, alive: true})
 	}

@@ -242,51 +242,22 @@ func gpt2Token(s string, i int) int {
 	return i + max(n, 1)
 }
 
-// regexSplitter runs any other split pattern with a backtracking regex engine (lookaheads
-// included). Text between matches becomes its own pre-token, as "Isolated" does.
-func regexSplitter(pattern string, invert bool) (splitter, error) {
+// splitterFor returns the splitter of a pattern ("Isolated": text between matches is a piece
+// too): a hand-written one for the known patterns, the regex engine otherwise.
+func splitterFor(pattern string) (splitter, error) {
+	if sp, ok := handWritten(pattern); ok {
+		return sp, nil
+	}
 	re, err := regexp2.Compile(pattern, regexp2.Unicode)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: split pattern %q: %w", pattern, err)
 	}
+	f := regexFinder(re)
 	return func(s string, emit func(int, int)) {
-		runes := []rune(s)
-		// regexp2 reports rune indexes; map them back to bytes.
-		offs := make([]int, len(runes)+1)
-		b := 0
-		for k, r := range runes {
-			offs[k] = b
-			b += utf8.RuneLen(r)
-		}
-		offs[len(runes)] = b
-		last := 0
-		m, _ := re.FindRunesMatch(runes)
-		for m != nil {
-			start, end := offs[m.Index], offs[m.Index+m.Length]
-			if end > start {
-				if start > last {
-					emit(last, start)
-				}
-				emit(start, end)
-				last = end
+		f(s, func(a, b int, _ bool) {
+			if b > a {
+				emit(a, b)
 			}
-			m, _ = re.FindNextMatch(m)
-		}
-		if last < len(s) {
-			emit(last, len(s))
-		}
+		})
 	}, nil
-}
-
-// splitterFor returns the splitter of a pattern.
-func splitterFor(pattern string) (splitter, error) {
-	switch pattern {
-	case patternLlama3:
-		return splitLlamaQwen(3), nil
-	case patternQwen2:
-		return splitLlamaQwen(1), nil
-	case patternGPT2:
-		return splitGPT2, nil
-	}
-	return regexSplitter(pattern, false)
 }

@@ -1,12 +1,14 @@
 // Package tokenizer implements Hugging Face `tokenizer.json` byte-level BPE tokenizers (the
-// kind Llama 3, Qwen2/Qwen3, SmolLM and GPT-2 ship) in Go: normalizers, the pre-tokenizer split
-// patterns (hand-written splitters for the Llama 3, Qwen2 and GPT-2 patterns, a regex engine
-// for others), byte-level BPE with merge ranks, added and special tokens, post-processor
-// templates, and decoding, including an incremental decoder for streaming that never emits half
-// a UTF-8 character.
+// kind Llama 3.x, Qwen2/Qwen3, SmolLM2 and GPT-2 ship) in Go: normalizers (NFC, NFD, NFKC, NFKD,
+// Lowercase, Sequence), pre-tokenizers (Sequence, Split with any behavior, Digits, ByteLevel;
+// hand-written splitters for the Llama 3, Qwen2 and GPT-2 patterns, a regex engine for others),
+// byte-level BPE with merge ranks, ignore_merges and unk_token, added and special tokens,
+// post-processor templates, and decoding, including an incremental decoder for streaming that
+// never emits half a UTF-8 character. Any component or option that would change ids and that
+// is not implemented is refused at load with its name.
 //
 // Ids agree with Hugging Face's `tokenizers` library on the committed golden corpus
-// (testdata/goldens.jsonl, made by scripts/tokenizer-goldens).
+// (testdata/goldens.jsonl and goldens-variants.jsonl, made by scripts/tokenizer-goldens).
 package tokenizer
 
 import (
@@ -37,9 +39,11 @@ type Tokenizer struct {
 
 	ignoreMerges bool
 	normalize    func(string) string
-	split        splitter
-	prefixSpace  bool
-	addedMatch   *addedMatcher
+	pre          preTokenizer
+	unkID        int32 // id of model.unk_token for bytes the vocabulary lacks (-1: dropped)
+	fuseUnk      bool
+	addedMatch   *addedMatcher // added tokens matched in the raw text (normalized: false)
+	addedNorm    *addedMatcher // added tokens matched in the normalized text (nil if none)
 
 	// post-processor template for a single sequence: ids before and after the text.
 	prefixIDs, suffixIDs []int
@@ -80,7 +84,50 @@ func Load(dir string) (*Tokenizer, error) {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
-	return FromJSON(tj, cj)
+	t, err := FromJSON(tj, cj)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.loadTemplateFiles(dir); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// loadTemplateFiles reads the chat templates that transformers 4.43+ and 5 save as files:
+// chat_template.jinja (the default template) and additional_chat_templates/NAME.jinja (named
+// ones). As in transformers' from_pretrained, when any such file exists the files replace
+// every template of tokenizer_config.json (whose chat_template is then ignored).
+func (t *Tokenizer) loadTemplateFiles(dir string) error {
+	files := map[string]string{}
+	if b, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja")); err == nil {
+		files[""] = string(b)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("tokenizer: %w", err)
+	}
+	extra, err := filepath.Glob(filepath.Join(dir, "additional_chat_templates", "*.jinja"))
+	if err != nil {
+		return fmt.Errorf("tokenizer: %w", err)
+	}
+	for _, path := range extra {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("tokenizer: %w", err)
+		}
+		name := strings.TrimSuffix(filepath.Base(path), ".jinja")
+		if name == "default" {
+			name = ""
+		}
+		files[name] = string(b)
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	t.config.ChatTemplates = files
+	if t.config.SpecialTokens == nil {
+		t.config.SpecialTokens = map[string]string{}
+	}
+	return nil
 }
 
 func readMaybeGz(path string) ([]byte, error) {
@@ -108,12 +155,16 @@ type tokenizerJSON struct {
 	PostProcessor json.RawMessage  `json:"post_processor"`
 	Decoder       json.RawMessage  `json:"decoder"`
 	Model         struct {
-		Type         string           `json:"type"`
-		Vocab        map[string]int32 `json:"vocab"`
-		Merges       json.RawMessage  `json:"merges"`
-		IgnoreMerges bool             `json:"ignore_merges"`
-		ByteFallback bool             `json:"byte_fallback"`
-		UnkToken     *string          `json:"unk_token"`
+		Type                    string           `json:"type"`
+		Vocab                   map[string]int32 `json:"vocab"`
+		Merges                  json.RawMessage  `json:"merges"`
+		IgnoreMerges            bool             `json:"ignore_merges"`
+		ByteFallback            bool             `json:"byte_fallback"`
+		UnkToken                *string          `json:"unk_token"`
+		FuseUnk                 bool             `json:"fuse_unk"`
+		Dropout                 *float64         `json:"dropout"`
+		ContinuingSubwordPrefix *string          `json:"continuing_subword_prefix"`
+		EndOfWordSuffix         *string          `json:"end_of_word_suffix"`
 	} `json:"model"`
 }
 
@@ -142,6 +193,9 @@ type component struct {
 	AddPrefixSpace bool              `json:"add_prefix_space"`
 	UseRegex       *bool             `json:"use_regex"`
 	Single         []json.RawMessage `json:"single"`
+	SpecialTokens  map[string]struct {
+		IDs []int `json:"ids"`
+	} `json:"special_tokens"`
 }
 
 func isNull(raw json.RawMessage) bool {
@@ -205,8 +259,24 @@ func FromJSON(tokenizerJSONData, configJSON []byte) (*Tokenizer, error) {
 		t.vocab[a.Content] = a.ID
 		addedList = append(addedList, a)
 	}
-	t.addedMatch = newAddedMatcher(addedList)
+	// As tokenizers' AddedVocabulary does: tokens with normalized false are found in the raw
+	// text first, then those with normalized true in the normalized remainder.
+	var raw, normed []addedTokenJSON
+	for _, a := range addedList {
+		if a.Normalized {
+			normed = append(normed, a)
+		} else {
+			raw = append(raw, a)
+		}
+	}
+	t.addedMatch = newAddedMatcher(raw)
+	if len(normed) > 0 {
+		t.addedNorm = newAddedMatcher(normed)
+	}
 	t.ignoreMerges = tj.Model.IgnoreMerges
+	if err := t.checkModel(&tj); err != nil {
+		return nil, err
+	}
 	if err := t.loadMerges(tj.Model.Merges); err != nil {
 		return nil, err
 	}
@@ -229,6 +299,35 @@ func FromJSON(tokenizerJSONData, configJSON []byte) (*Tokenizer, error) {
 		}
 	}
 	return t, nil
+}
+
+// checkModel refuses the BPE options that would change ids and that Hone does not implement,
+// and reads unk_token (used, as in tokenizers, for a byte the vocabulary cannot spell).
+func (t *Tokenizer) checkModel(tj *tokenizerJSON) error {
+	m := &tj.Model
+	if m.Dropout != nil && *m.Dropout != 0 {
+		return fmt.Errorf("tokenizer: model.dropout %v is not supported (ids would be random)", *m.Dropout)
+	}
+	if m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "" {
+		return fmt.Errorf("tokenizer: model.continuing_subword_prefix %q is not supported", *m.ContinuingSubwordPrefix)
+	}
+	if m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "" {
+		return fmt.Errorf("tokenizer: model.end_of_word_suffix %q is not supported", *m.EndOfWordSuffix)
+	}
+	complete := true
+	for _, id := range t.byteToken {
+		complete = complete && id >= 0
+	}
+	if m.ByteFallback && !complete {
+		return fmt.Errorf("tokenizer: model.byte_fallback is not supported (the vocabulary lacks byte-level tokens for some bytes)")
+	}
+	t.unkID, t.fuseUnk = -1, m.FuseUnk
+	if m.UnkToken != nil {
+		if id, ok := t.vocab[*m.UnkToken]; ok {
+			t.unkID = id
+		}
+	}
+	return nil
 }
 
 func (t *Tokenizer) loadMerges(raw json.RawMessage) error {
@@ -282,7 +381,7 @@ func buildNormalizer(raw json.RawMessage) (func(string) string, error) {
 	case "NFKD":
 		return norm.NFKD.String, nil
 	case "Lowercase":
-		return strings.ToLower, nil
+		return rustLowercase, nil
 	case "Sequence":
 		var fs []func(string) string
 		for _, sub := range c.Normalizers {
@@ -302,66 +401,6 @@ func buildNormalizer(raw json.RawMessage) (func(string) string, error) {
 		}, nil
 	}
 	return nil, fmt.Errorf("tokenizer: normalizer %q is not supported", c.Type)
-}
-
-func (t *Tokenizer) buildPreTokenizer(raw json.RawMessage) error {
-	if isNull(raw) {
-		return fmt.Errorf("tokenizer: no pre_tokenizer: Hone supports byte-level BPE tokenizers")
-	}
-	var c component
-	if err := json.Unmarshal(raw, &c); err != nil {
-		return fmt.Errorf("tokenizer: pre_tokenizer: %w", err)
-	}
-	parts := []json.RawMessage{raw}
-	if c.Type == "Sequence" {
-		parts = c.Pretokenizers
-	}
-	byteLevel := false
-	for _, p := range parts {
-		var pc component
-		if err := json.Unmarshal(p, &pc); err != nil {
-			return fmt.Errorf("tokenizer: pre_tokenizer: %w", err)
-		}
-		switch pc.Type {
-		case "Split":
-			if t.split != nil {
-				return fmt.Errorf("tokenizer: more than one Split pre-tokenizer is not supported")
-			}
-			if pc.Behavior != "Isolated" || pc.Invert {
-				return fmt.Errorf("tokenizer: Split behavior %q (invert %v) is not supported (Isolated only)", pc.Behavior, pc.Invert)
-			}
-			if pc.Pattern.Regex == nil {
-				return fmt.Errorf("tokenizer: Split with a string pattern is not supported")
-			}
-			s, err := splitterFor(*pc.Pattern.Regex)
-			if err != nil {
-				return err
-			}
-			t.split = s
-		case "ByteLevel":
-			byteLevel = true
-			t.prefixSpace = pc.AddPrefixSpace
-			if pc.UseRegex == nil || *pc.UseRegex {
-				if t.split != nil {
-					return fmt.Errorf("tokenizer: ByteLevel with use_regex after a Split is not supported")
-				}
-				t.split = splitGPT2
-			}
-		default:
-			return fmt.Errorf("tokenizer: pre-tokenizer %q is not supported", pc.Type)
-		}
-	}
-	if !byteLevel {
-		return fmt.Errorf("tokenizer: not a byte-level tokenizer (no ByteLevel pre-tokenizer)")
-	}
-	if t.split == nil {
-		t.split = func(s string, emit func(int, int)) {
-			if s != "" {
-				emit(0, len(s))
-			}
-		}
-	}
-	return nil
 }
 
 func (t *Tokenizer) buildPostProcessor(raw json.RawMessage) error {
@@ -401,14 +440,20 @@ func (t *Tokenizer) buildPostProcessor(raw json.RawMessage) error {
 				case it.Sequence != nil:
 					seenText = true
 				case it.SpecialToken != nil:
-					id, ok := t.vocab[it.SpecialToken.ID]
+					// The ids are those of the processor's special_tokens entry.
+					st, ok := pc.SpecialTokens[it.SpecialToken.ID]
 					if !ok {
-						return fmt.Errorf("tokenizer: TemplateProcessing names unknown token %q", it.SpecialToken.ID)
+						return fmt.Errorf("tokenizer: TemplateProcessing names %q, which its special_tokens lacks", it.SpecialToken.ID)
+					}
+					for _, id := range st.IDs {
+						if id < 0 || id >= len(t.tokens) {
+							return fmt.Errorf("tokenizer: TemplateProcessing token %q has id %d outside the vocabulary", it.SpecialToken.ID, id)
+						}
 					}
 					if seenText {
-						t.suffixIDs = append(t.suffixIDs, int(id))
+						t.suffixIDs = append(t.suffixIDs, st.IDs...)
 					} else {
-						t.prefixIDs = append(t.prefixIDs, int(id))
+						t.prefixIDs = append(t.prefixIDs, st.IDs...)
 					}
 				}
 			}
@@ -581,7 +626,7 @@ func (t *Tokenizer) Encode(text string, addSpecialTokens bool) []int {
 	if addSpecialTokens {
 		out = append(out, t.prefixIDs...)
 	}
-	t.addedMatch.split(text, func(piece string, addedID int32) {
+	t.splitAdded(text, func(piece string, addedID int32) {
 		if addedID >= 0 {
 			out = append(out, int(addedID))
 			return
@@ -594,16 +639,31 @@ func (t *Tokenizer) Encode(text string, addSpecialTokens bool) []int {
 	return out
 }
 
-// encodePlain tokenizes text that holds no added token.
+// splitAdded cuts text into added tokens (id >= 0) and normalized plain pieces (id -1).
+func (t *Tokenizer) splitAdded(text string, emit func(piece string, id int32)) {
+	t.addedMatch.split(text, func(piece string, id int32) {
+		if id >= 0 {
+			emit(piece, id)
+			return
+		}
+		if t.normalize != nil {
+			piece = t.normalize(piece)
+		}
+		if t.addedNorm == nil {
+			emit(piece, -1)
+			return
+		}
+		t.addedNorm.split(piece, emit)
+	})
+}
+
+// encodePlain tokenizes normalized text that holds no added token.
 func (t *Tokenizer) encodePlain(text string, out []int) []int {
-	if t.normalize != nil {
-		text = t.normalize(text)
+	if text == "" {
+		return out
 	}
-	if t.prefixSpace && text != "" && text[0] != ' ' {
-		text = " " + text
-	}
-	t.split(text, func(start, end int) {
-		out = t.encodeWord(text[start:end], out)
+	t.pre(text, func(piece string) {
+		out = t.encodeWord(piece, out)
 	})
 	return out
 }

@@ -30,6 +30,13 @@ corpus = [
     "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>",
     "text<|endoftext|>more", "<think>\nreasoning\n</think>\n\nanswer",
     "<|im_start|><|im_end|><|im_start|>", "not special: <|im_start|x> <|fake|>",
+    # Digits of every kind (Digits splits on Unicode numeric characters) and bytes some
+    # vocabularies lack (SmolLM2 has no token for 0x04, 0xF1 or 0xF2 bytes).
+    "٣٤٥ ١٢ ۱۲۳", "①②③ ⅫⅣ ½¾ x²³ 10⁵", "１２３ full-width", "v1.2.3-rc4 2024-01-31T12:34:56Z",
+    "a1b22c333d4444", "phone +1 (555) 010-9999", "ctrl\x04\x06\x13char", "\U00040000 plane 4 \U000A1234",
+    "<|endoftext|>12<|im_start|>345<|im_end|>", "<jupyter_code>x = 1<empty_output>",
+    # Case mappings that differ between languages' lowercasing: dotted capital I, final sigma.
+    "İSTANBUL İzmir", "ΟΔΥΣΣΕΥΣ ΣΟΦΟΣ Σ ΑΣ. ΑΣ'Α", "ǅ ǈ ǋ Ⅻ Ⓐ ＡＢＣ",
 ]
 # Runs of every kind.
 for ch in [" ", "\n", "\t", "0", "a", "!", "é", "日", "😀"]:
