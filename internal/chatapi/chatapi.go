@@ -246,23 +246,6 @@ func (s *Served) nameOr(requested string) string {
 	return s.Name
 }
 
-// RenderResponse is POST /v1/chat/completions/render.
-type RenderResponse struct {
-	Model          string `json:"model"`
-	Prompt         string `json:"prompt"`
-	PromptTokenIDs []int  `json:"prompt_token_ids"`
-	MaxTokens      int    `json:"max_tokens"`
-}
-
-func (a *API) render(w http.ResponseWriter, r *http.Request) {
-	pr, err := a.prepare(r)
-	if err != nil {
-		apierror.Write(w, r, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, RenderResponse{Model: pr.name, Prompt: pr.prompt, PromptTokenIDs: pr.ids, MaxTokens: pr.plan.maxTokens})
-}
-
 func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 	pr, err := a.prepare(r)
 	if err != nil {
@@ -270,10 +253,7 @@ func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := pr.plan
-	id := "chatcmpl-" + httpx.RequestID(r.Context())
-	if p.req.RequestID != "" {
-		id = "chatcmpl-" + p.req.RequestID
-	}
+	id := completionID(r, p.req)
 	var gf inference.GuideFactory
 	if p.structured != nil {
 		c, err := pr.served.Guides().Compile(p.structured)
