@@ -274,7 +274,9 @@ func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, apierror.BadRequest("priority", "Got priority %d but Priority scheduling is not enabled.", p.priority))
 		return
 	case errors.Is(err, inference.ErrTooLarge):
-		apierror.Write(w, r, apierror.BadRequest("max_tokens", "The request needs more KV cache than the server has; request fewer tokens or fewer choices."))
+		kv := pr.served.Engine.KVCache()
+		apierror.Write(w, r, apierror.BadRequest("n", "The KV cache holds %d tokens; %d sequences of up to %d tokens (a %d-token prompt and up to %d output tokens each) do not fit in it. Please request fewer choices or fewer output tokens.",
+			kv.Tokens(), p.n, len(pr.ids)+p.maxTokens, len(pr.ids), p.maxTokens))
 		return
 	case err != nil:
 		apierror.Write(w, r, err)
