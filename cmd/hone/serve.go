@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -15,9 +16,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/honeai/hone/internal/auth"
 	"github.com/honeai/hone/internal/db"
 	"github.com/honeai/hone/internal/httpx"
+	"github.com/honeai/hone/internal/inference"
 	"github.com/honeai/hone/internal/version"
 )
 
@@ -57,7 +61,9 @@ type ChatConfig struct {
 	MaxQueue       int
 	MaxRunning     int
 	MaxBatchTokens int
-	KVBlocks       int
+	KVMemory       byteSize // the most each model's KV cache may hold
+	KVBlocks       int      // instead of KVMemory
+	MaxModelLen    int      // 0: the model's
 	NoPrefixCache  bool
 	MaxLogprobs    int
 	DType          string
@@ -69,6 +75,21 @@ type TrainConfig struct {
 	DataRoot string  // local training_data_url paths must lie under it
 	Rank     int     // LoRA rank of new models
 	Alpha    float64 // LoRA alpha of new models
+}
+
+// byteSize is a flag of a memory size: bytes, or a number with a unit (KiB, MiB, GiB, TiB
+// binary; KB, MB, GB, TB and K, M, G, T decimal), as go-humanize reads them.
+type byteSize int64
+
+func (b *byteSize) String() string { return humanize.IBytes(uint64(*b)) }
+
+func (b *byteSize) Set(v string) error {
+	n, err := humanize.ParseBytes(v)
+	if err != nil || n < 1 || n > math.MaxInt64 {
+		return fmt.Errorf("%q is not a memory size (use bytes or a unit: 512MiB, 1GiB, 2GB)", v)
+	}
+	*b = byteSize(n)
+	return nil
 }
 
 // modelFlags collects repeated --model NAME=DIR flags.
@@ -112,7 +133,10 @@ func newServeFlags(cfg *ServeConfig) *flag.FlagSet {
 	fs.IntVar(&c.MaxQueue, "max-queue", 256, "waiting requests per model before 429")
 	fs.IntVar(&c.MaxRunning, "max-running", 64, "sequences in a model's running batch")
 	fs.IntVar(&c.MaxBatchTokens, "max-batch-tokens", 512, "tokens per forward pass (prefill chunks and decodes)")
-	fs.IntVar(&c.KVBlocks, "kv-blocks", 0, "KV cache blocks of 16 positions per model (default: max-running × 1024 positions)")
+	c.KVMemory = byteSize(inference.DefaultKVCacheBytes)
+	fs.Var(&c.KVMemory, "kv-cache-memory", "most memory each model's KV cache may hold (1GiB, 512MiB, 2GB or bytes); allocated as sequences grow, not up front; bounds the context (max_model_len) when smaller than the model's")
+	fs.IntVar(&c.KVBlocks, "kv-blocks", 0, "KV cache blocks of 16 positions per model, instead of --kv-cache-memory")
+	fs.IntVar(&c.MaxModelLen, "max-model-len", 0, "longest prompt plus output of a request (default: the model's max_position_embeddings)")
 	fs.BoolVar(&c.NoPrefixCache, "no-prefix-cache", false, "do not reuse cached KV blocks of earlier prompts (prefix caching is on by default)")
 	fs.IntVar(&c.MaxLogprobs, "max-logprobs", 20, "largest top_logprobs / prompt_logprobs a request may ask")
 	fs.StringVar(&c.DType, "dtype", "", "weights in memory: as stored (default), f32 or bf16")

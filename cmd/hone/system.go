@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/honeai/hone/internal/auth"
 	"github.com/honeai/hone/internal/db"
 	"github.com/honeai/hone/internal/health"
@@ -51,6 +53,9 @@ type system struct {
 func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout io.Writer) (_ *system, err error) {
 	if cfg.Chat.Policy != "fcfs" && cfg.Chat.Policy != "priority" {
 		return nil, fmt.Errorf("--scheduling-policy %q: use fcfs or priority", cfg.Chat.Policy)
+	}
+	if cfg.Chat.MaxModelLen < 0 {
+		return nil, fmt.Errorf("--max-model-len %d: use a positive number (0 = the model's)", cfg.Chat.MaxModelLen)
 	}
 	s := &system{cfg: cfg, log: logger, stdout: stdout, checks: health.NewChecks(), models: serving.NewModels()}
 	if s.db, s.keys, err = openStore(ctx, cfg.DataDir, cfg.DSN); err != nil {
@@ -95,8 +100,9 @@ func (s *system) loadModels() error {
 	c := s.cfg.Chat
 	opts := serving.LoadOptions{DType: model.DType(c.DType), Engine: inference.Options{
 		Policy: c.Policy, MaxQueue: c.MaxQueue, MaxRunning: c.MaxRunning,
-		MaxBatchTokens: c.MaxBatchTokens, KVBlocks: c.KVBlocks, NoPrefixCache: c.NoPrefixCache, Logger: s.log},
-		Prepack: !s.cfg.WorkerOnly, NoEngine: s.cfg.WorkerOnly}
+		MaxBatchTokens: c.MaxBatchTokens, KVCacheBytes: int64(c.KVMemory), KVBlocks: c.KVBlocks,
+		NoPrefixCache: c.NoPrefixCache, Logger: s.log},
+		Prepack: !s.cfg.WorkerOnly, NoEngine: s.cfg.WorkerOnly, MaxModelLen: c.MaxModelLen}
 	now := time.Now().Unix()
 	for _, spec := range c.Models {
 		name, dir, ok := strings.Cut(spec, "=")
@@ -107,6 +113,7 @@ func (s *system) loadModels() error {
 		if err != nil {
 			return fmt.Errorf("--model %s: %w", name, err)
 		}
+		s.reportMemory(m)
 		s.models.Add(m)
 	}
 	if c.NoDemo {
@@ -123,8 +130,29 @@ func (s *system) loadModels() error {
 	if err != nil {
 		return fmt.Errorf("demo model: %w", err)
 	}
+	s.reportMemory(m)
 	s.models.Add(m)
 	return nil
+}
+
+// reportMemory says at start how much memory a served model takes: its weights (packed
+// copies included) and the most its KV cache may hold, with the positions that is, and the
+// context served when the cache makes it shorter than the model's.
+func (s *system) reportMemory(m *serving.Served) {
+	weights := m.Model.WeightBytes()
+	if m.Engine == nil { // hone worker: training only
+		s.log.Info("model loaded", "model", m.Name, "weights_bytes", weights)
+		return
+	}
+	kv := m.Engine.KVCache()
+	s.log.Info("model loaded", "model", m.Name, "weights_bytes", weights, "kv_cache_max_bytes", kv.MaxBytes,
+		"kv_cache_blocks", kv.Blocks, "kv_cache_tokens", kv.Tokens(), "max_model_len", m.MaxModelLen())
+	line := fmt.Sprintf("model %s: weights %s, KV cache up to %s (%d tokens, allocated as used), context %d tokens",
+		m.Name, humanize.IBytes(uint64(weights)), humanize.IBytes(uint64(kv.MaxBytes)), kv.Tokens(), m.MaxModelLen())
+	if own := m.Model.Config.MaxPositionEmbeddings; m.MaxModelLen() < own && kv.Tokens() < own && m.MaxModelLen() == kv.Tokens() {
+		line += fmt.Sprintf(" (the model's is %d: a larger --kv-cache-memory allows more)", own)
+	}
+	fmt.Fprintln(s.stdout, line)
 }
 
 // startWorkers runs the configured training workers until stopWorkers (or ctx ends).

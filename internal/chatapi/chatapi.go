@@ -268,22 +268,6 @@ func (a *API) prepare(r *http.Request) (*prepared, error) {
 		traceProject: traceProject, body: body, started: time.Now()}, nil
 }
 
-// RenderResponse is POST /v1/chat/completions/render.
-type RenderResponse struct {
-	Model          string `json:"model"`
-	Prompt         string `json:"prompt"`
-	PromptTokenIDs []int  `json:"prompt_token_ids"`
-	MaxTokens      int    `json:"max_tokens"`
-}
-
-func (a *API) render(w http.ResponseWriter, r *http.Request) {
-	pr, err := a.prepare(r)
-	if err != nil {
-		apierror.Write(w, r, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, RenderResponse{Model: pr.name, Prompt: pr.prompt, PromptTokenIDs: pr.ids, MaxTokens: pr.plan.maxTokens})
-}
 
 func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 	pr, err := a.prepare(r)
@@ -292,10 +276,7 @@ func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := pr.plan
-	id := "chatcmpl-" + httpx.RequestID(r.Context())
-	if p.req.RequestID != "" {
-		id = "chatcmpl-" + p.req.RequestID
-	}
+	id := completionID(r, p.req)
 	var gf inference.GuideFactory
 	if p.structured != nil {
 		c, err := pr.served.Guides().Compile(p.structured)
@@ -316,7 +297,9 @@ func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, apierror.BadRequest("priority", "Got priority %d but Priority scheduling is not enabled.", p.priority))
 		return
 	case errors.Is(err, inference.ErrTooLarge):
-		apierror.Write(w, r, apierror.BadRequest("max_tokens", "The request needs more KV cache than the server has; request fewer tokens or fewer choices."))
+		kv := pr.served.Engine.KVCache()
+		apierror.Write(w, r, apierror.BadRequest("n", "The KV cache holds %d tokens; %d sequences of up to %d tokens (a %d-token prompt and up to %d output tokens each) do not fit in it. Please request fewer choices or fewer output tokens.",
+			kv.Tokens(), p.n, len(pr.ids)+p.maxTokens, len(pr.ids), p.maxTokens))
 		return
 	case err != nil:
 		apierror.Write(w, r, err)

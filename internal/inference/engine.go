@@ -10,7 +10,8 @@
 //	for ev := range h.Events() { ... } // tokens and finish events per choice
 //
 // Admission reserves the KV blocks a request can need (prompt plus max tokens for every
-// choice), so a running request is never preempted.
+// choice), so a running request is never preempted. The cache is bounded by a memory budget
+// (Options.KVCacheBytes) and allocates its memory as sequences grow.
 package inference
 
 import (
@@ -27,6 +28,10 @@ import (
 	"github.com/honeai/hone/internal/sample"
 )
 
+// DefaultKVCacheBytes is the KV cache budget of an engine when Options gives none: 1 GiB,
+// which fits a laptop beside a small model's weights (for SmolLM2-135M, about 23k positions).
+const DefaultKVCacheBytes int64 = 1 << 30
+
 // Errors of Submit.
 var (
 	ErrQueueFull          = errors.New("inference: the waiting queue is full")
@@ -37,12 +42,16 @@ var (
 
 // Options configure an engine. Zero values take defaults.
 type Options struct {
-	MaxBatchTokens int    // tokens per forward pass, prefill chunks and decodes together (512)
-	MaxRunning     int    // sequences in the running batch (64)
-	MaxQueue       int    // waiting requests before ErrQueueFull (256)
-	KVBlocks       int    // KV cache blocks (enough for MaxRunning sequences of 1024 tokens)
-	BlockSize      int    // positions per block (16)
-	Policy         string // "fcfs" (default) or "priority"
+	MaxBatchTokens int // tokens per forward pass, prefill chunks and decodes together (512)
+	MaxRunning     int // sequences in the running batch (64)
+	MaxQueue       int // waiting requests before ErrQueueFull (256)
+	// KVCacheBytes is the most memory the KV cache may hold (DefaultKVCacheBytes); the
+	// cache allocates it as sequences grow, not up front. KVBlocks, when set, gives the
+	// number of blocks instead.
+	KVCacheBytes int64
+	KVBlocks     int    // most KV cache blocks (default: as many as KVCacheBytes holds)
+	BlockSize    int    // positions per block (16)
+	Policy       string // "fcfs" (default) or "priority"
 	// NoPrefixCache turns off reuse of cached prompt blocks across requests.
 	NoPrefixCache bool
 	Logger        *slog.Logger
@@ -199,6 +208,8 @@ type Engine struct {
 
 	statsMu sync.Mutex
 	stats   Stats
+
+	closeKV sync.Once
 }
 
 // Stats are the engine's counters.
@@ -226,8 +237,11 @@ func New(m *model.Model, opts Options) *Engine {
 	if opts.BlockSize <= 0 {
 		opts.BlockSize = 16
 	}
+	if opts.KVCacheBytes <= 0 {
+		opts.KVCacheBytes = DefaultKVCacheBytes
+	}
 	if opts.KVBlocks <= 0 {
-		opts.KVBlocks = opts.MaxRunning * 1024 / opts.BlockSize
+		opts.KVBlocks = int(max(1, opts.KVCacheBytes/model.KVBytesPerBlock(&m.Config, opts.BlockSize)))
 	}
 	if opts.Policy == "" {
 		opts.Policy = "fcfs"
@@ -245,6 +259,30 @@ func New(m *model.Model, opts Options) *Engine {
 // Model is the engine's model.
 func (e *Engine) Model() *model.Model { return e.m }
 
+// KVCacheInfo describes an engine's KV cache.
+type KVCacheInfo struct {
+	BlockSize     int   // positions per block
+	Blocks        int   // most blocks the cache holds
+	BytesPerBlock int64 // memory of one block
+	MaxBytes      int64 // memory with every block in use (Blocks × BytesPerBlock)
+	HeldBytes     int64 // memory the cache holds now (grows with use up to MaxBytes)
+}
+
+// Tokens is how many positions the whole cache holds.
+func (k KVCacheInfo) Tokens() int { return k.Blocks * k.BlockSize }
+
+// KVCache describes the engine's KV cache.
+func (e *Engine) KVCache() KVCacheInfo {
+	return KVCacheInfo{BlockSize: e.kv.BlockSize(), Blocks: e.kv.NumBlocks(), BytesPerBlock: e.kv.BytesPerBlock(),
+		MaxBytes: e.kv.MaxBytes(), HeldBytes: e.kv.MemoryBytes()}
+}
+
+// MaxSequenceLen is the longest sequence (prompt plus output tokens) a request of one choice
+// can have: the model's context, or less when the KV cache holds fewer positions.
+func (e *Engine) MaxSequenceLen() int {
+	return min(e.m.Config.MaxPositionEmbeddings, e.kv.NumBlocks()*e.opts.BlockSize)
+}
+
 // Stats returns a snapshot of the counters.
 func (e *Engine) Stats() Stats {
 	e.statsMu.Lock()
@@ -260,6 +298,7 @@ func (e *Engine) Close() {
 		close(e.closed)
 	}
 	<-e.done
+	e.closeKV.Do(e.kv.Close)
 }
 
 // Submit queues a request; ctx cancelled (the client went away) aborts it.
@@ -296,8 +335,15 @@ func (e *Engine) Submit(ctx context.Context, req *Request) (*Handle, error) {
 	}
 }
 
+// blocksFor is how many KV blocks admission reserves for req: all its choices may need at
+// their longest.
 func (e *Engine) blocksFor(req *Request) int {
 	bs := e.opts.BlockSize
+	if req.N == 1 && req.Beam == nil {
+		// One sequence, never forked: its own blocks and the full cached prefix blocks it
+		// starts from (never written, so never copied).
+		return (len(req.Prompt) + req.MaxTokens + bs - 1) / bs
+	}
 	n := req.N
 	if req.Beam != nil {
 		n *= 2 // old and new beams overlap while a step's beams are forked
@@ -545,7 +591,8 @@ func (e *Engine) loop() {
 		if time.Since(lastLog) > 10*time.Second {
 			st := e.Stats()
 			e.log.Info("inference", "running", nRunning, "waiting", len(waiting),
-				"tokens_per_s", float64(st.GeneratedTokens-genSince)/time.Since(lastLog).Seconds())
+				"tokens_per_s", float64(st.GeneratedTokens-genSince)/time.Since(lastLog).Seconds(),
+				"kv_cache_bytes", e.kv.MemoryBytes())
 			lastLog, genSince = time.Now(), st.GeneratedTokens
 		}
 		e.statsMu.Lock()

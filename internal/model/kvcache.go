@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
+	"runtime"
 	"sync"
 )
 
@@ -14,23 +16,38 @@ import (
 // shared block is never written; appending into a shared, partly filled last block copies it
 // first (copy on write).
 //
+// NumBlocks is a ceiling, not an allocation: the memory behind the blocks is allocated in
+// chunks of blocks as sequences first need them (outside the Go heap where the system allows,
+// so the collector's heap goal does not grow with the cache), and kept: blocks freed by
+// finished sequences go to a free list and are reused before any new chunk is allocated. The
+// memory held follows the most the cache has had in use, up to NumBlocks × BytesPerBlock.
+//
 // The cache also keeps a prefix index: full blocks of prompts, keyed by a hash that chains
 // every token before them (and a salt), stay in the pool after their sequences end, holding
 // one reference, so that a later prompt with the same prefix starts from them. They are
-// evicted, least recently used first, when an allocation finds no free block.
+// evicted, least recently used first, when an allocation finds no free block and the cache
+// cannot grow.
 type KVCache struct {
 	blockSize int
 	layers    int
 	kvDim     int
-	k, v      [][]float32 // per layer: numBlocks × blockSize × kvDim
+	maxBlocks int
+	// Memory: chunk i holds blocks [i·chunkBlocks, (i+1)·chunkBlocks); a block is its layers'
+	// keys then values, blockElems floats each.
+	chunkBlocks int // a power of two
+	chunkShift  uint
+	blockElems  int // blockSize × kvDim
+	chunks      [][]float32
+	frees       []func() // per chunk: gives its memory back (nil: on the Go heap)
+	cleanups    []runtime.Cleanup
 
 	mu   sync.Mutex
-	free []int32
-	ref  []int32
+	free []int32 // blocks with memory and no reference
+	ref  []int32 // per allocated block
 
 	prefix    map[BlockHash]int32 // hash → block held by the index
 	hashOf    map[int32]BlockHash // the reverse
-	lastUse   []int64             // per block, the clock at its last lookup or insertion
+	lastUse   []int64             // per allocated block, the clock at its last lookup or insertion
 	clock     int64
 	evictable int // indexed blocks whose only reference is the index's
 	hits      int64
@@ -70,10 +87,22 @@ var ErrNoBlocks = errors.New("model: KV cache is full")
 // KVCacheOptions sizes a cache.
 type KVCacheOptions struct {
 	BlockSize int // positions per block (default 16)
-	NumBlocks int // blocks in the pool
+	NumBlocks int // most blocks in the pool (default 256)
+	// ChunkBlocks is how many blocks' memory is allocated at a time (default: about
+	// KVChunkBytes' worth, at least one block); rounded down to a power of two.
+	ChunkBlocks int
 }
 
-// NewKVCache allocates a cache for cfg.
+// KVChunkBytes is the memory a cache allocates at a time by default.
+const KVChunkBytes = 4 << 20
+
+// KVBytesPerBlock is the memory of one block of blockSize positions of cfg's model: keys and
+// values of every layer, f32.
+func KVBytesPerBlock(cfg *Config, blockSize int) int64 {
+	return int64(cfg.NumLayers) * int64(blockSize) * int64(cfg.KVDim()) * 4 * 2
+}
+
+// NewKVCache returns a cache for cfg; it holds no block memory until sequences grow.
 func NewKVCache(cfg *Config, opts KVCacheOptions) *KVCache {
 	if opts.BlockSize <= 0 {
 		opts.BlockSize = 16
@@ -81,35 +110,86 @@ func NewKVCache(cfg *Config, opts KVCacheOptions) *KVCache {
 	if opts.NumBlocks <= 0 {
 		opts.NumBlocks = 256
 	}
-	c := &KVCache{blockSize: opts.BlockSize, layers: cfg.NumLayers, kvDim: cfg.KVDim(),
-		k: make([][]float32, cfg.NumLayers), v: make([][]float32, cfg.NumLayers),
-		ref: make([]int32, opts.NumBlocks), lastUse: make([]int64, opts.NumBlocks),
+	if opts.ChunkBlocks <= 0 {
+		opts.ChunkBlocks = int(max(1, KVChunkBytes/KVBytesPerBlock(cfg, opts.BlockSize)))
+	}
+	// A power of two, so that finding a block's chunk is a shift.
+	shift := bits.Len(uint(min(opts.ChunkBlocks, opts.NumBlocks))) - 1
+	return &KVCache{blockSize: opts.BlockSize, layers: cfg.NumLayers, kvDim: cfg.KVDim(), maxBlocks: opts.NumBlocks,
+		chunkBlocks: 1 << shift, chunkShift: uint(shift), blockElems: opts.BlockSize * cfg.KVDim(),
 		prefix: map[BlockHash]int32{}, hashOf: map[int32]BlockHash{}}
-	per := opts.NumBlocks * opts.BlockSize * c.kvDim
-	for l := range c.k {
-		c.k[l] = make([]float32, per)
-		c.v[l] = make([]float32, per)
+}
+
+// grow allocates the next chunk's memory and puts its blocks on the free list (the lowest
+// first to be taken); false when the cache holds NumBlocks already.
+func (c *KVCache) grow() bool {
+	first := len(c.ref)
+	n := min(c.chunkBlocks, c.maxBlocks-first)
+	if n <= 0 {
+		return false
 	}
-	c.free = make([]int32, opts.NumBlocks)
-	for i := range c.free {
-		c.free[i] = int32(opts.NumBlocks - 1 - i)
+	mem, free := allocKV(n * c.layers * 2 * c.blockElems)
+	c.chunks = append(c.chunks, mem)
+	c.frees = append(c.frees, free)
+	if free != nil {
+		c.cleanups = append(c.cleanups, runtime.AddCleanup(c, func(f func()) { f() }, free))
 	}
-	return c
+	c.ref = append(c.ref, make([]int32, n)...)
+	c.lastUse = append(c.lastUse, make([]int64, n)...)
+	for b := first + n - 1; b >= first; b-- {
+		c.free = append(c.free, int32(b))
+	}
+	return true
+}
+
+// Close gives the cache's memory back now rather than when the cache is collected; the
+// cache and its sequences must not be used afterwards.
+func (c *KVCache) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cl := range c.cleanups {
+		cl.Stop()
+	}
+	for _, f := range c.frees {
+		if f != nil {
+			f()
+		}
+	}
+	c.chunks, c.frees, c.cleanups = nil, nil, nil
+}
+
+// MemoryBytes is the block memory the cache holds now (it grows with use, up to MaxBytes).
+func (c *KVCache) MemoryBytes() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int64(len(c.ref)) * c.BytesPerBlock()
+}
+
+// MaxBytes is the memory the cache holds with all NumBlocks blocks in use.
+func (c *KVCache) MaxBytes() int64 { return int64(c.maxBlocks) * c.BytesPerBlock() }
+
+// kv returns layer l's keys and values of block b.
+func (c *KVCache) kv(l int, b int32) (k, v []float32) {
+	ch := c.chunks[int(b)>>c.chunkShift]
+	off := ((int(b)&(c.chunkBlocks-1))*c.layers + l) * 2 * c.blockElems
+	return ch[off : off+c.blockElems], ch[off+c.blockElems : off+2*c.blockElems]
 }
 
 // BlockSize is the number of positions per block.
 func (c *KVCache) BlockSize() int { return c.blockSize }
 
-// NumBlocks is the size of the pool.
-func (c *KVCache) NumBlocks() int { return len(c.ref) }
+// NumBlocks is the most blocks the pool holds.
+func (c *KVCache) NumBlocks() int { return c.maxBlocks }
 
-// FreeBlocks is how many blocks an allocation can have: unused ones and those only the
-// prefix index holds.
+// FreeBlocks is how many blocks an allocation can have: unused ones (with memory or not yet)
+// and those only the prefix index holds.
 func (c *KVCache) FreeBlocks() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.free) + c.evictable
+	return c.available()
 }
+
+func (c *KVCache) available() int { return len(c.free) + c.evictable + c.maxBlocks - len(c.ref) }
 
 // CachedBlocks is how many blocks the prefix index holds.
 func (c *KVCache) CachedBlocks() int {
@@ -185,11 +265,11 @@ func (c *KVCache) evictOne() bool {
 
 // BytesPerBlock is the memory of one block over all layers (keys and values).
 func (c *KVCache) BytesPerBlock() int64 {
-	return int64(c.layers) * int64(c.blockSize) * int64(c.kvDim) * 4 * 2
+	return int64(c.layers) * int64(c.blockElems) * 4 * 2
 }
 
 func (c *KVCache) alloc() (int32, bool) {
-	if len(c.free) == 0 && !c.evictOne() {
+	if len(c.free) == 0 && !c.grow() && !c.evictOne() {
 		return 0, false
 	}
 	b := c.free[len(c.free)-1]
@@ -308,17 +388,18 @@ func (s *Sequence) reserve(n int) error {
 	if cow {
 		extra++
 	}
-	if extra > len(c.free)+c.evictable {
+	if extra > c.available() {
 		return ErrNoBlocks
 	}
 	if cow {
 		last := s.blocks[len(s.blocks)-1]
 		b, _ := c.alloc()
 		used := (s.n % c.blockSize) * c.kvDim
-		src, dst := int(last)*c.blockSize*c.kvDim, int(b)*c.blockSize*c.kvDim
 		for l := 0; l < c.layers; l++ {
-			copy(c.k[l][dst:dst+used], c.k[l][src:src+used])
-			copy(c.v[l][dst:dst+used], c.v[l][src:src+used])
+			sk, sv := c.kv(l, last)
+			dk, dv := c.kv(l, b)
+			copy(dk[:used], sk[:used])
+			copy(dv[:used], sv[:used])
 		}
 		c.release(last)
 		s.blocks[len(s.blocks)-1] = b
@@ -339,8 +420,11 @@ func (s *Sequence) shrink() {
 	}
 }
 
-// slot returns the offset of position pos of the sequence in a layer's K/V arrays.
-func (s *Sequence) slot(pos int) int {
+// at returns layer l's keys and values of the sequence from position pos to the end of the
+// block holding it (rows of kvDim floats).
+func (s *Sequence) at(l, pos int) (k, v []float32) {
 	bs := s.c.blockSize
-	return (int(s.blocks[pos/bs])*bs + pos%bs) * s.c.kvDim
+	k, v = s.c.kv(l, s.blocks[pos/bs])
+	off := (pos % bs) * s.c.kvDim
+	return k[off:], v[off:]
 }

@@ -416,12 +416,11 @@ func (m *Model) layer(l int, b *batch) {
 	kv := c.KVDim()
 	for i, st := range b.steps {
 		s := st.Seq
-		ck, cv := s.c.k[l], s.c.v[l]
 		for j := range st.Tokens {
 			r := b.start[i] + j
-			off := s.slot(b.pos[r])
-			copy(ck[off:off+kv], b.k[r*kv:(r+1)*kv])
-			copy(cv[off:off+kv], b.v[r*kv:(r+1)*kv])
+			ck, cv := s.at(l, b.pos[r])
+			copy(ck[:kv], b.k[r*kv:(r+1)*kv])
+			copy(cv[:kv], b.v[r*kv:(r+1)*kv])
 		}
 	}
 	m.attention(l, b)
@@ -466,7 +465,6 @@ func (m *Model) attention(l int, b *batch) {
 		n := len(st.Tokens)
 		r0 := b.start[t.step]
 		ctx := b.pos[r0] + n
-		ck, cv := s.c.k[l], s.c.v[l]
 		if n <= 4 {
 			// Decode: multiply the group's query heads by the keys and values where they lie
 			// in the cache, one block at a time (rows of a block are kvDim apart).
@@ -479,8 +477,8 @@ func (m *Model) attention(l int, b *batch) {
 				Q := b.q[(r0+r)*qd+t.kvHead*group*hd:]
 				for p0 := 0; p0 < limit; p0 += bs {
 					cnt := min(bs, limit-p0)
-					off := s.slot(p0) + kvOff
-					gemm.Sgemm(false, true, group, cnt, hd, scale, Q, hd, ck[off:], kvDim, 0, S[p0:], limit)
+					ck, _ := s.at(l, p0)
+					gemm.Sgemm(false, true, group, cnt, hd, scale, Q, hd, ck[kvOff:], kvDim, 0, S[p0:], limit)
 				}
 				for h := 0; h < group; h++ {
 					kernels.Softmax(S[h*limit : (h+1)*limit])
@@ -488,12 +486,12 @@ func (m *Model) attention(l int, b *batch) {
 				out := b.attn[(r0+r)*qd+t.kvHead*group*hd:]
 				for p0 := 0; p0 < limit; p0 += bs {
 					cnt := min(bs, limit-p0)
-					off := s.slot(p0) + kvOff
+					_, cv := s.at(l, p0)
 					beta := float32(1)
 					if p0 == 0 {
 						beta = 0
 					}
-					gemm.Sgemm(false, false, group, hd, cnt, 1, S[p0:], limit, cv[off:], kvDim, beta, out, hd)
+					gemm.Sgemm(false, false, group, hd, cnt, 1, S[p0:], limit, cv[kvOff:], kvDim, beta, out, hd)
 				}
 			}
 			return
@@ -501,10 +499,14 @@ func (m *Model) attention(l int, b *batch) {
 		// Prefill: gather this kv head's keys and values for positions [0, ctx) and use GEMM.
 		K := make([]float32, ctx*hd)
 		V := make([]float32, ctx*hd)
-		for p := 0; p < ctx; p++ {
-			off := s.slot(p) + t.kvHead*hd
-			copy(K[p*hd:(p+1)*hd], ck[off:off+hd])
-			copy(V[p*hd:(p+1)*hd], cv[off:off+hd])
+		bs, kvDim, kvOff := s.c.blockSize, s.c.kvDim, t.kvHead*hd
+		for p0 := 0; p0 < ctx; p0 += bs {
+			ck, cv := s.at(l, p0)
+			for j := 0; j < min(bs, ctx-p0); j++ {
+				p := p0 + j
+				copy(K[p*hd:(p+1)*hd], ck[j*kvDim+kvOff:])
+				copy(V[p*hd:(p+1)*hd], cv[j*kvDim+kvOff:])
+			}
 		}
 		S := make([]float32, n*ctx)
 		for qh := t.kvHead * group; qh < (t.kvHead+1)*group; qh++ {

@@ -30,6 +30,9 @@ type Served struct {
 	Template *chattemplate.Template // nil when the tokenizer has none
 	Engine   *inference.Engine
 	Created  int64
+	// maxModelLen is the context served: the model's, or less (LoadOptions.MaxModelLen, or
+	// what the KV cache holds).
+	maxModelLen int
 
 	guidesOnce sync.Once
 	guides     *structured.Compiler
@@ -79,8 +82,15 @@ func (g *guide) Mask(dst []uint64)    { g.m.Mask(dst) }
 func (g *guide) Accept(tok int) error { return g.m.Accept(tok, g.tok.TokenBytes(tok)) }
 func (g *guide) MustEnd() bool        { return g.m.MustEnd() }
 
-// MaxModelLen is the context length served.
-func (s *Served) MaxModelLen() int { return s.Model.Config.MaxPositionEmbeddings }
+// MaxModelLen is the context length served (vLLM's max_model_len): the model's
+// max_position_embeddings, or less when LoadOptions.MaxModelLen or the KV cache's budget
+// allows fewer positions to one sequence.
+func (s *Served) MaxModelLen() int {
+	if s.maxModelLen > 0 {
+		return s.maxModelLen
+	}
+	return s.Model.Config.MaxPositionEmbeddings
+}
 
 // LoadOptions configure model loading.
 type LoadOptions struct {
@@ -92,6 +102,9 @@ type LoadOptions struct {
 	// NoEngine loads the model without an inference engine (no KV cache): for training
 	// only, as `hone worker` does. Served.Engine is then nil.
 	NoEngine bool
+	// MaxModelLen caps the context served (prompt plus output tokens of a request); 0 = the
+	// model's. The KV cache's budget may cap it further.
+	MaxModelLen int
 }
 
 // Load loads a Hugging Face model directory and starts its engine (unless NoEngine).
@@ -117,6 +130,10 @@ func Load(name, dir string, opts LoadOptions, created int64) (*Served, error) {
 	}
 	if !opts.NoEngine {
 		s.Engine = inference.New(m, opts.Engine)
+		s.maxModelLen = s.Engine.MaxSequenceLen()
+	}
+	if opts.MaxModelLen > 0 {
+		s.maxModelLen = min(s.MaxModelLen(), opts.MaxModelLen)
 	}
 	return s, nil
 }
