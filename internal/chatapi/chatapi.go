@@ -22,7 +22,6 @@ import (
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/openapi"
 	"github.com/honeai/hone/internal/serving"
-	"github.com/honeai/hone/internal/tokenizer"
 )
 
 // API serves the chat routes.
@@ -268,7 +267,6 @@ func (a *API) prepare(r *http.Request) (*prepared, error) {
 		traceProject: traceProject, body: body, started: time.Now()}, nil
 }
 
-
 func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 	pr, err := a.prepare(r)
 	if err != nil {
@@ -286,9 +284,11 @@ func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 		}
 		gf = pr.served.GuideFactory(c)
 	}
+	out := pr.output()
 	h, err := pr.served.Engine.Submit(r.Context(), &inference.Request{Guide: gf, ID: id, Prompt: pr.ids, Params: p.params, N: p.n,
 		MaxTokens: p.maxTokens, IgnoreEOS: p.req.IgnoreEOS, Adapter: pr.adapter, Priority: p.priority,
-		Logprobs: p.req.Logprobs, TopLogprobs: p.topLogprobs, PromptLogprobs: p.promptLP, CacheSalt: p.cacheSalt, Repetition: p.repetition, Beam: p.beam})
+		Logprobs: p.req.Logprobs, TopLogprobs: p.topLogprobs, PromptLogprobs: p.promptLP, CacheSalt: p.cacheSalt, Repetition: p.repetition, Beam: p.beam,
+		Output: out})
 	switch {
 	case errors.Is(err, inference.ErrQueueFull):
 		apierror.Write(w, r, apierror.TooManyRequests("The server is busy: the waiting queue is full. Retry later."))
@@ -305,7 +305,7 @@ func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, err)
 		return
 	}
-	run := newRun(pr, h, id)
+	run := newRun(pr, h, id, out.Reasoning)
 	if p.req.Stream {
 		run.stream(w, r, a.trace)
 		return
@@ -410,18 +410,24 @@ type PromptDetails struct {
 	CachedTokens int `json:"cached_tokens"`
 }
 
-// choiceState follows one choice's detokenisation and stop strings.
+// output is how the engine turns the request's tokens into text: the detokeniser's
+// options, the stop strings and whether the template thinks (<think>…</think> is then
+// reported as reasoning, unless include_reasoning is false).
+func (pr *prepared) output() *inference.Output {
+	req := pr.plan.req
+	include := req.IncludeReasoning == nil || *req.IncludeReasoning
+	return &inference.Output{Tok: pr.served.Tok, SkipSpecial: req.SkipSpecialTokens == nil || *req.SkipSpecialTokens,
+		Stops: pr.plan.stops, IncludeStop: req.IncludeStopStrInOutput,
+		Reasoning: include && pr.served.Template != nil && strings.Contains(pr.served.Template.Source(), "<think>")}
+}
+
+// choiceState is one choice as the engine's events left it.
 type choiceState struct {
-	dec        *tokenizer.Decoder
-	text       string // generated text so far (stop strings cut)
-	sent       int    // bytes of text already streamed
+	text       string // the whole text, once finished
 	tokens     []int
 	logprobs   []TokenLogprob
 	finish     string
 	stopReason any
-	stopped    bool // a stop string was found: ignore later tokens
-	inThink    bool
-	reasoning  string
 }
 
 type run struct {
@@ -430,25 +436,15 @@ type run struct {
 	id       string
 	created  int64
 	choices  []*choiceState
-	maxStop  int
 	promptLP []map[string]any
 	think    bool
 }
 
-func newRun(pr *prepared, h *inference.Handle, id string) *run {
-	skip := true
-	if pr.plan.req.SkipSpecialTokens != nil {
-		skip = *pr.plan.req.SkipSpecialTokens
-	}
-	ru := &run{pr: pr, h: h, id: id, created: time.Now().Unix()}
+func newRun(pr *prepared, h *inference.Handle, id string, think bool) *run {
+	ru := &run{pr: pr, h: h, id: id, created: time.Now().Unix(), think: think}
 	for i := 0; i < pr.plan.n; i++ {
-		ru.choices = append(ru.choices, &choiceState{dec: pr.served.Tok.NewDecoder(skip)})
+		ru.choices = append(ru.choices, &choiceState{})
 	}
-	for _, s := range pr.plan.stops {
-		ru.maxStop = max(ru.maxStop, len(s))
-	}
-	include := pr.plan.req.IncludeReasoning == nil || *pr.plan.req.IncludeReasoning
-	ru.think = include && pr.served.Template != nil && strings.Contains(pr.served.Template.Source(), "<think>")
 	return ru
 }
 
@@ -459,39 +455,14 @@ func (ru *run) apply(ev inference.Event) int {
 		return -1
 	}
 	c := ru.choices[ev.Choice]
-	if ev.HasToken && !c.stopped {
+	if ev.HasToken {
 		c.tokens = append(c.tokens, ev.Token)
-		piece := c.dec.Add(ev.Token)
-		if ev.Finish != "" {
-			piece += c.dec.Flush()
-		}
 		if ru.pr.plan.req.Logprobs {
 			c.logprobs = append(c.logprobs, ru.tokenLogprob(ev))
 		}
-		before := len(c.text)
-		c.text += piece
-		if len(ru.pr.plan.stops) > 0 && len(c.tokens) >= ru.pr.plan.params.MinTokens {
-			from := max(0, before-ru.maxStop)
-			best, bestAt := "", -1
-			for _, s := range ru.pr.plan.stops {
-				if i := strings.Index(c.text[from:], s); i >= 0 && (bestAt < 0 || from+i < bestAt) {
-					best, bestAt = s, from+i
-				}
-			}
-			if bestAt >= 0 {
-				if ru.pr.plan.req.IncludeStopStrInOutput {
-					c.text = c.text[:bestAt+len(best)]
-				} else {
-					c.text = c.text[:bestAt]
-				}
-				c.stopped = true
-				c.finish, c.stopReason = "stop", best
-				ru.h.Stop(ev.Choice, best)
-			}
-		}
 	}
-	if ev.Finish != "" && c.finish == "" {
-		c.text += c.dec.Flush()
+	if ev.Finish != "" {
+		c.text = ev.Text.Full
 		c.finish, c.stopReason = ev.Finish, ev.StopReason
 	}
 	return ev.Choice
@@ -556,24 +527,6 @@ func (ru *run) formatPromptLogprobs(lps []inference.PromptLogprob) []map[string]
 	return out
 }
 
-// splitReasoning separates a leading <think>…</think> block from the answer.
-func splitReasoning(text string) (reasoning *string, content string) {
-	t := strings.TrimLeft(text, " \n")
-	if strings.HasPrefix(t, "<think>") {
-		t = t[len("<think>"):]
-	}
-	end := strings.Index(t, "</think>")
-	if end < 0 {
-		if strings.HasPrefix(strings.TrimLeft(text, " \n"), "<think>") {
-			r := strings.TrimSpace(t)
-			return &r, ""
-		}
-		return nil, text
-	}
-	r := strings.TrimSpace(t[:end])
-	return &r, strings.TrimLeft(t[end+len("</think>"):], "\n")
-}
-
 func (ru *run) usage() Usage {
 	u := Usage{PromptTokens: len(ru.pr.ids), PromptTokensDetails: &PromptDetails{CachedTokens: ru.h.CachedTokens}}
 	for _, c := range ru.choices {
@@ -612,7 +565,7 @@ func (ru *run) response() *Response {
 		}
 		msg := Message{Role: role}
 		if ru.think {
-			r, content := splitReasoning(text)
+			r, content := inference.SplitReasoning(text)
 			msg.Reasoning, text = r, content
 		}
 		msg.Content = &text

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
-	"unicode/utf8"
 )
 
 type chunkChoice struct {
@@ -35,9 +33,8 @@ type chunk struct {
 
 // streamState is what one choice has streamed.
 type streamState struct {
-	sentContent, sentReasoning int
-	sentTokens, sentLogprobs   int
-	done                       bool
+	sentTokens, sentLogprobs int
+	done                     bool
 }
 
 // stream answers with server-sent events as vLLM does.
@@ -101,32 +98,14 @@ func (ru *run) stream(w http.ResponseWriter, r *http.Request, trace func(*http.R
 		cs := ru.choices[i]
 		st := &states[i]
 		finished := cs.finish != ""
-		avail := len(cs.text)
-		if !finished && ru.maxStop > 1 {
-			avail = max(st.sentContent+st.sentReasoning, avail-(ru.maxStop-1))
-			for avail > 0 && avail < len(cs.text) && !utf8.RuneStart(cs.text[avail]) {
-				avail--
-			}
-		}
-		visible := cs.text[:avail]
-		var reasoning *string
-		content := visible
-		if ru.think {
-			reasoning, content = splitReasoning(visible)
-			if !finished && reasoning != nil && !strings.Contains(visible, "</think>") {
-				content = ""
-			}
-		}
 		cc := chunkChoice{Index: i}
-		if reasoning != nil && len(*reasoning) > st.sentReasoning {
-			d := (*reasoning)[st.sentReasoning:]
+		if ev.Text.Reasoning != "" {
+			d := ev.Text.Reasoning
 			cc.Delta.Reasoning = &d
-			st.sentReasoning = len(*reasoning)
 		}
-		if len(content) > st.sentContent {
-			d := content[st.sentContent:]
+		if ev.Text.Content != "" {
+			d := ev.Text.Content
 			cc.Delta.Content = &d
-			st.sentContent = len(content)
 		}
 		if req.Logprobs && len(cs.logprobs) > st.sentLogprobs {
 			cc.Logprobs = &Logprobs{Content: cs.logprobs[st.sentLogprobs:]}

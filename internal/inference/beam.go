@@ -137,14 +137,14 @@ func (e *Engine) beamFinish(r *running) {
 			if req.Logprobs {
 				ev.Top = b.tops[k]
 			}
-			r.h.events <- ev
+			e.emit(r.h, ev)
 		}
-		r.h.events <- Event{Choice: i, Finish: b.finish}
+		e.emit(r.h, Event{Choice: i, Finish: b.finish})
 		r.choices = append(r.choices, &choice{h: r.h, index: i, finished: true, prefill: len(req.Prompt)})
 	}
 	// Fewer beams than choices (every candidate ended at once): the rest end empty.
 	for i := len(all); i < req.N; i++ {
-		r.h.events <- Event{Choice: i, Finish: "stop"}
+		e.emit(r.h, Event{Choice: i, Finish: "stop"})
 		r.choices = append(r.choices, &choice{h: r.h, index: i, finished: true, prefill: len(req.Prompt)})
 	}
 }

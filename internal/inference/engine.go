@@ -84,6 +84,8 @@ type Request struct {
 	// Guide, when set, constrains every choice's tokens (structured outputs): each choice
 	// gets its own Guide from it.
 	Guide GuideFactory
+	// Output, when set, has the engine detokenise each choice and stop it at stop strings.
+	Output *Output
 }
 
 // Guide restricts the next token of one output.
@@ -153,6 +155,8 @@ type Event struct {
 	StopReason any
 	// PromptLogprobs is sent once, before the first token, when asked for.
 	PromptLogprobs []PromptLogprob
+	// Text is the text that became visible (Request.Output only).
+	Text Text
 }
 
 // PromptLogprob is the logprob of one prompt token (the first has none).
@@ -169,6 +173,7 @@ type Handle struct {
 	ctx    context.Context
 	events chan Event
 	stops  chan stopReq
+	outs   []*outputState // per choice (Request.Output); the engine's goroutine only
 	// Queued is when the request was submitted; FirstToken when its first token came.
 	Queued, FirstToken time.Time
 	// CachedTokens is how many prompt tokens came from the prefix cache; set before the
@@ -670,7 +675,7 @@ func (e *Engine) promptLogprobs(c *choice, start int, tokens []int, logits [][]f
 		lp, rank, top := sample.Logprobs(logits[j], tok, req.PromptLogprobs)
 		lps = append(lps, PromptLogprob{Token: tok, Logprob: lp, Rank: rank, Top: top})
 	}
-	c.h.events <- Event{Choice: -1, PromptLogprobs: lps}
+	e.emit(c.h, Event{Choice: -1, PromptLogprobs: lps})
 }
 
 // sampleNext samples the next token of c from raw logits and checks stop conditions.
@@ -723,7 +728,7 @@ func (e *Engine) sampleNext(c *choice, raw []float32) {
 			ev.Finish = "stop" // the constraint is complete (or, never expected, violated)
 		}
 	}
-	c.h.events <- ev
+	ev, _ = e.emit(c.h, ev)
 	if ev.Finish != "" {
 		c.finished = true
 		c.seq.Free()
@@ -736,7 +741,7 @@ func (e *Engine) finish(c *choice, reason string, stopReason any) {
 	}
 	c.finished = true
 	c.seq.Free()
-	c.h.events <- Event{Choice: c.index, Finish: reason, StopReason: stopReason}
+	e.emit(c.h, Event{Choice: c.index, Finish: reason, StopReason: stopReason})
 }
 
 func (e *Engine) finishAll(r *running, reason string) {
@@ -745,7 +750,7 @@ func (e *Engine) finishAll(r *running, reason string) {
 	}
 	// Choices not forked yet (still prefilling) finish too.
 	for k := len(r.choices); k < r.h.req.N; k++ {
-		r.h.events <- Event{Choice: k, Finish: reason}
+		e.emit(r.h, Event{Choice: k, Finish: reason})
 	}
 }
 
