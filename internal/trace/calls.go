@@ -9,8 +9,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/honeai/hone/internal/apierror"
 	"github.com/honeai/hone/internal/db"
+	"github.com/honeai/hone/internal/fault"
 	"github.com/honeai/hone/internal/pyjson"
 )
 
@@ -351,7 +351,7 @@ func checkColumns(columns []string) (map[string]bool, error) {
 	for i, c := range columns {
 		top, _, _ := strings.Cut(c, ".")
 		if !callColumnNames[top] {
-			return nil, apierror.BadRequest(fmt.Sprintf("columns[%d]", i), "columns[%d]: unknown call column %q", i, c)
+			return nil, fault.Invalid(fmt.Sprintf("columns[%d]", i), "columns[%d]: unknown call column %q", i, c)
 		}
 		out[top] = true
 	}
@@ -421,7 +421,7 @@ func checkExpandColumns(cols []string, cond Node, sorts []SortBy) ([][]string, e
 	for i, c := range cols {
 		segs := strings.Split(c, ".")
 		if !callJSONColumns[segs[0]] || checkFieldPath(c) != nil {
-			return nil, apierror.BadRequest(fmt.Sprintf("expand_columns[%d]", i), "expand_columns[%d]: %q is not a path into inputs, output, attributes or summary", i, c)
+			return nil, fault.Invalid(fmt.Sprintf("expand_columns[%d]", i), "expand_columns[%d]: %q is not a path into inputs, output, attributes or summary", i, c)
 		}
 		out = append(out, segs)
 	}
@@ -432,7 +432,7 @@ func checkExpandColumns(cols []string, cond Node, sorts []SortBy) ([][]string, e
 	for _, f := range fields {
 		for i, c := range cols {
 			if strings.HasPrefix(f, c+".") {
-				return nil, apierror.BadRequest(fmt.Sprintf("expand_columns[%d]", i), "filtering or sorting on %q through the expanded ref column %q is not supported by Hone; leave %q out of expand_columns and filter on the ref itself", f, c, c)
+				return nil, fault.Invalid(fmt.Sprintf("expand_columns[%d]", i), "filtering or sorting on %q through the expanded ref column %q is not supported by Hone; leave %q out of expand_columns and filter on the ref itself", f, c, c)
 			}
 		}
 	}

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/honeai/hone/internal/apierror"
 	"github.com/honeai/hone/internal/db"
+	"github.com/honeai/hone/internal/fault"
 )
 
 const (
@@ -202,7 +202,7 @@ func (s *SQLStore) callField(field string) (string, []any, ValueType, error) {
 	if callJSONColumns[field] {
 		return field, nil, TText, nil
 	}
-	return "", nil, 0, apierror.BadRequest("query", "unknown call field %q", field)
+	return "", nil, 0, fault.Invalid("query", "unknown call field %q", field)
 }
 
 // callWhere builds the WHERE clause of a calls query.
@@ -426,7 +426,7 @@ func feedbackOfCall(d db.Dialect, rest string) (string, []any, ValueType, error)
 	typ, after, ok := strings.Cut(rest, "]")
 	sub, ok2 := strings.CutPrefix(after, ".")
 	if !ok || !ok2 || typ == "" || sub == "" {
-		return "", nil, 0, apierror.BadRequest("query", "feedback fields are written feedback.[<feedback_type>].<field>, got %q", "feedback.["+rest)
+		return "", nil, 0, fault.Invalid("query", "feedback fields are written feedback.[<feedback_type>].<field>, got %q", "feedback.["+rest)
 	}
 	expr, args, _, err := feedbackFieldSQL(d, "fb.", sub)
 	if err != nil {

@@ -4,8 +4,8 @@ import (
 	"context"
 	"database/sql"
 
-	"github.com/honeai/hone/internal/apierror"
 	"github.com/honeai/hone/internal/db"
+	"github.com/honeai/hone/internal/fault"
 )
 
 const costCols = `id, llm_id, prompt_token_cost, completion_token_cost, cache_read_input_token_cost, cache_creation_input_token_cost,
@@ -23,7 +23,7 @@ func fieldResolver(fields map[string]ValueType, what string) FieldResolver {
 		if t, ok := fields[f]; ok {
 			return f, nil, t, nil
 		}
-		return "", nil, 0, apierror.BadRequest("query", "unknown %s field %q", what, f)
+		return "", nil, 0, fault.Invalid("query", "unknown %s field %q", what, f)
 	}
 }
 

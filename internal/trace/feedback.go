@@ -7,7 +7,7 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/honeai/hone/internal/apierror"
+	"github.com/honeai/hone/internal/fault"
 	"github.com/honeai/hone/internal/pyjson"
 )
 
@@ -169,7 +169,7 @@ func feedbackMap(f FeedbackRow) map[string]any {
 func (s *Service) FeedbackQuery(ctx context.Context, req FeedbackQueryReq) (FeedbackQueryRes, error) {
 	for i, f := range req.Fields {
 		if _, ok := feedbackFields[f]; !ok {
-			return FeedbackQueryRes{}, apierror.BadRequest(fmt.Sprintf("fields[%d]", i), "fields[%d]: unknown feedback field %q", i, f)
+			return FeedbackQueryRes{}, fault.Invalid(fmt.Sprintf("fields[%d]", i), "fields[%d]: unknown feedback field %q", i, f)
 		}
 	}
 	limit, offset, err := checkLimitOffset(req.Limit, req.Offset)

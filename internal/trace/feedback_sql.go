@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/honeai/hone/internal/apierror"
 	"github.com/honeai/hone/internal/db"
+	"github.com/honeai/hone/internal/fault"
 )
 
 const feedbackCols = `project_id, id, weave_ref, wb_user_id, creator, created_at, feedback_type, payload, annotation_ref,
@@ -54,7 +54,7 @@ func feedbackFieldSQL(d db.Dialect, prefix, f string) (string, []any, ValueType,
 		e, a, t := JSONField(d, prefix+col, strings.Split(rest, "."))
 		return e, a, t, nil
 	}
-	return "", nil, 0, apierror.BadRequest("query", "unknown feedback field %q", f)
+	return "", nil, 0, fault.Invalid("query", "unknown feedback field %q", f)
 }
 
 func feedbackArgs(f FeedbackRow) []any {

@@ -3,7 +3,7 @@ package trace
 import (
 	"context"
 
-	"github.com/honeai/hone/internal/apierror"
+	"github.com/honeai/hone/internal/fault"
 )
 
 // MaxFileBytes bounds one uploaded file.
@@ -17,7 +17,7 @@ func (s *Service) FileCreate(ctx context.Context, project, name string, content 
 	}
 	digest := BytesDigest(content)
 	if expected != "" && expected != digest {
-		return FileCreateRes{}, apierror.Conflict("expected_digest", "expected_digest: does not match the digest of the file's bytes (%s)", digest)
+		return FileCreateRes{}, fault.Conflict("expected_digest", "expected_digest: does not match the digest of the file's bytes (%s)", digest)
 	}
 	if err := s.store.PutFile(ctx, project, digest, name, content, s.nowString()); err != nil {
 		return FileCreateRes{}, err

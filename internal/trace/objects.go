@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/honeai/hone/internal/apierror"
+	"github.com/honeai/hone/internal/fault"
 	"github.com/honeai/hone/internal/pyjson"
 )
 
@@ -43,7 +43,7 @@ func (s *Service) ObjCreate(ctx context.Context, req ObjCreateReq, wbUserID stri
 	}
 	digest := ValueDigest(val)
 	if o.ExpectedDigest != nil && *o.ExpectedDigest != "" && *o.ExpectedDigest != digest {
-		return ObjCreateRes{}, apierror.Conflict("obj.expected_digest", "obj.expected_digest: does not match the digest Hone computed (%s); Hone digests keys in arrival order", digest)
+		return ObjCreateRes{}, fault.Conflict("obj.expected_digest", "obj.expected_digest: does not match the digest Hone computed (%s); Hone digests keys in arrival order", digest)
 	}
 	row := ObjectRow{
 		ProjectID: o.ProjectID, ObjectID: o.ObjectID, Digest: digest, Kind: Kind(val),
@@ -163,7 +163,7 @@ func (s *Service) ObjsQuery(ctx context.Context, req ObjQueryReq) (ObjQueryRes, 
 	}
 	for i, sb := range req.SortBy {
 		if sb.Field != "object_id" && sb.Field != "created_at" {
-			return ObjQueryRes{}, apierror.BadRequest(fmt.Sprintf("sort_by[%d].field", i),
+			return ObjQueryRes{}, fault.Invalid(fmt.Sprintf("sort_by[%d].field", i),
 				"sort_by[%d].field: cannot sort objects by %q (supported: object_id, created_at)", i, sb.Field)
 		}
 		dir := sb.Dir()
@@ -171,7 +171,7 @@ func (s *Service) ObjsQuery(ctx context.Context, req ObjQueryReq) (ObjQueryRes, 
 			dir = "asc"
 		}
 		if dir != "asc" && dir != "desc" {
-			return ObjQueryRes{}, apierror.BadRequest(fmt.Sprintf("sort_by[%d].direction", i),
+			return ObjQueryRes{}, fault.Invalid(fmt.Sprintf("sort_by[%d].direction", i),
 				"sort_by[%d].direction: invalid direction %q (asc or desc)", i, sb.Dir())
 		}
 		q.Sort = append(q.Sort, SortBy{Field: sb.Field, Direction: dir})

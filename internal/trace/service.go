@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/honeai/hone/internal/apierror"
 	"github.com/honeai/hone/internal/db"
+	"github.com/honeai/hone/internal/fault"
 	"github.com/honeai/hone/internal/pyjson"
 )
 
@@ -37,7 +37,7 @@ func NewService(store Store) *Service {
 func (s *Service) nowString() string { return db.FormatTime(s.now()) }
 
 func badField(field, format string, args ...any) error {
-	return apierror.BadRequest(field, "%s: %s", field, fmt.Sprintf(format, args...))
+	return fault.Invalid(field, "%s: %s", field, fmt.Sprintf(format, args...))
 }
 
 // parseValue parses a raw JSON value of a request field (an absent value is null).
@@ -74,13 +74,13 @@ func checkLimitOffset(limit, offset *int) (int, int, error) {
 	l, o := -1, 0
 	if limit != nil {
 		if *limit < 0 {
-			return 0, 0, apierror.BadRequest("limit", "limit must be >= 0, got %d", *limit)
+			return 0, 0, fault.Invalid("limit", "limit must be >= 0, got %d", *limit)
 		}
 		l = *limit
 	}
 	if offset != nil {
 		if *offset < 0 {
-			return 0, 0, apierror.BadRequest("offset", "offset must be >= 0, got %d", *offset)
+			return 0, 0, fault.Invalid("offset", "offset must be >= 0, got %d", *offset)
 		}
 		o = *offset
 	}
@@ -113,7 +113,7 @@ func normTime(field, s string) (string, error) {
 	return "", badField(field, "invalid ISO 8601 date-time %q", s)
 }
 
-func notFound(format string, args ...any) error { return apierror.NotFound("", format, args...) }
+func notFound(format string, args ...any) error { return fault.NotFound("", format, args...) }
 
 func mapNotFound(err error, format string, args ...any) error {
 	if errors.Is(err, ErrNotFound) {
@@ -154,7 +154,7 @@ func toMap(v any) map[string]any {
 func checkFields(fields []string, known map[string]ValueType, param string) error {
 	for i, f := range fields {
 		if _, ok := known[f]; !ok {
-			return apierror.BadRequest(fmt.Sprintf("%s[%d]", param, i), "%s[%d]: unknown field %q", param, i, f)
+			return fault.Invalid(fmt.Sprintf("%s[%d]", param, i), "%s[%d]: unknown field %q", param, i, f)
 		}
 	}
 	return nil

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/honeai/hone/internal/apierror"
+	"github.com/honeai/hone/internal/fault"
 	"github.com/honeai/hone/internal/pyjson"
 )
 
@@ -354,7 +354,7 @@ func usageLimit(limit *int) (int, error) {
 		return DefaultUsageLimit, nil
 	}
 	if *limit < 1 {
-		return 0, apierror.BadRequest("limit", "limit must be >= 1, got %d", *limit)
+		return 0, fault.Invalid("limit", "limit must be >= 1, got %d", *limit)
 	}
 	return *limit, nil
 }
@@ -380,7 +380,7 @@ func (s *Service) TraceUsage(ctx context.Context, req TraceUsageReq) (UsageRes, 
 		return UsageRes{}, err
 	}
 	if len(calls) > limit {
-		return UsageRes{}, apierror.BadRequest("limit", "more than %d calls match: narrow the filter (for example trace_ids) or raise limit; no partial usage is returned", limit)
+		return UsageRes{}, fault.Invalid("limit", "more than %d calls match: narrow the filter (for example trace_ids) or raise limit; no partial usage is returned", limit)
 	}
 	return s.rollUpResult(ctx, req.ProjectID, calls, req.IncludeCosts, nil), nil
 }
@@ -410,7 +410,7 @@ func (s *Service) CallsUsage(ctx context.Context, req CallsUsageReq) (UsageRes, 
 			return UsageRes{}, err
 		}
 		if len(calls) > limit {
-			return UsageRes{}, apierror.BadRequest("limit", "Cannot compute complete usage: the traces of these calls have more than %d calls", limit)
+			return UsageRes{}, fault.Invalid("limit", "Cannot compute complete usage: the traces of these calls have more than %d calls", limit)
 		}
 	}
 	return s.rollUpResult(ctx, req.ProjectID, calls, req.IncludeCosts, req.CallIDs), nil
