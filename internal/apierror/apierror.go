@@ -124,6 +124,8 @@ func FromFault(f *fault.Error) *Error {
 		return New(http.StatusConflict, TypeConflict, f.Field, f.Msg)
 	case fault.KindUnavailable:
 		return New(http.StatusServiceUnavailable, TypeUnavailable, f.Field, f.Msg)
+	case fault.KindUnauthenticated:
+		return New(http.StatusUnauthorized, TypeAuthentication, f.Field, f.Msg)
 	default:
 		return New(http.StatusBadRequest, TypeBadRequest, f.Field, f.Msg)
 	}

@@ -55,6 +55,7 @@ func TestFaultsMapAtTheEdge(t *testing.T) {
 		{fault.Forbidden("project_id", "not yours"), 403, TypePermissionDenied},
 		{fault.Conflict("name", "exists"), 409, TypeConflict},
 		{fault.Unavailable("busy"), 503, TypeUnavailable},
+		{fault.Unauthenticated("Invalid API key."), 401, TypeAuthentication},
 	} {
 		e, ok := As(fmt.Errorf("wrapped: %w", c.f))
 		if !ok || e.Status != c.status || e.Type != c.typ || e.Param != c.f.Field || e.Message != c.f.Msg {

@@ -11,6 +11,7 @@ import (
 	"github.com/honeai/hone/internal/auth"
 	"github.com/honeai/hone/internal/db"
 	"github.com/honeai/hone/internal/db/dbtest"
+	"github.com/honeai/hone/internal/fault"
 )
 
 func newKeys(t *testing.T, d *db.DB) *auth.Keys {
@@ -145,4 +146,36 @@ func TestProjectScoping(t *testing.T) {
 	if _, _, err := auth.Project(context.Background(), "a/x", "project_id"); err == nil {
 		t.Fatal("unauthenticated context accepted")
 	}
+}
+
+// TestAuthenticateFaults: a missing or bad key is a fault.KindUnauthenticated (the HTTP layer
+// answers it 401 with the scheme's challenge), never an HTTP error built here.
+func TestAuthenticateFaults(t *testing.T) {
+	dbtest.ForEachDialect(t, func(t *testing.T, d *db.DB) {
+		ctx := context.Background()
+		keys := newKeys(t, d)
+		_, secret, err := keys.Create(ctx, "alice", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for authz, msg := range map[string]string{
+			"":                       "Missing API key: send 'Authorization: Bearer <API key>'.",
+			"Basic YXBpOms=":         "Unsupported authorization scheme for this route: send 'Authorization: Bearer <API key>'.",
+			"Bearer a b":             "Invalid credentials: empty API key.",
+			"Bearer " + secret + "x": "Invalid API key.",
+		} {
+			_, err := keys.Authenticate(ctx, authz, auth.Bearer)
+			f, ok := fault.As(err)
+			if !ok || f.Kind != fault.KindUnauthenticated || f.Msg != msg || f.Field != "" {
+				t.Errorf("%q: %#v", authz, err)
+			}
+		}
+		p, err := keys.Authenticate(ctx, "Bearer "+secret, auth.Bearer)
+		if err != nil || p.Entity != "alice" {
+			t.Fatalf("good key: %+v %v", p, err)
+		}
+		if got := auth.Basic.Challenge(); got != `Basic realm="hone"` {
+			t.Errorf("challenge %q", got)
+		}
+	})
 }

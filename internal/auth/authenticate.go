@@ -1,10 +1,10 @@
 package auth
 
 import (
+	"context"
 	"errors"
-	"net/http"
 
-	"github.com/honeai/hone/internal/apierror"
+	"github.com/honeai/hone/internal/fault"
 )
 
 func hint(s Scheme) string {
@@ -14,30 +14,27 @@ func hint(s Scheme) string {
 	return "send 'Authorization: Bearer <API key>'"
 }
 
-func unauthorized(s Scheme, msg string) *apierror.Error {
-	e := apierror.Unauthorized("%s", msg)
-	e.Headers = map[string]string{"WWW-Authenticate": s.String() + ` realm="hone"`}
-	return e
-}
+func unauthenticated(msg string) *fault.Error { return fault.Unauthenticated("%s", msg) }
 
-// Authenticate checks the Authorization header of r against scheme and returns the principal,
-// or a 401 envelope error whose message says what was wrong without echoing credentials.
-func (k *Keys) Authenticate(r *http.Request, scheme Scheme) (Principal, error) {
-	got, key, err := ParseAuthorization(r.Header.Get("Authorization"))
+// Authenticate checks the value of a request's Authorization header against scheme and
+// returns the principal, or a fault.KindUnauthenticated whose message says what was wrong
+// without echoing credentials (the HTTP layer answers it 401 with scheme's Challenge).
+func (k *Keys) Authenticate(ctx context.Context, authorization string, scheme Scheme) (Principal, error) {
+	got, key, err := ParseAuthorization(authorization)
 	switch {
 	case errors.Is(err, ErrNoCredentials):
-		return Principal{}, unauthorized(scheme, "Missing API key: "+hint(scheme)+".")
+		return Principal{}, unauthenticated("Missing API key: " + hint(scheme) + ".")
 	case got != scheme:
-		return Principal{}, unauthorized(scheme, "Unsupported authorization scheme for this route: "+hint(scheme)+".")
+		return Principal{}, unauthenticated("Unsupported authorization scheme for this route: " + hint(scheme) + ".")
 	case err != nil:
-		return Principal{}, unauthorized(scheme, "Invalid credentials: "+err.Error()+".")
+		return Principal{}, unauthenticated("Invalid credentials: " + err.Error() + ".")
 	}
-	rec, err := k.Verify(r.Context(), key)
+	rec, err := k.Verify(ctx, key)
 	switch {
 	case errors.Is(err, ErrInvalidKey):
-		return Principal{}, unauthorized(scheme, "Invalid API key.")
+		return Principal{}, unauthenticated("Invalid API key.")
 	case errors.Is(err, ErrRevoked):
-		return Principal{}, unauthorized(scheme, "This API key has been revoked.")
+		return Principal{}, unauthenticated("This API key has been revoked.")
 	case err != nil:
 		return Principal{}, err
 	}

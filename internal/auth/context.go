@@ -5,7 +5,7 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/honeai/hone/internal/apierror"
+	"github.com/honeai/hone/internal/fault"
 )
 
 // Principal is who a request acts as: the key that authenticated it and the key's entity.
@@ -30,27 +30,27 @@ func FromContext(ctx context.Context) (Principal, bool) {
 // maxProjectPart bounds entity and project names.
 const maxProjectPart = 128
 
-// SplitProject splits a project id `<entity>/<project>`. param names the request field for the
-// 400 it returns when the id is malformed.
+// SplitProject splits a project id `<entity>/<project>`. param names the request field of the
+// fault.Invalid it returns when the id is malformed.
 func SplitProject(projectID, param string) (entity, project string, err error) {
 	entity, project, ok := strings.Cut(projectID, "/")
 	if !ok || entity == "" || project == "" || strings.Contains(project, "/") {
-		return "", "", apierror.BadRequest(param, "%s must have the form <entity>/<project>, got %q", param, projectID)
+		return "", "", fault.Invalid(param, "%s must have the form <entity>/<project>, got %q", param, projectID)
 	}
 	if !ValidEntity(entity) {
-		return "", "", apierror.BadRequest(param, "%s: invalid entity name %q", param, entity)
+		return "", "", fault.Invalid(param, "%s: invalid entity name %q", param, entity)
 	}
 	if len(project) > maxProjectPart || strings.IndexFunc(project, func(r rune) bool {
 		return unicode.IsControl(r) || r == ':' || r == '\\'
 	}) >= 0 || strings.TrimSpace(project) != project {
-		return "", "", apierror.BadRequest(param, "%s: invalid project name %q", param, project)
+		return "", "", fault.Invalid(param, "%s: invalid project name %q", param, project)
 	}
 	return entity, project, nil
 }
 
 // Project checks that the request's principal may touch projectID and returns its parts. A
-// malformed id is a 400 naming param; a project of another entity is a 403 that says nothing of
-// whether it exists.
+// malformed id is a fault.Invalid naming param (400); a project of another entity is a
+// fault.Forbidden (403) that says nothing of whether it exists.
 func Project(ctx context.Context, projectID, param string) (entity, project string, err error) {
 	entity, project, err = SplitProject(projectID, param)
 	if err != nil {
@@ -62,14 +62,15 @@ func Project(ctx context.Context, projectID, param string) (entity, project stri
 	return entity, project, nil
 }
 
-// Entity checks that the request's principal belongs to entity.
+// Entity checks that the request's principal belongs to entity: fault.Unauthenticated when
+// ctx carries no principal, fault.Forbidden naming param when it is another entity's.
 func Entity(ctx context.Context, entity, param string) error {
 	p, ok := FromContext(ctx)
 	if !ok {
-		return apierror.Unauthorized("authentication required")
+		return fault.Unauthenticated("authentication required")
 	}
 	if p.Entity != entity {
-		return apierror.Forbidden(param, "this API key may only access projects of entity %q", p.Entity)
+		return fault.Forbidden(param, "this API key may only access projects of entity %q", p.Entity)
 	}
 	return nil
 }

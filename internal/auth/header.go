@@ -26,6 +26,10 @@ func (s Scheme) String() string {
 	return "none"
 }
 
+// Challenge is the WWW-Authenticate value of a request refused for want of credentials of
+// scheme s.
+func (s Scheme) Challenge() string { return s.String() + ` realm="hone"` }
+
 // Errors of ParseAuthorization; their texts are safe to show to clients.
 var (
 	ErrNoCredentials = errors.New("missing Authorization header")

@@ -28,6 +28,9 @@ const (
 	KindConflict
 	// KindUnavailable: the service cannot take the request now (503).
 	KindUnavailable
+	// KindUnauthenticated: the request carries no valid credentials (401). The HTTP layer
+	// adds the challenge of the scheme it asked for (WWW-Authenticate).
+	KindUnauthenticated
 )
 
 // Error is a fault: a caller's mistake, with the request field it concerns.
@@ -66,6 +69,11 @@ func Conflict(field, format string, args ...any) *Error {
 // Unavailable is a KindUnavailable fault.
 func Unavailable(format string, args ...any) *Error {
 	return newf(KindUnavailable, "", format, args)
+}
+
+// Unauthenticated is a KindUnauthenticated fault.
+func Unauthenticated(format string, args ...any) *Error {
+	return newf(KindUnauthenticated, "", format, args)
 }
 
 // As finds the fault in err's chain.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/honeai/hone/internal/apierror"
 	"github.com/honeai/hone/internal/auth"
+	"github.com/honeai/hone/internal/fault"
 )
 
 // RequestInfo is per-request state shared between the outer middleware (request id, access
@@ -192,8 +193,11 @@ func tooLarge(max int64) *apierror.Error {
 func Authenticate(keys *auth.Keys, scheme auth.Scheme, limiter *KeyLimiter) Middleware {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			p, err := keys.Authenticate(r, scheme)
+			p, err := keys.Authenticate(r.Context(), r.Header.Get("Authorization"), scheme)
 			if err != nil {
+				if fault.Is(err, fault.KindUnauthenticated) {
+					w.Header().Set("WWW-Authenticate", scheme.Challenge())
+				}
 				apierror.Write(w, r, err)
 				return
 			}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/honeai/hone/internal/apierror"
+	"github.com/honeai/hone/internal/fault"
 )
 
 // Backend is Hone's structured-output backend name (the `_backend` a request may name).
@@ -81,11 +81,11 @@ func compileRules(rs RuleSet) (*DFA, *PDA, error) {
 	return nil, p, err
 }
 
-func bad(param, format string, args ...any) error { return apierror.BadRequest(param, format, args...) }
+func bad(param, format string, args ...any) error { return fault.Invalid(param, format, args...) }
 
 // FromRequest validates a chat request's structured_outputs and response_format (raw JSON,
-// either may be absent) and returns the constraint, nil when there is none. Errors are 400s
-// with vLLM's messages, naming the field.
+// either may be absent) and returns the constraint, nil when there is none. Errors are faults
+// (fault.Invalid) with vLLM's messages, naming the field.
 func FromRequest(structuredOutputs, responseFormat json.RawMessage) (*Spec, error) {
 	var spec *Spec
 	if len(responseFormat) > 0 && string(responseFormat) != "null" {

@@ -3,7 +3,6 @@ package structured
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"math/bits"
 	"math/rand/v2"
 	"strings"
@@ -257,8 +256,8 @@ func TestStructuralTagErrors(t *testing.T) {
 			rf = json.RawMessage(c.rf)
 		}
 		_, err := FromRequest(so, rf)
-		var ae *apierror.Error
-		if !errors.As(err, &ae) || ae.Param != c.param || !strings.Contains(ae.Message, c.msg) {
+		ae, ok := apierror.As(err) // a fault, as the HTTP edge maps it
+		if !ok || ae.Param != c.param || !strings.Contains(ae.Message, c.msg) {
 			t.Errorf("%s %s: %v", c.so, c.rf, err)
 		}
 	}

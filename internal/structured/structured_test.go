@@ -3,7 +3,6 @@ package structured
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"math/bits"
 	"math/rand/v2"
 	"regexp"
@@ -275,8 +274,8 @@ func TestFromRequest(t *testing.T) {
 	}
 	for _, c := range bad {
 		_, err := FromRequest(json.RawMessage(c.so), json.RawMessage(c.rf))
-		var ae *apierror.Error
-		if !errors.As(err, &ae) || ae.Status != 400 || ae.Param != c.param || !strings.Contains(ae.Message, c.msg) {
+		ae, ok := apierror.As(err) // a fault, as the HTTP edge maps it
+		if !ok || ae.Status != 400 || ae.Param != c.param || !strings.Contains(ae.Message, c.msg) {
 			t.Errorf("%s %s: %v (%+v)", c.so, c.rf, err, ae)
 		}
 	}
@@ -436,8 +435,8 @@ func TestGrammars(t *testing.T) {
 		{"root ::= \"(\" root \")\"", "never end"},
 	} {
 		_, err := FromRequest(json.RawMessage(`{"grammar":`+strconvQuote(bad.src)+`}`), nil)
-		var ae *apierror.Error
-		if !errors.As(err, &ae) || ae.Param != "structured_outputs.grammar" || !strings.Contains(ae.Message, bad.msg) {
+		ae, ok := apierror.As(err) // a fault, as the HTTP edge maps it
+		if !ok || ae.Param != "structured_outputs.grammar" || !strings.Contains(ae.Message, bad.msg) {
 			t.Errorf("%q: %v", bad.src, err)
 		}
 	}

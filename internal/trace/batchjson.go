@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/honeai/hone/internal/apierror"
+	"github.com/honeai/hone/internal/fault"
 	"github.com/honeai/hone/internal/pyjson"
 )
 
@@ -26,12 +26,12 @@ func decodeCallBatch(body []byte, unk *[]UnknownField) (CallCreateBatchReq, erro
 	v, err := pyjson.ParseShallow(body, 4) // call fields' objects stay raw text
 	if err != nil {
 		if err == pyjson.ErrTooDeep {
-			return CallCreateBatchReq{}, apierror.BadRequest("", "Request body nested deeper than %d levels", pyjson.MaxDepth)
+			return CallCreateBatchReq{}, fault.Invalid("", "Request body nested deeper than %d levels", pyjson.MaxDepth)
 		}
-		return CallCreateBatchReq{}, apierror.BadRequest("", "Malformed JSON body: %v", err)
+		return CallCreateBatchReq{}, fault.Invalid("", "Malformed JSON body: %v", err)
 	}
 	if v.Kind != pyjson.Object {
-		return CallCreateBatchReq{}, apierror.BadRequest("", "Request body must be a JSON object")
+		return CallCreateBatchReq{}, fault.Invalid("", "Request body must be a JSON object")
 	}
 	var req CallCreateBatchReq
 	for _, m := range v.Obj {
@@ -69,7 +69,7 @@ func kindName(v pyjson.Value) string {
 }
 
 func typeErr(field, want string, got pyjson.Value) error {
-	return apierror.BadRequest(field, "Invalid type for `%s`: expected %s, got %s", field, want, kindName(got))
+	return fault.Invalid(field, "Invalid type for `%s`: expected %s, got %s", field, want, kindName(got))
 }
 
 func decodeBatchItem(v pyjson.Value, p string, out *CallBatchItem, unk *[]UnknownField) error {
@@ -156,7 +156,7 @@ func (f *fieldReader) optInt(v pyjson.Value, key string, dst **int64) {
 	}
 	n, err := strconv.ParseInt(v.Str, 10, 64)
 	if err != nil {
-		f.err = apierror.BadRequest(f.path+"."+key, "`%s.%s` is out of range", f.path, key)
+		f.err = fault.Invalid(f.path+"."+key, "`%s.%s` is out of range", f.path, key)
 		return
 	}
 	*dst = &n

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/honeai/hone/internal/apierror"
+	"github.com/honeai/hone/internal/fault"
 	"github.com/honeai/hone/internal/pyjson"
 )
 
@@ -208,7 +208,7 @@ func UnknownFieldsError(fields []UnknownField) error {
 	for i, f := range fields {
 		names[i] = "`" + f.Path + "`"
 	}
-	return apierror.BadRequest(fields[0].Path, "Unknown field(s) in request body: %s (Hone refuses fields it does not know on reads, since ignoring one could change the answer)", strings.Join(names, ", "))
+	return fault.Invalid(fields[0].Path, "Unknown field(s) in request body: %s (Hone refuses fields it does not know on reads, since ignoring one could change the answer)", strings.Join(names, ", "))
 }
 
 type unknownKey struct{}
@@ -321,7 +321,7 @@ func (s *Service) ExtraFields(ctx context.Context, project, target string) ([]Ex
 // conflictErr maps ErrConflict to a 409 naming param.
 func conflictErr(err error, param string) error {
 	if errors.Is(err, ErrConflict) {
-		return apierror.Conflict(param, "%s", strings.TrimPrefix(err.Error(), "trace: "))
+		return fault.Conflict(param, "%s", strings.TrimPrefix(err.Error(), "trace: "))
 	}
 	return err
 }

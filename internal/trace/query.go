@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/honeai/hone/internal/apierror"
 	"github.com/honeai/hone/internal/db"
+	"github.com/honeai/hone/internal/fault"
 	"github.com/honeai/hone/internal/pyjson"
 )
 
@@ -81,7 +81,7 @@ func (Contains) isNode() {}
 const MaxQueryDepth = 64
 
 func qerr(path, format string, args ...any) error {
-	return apierror.BadRequest("query", "query%s: %s", path, fmt.Sprintf(format, args...))
+	return fault.Invalid("query", "query%s: %s", path, fmt.Sprintf(format, args...))
 }
 
 // ParseQuery parses a Weave query (`{"$expr": ...}`); nil or `null` is no query (nil node).
@@ -270,7 +270,7 @@ const (
 )
 
 // FieldResolver maps a field name of a query to a SQL expression and its type. It returns an
-// *apierror.Error 400 for unknown fields.
+// invalid-request fault (internal/fault) for unknown fields.
 type FieldResolver func(field string) (sql string, args []any, t ValueType, err error)
 
 // Compiler compiles query trees into SQL conditions.
@@ -597,10 +597,10 @@ func SortSQL(d db.Dialect, sorts []SortBy, resolve FieldResolver, param string) 
 			dir = "asc"
 		}
 		if dir != "asc" && dir != "desc" {
-			return "", nil, apierror.BadRequest(fmt.Sprintf("%s[%d].direction", param, i), "%s[%d]: invalid sort direction %q (asc or desc)", param, i, s.Dir())
+			return "", nil, fault.Invalid(fmt.Sprintf("%s[%d].direction", param, i), "%s[%d]: invalid sort direction %q (asc or desc)", param, i, s.Dir())
 		}
 		if err := checkFieldPath(s.Field); err != nil {
-			return "", nil, apierror.BadRequest(fmt.Sprintf("%s[%d].field", param, i), "%s[%d]: %v", param, i, err)
+			return "", nil, fault.Invalid(fmt.Sprintf("%s[%d].field", param, i), "%s[%d]: %v", param, i, err)
 		}
 		expr, a, t, err := resolve(s.Field)
 		if err != nil {

@@ -1,9 +1,13 @@
 package trace
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/honeai/hone/internal/pyjson"
 )
 
 // Ref is a parsed Weave ref URI:
@@ -102,4 +106,87 @@ func ParseRef(s string) (Ref, error) {
 		r.Extra = append(r.Extra, RefStep{Kind: k, Value: v})
 	}
 	return r, nil
+}
+
+// RefsReadBatch resolves refs to values: object and op versions (with attr/key/index/id
+// paths, following table refs inside values) and table rows.
+func (s *Service) RefsReadBatch(ctx context.Context, req RefsReadBatchReq, authorize Authorizer) (RefsReadBatchRes, error) {
+	res := RefsReadBatchRes{Vals: make([]json.RawMessage, len(req.Refs))}
+	for i, raw := range req.Refs {
+		p := fmt.Sprintf("refs[%d]", i)
+		r, err := ParseRef(raw)
+		if err != nil {
+			return RefsReadBatchRes{}, badField(p, "%v", err)
+		}
+		if err := authorize(r.ProjectID(), p); err != nil {
+			return RefsReadBatchRes{}, err
+		}
+		v, err := s.resolveRef(ctx, r, 0)
+		if err != nil {
+			return RefsReadBatchRes{}, err
+		}
+		res.Vals[i] = pyjson.Compact(v)
+	}
+	return res, nil
+}
+
+func (s *Service) resolveRef(ctx context.Context, r Ref, depth int) (pyjson.Value, error) {
+	if depth > 8 {
+		return pyjson.Value{}, badField("refs", "refs nested too deeply")
+	}
+	var cur pyjson.Value
+	steps := r.Extra
+	switch r.Kind {
+	case "object", "op":
+		o, err := s.store.ReadObject(ctx, r.ProjectID(), r.Name, parseSelector(r.Digest))
+		if err != nil {
+			return pyjson.Value{}, notFound("ref %s not found", r.String())
+		}
+		if cur, err = pyjson.Parse(o.Val); err != nil {
+			return pyjson.Value{}, err
+		}
+	case "table":
+		if len(steps) == 0 || steps[0].Kind != "id" {
+			return pyjson.Value{}, badField("refs", "a table ref must name a row (/id/<row digest>): %s", r.String())
+		}
+		rows, err := s.store.ReadRows(ctx, r.ProjectID(), []string{steps[0].Value})
+		if err != nil {
+			return pyjson.Value{}, err
+		}
+		raw, ok := rows[steps[0].Value]
+		if !ok {
+			return pyjson.Value{}, notFound("ref %s not found", r.String())
+		}
+		if cur, err = pyjson.Parse(raw); err != nil {
+			return pyjson.Value{}, err
+		}
+		steps = steps[1:]
+	default:
+		return pyjson.Value{}, badField("refs", "cannot read %s refs: %s", r.Kind, r.String())
+	}
+	for i, st := range steps {
+		// A ref inside the value is followed with the remaining steps.
+		if cur.Kind == pyjson.String && strings.HasPrefix(cur.Str, RefPrefix) {
+			inner, err := ParseRef(cur.Str)
+			if err != nil || inner.ProjectID() != r.ProjectID() {
+				return pyjson.Value{}, notFound("ref %s not found", r.String())
+			}
+			inner.Extra = append(append([]RefStep(nil), inner.Extra...), steps[i:]...)
+			return s.resolveRef(ctx, inner, depth+1)
+		}
+		var ok bool
+		switch st.Kind {
+		case "attr", "key":
+			cur, ok = cur.Get(st.Value)
+		case "index":
+			var n int
+			if _, err := fmt.Sscanf(st.Value, "%d", &n); err == nil && cur.Kind == pyjson.Array && n >= 0 && n < len(cur.Arr) {
+				cur, ok = cur.Arr[n], true
+			}
+		}
+		if !ok {
+			return pyjson.Value{}, notFound("ref %s not found", r.String())
+		}
+	}
+	return cur, nil
 }

@@ -1,11 +1,13 @@
 package trace
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"sort"
 	"strconv"
 
+	"github.com/honeai/hone/internal/fault"
 	"github.com/honeai/hone/internal/pyjson"
 )
 
@@ -342,4 +344,93 @@ func (u *AggregatedUsage) appendJSON(b []byte) []byte {
 		}
 	}
 	return append(b, '}')
+}
+
+// DefaultUsageLimit is the default number of calls /trace/usage and /calls/usage process.
+const DefaultUsageLimit = 10000
+
+func usageLimit(limit *int) (int, error) {
+	if limit == nil {
+		return DefaultUsageLimit, nil
+	}
+	if *limit < 1 {
+		return 0, fault.Invalid("limit", "limit must be >= 1, got %d", *limit)
+	}
+	return *limit, nil
+}
+
+// TraceUsage computes, for every matching call, its own usage plus the sum over all its
+// descendants (per model). When more calls match than limit, it fails with a 400 instead of
+// silently dropping calls.
+func (s *Service) TraceUsage(ctx context.Context, req TraceUsageReq) (UsageRes, error) {
+	limit, err := usageLimit(req.Limit)
+	if err != nil {
+		return UsageRes{}, err
+	}
+	cond, err := ParseQuery(req.Query)
+	if err != nil {
+		return UsageRes{}, err
+	}
+	q := CallQuery{Cond: cond, Limit: limit}
+	if req.Filter != nil {
+		q.Filter = *req.Filter
+	}
+	calls, err := s.store.UsageCalls(ctx, req.ProjectID, q)
+	if err != nil {
+		return UsageRes{}, err
+	}
+	if len(calls) > limit {
+		return UsageRes{}, fault.Invalid("limit", "more than %d calls match: narrow the filter (for example trace_ids) or raise limit; no partial usage is returned", limit)
+	}
+	return s.rollUpResult(ctx, req.ProjectID, calls, req.IncludeCosts, nil), nil
+}
+
+// CallsUsage computes the usage of whole traces rooted at call ids: each key is a requested
+// call with its own usage plus all its descendants'.
+func (s *Service) CallsUsage(ctx context.Context, req CallsUsageReq) (UsageRes, error) {
+	limit, err := usageLimit(req.Limit)
+	if err != nil {
+		return UsageRes{}, err
+	}
+	if len(req.CallIDs) == 0 {
+		return UsageRes{}, badField("call_ids", "must name at least one call")
+	}
+	traceIDs := map[string]bool{}
+	err = s.store.QueryCalls(ctx, req.ProjectID, CallQuery{Filter: CallsFilter{CallIDs: req.CallIDs}, Limit: -1}, func(c CallRow) error {
+		traceIDs[c.TraceID] = true
+		return nil
+	})
+	if err != nil {
+		return UsageRes{}, err
+	}
+	var calls []UsageCall
+	if len(traceIDs) > 0 {
+		calls, err = s.store.UsageCalls(ctx, req.ProjectID, CallQuery{Filter: CallsFilter{TraceIDs: sortedKeys(traceIDs)}, Limit: limit})
+		if err != nil {
+			return UsageRes{}, err
+		}
+		if len(calls) > limit {
+			return UsageRes{}, fault.Invalid("limit", "Cannot compute complete usage: the traces of these calls have more than %d calls", limit)
+		}
+	}
+	return s.rollUpResult(ctx, req.ProjectID, calls, req.IncludeCosts, req.CallIDs), nil
+}
+
+func (s *Service) rollUpResult(ctx context.Context, project string, calls []UsageCall, withCosts bool, keys []string) UsageRes {
+	var pricer Pricer
+	if withCosts {
+		pricer = s.lazyPricer(ctx, project)
+	}
+	agg := RollUp(calls, pricer)
+	res := UsageRes{CallUsage: map[string]map[string]*AggregatedUsage{}, UnfinishedCallIDs: unfinished(calls)}
+	if keys == nil {
+		for id, m := range agg {
+			res.CallUsage[id] = toAggregated(m, withCosts)
+		}
+		return res
+	}
+	for _, id := range keys {
+		res.CallUsage[id] = toAggregated(agg[id], withCosts)
+	}
+	return res
 }

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/honeai/hone/internal/apierror"
 	"github.com/honeai/hone/internal/db"
+	"github.com/honeai/hone/internal/fault"
 )
 
 const (
@@ -202,7 +202,7 @@ func (s *SQLStore) callField(field string) (string, []any, ValueType, error) {
 	if callJSONColumns[field] {
 		return field, nil, TText, nil
 	}
-	return "", nil, 0, apierror.BadRequest("query", "unknown call field %q", field)
+	return "", nil, 0, fault.Invalid("query", "unknown call field %q", field)
 }
 
 // callWhere builds the WHERE clause of a calls query.
@@ -418,41 +418,6 @@ func (s *SQLStore) DeleteCalls(ctx context.Context, project string, ids []string
 	return total, err
 }
 
-// UsageCalls loads what the usage roll-up needs of the calls matching q (at most q.Limit+1,
-// so that the caller can tell the limit was exceeded).
-func (s *SQLStore) UsageCalls(ctx context.Context, project string, q CallQuery) ([]UsageCall, error) {
-	where, args, err := s.callWhere(project, q)
-	if err != nil {
-		return nil, err
-	}
-	sqlq := `SELECT id, parent_id, summary, ended_at IS NOT NULL, sdk_cumulative, started_at FROM trace_calls WHERE ` + where
-	if q.Limit >= 0 {
-		sqlq += " LIMIT ?"
-		args = append(args, q.Limit+1)
-	}
-	rows, err := s.db.Query(ctx, sqlq, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []UsageCall
-	for rows.Next() {
-		var c UsageCall
-		var parent, summary, started sql.NullString
-		var cum int
-		if err := rows.Scan(&c.ID, &parent, &summary, &c.Ended, &cum, &started); err != nil {
-			return nil, err
-		}
-		c.ParentID, c.StartedAt = parent.String, started.String
-		if summary.Valid {
-			c.Summary = json.RawMessage(summary.String)
-		}
-		c.Cumulative = cum == 1
-		out = append(out, c)
-	}
-	return out, rows.Err()
-}
-
 // feedbackOfCall resolves `feedback.[<feedback_type>].<field>` (rest is what follows
 // "feedback.["): a field of the newest feedback of that type on the call (`*`: of any type),
 // as the Weave SDK's scored_by filter asks it. A call without such feedback reads it as ""
@@ -461,7 +426,7 @@ func feedbackOfCall(d db.Dialect, rest string) (string, []any, ValueType, error)
 	typ, after, ok := strings.Cut(rest, "]")
 	sub, ok2 := strings.CutPrefix(after, ".")
 	if !ok || !ok2 || typ == "" || sub == "" {
-		return "", nil, 0, apierror.BadRequest("query", "feedback fields are written feedback.[<feedback_type>].<field>, got %q", "feedback.["+rest)
+		return "", nil, 0, fault.Invalid("query", "feedback fields are written feedback.[<feedback_type>].<field>, got %q", "feedback.["+rest)
 	}
 	expr, args, _, err := feedbackFieldSQL(d, "fb.", sub)
 	if err != nil {

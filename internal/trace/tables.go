@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/honeai/hone/internal/apierror"
+	"github.com/honeai/hone/internal/fault"
 	"github.com/honeai/hone/internal/pyjson"
 )
 
@@ -36,7 +36,7 @@ func (s *Service) TableCreate(ctx context.Context, req TableCreateReq) (TableCre
 	}
 	digest := TableDigest(digests)
 	if e := req.Table.ExpectedDigest; e != nil && *e != "" && *e != digest {
-		return TableCreateRes{}, apierror.Conflict("table.expected_digest", "table.expected_digest: does not match the digest Hone computed (%s); Hone digests keys in arrival order", digest)
+		return TableCreateRes{}, fault.Conflict("table.expected_digest", "table.expected_digest: does not match the digest Hone computed (%s); Hone digests keys in arrival order", digest)
 	}
 	if err := s.store.InsertTable(ctx, req.Table.ProjectID, digest, digests, rows, s.nowString()); err != nil {
 		return TableCreateRes{}, err
@@ -131,7 +131,7 @@ func (s *Service) TableCreateFromDigests(ctx context.Context, req TableCreateFro
 	}
 	digest := TableDigest(req.RowDigests)
 	if e := req.ExpectedDigest; e != nil && *e != "" && *e != digest {
-		return TableCreateFromDigestsRes{}, apierror.Conflict("expected_digest", "expected_digest: does not match the digest Hone computed (%s); Hone digests keys in arrival order", digest)
+		return TableCreateFromDigestsRes{}, fault.Conflict("expected_digest", "expected_digest: does not match the digest Hone computed (%s); Hone digests keys in arrival order", digest)
 	}
 	if err := s.store.InsertTable(ctx, req.ProjectID, digest, req.RowDigests, nil, s.nowString()); err != nil {
 		return TableCreateFromDigestsRes{}, err
@@ -160,10 +160,10 @@ func (s *Service) TableQuery(ctx context.Context, req TableQueryReq) (TableQuery
 			dir = "asc"
 		}
 		if dir != "asc" && dir != "desc" {
-			return TableQueryRes{}, apierror.BadRequest(fmt.Sprintf("sort_by[%d].order", i), "sort_by[%d].order: invalid order %q (asc or desc)", i, sb.Dir())
+			return TableQueryRes{}, fault.Invalid(fmt.Sprintf("sort_by[%d].order", i), "sort_by[%d].order: invalid order %q (asc or desc)", i, sb.Dir())
 		}
 		if err := checkFieldPath(sb.Field); err != nil {
-			return TableQueryRes{}, apierror.BadRequest(fmt.Sprintf("sort_by[%d].field", i), "sort_by[%d].field: %v", i, err)
+			return TableQueryRes{}, fault.Invalid(fmt.Sprintf("sort_by[%d].field", i), "sort_by[%d].field: %v", i, err)
 		}
 		q.Sort = append(q.Sort, SortBy{Field: sb.Field, Direction: dir})
 	}

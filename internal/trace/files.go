@@ -1,0 +1,34 @@
+package trace
+
+import (
+	"context"
+
+	"github.com/honeai/hone/internal/fault"
+)
+
+// MaxFileBytes bounds one uploaded file.
+const MaxFileBytes = 32 << 20
+
+// FileCreate stores a file; its digest is Weave's digest of the bytes. expected (optional) is
+// the digest the client computed: a mismatch is a 409 and stores nothing.
+func (s *Service) FileCreate(ctx context.Context, project, name string, content []byte, expected string) (FileCreateRes, error) {
+	if name == "" {
+		name = "file"
+	}
+	digest := BytesDigest(content)
+	if expected != "" && expected != digest {
+		return FileCreateRes{}, fault.Conflict("expected_digest", "expected_digest: does not match the digest of the file's bytes (%s)", digest)
+	}
+	if err := s.store.PutFile(ctx, project, digest, name, content, s.nowString()); err != nil {
+		return FileCreateRes{}, err
+	}
+	ex := s.extrasFor(ctx, project)
+	ex.claim("", "file:"+digest)
+	return FileCreateRes{Digest: digest}, s.keepExtras(ctx, ex)
+}
+
+// FileContent returns a file's bytes.
+func (s *Service) FileContent(ctx context.Context, req FileContentReadReq) ([]byte, error) {
+	b, err := s.store.GetFile(ctx, req.ProjectID, req.Digest)
+	return b, mapNotFound(err, "File %s not found", req.Digest)
+}

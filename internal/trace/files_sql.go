@@ -1,0 +1,24 @@
+package trace
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+)
+
+// PutFile stores a file's content (content-addressed; a second put is a no-op).
+func (s *SQLStore) PutFile(ctx context.Context, project, digest, name string, content []byte, at string) error {
+	_, err := s.db.Exec(ctx, `INSERT INTO trace_files (project_id, digest, name, size_bytes, content, created_at) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (project_id, digest) DO NOTHING`, project, digest, name, len(content), content, at)
+	return err
+}
+
+// GetFile returns a file's content.
+func (s *SQLStore) GetFile(ctx context.Context, project, digest string) ([]byte, error) {
+	var b []byte
+	err := s.db.QueryRow(ctx, `SELECT content FROM trace_files WHERE project_id = ? AND digest = ?`, project, digest).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	return b, err
+}
