@@ -381,229 +381,277 @@ type running struct {
 	beams    *beamState        // beam search only
 }
 
+// sched is the scheduler loop's state: requests waiting for admission, the running ones,
+// and the KV blocks reserved for them.
+type sched struct {
+	waiting  []*Handle
+	active   []*running
+	reserved int
+	nRunning int // choices in the running batch
+	lastLog  time.Time
+	genSince int64
+}
+
+// batch is one forward pass: a step per choice that decodes or prefills.
+type batch struct {
+	steps     []model.Step
+	owners    []*choice
+	isPrefill []bool
+}
+
+// loop runs the engine: each turn it takes new requests, admits what fits, ends cancelled
+// and stopped choices, builds a batch, runs it and applies its outputs.
 func (e *Engine) loop() {
 	defer close(e.done)
-	var waiting []*Handle
-	var active []*running
-	reserved := 0
-	lastLog := time.Now()
-	var genSince int64
+	s := &sched{lastLog: time.Now()}
 	for {
-		// Collect new submissions; block when idle.
-		if len(active) == 0 && len(waiting) == 0 {
-			select {
-			case h := <-e.submit:
-				waiting = append(waiting, h)
-			case <-e.closed:
-				return
-			}
+		if !e.collect(s) {
+			return
 		}
-	drain:
-		for {
-			select {
-			case h := <-e.submit:
-				waiting = append(waiting, h)
-			case <-e.closed:
-				for _, r := range active {
-					e.finishAll(r, "abort")
-				}
-				for _, h := range waiting {
-					e.dequeue()
-					close(h.events)
-				}
-				return
-			default:
-				break drain
-			}
-		}
-		// Drop cancelled waiting requests.
-		waiting = slices.DeleteFunc(waiting, func(h *Handle) bool {
-			if h.ctx.Err() != nil {
-				e.dequeue()
-				close(h.events)
-				return true
-			}
-			return false
-		})
-		if e.opts.Policy == "priority" {
-			slices.SortStableFunc(waiting, func(a, b *Handle) int { return a.req.Priority - b.req.Priority })
-		}
-		// Admit while blocks and batch slots allow.
-		nRunning := 0
-		for _, r := range active {
-			nRunning += len(r.choices)
-		}
-		for len(waiting) > 0 {
-			h := waiting[0]
-			need := e.blocksFor(h.req)
-			if reserved+need > e.kv.NumBlocks() || nRunning+h.req.N > e.opts.MaxRunning && nRunning > 0 {
-				break
-			}
-			waiting = waiting[1:]
-			e.dequeue()
-			reserved += need
-			nRunning += h.req.N
-			parent := &choice{h: h, index: 0, seq: e.kv.NewSequence(), sampler: sample.New(h.req.Params)}
-			if h.req.Guide != nil {
-				parent.guide = h.req.Guide.NewGuide()
-			}
-			r := &running{h: h, choices: []*choice{parent}, reserved: need, admitted: time.Now()}
-			if h.req.Beam != nil {
-				r.beams = &beamState{}
-				parent.beam = &beamInfo{}
-			}
-			e.usePrefixCache(r)
-			active = append(active, r)
-		}
-		// Cancellations and stop strings.
-		for _, r := range active {
-			if r.h.ctx.Err() != nil {
-				e.finishAll(r, "abort")
-				continue
-			}
-		stops:
-			for {
-				select {
-				case s := <-r.h.stops:
-					for _, c := range r.choices {
-						if c.index == s.choice && !c.finished {
-							e.finish(c, "stop", s.reason)
-						}
-					}
-				default:
-					break stops
-				}
-			}
-		}
-		active = e.retire(active, &reserved)
-		if len(active) == 0 {
+		e.admit(s)
+		e.collectStops(s)
+		s.active = e.retire(s.active, &s.reserved)
+		if len(s.active) == 0 {
 			continue
 		}
-		// Build the batch: decodes first, then prefill chunks within the token budget.
-		budget := e.opts.MaxBatchTokens
-		var steps []model.Step
-		var owners []*choice
-		var isPrefill []bool
-		for _, r := range active {
-			if r.beams != nil {
-				live := 0
-				for _, c := range r.choices {
-					if !c.finished && c.prefill >= len(r.h.req.Prompt) {
-						live++
-					}
-				}
-				if live > budget {
-					continue // a beam step extends every beam at once
-				}
-			}
-			for _, c := range r.choices {
-				if c.finished || c.prefill < len(r.h.req.Prompt) || budget == 0 {
-					continue
-				}
-				last := c.output[len(c.output)-1]
-				steps = append(steps, model.Step{Seq: c.seq, Tokens: []int{last}, LogitsAt: []int{0}, Adapter: r.h.req.Adapter})
-				owners = append(owners, c)
-				isPrefill = append(isPrefill, false)
-				budget--
-			}
-		}
-		for _, r := range active {
-			c := r.choices[0]
-			p := r.h.req.Prompt
-			if c.finished || c.prefill >= len(p) || budget == 0 {
-				continue
-			}
-			n := min(budget, len(p)-c.prefill)
-			st := model.Step{Seq: c.seq, Tokens: p[c.prefill : c.prefill+n], Adapter: r.h.req.Adapter}
-			if r.h.req.PromptLogprobs >= 0 {
-				st.LogitsAt = allIdx(n)
-			} else if c.prefill+n == len(p) {
-				st.LogitsAt = []int{n - 1}
-			}
-			steps = append(steps, st)
-			owners = append(owners, c)
-			isPrefill = append(isPrefill, true)
-			budget -= n
-		}
-		if len(steps) == 0 {
+		b := e.buildBatch(s.active)
+		if len(b.steps) == 0 {
 			continue
 		}
-		out, err := e.m.Forward(steps)
+		out, err := e.m.Forward(b.steps)
 		if err != nil {
 			// Reservation makes this unreachable; fail the batch's requests rather than spin.
 			e.log.Error("inference: forward pass failed", "err", err)
-			for _, r := range active {
+			for _, r := range s.active {
 				e.finishAll(r, "abort")
 			}
-			active = e.retire(active, &reserved)
+			s.active = e.retire(s.active, &s.reserved)
 			continue
 		}
 		e.statsMu.Lock()
 		e.stats.Steps++
 		e.statsMu.Unlock()
-		beamLogits := map[*running]map[*choice][]float32{}
-		for i, st := range steps {
-			c := owners[i]
-			req := c.h.req
-			if isPrefill[i] {
-				start := c.prefill
-				c.prefill += len(st.Tokens)
-				e.statsMu.Lock()
-				e.stats.PromptTokens += int64(len(st.Tokens))
-				e.statsMu.Unlock()
-				if req.PromptLogprobs >= 0 {
-					e.promptLogprobs(c, start, st.Tokens, out[i])
-				}
-				if c.prefill < len(req.Prompt) {
-					continue
-				}
-				logits := out[i][len(out[i])-1]
-				r := e.find(active, c.h)
-				if r.hashes != nil {
-					e.kv.Insert(r.hashes, c.seq.Blocks())
-				}
-				if r.beams != nil {
-					beamLogits[r] = map[*choice][]float32{c: logits}
-					continue
-				}
-				// Fork the other choices from the prompt's blocks, each with its own sampler.
-				for k := 1; k < req.N; k++ {
-					ch := &choice{h: c.h, index: k, seq: c.seq.Fork(), sampler: c.sampler.Fork(k), prefill: len(req.Prompt)}
-					if req.Guide != nil {
-						ch.guide = req.Guide.NewGuide()
-					}
-					r.choices = append(r.choices, ch)
-				}
-				for _, ch := range r.choices {
-					e.sampleNext(ch, append([]float32(nil), logits...))
-				}
-				continue
-			}
-			if c.beam != nil {
-				r := e.find(active, c.h)
-				if beamLogits[r] == nil {
-					beamLogits[r] = map[*choice][]float32{}
-				}
-				beamLogits[r][c] = out[i][0]
-				continue
-			}
-			e.sampleNext(c, out[i][0])
-		}
-		for r, lg := range beamLogits {
-			e.beamStep(r, lg)
-		}
-		active = e.retire(active, &reserved)
-		if time.Since(lastLog) > 10*time.Second {
-			st := e.Stats()
-			e.log.Info("inference", "running", nRunning, "waiting", len(waiting),
-				"tokens_per_s", float64(st.GeneratedTokens-genSince)/time.Since(lastLog).Seconds(),
-				"kv_cache_bytes", e.kv.MemoryBytes())
-			lastLog, genSince = time.Now(), st.GeneratedTokens
-		}
-		e.statsMu.Lock()
-		e.stats.Waiting, e.stats.Running = len(waiting), nRunning
-		e.statsMu.Unlock()
+		e.applyOutputs(s.active, b, out)
+		s.active = e.retire(s.active, &s.reserved)
+		e.report(s)
 	}
+}
+
+// collect takes new submissions, blocking while the engine is idle, and drops cancelled
+// waiting requests; false when the engine is closing (everything is then aborted).
+func (e *Engine) collect(s *sched) bool {
+	if len(s.active) == 0 && len(s.waiting) == 0 {
+		select {
+		case h := <-e.submit:
+			s.waiting = append(s.waiting, h)
+		case <-e.closed:
+			return false
+		}
+	}
+	for {
+		select {
+		case h := <-e.submit:
+			s.waiting = append(s.waiting, h)
+		case <-e.closed:
+			for _, r := range s.active {
+				e.finishAll(r, "abort")
+			}
+			for _, h := range s.waiting {
+				e.dequeue()
+				close(h.events)
+			}
+			return false
+		default:
+			s.waiting = slices.DeleteFunc(s.waiting, func(h *Handle) bool {
+				if h.ctx.Err() != nil {
+					e.dequeue()
+					close(h.events)
+					return true
+				}
+				return false
+			})
+			return true
+		}
+	}
+}
+
+// admit moves waiting requests into the running batch, in policy order, while their KV
+// blocks can be reserved and batch slots allow.
+func (e *Engine) admit(s *sched) {
+	if e.opts.Policy == "priority" {
+		slices.SortStableFunc(s.waiting, func(a, b *Handle) int { return a.req.Priority - b.req.Priority })
+	}
+	s.nRunning = 0
+	for _, r := range s.active {
+		s.nRunning += len(r.choices)
+	}
+	for len(s.waiting) > 0 {
+		h := s.waiting[0]
+		need := e.blocksFor(h.req)
+		if s.reserved+need > e.kv.NumBlocks() || s.nRunning+h.req.N > e.opts.MaxRunning && s.nRunning > 0 {
+			break
+		}
+		s.waiting = s.waiting[1:]
+		e.dequeue()
+		s.reserved += need
+		s.nRunning += h.req.N
+		parent := &choice{h: h, index: 0, seq: e.kv.NewSequence(), sampler: sample.New(h.req.Params)}
+		if h.req.Guide != nil {
+			parent.guide = h.req.Guide.NewGuide()
+		}
+		r := &running{h: h, choices: []*choice{parent}, reserved: need, admitted: time.Now()}
+		if h.req.Beam != nil {
+			r.beams = &beamState{}
+			parent.beam = &beamInfo{}
+		}
+		e.usePrefixCache(r)
+		s.active = append(s.active, r)
+	}
+}
+
+// collectStops ends the choices of cancelled requests ("abort") and those a caller stopped
+// (Handle.Stop).
+func (e *Engine) collectStops(s *sched) {
+	for _, r := range s.active {
+		if r.h.ctx.Err() != nil {
+			e.finishAll(r, "abort")
+			continue
+		}
+	stops:
+		for {
+			select {
+			case st := <-r.h.stops:
+				for _, c := range r.choices {
+					if c.index == st.choice && !c.finished {
+						e.finish(c, "stop", st.reason)
+					}
+				}
+			default:
+				break stops
+			}
+		}
+	}
+}
+
+// buildBatch puts decodes first, then prefill chunks within the token budget.
+func (e *Engine) buildBatch(active []*running) batch {
+	budget := e.opts.MaxBatchTokens
+	var b batch
+	for _, r := range active {
+		if r.beams != nil {
+			live := 0
+			for _, c := range r.choices {
+				if !c.finished && c.prefill >= len(r.h.req.Prompt) {
+					live++
+				}
+			}
+			if live > budget {
+				continue // a beam step extends every beam at once
+			}
+		}
+		for _, c := range r.choices {
+			if c.finished || c.prefill < len(r.h.req.Prompt) || budget == 0 {
+				continue
+			}
+			last := c.output[len(c.output)-1]
+			b.add(model.Step{Seq: c.seq, Tokens: []int{last}, LogitsAt: []int{0}, Adapter: r.h.req.Adapter}, c, false)
+			budget--
+		}
+	}
+	for _, r := range active {
+		c := r.choices[0]
+		p := r.h.req.Prompt
+		if c.finished || c.prefill >= len(p) || budget == 0 {
+			continue
+		}
+		n := min(budget, len(p)-c.prefill)
+		st := model.Step{Seq: c.seq, Tokens: p[c.prefill : c.prefill+n], Adapter: r.h.req.Adapter}
+		if r.h.req.PromptLogprobs >= 0 {
+			st.LogitsAt = allIdx(n)
+		} else if c.prefill+n == len(p) {
+			st.LogitsAt = []int{n - 1}
+		}
+		b.add(st, c, true)
+		budget -= n
+	}
+	return b
+}
+
+func (b *batch) add(st model.Step, c *choice, prefill bool) {
+	b.steps = append(b.steps, st)
+	b.owners = append(b.owners, c)
+	b.isPrefill = append(b.isPrefill, prefill)
+}
+
+// applyOutputs takes a forward pass's logits: prefill progress (and prompt logprobs), the
+// prompt's blocks into the prefix cache and the other choices forked when a prompt is done,
+// then a sampled token for every choice (beams step together).
+func (e *Engine) applyOutputs(active []*running, b batch, out [][][]float32) {
+	beamLogits := map[*running]map[*choice][]float32{}
+	for i, st := range b.steps {
+		c := b.owners[i]
+		req := c.h.req
+		if b.isPrefill[i] {
+			start := c.prefill
+			c.prefill += len(st.Tokens)
+			e.statsMu.Lock()
+			e.stats.PromptTokens += int64(len(st.Tokens))
+			e.statsMu.Unlock()
+			if req.PromptLogprobs >= 0 {
+				e.promptLogprobs(c, start, st.Tokens, out[i])
+			}
+			if c.prefill < len(req.Prompt) {
+				continue
+			}
+			logits := out[i][len(out[i])-1]
+			r := e.find(active, c.h)
+			if r.hashes != nil {
+				e.kv.Insert(r.hashes, c.seq.Blocks())
+			}
+			if r.beams != nil {
+				beamLogits[r] = map[*choice][]float32{c: logits}
+				continue
+			}
+			// Fork the other choices from the prompt's blocks, each with its own sampler.
+			for k := 1; k < req.N; k++ {
+				ch := &choice{h: c.h, index: k, seq: c.seq.Fork(), sampler: c.sampler.Fork(k), prefill: len(req.Prompt)}
+				if req.Guide != nil {
+					ch.guide = req.Guide.NewGuide()
+				}
+				r.choices = append(r.choices, ch)
+			}
+			for _, ch := range r.choices {
+				e.sampleNext(ch, append([]float32(nil), logits...))
+			}
+			continue
+		}
+		if c.beam != nil {
+			r := e.find(active, c.h)
+			if beamLogits[r] == nil {
+				beamLogits[r] = map[*choice][]float32{}
+			}
+			beamLogits[r][c] = out[i][0]
+			continue
+		}
+		e.sampleNext(c, out[i][0])
+	}
+	for r, lg := range beamLogits {
+		e.beamStep(r, lg)
+	}
+}
+
+// report logs the engine's rates every 10 s and updates the counters.
+func (e *Engine) report(s *sched) {
+	if time.Since(s.lastLog) > 10*time.Second {
+		st := e.Stats()
+		e.log.Info("inference", "running", s.nRunning, "waiting", len(s.waiting),
+			"tokens_per_s", float64(st.GeneratedTokens-s.genSince)/time.Since(s.lastLog).Seconds(),
+			"kv_cache_bytes", e.kv.MemoryBytes())
+		s.lastLog, s.genSince = time.Now(), st.GeneratedTokens
+	}
+	e.statsMu.Lock()
+	e.stats.Waiting, e.stats.Running = len(s.waiting), s.nRunning
+	e.statsMu.Unlock()
 }
 
 // usePrefixCache starts r's sequence from the longest cached prefix of its prompt (at least
