@@ -11,9 +11,10 @@ import (
 	"reflect"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/honeai/hone/internal/apierror"
+	"github.com/honeai/hone/internal/fault"
+	"github.com/honeai/hone/internal/jsonfields"
 	"github.com/honeai/hone/internal/pyjson"
 )
 
@@ -92,103 +93,20 @@ func Unmarshal(body []byte, v any, opts DecodeOptions) error {
 	return nil
 }
 
-// JSONError turns an encoding/json error into a 400 naming the field.
+// JSONError turns an encoding/json error into a 400 naming the field (an API error from a
+// custom UnmarshalJSON passes through).
 func JSONError(err error) error {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return apierror.BadRequest("", "Malformed JSON body: %s (at byte %d)", se.Error(), se.Offset)
-	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
-		return apierror.BadRequest("", "Malformed JSON body: unexpected end of input")
-	case errors.As(err, &te):
-		if te.Field == "" {
-			return apierror.BadRequest("", "Request body must be a JSON %s, got %s", jsonKind(te.Type), te.Value)
-		}
-		return apierror.BadRequest(te.Field, "Invalid type for `%s`: expected %s, got %s", te.Field, jsonKind(te.Type), te.Value)
-	}
 	var ae *apierror.Error
-	if errors.As(err, &ae) {
+	if !errors.As(err, &se) && !errors.As(err, &te) && errors.As(err, &ae) {
 		return ae
 	}
-	// Errors from custom UnmarshalJSON methods (already worded for clients) and others.
-	return apierror.BadRequest("", "Invalid request body: %s", strings.TrimPrefix(err.Error(), "json: "))
-}
-
-func jsonKind(t reflect.Type) string {
-	if t == nil {
-		return "value"
-	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Bool:
-		return "boolean"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "integer"
-	case reflect.Float32, reflect.Float64:
-		return "number"
-	case reflect.String:
-		return "string"
-	case reflect.Slice, reflect.Array:
-		return "array"
-	case reflect.Map, reflect.Struct:
-		return "object"
-	}
-	return t.String()
-}
-
-var fieldCache sync.Map // reflect.Type -> map[string]bool
-
-// jsonFields returns the JSON names of t's fields (nil when t is not a struct).
-func jsonFields(t reflect.Type) map[string]bool {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t.Kind() != reflect.Struct {
-		return nil
-	}
-	if m, ok := fieldCache.Load(t); ok {
-		return m.(map[string]bool)
-	}
-	m := map[string]bool{}
-	var walk func(t reflect.Type)
-	walk = func(t reflect.Type) {
-		for i := 0; i < t.NumField(); i++ {
-			f := t.Field(i)
-			tag := f.Tag.Get("json")
-			if tag == "-" {
-				continue
-			}
-			name, _, _ := strings.Cut(tag, ",")
-			if f.Anonymous && name == "" {
-				ft := f.Type
-				for ft.Kind() == reflect.Pointer {
-					ft = ft.Elem()
-				}
-				if ft.Kind() == reflect.Struct {
-					walk(ft)
-					continue
-				}
-			}
-			if !f.IsExported() {
-				continue
-			}
-			if name == "" {
-				name = f.Name
-			}
-			m[name] = true
-		}
-	}
-	walk(t)
-	fieldCache.Store(t, m)
-	return m
+	return apierror.FromFault(fault.JSON(err, ""))
 }
 
 func checkKnownFields(body []byte, v any) error {
-	known := jsonFields(reflect.TypeOf(v))
+	known := jsonfields.Of(reflect.TypeOf(v))
 	if known == nil {
 		return nil
 	}
@@ -206,7 +124,7 @@ func checkKnownFields(body []byte, v any) error {
 	}
 	var unknown []string
 	for _, k := range keys {
-		if !known[k] {
+		if _, ok := known[k]; !ok {
 			unknown = append(unknown, k)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/honeai/hone/internal/fault"
+	"github.com/honeai/hone/internal/jsonfields"
 	"github.com/honeai/hone/internal/pyjson"
 )
 
@@ -84,47 +85,6 @@ func depthOf(t reflect.Type) int {
 	return d
 }
 
-// structFields maps a struct's JSON field names (embedded structs' included) to their types.
-func structFields(t reflect.Type) map[string]reflect.Type {
-	out := map[string]reflect.Type{}
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		tag := f.Tag.Get("json")
-		if tag == "-" {
-			continue
-		}
-		name, _, _ := strings.Cut(tag, ",")
-		ft := f.Type
-		for ft.Kind() == reflect.Pointer {
-			ft = ft.Elem()
-		}
-		if f.Anonymous && name == "" && ft.Kind() == reflect.Struct {
-			for k, v := range structFields(ft) {
-				out[k] = v
-			}
-			continue
-		}
-		if !f.IsExported() {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		out[name] = f.Type
-	}
-	return out
-}
-
-var fieldsCache sync.Map // reflect.Type -> map[string]reflect.Type
-
-func fieldsOf(t reflect.Type) map[string]reflect.Type {
-	if m, ok := fieldsCache.Load(t); ok {
-		return m.(map[string]reflect.Type)
-	}
-	m := structFields(t)
-	fieldsCache.Store(t, m)
-	return m
-}
 
 // UnknownFields lists the fields of body that v's type (a pointer to a struct, or a struct)
 // does not have, in body order. It fails when body is not JSON it can read (malformed, nested
@@ -176,7 +136,7 @@ func walkUnknown(v pyjson.Value, t reflect.Type, path string, out *[]UnknownFiel
 		if v.Kind != pyjson.Object {
 			return
 		}
-		fields := fieldsOf(t)
+		fields := jsonfields.Of(t)
 		for _, m := range v.Obj {
 			ft, ok := fields[m.Key]
 			if !ok {

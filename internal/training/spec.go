@@ -1,7 +1,6 @@
 package training
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/honeai/hone/internal/fault"
+	"github.com/honeai/hone/internal/jsonfields"
 	"github.com/honeai/hone/internal/train"
 )
 
@@ -73,33 +73,10 @@ func NewSFTSpec(req SFTRequest) (SFTSpec, error) {
 // decode reads a JSON object into v; a value of the wrong type is a fault naming
 // param.field.
 func decode(raw json.RawMessage, v any, param string) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if err := dec.Decode(v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return fault.Invalid(param+"."+te.Field, "%s.%s must be %s, not %s", param, te.Field, jsonKind(te.Type.Kind()), te.Value)
-		}
-		return fault.Invalid(param, "%s is not valid: %v", param, err)
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fault.JSON(err, param)
 	}
 	return nil
-}
-
-// jsonKind names a Go kind as JSON calls it.
-func jsonKind(k reflect.Kind) string {
-	switch k {
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.String:
-		return "a string"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	case reflect.Map, reflect.Struct:
-		return "an object"
-	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Uint64, reflect.Uint, reflect.Uint32:
-		return "an integer"
-	default:
-		return "a number"
-	}
 }
 
 // rlConfig is ART's ExperimentalTrainingConfig: every field its clients send. A null field
@@ -134,17 +111,9 @@ type rlConfig struct {
 	WeightDecay         *float64 `json:"weight_decay"`
 }
 
-// rlConfigFields are the JSON names of rlConfig; any other field is a 400 that names it.
-var rlConfigFields = func() map[string]bool {
-	m := map[string]bool{}
-	t := reflect.TypeOf(rlConfig{})
-	for i := 0; i < t.NumField(); i++ {
-		m[strings.Split(t.Field(i).Tag.Get("json"), ",")[0]] = true
-	}
-	return m
-}()
-
-func unknownFields(raw json.RawMessage, known map[string]bool, param string) error {
+// unknownFields refuses a field of the JSON object raw that the Go type known does not
+// decode, naming it.
+func unknownFields(raw json.RawMessage, known reflect.Type, param string) error {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
@@ -154,7 +123,7 @@ func unknownFields(raw json.RawMessage, known map[string]bool, param string) err
 	}
 	var bad []string
 	for k := range m {
-		if !known[k] {
+		if !jsonfields.Has(known, k) {
 			bad = append(bad, k)
 		}
 	}
@@ -171,7 +140,7 @@ func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 func parseRLConfig(raw json.RawMessage) (RLSpec, error) {
 	p := RLSpec{Config: train.RLConfig{ScaleRewards: true}}
 	cfg := &p.Config
-	if err := unknownFields(raw, rlConfigFields, "experimental_config"); err != nil {
+	if err := unknownFields(raw, reflect.TypeOf(rlConfig{}), "experimental_config"); err != nil {
 		return p, err
 	}
 	var c rlConfig
@@ -348,15 +317,23 @@ type sftConfig struct {
 	MetricLogging  json.RawMessage `json:"metric_logging"`
 }
 
-var sftConfigFields = map[string]bool{"batch_size": true, "learning_rate": true, "assistant_turns": true, "epochs": true, "metric_logging": true}
-var sftExperimentalFields = map[string]bool{"max_seq_len": true, "schedule": true, "warmup_steps": true, "weight_decay": true, "max_grad_norm": true, "seed": true, "shuffle": true}
+// sftExperimental is an SFT job's experimental_config.
+type sftExperimental struct {
+	MaxSeqLen   *int     `json:"max_seq_len"`
+	Schedule    *string  `json:"schedule"`
+	Warmup      *int     `json:"warmup_steps"`
+	WeightDecay *float64 `json:"weight_decay"`
+	MaxGradNorm *float64 `json:"max_grad_norm"`
+	Seed        *uint64  `json:"seed"`
+	Shuffle     *bool    `json:"shuffle"`
+}
 
 func parseSFTConfig(raw, experimental json.RawMessage) (SFTSpec, error) {
 	p := SFTSpec{Config: train.SFTConfig{MaxSeqLen: 2048}, Turns: "all"}
-	if err := unknownFields(raw, sftConfigFields, "config"); err != nil {
+	if err := unknownFields(raw, reflect.TypeOf(sftConfig{}), "config"); err != nil {
 		return p, err
 	}
-	if err := unknownFields(experimental, sftExperimentalFields, "experimental_config"); err != nil {
+	if err := unknownFields(experimental, reflect.TypeOf(sftExperimental{}), "experimental_config"); err != nil {
 		return p, err
 	}
 	var c sftConfig
@@ -401,15 +378,7 @@ func parseSFTConfig(raw, experimental json.RawMessage) (SFTSpec, error) {
 		}
 		p.Config.Epochs = *c.Epochs
 	}
-	var x struct {
-		MaxSeqLen   *int     `json:"max_seq_len"`
-		Schedule    *string  `json:"schedule"`
-		Warmup      *int     `json:"warmup_steps"`
-		WeightDecay *float64 `json:"weight_decay"`
-		MaxGradNorm *float64 `json:"max_grad_norm"`
-		Seed        *uint64  `json:"seed"`
-		Shuffle     *bool    `json:"shuffle"`
-	}
+	var x sftExperimental
 	if len(experimental) > 0 && string(experimental) != "null" {
 		if err := decode(experimental, &x, "experimental_config"); err != nil {
 			return p, err
