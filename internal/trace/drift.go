@@ -85,7 +85,6 @@ func depthOf(t reflect.Type) int {
 	return d
 }
 
-
 // UnknownFields lists the fields of body that v's type (a pointer to a struct, or a struct)
 // does not have, in body order. It fails when body is not JSON it can read (malformed, nested
 // deeper than pyjson.MaxDepth, or not UTF-8): then it cannot tell which fields are unknown.
