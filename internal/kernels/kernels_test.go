@@ -51,7 +51,7 @@ func TestRMSNorm(t *testing.T) {
 	rows, cols := 70, 33
 	x, w := randVec(rng, rows*cols), randVec(rng, cols)
 	out := make([]float32, rows*cols)
-	RMSNormRows(out, x, rows, cols, w, 1e-5)
+	RMSNormRows(out, nil, x, rows, cols, w, 1e-5)
 	for r := 0; r < rows; r++ {
 		ss := 0.0
 		for c := 0; c < cols; c++ {
@@ -92,7 +92,7 @@ func TestSwiGLU(t *testing.T) {
 	g := []float32{-3, -0.5, 0, 0.5, 3, 20, -20}
 	u := []float32{1, 2, 3, 4, 5, 6, 7}
 	out := make([]float32, len(g))
-	SwiGLU(out, g, u)
+	SwiGLU(out, nil, g, u)
 	for i := range g {
 		want := float64(g[i]) / (1 + math.Exp(-float64(g[i]))) * float64(u[i])
 		near(t, "swiglu", float64(out[i]), want, 1e-6)

@@ -212,15 +212,18 @@ func (a *LoRA) check(cfg *Config) error {
 	return nil
 }
 
-// apply adds the adapter's delta for a module of layer l to out (n rows): out += s·(x·Aᵀ)·Bᵀ.
-// x rows have width In and out rows width Out.
-func (a *LoRA) apply(l int, module string, x []float32, n int, out []float32) {
+// AddDelta adds the adapter's delta for module of layer l to out (rows rows of width Out):
+// out += Scaling·(x·Aᵀ)·Bᵀ for the input x (rows of width In); tmp (rows × Rank) is scratch,
+// allocated when nil. Nothing is added when the module is not adapted.
+func (a *LoRA) AddDelta(l int, module string, x []float32, rows int, out, tmp []float32) {
 	p := a.Layers[l][module]
 	if p == nil {
 		return
 	}
 	r := a.Rank
-	tmp := make([]float32, n*r)
-	gemm.Sgemm(false, true, n, r, p.In, 1, x, p.In, p.A, p.In, 0, tmp, r)
-	gemm.Sgemm(false, true, n, p.Out, r, a.Scaling, tmp, r, p.B, r, 1, out, p.Out)
+	if tmp == nil {
+		tmp = make([]float32, rows*r)
+	}
+	gemm.Sgemm(false, true, rows, r, p.In, 1, x, p.In, p.A, p.In, 0, tmp, r)
+	gemm.Sgemm(false, true, rows, p.Out, r, a.Scaling, tmp, r, p.B, r, 1, out, p.Out)
 }

@@ -324,19 +324,3 @@ func (ld *loader) linear(prefix string, out, in int, bias bool) (Linear, error) 
 	}
 	return l, nil
 }
-
-// ForwardQKV computes the layer's q, k and v projections of x (rows × hidden, biases
-// included) with the fused weights the forward pass uses, for callers outside the package
-// (training); in bf16 arithmetic when bf16 (bf16 weights only; see PairsPacked). q is rows ×
-// QDim, k and v rows × KVDim.
-func (L *Layer) ForwardQKV(bf16 bool, x []float32, rows int, q, k, v []float32) {
-	tmp := make([]float32, rows*L.qkv.n)
-	L.qkv.forward(bf16, x, rows, tmp, q, k, v)
-}
-
-// ForwardGateUp computes the layer's gate and up projections of x (rows × hidden) with the
-// fused weights, in bf16 arithmetic when bf16; gate and up are rows × intermediate.
-func (L *Layer) ForwardGateUp(bf16 bool, x []float32, rows int, gate, up []float32) {
-	tmp := make([]float32, rows*L.gateUp.n)
-	L.gateUp.forward(bf16, x, rows, tmp, gate, up)
-}
