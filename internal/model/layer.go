@@ -71,7 +71,7 @@ func (m *Model) LayerForward(l int, x []float32, pos []int, bf16 bool, b *LayerB
 	}
 	m.QKNormRoPE(l, q, k, pos)
 	attend()
-	m.residual(&L.O, "o_proj", bf16, b.Attn[:T*qd], T, x, b.Out[:T*H], adapt)
+	residual(&L.O, "o_proj", bf16, b.Attn[:T*qd], T, x, b.Out[:T*H], adapt)
 	if b.XMid != nil {
 		copy(b.XMid, x)
 	}
@@ -82,12 +82,12 @@ func (m *Model) LayerForward(l int, x []float32, pos []int, bf16 bool, b *LayerB
 	adapt("gate_proj", h, g)
 	adapt("up_proj", h, u)
 	kernels.SwiGLU(act, b.ExpGate, g, u)
-	m.residual(&L.Down, "down_proj", bf16, act, T, x, b.Out[:T*H], adapt)
+	residual(&L.Down, "down_proj", bf16, act, T, x, b.Out[:T*H], adapt)
 }
 
 // residual adds lin's output for in (rows rows, with module's adapter deltas) to x, through
 // out.
-func (m *Model) residual(lin *Linear, module string, bf16 bool, in []float32, rows int, x, out []float32, adapt func(module string, in, out []float32)) {
+func residual(lin *Linear, module string, bf16 bool, in []float32, rows int, x, out []float32, adapt func(module string, in, out []float32)) {
 	lin.Forward(bf16, in, rows, out, false)
 	adapt(module, in, out)
 	kernels.Add(x, out)
