@@ -97,7 +97,7 @@ func RMSNorm(out, x, weight []float32, eps float32) float32 {
 // When scales is not nil, scales[r] receives row r's scale (the backward pass of training
 // needs it).
 func RMSNormRows(out, scales, x []float32, rows, cols int, weight []float32, eps float32) {
-	ParallelFor(rows, 32, func(r int) {
+	ParallelFor(rows, 64, func(r int) {
 		s := RMSNorm(out[r*cols:(r+1)*cols], x[r*cols:(r+1)*cols], weight, eps)
 		if scales != nil {
 			scales[r] = s
@@ -124,12 +124,14 @@ func Softmax(x []float32) {
 // SiLU is x*sigmoid(x).
 func SiLU(x float32) float32 { return x / (1 + Exp(-x)) }
 
-// swigluChunk is how many values of a SwiGLU one goroutine takes: a multiple of swigluBlock,
-// so that every value is computed as a serial pass would (the vectorised exponential covers
-// whole blocks of 16 and the scalar one the rest, which may round differently).
+// swigluChunk is how many values of a SwiGLU one goroutine takes at a time: a multiple of
+// swigluBlock, so that every value is computed as a serial pass would (the vectorised
+// exponential covers whole blocks of 16 and the scalar one the rest, which may round
+// differently). Passes of up to swigluGrain chunks (decode batches) stay on one goroutine.
 const (
 	swigluBlock = 256
 	swigluChunk = 16 * swigluBlock
+	swigluGrain = 16
 )
 
 // SwiGLU writes out[i] = silu(gate[i]) * up[i] (out may alias gate), in parallel for long
@@ -142,7 +144,7 @@ func SwiGLU(out, expNeg, gate, up []float32) {
 	if expNeg != nil {
 		expNeg = expNeg[:n]
 	}
-	ParallelFor((n+swigluChunk-1)/swigluChunk, 1, func(c int) {
+	ParallelFor((n+swigluChunk-1)/swigluChunk, swigluGrain, func(c int) {
 		var e [swigluBlock]float32 // e^(−g) for a block, unless expNeg keeps it
 		for i0 := c * swigluChunk; i0 < min((c+1)*swigluChunk, n); i0 += swigluBlock {
 			i1 := min(i0+swigluBlock, n)
@@ -160,7 +162,7 @@ func SwiGLU(out, expNeg, gate, up []float32) {
 // SwiGLU keeps it: the values SwiGLU wrote, without the exponentials.
 func SwiGLUFromExp(out, expNeg, gate, up []float32) {
 	n := len(gate)
-	ParallelFor((n+swigluChunk-1)/swigluChunk, 1, func(c int) {
+	ParallelFor((n+swigluChunk-1)/swigluChunk, swigluGrain, func(c int) {
 		i0, i1 := c*swigluChunk, min((c+1)*swigluChunk, n)
 		swiglu(out[i0:i1], expNeg[i0:i1], gate[i0:i1], up[i0:i1])
 	})

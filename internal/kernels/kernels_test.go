@@ -243,7 +243,7 @@ func TestRMSNormRowsScales(t *testing.T) {
 // SwiGLUFromExp recomputes the output exactly from the kept exponentials.
 func TestSwiGLUKeepsExp(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 9))
-	n := 3*swigluChunk + 1000 + 7
+	n := 3*swigluGrain*swigluChunk + 1000 + 7
 	g, u := randVec(rng, n), randVec(rng, n)
 	want := make([]float32, n)
 	var e [swigluBlock]float32
