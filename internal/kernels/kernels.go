@@ -79,8 +79,9 @@ func Max(x []float32) float32 {
 	return mx
 }
 
-// RMSNorm writes out = x / sqrt(mean(x²) + eps) * weight for one row (out may alias x).
-func RMSNorm(out, x, weight []float32, eps float32) {
+// RMSNorm writes out = x / sqrt(mean(x²) + eps) * weight for one row (out may alias x) and
+// returns the scale 1/sqrt(mean(x²) + eps) it applied.
+func RMSNorm(out, x, weight []float32, eps float32) float32 {
 	n := len(x)
 	out = out[:n]
 	weight = weight[:n]
@@ -89,12 +90,18 @@ func RMSNorm(out, x, weight []float32, eps float32) {
 	for i := range out {
 		out[i] = x[i] * inv * weight[i]
 	}
+	return inv
 }
 
 // RMSNormRows applies RMSNorm to each of the rows of x (width cols), in parallel for many rows.
-func RMSNormRows(out, x []float32, rows, cols int, weight []float32, eps float32) {
+// When scales is not nil, scales[r] receives row r's scale (the backward pass of training
+// needs it).
+func RMSNormRows(out, scales, x []float32, rows, cols int, weight []float32, eps float32) {
 	ParallelFor(rows, 64, func(r int) {
-		RMSNorm(out[r*cols:(r+1)*cols], x[r*cols:(r+1)*cols], weight, eps)
+		s := RMSNorm(out[r*cols:(r+1)*cols], x[r*cols:(r+1)*cols], weight, eps)
+		if scales != nil {
+			scales[r] = s
+		}
 	})
 }
 
@@ -117,18 +124,57 @@ func Softmax(x []float32) {
 // SiLU is x*sigmoid(x).
 func SiLU(x float32) float32 { return x / (1 + Exp(-x)) }
 
-// SwiGLU writes out[i] = silu(gate[i]) * up[i] (out may alias gate).
-func SwiGLU(out, gate, up []float32) {
+// swigluChunk is how many values of a SwiGLU one goroutine takes at a time: a multiple of
+// swigluBlock, so that every value is computed as a serial pass would (the vectorised
+// exponential covers whole blocks of 16 and the scalar one the rest, which may round
+// differently). Passes of up to swigluGrain chunks (decode batches) stay on one goroutine.
+const (
+	swigluBlock = 256
+	swigluChunk = 16 * swigluBlock
+	swigluGrain = 16
+)
+
+// SwiGLU writes out[i] = silu(gate[i]) * up[i] (out may alias gate), in parallel for long
+// inputs. When expNeg is not nil it receives e^(−gate[i]), from which training's backward pass
+// takes σ(gate) = 1/(1 + e^(−gate)) and SwiGLUFromExp recomputes out.
+func SwiGLU(out, expNeg, gate, up []float32) {
 	n := len(gate)
 	out = out[:n]
 	up = up[:n]
-	var e [256]float32 // e^(−g) for a block
-	for i0 := 0; i0 < n; i0 += len(e) {
-		i1 := min(i0+len(e), n)
-		ExpAffine(e[:i1-i0], gate[i0:i1], -1, 0)
-		for i := i0; i < i1; i++ {
-			out[i] = gate[i] / (1 + e[i-i0]) * up[i]
+	if expNeg != nil {
+		expNeg = expNeg[:n]
+	}
+	ParallelFor((n+swigluChunk-1)/swigluChunk, swigluGrain, func(c int) {
+		var e [swigluBlock]float32 // e^(−g) for a block, unless expNeg keeps it
+		for i0 := c * swigluChunk; i0 < min((c+1)*swigluChunk, n); i0 += swigluBlock {
+			i1 := min(i0+swigluBlock, n)
+			eb := e[:i1-i0]
+			if expNeg != nil {
+				eb = expNeg[i0:i1]
+			}
+			ExpAffine(eb, gate[i0:i1], -1, 0)
+			swiglu(out[i0:i1], eb, gate[i0:i1], up[i0:i1])
 		}
+	})
+}
+
+// SwiGLUFromExp writes out[i] = silu(gate[i]) * up[i] given expNeg[i] = e^(−gate[i]) as
+// SwiGLU keeps it: the values SwiGLU wrote, without the exponentials.
+func SwiGLUFromExp(out, expNeg, gate, up []float32) {
+	n := len(gate)
+	ParallelFor((n+swigluChunk-1)/swigluChunk, swigluGrain, func(c int) {
+		i0, i1 := c*swigluChunk, min((c+1)*swigluChunk, n)
+		swiglu(out[i0:i1], expNeg[i0:i1], gate[i0:i1], up[i0:i1])
+	})
+}
+
+// swiglu is the activation given e = e^(−gate): silu(g)·u = g/(1 + e)·u.
+func swiglu(out, e, gate, up []float32) {
+	e = e[:len(out)]
+	gate = gate[:len(out)]
+	up = up[:len(out)]
+	for i := range out {
+		out[i] = gate[i] / (1 + e[i]) * up[i]
 	}
 }
 

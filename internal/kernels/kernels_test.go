@@ -51,7 +51,7 @@ func TestRMSNorm(t *testing.T) {
 	rows, cols := 70, 33
 	x, w := randVec(rng, rows*cols), randVec(rng, cols)
 	out := make([]float32, rows*cols)
-	RMSNormRows(out, x, rows, cols, w, 1e-5)
+	RMSNormRows(out, nil, x, rows, cols, w, 1e-5)
 	for r := 0; r < rows; r++ {
 		ss := 0.0
 		for c := 0; c < cols; c++ {
@@ -92,7 +92,7 @@ func TestSwiGLU(t *testing.T) {
 	g := []float32{-3, -0.5, 0, 0.5, 3, 20, -20}
 	u := []float32{1, 2, 3, 4, 5, 6, 7}
 	out := make([]float32, len(g))
-	SwiGLU(out, g, u)
+	SwiGLU(out, nil, g, u)
 	for i := range g {
 		want := float64(g[i]) / (1 + math.Exp(-float64(g[i]))) * float64(u[i])
 		near(t, "swiglu", float64(out[i]), want, 1e-6)
@@ -209,4 +209,73 @@ func BenchmarkExp(b *testing.B) {
 		}
 		_ = s
 	})
+}
+
+// TestRMSNormRowsScales: the optional scales are each row's 1/√(mean(x²)+eps), and the rows are
+// what RMSNorm gives one at a time.
+func TestRMSNormRowsScales(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	rows, cols := 90, 37
+	x, w := randVec(rng, rows*cols), randVec(rng, cols)
+	out, scales := make([]float32, rows*cols), make([]float32, rows)
+	RMSNormRows(out, scales, x, rows, cols, w, 1e-5)
+	row := make([]float32, cols)
+	for r := 0; r < rows; r++ {
+		s := RMSNorm(row, x[r*cols:(r+1)*cols], w, 1e-5)
+		ss := 0.0
+		for _, v := range x[r*cols : (r+1)*cols] {
+			ss += float64(v) * float64(v)
+		}
+		near(t, "scale", float64(scales[r]), 1/math.Sqrt(ss/float64(cols)+1e-5), 1e-6)
+		if s != scales[r] {
+			t.Fatalf("row %d: scale %v, RMSNorm's %v", r, scales[r], s)
+		}
+		for c := range row {
+			if row[c] != out[r*cols+c] {
+				t.Fatalf("row %d: RMSNormRows differs from RMSNorm", r)
+			}
+		}
+	}
+}
+
+// TestSwiGLUKeepsExp: over several parallel chunks and an odd tail, SwiGLU gives what a serial
+// pass over blocks of 256 gives, keeps e^(−gate) when asked without changing its output, and
+// SwiGLUFromExp recomputes the output exactly from the kept exponentials.
+func TestSwiGLUKeepsExp(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 9))
+	n := 3*swigluGrain*swigluChunk + 1000 + 7
+	g, u := randVec(rng, n), randVec(rng, n)
+	want := make([]float32, n)
+	var e [swigluBlock]float32
+	for i0 := 0; i0 < n; i0 += swigluBlock {
+		i1 := min(i0+swigluBlock, n)
+		ExpAffine(e[:i1-i0], g[i0:i1], -1, 0)
+		for i := i0; i < i1; i++ {
+			want[i] = g[i] / (1 + e[i-i0]) * u[i]
+		}
+	}
+	out, ex, again := make([]float32, n), make([]float32, n), make([]float32, n)
+	SwiGLU(out, nil, g, u)
+	SwiGLU(again, ex, g, u)
+	for i := range want {
+		if out[i] != want[i] || again[i] != want[i] {
+			t.Fatalf("value %d: %v and %v (keeping e^-g), serial %v", i, out[i], again[i], want[i])
+		}
+		near(t, "e^-g", float64(ex[i]), math.Exp(-float64(g[i])), 1e-6)
+	}
+	clear(again)
+	SwiGLUFromExp(again, ex, g, u)
+	for i := range want {
+		if again[i] != want[i] {
+			t.Fatalf("value %d: %v from the exponentials, %v", i, again[i], want[i])
+		}
+	}
+	// In place (out aliasing gate), as the inference forward runs it.
+	gc := append([]float32(nil), g...)
+	SwiGLU(gc, nil, gc, u)
+	for i := range want {
+		if gc[i] != want[i] {
+			t.Fatalf("value %d in place: %v, %v", i, gc[i], want[i])
+		}
+	}
 }

@@ -148,37 +148,20 @@ func LoadLoRA(dir string, cfg *Config) (*LoRA, error) {
 		if !ok || layer >= cfg.NumLayers {
 			return nil, fmt.Errorf("model: LoRA tensor %q does not match the model", name)
 		}
-		t, _ := f.Tensor(name)
-		var vals []float32
-		switch t.DType {
-		case safetensors.F32:
-			v, err := t.F32()
-			if err != nil {
-				return nil, err
-			}
-			vals = append([]float32(nil), v...)
-		case safetensors.BF16, safetensors.F16:
-			v, err := t.U16()
-			if err != nil {
-				return nil, err
-			}
-			kind := gemm.BF16
-			if t.DType == safetensors.F16 {
-				kind = gemm.F16
-			}
-			vals = make([]float32, len(v))
-			kind.Decode(vals, v)
-		default:
-			return nil, fmt.Errorf("model: LoRA tensor %q has dtype %s", name, t.DType)
+		want := []int{ac.R, in}
+		if ab == "B" {
+			want = []int{out, ac.R}
 		}
+		t, _ := f.Tensor(name)
+		w, err := tensorWeight(t, want[0], want[1])
+		if err != nil {
+			return nil, fmt.Errorf("model: LoRA tensor %q %w", name, err)
+		}
+		vals := w.Floats()
 		p := lo.Layers[layer][module]
 		if p == nil {
 			p = &LoRAPair{In: in, Out: out}
 			lo.Layers[layer][module] = p
-		}
-		want := []int{ac.R, in}
-		if ab == "B" {
-			want = []int{out, ac.R}
 		}
 		if len(t.Shape) != 2 || t.Shape[0] != want[0] || t.Shape[1] != want[1] {
 			return nil, fmt.Errorf("model: LoRA tensor %q has shape %v, want %v", name, t.Shape, want)
@@ -212,15 +195,18 @@ func (a *LoRA) check(cfg *Config) error {
 	return nil
 }
 
-// apply adds the adapter's delta for a module of layer l to out (n rows): out += s·(x·Aᵀ)·Bᵀ.
-// x rows have width In and out rows width Out.
-func (a *LoRA) apply(l int, module string, x []float32, n int, out []float32) {
+// AddDelta adds the adapter's delta for module of layer l to out (rows rows of width Out):
+// out += Scaling·(x·Aᵀ)·Bᵀ for the input x (rows of width In); tmp (rows × Rank) is scratch,
+// allocated when nil. Nothing is added when the module is not adapted.
+func (a *LoRA) AddDelta(l int, module string, x []float32, rows int, out, tmp []float32) {
 	p := a.Layers[l][module]
 	if p == nil {
 		return
 	}
 	r := a.Rank
-	tmp := make([]float32, n*r)
-	gemm.Sgemm(false, true, n, r, p.In, 1, x, p.In, p.A, p.In, 0, tmp, r)
-	gemm.Sgemm(false, true, n, p.Out, r, a.Scaling, tmp, r, p.B, r, 1, out, p.Out)
+	if tmp == nil {
+		tmp = make([]float32, rows*r)
+	}
+	gemm.Sgemm(false, true, rows, r, p.In, 1, x, p.In, p.A, p.In, 0, tmp, r)
+	gemm.Sgemm(false, true, rows, p.Out, r, a.Scaling, tmp, r, p.B, r, 1, out, p.Out)
 }

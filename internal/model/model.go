@@ -18,8 +18,11 @@
 // key/value head in parallel. Weights stay bf16/f16 when stored so, widened inside the GEMM
 // kernels; activations are f32.
 //
-// The pieces the trainer needs (embedding, norms, the linear layers and their packed weights,
-// the rotary table) are exported on Model and Layer.
+// A transformer block is defined once, in Model.LayerForward (layer.go), which this forward
+// pass and the trainer (internal/train) both run: the trainer supplies its own attention and
+// keeps the activations its backward pass needs. The other pieces the trainer needs
+// (embedding, norms, the linear layers and their packed weights, the rotary table) are
+// exported on Model and Layer.
 package model
 
 import (
@@ -321,8 +324,9 @@ func (m *Model) Forward(steps []Step) ([][][]float32, error) {
 		H := c.HiddenSize
 		h := make([]float32, len(rows)*H)
 		for k, r := range rows {
-			kernels.RMSNorm(h[k*H:(k+1)*H], x[r*H:(r+1)*H], m.Norm, float32(c.RMSNormEps))
+			copy(h[k*H:(k+1)*H], x[r*H:(r+1)*H])
 		}
+		m.FinalNorm(h, nil, h, len(rows))
 		logits := make([]float32, len(rows)*c.VocabSize)
 		m.LMHead.Forward(false, h, len(rows), logits, false)
 		k := 0
@@ -350,6 +354,7 @@ type batch struct {
 	// scratch
 	h, q, k, v, attn, gate, up []float32
 	tmp                        []float32 // fused GEMM outputs
+	buf                        LayerBuffers
 }
 
 func newBatch(m *Model, steps []Step, T int) *batch {
@@ -359,6 +364,9 @@ func newBatch(m *Model, steps []Step, T int) *batch {
 		h: make([]float32, T*H), q: make([]float32, T*c.QDim()), k: make([]float32, T*c.KVDim()), v: make([]float32, T*c.KVDim()),
 		attn: make([]float32, T*c.QDim()), gate: make([]float32, T*c.IntermediateSize), up: make([]float32, T*c.IntermediateSize),
 		tmp: make([]float32, T*max(2*c.IntermediateSize, c.QDim()+2*c.KVDim()))}
+	// One set of buffers for every layer: h holds each norm's output and then the sublayer's
+	// output, SwiGLU overwrites gate.
+	b.buf = LayerBuffers{H1: b.h, Q: b.q, K: b.k, V: b.v, Attn: b.attn, H2: b.h, Gate: b.gate, Up: b.up, Act: b.gate, Tmp: b.tmp, Out: b.h}
 	r := 0
 	for i, st := range steps {
 		b.start[i] = r
@@ -371,49 +379,31 @@ func newBatch(m *Model, steps []Step, T int) *batch {
 	return b
 }
 
-// adapterRows calls fn for each step that has an adapter, with its rows.
-func (b *batch) adapterRows(fn func(a *LoRA, row0, rows int)) {
+// AddDelta adds each step's adapter delta of module to the step's rows (Adapters).
+func (b *batch) AddDelta(l int, module string, x, out []float32) {
 	for i, st := range b.steps {
-		if st.Adapter != nil {
-			fn(st.Adapter, b.start[i], len(st.Tokens))
+		a := st.Adapter
+		if a == nil {
+			continue
+		}
+		if p := a.Layers[l][module]; p != nil {
+			r0 := b.start[i]
+			a.AddDelta(l, module, x[r0*p.In:], len(st.Tokens), out[r0*p.Out:], nil)
 		}
 	}
 }
 
+// layer runs layer l over the batch, attending over each step's cached positions.
 func (m *Model) layer(l int, b *batch) {
-	c := &m.Config
-	L := &m.Layers[l]
-	T, H := b.T, c.HiddenSize
-	eps := float32(c.RMSNormEps)
-	kernels.RMSNormRows(b.h, b.x, T, H, L.AttnNorm, eps)
-	bf16 := m.bf16Rows(T)
-	L.qkv.forward(bf16, b.h, T, b.tmp, b.q, b.k, b.v)
-	b.adapterRows(func(a *LoRA, r0, n int) {
-		a.apply(l, "q_proj", b.h[r0*H:], n, b.q[r0*c.QDim():])
-		a.apply(l, "k_proj", b.h[r0*H:], n, b.k[r0*c.KVDim():])
-		a.apply(l, "v_proj", b.h[r0*H:], n, b.v[r0*c.KVDim():])
+	m.LayerForward(l, b.x, b.pos, m.bf16Rows(b.T), &b.buf, b, func() {
+		m.storeKV(l, b)
+		m.attention(l, b)
 	})
-	hd := c.HeadDim
-	kernels.ParallelFor(T, 16, func(r int) {
-		q := b.q[r*c.QDim() : (r+1)*c.QDim()]
-		k := b.k[r*c.KVDim() : (r+1)*c.KVDim()]
-		for hh := 0; hh < c.NumHeads; hh++ {
-			head := q[hh*hd : (hh+1)*hd]
-			if L.QNorm != nil {
-				kernels.RMSNorm(head, head, L.QNorm, eps)
-			}
-			m.Rope.Apply(head, b.pos[r])
-		}
-		for hh := 0; hh < c.NumKVHeads; hh++ {
-			head := k[hh*hd : (hh+1)*hd]
-			if L.KNorm != nil {
-				kernels.RMSNorm(head, head, L.KNorm, eps)
-			}
-			m.Rope.Apply(head, b.pos[r])
-		}
-	})
-	// Store keys and values in the cache.
-	kv := c.KVDim()
+}
+
+// storeKV writes the batch's keys and values of layer l into the steps' cache blocks.
+func (m *Model) storeKV(l int, b *batch) {
+	kv := m.Config.KVDim()
 	for i, st := range b.steps {
 		s := st.Seq
 		for j := range st.Tokens {
@@ -423,26 +413,6 @@ func (m *Model) layer(l int, b *batch) {
 			copy(cv[:kv], b.v[r*kv:(r+1)*kv])
 		}
 	}
-	m.attention(l, b)
-	L.O.Forward(bf16, b.attn, T, b.h, false)
-	b.adapterRows(func(a *LoRA, r0, n int) {
-		a.apply(l, "o_proj", b.attn[r0*c.QDim():], n, b.h[r0*H:])
-	})
-	kernels.Add(b.x, b.h)
-	// MLP.
-	kernels.RMSNormRows(b.h, b.x, T, H, L.MLPNorm, eps)
-	I := c.IntermediateSize
-	L.gateUp.forward(bf16, b.h, T, b.tmp, b.gate, b.up)
-	b.adapterRows(func(a *LoRA, r0, n int) {
-		a.apply(l, "gate_proj", b.h[r0*H:], n, b.gate[r0*I:])
-		a.apply(l, "up_proj", b.h[r0*H:], n, b.up[r0*I:])
-	})
-	kernels.SwiGLU(b.gate, b.gate, b.up)
-	L.Down.Forward(bf16, b.gate, T, b.h, false)
-	b.adapterRows(func(a *LoRA, r0, n int) {
-		a.apply(l, "down_proj", b.gate[r0*I:], n, b.h[r0*H:])
-	})
-	kernels.Add(b.x, b.h)
 }
 
 // attention computes causal attention of every step's new rows over its cached positions.

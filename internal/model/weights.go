@@ -242,42 +242,53 @@ func (ld *loader) tensor(name string, shape ...int) (*safetensors.Tensor, error)
 	return t, nil
 }
 
+// tensorWeight is tensor t as a rows × cols Weight, a view of the mapped file: f32 values, or
+// bf16/f16 bit patterns with their format. The one place where safetensors dtypes are read.
+func tensorWeight(t *safetensors.Tensor, rows, cols int) (Weight, error) {
+	w := Weight{Rows: rows, Cols: cols}
+	var err error
+	switch t.DType {
+	case safetensors.F32:
+		w.F32, err = t.F32()
+	case safetensors.BF16:
+		w.Half, err = t.U16()
+		w.Kind = gemm.BF16
+	case safetensors.F16:
+		w.Half, err = t.U16()
+		w.Kind = gemm.F16
+	default:
+		return Weight{}, fmt.Errorf("has dtype %s (want F32, BF16 or F16)", t.DType)
+	}
+	return w, err
+}
+
+// Floats returns the weight's values as f32 in a new slice.
+func (w *Weight) Floats() []float32 {
+	if w.F32 != nil {
+		return append([]float32(nil), w.F32...)
+	}
+	out := make([]float32, len(w.Half))
+	w.Kind.Decode(out, w.Half)
+	return out
+}
+
 // matrix loads a Rows × Cols weight in the requested format.
 func (ld *loader) matrix(name string, rows, cols int) (Weight, error) {
 	t, err := ld.tensor(name, rows, cols)
 	if err != nil {
 		return Weight{}, err
 	}
-	w := Weight{Rows: rows, Cols: cols}
-	switch t.DType {
-	case safetensors.F32:
-		v, err := t.F32()
-		if err != nil {
-			return Weight{}, err
-		}
-		if ld.dtype == DTypeBF16 {
-			w.Half, w.Kind = make([]uint16, len(v)), gemm.BF16
-			gemm.BF16.Encode(w.Half, v)
-		} else {
-			w.F32 = v
-		}
-	case safetensors.BF16, safetensors.F16:
-		v, err := t.U16()
-		if err != nil {
-			return Weight{}, err
-		}
-		kind := gemm.BF16
-		if t.DType == safetensors.F16 {
-			kind = gemm.F16
-		}
-		if ld.dtype == DTypeF32 {
-			w.F32 = make([]float32, len(v))
-			kind.Decode(w.F32, v)
-		} else {
-			w.Half, w.Kind = v, kind
-		}
-	default:
-		return Weight{}, fmt.Errorf("model: weight %s has dtype %s (want F32, BF16 or F16)", name, t.DType)
+	w, err := tensorWeight(t, rows, cols)
+	if err != nil {
+		return Weight{}, fmt.Errorf("model: weight %s %w", name, err)
+	}
+	switch {
+	case w.F32 != nil && ld.dtype == DTypeBF16:
+		w.Half, w.Kind = make([]uint16, len(w.F32)), gemm.BF16
+		gemm.BF16.Encode(w.Half, w.F32)
+		w.F32 = nil
+	case w.Half != nil && ld.dtype == DTypeF32:
+		w.F32, w.Half, w.Kind = w.Floats(), nil, 0
 	}
 	return w, nil
 }
@@ -288,27 +299,11 @@ func (ld *loader) vector(name string, n int) ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch t.DType {
-	case safetensors.F32:
-		v, err := t.F32()
-		if err != nil {
-			return nil, err
-		}
-		return append([]float32(nil), v...), nil
-	case safetensors.BF16, safetensors.F16:
-		v, err := t.U16()
-		if err != nil {
-			return nil, err
-		}
-		kind := gemm.BF16
-		if t.DType == safetensors.F16 {
-			kind = gemm.F16
-		}
-		out := make([]float32, n)
-		kind.Decode(out, v)
-		return out, nil
+	w, err := tensorWeight(t, 1, n)
+	if err != nil {
+		return nil, fmt.Errorf("model: weight %s %w", name, err)
 	}
-	return nil, fmt.Errorf("model: weight %s has dtype %s", name, t.DType)
+	return w.Floats(), nil
 }
 
 func (ld *loader) linear(prefix string, out, in int, bias bool) (Linear, error) {
@@ -323,20 +318,4 @@ func (ld *loader) linear(prefix string, out, in int, bias bool) (Linear, error) 
 		}
 	}
 	return l, nil
-}
-
-// ForwardQKV computes the layer's q, k and v projections of x (rows × hidden, biases
-// included) with the fused weights the forward pass uses, for callers outside the package
-// (training); in bf16 arithmetic when bf16 (bf16 weights only; see PairsPacked). q is rows ×
-// QDim, k and v rows × KVDim.
-func (L *Layer) ForwardQKV(bf16 bool, x []float32, rows int, q, k, v []float32) {
-	tmp := make([]float32, rows*L.qkv.n)
-	L.qkv.forward(bf16, x, rows, tmp, q, k, v)
-}
-
-// ForwardGateUp computes the layer's gate and up projections of x (rows × hidden) with the
-// fused weights, in bf16 arithmetic when bf16; gate and up are rows × intermediate.
-func (L *Layer) ForwardGateUp(bf16 bool, x []float32, rows int, gate, up []float32) {
-	tmp := make([]float32, rows*L.gateUp.n)
-	L.gateUp.forward(bf16, x, rows, tmp, gate, up)
 }

@@ -137,15 +137,11 @@ func (e *Engine) ForwardBackwardWeights(s Seq, g []float32) TokenStats {
 	return st
 }
 
-// acts is one layer's forward state, recomputed from the layer input for the backward pass.
+// acts is one layer's forward state (the buffers of model.LayerForward, kept), recomputed from
+// the layer input for the backward pass when not kept.
 type acts struct {
-	h1, rms1         []float32
-	qpre, kpre       []float32 // before the q/k norms (Qwen3) and RoPE
-	q, k, v          []float32 // after them
-	lse              []float32 // attention: log-sum-exp of each head's row scores (head·T + row)
-	attn             []float32
-	xmid, h2, rms2   []float32
-	g, u, mm, sig    []float32
+	model.LayerBuffers
+	lse              []float32            // attention: log-sum-exp of each head's row scores (head·T + row)
 	dropIn           map[string][]float32 // dropped-out adapter inputs by module
 	dropMask         map[string][]float32
 	pos, seg         []int
@@ -201,7 +197,7 @@ func (e *Engine) pass(s Seq, a *model.LoRA, coef func(TokenStats) []float32, sta
 	// Final norm and the head.
 	rmsF := ar.raw(T)
 	xf := ar.raw(T * H)
-	rmsNormRows(xf, rmsF, x, T, H, m.Norm, float32(c.RMSNormEps))
+	m.FinalNorm(xf, rmsF, x, T)
 	stats := TokenStats{Logp: make([]float32, T), Entropy: make([]float32, T)}
 	lse := ar.get(T)
 	dxf := ar.get(T * H)
@@ -282,62 +278,49 @@ func (ac *acts) dropped(module string, x []float32) []float32 {
 	return d
 }
 
-// loraAdd adds the adapter's delta of module for input x (rows × in) to out.
-func (ac *acts) loraAdd(module string, x []float32, out []float32) {
-	if ac.lora == nil {
+// AddDelta adds the adapter's delta of module for the input rows x to out, with dropout on x
+// when training (model.Adapters).
+func (ac *acts) AddDelta(l int, module string, x, out []float32) {
+	if ac.lora == nil || ac.lora.Layers[l][module] == nil {
 		return
 	}
-	p := ac.lora.Layers[ac.layer][module]
-	if p == nil {
-		return
-	}
-	xd := ac.dropped(module, x)
-	r := ac.lora.Rank
-	tmp := ac.ar.raw(ac.T * r)
-	gemm.Sgemm(false, true, ac.T, r, p.In, 1, xd, p.In, p.A, p.In, 0, tmp, r)
-	gemm.Sgemm(false, true, ac.T, p.Out, r, ac.lora.Scaling, tmp, r, p.B, r, 1, out, p.Out)
+	ac.lora.AddDelta(l, module, ac.dropped(module, x), ac.T, out, ac.ar.raw(ac.T*ac.lora.Rank))
 }
 
-// layerForward runs layer ac.layer on x (T × hidden) in place, keeping its activations.
+// layerForward runs layer ac.layer on x (T × hidden) in place (model.LayerForward), keeping
+// its activations in ac.
 func (e *Engine) layerForward(ac *acts, x []float32) {
-	m := e.M
-	c := &m.Config
-	L := &m.Layers[ac.layer]
+	c := &e.M.Config
 	T, H, I := ac.T, c.HiddenSize, c.IntermediateSize
-	eps := float32(c.RMSNormEps)
-	hd, qd, kvd := ac.hd, ac.qd, ac.kvd
+	qd, kvd := ac.qd, ac.kvd
 	ar := ac.ar
-	ac.h1, ac.rms1 = ar.raw(T*H), ar.raw(T)
-	rmsNormRows(ac.h1, ac.rms1, x, T, H, L.AttnNorm, eps)
-	q, k, v := ar.raw(T*qd), ar.raw(T*kvd), ar.raw(T*kvd)
-	L.ForwardQKV(e.BF16, ac.h1, T, q, k, v)
-	ac.loraAdd("q_proj", ac.h1, q)
-	ac.loraAdd("k_proj", ac.h1, k)
-	ac.loraAdd("v_proj", ac.h1, v)
-	if L.QNorm != nil {
-		ac.qpre, ac.kpre = ar.clone(q), ar.clone(k)
+	b := &ac.LayerBuffers
+	b.H1, b.Rms1 = ar.raw(T*H), ar.raw(T)
+	b.Q, b.K, b.V = ar.raw(T*qd), ar.raw(T*kvd), ar.raw(T*kvd)
+	if e.M.Layers[ac.layer].QNorm != nil {
+		b.QPre, b.KPre = ar.raw(T*qd), ar.raw(T*kvd)
 	}
-	kernels.ParallelFor(T, 32, func(r int) {
-		for h := 0; h < c.NumHeads; h++ {
-			head := q[r*qd+h*hd : r*qd+(h+1)*hd]
-			if L.QNorm != nil {
-				kernels.RMSNorm(head, head, L.QNorm, eps)
-			}
-			m.Rope.Apply(head, ac.pos[r])
-		}
-		for h := 0; h < c.NumKVHeads; h++ {
-			head := k[r*kvd+h*hd : r*kvd+(h+1)*hd]
-			if L.KNorm != nil {
-				kernels.RMSNorm(head, head, L.KNorm, eps)
-			}
-			m.Rope.Apply(head, ac.pos[r])
-		}
-	})
-	ac.q, ac.k, ac.v = q, k, v
-	// Causal attention within segments, in blocks of rows; only each row's log-sum-exp is kept,
-	// and the backward pass recomputes the probabilities from it.
-	ac.attn = ar.raw(T * qd)
+	b.Attn = ar.raw(T * qd)
 	ac.lse = ar.raw(c.NumHeads * T)
+	b.XMid = ar.raw(T * H)
+	b.H2, b.Rms2 = ar.raw(T*H), ar.raw(T)
+	b.Gate, b.Up, b.ExpGate = ar.raw(T*I), ar.raw(T*I), ar.raw(T*I)
+	// For the pass only: silu(g)·u is cheap to recompute from g, u and e^(−g), and the backward
+	// pass does.
+	b.Act, b.Tmp, b.Out = ar.raw(T*I), ar.raw(T*max(2*I, qd+2*kvd)), ar.raw(T*H)
+	e.M.LayerForward(ac.layer, x, ac.pos, e.BF16, b, ac, func() { e.attention(ac) })
+	ar.drop(b.Act, b.Tmp, b.Out)
+	b.Act, b.Tmp, b.Out = nil, nil, nil
+}
+
+// attention computes causal attention within segments, in blocks of rows, from ac.Q, K and V
+// into ac.Attn; only each row's log-sum-exp is kept, and the backward pass recomputes the
+// probabilities from it.
+func (e *Engine) attention(ac *acts) {
+	c := &e.M.Config
+	T, hd, qd, kvd := ac.T, ac.hd, ac.qd, ac.kvd
+	q, k, v := ac.Q, ac.K, ac.V
+	ar := ac.ar
 	group := c.NumHeads / c.NumKVHeads
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	scratch := make([][]float32, c.NumHeads)
@@ -359,34 +342,10 @@ func (e *Engine) layerForward(ac *acts, x []float32) {
 				clear(row[hi:])
 				ac.lse[h*T+r] = softmaxLSE(row[lo:hi])
 			}
-			gemm.Sgemm(false, false, nr, hd, w, 1, S, T, v[c0*kvd+g*hd:], kvd, 0, ac.attn[r0*qd+h*hd:], qd)
+			gemm.Sgemm(false, false, nr, hd, w, 1, S, T, v[c0*kvd+g*hd:], kvd, 0, ac.Attn[r0*qd+h*hd:], qd)
 		}
 	})
 	ar.drop(scratch...)
-	L.O.Forward(e.BF16, ac.attn, T, x, true) // the residual: x += o(attn)
-	ac.loraAdd("o_proj", ac.attn, x)
-	ac.xmid = ar.clone(x)
-	ac.h2, ac.rms2 = ar.raw(T*H), ar.raw(T)
-	rmsNormRows(ac.h2, ac.rms2, x, T, H, L.MLPNorm, eps)
-	ac.g, ac.u = ar.raw(T*I), ar.raw(T*I)
-	L.ForwardGateUp(e.BF16, ac.h2, T, ac.g, ac.u)
-	ac.loraAdd("gate_proj", ac.h2, ac.g)
-	ac.loraAdd("up_proj", ac.h2, ac.u)
-	// SwiGLU, keeping σ(gate) for the backward pass.
-	ac.mm, ac.sig = ar.raw(T*I), ar.raw(T*I)
-	kernels.ParallelFor(T, 16, func(r int) {
-		kernels.ExpAffine(ac.sig[r*I:(r+1)*I], ac.g[r*I:(r+1)*I], -1, 0) // e^(−g)
-		for i := r * I; i < (r+1)*I; i++ {
-			sg := 1 / (1 + ac.sig[i])
-			ac.sig[i] = sg
-			ac.mm[i] = ac.g[i] * sg * ac.u[i]
-		}
-	})
-	L.Down.Forward(e.BF16, ac.mm, T, x, true)
-	ac.loraAdd("down_proj", ac.mm, x)
-	// silu(g)·u is cheap to recompute from g, u and σ(g): the backward pass does.
-	ar.drop(ac.mm)
-	ac.mm = nil
 }
 
 // linearBackward: given dy (T × out) of y = x·Wᵀ + b + s·(drop(x)·Aᵀ)·Bᵀ, accumulates the
@@ -446,28 +405,24 @@ func (e *Engine) layerBackward(ac *acts, xin, dout []float32, needInput bool) []
 	ar := ac.ar
 	dmm := ar.get(T * I)
 	mm := ar.raw(T * I)
-	kernels.ParallelFor(T, 16, func(r int) {
-		for i := r * I; i < (r+1)*I; i++ {
-			mm[i] = ac.g[i] * ac.sig[i] * ac.u[i]
-		}
-	})
+	kernels.SwiGLUFromExp(mm, ac.ExpGate, ac.Gate, ac.Up)
 	e.linearBackward(ac, &L.Down, "down_proj", mm, dout, dmm)
 	dg, du := ar.raw(T*I), ar.raw(T*I)
 	kernels.ParallelFor(T, 16, func(r int) {
 		for i := r * I; i < (r+1)*I; i++ {
-			g, sig := ac.g[i], ac.sig[i]
+			g, sig := ac.Gate[i], 1/(1+ac.ExpGate[i])
 			du[i] = dmm[i] * g * sig
-			dg[i] = dmm[i] * ac.u[i] * sig * (1 + g*(1-sig))
+			dg[i] = dmm[i] * ac.Up[i] * sig * (1 + g*(1-sig))
 		}
 	})
 	dh2 := ar.get(T * H)
-	e.linearBackward(ac, &L.Gate, "gate_proj", ac.h2, dg, dh2)
-	e.linearBackward(ac, &L.Up, "up_proj", ac.h2, du, dh2)
+	e.linearBackward(ac, &L.Gate, "gate_proj", ac.H2, dg, dh2)
+	e.linearBackward(ac, &L.Up, "up_proj", ac.H2, du, dh2)
 	dxmid := ar.clone(dout)
-	rmsNormBackward(dxmid, dh2, ac.xmid, ac.rms2, T, H, L.MLPNorm, true)
+	rmsNormBackward(dxmid, dh2, ac.XMid, ac.Rms2, T, H, L.MLPNorm, true)
 	// Attention: x_mid = x_in + o(attn).
 	dattn := ar.get(T * qd)
-	e.linearBackward(ac, &L.O, "o_proj", ac.attn, dxmid, dattn)
+	e.linearBackward(ac, &L.O, "o_proj", ac.Attn, dxmid, dattn)
 	dq, dk, dv := ar.raw(T*qd), ar.get(T*kvd), ar.get(T*kvd)
 	group := c.NumHeads / c.NumKVHeads
 	scale := float32(1 / math.Sqrt(float64(hd)))
@@ -482,8 +437,8 @@ func (e *Engine) layerBackward(ac *acts, xin, dout []float32, needInput bool) []
 			r1 := min(r0+attnBlock, T)
 			c0 := ac.seg[r0]
 			nr, w := r1-r0, r1-c0
-			gemm.Sgemm(false, true, nr, w, hd, scale, ac.q[r0*qd+h*hd:], qd, ac.k[c0*kvd+g*hd:], kvd, 0, P, T)
-			gemm.Sgemm(false, true, nr, w, hd, 1, dattn[r0*qd+h*hd:], qd, ac.v[c0*kvd+g*hd:], kvd, 0, dP, T)
+			gemm.Sgemm(false, true, nr, w, hd, scale, ac.Q[r0*qd+h*hd:], qd, ac.K[c0*kvd+g*hd:], kvd, 0, P, T)
+			gemm.Sgemm(false, true, nr, w, hd, 1, dattn[r0*qd+h*hd:], qd, ac.V[c0*kvd+g*hd:], kvd, 0, dP, T)
 			for i := 0; i < nr; i++ {
 				r := r0 + i
 				pr, dr := P[i*T:i*T+w], dP[i*T:i*T+w]
@@ -500,8 +455,8 @@ func (e *Engine) layerBackward(ac *acts, xin, dout []float32, needInput bool) []
 				clear(dr[hi:])
 			}
 			gemm.Sgemm(true, false, w, hd, nr, 1, P, T, dattn[r0*qd+h*hd:], qd, 1, dvh[h][c0*hd:], hd)
-			gemm.Sgemm(false, false, nr, hd, w, scale, dP, T, ac.k[c0*kvd+g*hd:], kvd, 0, dq[r0*qd+h*hd:], qd)
-			gemm.Sgemm(true, false, w, hd, nr, scale, dP, T, ac.q[r0*qd+h*hd:], qd, 1, dkh[h][c0*hd:], hd)
+			gemm.Sgemm(false, false, nr, hd, w, scale, dP, T, ac.K[c0*kvd+g*hd:], kvd, 0, dq[r0*qd+h*hd:], qd)
+			gemm.Sgemm(true, false, w, hd, nr, scale, dP, T, ac.Q[r0*qd+h*hd:], qd, 1, dkh[h][c0*hd:], hd)
 		}
 	})
 	kernels.ParallelFor(T, 64, func(r int) {
@@ -517,14 +472,14 @@ func (e *Engine) layerBackward(ac *acts, xin, dout []float32, needInput bool) []
 			dh := dq[r*qd+h*hd : r*qd+(h+1)*hd]
 			m.Rope.ApplyInverse(dh, ac.pos[r])
 			if L.QNorm != nil {
-				headNormBackward(dh, ac.qpre[r*qd+h*hd:r*qd+(h+1)*hd], L.QNorm, eps)
+				headNormBackward(dh, ac.QPre[r*qd+h*hd:r*qd+(h+1)*hd], L.QNorm, eps)
 			}
 		}
 		for h := 0; h < c.NumKVHeads; h++ {
 			dh := dk[r*kvd+h*hd : r*kvd+(h+1)*hd]
 			m.Rope.ApplyInverse(dh, ac.pos[r])
 			if L.KNorm != nil {
-				headNormBackward(dh, ac.kpre[r*kvd+h*hd:r*kvd+(h+1)*hd], L.KNorm, eps)
+				headNormBackward(dh, ac.KPre[r*kvd+h*hd:r*kvd+(h+1)*hd], L.KNorm, eps)
 			}
 		}
 	})
@@ -532,14 +487,14 @@ func (e *Engine) layerBackward(ac *acts, xin, dout []float32, needInput bool) []
 	if needInput {
 		dh1 = ar.get(T * H)
 	}
-	e.linearBackward(ac, &L.Q, "q_proj", ac.h1, dq, dh1)
-	e.linearBackward(ac, &L.K, "k_proj", ac.h1, dk, dh1)
-	e.linearBackward(ac, &L.V, "v_proj", ac.h1, dv, dh1)
+	e.linearBackward(ac, &L.Q, "q_proj", ac.H1, dq, dh1)
+	e.linearBackward(ac, &L.K, "k_proj", ac.H1, dk, dh1)
+	e.linearBackward(ac, &L.V, "v_proj", ac.H1, dv, dh1)
 	if !needInput {
 		return nil
 	}
 	dxin := dxmid
-	rmsNormBackward(dxin, dh1, xin, ac.rms1, T, H, L.AttnNorm, true)
+	rmsNormBackward(dxin, dh1, xin, ac.Rms1, T, H, L.AttnNorm, true)
 	return dxin
 }
 
@@ -549,23 +504,6 @@ func softmaxLSE(x []float32) float32 {
 	sum := float64(kernels.ExpAffine(x, x, 1, -mx))
 	kernels.Scale(x, float32(1/sum))
 	return mx + float32(math.Log(sum))
-}
-
-// rmsNormRows writes y = x·r·w per row, with r = 1/√(mean(x²)+eps) kept in rms.
-func rmsNormRows(y, rms, x []float32, rows, cols int, w []float32, eps float32) {
-	kernels.ParallelFor(rows, 32, func(r int) {
-		row := x[r*cols : (r+1)*cols]
-		ss := 0.0
-		for _, v := range row {
-			ss += float64(v) * float64(v)
-		}
-		inv := float32(1 / math.Sqrt(ss/float64(cols)+float64(eps)))
-		rms[r] = inv
-		out := y[r*cols : (r+1)*cols]
-		for i, v := range row {
-			out[i] = v * inv * w[i]
-		}
-	})
 }
 
 // rmsNormBackward adds (accumulate) or writes dL/dx of y = x·r·w given dy, x and r.
