@@ -58,8 +58,8 @@ func (s *Seq) HasTarget(t int) bool {
 // score matrix. A variable so tests can exercise several blocks on short sequences.
 var attnBlock = 128
 
-// Engine runs training passes of one model with one adapter.
-type Engine struct {
+// Trainer runs training passes of one model with one adapter.
+type Trainer struct {
 	M *model.Model
 	A *model.LoRA // the adapter being trained
 	G *Grads      // gradients accumulate here
@@ -75,7 +75,7 @@ type Engine struct {
 	Recompute bool
 	// BF16 runs the products with the frozen weights (projections, head; forward and
 	// backward) in bf16 arithmetic with f32 accumulation, as PyTorch does for a bf16 model:
-	// activations are rounded to bf16 as they enter a product. NewEngine turns it on for
+	// activations are rounded to bf16 as they enter a product. NewTrainer turns it on for
 	// bf16 weights where the CPU multiplies bf16 fast (AMX; gemm.FastBF16), unless
 	// HONE_TRAIN_BF16=0; HONE_TRAIN_BF16=1 turns it on for bf16 weights anywhere. The adapter
 	// products, attention and the loss stay in f32.
@@ -87,12 +87,12 @@ type Engine struct {
 	headT    *gemm.PackedB // the head's weight packed for the backward product
 }
 
-// NewEngine prepares training of adapter a on m.
-func NewEngine(m *model.Model, a *model.LoRA) (*Engine, error) {
+// NewTrainer prepares training of adapter a on m.
+func NewTrainer(m *model.Model, a *model.LoRA) (*Trainer, error) {
 	if len(a.Layers) != m.Config.NumLayers {
 		return nil, fmt.Errorf("train: adapter has %d layers, the model %d", len(a.Layers), m.Config.NumLayers)
 	}
-	e := &Engine{M: m, A: a, G: NewGrads(a), ChunkRows: 128}
+	e := &Trainer{M: m, A: a, G: NewGrads(a), ChunkRows: 128}
 	if w := m.LMHead.W; w.Half != nil && w.Kind == gemm.BF16 {
 		switch os.Getenv("HONE_TRAIN_BF16") {
 		case "0":
@@ -113,7 +113,7 @@ type TokenStats struct {
 
 // Logprobs runs the forward pass of s with adapter a (nil: the base model) and returns the
 // per-position statistics; no gradients.
-func (e *Engine) Logprobs(s Seq, a *model.LoRA) TokenStats {
+func (e *Trainer) Logprobs(s Seq, a *model.LoRA) TokenStats {
 	st, _ := e.pass(s, a, nil, nil, false)
 	return st
 }
@@ -121,7 +121,7 @@ func (e *Engine) Logprobs(s Seq, a *model.LoRA) TokenStats {
 // ForwardBackward runs s forward with the trained adapter, asks coef for dLoss/dlogp of each
 // position given the statistics (0 for no gradient; positions without a target are ignored),
 // and accumulates the gradients of the adapter into e.G.
-func (e *Engine) ForwardBackward(s Seq, coef func(TokenStats) []float32) TokenStats {
+func (e *Trainer) ForwardBackward(s Seq, coef func(TokenStats) []float32) TokenStats {
 	st, _ := e.pass(s, e.A, coef, nil, true)
 	return st
 }
@@ -129,7 +129,7 @@ func (e *Engine) ForwardBackward(s Seq, coef func(TokenStats) []float32) TokenSt
 // ForwardBackwardWeights is ForwardBackward with the coefficients g (dLoss/dlogp per
 // position) known before the pass, as in SFT: the head's logits are computed once for both
 // the statistics and the gradient, and only at positions with a non-zero coefficient.
-func (e *Engine) ForwardBackwardWeights(s Seq, g []float32) TokenStats {
+func (e *Trainer) ForwardBackwardWeights(s Seq, g []float32) TokenStats {
 	if len(g) != len(s.Tokens) {
 		panic(fmt.Sprintf("train: %d coefficients for %d tokens", len(g), len(s.Tokens)))
 	}
@@ -156,7 +156,7 @@ type acts struct {
 	hd, qd, kvd, hid int
 }
 
-func (e *Engine) pass(s Seq, a *model.LoRA, coef func(TokenStats) []float32, static []float32, backward bool) (TokenStats, error) {
+func (e *Trainer) pass(s Seq, a *model.LoRA, coef func(TokenStats) []float32, static []float32, backward bool) (TokenStats, error) {
 	m := e.M
 	c := &m.Config
 	T, H := len(s.Tokens), c.HiddenSize
@@ -242,7 +242,7 @@ func (e *Engine) pass(s Seq, a *model.LoRA, coef func(TokenStats) []float32, sta
 	return stats, nil
 }
 
-func (e *Engine) newActs(l, T int, pos, seg []int, a *model.LoRA, training bool) *acts {
+func (e *Trainer) newActs(l, T int, pos, seg []int, a *model.LoRA, training bool) *acts {
 	c := &e.M.Config
 	return &acts{ar: &e.ar, T: T, layer: l, pos: pos, seg: seg, lora: a, training: training, seed: e.Seed ^ e.passes*0x9e3779b97f4a7c15,
 		dropoutRate: e.Dropout, hd: c.HeadDim, qd: c.QDim(), kvd: c.KVDim(), hid: c.HiddenSize}
@@ -289,7 +289,7 @@ func (ac *acts) AddDelta(l int, module string, x, out []float32) {
 
 // layerForward runs layer ac.layer on x (T × hidden) in place (model.LayerForward), keeping
 // its activations in ac.
-func (e *Engine) layerForward(ac *acts, x []float32) {
+func (e *Trainer) layerForward(ac *acts, x []float32) {
 	c := &e.M.Config
 	T, H, I := ac.T, c.HiddenSize, c.IntermediateSize
 	qd, kvd := ac.qd, ac.kvd
@@ -316,7 +316,7 @@ func (e *Engine) layerForward(ac *acts, x []float32) {
 // attention computes causal attention within segments, in blocks of rows, from ac.Q, K and V
 // into ac.Attn; only each row's log-sum-exp is kept, and the backward pass recomputes the
 // probabilities from it.
-func (e *Engine) attention(ac *acts) {
+func (e *Trainer) attention(ac *acts) {
 	c := &e.M.Config
 	T, hd, qd, kvd := ac.T, ac.hd, ac.qd, ac.kvd
 	q, k, v := ac.Q, ac.K, ac.V
@@ -350,7 +350,7 @@ func (e *Engine) attention(ac *acts) {
 
 // linearBackward: given dy (T × out) of y = x·Wᵀ + b + s·(drop(x)·Aᵀ)·Bᵀ, accumulates the
 // adapter gradients and, when dx is not nil, adds dy·W (+ the adapter's path) to dx.
-func (e *Engine) linearBackward(ac *acts, lin *model.Linear, module string, x, dy, dx []float32) {
+func (e *Trainer) linearBackward(ac *acts, lin *model.Linear, module string, x, dy, dx []float32) {
 	T := ac.T
 	in, out := lin.In(), lin.Out()
 	if dx != nil {
@@ -394,7 +394,7 @@ func (e *Engine) linearBackward(ac *acts, lin *model.Linear, module string, x, d
 
 // layerBackward takes dL/d(layer output) and returns dL/d(layer input) (nil when not
 // needed), accumulating adapter gradients.
-func (e *Engine) layerBackward(ac *acts, xin, dout []float32, needInput bool) []float32 {
+func (e *Trainer) layerBackward(ac *acts, xin, dout []float32, needInput bool) []float32 {
 	m := e.M
 	c := &m.Config
 	L := &m.Layers[ac.layer]
@@ -572,7 +572,7 @@ type headPack struct {
 }
 
 // headPackedT returns the head's weight packed for dlogits·W (the backward product).
-func (e *Engine) headPackedT() *gemm.PackedB {
+func (e *Trainer) headPackedT() *gemm.PackedB {
 	if e.BF16 {
 		return e.M.LMHead.PairsPacked(false)
 	}
@@ -599,7 +599,7 @@ func (e *Engine) headPackedT() *gemm.PackedB {
 // head computes, chunk by chunk of the given rows (gathered from xf), the log-probability of
 // each next token and the entropy, and the log-sum-exp of each row into lse. With g (dL/dlogp
 // per position) it also adds the rows' gradient dL/dxf into dxf, from the same logits.
-func (e *Engine) head(s Seq, xf []float32, rows []int, st *TokenStats, lse, g, dxf []float32) {
+func (e *Trainer) head(s Seq, xf []float32, rows []int, st *TokenStats, lse, g, dxf []float32) {
 	m := e.M
 	H, V := m.Config.HiddenSize, m.Config.VocabSize
 	chunk := max(e.ChunkRows, 1)

@@ -54,7 +54,7 @@ func weightedNLL(w []float32) func(TokenStats) []float32 {
 	}
 }
 
-func lossOf(e *Engine, s Seq, w []float32) float64 {
+func lossOf(e *Trainer, s Seq, w []float32) float64 {
 	st := e.Logprobs(s, e.A)
 	l := 0.0
 	for i, v := range w {
@@ -86,7 +86,7 @@ func TestGradientsMatchFiniteDifferences(t *testing.T) {
 				t.Fatal(err)
 			}
 			randomise(a, 5)
-			e, err := NewEngine(m, a)
+			e, err := NewTrainer(m, a)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -162,7 +162,7 @@ func TestHeadPathsAgree(t *testing.T) {
 	m := tinyModel(t, "llama", 0.2, "f32")
 	a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 4, Seed: 3})
 	randomise(a, 5)
-	e, _ := NewEngine(m, a)
+	e, _ := NewTrainer(m, a)
 	e.ChunkRows = 3
 	rng := rand.New(rand.NewPCG(2, 2))
 	s := Seq{Tokens: make([]int, 19), Segments: []int{0, 11}}
@@ -226,8 +226,8 @@ func TestHeadPackShared(t *testing.T) {
 		m := tinyModel(t, "llama", 0.02, "bf16")
 		key = weak.Make(m)
 		a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 2})
-		e1, _ := NewEngine(m, a)
-		e2, _ := NewEngine(m, a)
+		e1, _ := NewTrainer(m, a)
+		e2, _ := NewTrainer(m, a)
 		e1.BF16, e2.BF16 = false, false // the cache is that of f32 arithmetic
 		if e1.headPackedT() != e2.headPackedT() || e1.headPackedT().N() != m.Config.HiddenSize {
 			t.Fatal("the head is packed once per model")
@@ -264,7 +264,7 @@ func TestBF16ArithmeticAgrees(t *testing.T) {
 				w[i] = float32(rng.Float64())
 			}
 			run := func(bf16 bool) (TokenStats, [][]float32) {
-				e, _ := NewEngine(m, a)
+				e, _ := NewTrainer(m, a)
 				e.BF16 = bf16
 				st := e.ForwardBackward(s, weightedNLL(w))
 				var gs [][]float32

@@ -75,7 +75,7 @@ func BenchmarkSFTStep(b *testing.B) {
 			}
 			m := benchModel(b, c.name, c.dtype)
 			a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 16, Alpha: 32, Seed: 1})
-			e, _ := NewEngine(m, a)
+			e, _ := NewTrainer(m, a)
 			rng := rand.New(rand.NewPCG(1, 1))
 			toks := make([]int, 512)
 			for i := range toks {

@@ -9,12 +9,12 @@ import (
 
 var fuzzChat struct {
 	once sync.Once
-	c    *Chat
+	c    *ChatTokenizer
 	err  error
 }
 
 // chatForFuzz loads the tiny Llama's chat template and tokenizer once per process.
-func chatForFuzz(t testing.TB) *Chat {
+func chatForFuzz(t testing.TB) *ChatTokenizer {
 	fuzzChat.once.Do(func() {
 		fuzzChat.c, fuzzChat.err = LoadChat(tinyDir(t, "llama", 0.02))
 	})

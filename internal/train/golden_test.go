@@ -65,7 +65,7 @@ func TestGradientsMatchPyTorch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := NewEngine(m, a)
+	e, err := NewTrainer(m, a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestPeftLoadsHoneCheckpoint(t *testing.T) {
 	if err := SaveCheckpoint(ck, a, Checkpoint{BaseModel: dir}); err != nil {
 		t.Fatal(err)
 	}
-	e, _ := NewEngine(m, a)
+	e, _ := NewTrainer(m, a)
 	tokens := []int{5, 17, 200, 3, 99, 41, 7, 300, 12}
 	want := e.Logprobs(Seq{Tokens: tokens}, a)
 	tj, _ := json.Marshal(tokens)

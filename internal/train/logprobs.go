@@ -29,7 +29,7 @@ const replacement = "\uFFFD"
 
 // sampledTokens returns the ids and sampling logprobs of a choice's content, and which of
 // them are known to be the sampled ids (the others are context only).
-func (c *Chat) sampledTokens(ch *choice, content string, allowNoLogprobs bool) (ids []int, lps []float64, known []bool, err error) {
+func (c *ChatTokenizer) sampledTokens(ch *choice, content string, allowNoLogprobs bool) (ids []int, lps []float64, known []bool, err error) {
 	vocab := max(c.Vocab, c.Tok.VocabSize())
 	var entries []lpEntry
 	if ch.Logprobs != nil {
@@ -83,7 +83,7 @@ type piece struct {
 
 // idsFromLogprobs recovers the sampled ids of logprobs entries (see the comment at the top of
 // this file).
-func (c *Chat) idsFromLogprobs(entries []lpEntry, content string) ([]int, []bool, error) {
+func (c *ChatTokenizer) idsFromLogprobs(entries []lpEntry, content string) ([]int, []bool, error) {
 	vocab := max(c.Vocab, c.Tok.VocabSize())
 	ps := make([]piece, len(entries))
 	lossy := false
@@ -108,7 +108,7 @@ func (c *Chat) idsFromLogprobs(entries []lpEntry, content string) ([]int, []bool
 }
 
 // entryPiece reads one logprobs entry.
-func (c *Chat) entryPiece(e lpEntry, vocab int) (piece, error) {
+func (c *ChatTokenizer) entryPiece(e lpEntry, vocab int) (piece, error) {
 	if n, ok := strings.CutPrefix(e.Token, "token_id:"); ok {
 		id, err := strconv.Atoi(n)
 		if err != nil || id < 0 || id >= vocab {
@@ -151,13 +151,13 @@ func (c *Chat) entryPiece(e lpEntry, vocab int) (piece, error) {
 	return piece{}, fmt.Errorf("token %q is not a token of the model", e.Token)
 }
 
-// tokenIndexes are the lookups of idsFromLogprobs, built once per Chat.
+// tokenIndexes are the lookups of idsFromLogprobs, built once per ChatTokenizer.
 type tokenIndexes struct {
 	byBytes map[string]int   // a token's bytes → its id (the lowest when several share them)
 	byLossy map[string][]int // the text of a token that is not valid UTF-8 alone, or "" → its ids
 }
 
-func (c *Chat) indexes() *tokenIndexes {
+func (c *ChatTokenizer) indexes() *tokenIndexes {
 	c.once.Do(func() {
 		n := c.Tok.VocabSize()
 		idx := &tokenIndexes{byBytes: make(map[string]int, n), byLossy: map[string][]int{}}
@@ -183,7 +183,7 @@ type edge struct {
 // alignLossy fills ids and known for pieces some of which are lossy, by matching the pieces
 // against the reply's text (see the comment at the top of this file). Known pieces keep their
 // ids whatever the text says.
-func (c *Chat) alignLossy(ps []piece, text []byte, ids []int, known []bool) {
+func (c *ChatTokenizer) alignLossy(ps []piece, text []byte, ids []int, known []bool) {
 	idx := c.indexes()
 	n, end := len(ps), len(text)
 	// edges[i][p]: the ways entry i can be read starting at position p.

@@ -16,7 +16,7 @@ import (
 // client that asked for logprobs but not for token ids: each entry's token is the token
 // decoded alone (U+FFFD where it is part of a character) and its bytes those of that string;
 // the content is the whole reply decoded.
-func plainChoice(c *Chat, ids []int) *choice {
+func plainChoice(c *ChatTokenizer, ids []int) *choice {
 	ch := &choice{Logprobs: &struct {
 		Content []lpEntry `json:"content"`
 	}{}}

@@ -149,7 +149,7 @@ func TestAccumulationEqualsPacking(t *testing.T) {
 	m := tinyModel(t, "qwen2", 0.2, "f32")
 	a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 4, Seed: 3})
 	randomise(a, 4)
-	e, _ := NewEngine(m, a)
+	e, _ := NewTrainer(m, a)
 	x := []int{5, 17, 3, 99, 41, 8, 23}
 	y := []int{64, 2, 77, 19, 5}
 	ones := func(n int) func(TokenStats) []float32 {
@@ -202,7 +202,7 @@ func TestSFTDeterministic(t *testing.T) {
 	}
 	run := func(seed uint64) [][]float32 {
 		a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 4, Seed: seed})
-		e, _ := NewEngine(m, a)
+		e, _ := NewTrainer(m, a)
 		e.Dropout, e.Seed = 0.1, seed
 		plan, err := PlanSFT(xs, SFTConfig{Epochs: 2, BatchSize: 2, Shuffle: true, Seed: seed, LearningRates: []float64{1e-2}, MaxSeqLen: 256})
 		if err != nil {

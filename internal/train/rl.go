@@ -231,7 +231,7 @@ func (c *RLConfig) defaults() error {
 // marking the tokens of each Choice (the sampled assistant turns): their ids come from the
 // choice's token_ids, else from its logprobs entries (see logprobs.go), else, when allowed,
 // from tokenising the content; their sampling logprobs from the choice's logprobs.
-func (c *Chat) tokenizeTrajectory(items []json.RawMessage, tools json.RawMessage, allowNoLogprobs bool) (*rlSeq, error) {
+func (c *ChatTokenizer) tokenizeTrajectory(items []json.RawMessage, tools json.RawMessage, allowNoLogprobs bool) (*rlSeq, error) {
 	msgs := make([]json.RawMessage, len(items))
 	chosen := make([]*choice, len(items))
 	for i, raw := range items {
@@ -318,7 +318,7 @@ func (c *Chat) tokenizeTrajectory(items []json.RawMessage, tools json.RawMessage
 // RLStep runs one RL step (one ART training job) on groups: group-relative advantages, the
 // configured loss over the sampled tokens, one optimizer update. It returns the metrics, or
 // ErrNothingToTrain when no group has differing rewards.
-func RLStep(ctx context.Context, e *Engine, chat *Chat, groups []TrajectoryGroup, cfg RLConfig, o *AdamW) (RLMetrics, *AdamW, error) {
+func RLStep(ctx context.Context, e *Trainer, chat *ChatTokenizer, groups []TrajectoryGroup, cfg RLConfig, o *AdamW) (RLMetrics, *AdamW, error) {
 	if err := cfg.defaults(); err != nil {
 		return RLMetrics{}, o, err
 	}

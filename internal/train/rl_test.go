@@ -20,7 +20,7 @@ func reward(v float64) float64 { return v }
 
 // choiceJSON builds an OpenAI choice as Hone's chat API returns it with logprobs and
 // return_token_ids.
-func choiceJSON(c *Chat, ids []int, lps []float32) json.RawMessage {
+func choiceJSON(c *ChatTokenizer, ids []int, lps []float32) json.RawMessage {
 	var content []map[string]any
 	for i, id := range ids {
 		content = append(content, map[string]any{"token": fmt.Sprintf("token_id:%d", id), "logprob": lps[i], "bytes": []int{}})
@@ -68,7 +68,7 @@ func TestRLTokenizeAndErrors(t *testing.T) {
 	// Groups whose rewards are all equal train nothing, and say so.
 	m, _ := model.Load(dir, model.LoadOptions{})
 	a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 2})
-	e, _ := NewEngine(m, a)
+	e, _ := NewTrainer(m, a)
 	g := TrajectoryGroup{Trajectories: []Trajectory{
 		{MessagesAndChoices: []json.RawMessage{user, choiceJSON(c, ids, []float32{-1, -2, -3})}, Reward: reward(1)},
 		{MessagesAndChoices: []json.RawMessage{user, choiceJSON(c, ids, []float32{-1, -2, -3})}, Reward: reward(1)},
@@ -97,7 +97,7 @@ func TestRLLearnsTargetTokens(t *testing.T) {
 				t.Fatal(err)
 			}
 			a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 8, Alpha: 16, Seed: 2})
-			e, _ := NewEngine(m, a)
+			e, _ := NewTrainer(m, a)
 			eng := inference.New(m, inference.Options{})
 			defer eng.Close()
 			target := func(id int) bool { return id%8 == 3 }
@@ -166,7 +166,7 @@ func TestRLLearnsTargetTokens(t *testing.T) {
 	}
 }
 
-func chattemplateInput(msgs []byte, c *Chat) chattemplate.Input {
+func chattemplateInput(msgs []byte, c *ChatTokenizer) chattemplate.Input {
 	return chattemplate.Input{Messages: msgs, AddGenerationPrompt: true, SpecialTokens: c.Special}
 }
 

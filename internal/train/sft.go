@@ -34,8 +34,8 @@ func (x *Example) Trainable() int {
 	return n
 }
 
-// Chat renders conversations with a model's chat template and tokeniser.
-type Chat struct {
+// ChatTokenizer renders conversations with a model's chat template and tokeniser.
+type ChatTokenizer struct {
 	Template *chattemplate.Template
 	Tok      *tokenizer.Tokenizer
 	Special  map[string]string // bos_token, eos_token, ...
@@ -49,7 +49,7 @@ type Chat struct {
 // Tokenize renders messages (and tools) and marks the tokens of assistant turns — all of
 // them, or only the last with turns == "last" — found through the template
 // (chattemplate.AssistantSpans): a token is learned when its bytes overlap an assistant span.
-func (c *Chat) Tokenize(messages, tools json.RawMessage, turns string) (Example, error) {
+func (c *ChatTokenizer) Tokenize(messages, tools json.RawMessage, turns string) (Example, error) {
 	text, spans, err := c.Template.AssistantSpans(chattemplate.Input{Messages: messages, Tools: tools, SpecialTokens: c.Special})
 	if err != nil {
 		return Example{}, err
@@ -111,7 +111,7 @@ func ParseSFTLine(b []byte) (SFTLine, error) {
 
 // ReadSFT reads chat data in JSONL, one {"messages": [...], "tools"?: [...]} per line,
 // tokenised with c. A bad line is an error naming it.
-func ReadSFT(r io.Reader, c *Chat, turns string) ([]Example, error) {
+func ReadSFT(r io.Reader, c *ChatTokenizer, turns string) ([]Example, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	var out []Example
@@ -273,7 +273,7 @@ func (p *SFTPlan) lr(i int) float64 {
 
 // RunSFT trains e's adapter on the plan with optimizer o (created when nil), calling onStep
 // after each step. The loss of a step is the mean cross-entropy over its learned tokens.
-func RunSFT(ctx context.Context, e *Engine, p *SFTPlan, o *AdamW, onStep func(StepMetrics) error) (*AdamW, error) {
+func RunSFT(ctx context.Context, e *Trainer, p *SFTPlan, o *AdamW, onStep func(StepMetrics) error) (*AdamW, error) {
 	if o == nil {
 		o = NewAdamW(p.cfg.WeightDecay)
 	}
@@ -328,7 +328,7 @@ func RunSFT(ctx context.Context, e *Engine, p *SFTPlan, o *AdamW, onStep func(St
 }
 
 // LoadChat reads the tokenizer and chat template of a model directory.
-func LoadChat(dir string) (*Chat, error) {
+func LoadChat(dir string) (*ChatTokenizer, error) {
 	tok, err := tokenizer.Load(dir)
 	if err != nil {
 		return nil, err
@@ -341,5 +341,5 @@ func LoadChat(dir string) (*Chat, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Chat{Template: tpl, Tok: tok, Special: tok.Config().SpecialTokens}, nil
+	return &ChatTokenizer{Template: tpl, Tok: tok, Special: tok.Config().SpecialTokens}, nil
 }

@@ -88,7 +88,7 @@ func TestSFTMemorises(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 8, Alpha: 16, Seed: 1})
-	e, _ := NewEngine(m, a)
+	e, _ := NewTrainer(m, a)
 	plan, err := PlanSFT(xs, SFTConfig{Epochs: 80, LearningRates: []float64{1e-2}, Schedule: "cosine", Warmup: 5, MaxSeqLen: 512})
 	if err != nil {
 		t.Fatal(err)

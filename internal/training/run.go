@@ -76,7 +76,7 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 	if base.Template == nil {
 		return nil, fmt.Errorf("the base model %s has no chat template", m.BaseModel)
 	}
-	chat := &train.Chat{Template: base.Template, Tok: base.Tok, Special: base.Tok.Config().SpecialTokens, Vocab: base.Model.Config.VocabSize}
+	chat := &train.ChatTokenizer{Template: base.Template, Tok: base.Tok, Special: base.Tok.Config().SpecialTokens, Vocab: base.Model.Config.VocabSize}
 	step := 0
 	var opt *train.AdamW
 	var adapter *model.LoRA
@@ -99,7 +99,7 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 			return nil, err
 		}
 	}
-	e, err := train.NewEngine(base.Model, adapter)
+	e, err := train.NewTrainer(base.Model, adapter)
 	if err != nil {
 		return nil, err
 	}
