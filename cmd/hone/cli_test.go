@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -257,5 +258,49 @@ func TestJobsCancelQueued(t *testing.T) {
 	code, _, errs = runCmd(jobsCmd, append([]string{"list", "--status", "DONE"}, cli...)...)
 	if code != 1 || !strings.Contains(errs, "status must be") {
 		t.Errorf("bad status: exit %d %q", code, errs)
+	}
+}
+
+// TestEventStreamEndsWithFinalEvent: a client following a job's events (text/event-stream)
+// always gets its final event before [DONE], however the job's end falls between the
+// server's reads (the stream once read the events, then the status, and could end without
+// the final event of a job that ended in between). Many jobs that end at once, followed
+// while they run.
+func TestEventStreamEndsWithFinalEvent(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir, "--train-workers", "2")
+	bearer := "Bearer " + initialKey(t, dir)
+	code, _, body := do(t, "POST", s.url+"/v1/preview/models", bearer, `{"project":"p","name":"m","base_model":"demo"}`)
+	id := jsonOf(t, code, body, 200)["id"].(string)
+	// Messages only (nothing sampled): each job ends at once.
+	group := `{"trajectories":[{"messages_and_choices":[{"role":"user","content":"x"},{"role":"assistant","content":"a"}],"reward":1},{"messages_and_choices":[{"role":"user","content":"x"},{"role":"assistant","content":"b"}]}]}`
+	const n = 100
+	errs := make(chan string, n)
+	for range n {
+		code, _, body := do(t, "POST", s.url+"/v1/preview/training-jobs", bearer, `{"model_id":"`+id+`","trajectory_groups":[`+group+`]}`)
+		job := jsonOf(t, code, body, 200)["id"].(string)
+		go func() {
+			req, _ := http.NewRequest("GET", s.url+"/v1/preview/training-jobs/"+job+"/events", nil)
+			req.Header.Set("Authorization", bearer)
+			req.Header.Set("Accept", "text/event-stream")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				errs <- err.Error()
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			final := strings.Contains(string(b), "event: training_ended") || strings.Contains(string(b), "event: training_failed")
+			if !final || !strings.HasSuffix(strings.TrimSpace(string(b)), "data: [DONE]") {
+				errs <- fmt.Sprintf("job %s: stream without its final event:\n%s", job, b)
+				return
+			}
+			errs <- ""
+		}()
+	}
+	for range n {
+		if e := <-errs; e != "" {
+			t.Error(e)
+		}
 	}
 }

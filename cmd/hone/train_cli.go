@@ -595,6 +595,8 @@ func watchJob(ctx context.Context, c *client, id string, stdout, stderr io.Write
 		// A job adds one checkpoint, however many gradient steps (epochs × batches) it took.
 		fmt.Fprintf(stdout, "job %s SUCCEEDED after %d gradient step(s): %s is now at checkpoint step %d (each job adds one); chat with model %q or %q\n",
 			id, done, ref, *j.Step, fmt.Sprintf("%s:step%d", ref, *j.Step), ref+":latest")
+	} else if j.ErrorMessage != nil && *j.ErrorMessage != "" {
+		fmt.Fprintf(stdout, "job %s %s: %s\n", id, j.Status, *j.ErrorMessage)
 	} else {
 		fmt.Fprintf(stdout, "job %s %s\n", id, j.Status)
 	}

@@ -364,6 +364,14 @@ func (a *API) jobEvents(w http.ResponseWriter, r *http.Request) {
 	queue := a.Svc.Queue
 	for {
 		wake := queue.Wait(j.ID)
+		// The status is read before the events: a final status and its final event are
+		// written in one transaction, so when the status read is final, the events read
+		// after it include the last one (read the other way round, a job that ended in
+		// between would end the stream without its final event).
+		cur, err := queue.Get(r.Context(), j.ID)
+		if err != nil {
+			return
+		}
 		evs, _, err := queue.Events(r.Context(), j.ID, after, 100)
 		if err != nil {
 			return
@@ -375,10 +383,6 @@ func (a *API) jobEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		if flusher != nil {
 			flusher.Flush()
-		}
-		cur, err := queue.Get(r.Context(), j.ID)
-		if err != nil {
-			return
 		}
 		if terminal(cur.Status) && len(evs) == 0 {
 			fmt.Fprint(w, "data: [DONE]\n\n")
