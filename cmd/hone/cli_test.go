@@ -120,9 +120,13 @@ func TestNoServer(t *testing.T) {
 	dir := t.TempDir()
 	s := startServer(t, dir)
 	busy := strings.TrimPrefix(s.url, "http://")
-	code, _, errs := runCmd(serveCmd, "--addr", busy, "--data", t.TempDir(), "--no-demo-model")
+	other := t.TempDir()
+	code, _, errs := runCmd(serveCmd, "--addr", busy, "--data", other)
 	if code != 1 || !strings.Contains(errs, busy+" is already in use") || !strings.Contains(errs, "--addr") {
 		t.Errorf("busy port: exit %d, stderr %q", code, errs)
+	}
+	if entries, _ := os.ReadDir(other); len(entries) != 0 {
+		t.Errorf("a server on a busy port wrote its data directory: %v", entries)
 	}
 }
 

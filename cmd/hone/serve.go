@@ -298,6 +298,16 @@ func runServeMode(ctx context.Context, args []string, stdout, stderr io.Writer, 
 }
 
 func serve(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout io.Writer, ready chan<- string) error {
+	// The port first: a second server on a busy port stops before it touches the store or
+	// loads a model.
+	var ln net.Listener
+	if !cfg.WorkerOnly {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return listenError(cfg.Addr, err)
+		}
+		defer ln.Close()
+	}
 	sys, err := newSystem(ctx, cfg, logger, stdout)
 	if err != nil {
 		return err
@@ -318,10 +328,6 @@ func serve(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout io.
 	handler, _, err := sys.handler()
 	if err != nil {
 		return err
-	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return listenError(cfg.Addr, err)
 	}
 	srv := &http.Server{
 		Handler:           handler,
