@@ -27,6 +27,7 @@ package model
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -66,7 +67,7 @@ type Model struct {
 	// (HONE_BF16_PREFILL=0 sets 0).
 	BF16MinRows int
 
-	file       *safetensors.File
+	file       io.Closer
 	bf16Always bool // tests: bf16 arithmetic without AMX (AVX512_BF16 or pure Go)
 }
 
@@ -97,8 +98,11 @@ type LoadOptions struct {
 	DType DType // weight format in memory (default: as stored)
 }
 
-// Load reads a model directory.
+// Load reads a model directory, or a GGUF file when dir ends in .gguf (see LoadGGUF).
 func Load(dir string, opts LoadOptions) (*Model, error) {
+	if IsGGUF(dir) {
+		return LoadGGUF(dir, opts)
+	}
 	cfg, err := LoadConfig(dir)
 	if err != nil {
 		return nil, err
@@ -107,7 +111,7 @@ func Load(dir string, opts LoadOptions) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
-	m, err := fromFile(cfg, f, opts)
+	m, err := fromSource(cfg, safetensorsSource{f}, opts)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -119,8 +123,8 @@ func Load(dir string, opts LoadOptions) (*Model, error) {
 	return m, nil
 }
 
-func fromFile(cfg *Config, f *safetensors.File, opts LoadOptions) (*Model, error) {
-	ld := &loader{f: f, dtype: opts.DType, used: map[string]bool{}}
+func fromSource(cfg *Config, f tensorSource, opts LoadOptions) (*Model, error) {
+	ld := &loader{src: f, dtype: opts.DType, used: map[string]bool{}}
 	m := &Model{Config: *cfg, file: f}
 	c := cfg
 	var err error
@@ -172,7 +176,7 @@ func fromFile(cfg *Config, f *safetensors.File, opts LoadOptions) (*Model, error
 	if m.Norm, err = ld.vector("model.norm.weight", c.HiddenSize); err != nil {
 		return nil, err
 	}
-	if _, ok := f.Tensor("lm_head.weight"); ok && !c.TieWordEmbeddings {
+	if _, ok := f.shape("lm_head.weight"); ok && !c.TieWordEmbeddings {
 		if m.LMHead, err = ld.linear("lm_head", c.VocabSize, c.HiddenSize, false); err != nil {
 			return nil, err
 		}
@@ -185,7 +189,7 @@ func fromFile(cfg *Config, f *safetensors.File, opts LoadOptions) (*Model, error
 	// A tensor the architecture does not read (a bias config.json does not announce, a layer
 	// beyond num_hidden_layers) would be silently ignored: refuse it. A tied checkpoint's copy
 	// of lm_head.weight and old checkpoints' rotary inv_freq buffers carry nothing Hone needs.
-	for _, name := range f.Names() {
+	for _, name := range f.names() {
 		if ld.used[name] || name == "lm_head.weight" || strings.HasSuffix(name, ".rotary_emb.inv_freq") {
 			continue
 		}

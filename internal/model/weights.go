@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/honeai/hone/internal/gemm"
@@ -219,27 +220,53 @@ const (
 	DTypeBF16 DType = "bf16" // narrow f32 weights to bf16
 )
 
+// tensorSource is where a loader reads weights: a safetensors directory, or a GGUF file
+// whose tensors it presents under Hugging Face names (gguf.go).
+type tensorSource interface {
+	// shape is the named tensor's shape, outermost first; ok is false when it is absent.
+	shape(name string) (s []int, ok bool)
+	// weight is the named tensor as a rows × cols Weight (a 1-D tensor is 1 × n).
+	weight(name string, rows, cols int) (Weight, error)
+	// names lists every tensor, for the check that each one is used.
+	names() []string
+	Close() error
+}
+
+// safetensorsSource reads Hugging Face safetensors files.
+type safetensorsSource struct{ f *safetensors.File }
+
+func (s safetensorsSource) shape(name string) ([]int, bool) {
+	t, ok := s.f.Tensor(name)
+	if !ok {
+		return nil, false
+	}
+	return t.Shape, true
+}
+
+func (s safetensorsSource) weight(name string, rows, cols int) (Weight, error) {
+	t, _ := s.f.Tensor(name)
+	return tensorWeight(t, rows, cols)
+}
+
+func (s safetensorsSource) names() []string { return s.f.Names() }
+func (s safetensorsSource) Close() error    { return s.f.Close() }
+
 type loader struct {
-	f     *safetensors.File
+	src   tensorSource
 	dtype DType
 	used  map[string]bool
 }
 
-func (ld *loader) tensor(name string, shape ...int) (*safetensors.Tensor, error) {
-	t, ok := ld.f.Tensor(name)
+func (ld *loader) tensor(name string, shape ...int) error {
+	got, ok := ld.src.shape(name)
 	if !ok {
-		return nil, fmt.Errorf("model: weight %s is missing", name)
+		return fmt.Errorf("model: weight %s is missing", name)
 	}
-	if len(t.Shape) != len(shape) {
-		return nil, fmt.Errorf("model: weight %s has shape %v, want %v", name, t.Shape, shape)
-	}
-	for i := range shape {
-		if t.Shape[i] != shape[i] {
-			return nil, fmt.Errorf("model: weight %s has shape %v, want %v", name, t.Shape, shape)
-		}
+	if !slices.Equal(got, shape) {
+		return fmt.Errorf("model: weight %s has shape %v, want %v", name, got, shape)
 	}
 	ld.used[name] = true
-	return t, nil
+	return nil
 }
 
 // tensorWeight is tensor t as a rows × cols Weight, a view of the mapped file: f32 values, or
@@ -274,11 +301,10 @@ func (w *Weight) Floats() []float32 {
 
 // matrix loads a Rows × Cols weight in the requested format.
 func (ld *loader) matrix(name string, rows, cols int) (Weight, error) {
-	t, err := ld.tensor(name, rows, cols)
-	if err != nil {
+	if err := ld.tensor(name, rows, cols); err != nil {
 		return Weight{}, err
 	}
-	w, err := tensorWeight(t, rows, cols)
+	w, err := ld.src.weight(name, rows, cols)
 	if err != nil {
 		return Weight{}, fmt.Errorf("model: weight %s %w", name, err)
 	}
@@ -295,11 +321,10 @@ func (ld *loader) matrix(name string, rows, cols int) (Weight, error) {
 
 // vector loads a 1-D weight (norms, biases) as f32.
 func (ld *loader) vector(name string, n int) ([]float32, error) {
-	t, err := ld.tensor(name, n)
-	if err != nil {
+	if err := ld.tensor(name, n); err != nil {
 		return nil, err
 	}
-	w, err := tensorWeight(t, 1, n)
+	w, err := ld.src.weight(name, 1, n)
 	if err != nil {
 		return nil, fmt.Errorf("model: weight %s %w", name, err)
 	}

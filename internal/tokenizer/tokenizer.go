@@ -74,8 +74,12 @@ type Config struct {
 	SpecialTokens map[string]string
 }
 
-// Load reads tokenizer.json (or tokenizer.json.gz) and tokenizer_config.json (optional) from dir.
+// Load reads tokenizer.json (or tokenizer.json.gz) and tokenizer_config.json (optional) from
+// dir; when dir is a .gguf file, the tokenizer its metadata describes (LoadGGUF).
 func Load(dir string) (*Tokenizer, error) {
+	if IsGGUF(dir) {
+		return LoadGGUF(dir)
+	}
 	tj, err := readMaybeGz(filepath.Join(dir, "tokenizer.json"))
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)

@@ -1,0 +1,319 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/honeai/hone/internal/gguf"
+)
+
+// IsGGUF reports whether path names a GGUF file (by its extension), which Load, and
+// tokenizer.Load, read as a whole model.
+func IsGGUF(path string) bool { return strings.HasSuffix(strings.ToLower(path), ".gguf") }
+
+// ggufArchKeys are the {arch}.* metadata keys Hone reads. Any other {arch}.* key (an expert
+// count, a sliding window, a logit scale, ...) may change the computation, so it is refused
+// by name.
+var ggufArchKeys = map[string]bool{
+	"block_count": true, "context_length": true, "embedding_length": true, "feed_forward_length": true,
+	"attention.head_count": true, "attention.head_count_kv": true, "attention.layer_norm_rms_epsilon": true,
+	"attention.key_length": true, "attention.value_length": true, "rope.freq_base": true,
+	"rope.dimension_count": true, "rope.scaling.type": true, "rope.scaling.factor": true,
+	"rope.scaling.original_context_length": true, "vocab_size": true,
+}
+
+// ConfigFromGGUF builds a model's Config from a GGUF file's metadata (llama.cpp's keys) and
+// its tensor list (biases, tied embeddings). What Hone does not compute is refused by key.
+func ConfigFromGGUF(f *gguf.File) (*Config, error) {
+	md := f.Metadata
+	arch, err := md.String("general.architecture")
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	switch arch {
+	case "llama", "qwen2", "qwen3":
+	default:
+		return nil, fmt.Errorf("%w %q in %s (general.architecture): Hone runs llama, qwen2 and qwen3", ErrUnsupported, arch, f.Name)
+	}
+	for _, k := range md.Keys() {
+		if rest, ok := strings.CutPrefix(k, arch+"."); ok && !ggufArchKeys[rest] {
+			return nil, fmt.Errorf("model: %s: metadata key %s is not supported", f.Name, k)
+		}
+	}
+	var firstErr error
+	num := func(key string, def int) int {
+		v, err := md.Uint(arch + "." + key)
+		if errors.Is(err, gguf.ErrNoKey) && def >= 0 {
+			return def
+		}
+		if err == nil && v > math.MaxInt32 {
+			err = fmt.Errorf("model: %s: metadata key %s.%s is %d, too large", f.Name, arch, key, v)
+		}
+		if err != nil {
+			if firstErr == nil {
+				firstErr = fmt.Errorf("model: %w", err)
+			}
+			return 0
+		}
+		return int(v)
+	}
+	// flt reads a float; def < 0 makes the key required.
+	flt := func(key string, def float64) float64 {
+		v, ok := md.Get(key)
+		if !ok {
+			if def < 0 && firstErr == nil {
+				_, e := md.Float(key)
+				firstErr = fmt.Errorf("model: %w", e)
+			}
+			return def
+		}
+		if x, ok := v.(float32); ok {
+			// The shortest decimal that rounds to this float32 (1e-05, not 9.99999974e-06): what
+			// config.json held before conversion.
+			d, _ := strconv.ParseFloat(strconv.FormatFloat(float64(x), 'g', -1, 32), 64)
+			return d
+		}
+		d, e := md.Float(key)
+		if e != nil && firstErr == nil {
+			firstErr = fmt.Errorf("model: %w", e)
+		}
+		return d
+	}
+	c := &Config{Arch: arch, TorchDType: "float32"}
+	c.NumLayers = num("block_count", -1)
+	c.HiddenSize = num("embedding_length", -1)
+	c.IntermediateSize = num("feed_forward_length", -1)
+	c.NumHeads = num("attention.head_count", -1)
+	c.NumKVHeads = num("attention.head_count_kv", c.NumHeads)
+	c.MaxPositionEmbeddings = num("context_length", -1)
+	c.RMSNormEps = flt(arch+".attention.layer_norm_rms_epsilon", -1)
+	c.RopeTheta = flt(arch+".rope.freq_base", 10000)
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	if c.NumHeads > 0 {
+		c.HeadDim = num("attention.key_length", c.HiddenSize/c.NumHeads)
+	}
+	if v := num("attention.value_length", c.HeadDim); v != c.HeadDim {
+		return nil, fmt.Errorf("model: %s: %s.attention.value_length %d differs from the key length %d: not supported", f.Name, arch, v, c.HeadDim)
+	}
+	if v := num("rope.dimension_count", c.HeadDim); v != c.HeadDim {
+		return nil, fmt.Errorf("model: %s: %s.rope.dimension_count %d is not the head size %d: Hone rotates the whole head", f.Name, arch, v, c.HeadDim)
+	}
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	switch kind, err := md.String(arch + ".rope.scaling.type"); {
+	case errors.Is(err, gguf.ErrNoKey) || kind == "none":
+		if md.Has(arch + ".rope.scaling.factor") {
+			if fct := flt(arch+".rope.scaling.factor", 1); fct != 1 && fct != 0 {
+				return nil, fmt.Errorf("model: %s: %s.rope.scaling.factor %v without a scaling type is not supported", f.Name, arch, fct)
+			}
+		}
+	case err != nil:
+		return nil, fmt.Errorf("model: %w", err)
+	case kind == "linear":
+		c.RopeScaling = &RopeScaling{Type: "linear", Factor: flt(arch+".rope.scaling.factor", -1)}
+		if firstErr != nil {
+			return nil, firstErr
+		}
+	default:
+		return nil, fmt.Errorf("model: %s: %s.rope.scaling.type %q is not supported (none, linear)", f.Name, arch, kind)
+	}
+	// llama.cpp keeps Llama 3.1's RoPE scaling as a tensor of per-frequency factors.
+	if _, ok := f.Tensors["rope_freqs.weight"]; ok {
+		return nil, fmt.Errorf("model: %s: tensor rope_freqs.weight (per-frequency RoPE factors, as in Llama 3.1) is not supported yet", f.Name)
+	}
+	tokens, err := md.Strings("tokenizer.ggml.tokens")
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	c.VocabSize = num("vocab_size", len(tokens))
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	_, hasOutput := f.Tensors["output.weight"]
+	c.TieWordEmbeddings = !hasOutput
+	_, hasBias := f.Tensors["blk.0.attn_q.bias"]
+	_, hasOBias := f.Tensors["blk.0.attn_output.bias"]
+	_, hasMLPBias := f.Tensors["blk.0.ffn_up.bias"]
+	switch arch {
+	case "llama":
+		c.AttentionBias, c.MLPBias = hasBias, hasMLPBias
+	case "qwen2":
+		c.AttentionBias = true
+	case "qwen3":
+		c.AttentionBias, c.QKNorm = hasBias || hasOBias, true
+	}
+	ids := func(keys ...string) []int {
+		var out []int
+		for _, k := range keys {
+			if v, err := md.Uint(k); err == nil && v < uint64(len(tokens)) && !containsInt(out, int(v)) {
+				out = append(out, int(v))
+			}
+		}
+		return out
+	}
+	c.BOSTokenID = ids("tokenizer.ggml.bos_token_id")
+	// llama.cpp ends generation at EOS, and at the end-of-turn and end-of-message tokens.
+	c.EOSTokenID = ids("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id")
+	c.Generation.BOSTokenID, c.Generation.EOSTokenID = c.BOSTokenID, c.EOSTokenID
+	if err := c.validate(); err != nil {
+		return nil, fmt.Errorf("%w (from %s)", err, f.Name)
+	}
+	return c, nil
+}
+
+func containsInt(a []int, x int) bool {
+	for _, y := range a {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// ggufLayerNames maps the Hugging Face names of a layer's tensors (after "model.layers.N.")
+// to llama.cpp's (after "blk.N.").
+var ggufLayerNames = map[string]string{
+	"input_layernorm.weight":          "attn_norm.weight",
+	"post_attention_layernorm.weight": "ffn_norm.weight",
+	"self_attn.q_proj.weight":         "attn_q.weight",
+	"self_attn.q_proj.bias":           "attn_q.bias",
+	"self_attn.k_proj.weight":         "attn_k.weight",
+	"self_attn.k_proj.bias":           "attn_k.bias",
+	"self_attn.v_proj.weight":         "attn_v.weight",
+	"self_attn.v_proj.bias":           "attn_v.bias",
+	"self_attn.o_proj.weight":         "attn_output.weight",
+	"self_attn.o_proj.bias":           "attn_output.bias",
+	"self_attn.q_norm.weight":         "attn_q_norm.weight",
+	"self_attn.k_norm.weight":         "attn_k_norm.weight",
+	"mlp.gate_proj.weight":            "ffn_gate.weight",
+	"mlp.gate_proj.bias":              "ffn_gate.bias",
+	"mlp.up_proj.weight":              "ffn_up.weight",
+	"mlp.up_proj.bias":                "ffn_up.bias",
+	"mlp.down_proj.weight":            "ffn_down.weight",
+	"mlp.down_proj.bias":              "ffn_down.bias",
+}
+
+// ggufSource presents a GGUF file's tensors under Hugging Face names, dequantized to f32.
+type ggufSource struct {
+	f      *gguf.File
+	hf     map[string]string // Hugging Face name -> GGUF name
+	gg     map[string]string // GGUF name -> Hugging Face name
+	permut map[string]int    // HF names whose rows llama.cpp permuted -> heads
+}
+
+func newGGUFSource(f *gguf.File, c *Config) *ggufSource {
+	s := &ggufSource{f: f, hf: map[string]string{}, gg: map[string]string{}, permut: map[string]int{}}
+	add := func(hf, gg string) {
+		s.hf[hf], s.gg[gg] = gg, hf
+	}
+	add("model.embed_tokens.weight", "token_embd.weight")
+	add("model.norm.weight", "output_norm.weight")
+	add("lm_head.weight", "output.weight")
+	for i := 0; i < c.NumLayers; i++ {
+		for hf, gg := range ggufLayerNames {
+			add(fmt.Sprintf("model.layers.%d.%s", i, hf), fmt.Sprintf("blk.%d.%s", i, gg))
+		}
+		// llama.cpp's convert_hf_to_gguf.py reorders the rows of Llama's q and k projections
+		// (weights and biases) for its RoPE, which rotates adjacent pairs; Hone rotates halves.
+		if c.Arch == "llama" {
+			for _, p := range []string{"weight", "bias"} {
+				s.permut[fmt.Sprintf("model.layers.%d.self_attn.q_proj.%s", i, p)] = c.NumHeads
+				s.permut[fmt.Sprintf("model.layers.%d.self_attn.k_proj.%s", i, p)] = c.NumKVHeads
+			}
+		}
+	}
+	return s
+}
+
+func (s *ggufSource) shape(name string) ([]int, bool) {
+	t, ok := s.f.Tensors[s.hf[name]]
+	if !ok {
+		return nil, false
+	}
+	return t.Shape(), true
+}
+
+func (s *ggufSource) weight(name string, rows, cols int) (Weight, error) {
+	gname := s.hf[name]
+	t := s.f.Tensors[gname]
+	v, err := s.f.Float32(gname)
+	if err != nil {
+		return Weight{}, fmt.Errorf("(GGUF tensor %s, type %s) cannot be loaded: %w", gname, t.Type, err)
+	}
+	if heads, ok := s.permut[name]; ok {
+		pr, pc := rows, cols
+		if rows == 1 { // a bias: its elements are the rows
+			pr, pc = cols, 1
+		}
+		if v, err = unpermuteRows(v, pr, pc, heads); err != nil {
+			return Weight{}, fmt.Errorf("(GGUF tensor %s) %w", gname, err)
+		}
+	}
+	return Weight{Rows: rows, Cols: cols, F32: v}, nil
+}
+
+// unpermuteRows undoes llama.cpp's q/k row order: within each head of rows/heads rows, GGUF
+// row 2i+j is Hugging Face row j·(half)+i (j = 0, 1; half = rows/heads/2).
+func unpermuteRows(v []float32, rows, cols, heads int) ([]float32, error) {
+	if heads <= 0 || rows%(2*heads) != 0 {
+		return nil, fmt.Errorf("has %d rows, not a multiple of 2×%d heads", rows, heads)
+	}
+	hd := rows / heads
+	half := hd / 2
+	out := make([]float32, len(v))
+	for h := 0; h < heads; h++ {
+		for i := 0; i < half; i++ {
+			for j := 0; j < 2; j++ {
+				src := (h*hd + 2*i + j) * cols
+				dst := (h*hd + j*half + i) * cols
+				copy(out[dst:dst+cols], v[src:src+cols])
+			}
+		}
+	}
+	return out, nil
+}
+
+func (s *ggufSource) names() []string {
+	var out []string
+	for _, n := range s.f.Names() {
+		if hf, ok := s.gg[n]; ok {
+			out = append(out, hf)
+		} else {
+			out = append(out, n) // unknown to Hone: the unused-tensor check names it
+		}
+	}
+	return out
+}
+
+func (s *ggufSource) Close() error { return s.f.Close() }
+
+// LoadGGUF reads a model from a GGUF file: the config from its metadata, the weights
+// dequantized to f32 (bf16 with DTypeBF16).
+func LoadGGUF(path string, opts LoadOptions) (*Model, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	cfg, err := ConfigFromGGUF(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	m, err := fromSource(cfg, newGGUFSource(f, cfg), opts)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	m.Dir = path
+	if os.Getenv("HONE_BF16_PREFILL") != "0" {
+		m.BF16MinRows = 64
+	}
+	return m, nil
+}
