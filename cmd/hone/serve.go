@@ -55,7 +55,7 @@ type ServeConfig struct {
 
 // ChatConfig is how the served models are loaded and scheduled.
 type ChatConfig struct {
-	Models         modelFlags // --model NAME=DIR, in order
+	Models         modelFlags // --model NAME=DIR or NAME=FILE.gguf, in order
 	NoDemo         bool
 	Policy         string
 	MaxQueue       int
@@ -92,7 +92,7 @@ func (b *byteSize) Set(v string) error {
 	return nil
 }
 
-// modelFlags collects repeated --model NAME=DIR flags.
+// modelFlags collects repeated --model NAME=DIR (or NAME=FILE.gguf) flags.
 type modelFlags []string
 
 func (m *modelFlags) String() string     { return strings.Join(*m, ",") }
@@ -127,7 +127,7 @@ func newServeFlags(cfg *ServeConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&cfg.LogFormat, "log-format", "text", "log format: text or json")
 	c := &cfg.Chat
-	fs.Var(&c.Models, "model", "serve a Hugging Face model directory as NAME=DIR (repeatable); the first is the default")
+	fs.Var(&c.Models, "model", "serve a Hugging Face model directory as NAME=DIR, or a GGUF file as NAME=FILE.gguf (repeatable); the first is the default")
 	fs.BoolVar(&c.NoDemo, "no-demo-model", false, "do not serve the demo model (written to DATA/models/demo on first start)")
 	fs.StringVar(&c.Policy, "scheduling-policy", "fcfs", "order of waiting requests: fcfs or priority (lower priority value first)")
 	fs.IntVar(&c.MaxQueue, "max-queue", 256, "waiting requests per model before 429")

@@ -107,7 +107,7 @@ func (s *system) loadModels() error {
 	for _, spec := range c.Models {
 		name, dir, ok := strings.Cut(spec, "=")
 		if !ok || name == "" || dir == "" {
-			return fmt.Errorf("--model %q: use NAME=DIR", spec)
+			return fmt.Errorf("--model %q: use NAME=DIR or NAME=FILE.gguf", spec)
 		}
 		m, err := serving.Load(name, dir, opts, now)
 		if err != nil {
