@@ -2,9 +2,10 @@
 // typed key/value metadata (architecture, hyperparameters, tokenizer, chat template), tensor
 // infos (name, dimensions, ggml type, offset), then the aligned tensor data. Versions 2 and 3
 // are read (little-endian only); files are memory-mapped like internal/safetensors, so
-// File.Tensor is a view of the file, not a copy. Dequantize turns F32, F16, BF16, Q8_0, Q4_0 and
-// Q4_1 data into float32; other ggml types (the K-quants, the IQ types) open and describe fine
-// but Dequantize refuses them by name. Write produces files in the same format.
+// File.Tensor is a view of the file, not a copy. Dequantize turns F32, F16, BF16, Q8_0, Q4_0,
+// Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K data into float32; other ggml types (Q2_K, Q3_K, Q8_K,
+// Q8_1, the IQ and TQ types, MXFP4, the integer types) open and describe fine but Dequantize
+// refuses them by name. Write produces files in the same format.
 //
 // Every count, length and offset is checked against the file's size before anything is
 // allocated, so a truncated or corrupt file is an error naming the file, the key or tensor,

@@ -29,7 +29,7 @@ func allValues() []KV {
 }
 
 // supportedTensors holds a tensor of every type Dequantize supports, with hand-built data,
-// plus one K-quant tensor that opens but does not dequantize.
+// plus one K-quant tensor (Q2_K) that opens but does not dequantize.
 func supportedTensors() []TensorData {
 	f32 := make([]byte, 4*6)
 	for i := range 6 {
@@ -49,7 +49,12 @@ func supportedTensors() []TensorData {
 		{Name: "q8_0", Dims: []uint64{64, 2}, Type: Q8_0, Data: withScales(q(4*34, 1), 34, 0x3800)},
 		{Name: "q4_0", Dims: []uint64{32}, Type: Q4_0, Data: withScales(q(18, 2), 18, 0x2e66)},
 		{Name: "q4_1", Dims: []uint64{32, 3}, Type: Q4_1, Data: withScales(q(3*20, 3), 20, 0x2400)},
-		{Name: "q4_k", Dims: []uint64{256}, Type: Q4_K, Data: q(144, 4)},
+		{Name: "q5_0", Dims: []uint64{32, 2}, Type: Q5_0, Data: withScales(q(2*22, 5), 22, 0x2e66)},
+		{Name: "q5_1", Dims: []uint64{64}, Type: Q5_1, Data: withScales(q(2*24, 6), 24, 0x2400)},
+		{Name: "q4_k", Dims: []uint64{256}, Type: Q4_K, Data: withScales(q(144, 4), 144, 0x2400)},
+		{Name: "q5_k", Dims: []uint64{256, 2}, Type: Q5_K, Data: withScales(q(2*176, 7), 176, 0x2400)},
+		{Name: "q6_k", Dims: []uint64{256}, Type: Q6_K, Data: withF16(q(210, 8), 210, 208, 0x2400)},
+		{Name: "q2_k", Dims: []uint64{256}, Type: Q2_K, Data: q(84, 9)},
 		{Name: "scalar", Dims: []uint64{}, Type: F32, Data: f32[:4]},
 	}
 }
@@ -63,9 +68,12 @@ func u16s(v ...uint16) []byte {
 }
 
 // withScales sets the first f16 of each block to scale (so the values stay finite).
-func withScales(b []byte, block int, scale uint16) []byte {
+func withScales(b []byte, block int, scale uint16) []byte { return withF16(b, block, 0, scale) }
+
+// withF16 sets the f16 at byte offset off of each block to v.
+func withF16(b []byte, block, off int, v uint16) []byte {
 	for i := 0; i < len(b); i += block {
-		binary.LittleEndian.PutUint16(b[i:], scale)
+		binary.LittleEndian.PutUint16(b[i+off:], v)
 	}
 	return b
 }
@@ -126,9 +134,9 @@ func TestRoundTrip(t *testing.T) {
 				t.Errorf("%s: raw data differs (%v)", td.Name, err)
 			}
 			vals, err := f.Float32(td.Name)
-			if td.Type == Q4_K {
-				if err == nil || !strings.Contains(err.Error(), "Q4_K is not supported yet") || !strings.Contains(err.Error(), `"q4_k"`) {
-					t.Errorf("q4_k: %v", err)
+			if td.Type == Q2_K {
+				if err == nil || !strings.Contains(err.Error(), "Q2_K is not supported yet") || !strings.Contains(err.Error(), `"q2_k"`) {
+					t.Errorf("q2_k: %v", err)
 				}
 				continue
 			}
@@ -289,8 +297,11 @@ func TestDequantizeBlocks(t *testing.T) {
 		n    int
 		want string
 	}{
-		{Q4_K, make([]byte, 144), 256, "tensor type Q4_K is not supported yet"},
-		{Q6_K, make([]byte, 210), 256, "tensor type Q6_K is not supported yet"},
+		{Q2_K, make([]byte, 84), 256, "tensor type Q2_K is not supported yet"},
+		{Q3_K, make([]byte, 110), 256, "tensor type Q3_K is not supported yet (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)"},
+		{Q8_K, make([]byte, 292), 256, "tensor type Q8_K is not supported yet"},
+		{Q4_K, make([]byte, 144), 255, "255 elements are not a whole number of Q4_K blocks of 256"},
+		{Q6_K, make([]byte, 209), 256, "256 elements of Q6_K take 210 bytes, got 209"},
 		{IQ2_XS, make([]byte, 74), 256, "tensor type IQ2_XS is not supported yet"},
 		{TensorType(99), nil, 0, "unknown tensor type 99"},
 		{Q8_0, make([]byte, 33), 32, "32 elements of Q8_0 take 34 bytes, got 33"},

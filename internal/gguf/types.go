@@ -80,7 +80,7 @@ func (t TensorType) BlockBytes() int { return typeInfos[t].size }
 // Dequantizable reports whether Dequantize supports t.
 func (t TensorType) Dequantizable() bool {
 	switch t {
-	case F32, F16, BF16, Q8_0, Q4_0, Q4_1:
+	case F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K:
 		return true
 	}
 	return false
