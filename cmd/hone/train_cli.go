@@ -442,8 +442,12 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, ok := flagError(name, jobsUsage, fs, err, stdout, stderr); !ok {
 		return code
 	}
-	if sub == "list" && len(pos) != 0 || sub != "list" && len(pos) != 1 {
-		fmt.Fprintf(stderr, "hone %s: %s\n", name, map[bool]string{true: "takes no arguments", false: "give one JOB_ID"}[sub == "list"])
+	switch {
+	case sub == "list" && len(pos) != 0:
+		fmt.Fprintf(stderr, "hone %s: takes no arguments\n", name)
+		return 2
+	case sub != "list" && len(pos) != 1:
+		fmt.Fprintf(stderr, "hone %s: give one JOB_ID\n", name)
 		return 2
 	}
 	fail := func(err error) int {
