@@ -210,3 +210,22 @@ func (a *LoRA) AddDelta(l int, module string, x []float32, rows int, out, tmp []
 	gemm.Sgemm(false, true, rows, r, p.In, 1, x, p.In, p.A, p.In, 0, tmp, r)
 	gemm.Sgemm(false, true, rows, p.Out, r, a.Scaling, tmp, r, p.B, r, 1, out, p.Out)
 }
+
+// Merge adds the adapter's delta for module of layer l into w, that module's weight as f32
+// (Out × In, row-major, the Hugging Face layout): w += Scaling·B·A, so that x·wᵀ equals
+// x·Wᵀ + Scaling·(x·Aᵀ)·Bᵀ (AddDelta) up to rounding. It reports whether the module is
+// adapted (w is unchanged when not).
+func (a *LoRA) Merge(l int, module string, w []float32) (bool, error) {
+	if l < 0 || l >= len(a.Layers) {
+		return false, nil
+	}
+	p := a.Layers[l][module]
+	if p == nil {
+		return false, nil
+	}
+	if len(w) != p.Out*p.In {
+		return false, fmt.Errorf("model: LoRA layer %d %s is %d×%d, the weight has %d values", l, module, p.Out, p.In, len(w))
+	}
+	gemm.Sgemm(false, false, p.Out, p.In, a.Rank, a.Scaling, p.B, a.Rank, p.A, p.In, 1, w, p.In)
+	return true, nil
+}

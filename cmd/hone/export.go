@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/honeai/hone/internal/export"
+	"github.com/honeai/hone/internal/model"
+	"github.com/honeai/hone/internal/registry"
+)
+
+func init() {
+	register("export", "write a trained model as a Hugging Face directory (base + LoRA merged)", func(args []string) int {
+		return runExport(context.Background(), args, os.Stdout, os.Stderr)
+	})
+}
+
+const exportUsage = `usage: hone export --data DIR --model ENTITY/PROJECT/NAME[:stepN|:latest] --out OUTDIR [--base-dir DIR]
+
+Merges a trained model's LoRA checkpoint into its base model's weights (W' = W + scaling·B·A,
+in f32, stored in the base's dtype) and writes a Hugging Face model directory: config.json,
+generation_config.json and the tokenizer files copied from the base, and model.safetensors.
+Works offline on the data directory (the server may be running). OUTDIR must not exist or be
+empty; it appears whole or not at all.
+
+The base model's directory: --base-dir, or DATA/models/demo for the demo model. The server's
+--model NAME=DIR mapping is not stored in the data directory, so a trained model on any other
+base needs --base-dir (the DIR of hone serve --model NAME=DIR; a GGUF base is not supported).
+`
+
+func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("export")
+	dataDir := fs.String("data", "./hone-data", "data directory")
+	dsn := fs.String("db", "", "store DSN (default DIR/hone.db)")
+	ref := fs.String("model", "", "trained model ENTITY/PROJECT/NAME[:stepN|:latest] (required; default :latest)")
+	out := fs.String("out", "", "output directory (required; must not exist or be empty)")
+	baseDir := fs.String("base-dir", "", "base model directory (default DATA/models/demo for the demo model)")
+	pos, err := parseInterleaved(fs, args)
+	if code, ok := flagError("export", exportUsage, fs, err, stdout, stderr); !ok {
+		return code
+	}
+	if *ref == "" || *out == "" || len(pos) > 0 {
+		fmt.Fprint(stderr, "hone export: --model ENTITY/PROJECT/NAME[:stepN] and --out OUTDIR are required and it takes no arguments\nRun 'hone export --help' for its flags.\n")
+		return 2
+	}
+	dir, err := exportModel(ctx, *dataDir, *dsn, *ref, *baseDir, *out)
+	if err != nil {
+		fmt.Fprintln(stderr, "hone export:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "Exported %s to %s\n", dir, *out)
+	return 0
+}
+
+// exportModel resolves ref in the data directory's registry and writes the merged model to
+// out; it returns the exported name with its step.
+func exportModel(ctx context.Context, dataDir, dsn, ref, baseDir, out string) (string, error) {
+	name, tag, _ := strings.Cut(strings.TrimPrefix(ref, "wandb-artifact:///"), ":")
+	if tag == "" {
+		tag = "latest"
+	}
+	if len(strings.Split(name, "/")) != 3 {
+		return "", fmt.Errorf("--model %q: use ENTITY/PROJECT/NAME[:stepN|:latest]", ref)
+	}
+	step := -1
+	if tag != "latest" {
+		n, err := strconv.Atoi(strings.TrimPrefix(tag, "step"))
+		if !strings.HasPrefix(tag, "step") || err != nil || n < 0 {
+			return "", fmt.Errorf("--model %q: the tag is :stepN or :latest", ref)
+		}
+		step = n
+	}
+	if dsn == "" {
+		if _, err := os.Stat(filepath.Join(dataDir, "hone.db")); err != nil {
+			return "", fmt.Errorf("no data directory at %s (no hone.db); give the one hone serve uses with --data", dataDir)
+		}
+	}
+	store, _, err := openStore(ctx, dataDir, dsn)
+	if err != nil {
+		return "", err
+	}
+	defer store.Close()
+	reg, err := registry.New(ctx, store, filepath.Join(dataDir, "checkpoints"))
+	if err != nil {
+		return "", err
+	}
+	m, err := reg.Resolve(ctx, name)
+	if errors.Is(err, registry.ErrNotFound) {
+		return "", fmt.Errorf("no trained model %s in %s", name, dataDir)
+	}
+	if err != nil {
+		return "", err
+	}
+	var c registry.Checkpoint
+	switch {
+	case step == 0:
+		return "", fmt.Errorf("%s:step0 is the base model %s itself; there is no adapter to merge", name, m.BaseModel)
+	case step < 0:
+		c, err = reg.Latest(ctx, m.ID)
+		if errors.Is(err, registry.ErrNotFound) {
+			return "", fmt.Errorf("%s has no checkpoint yet (train it first)", name)
+		}
+	default:
+		c, err = reg.Step(ctx, m.ID, step)
+		if errors.Is(err, registry.ErrNotFound) {
+			return "", fmt.Errorf("%s has no checkpoint at step %d", name, step)
+		}
+	}
+	if err != nil {
+		return "", err
+	}
+	if baseDir == "" {
+		if m.BaseModel != "demo" {
+			return "", fmt.Errorf("the base model %q of %s is served from a directory the data directory does not record (hone serve --model %s=DIR); give that directory with --base-dir", m.BaseModel, name, m.BaseModel)
+		}
+		baseDir = filepath.Join(dataDir, "models", "demo")
+	}
+	if model.IsGGUF(baseDir) {
+		return "", fmt.Errorf("--base-dir %s is a GGUF file; export needs a Hugging Face directory (config.json and safetensors) as base", baseDir)
+	}
+	cfg, err := model.LoadConfig(baseDir)
+	if err != nil {
+		return "", fmt.Errorf("base model %s: %w", baseDir, err)
+	}
+	ckpt := reg.CheckpointDir(m.ID, c.Step)
+	a, err := model.LoadLoRA(ckpt, cfg)
+	if err != nil {
+		return "", fmt.Errorf("checkpoint %s (does --base-dir hold the base %q it was trained on?): %w", ckpt, m.BaseModel, err)
+	}
+	full := fmt.Sprintf("%s:step%d", name, c.Step)
+	if err := export.Write(out, baseDir, a); err != nil {
+		return "", err
+	}
+	return full, nil
+}
