@@ -194,22 +194,42 @@ func NewRope(headDim int, theta float64) *Rope {
 	return r
 }
 
-// ScaleLlama3 applies Llama 3.1's rope_scaling (type "llama3") to the frequencies.
-func (r *Rope) ScaleLlama3(factor, lowFreqFactor, highFreqFactor float64, originalMax int) {
+// Llama3Factors returns the per-frequency divisors of Llama 3.1's rope_scaling (type
+// "llama3") for the current frequencies: 1 for high frequencies (wavelength under
+// originalMax/highFreqFactor), factor for low ones (over originalMax/lowFreqFactor), and a
+// smooth blend between. llama.cpp's converter stores the same values as rope_freqs.weight.
+func (r *Rope) Llama3Factors(factor, lowFreqFactor, highFreqFactor float64, originalMax int) []float64 {
 	old := float64(originalMax)
 	lowWavelen := old / lowFreqFactor
 	highWavelen := old / highFreqFactor
+	out := make([]float64, len(r.InvFreq))
 	for i, f := range r.InvFreq {
 		wavelen := 2 * math.Pi / f
 		switch {
 		case wavelen < highWavelen:
+			out[i] = 1
 		case wavelen > lowWavelen:
-			r.InvFreq[i] = f / factor
+			out[i] = factor
 		default:
 			smooth := (old/wavelen - lowFreqFactor) / (highFreqFactor - lowFreqFactor)
-			r.InvFreq[i] = (1-smooth)*f/factor + smooth*f
+			out[i] = 1 / ((1-smooth)/factor + smooth)
 		}
 	}
+	return out
+}
+
+// DivideFreqs divides each frequency by its factor (len(factors) == HeadDim/2): the one
+// place where per-frequency RoPE scaling is applied, whether the factors were computed from
+// a config.json rope_scaling (Llama3Factors) or read from a GGUF rope_freqs tensor.
+func (r *Rope) DivideFreqs(factors []float64) {
+	for i := range r.InvFreq {
+		r.InvFreq[i] /= factors[i]
+	}
+}
+
+// ScaleLlama3 applies Llama 3.1's rope_scaling (type "llama3") to the frequencies.
+func (r *Rope) ScaleLlama3(factor, lowFreqFactor, highFreqFactor float64, originalMax int) {
+	r.DivideFreqs(r.Llama3Factors(factor, lowFreqFactor, highFreqFactor, originalMax))
 }
 
 // ScaleLinear applies linear rope_scaling (positions divided by factor).

@@ -15,17 +15,21 @@ import (
 // Config is a model's architecture, read from Hugging Face's config.json.
 type Config struct {
 	// Arch is "llama", "qwen2" or "qwen3".
-	Arch                  string
-	HiddenSize            int
-	IntermediateSize      int
-	NumLayers             int
-	NumHeads              int
-	NumKVHeads            int
-	HeadDim               int
-	VocabSize             int
-	RMSNormEps            float64
-	RopeTheta             float64
-	RopeScaling           *RopeScaling
+	Arch             string
+	HiddenSize       int
+	IntermediateSize int
+	NumLayers        int
+	NumHeads         int
+	NumKVHeads       int
+	HeadDim          int
+	VocabSize        int
+	RMSNormEps       float64
+	RopeTheta        float64
+	RopeScaling      *RopeScaling
+	// RopeFreqFactors, when set, divide the rotary frequencies one by one (HeadDim/2 values):
+	// a GGUF's rope_freqs.weight, llama.cpp's form of Llama 3.1's rope_scaling. A config.json
+	// never sets it (its llama3 rope_scaling computes the same factors when the model loads).
+	RopeFreqFactors       []float64
 	MaxPositionEmbeddings int
 	TieWordEmbeddings     bool
 	// AttentionBias: q/k/v (and o for Llama) carry biases. Qwen2 always has q/k/v biases.
@@ -507,6 +511,19 @@ func (c *Config) validate() error {
 		case "default", "":
 		default:
 			return fmt.Errorf("model: config.json: rope_scaling type %q is not supported (llama3, linear)", c.RopeScaling.Kind())
+		}
+	}
+	if c.RopeFreqFactors != nil {
+		if c.RopeScaling != nil && c.RopeScaling.Kind() == "llama3" {
+			return fmt.Errorf("model: per-frequency RoPE factors and a llama3 rope_scaling together are not supported")
+		}
+		if len(c.RopeFreqFactors) != c.HeadDim/2 {
+			return fmt.Errorf("model: %d per-frequency RoPE factors, want head_dim/2 = %d", len(c.RopeFreqFactors), c.HeadDim/2)
+		}
+		for i, f := range c.RopeFreqFactors {
+			if math.IsNaN(f) || math.IsInf(f, 0) || f <= 0 {
+				return fmt.Errorf("model: per-frequency RoPE factor %d is %v, not finite and positive", i, f)
+			}
 		}
 	}
 	if math.IsNaN(c.RMSNormEps) || c.RMSNormEps <= 0 {

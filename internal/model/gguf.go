@@ -124,9 +124,11 @@ func ConfigFromGGUF(f *gguf.File) (*Config, error) {
 	default:
 		return nil, fmt.Errorf("model: %s: %s.rope.scaling.type %q is not supported (none, linear)", f.Name, arch, kind)
 	}
-	// llama.cpp keeps Llama 3.1's RoPE scaling as a tensor of per-frequency factors.
-	if _, ok := f.Tensors["rope_freqs.weight"]; ok {
-		return nil, fmt.Errorf("model: %s: tensor rope_freqs.weight (per-frequency RoPE factors, as in Llama 3.1) is not supported yet", f.Name)
+	// llama.cpp keeps Llama 3.1's RoPE scaling as a tensor of per-frequency divisors.
+	if _, ok := f.Tensors[ggufRopeFreqs]; ok {
+		if c.RopeFreqFactors, err = ggufRopeFactors(f, c.HeadDim); err != nil {
+			return nil, err
+		}
 	}
 	tokens, err := md.Strings("tokenizer.ggml.tokens")
 	if err != nil {
@@ -166,6 +168,31 @@ func ConfigFromGGUF(f *gguf.File) (*Config, error) {
 		return nil, fmt.Errorf("%w (from %s)", err, f.Name)
 	}
 	return c, nil
+}
+
+// ggufRopeFreqs is the tensor in which llama.cpp's converter stores Llama 3.1's rope_scaling:
+// one divisor per rotary frequency.
+const ggufRopeFreqs = "rope_freqs.weight"
+
+// ggufRopeFactors reads and checks rope_freqs.weight: headDim/2 finite, positive values.
+func ggufRopeFactors(f *gguf.File, headDim int) ([]float64, error) {
+	t := f.Tensors[ggufRopeFreqs]
+	v, err := f.Float32(ggufRopeFreqs)
+	if err != nil {
+		return nil, fmt.Errorf("model: %s: tensor %s (type %s) cannot be loaded: %w", f.Name, ggufRopeFreqs, t.Type, err)
+	}
+	if len(v) != headDim/2 {
+		return nil, fmt.Errorf("model: %s: tensor %s has %d values, want head_dim/2 = %d", f.Name, ggufRopeFreqs, len(v), headDim/2)
+	}
+	out := make([]float64, len(v))
+	for i, x := range v {
+		d := float64(x)
+		if math.IsNaN(d) || math.IsInf(d, 0) || d <= 0 {
+			return nil, fmt.Errorf("model: %s: tensor %s value %d is %v: RoPE frequency factors must be finite and positive", f.Name, ggufRopeFreqs, i, x)
+		}
+		out[i] = d
+	}
+	return out, nil
 }
 
 func containsInt(a []int, x int) bool {
@@ -283,6 +310,9 @@ func unpermuteRows(v []float32, rows, cols, heads int) ([]float32, error) {
 func (s *ggufSource) names() []string {
 	var out []string
 	for _, n := range s.f.Names() {
+		if n == ggufRopeFreqs {
+			continue // read into the config by ConfigFromGGUF
+		}
 		if hf, ok := s.gg[n]; ok {
 			out = append(out, hf)
 		} else {

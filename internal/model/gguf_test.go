@@ -154,6 +154,12 @@ func synthGGUF(t *testing.T, o synth.Options, edit func(meta []gguf.KV, ts []ggu
 	if len(cfg.BOSTokenID) > 0 {
 		meta = append(meta, gguf.KV{Key: "tokenizer.ggml.bos_token_id", Value: uint32(cfg.BOSTokenID[0])})
 	}
+	// llama.cpp's converter writes a llama3 rope_scaling as rope_freqs.weight, with no
+	// rope scaling keys.
+	if rs := cfg.RopeScaling; rs != nil && rs.Kind() == "llama3" {
+		v := llamaCppRopeFreqs(cfg)
+		ts = append(ts, gguf.TensorData{Name: "rope_freqs.weight", Dims: []uint64{uint64(len(v))}, Type: gguf.F32, Data: f32Bytes(v)})
+	}
 	if edit != nil {
 		meta, ts = edit(meta, ts)
 	}
@@ -164,10 +170,34 @@ func synthGGUF(t *testing.T, o synth.Options, edit func(meta []gguf.KV, ts []ggu
 	return dir, path
 }
 
+// llamaCppRopeFreqs computes rope_freqs.weight for a llama3 rope_scaling as llama.cpp's
+// convert_hf_to_gguf.py does (written here from the formula, apart from the engine's code):
+// one f32 divisor per rotary frequency base^(-2i/d).
+func llamaCppRopeFreqs(c *model.Config) []float32 {
+	rs := c.RopeScaling
+	old := float64(rs.OriginalMaxPositionEmbeddings)
+	lowWavelen, highWavelen := old/rs.LowFreqFactor, old/rs.HighFreqFactor
+	out := make([]float32, c.HeadDim/2)
+	for i := range out {
+		freq := 1 / math.Pow(c.RopeTheta, float64(2*i)/float64(c.HeadDim))
+		wavelen := 2 * math.Pi / freq
+		switch {
+		case wavelen < highWavelen:
+			out[i] = 1
+		case wavelen > lowWavelen:
+			out[i] = float32(rs.Factor)
+		default:
+			smooth := (old/wavelen - rs.LowFreqFactor) / (rs.HighFreqFactor - rs.LowFreqFactor)
+			out[i] = float32(1 / ((1-smooth)/rs.Factor + smooth))
+		}
+	}
+	return out
+}
+
 // lastLogits runs prompt through m and returns the logits after its last token.
 func lastLogits(t *testing.T, m *model.Model, prompt []int) []float32 {
 	t.Helper()
-	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: 16})
+	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: max(16, len(prompt)/16+1)})
 	logits, err := m.Forward([]model.Step{{Seq: cache.NewSequence(), Tokens: prompt, LogitsAt: []int{len(prompt) - 1}}})
 	if err != nil {
 		t.Fatal(err)
@@ -226,6 +256,120 @@ func TestSyntheticGGUFMatchesDirectory(t *testing.T) {
 			for i := range wl {
 				if math.Abs(float64(gl[i]-wl[i])) > 1e-5 {
 					t.Fatalf("logit %d: %v, want %v", i, gl[i], wl[i])
+				}
+			}
+		})
+	}
+}
+
+// A Llama model with config.json's llama3 rope_scaling and the same weights as a GGUF in
+// llama.cpp's form (rope_freqs.weight computed from the same parameters, no rope scaling keys)
+// give the same logits over a sequence long enough for the scaled low frequencies to matter.
+func TestGGUFRopeFreqsMatchesLlama3Directory(t *testing.T) {
+	o := synth.Tiny("llama")
+	o.Std, o.RopeScaling, o.MaxPos = 0.1, "llama3", 1024
+	dir, path := synthGGUF(t, o, nil)
+	want, err := model.Load(dir, model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer want.Close()
+	got, err := model.Load(path, model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Close()
+	if rs := want.Config.RopeScaling; rs == nil || rs.Kind() != "llama3" {
+		t.Fatalf("directory's rope_scaling %+v, want llama3", rs)
+	}
+	if gc := got.Config; gc.RopeScaling != nil || len(gc.RopeFreqFactors) != gc.HeadDim/2 {
+		t.Fatalf("GGUF's rope scaling %+v, factors %v", gc.RopeScaling, gc.RopeFreqFactors)
+	}
+	// Factors of 1 (high frequencies), of the full factor (low) and between: all three cases.
+	var one, full, between bool
+	for _, f := range got.Config.RopeFreqFactors {
+		one, full, between = one || f == 1, full || f == want.Config.RopeScaling.Factor, between || (f > 1 && f < want.Config.RopeScaling.Factor)
+	}
+	if !one || !full || !between {
+		t.Fatalf("factors %v do not cover unscaled, scaled and blended frequencies", got.Config.RopeFreqFactors)
+	}
+	prompt := make([]int, 700)
+	for i := range prompt {
+		prompt[i] = (i*7919 + 13) % 400
+	}
+	gl, wl := lastLogits(t, got, prompt), lastLogits(t, want, prompt)
+	var worst float64
+	for i := range wl {
+		d := math.Abs(float64(gl[i] - wl[i]))
+		if d > 1e-5 {
+			t.Fatalf("logit %d: %v, want %v", i, gl[i], wl[i])
+		}
+		worst = max(worst, d)
+	}
+	t.Logf("%d positions: largest logit difference %g", len(prompt), worst)
+	// The comparison is sensitive: the same GGUF without rope_freqs.weight (unscaled RoPE)
+	// gives other logits.
+	_, plain := synthGGUF(t, o, func(meta []gguf.KV, ts []gguf.TensorData) ([]gguf.KV, []gguf.TensorData) {
+		return meta, slices.DeleteFunc(ts, func(td gguf.TensorData) bool { return td.Name == "rope_freqs.weight" })
+	})
+	pm, err := model.Load(plain, model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pm.Close()
+	var diff float64
+	for i, x := range lastLogits(t, pm, prompt) {
+		diff = max(diff, math.Abs(float64(x-wl[i])))
+	}
+	t.Logf("without rope_freqs.weight: largest logit difference %g", diff)
+	if diff < 1e-3 {
+		t.Fatalf("unscaled RoPE changes the logits by only %g", diff)
+	}
+}
+
+// A malformed rope_freqs.weight (wrong length, a zero, a negative value, a NaN) is refused
+// with an error that names it.
+func TestGGUFRopeFreqsRefused(t *testing.T) {
+	o := synth.Tiny("llama")
+	o.RopeScaling = "llama3"
+	edit := func(f func(v []float32) []float32) func([]gguf.KV, []gguf.TensorData) ([]gguf.KV, []gguf.TensorData) {
+		return func(meta []gguf.KV, ts []gguf.TensorData) ([]gguf.KV, []gguf.TensorData) {
+			for i := range ts {
+				if ts[i].Name == "rope_freqs.weight" {
+					v := make([]float32, ts[i].Dims[0])
+					for j := range v {
+						v[j] = math.Float32frombits(binary.LittleEndian.Uint32(ts[i].Data[4*j:]))
+					}
+					v = f(v)
+					ts[i].Dims, ts[i].Data = []uint64{uint64(len(v))}, f32Bytes(v)
+				}
+			}
+			return meta, ts
+		}
+	}
+	cases := []struct {
+		name  string
+		edit  func([]gguf.KV, []gguf.TensorData) ([]gguf.KV, []gguf.TensorData)
+		wants []string
+	}{
+		{"short", edit(func(v []float32) []float32 { return v[:len(v)-1] }), []string{"rope_freqs.weight", "values"}},
+		{"long", edit(func(v []float32) []float32 { return append(v, 1) }), []string{"rope_freqs.weight", "values"}},
+		{"zero", edit(func(v []float32) []float32 { v[2] = 0; return v }), []string{"rope_freqs.weight", "value 2"}},
+		{"negative", edit(func(v []float32) []float32 { v[0] = -1; return v }), []string{"rope_freqs.weight", "value 0"}},
+		{"nan", edit(func(v []float32) []float32 { v[3] = float32(math.NaN()); return v }), []string{"rope_freqs.weight", "NaN"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, path := synthGGUF(t, o, c.edit)
+			m, err := model.Load(path, model.LoadOptions{})
+			if err == nil {
+				m.Close()
+				t.Fatal("loaded")
+			}
+			t.Log(err)
+			for _, w := range c.wants {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %s", err, w)
 				}
 			}
 		})

@@ -196,13 +196,17 @@ func fromSource(cfg *Config, f tensorSource, opts LoadOptions) (*Model, error) {
 		return nil, fmt.Errorf("model: weight %s is not part of a %s model with this config.json (check attention_bias, mlp_bias, num_hidden_layers)", name, c.Arch)
 	}
 	rope := kernels.NewRope(c.HeadDim, c.RopeTheta)
-	if rs := c.RopeScaling; rs != nil {
-		switch rs.Kind() {
-		case "llama3":
-			rope.ScaleLlama3(rs.Factor, rs.LowFreqFactor, rs.HighFreqFactor, rs.OriginalMaxPositionEmbeddings)
-		case "linear":
-			rope.ScaleLinear(rs.Factor)
-		}
+	// Per-frequency divisors: config.json's llama3 rope_scaling computes them, a GGUF
+	// carries them as rope_freqs.weight (llama.cpp's form of the same scaling).
+	factors := c.RopeFreqFactors
+	if rs := c.RopeScaling; rs != nil && rs.Kind() == "llama3" {
+		factors = rope.Llama3Factors(rs.Factor, rs.LowFreqFactor, rs.HighFreqFactor, rs.OriginalMaxPositionEmbeddings)
+	}
+	if factors != nil {
+		rope.DivideFreqs(factors)
+	}
+	if rs := c.RopeScaling; rs != nil && rs.Kind() == "linear" {
+		rope.ScaleLinear(rs.Factor)
 	}
 	m.Rope = rope.Table(c.MaxPositionEmbeddings)
 	return m, nil
