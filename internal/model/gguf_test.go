@@ -332,7 +332,7 @@ func TestGGUFRopeFreqsMatchesLlama3Directory(t *testing.T) {
 func TestGGUFRopeFreqsRefused(t *testing.T) {
 	o := synth.Tiny("llama")
 	o.RopeScaling = "llama3"
-	edit := func(f func(v []float32) []float32) func([]gguf.KV, []gguf.TensorData) ([]gguf.KV, []gguf.TensorData) {
+	edit := func(f func(v []float32) []float32) ggufEdit {
 		return func(meta []gguf.KV, ts []gguf.TensorData) ([]gguf.KV, []gguf.TensorData) {
 			for i := range ts {
 				if ts[i].Name == "rope_freqs.weight" {
@@ -347,44 +347,25 @@ func TestGGUFRopeFreqsRefused(t *testing.T) {
 			return meta, ts
 		}
 	}
-	cases := []struct {
-		name  string
-		edit  func([]gguf.KV, []gguf.TensorData) ([]gguf.KV, []gguf.TensorData)
-		wants []string
-	}{
+	cases := []refusal{
 		{"short", edit(func(v []float32) []float32 { return v[:len(v)-1] }), []string{"rope_freqs.weight", "values"}},
 		{"long", edit(func(v []float32) []float32 { return append(v, 1) }), []string{"rope_freqs.weight", "values"}},
 		{"zero", edit(func(v []float32) []float32 { v[2] = 0; return v }), []string{"rope_freqs.weight", "value 2"}},
 		{"negative", edit(func(v []float32) []float32 { v[0] = -1; return v }), []string{"rope_freqs.weight", "value 0"}},
 		{"nan", edit(func(v []float32) []float32 { v[3] = float32(math.NaN()); return v }), []string{"rope_freqs.weight", "NaN"}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			_, path := synthGGUF(t, o, c.edit)
-			m, err := model.Load(path, model.LoadOptions{})
-			if err == nil {
-				m.Close()
-				t.Fatal("loaded")
-			}
-			t.Log(err)
-			for _, w := range c.wants {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not name %s", err, w)
-				}
-			}
-		})
-	}
+	checkRefused(t, o, cases)
 }
 
 // A GGUF that lacks a required key, names an architecture or a key Hone does not run, or
 // holds a tensor type that cannot be dequantized is refused with an error that names it.
 func TestGGUFRefused(t *testing.T) {
-	drop := func(key string) func([]gguf.KV, []gguf.TensorData) ([]gguf.KV, []gguf.TensorData) {
+	drop := func(key string) ggufEdit {
 		return func(meta []gguf.KV, ts []gguf.TensorData) ([]gguf.KV, []gguf.TensorData) {
 			return slices.DeleteFunc(meta, func(kv gguf.KV) bool { return kv.Key == key }), ts
 		}
 	}
-	set := func(key string, v any) func([]gguf.KV, []gguf.TensorData) ([]gguf.KV, []gguf.TensorData) {
+	set := func(key string, v any) ggufEdit {
 		return func(meta []gguf.KV, ts []gguf.TensorData) ([]gguf.KV, []gguf.TensorData) {
 			meta = slices.DeleteFunc(meta, func(kv gguf.KV) bool { return kv.Key == key })
 			return append(meta, gguf.KV{Key: key, Value: v}), ts
@@ -407,11 +388,7 @@ func TestGGUFRefused(t *testing.T) {
 		}
 		return meta, ts
 	}
-	cases := []struct {
-		name  string
-		edit  func([]gguf.KV, []gguf.TensorData) ([]gguf.KV, []gguf.TensorData)
-		wants []string
-	}{
+	cases := []refusal{
 		{"no block_count", drop("llama.block_count"), []string{"llama.block_count"}},
 		{"no rms eps", drop("llama.attention.layer_norm_rms_epsilon"), []string{"llama.attention.layer_norm_rms_epsilon"}},
 		{"no architecture", drop("general.architecture"), []string{"general.architecture"}},
@@ -423,18 +400,31 @@ func TestGGUFRefused(t *testing.T) {
 		{"unknown pre-tokenizer", set("tokenizer.ggml.pre", "deepseek-llm"), []string{"tokenizer.ggml.pre", "deepseek-llm"}},
 	}
 	if bad != 0 {
-		cases = append(cases, struct {
-			name  string
-			edit  func([]gguf.KV, []gguf.TensorData) ([]gguf.KV, []gguf.TensorData)
-			wants []string
-		}{"quantized type", quant, []string{"blk.1.ffn_up.weight", bad.String()}})
+		cases = append(cases, refusal{"quantized type", quant, []string{"blk.1.ffn_up.weight", bad.String()}})
 	}
-	o := synth.Tiny("llama")
+	checkRefused(t, synth.Tiny("llama"), cases)
+}
+
+// ggufEdit changes a synthetic GGUF's metadata and tensors before it is written.
+type ggufEdit = func([]gguf.KV, []gguf.TensorData) ([]gguf.KV, []gguf.TensorData)
+
+// refusal is a GGUF that must not load, and what its error must name.
+type refusal struct {
+	name  string
+	edit  ggufEdit
+	wants []string
+}
+
+// checkRefused writes each case's GGUF of o and checks that loading its model (or, when that
+// loads, its tokenizer) fails with an error that names every want.
+func checkRefused(t *testing.T, o synth.Options, cases []refusal) {
+	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, path := synthGGUF(t, o, c.edit)
-			_, err := model.Load(path, model.LoadOptions{})
+			m, err := model.Load(path, model.LoadOptions{})
 			if err == nil {
+				m.Close()
 				_, err = tokenizer.Load(path)
 			}
 			if err == nil {
