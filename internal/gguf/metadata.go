@@ -47,31 +47,25 @@ func (m *Metadata) wrongType(key string, v any, want string) error {
 	return fmt.Errorf("gguf: %s: metadata key %q is %s, not %s", m.source, key, typeName(v), want)
 }
 
-// String returns a string value.
-func (m *Metadata) String(key string) (string, error) {
+// typed returns key's value as a T, or an error saying what it is instead of want.
+func typed[T any](m *Metadata, key, want string) (T, error) {
+	var zero T
 	v, err := m.get(key)
 	if err != nil {
-		return "", err
+		return zero, err
 	}
-	s, ok := v.(string)
+	t, ok := v.(T)
 	if !ok {
-		return "", m.wrongType(key, v, "a string")
+		return zero, m.wrongType(key, v, want)
 	}
-	return s, nil
+	return t, nil
 }
 
+// String returns a string value.
+func (m *Metadata) String(key string) (string, error) { return typed[string](m, key, "a string") }
+
 // Bool returns a bool value.
-func (m *Metadata) Bool(key string) (bool, error) {
-	v, err := m.get(key)
-	if err != nil {
-		return false, err
-	}
-	b, ok := v.(bool)
-	if !ok {
-		return false, m.wrongType(key, v, "a bool")
-	}
-	return b, nil
-}
+func (m *Metadata) Bool(key string) (bool, error) { return typed[bool](m, key, "a bool") }
 
 // Uint returns an integer value of any integer type that is not negative.
 func (m *Metadata) Uint(key string) (uint64, error) {
@@ -122,15 +116,7 @@ func (m *Metadata) Float(key string) (float64, error) {
 
 // Strings returns an array of strings.
 func (m *Metadata) Strings(key string) ([]string, error) {
-	v, err := m.get(key)
-	if err != nil {
-		return nil, err
-	}
-	s, ok := v.([]string)
-	if !ok {
-		return nil, m.wrongType(key, v, "an array of string")
-	}
-	return s, nil
+	return typed[[]string](m, key, "an array of string")
 }
 
 // Ints returns an array of any integer type as int64s (a uint64 above MaxInt64 is an error).
