@@ -373,30 +373,16 @@ func readGroupsFile(path string) (groups []json.RawMessage, notes []string, err 
 	}
 	skipped := 0
 	for i, g := range groups {
-		var grp struct {
-			Trajectories []struct {
-				Reward *float64 `json:"reward"`
-			} `json:"trajectories"`
-		}
+		var grp train.TrajectoryGroup // a missing reward is 0, as ART sends it
 		if err := json.Unmarshal(g, &grp); err != nil {
 			return nil, nil, fmt.Errorf("%s: group %d: %v (nothing was sent)", path, i, err)
 		}
 		if len(grp.Trajectories) == 0 {
 			return nil, nil, fmt.Errorf("%s: group %d has no trajectories (nothing was sent)", path, i)
 		}
-		reward := func(k int) float64 { // a missing reward is 0, as ART sends it
-			if r := grp.Trajectories[k].Reward; r != nil {
-				return *r
-			}
-			return 0
-		}
-		equal := true
-		for k := range grp.Trajectories {
-			equal = equal && reward(k) == reward(0)
-		}
-		if equal {
+		if !grp.Trainable() {
 			skipped++
-			notes = append(notes, fmt.Sprintf("group %d of %d: all %d rewards are %g, nothing to learn from: skipped", i+1, len(groups), len(grp.Trajectories), reward(0)))
+			notes = append(notes, fmt.Sprintf("group %d of %d: all %d rewards are %g, nothing to learn from: skipped", i+1, len(groups), len(grp.Trajectories), grp.Trajectories[0].Reward))
 		}
 	}
 	if skipped == len(groups) {

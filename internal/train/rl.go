@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -596,16 +597,20 @@ func RewardStdDev(groups []TrajectoryGroup) float64 {
 	return sum / float64(len(groups))
 }
 
-// Trainable says whether some group's rewards differ (else every advantage is zero).
-func Trainable(groups []TrajectoryGroup) bool {
-	for _, g := range groups {
-		for _, t := range g.Trajectories {
-			if t.Reward != g.Trajectories[0].Reward {
-				return true
-			}
+// Trainable says whether the group's rewards differ (else every advantage in it is zero and
+// the group teaches nothing).
+func (g TrajectoryGroup) Trainable() bool {
+	for _, t := range g.Trajectories {
+		if t.Reward != g.Trajectories[0].Reward {
+			return true
 		}
 	}
 	return false
+}
+
+// Trainable says whether some group's rewards differ.
+func Trainable(groups []TrajectoryGroup) bool {
+	return slices.ContainsFunc(groups, TrajectoryGroup.Trainable)
 }
 
 // meanStd is the mean and population standard deviation.
