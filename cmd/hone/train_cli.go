@@ -460,6 +460,10 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err := c.do(ctx, "GET", "/v1/preview/training-jobs?"+q.Encode(), nil, "", &list); err != nil {
 			return fail(err)
 		}
+		if len(list.Data) == 0 {
+			fmt.Fprintln(stdout, "no training jobs (hone train sft or hone train rl starts one)")
+			return 0
+		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tKIND\tSTATUS\tSTEP\tMODEL\tCREATED")
 		for _, j := range list.Data {
