@@ -169,3 +169,8 @@ func parallel(tasks, workers int, fn func(task int)) {
 	j.work()
 	j.wait()
 }
+
+// Parallel runs fn(0..tasks-1) on the worker pool with up to Threads() goroutines (the caller
+// included) and returns when all are done: for packages whose products are not GEMMs (the
+// quantized matrices of internal/quant) to share gemm's workers instead of starting their own.
+func Parallel(tasks int, fn func(task int)) { parallel(tasks, Threads(), fn) }

@@ -37,6 +37,32 @@ func Dequantize(t TensorType, raw []byte, n int) ([]float32, error) {
 		return nil, fmt.Errorf("%d elements of %s take %d bytes, got %d", n, t, want, len(raw))
 	}
 	out := make([]float32, n)
+	decode(t, raw, out)
+	return out, nil
+}
+
+// DequantizeTo decodes len(out) elements of type t from raw into out, without allocating: the
+// same types and checks as Dequantize.
+func DequantizeTo(out []float32, t TensorType, raw []byte) error {
+	if !t.Dequantizable() {
+		_, err := Dequantize(t, nil, 0)
+		return err
+	}
+	n := len(out)
+	block, bsize := t.BlockSize(), t.BlockBytes()
+	if n%block != 0 {
+		return fmt.Errorf("%d elements are not a whole number of %s blocks of %d", n, t, block)
+	}
+	if want := uint64(n/block) * uint64(bsize); uint64(len(raw)) != want {
+		return fmt.Errorf("%d elements of %s take %d bytes, got %d", n, t, want, len(raw))
+	}
+	decode(t, raw, out)
+	return nil
+}
+
+// decode is Dequantize's work, into out (sizes checked by the caller).
+func decode(t TensorType, raw []byte, out []float32) {
+	n := len(out)
 	le := binary.LittleEndian
 	switch t {
 	case F32:
@@ -108,7 +134,6 @@ func Dequantize(t TensorType, raw []byte, n int) ([]float32, error) {
 	case Q4_K, Q5_K, Q6_K:
 		dequantK(t, raw, out)
 	}
-	return out, nil
 }
 
 // supportedList names the types Dequantize supports, for its error.

@@ -1,0 +1,260 @@
+package quant
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/honeai/hone/internal/gemm"
+	"github.com/honeai/hone/internal/gguf"
+)
+
+// Matrix is a Rows × Cols weight matrix in one of ggml's quantized block types, row-major:
+// row r is Data[r·RowBytes() : (r+1)·RowBytes()], Cols/BlockSize blocks of the type. Data may
+// be a view of a mapped GGUF file; a Matrix never writes to it.
+type Matrix struct {
+	Type       gguf.TensorType
+	Rows, Cols int
+	Data       []byte
+}
+
+// Supported reports whether t is one of the types a Matrix holds: Q8_0, Q4_0, Q4_1, Q5_0,
+// Q5_1, Q4_K, Q5_K and Q6_K.
+func Supported(t gguf.TensorType) bool {
+	switch t {
+	case gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K:
+		return true
+	}
+	return false
+}
+
+// NewMatrix checks that data holds exactly rows × cols elements of type t (a supported type,
+// cols a positive multiple of its block size) and returns the matrix over it (not a copy).
+func NewMatrix(t gguf.TensorType, rows, cols int, data []byte) (*Matrix, error) {
+	if !Supported(t) {
+		return nil, fmt.Errorf("quant: tensor type %s is not supported (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)", t)
+	}
+	if rows <= 0 || cols <= 0 {
+		return nil, fmt.Errorf("quant: a %s matrix of %d × %d: the sizes must be positive", t, rows, cols)
+	}
+	bs := t.BlockSize()
+	if cols%bs != 0 {
+		return nil, fmt.Errorf("quant: a %s matrix of %d columns: not a multiple of its block size %d", t, cols, bs)
+	}
+	rowBytes := uint64(cols/bs) * uint64(t.BlockBytes())
+	if uint64(rows) > uint64(len(data))/rowBytes || uint64(rows)*rowBytes != uint64(len(data)) {
+		return nil, fmt.Errorf("quant: a %s matrix of %d × %d takes %d bytes per row, %d rows; got %d bytes", t, rows, cols, rowBytes, rows, len(data))
+	}
+	return &Matrix{Type: t, Rows: rows, Cols: cols, Data: data}, nil
+}
+
+// RowBytes is the size of one row.
+func (m *Matrix) RowBytes() int { return m.Cols / m.Type.BlockSize() * m.Type.BlockBytes() }
+
+// RowData is row r's blocks (a view of Data).
+func (m *Matrix) RowData(r int) []byte {
+	n := m.RowBytes()
+	return m.Data[r*n : (r+1)*n : (r+1)*n]
+}
+
+// Bytes is the memory the matrix holds.
+func (m *Matrix) Bytes() int64 { return int64(len(m.Data)) }
+
+// Row dequantizes row r into out[:Cols] (an embedding lookup).
+func (m *Matrix) Row(out []float32, r int) {
+	if r < 0 || r >= m.Rows {
+		panic(fmt.Sprintf("quant: row %d of a %d-row matrix", r, m.Rows))
+	}
+	if err := gguf.DequantizeTo(out[:m.Cols], m.Type, m.RowData(r)); err != nil {
+		panic("quant: " + err.Error()) // NewMatrix checked the sizes
+	}
+}
+
+// kQuant reports whether t's rows are reduced against ActsK (super-blocks of 256) rather
+// than Acts32.
+func kQuant(t gguf.TensorType) bool { return t == gguf.Q4_K || t == gguf.Q5_K || t == gguf.Q6_K }
+
+// dot is row's product with one quantized activation row.
+func dot(t gguf.TensorType, row []byte, a *Acts32, k *ActsK) float32 {
+	switch t {
+	case gguf.Q8_0:
+		return dotQ8_0(row, a.Q, a.D)
+	case gguf.Q4_0:
+		return dotQ4_0(row, a.Q, a.D)
+	case gguf.Q4_1:
+		return dotQ4_1(row, a.Q, a.D, a.S)
+	case gguf.Q5_0:
+		return dotQ5_0(row, a.Q, a.D)
+	case gguf.Q5_1:
+		return dotQ5_1(row, a.Q, a.D, a.S)
+	case gguf.Q4_K:
+		return dotQ4_K(row, k.Q, k.D, k.BSums)
+	case gguf.Q5_K:
+		return dotQ5_K(row, k.Q, k.D, k.BSums)
+	case gguf.Q6_K:
+		return dotQ6_K(row, k.Q, k.D, k.BSums)
+	}
+	panic("quant: unsupported type " + t.String())
+}
+
+// MatMulT computes out = x · Mᵀ (accumulate: out += x · Mᵀ) for x of rows × Cols (stride
+// Cols) and out of rows × Rows (stride ldo). Each row of x is quantized once (see
+// QuantizeActs32, QuantizeActsK); the weight rows are split across gemm's worker pool, and
+// each weight row meets a tile of x rows while it is in L1.
+func (m *Matrix) MatMulT(x []float32, rows int, out []float32, ldo int, accumulate bool) {
+	w := workPool.Get().(*work)
+	w.one[0] = m
+	w.mul(x, rows, w.one[:], out, ldo, accumulate)
+	w.one[0] = nil
+	workPool.Put(w)
+}
+
+// MatMulTMany computes the products of x (rows × Cols) with several matrices of the same
+// Cols as one: matrix i's outputs are the columns of out (rows × ΣRows, stride ldo) after
+// those of matrices 0..i-1, as if their rows were concatenated, without copying them. x is
+// quantized once per activation layout the types need.
+func MatMulTMany(x []float32, rows int, ms []*Matrix, out []float32, ldo int, accumulate bool) {
+	w := workPool.Get().(*work)
+	w.mul(x, rows, ms, out, ldo, accumulate)
+	workPool.Put(w)
+}
+
+func (w *work) mul(x []float32, rows int, ms []*Matrix, out []float32, ldo int, accumulate bool) {
+	if rows <= 0 || len(ms) == 0 {
+		return
+	}
+	cols, total := ms[0].Cols, 0
+	for _, m := range ms {
+		if m.Cols != cols {
+			panic(fmt.Sprintf("quant: MatMulTMany over matrices of %d and %d columns", cols, m.Cols))
+		}
+		total += m.Rows
+	}
+	if len(x) < rows*cols || ldo < total || len(out) < (rows-1)*ldo+total {
+		panic(fmt.Sprintf("quant: MatMulT of %d rows: x has %d of %d×%d, out %d with stride %d for %d columns", rows, len(x), rows, cols, len(out), ldo, total))
+	}
+	w.x, w.rows, w.cols, w.ms, w.out, w.ldo, w.acc = x, rows, cols, ms, out, ldo, accumulate
+	w.need32, w.needK = false, false
+	for _, m := range ms {
+		if kQuant(m.Type) {
+			w.needK = true
+		} else {
+			w.need32 = true
+		}
+	}
+	w.a32, w.ak = resize(w.a32, rows), resize(w.ak, rows)
+	threads := gemm.Threads()
+	if rows >= 4 && threads > 1 {
+		gemm.Parallel(rows, w.quantFn)
+	} else {
+		for i := range rows {
+			w.quantize(i)
+		}
+	}
+	// Chunks of weight rows: several per thread for balance, none across two matrices.
+	chunk := max(4, (total+4*threads-1)/(4*threads))
+	if threads == 1 {
+		chunk = total
+	}
+	chunk = (chunk + 3) &^ 3
+	w.tasks = w.tasks[:0]
+	off := 0
+	for i, m := range ms {
+		for r := 0; r < m.Rows; r += chunk {
+			w.tasks = append(w.tasks, task{i, r, min(r+chunk, m.Rows), off})
+		}
+		off += m.Rows
+	}
+	gemm.Parallel(len(w.tasks), w.runFn)
+	w.x, w.ms, w.out = nil, nil, nil
+}
+
+// xTile is how many activation rows each weight row meets in turn: 16 rows of 8-bit
+// activations of a few thousand columns stay in L2 while a chunk of weight rows stays in L1.
+const xTile = 16
+
+// work is one product's state, pooled so that a steady stream of products makes no garbage.
+type work struct {
+	x              []float32
+	rows, cols     int
+	ms             []*Matrix
+	out            []float32
+	ldo            int
+	acc            bool
+	need32, needK  bool
+	a32            []Acts32
+	ak             []ActsK
+	tasks          []task
+	one            [1]*Matrix // MatMulT's ms
+	quantFn, runFn func(int)
+}
+
+type task struct{ m, r0, r1, off int }
+
+var workPool = sync.Pool{New: func() any {
+	w := &work{}
+	w.quantFn, w.runFn = w.quantize, w.run
+	return w
+}}
+
+func (w *work) quantize(i int) {
+	x := w.x[i*w.cols : (i+1)*w.cols]
+	if w.need32 {
+		QuantizeActs32(&w.a32[i], x)
+	}
+	if w.needK {
+		QuantizeActsK(&w.ak[i], x)
+	}
+}
+
+func (w *work) run(ti int) {
+	t := w.tasks[ti]
+	m := w.ms[t.m]
+	typ, n := m.Type, m.RowBytes()
+	for i0 := 0; i0 < w.rows; i0 += xTile {
+		i1 := min(i0+xTile, w.rows)
+		for r := t.r0; r < t.r1; r++ {
+			row := m.Data[r*n : (r+1)*n]
+			col := t.off + r
+			for i := i0; i < i1; i++ {
+				v := dot(typ, row, &w.a32[i], &w.ak[i])
+				if w.acc {
+					w.out[i*w.ldo+col] += v
+				} else {
+					w.out[i*w.ldo+col] = v
+				}
+			}
+		}
+	}
+}
+
+// accTile is how many weight rows MatMulAcc dequantizes at a time (fewer for wide rows, so
+// that the tile stays about a megabyte of f32).
+func accTile(cols int) int { return max(16, min(256, (1<<18)/cols)) &^ 7 }
+
+var accPool = sync.Pool{New: func() any { return new([]float32) }}
+
+// MatMulAcc computes dx += dy · M for dy of rows × Rows and dx of rows × Cols (both dense):
+// the backward product of y = x · Mᵀ. It dequantizes a tile of weight rows at a time into a
+// small f32 buffer and multiplies it with gemm.Sgemm; the whole matrix is never dequantized.
+func (m *Matrix) MatMulAcc(dy []float32, rows int, dx []float32) {
+	if rows <= 0 {
+		return
+	}
+	if len(dy) < rows*m.Rows || len(dx) < rows*m.Cols {
+		panic(fmt.Sprintf("quant: MatMulAcc of %d rows: dy has %d of %d×%d, dx %d of %d×%d", rows, len(dy), rows, m.Rows, len(dx), rows, m.Cols))
+	}
+	tile := accTile(m.Cols)
+	bp := accPool.Get().(*[]float32)
+	defer accPool.Put(bp)
+	*bp = resize(*bp, tile*m.Cols)
+	buf := *bp
+	for r0 := 0; r0 < m.Rows; r0 += tile {
+		n := min(tile, m.Rows-r0)
+		gemm.Parallel((n+7)/8, func(t int) {
+			for r := r0 + 8*t; r < min(r0+8*t+8, r0+n); r++ {
+				m.Row(buf[(r-r0)*m.Cols:], r)
+			}
+		})
+		gemm.Sgemm(false, false, rows, m.Cols, n, 1, dy[r0:], m.Rows, buf, m.Cols, 1, dx, m.Cols)
+	}
+}
