@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/honeai/hone/internal/gguf"
+	"github.com/honeai/hone/internal/quant"
 )
 
 // IsGGUF reports whether path names a GGUF file (by its extension), which Load, and
@@ -227,12 +228,15 @@ var ggufLayerNames = map[string]string{
 	"mlp.down_proj.bias":              "ffn_down.bias",
 }
 
-// ggufSource presents a GGUF file's tensors under Hugging Face names, dequantized to f32.
+// ggufSource presents a GGUF file's tensors under Hugging Face names: dequantized to f32, or,
+// with quantized, the matrices of a type quant.Matrix multiplies (Q8_0, Q4_0, Q4_1, Q5_0,
+// Q5_1, Q4_K, Q5_K, Q6_K) as views of the mapped file.
 type ggufSource struct {
-	f      *gguf.File
-	hf     map[string]string // Hugging Face name -> GGUF name
-	gg     map[string]string // GGUF name -> Hugging Face name
-	permut map[string]int    // HF names whose rows llama.cpp permuted -> heads
+	quantized bool
+	f         *gguf.File
+	hf        map[string]string // Hugging Face name -> GGUF name
+	gg        map[string]string // GGUF name -> Hugging Face name
+	permut    map[string]int    // HF names whose rows llama.cpp permuted -> heads
 }
 
 func newGGUFSource(f *gguf.File, c *Config) *ggufSource {
@@ -270,6 +274,25 @@ func (s *ggufSource) shape(name string) ([]int, bool) {
 func (s *ggufSource) weight(name string, rows, cols int) (Weight, error) {
 	gname := s.hf[name]
 	t := s.f.Tensors[gname]
+	if s.quantized && rows > 1 && quant.Supported(t.Type) {
+		raw, err := s.f.Tensor(gname)
+		if err != nil {
+			return Weight{}, fmt.Errorf("(GGUF tensor %s, type %s) cannot be loaded: %w", gname, t.Type, err)
+		}
+		// llama.cpp quantized the rows after permuting them, each row on its own (a row is
+		// whole blocks), so undoing the permutation moves whole quantized rows: a copy of the
+		// q and k projections, the rest stays a view of the file.
+		if heads, ok := s.permut[name]; ok && cols%t.Type.BlockSize() == 0 {
+			if raw, err = unpermuteRows(raw, rows, cols/t.Type.BlockSize()*t.Type.BlockBytes(), heads); err != nil {
+				return Weight{}, fmt.Errorf("(GGUF tensor %s) %w", gname, err)
+			}
+		}
+		q, err := quant.NewMatrix(t.Type, rows, cols, raw)
+		if err != nil {
+			return Weight{}, fmt.Errorf("(GGUF tensor %s) %w", gname, err)
+		}
+		return Weight{Rows: rows, Cols: cols, Q: q}, nil
+	}
 	v, err := s.f.Float32(gname)
 	if err != nil {
 		return Weight{}, fmt.Errorf("(GGUF tensor %s, type %s) cannot be loaded: %w", gname, t.Type, err)
@@ -287,14 +310,15 @@ func (s *ggufSource) weight(name string, rows, cols int) (Weight, error) {
 }
 
 // unpermuteRows undoes llama.cpp's q/k row order: within each head of rows/heads rows, GGUF
-// row 2i+j is Hugging Face row j·(half)+i (j = 0, 1; half = rows/heads/2).
-func unpermuteRows(v []float32, rows, cols, heads int) ([]float32, error) {
+// row 2i+j is Hugging Face row j·(half)+i (j = 0, 1; half = rows/heads/2). A row is cols
+// elements of v (floats, or the bytes of a quantized row).
+func unpermuteRows[E any](v []E, rows, cols, heads int) ([]E, error) {
 	if heads <= 0 || rows%(2*heads) != 0 {
 		return nil, fmt.Errorf("has %d rows, not a multiple of 2×%d heads", rows, heads)
 	}
 	hd := rows / heads
 	half := hd / 2
-	out := make([]float32, len(v))
+	out := make([]E, len(v))
 	for h := 0; h < heads; h++ {
 		for i := 0; i < half; i++ {
 			for j := 0; j < 2; j++ {
@@ -324,8 +348,12 @@ func (s *ggufSource) names() []string {
 
 func (s *ggufSource) Close() error { return s.f.Close() }
 
-// LoadGGUF reads a model from a GGUF file: the config from its metadata, the weights
-// dequantized to f32 (bf16 with DTypeBF16).
+// LoadGGUF reads a model from a GGUF file: the config from its metadata, the weights as
+// follows. With DTypeAuto (the default), matrices of the types quant.Matrix multiplies (Q8_0,
+// Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) stay quantized, views of the mapped file (the
+// llama q and k projections, whose rows are reordered, are copies), and F32/F16/BF16 tensors
+// and the other quantized types (Q2_K, Q3_K) are dequantized to f32. With DTypeF32 every
+// weight is dequantized to f32, and with DTypeBF16 to bf16.
 func LoadGGUF(path string, opts LoadOptions) (*Model, error) {
 	f, err := gguf.Open(path)
 	if err != nil {
@@ -336,7 +364,9 @@ func LoadGGUF(path string, opts LoadOptions) (*Model, error) {
 		f.Close()
 		return nil, err
 	}
-	m, err := fromSource(cfg, newGGUFSource(f, cfg), opts)
+	src := newGGUFSource(f, cfg)
+	src.quantized = opts.DType == DTypeAuto
+	m, err := fromSource(cfg, src, opts)
 	if err != nil {
 		f.Close()
 		return nil, err

@@ -252,7 +252,7 @@ func (m *Model) WeightBytes() int64 {
 		packed(L.qkv.pairs)
 		packed(L.gateUp.pairs)
 	}
-	if m.LMHead.W.F32 != nil && &m.LMHead.W.F32[0] == &m.Embed.F32[0] || m.LMHead.W.Half != nil && &m.LMHead.W.Half[0] == &m.Embed.Half[0] {
+	if m.LMHead.W.same(&m.Embed) {
 		packed(m.LMHead.P) // tied: the weight is Embed's
 		packed(m.LMHead.pairsT)
 		packed(m.LMHead.pairsN)

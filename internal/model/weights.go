@@ -6,19 +6,28 @@ import (
 	"sync"
 
 	"github.com/honeai/hone/internal/gemm"
+	"github.com/honeai/hone/internal/quant"
 	"github.com/honeai/hone/internal/safetensors"
 )
 
-// Weight is a row-major matrix (Rows × Cols) in f32 or in a 16-bit format.
+// Weight is a row-major matrix (Rows × Cols) in f32, in a 16-bit format, or in one of ggml's
+// quantized block types (a GGUF file's Q8_0 ... Q6_K tensors, kept as a view of the mapped
+// file; or a safetensors model quantized at load, LoadOptions.Quantize). Exactly one of F32,
+// Half and Q is set.
 type Weight struct {
 	Rows, Cols int
-	F32        []float32 // set for f32 weights
-	Half       []uint16  // set for bf16/f16 weights
-	Kind       gemm.Half // format of Half
+	F32        []float32     // set for f32 weights
+	Half       []uint16      // set for bf16/f16 weights
+	Kind       gemm.Half     // format of Half
+	Q          *quant.Matrix // set for quantized weights: multiplied without dequantizing
 }
 
 // Row writes row r as f32 into out.
 func (w *Weight) Row(out []float32, r int) {
+	if w.Q != nil {
+		w.Q.Row(out, r)
+		return
+	}
 	if w.F32 != nil {
 		copy(out[:w.Cols], w.F32[r*w.Cols:(r+1)*w.Cols])
 		return
@@ -27,7 +36,26 @@ func (w *Weight) Row(out []float32, r int) {
 }
 
 // Bytes is the memory the weight holds.
-func (w *Weight) Bytes() int64 { return int64(len(w.F32))*4 + int64(len(w.Half))*2 }
+func (w *Weight) Bytes() int64 {
+	n := int64(len(w.F32))*4 + int64(len(w.Half))*2
+	if w.Q != nil {
+		n += w.Q.Bytes()
+	}
+	return n
+}
+
+// same reports whether w and v hold the same data (a tied LM head and embedding).
+func (w *Weight) same(v *Weight) bool {
+	switch {
+	case w.Q != nil:
+		return w.Q == v.Q || v.Q != nil && len(w.Q.Data) > 0 && len(v.Q.Data) > 0 && &w.Q.Data[0] == &v.Q.Data[0]
+	case w.F32 != nil:
+		return v.F32 != nil && &w.F32[0] == &v.F32[0]
+	case w.Half != nil:
+		return v.Half != nil && &w.Half[0] == &v.Half[0]
+	}
+	return false
+}
 
 // Linear is y = x·Wᵀ + b with W (Out × In) in the Hugging Face layout. P is W packed for
 // gemm; the model packs the q/k/v and gate/up projections of a layer together (see Layer)
@@ -43,7 +71,8 @@ type Linear struct {
 // packMu serialises lazy packing of Linear weights.
 var packMu sync.Mutex
 
-// Packed returns P, packing W first if needed (safe for concurrent use).
+// Packed returns P, packing W first if needed (safe for concurrent use); nil for a quantized
+// W, which Forward multiplies as it is.
 func (l *Linear) Packed() *gemm.PackedB {
 	packMu.Lock()
 	defer packMu.Unlock()
@@ -79,17 +108,21 @@ func (l *Linear) PairsPacked(transposed bool) *gemm.PackedB {
 // so that one GEMM computes them all.
 type fused struct {
 	parts []*Linear
-	n     int           // output width: the sum of Outs
-	pairs *gemm.PackedB // bf16-arithmetic pack of the parts, built on first use
-	P     *gemm.PackedB // f32-arithmetic pack of the parts, built on first use (packed)
-	Bias  []float32     // nil when none of the parts has a bias
-	Outs  []int         // output width of each part
+	n     int             // output width: the sum of Outs
+	pairs *gemm.PackedB   // bf16-arithmetic pack of the parts, built on first use
+	P     *gemm.PackedB   // f32-arithmetic pack of the parts, built on first use (packed)
+	Bias  []float32       // nil when none of the parts has a bias
+	Outs  []int           // output width of each part
+	qs    []*quant.Matrix // the parts' quantized weights
 }
 
 func fuse(parts ...*Linear) *fused {
 	f := &fused{parts: parts}
 	hasBias := false
 	for _, l := range parts {
+		if l.W.Q != nil {
+			f.qs = append(f.qs, l.W.Q)
+		}
 		f.n += l.Out()
 		f.Outs = append(f.Outs, l.Out())
 		hasBias = hasBias || l.Bias != nil
@@ -111,8 +144,8 @@ func fuse(parts ...*Linear) *fused {
 func (f *fused) packed() *gemm.PackedB {
 	packMu.Lock()
 	defer packMu.Unlock()
-	if f.P != nil {
-		return f.P
+	if f.P != nil || f.quantized() {
+		return f.P // nil when quantized: forwardQuant multiplies the parts as they are
 	}
 	in, w0 := f.parts[0].In(), f.parts[0].W
 	if w0.F32 != nil {
@@ -154,12 +187,16 @@ func (f *fused) pairsPacked() *gemm.PackedB {
 // columns into outs[i] (rows × Outs[i]); in bf16 arithmetic on the pair-packed weights when
 // bf16 (bf16 weights only).
 func (f *fused) forward(bf16 bool, x []float32, rows int, tmp []float32, outs ...[]float32) {
-	pb := f.packed()
-	if bf16 {
-		pb = f.pairsPacked()
+	n := f.n
+	if f.quantized() {
+		f.forwardQuant(x, rows, tmp)
+	} else {
+		pb := f.packed()
+		if bf16 {
+			pb = f.pairsPacked()
+		}
+		gemm.GemmPacked(false, rows, 1, x, pb.K(), pb, 0, tmp, n)
 	}
-	n := pb.N()
-	gemm.GemmPacked(false, rows, 1, x, pb.K(), pb, 0, tmp, n)
 	for r := 0; r < rows; r++ {
 		row := tmp[r*n : (r+1)*n]
 		if f.Bias != nil {
@@ -175,11 +212,43 @@ func (f *fused) forward(bf16 bool, x []float32, rows int, tmp []float32, outs ..
 	}
 }
 
+// quantized reports whether any part's weight is quantized: then the parts are multiplied
+// one after the other into their columns of the fused output (quant.MatMulTMany when all are
+// quantized: one pass, the activations quantized once, no copy of the weights).
+func (f *fused) quantized() bool {
+	for _, l := range f.parts {
+		if l.W.Q != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *fused) forwardQuant(x []float32, rows int, tmp []float32) {
+	n := f.n
+	if len(f.qs) == len(f.parts) {
+		quant.MatMulTMany(x, rows, f.qs, tmp, n, false)
+		return
+	}
+	c := 0
+	for _, l := range f.parts {
+		if l.W.Q != nil {
+			l.W.Q.MatMulT(x, rows, tmp[c:], n, false)
+		} else {
+			gemm.GemmPacked(false, rows, 1, x, l.In(), l.Packed(), 0, tmp[c:], n)
+		}
+		c += l.Out()
+	}
+}
+
 // In and Out are the input and output widths.
 func (l *Linear) In() int  { return l.W.Cols }
 func (l *Linear) Out() int { return l.W.Rows }
 
 func (l *Linear) pack() {
+	if l.W.Q != nil {
+		return
+	}
 	if l.W.F32 != nil {
 		l.P = gemm.PackB(true, l.W.Rows, l.W.Cols, l.W.F32, l.W.Cols)
 	} else {
@@ -190,16 +259,23 @@ func (l *Linear) pack() {
 // Forward computes out (rows × Out) = x (rows × In) · Wᵀ + b, with beta = 0 or 1 for
 // accumulating into out; in bf16 arithmetic (x rounded to bf16; see PairsPacked) when bf16,
 // for bf16 weights only.
+//
+// A quantized W is multiplied as it is (quant.Matrix.MatMulT: x quantized to 8 bits per
+// block, integer dot products), in that arithmetic whatever bf16 says.
 func (l *Linear) Forward(bf16 bool, x []float32, rows int, out []float32, accumulate bool) {
-	pb := l.Packed()
-	if bf16 {
-		pb = l.PairsPacked(true)
+	if l.W.Q != nil {
+		l.W.Q.MatMulT(x, rows, out, l.Out(), accumulate)
+	} else {
+		pb := l.Packed()
+		if bf16 {
+			pb = l.PairsPacked(true)
+		}
+		beta := float32(0)
+		if accumulate {
+			beta = 1
+		}
+		gemm.GemmPacked(false, rows, 1, x, l.In(), pb, beta, out, l.Out())
 	}
-	beta := float32(0)
-	if accumulate {
-		beta = 1
-	}
-	gemm.GemmPacked(false, rows, 1, x, l.In(), pb, beta, out, l.Out())
 	if l.Bias != nil {
 		for r := 0; r < rows; r++ {
 			row := out[r*l.Out() : (r+1)*l.Out()]
@@ -294,6 +370,13 @@ func (w *Weight) Floats() []float32 {
 	if w.F32 != nil {
 		return append([]float32(nil), w.F32...)
 	}
+	if w.Q != nil {
+		out := make([]float32, w.Rows*w.Cols)
+		for r := range w.Rows {
+			w.Q.Row(out[r*w.Cols:], r)
+		}
+		return out
+	}
 	out := make([]float32, len(w.Half))
 	w.Kind.Decode(out, w.Half)
 	return out
@@ -309,6 +392,12 @@ func (ld *loader) matrix(name string, rows, cols int) (Weight, error) {
 		return Weight{}, fmt.Errorf("model: weight %s %w", name, err)
 	}
 	switch {
+	case w.Q != nil && ld.dtype == DTypeF32:
+		w = Weight{Rows: rows, Cols: cols, F32: w.Floats()}
+	case w.Q != nil && ld.dtype == DTypeBF16:
+		f := w.Floats()
+		w = Weight{Rows: rows, Cols: cols, Half: make([]uint16, rows*cols), Kind: gemm.BF16}
+		gemm.BF16.Encode(w.Half, f)
 	case w.F32 != nil && ld.dtype == DTypeBF16:
 		w.Half, w.Kind = make([]uint16, len(w.F32)), gemm.BF16
 		gemm.BF16.Encode(w.Half, w.F32)
