@@ -19,13 +19,38 @@ var (
 	benchModels = map[string]*model.Model{}
 )
 
+// benchDTypes are the models the benchmarks run on: the SmolLM2-135M-shaped model stored as
+// f32 and bf16, and, when HONE_BENCH_GGUF names a GGUF file (the SmolLM2 Q4_1 one, say), that
+// file loaded as it is ("gguf": its quantized matrices stay quantized) and dequantized to f32
+// ("gguf-f32", --dtype f32).
+func benchDTypes() []string {
+	d := []string{"f32", "bf16"}
+	if os.Getenv("HONE_BENCH_GGUF") != "" {
+		d = append(d, "gguf", "gguf-f32")
+	}
+	return d
+}
+
 // smolLM2 loads (writing it once into the temp dir) the SmolLM2-135M-shaped model with random
-// weights stored as dtype.
+// weights stored as dtype, or HONE_BENCH_GGUF for "gguf" and "gguf-f32".
 func smolLM2(b *testing.B, dtype string) *model.Model {
 	b.Helper()
 	benchMu.Lock()
 	defer benchMu.Unlock()
 	if m, ok := benchModels[dtype]; ok {
+		return m
+	}
+	if path, ok := strings.CutPrefix(dtype, "gguf"); ok {
+		opts := model.LoadOptions{}
+		if path == "-f32" {
+			opts.DType = model.DTypeF32
+		}
+		m, err := model.Load(os.Getenv("HONE_BENCH_GGUF"), opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m.Prepack()
+		benchModels[dtype] = m
 		return m
 	}
 	// HONE_BENCH_MODELS names a directory holding smollm2-f32/ and smollm2-bf16/ written by
@@ -69,7 +94,7 @@ func peakRSSMB() float64 {
 // BenchmarkPrefill measures prompt processing: batch sequences of 128 tokens each in one
 // forward pass (logits of the last position only, as serving asks).
 func BenchmarkPrefill(b *testing.B) {
-	for _, dtype := range []string{"f32", "bf16"} {
+	for _, dtype := range benchDTypes() {
 		for _, batch := range []int{1, 16} {
 			b.Run(fmt.Sprintf("%s/batch%d", dtype, batch), func(b *testing.B) {
 				m := smolLM2(b, dtype)
@@ -100,7 +125,7 @@ func BenchmarkPrefill(b *testing.B) {
 // advancing by one token per forward pass up to 256 tokens, then back to 128 (as llama.cpp's
 // batched-bench with -npp 128 -ntg 128 measures).
 func BenchmarkDecode(b *testing.B) {
-	for _, dtype := range []string{"f32", "bf16"} {
+	for _, dtype := range benchDTypes() {
 		for _, batch := range []int{1, 16} {
 			b.Run(fmt.Sprintf("%s/batch%d", dtype, batch), func(b *testing.B) {
 				m := smolLM2(b, dtype)

@@ -354,7 +354,11 @@ func (e *Trainer) linearBackward(ac *acts, lin *model.Linear, module string, x, 
 	T := ac.T
 	in, out := lin.In(), lin.Out()
 	if dx != nil {
-		if e.BF16 {
+		if lin.W.Q != nil {
+			// A quantized frozen base weight: tiles dequantized for the product, never the
+			// whole matrix.
+			lin.W.Q.MatMulAcc(dy, T, dx)
+		} else if e.BF16 {
 			gemm.GemmPacked(false, T, 1, dy, out, lin.PairsPacked(false), 1, dx, in)
 		} else if lin.W.F32 != nil {
 			gemm.Sgemm(false, false, T, in, out, 1, dy, out, lin.W.F32, in, 1, dx, in)
@@ -660,7 +664,12 @@ func (e *Trainer) head(s Seq, xf []float32, rows []int, st *TokenStats, lse, g, 
 		if g == nil {
 			continue
 		}
-		gemm.GemmPacked(false, n, 1, logits[:n*V], V, e.headPackedT(), 0, dxc[:n*H], H)
+		if q := m.LMHead.W.Q; q != nil {
+			clear(dxc[:n*H])
+			q.MatMulAcc(logits[:n*V], n, dxc[:n*H])
+		} else {
+			gemm.GemmPacked(false, n, 1, logits[:n*V], V, e.headPackedT(), 0, dxc[:n*H], H)
+		}
 		for i, t := range rs {
 			kernels.Add(dxf[t*H:(t+1)*H], dxc[i*H:(i+1)*H])
 		}
