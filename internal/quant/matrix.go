@@ -132,6 +132,10 @@ func (w *work) mul(x []float32, rows int, ms []*Matrix, out []float32, ldo int, 
 	if len(x) < rows*cols || ldo < total || len(out) < (rows-1)*ldo+total {
 		panic(fmt.Sprintf("quant: MatMulT of %d rows: x has %d of %d×%d, out %d with stride %d for %d columns", rows, len(x), rows, cols, len(out), ldo, total))
 	}
+	if GEMMRows > 0 && rows >= GEMMRows {
+		mulGEMM(x, rows, ms, out, ldo, accumulate)
+		return
+	}
 	w.x, w.rows, w.cols, w.ms, w.out, w.ldo, w.acc = x, rows, cols, ms, out, ldo, accumulate
 	w.need32, w.needK = false, false
 	for _, m := range ms {
@@ -166,6 +170,45 @@ func (w *work) mul(x []float32, rows int, ms []*Matrix, out []float32, ldo int, 
 	}
 	gemm.Parallel(len(w.tasks), w.runFn)
 	w.x, w.ms, w.out = nil, nil, nil
+}
+
+// GEMMRows is the number of activation rows from which MatMulT and MatMulTMany dequantize
+// the weights a tile of rows at a time and multiply them with the f32 GEMM (gemm.Sgemm)
+// instead of quantizing the activations: a prefill's product then costs one dequantization
+// of the weights plus an f32 GEMM, which on the Go row kernels is tens of times faster than
+// the integer dot products (and is exact in the activations). 0 turns it off.
+var GEMMRows = 32
+
+// mulGEMM is MatMulTMany by dequantized tiles of weight rows and gemm.Sgemm.
+func mulGEMM(x []float32, rows int, ms []*Matrix, out []float32, ldo int, accumulate bool) {
+	cols := ms[0].Cols
+	tile := accTile(cols)
+	bp := accPool.Get().(*[]float32)
+	defer accPool.Put(bp)
+	*bp = resize(*bp, tile*cols)
+	buf := *bp
+	beta := float32(0)
+	if accumulate {
+		beta = 1
+	}
+	off := 0
+	for _, m := range ms {
+		for r0 := 0; r0 < m.Rows; r0 += tile {
+			n := min(tile, m.Rows-r0)
+			m.rowsTo(buf, r0, n)
+			gemm.Sgemm(false, true, rows, n, cols, 1, x, cols, buf, cols, beta, out[off+r0:], ldo)
+		}
+		off += m.Rows
+	}
+}
+
+// rowsTo dequantizes rows [r0, r0+n) into buf (n × Cols) on gemm's worker pool.
+func (m *Matrix) rowsTo(buf []float32, r0, n int) {
+	gemm.Parallel((n+7)/8, func(t int) {
+		for r := r0 + 8*t; r < min(r0+8*t+8, r0+n); r++ {
+			m.Row(buf[(r-r0)*m.Cols:], r)
+		}
+	})
 }
 
 // xTile is how many activation rows each weight row meets in turn: 16 rows of 8-bit
@@ -250,11 +293,7 @@ func (m *Matrix) MatMulAcc(dy []float32, rows int, dx []float32) {
 	buf := *bp
 	for r0 := 0; r0 < m.Rows; r0 += tile {
 		n := min(tile, m.Rows-r0)
-		gemm.Parallel((n+7)/8, func(t int) {
-			for r := r0 + 8*t; r < min(r0+8*t+8, r0+n); r++ {
-				m.Row(buf[(r-r0)*m.Cols:], r)
-			}
-		})
+		m.rowsTo(buf, r0, n)
 		gemm.Sgemm(false, false, rows, m.Cols, n, 1, dy[r0:], m.Rows, buf, m.Cols, 1, dx, m.Cols)
 	}
 }

@@ -64,8 +64,20 @@ func refDot(w, x []float32) float64 {
 
 // TestMatMulTMatchesDequantized checks x·Mᵀ for every type on odd shapes against the f64
 // product with the dequantized matrix, within actsBound; with 1 and 3 threads, overwriting
-// and accumulating into an output with a wider stride.
+// and accumulating into an output with a wider stride; by integer dot products on quantized
+// activations for every row count, and by dequantized tiles and the f32 GEMM from 16 rows
+// (GEMMRows; exact in the activations, so within the same bound).
 func TestMatMulTMatchesDequantized(t *testing.T) {
+	for _, g := range []int{0, 16} {
+		t.Run(fmt.Sprintf("GEMMRows=%d", g), func(t *testing.T) {
+			defer func(old int) { GEMMRows = old }(GEMMRows)
+			GEMMRows = g
+			testMatMulT(t)
+		})
+	}
+}
+
+func testMatMulT(t *testing.T) {
 	defer gemm.SetThreads(0)
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, typ := range allTypes {
@@ -124,7 +136,26 @@ func TestMatMulTManyIsConcatenation(t *testing.T) {
 	n := a.Rows + b.Rows + c.Rows
 	out := make([]float32, rows*n)
 	MatMulTMany(x, rows, []*Matrix{a, b, c}, out, n, false)
+	// By dequantized tiles (GEMMRows) too: the f32 products of the parts.
+	defer func(old int) { GEMMRows = old }(GEMMRows)
+	GEMMRows = 1
+	ref := make([]float32, rows*n)
+	MatMulTMany(x, rows, []*Matrix{a, b, c}, ref, n, false)
 	off := 0
+	for _, m := range []*Matrix{a, b, c} {
+		w, _ := gguf.Dequantize(m.Type, m.Data, m.Rows*m.Cols)
+		for i := range rows {
+			for j := range m.Rows {
+				want := refDot(w[j*cols:(j+1)*cols], x[i*cols:(i+1)*cols])
+				if d := math.Abs(float64(ref[i*n+off+j]) - want); d > 1e-4*(1+math.Abs(want)) {
+					t.Fatalf("GEMM path, %s part: out[%d][%d] = %g, want %g", m.Type, i, off+j, ref[i*n+off+j], want)
+				}
+			}
+		}
+		off += m.Rows
+	}
+	GEMMRows = 0
+	off = 0
 	for _, m := range []*Matrix{a, b, c} {
 		want := make([]float32, rows*m.Rows)
 		m.MatMulT(x, rows, want, m.Rows, false)
