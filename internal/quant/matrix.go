@@ -2,6 +2,7 @@ package quant
 
 import (
 	"fmt"
+	"reflect"
 	"sync"
 
 	"github.com/honeai/hone/internal/gemm"
@@ -132,7 +133,7 @@ func (w *work) mul(x []float32, rows int, ms []*Matrix, out []float32, ldo int, 
 	if len(x) < rows*cols || ldo < total || len(out) < (rows-1)*ldo+total {
 		panic(fmt.Sprintf("quant: MatMulT of %d rows: x has %d of %d×%d, out %d with stride %d for %d columns", rows, len(x), rows, cols, len(out), ldo, total))
 	}
-	if GEMMRows > 0 && rows >= GEMMRows {
+	if g := gemmRows(ms); g > 0 && rows >= g {
 		mulGEMM(x, rows, ms, out, ldo, accumulate)
 		return
 	}
@@ -174,10 +175,50 @@ func (w *work) mul(x []float32, rows int, ms []*Matrix, out []float32, ldo int, 
 
 // GEMMRows is the number of activation rows from which MatMulT and MatMulTMany dequantize
 // the weights a tile of rows at a time and multiply them with the f32 GEMM (gemm.Sgemm)
-// instead of quantizing the activations: a prefill's product then costs one dequantization
-// of the weights plus an f32 GEMM, which on the Go row kernels is tens of times faster than
-// the integer dot products (and is exact in the activations). 0 turns it off.
-var GEMMRows = 32
+// instead of quantizing the activations (exact in the activations); 0 never does. The
+// default, -1, decides by the row kernels in use: where a type's kernel is the Go one (no
+// assembly for this CPU), from 2 rows, since the Go kernels reduce about 1 GMAC/s a core and
+// the dequantized tiles plus the f32 GEMM run 3-20 times faster from 4 rows (more the more
+// rows); with the assembly kernels (about 40 GMAC/s on two AVX-512 cores whatever the row
+// count, against 36 for the GEMM path at 128 rows), never. BenchmarkMatMulT measures both.
+var GEMMRows = -1
+
+// gemmRows is GEMMRows for a product over ms.
+func gemmRows(ms []*Matrix) int {
+	if GEMMRows >= 0 {
+		return GEMMRows
+	}
+	for _, m := range ms {
+		if goKernel(m.Type) {
+			return 2
+		}
+	}
+	return 0
+}
+
+// goKernel reports whether t's row kernel in use is the Go one.
+func goKernel(t gguf.TensorType) bool {
+	is := func(f, g any) bool { return reflect.ValueOf(f).Pointer() == reflect.ValueOf(g).Pointer() }
+	switch t {
+	case gguf.Q8_0:
+		return is(dotQ8_0, dotQ8_0Go)
+	case gguf.Q4_0:
+		return is(dotQ4_0, dotQ4_0Go)
+	case gguf.Q4_1:
+		return is(dotQ4_1, dotQ4_1Go)
+	case gguf.Q5_0:
+		return is(dotQ5_0, dotQ5_0Go)
+	case gguf.Q5_1:
+		return is(dotQ5_1, dotQ5_1Go)
+	case gguf.Q4_K:
+		return is(dotQ4_K, dotQ4_KGo)
+	case gguf.Q5_K:
+		return is(dotQ5_K, dotQ5_KGo)
+	case gguf.Q6_K:
+		return is(dotQ6_K, dotQ6_KGo)
+	}
+	return false
+}
 
 // mulGEMM is MatMulTMany by dequantized tiles of weight rows and gemm.Sgemm.
 func mulGEMM(x []float32, rows int, ms []*Matrix, out []float32, ldo int, accumulate bool) {

@@ -126,6 +126,8 @@ func testMatMulT(t *testing.T) {
 func TestMatMulTManyIsConcatenation(t *testing.T) {
 	defer gemm.SetThreads(0)
 	gemm.SetThreads(2)
+	defer func(old int) { GEMMRows = old }(GEMMRows)
+	GEMMRows = 0
 	r := rand.New(rand.NewPCG(5, 6))
 	cols := 512
 	a, _ := randomMatrix(t, r, gguf.Q8_0, 7, cols)
@@ -137,7 +139,6 @@ func TestMatMulTManyIsConcatenation(t *testing.T) {
 	out := make([]float32, rows*n)
 	MatMulTMany(x, rows, []*Matrix{a, b, c}, out, n, false)
 	// By dequantized tiles (GEMMRows) too: the f32 products of the parts.
-	defer func(old int) { GEMMRows = old }(GEMMRows)
 	GEMMRows = 1
 	ref := make([]float32, rows*n)
 	MatMulTMany(x, rows, []*Matrix{a, b, c}, ref, n, false)
@@ -170,10 +171,13 @@ func TestMatMulTManyIsConcatenation(t *testing.T) {
 	}
 }
 
-// TestMatMulTNoGarbage: a steady stream of single-threaded products allocates nothing.
+// TestMatMulTNoGarbage: a steady stream of single-threaded products on quantized activations
+// allocates nothing.
 func TestMatMulTNoGarbage(t *testing.T) {
 	defer gemm.SetThreads(0)
 	gemm.SetThreads(1)
+	defer func(old int) { GEMMRows = old }(GEMMRows)
+	GEMMRows = 0
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, typ := range []gguf.TensorType{gguf.Q4_1, gguf.Q6_K} {
 		m, _ := randomMatrix(t, r, typ, 64, 512)

@@ -1,0 +1,41 @@
+package quant
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/honeai/hone/internal/gguf"
+)
+
+// BenchmarkMatMulT multiplies a SmolLM2-sized gate projection (1536 × 576) by 1 to 128
+// activation rows, by integer dot products on quantized activations ("int8") and by
+// dequantized tiles and the f32 GEMM ("gemm"): where GEMMRows should lie on this CPU.
+func BenchmarkMatMulT(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, typ := range []gguf.TensorType{gguf.Q4_1, gguf.Q8_0, gguf.Q4_K} {
+		const rowsW, cols = 1536, 768 // 768: a multiple of 256 for Q4_K
+		data := randomBlocks(r, typ, rowsW*cols/typ.BlockSize())
+		m, err := NewMatrix(typ, rowsW, cols, data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, rows := range []int{1, 4, 16, 32, 128} {
+			x := randomActs(r, rows*cols)
+			out := make([]float32, rows*rowsW)
+			for _, path := range []string{"int8", "gemm"} {
+				b.Run(fmt.Sprintf("%s/rows%d/%s", typ, rows, path), func(b *testing.B) {
+					defer func(old int) { GEMMRows = old }(GEMMRows)
+					GEMMRows = 0
+					if path == "gemm" {
+						GEMMRows = 1
+					}
+					for b.Loop() {
+						m.MatMulT(x, rows, out, rowsW, false)
+					}
+					b.ReportMetric(float64(b.N)*float64(rows*rowsW*cols)/b.Elapsed().Seconds()/1e9, "GMAC/s")
+				})
+			}
+		}
+	}
+}
