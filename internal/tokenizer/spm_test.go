@@ -353,3 +353,67 @@ func TestSPMGGUFRefused(t *testing.T) {
 		}
 	}
 }
+
+// FuzzSPMRoundTrip encodes and decodes with every form of the SentencePiece test vocabulary
+// (seeds: the golden strings and testdata/fuzz/FuzzSPMRoundTrip). Nothing may panic, the
+// incremental decoder must give Decode's text, and, for a string s that holds neither "▁"
+// (U+2581, which SentencePiece reads as a space) nor the text of an added token (<unk>, <s>,
+// </s>, which become those tokens), Decode(Encode(s, false), false) must be:
+//   - s itself for the GGUF form with and without the dummy prefix and for the legacy
+//     tokenizer.json, whose "▁" prefix the decoder strips again, as sentencepiece's
+//     decode(encode(s)) == s for a model with identity normalization and byte fallback;
+//   - s without one leading space for the Metaspace forms, which put no "▁" before text that
+//     starts with a space (or none at all) but whose decoder strips one (as tokenizers does);
+//   - for s that is not valid UTF-8 (which Hone spells with byte tokens, byte by byte), the
+//     same with each invalid sequence as U+FFFD, as Decode writes it.
+//
+// The Metaspace decoder variant is only run: it drops every "▁" of the first token, so its
+// round trip loses leading spaces in ways that depend on the merges.
+func FuzzSPMRoundTrip(f *testing.F) {
+	for _, g := range readSPMGoldens(f) {
+		f.Add(g.Text)
+	}
+	forms := []struct {
+		name       string
+		tk         *Tokenizer
+		trimSpace  bool
+		roundTrips bool
+	}{
+		{"gguf", spmGGUF(f), false, true},
+		{"gguf no prefix", spmGGUF(f, gguf.KV{Key: "tokenizer.ggml.add_space_prefix", Value: false}), false, true},
+		{"legacy", spmJSON(f, "legacy"), false, true},
+		{"metaspace", spmJSON(f, "metaspace"), true, true},
+		{"metaspace_always_split", spmJSON(f, "metaspace_always_split"), true, true},
+		{"metaspace_never", spmJSON(f, "metaspace_never"), true, true},
+		{"metaspace_decoder", spmJSON(f, "metaspace_decoder"), false, false},
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		check := !strings.Contains(s, metaspaceChar)
+		for _, added := range []string{"<unk>", "<s>", "</s>"} {
+			check = check && !strings.Contains(s, added)
+		}
+		for _, form := range forms {
+			ids := form.tk.Encode(s, true)
+			ids = ids[1:] // the BOS
+			back := form.tk.Decode(ids, false)
+			d := form.tk.NewDecoder(false)
+			var sb strings.Builder
+			for _, id := range ids {
+				sb.WriteString(d.Add(id))
+			}
+			if sb.WriteString(d.Flush()); sb.String() != back {
+				t.Fatalf("%s: streamed %q, Decode %q", form.name, sb.String(), back)
+			}
+			if !check || !form.roundTrips {
+				continue
+			}
+			want := s
+			if form.trimSpace {
+				want = strings.TrimPrefix(s, " ")
+			}
+			if want = lossyUTF8([]byte(want)); back != want {
+				t.Fatalf("%s: Decode(Encode(%q)) = %q, want %q (ids %v)", form.name, s, back, want, ids)
+			}
+		}
+	})
+}
