@@ -110,8 +110,12 @@ func buildDecoder(raw json.RawMessage, charLevel bool) (textDecoder, error) {
 // Decode turns ids back into text, as Hugging Face tokenizers' decode does: the tokens' bytes
 // are joined (for SentencePiece vocabularies "▁" is a space, <0xXX> tokens are bytes, and the
 // leading space the tokenizer prepended is stripped as its decoder says), and invalid UTF-8
-// becomes U+FFFD. Special tokens are dropped when skipSpecialTokens is set; ids out of range
-// are ignored.
+// becomes U+FFFD, one for each maximal ill-formed subpart (as Rust's from_utf8_lossy). For
+// byte tokens that do not make valid UTF-8 that is not what the references do: tokenizers'
+// ByteFallback writes one U+FFFD per byte of a run of byte tokens that is invalid as a whole,
+// sentencepiece one per invalid byte; Hone keeps one rule, which its incremental Decoder can
+// follow without holding text back. Special tokens are dropped when skipSpecialTokens is set;
+// ids out of range are ignored.
 func (t *Tokenizer) Decode(ids []int, skipSpecialTokens bool) string {
 	var b []byte
 	first := true

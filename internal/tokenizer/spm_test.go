@@ -417,3 +417,59 @@ func FuzzSPMRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+// Byte tokens that do not make valid UTF-8 decode as Decode documents: U+FFFD for each
+// maximal ill-formed subpart, the same in the incremental decoder.
+func TestSPMInvalidByteTokens(t *testing.T) {
+	tk := spmGGUF(t)
+	id := func(s string) int {
+		id, ok := tk.TokenID(s)
+		if !ok {
+			t.Fatalf("no token %q", s)
+		}
+		return id
+	}
+	for _, c := range []struct {
+		ids  []int
+		want string
+	}{
+		{[]int{id("<0xE2>"), id("<0x82>")}, "\uFFFD"},
+		{[]int{id("<0xE2>"), id("<0x82>"), id("<0xAC>")}, "€"},
+		{[]int{id("<0xFF>"), id("<0x41>")}, "\uFFFDA"},
+		{[]int{id("▁a"), id("<0xF0>"), id("<0x9F>"), id("<0x98>"), id("b")}, "a\uFFFDb"},
+	} {
+		if got := tk.Decode(c.ids, false); got != c.want {
+			t.Errorf("Decode(%v) = %q, want %q", c.ids, got, c.want)
+		}
+		checkStreaming(t, tk, c.ids, false)
+	}
+}
+
+// On the corpus of the byte-level goldens too, the GGUF form (merges ordered by scores, as
+// llama.cpp) gives sentencepiece's ids (goldens-spm-corpus.json), and so does the legacy
+// tokenizer.json (transformers' merge list).
+func TestSPMCorpus(t *testing.T) {
+	var corpus []string
+	var want [][]int
+	for name, dst := range map[string]any{"corpus.json": &corpus, "spm/goldens-spm-corpus.json": &want} {
+		data, err := os.ReadFile(filepath.Join(testdataDir(), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(data, dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(corpus) != len(want) || len(corpus) < 300 {
+		t.Fatalf("%d strings, %d goldens", len(corpus), len(want))
+	}
+	g, j := spmGGUF(t), spmJSON(t, "legacy")
+	for i, s := range corpus {
+		if got := g.Encode(s, false); !slices.Equal(got, want[i]) {
+			t.Errorf("GGUF %q: %v, want %v", s, got, want[i])
+		}
+		if got := j.Encode(s, false); !slices.Equal(got, want[i]) {
+			t.Errorf("tokenizer.json %q: %v, want %v", s, got, want[i])
+		}
+	}
+}

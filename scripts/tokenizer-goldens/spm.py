@@ -23,7 +23,9 @@ From tokenizer.model it writes:
       "legacy"/"metaspace": tokenizers' ids without and with special tokens, and its decodings
              of the ids with and without skip_special_tokens;
       and the same from tokenizers for each variant of variants.json: metaspace/tokenizer.json
-      with top-level parts replaced (other Metaspace options, the Metaspace decoder).
+      with top-level parts replaced (other Metaspace options, the Metaspace decoder);
+  - goldens-spm-corpus.json: sentencepiece's ids ("spm" above) for each string of
+    testdata/corpus.json, the corpus of the byte-level goldens.
 """
 import argparse
 import glob
@@ -202,6 +204,13 @@ def main():
     with open(os.path.join(out_dir, "goldens-spm.jsonl"), "w") as f:
         for r in rows:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    # sentencepiece's ids (llama.cpp's handling of control tokens) for the byte-level goldens'
+    # corpus too, by index, in one compact file.
+    with open(os.path.join(root, "internal", "tokenizer", "testdata", "corpus.json")) as f:
+        corpus = json.load(f)
+    with open(os.path.join(out_dir, "goldens-spm-corpus.json"), "w") as f:
+        json.dump([llama_cpp_ids(sp, text) for text in corpus], f, separators=(",", ":"))
+        f.write("\n")
     print(f"{len(rows)} strings, {differ} where tokenizers' legacy json and sentencepiece differ")
 
 
