@@ -184,7 +184,7 @@ func FromGGUF(md *gguf.Metadata) (*Tokenizer, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !ok && spm && !md.Has("tokenizer.ggml."+k.key) && k.spmDefault >= 0 && k.spmDefault < len(tokens) {
+		if !ok && spm && k.spmDefault >= 0 && k.spmDefault < len(tokens) {
 			id, ok = k.spmDefault, true
 		}
 		if ok {
