@@ -284,3 +284,56 @@ func TestExportGGUFLlamaCpp(t *testing.T) {
 		}
 	}
 }
+
+// TestExportGGUFQuantizeMatchesLlamaCpp: Hone's q8_0 and q4_k exports equal, tensor for
+// tensor (types and bytes), what llama.cpp's llama-quantize (Q8_0, Q4_K_M, no importance
+// matrix) makes of Hone's f32 export of the same merged model.
+func TestExportGGUFQuantizeMatchesLlamaCpp(t *testing.T) {
+	base := fixture(t, "HONE_SMOLLM2_DIR", "a real SmolLM2-135M-Instruct directory")
+	bin := fixture(t, "HONE_LLAMA_CPP", "llama.cpp's binaries")
+	dir := t.TempDir()
+	smolExports(t, base, dir, "f32", "q8_0", "q4_k")
+	for _, c := range []struct{ typ, ftype string }{{"q8_0", "Q8_0"}, {"q4_k", "Q4_K_M"}} {
+		ref := filepath.Join(dir, "llama-"+c.typ+".gguf")
+		cmd := exec.Command(filepath.Join(bin, "llama-quantize"), filepath.Join(dir, "f32.gguf"), ref, c.ftype, "2")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("llama-quantize: %v\n%s", err, tail(string(out), 3000))
+		}
+		want, err := gguf.Open(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := gguf.Open(filepath.Join(dir, c.typ+".gguf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Names()) != len(want.Names()) {
+			t.Errorf("%s: %d tensors, llama-quantize %d", c.typ, len(got.Names()), len(want.Names()))
+		}
+		bad := 0
+		for _, name := range want.Names() {
+			wt, gt := want.Tensors[name], got.Tensors[name]
+			if gt == nil {
+				t.Errorf("%s: no tensor %s", c.typ, name)
+				continue
+			}
+			if wt.Type != gt.Type {
+				t.Errorf("%s: %s is %s, llama-quantize made it %s", c.typ, name, gt.Type, wt.Type)
+				continue
+			}
+			wb, _ := want.Tensor(name)
+			gb, _ := got.Tensor(name)
+			if !bytes.Equal(wb, gb) {
+				if bad < 5 {
+					t.Errorf("%s: tensor %s (%s) differs from llama-quantize's", c.typ, name, gt.Type)
+				}
+				bad++
+			}
+		}
+		if bad > 0 {
+			t.Errorf("%s: %d tensors differ", c.typ, bad)
+		}
+		want.Close()
+		got.Close()
+	}
+}
