@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/honeai/hone/internal/gguf"
@@ -308,4 +311,274 @@ func spmPre(md *gguf.Metadata) (ggufPre, error) {
 		normalizer: map[string]any{"type": "Sequence", "normalizers": normalizers},
 		decoder:    map[string]any{"type": "Sequence", "decoders": decoders},
 	}, nil
+}
+
+// GGUF token type of a token id the vocabulary lacks (llama.cpp's LLAMA_TOKEN_TYPE_UNUSED).
+const ggufTokenUnused = 5
+
+// GGUFMetadata is the tokenizer.* metadata llama.cpp's convert_hf_to_gguf.py writes for the
+// tokenizer of a Hugging Face model directory (tokenizer.json, tokenizer_config.json,
+// chat_template.jinja, config.json), for a model of vocabSize embeddings: the inverse of
+// FromGGUF. The vocabulary must be byte-level BPE and its normalizer and pre-tokenizer one of
+// FromGGUF's tokenizer.ggml.pre values; anything else is refused (llama.cpp identifies
+// pre-tokenizers by name and would tokenize differently).
+//
+// Token types: the added tokens that are special, or look special (<|...|>, <pad>), are
+// control tokens (3), other added tokens user-defined (4), the rest normal (1); ids below
+// vocabSize that the vocabulary lacks become "[PAD<id>]" of type unused (5).
+func GGUFMetadata(dir string, vocabSize int) ([]gguf.KV, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	var tj struct {
+		Normalizer    json.RawMessage `json:"normalizer"`
+		PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
+		PostProcessor json.RawMessage `json:"post_processor"`
+		AddedTokens   []struct {
+			ID      int    `json:"id"`
+			Content string `json:"content"`
+			Special bool   `json:"special"`
+		} `json:"added_tokens"`
+		Model struct {
+			Type         string            `json:"type"`
+			Vocab        map[string]int    `json:"vocab"`
+			Merges       []json.RawMessage `json:"merges"`
+			IgnoreMerges bool              `json:"ignore_merges"`
+			ByteFallback bool              `json:"byte_fallback"`
+		} `json:"model"`
+	}
+	if err := json.Unmarshal(raw, &tj); err != nil {
+		return nil, fmt.Errorf("tokenizer: %s/tokenizer.json: %w", dir, err)
+	}
+	if tj.Model.Type != "BPE" || tj.Model.ByteFallback {
+		return nil, fmt.Errorf("tokenizer: %s/tokenizer.json: a %q model (byte fallback %v) has no GGUF export: only byte-level BPE (tokenizer.ggml.model gpt2)", dir, tj.Model.Type, tj.Model.ByteFallback)
+	}
+	pre, err := ggufPreName(tj.Normalizer, tj.PreTokenizer, tj.Model.IgnoreMerges)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %s/tokenizer.json: %w", dir, err)
+	}
+	if vocabSize <= 0 {
+		vocabSize = len(tj.Model.Vocab)
+	}
+	byID := make([]string, vocabSize)
+	has := make([]bool, vocabSize)
+	types := make([]int32, vocabSize)
+	put := func(id int, tok string, typ int32) error {
+		if id < 0 || id >= vocabSize {
+			return fmt.Errorf("tokenizer: %s/tokenizer.json: token %q has id %d, outside the model's %d embeddings", dir, tok, id, vocabSize)
+		}
+		byID[id], has[id], types[id] = tok, true, typ
+		return nil
+	}
+	for tok, id := range tj.Model.Vocab {
+		if err := put(id, tok, ggufTokenNormal); err != nil {
+			return nil, err
+		}
+	}
+	for _, at := range tj.AddedTokens {
+		typ := int32(ggufTokenUserDefined)
+		if at.Special || looksSpecial(at.Content) {
+			typ = ggufTokenControl
+		}
+		if err := put(at.ID, at.Content, typ); err != nil {
+			return nil, err
+		}
+	}
+	for i := range byID {
+		if !has[i] {
+			byID[i], types[i] = fmt.Sprintf("[PAD%d]", i), ggufTokenUnused
+		}
+	}
+	merges := make([]string, len(tj.Model.Merges))
+	for i, m := range tj.Model.Merges {
+		var s string
+		var pair []string
+		switch {
+		case json.Unmarshal(m, &s) == nil:
+			merges[i] = s
+		case json.Unmarshal(m, &pair) == nil && len(pair) == 2:
+			merges[i] = pair[0] + " " + pair[1]
+		default:
+			return nil, fmt.Errorf("tokenizer: %s/tokenizer.json: merge %d is %s, neither \"a b\" nor [\"a\", \"b\"]", dir, i, m)
+		}
+	}
+	var tc map[string]json.RawMessage
+	if b, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json")); err == nil {
+		if err := json.Unmarshal(b, &tc); err != nil {
+			return nil, fmt.Errorf("tokenizer: %s/tokenizer_config.json: %w", dir, err)
+		}
+	}
+	var cfg map[string]json.RawMessage
+	if b, err := os.ReadFile(filepath.Join(dir, "config.json")); err == nil {
+		_ = json.Unmarshal(b, &cfg)
+	}
+	ids := map[string]int{}
+	for tok, id := range tj.Model.Vocab {
+		ids[tok] = id
+	}
+	for _, at := range tj.AddedTokens {
+		ids[at.Content] = at.ID
+	}
+	meta := []gguf.KV{
+		{Key: "tokenizer.ggml.model", Value: "gpt2"},
+		{Key: "tokenizer.ggml.pre", Value: pre},
+		{Key: "tokenizer.ggml.tokens", Value: byID},
+		{Key: "tokenizer.ggml.token_type", Value: types},
+		{Key: "tokenizer.ggml.merges", Value: merges},
+	}
+	special := map[string]int{}
+	for _, k := range []struct{ typ, key string }{{"bos", "bos_token_id"}, {"eos", "eos_token_id"},
+		{"unk", "unknown_token_id"}, {"pad", "padding_token_id"}} {
+		id := -1
+		// tokenizer_config.json's "<typ>_token" (a string or {"content": ...}) first, then
+		// config.json's "<typ>_token_id".
+		var s string
+		var obj struct{ Content string }
+		if v, ok := tc[k.typ+"_token"]; ok {
+			if json.Unmarshal(v, &s) != nil && json.Unmarshal(v, &obj) == nil {
+				s = obj.Content
+			}
+			if n, ok := ids[s]; ok && s != "" {
+				id = n
+			}
+		}
+		var n int
+		if v, ok := cfg[k.typ+"_token_id"]; id < 0 && ok && json.Unmarshal(v, &n) == nil {
+			id = n
+		}
+		if id >= 0 && id < vocabSize {
+			special[k.typ] = id
+			meta = append(meta, gguf.KV{Key: "tokenizer.ggml." + k.key, Value: uint32(id)})
+		}
+	}
+	// add_bos_token / add_eos_token: tokenizer_config.json's flags, else whether the
+	// post-processor's template puts the token before (after) the text.
+	first, last := templateEnds(tj.PostProcessor)
+	for _, k := range []struct {
+		typ, tok string
+	}{{"bos", first}, {"eos", last}} {
+		var on bool
+		if v, ok := tc["add_"+k.typ+"_token"]; !ok || json.Unmarshal(v, &on) != nil {
+			id, ok := special[k.typ]
+			on = ok && k.tok != "" && byID[id] == k.tok
+		}
+		if on || k.typ == "bos" {
+			meta = append(meta, gguf.KV{Key: "tokenizer.ggml.add_" + k.typ + "_token", Value: on})
+		}
+	}
+	var addPrefix bool
+	if v, ok := tc["add_prefix_space"]; ok && json.Unmarshal(v, &addPrefix) == nil {
+		meta = append(meta, gguf.KV{Key: "tokenizer.ggml.add_space_prefix", Value: addPrefix})
+	}
+	tpl := ""
+	if v, ok := tc["chat_template"]; ok {
+		var named []struct{ Name, Template string }
+		if json.Unmarshal(v, &tpl) != nil && json.Unmarshal(v, &named) == nil {
+			for _, n := range named {
+				if n.Name == "default" {
+					tpl = n.Template
+				}
+			}
+		}
+	}
+	if tpl == "" {
+		if b, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja")); err == nil {
+			tpl = string(b)
+		}
+	}
+	if tpl != "" {
+		meta = append(meta, gguf.KV{Key: "tokenizer.chat_template", Value: tpl})
+	}
+	return meta, nil
+}
+
+// looksSpecial is convert_hf_to_gguf.py's test for added tokens it makes control tokens
+// even when tokenizer.json does not mark them special.
+func looksSpecial(s string) bool {
+	switch s {
+	case "<pad>", "<mask>", "<2mass>", "[@BOS@]":
+		return true
+	}
+	return strings.HasPrefix(s, "<|") && strings.HasSuffix(s, "|>") ||
+		strings.HasPrefix(s, "<｜") && strings.HasSuffix(s, "｜>") ||
+		strings.HasPrefix(s, "<start_of_") && strings.HasSuffix(s, ">") ||
+		strings.HasPrefix(s, "<end_of_") && strings.HasSuffix(s, ">")
+}
+
+// templateEnds returns the special tokens a TemplateProcessing post-processor (alone or in
+// a Sequence) puts first and last around a single text ("" where the text is at that end).
+func templateEnds(raw json.RawMessage) (first, last string) {
+	var pp struct {
+		Type       string
+		Processors []json.RawMessage
+		Single     []struct {
+			SpecialToken *struct{ ID string } `json:"SpecialToken"`
+		}
+	}
+	if json.Unmarshal(raw, &pp) != nil {
+		return "", ""
+	}
+	if pp.Type == "Sequence" {
+		for _, p := range pp.Processors {
+			if f, l := templateEnds(p); f != "" || l != "" {
+				return f, l
+			}
+		}
+		return "", ""
+	}
+	if pp.Type != "TemplateProcessing" || len(pp.Single) == 0 {
+		return "", ""
+	}
+	if s := pp.Single[0].SpecialToken; s != nil {
+		first = s.ID
+	}
+	if s := pp.Single[len(pp.Single)-1].SpecialToken; s != nil {
+		last = s.ID
+	}
+	return first, last
+}
+
+// ggufPreName finds the tokenizer.ggml.pre value whose normalizer, pre-tokenizer and
+// ignore_merges (ggufPreTokenizers) are tokenizer.json's, ignoring trim_offsets (which
+// changes offsets, not tokens).
+func ggufPreName(normalizer, preTok json.RawMessage, ignoreMerges bool) (string, error) {
+	canon := func(v any) string {
+		b, _ := json.Marshal(v)
+		var x any
+		_ = json.Unmarshal(b, &x)
+		var strip func(any) any
+		strip = func(v any) any {
+			switch t := v.(type) {
+			case map[string]any:
+				delete(t, "trim_offsets")
+				for k, e := range t {
+					t[k] = strip(e)
+				}
+			case []any:
+				for i, e := range t {
+					t[i] = strip(e)
+				}
+			}
+			return v
+		}
+		out, _ := json.Marshal(strip(x))
+		return string(out)
+	}
+	var n, p any
+	_ = json.Unmarshal(normalizer, &n)
+	_ = json.Unmarshal(preTok, &p)
+	gotN, gotP := canon(n), canon(p)
+	names := make([]string, 0, len(ggufPreTokenizers))
+	for name := range ggufPreTokenizers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		e := ggufPreTokenizers[name]
+		if canon(e.normalizer) == gotN && canon(e.pre) == gotP && e.ignoreMerges == ignoreMerges {
+			return name, nil
+		}
+	}
+	return "", fmt.Errorf("its normalizer and pre-tokenizer match none that Hone can name for llama.cpp (tokenizer.ggml.pre %s)", strings.Join(names, ", "))
 }
