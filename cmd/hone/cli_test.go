@@ -44,7 +44,7 @@ func TestHelp(t *testing.T) {
 		{"serve", serveCmd, []string{"--help"}, []string{"usage: hone serve", "-train-workers int", "-addr string"}, []string{"hone worker on", "Usage of"}},
 		{"worker", workCmd, []string{"--help"}, []string{"usage: hone worker", "-train-workers"}, []string{"Usage of serve"}},
 		{"train", trainCmd, []string{"--help"}, []string{"hone train sft", "hone train rl"}, nil},
-		{"train sft", trainCmd, []string{"sft", "--help"}, []string{"usage: hone train sft", "learning rate (default 5e-05)", "passes over the data (default 1)", "-file"}, []string{"-groups", "-loss", "1e-4", "1e-05"}},
+		{"train sft", trainCmd, []string{"sft", "--help"}, []string{"usage: hone train sft", "learning rate (default 0.0001)", "passes over the data (default 3)", "API's own defaults", "-file"}, []string{"-groups", "-loss", "1e-05"}},
 		{"train rl", trainCmd, []string{"rl", "-h"}, []string{"usage: hone train rl", "learning rate (default 5e-06)", "-allow-training-without-logprobs", "-groups"}, []string{"-file", "-epochs", "1e-05"}},
 		{"jobs", jobsCmd, []string{"--help"}, []string{"hone jobs list", "hone jobs cancel"}, nil},
 		{"jobs list", jobsCmd, []string{"list", "--help"}, []string{"-status", "-limit"}, nil},
@@ -163,7 +163,7 @@ func TestTrainCLIAsANewUser(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "created model local/p/m on base model tiny") {
 		t.Fatalf("first job: exit %d\n%s\n%s", code, out, errs)
 	}
-	code, out, errs = runCmd(trainCmd, append([]string{"sft", "--model", "local/p/m", "--file", file, "--epochs", "2"}, cli...)...)
+	code, out, errs = runCmd(trainCmd, append([]string{"sft", "--model", "local/p/m", "--file", file, "--epochs", "2", "--batch-size", "3"}, cli...)...)
 	if code != 0 {
 		t.Fatalf("existing model without --base: exit %d\n%s\n%s", code, out, errs)
 	}

@@ -16,18 +16,30 @@ import (
 )
 
 func init() {
-	register("export", "write a trained model as a Hugging Face directory (base + LoRA merged)", func(args []string) int {
+	register("export", "write a trained model as a Hugging Face directory or a GGUF file (base + LoRA merged), or its adapter as a GGUF LoRA", func(args []string) int {
 		return runExport(context.Background(), args, os.Stdout, os.Stderr)
 	})
 }
 
-const exportUsage = `usage: hone export --data DIR --model ENTITY/PROJECT/NAME[:stepN|:latest] --out OUTDIR [--base-dir DIR]
+const exportUsage = `usage: hone export --data DIR --model ENTITY/PROJECT/NAME[:stepN|:latest] --out OUT [--base-dir DIR]
+                   [--format hf|gguf|gguf-lora] [--type f16|q8_0|q4_k|f32]
 
 Merges a trained model's LoRA checkpoint into its base model's weights (W' = W + scaling·B·A,
-in f32, stored in the base's dtype) and writes a Hugging Face model directory: config.json,
-generation_config.json and the tokenizer files copied from the base, and model.safetensors.
-Works offline on the data directory (the server may be running). OUTDIR must not exist or be
-empty; it appears whole or not at all.
+in f32) and writes it in one of three formats (--format):
+
+  hf         (default) a Hugging Face model directory OUT: config.json, generation_config.json
+             and the tokenizer files copied from the base, and model.safetensors (the base's
+             dtype). OUT must not exist or be empty.
+  gguf       one GGUF file OUT for llama.cpp, Ollama and hone serve --model NAME=OUT, with the
+             metadata convert_hf_to_gguf.py writes; --type picks the weights' encoding: f16
+             (default), q8_0, q4_k (llama-quantize's Q4_K_M mix), or f32.
+  gguf-lora  the adapter alone (not merged) as a llama.cpp LoRA adapter GGUF file OUT (f32),
+             for llama-cli -m BASE.gguf --lora OUT or an Ollama Modelfile's ADAPTER OUT; the
+             base is the base model as GGUF: hone export --model NAME:step0 --format gguf
+             writes it (step 0 is the base itself, no adapter merged).
+
+Works offline on the data directory (the server may be running). OUT appears whole or not at
+all; a GGUF OUT must not exist.
 
 The base model's directory: --base-dir, or DATA/models/demo for the demo model. The server's
 --model NAME=DIR mapping is not stored in the data directory, so a trained model on any other
@@ -41,6 +53,8 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	ref := fs.String("model", "", "trained model ENTITY/PROJECT/NAME[:stepN|:latest] (required; default :latest)")
 	out := fs.String("out", "", "output directory (required; must not exist or be empty)")
 	baseDir := fs.String("base-dir", "", "base model directory (default DATA/models/demo for the demo model)")
+	format := fs.String("format", "hf", "output format: hf (a Hugging Face directory), gguf (one GGUF file), gguf-lora (the adapter as a GGUF LoRA)")
+	typ := fs.String("type", "", "weights of a --format gguf file: f16 (default), q8_0, q4_k or f32")
 	pos, err := parseInterleaved(fs, args)
 	if code, ok := flagError("export", exportUsage, fs, err, stdout, stderr); !ok {
 		return code
@@ -49,7 +63,25 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprint(stderr, "hone export: --model ENTITY/PROJECT/NAME[:stepN] and --out OUTDIR are required and it takes no arguments\nRun 'hone export --help' for its flags.\n")
 		return 2
 	}
-	dir, err := exportModel(ctx, *dataDir, *dsn, *ref, *baseDir, *out)
+	switch *format {
+	case "hf", "gguf-lora":
+		if *typ != "" {
+			fmt.Fprintf(stderr, "hone export: --type applies to --format gguf only (got --format %s --type %s)\n", *format, *typ)
+			return 2
+		}
+	case "gguf":
+		if *typ == "" {
+			*typ = "f16"
+		}
+		if _, ok := export.GGUFTypes[*typ]; !ok {
+			fmt.Fprintf(stderr, "hone export: --type %q: use f16, q8_0, q4_k or f32\n", *typ)
+			return 2
+		}
+	default:
+		fmt.Fprintf(stderr, "hone export: --format %q: use hf, gguf or gguf-lora\n", *format)
+		return 2
+	}
+	dir, err := exportModel(ctx, *dataDir, *dsn, *ref, *baseDir, *out, *format, *typ)
 	if err != nil {
 		fmt.Fprintln(stderr, "hone export:", err)
 		return 1
@@ -60,7 +92,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 // exportModel resolves ref in the data directory's registry and writes the merged model to
 // out; it returns the exported name with its step.
-func exportModel(ctx context.Context, dataDir, dsn, ref, baseDir, out string) (string, error) {
+func exportModel(ctx context.Context, dataDir, dsn, ref, baseDir, out, format, typ string) (string, error) {
 	name, tag, _ := strings.Cut(strings.TrimPrefix(ref, "wandb-artifact:///"), ":")
 	if tag == "" {
 		tag = "latest"
@@ -99,8 +131,9 @@ func exportModel(ctx context.Context, dataDir, dsn, ref, baseDir, out string) (s
 	}
 	var c registry.Checkpoint
 	switch {
+	case step == 0 && format != "gguf":
+		return "", fmt.Errorf("%s:step0 is the base model %s itself; there is no adapter to merge (--format gguf exports the base alone)", name, m.BaseModel)
 	case step == 0:
-		return "", fmt.Errorf("%s:step0 is the base model %s itself; there is no adapter to merge", name, m.BaseModel)
 	case step < 0:
 		c, err = reg.Latest(ctx, m.ID)
 		if errors.Is(err, registry.ErrNotFound) {
@@ -128,13 +161,23 @@ func exportModel(ctx context.Context, dataDir, dsn, ref, baseDir, out string) (s
 	if err != nil {
 		return "", fmt.Errorf("base model %s: %w", baseDir, err)
 	}
-	ckpt := reg.CheckpointDir(m.ID, c.Step)
-	a, err := model.LoadLoRA(ckpt, cfg)
-	if err != nil {
-		return "", fmt.Errorf("checkpoint %s (does --base-dir hold the base %q it was trained on?): %w", ckpt, m.BaseModel, err)
+	var a *model.LoRA
+	if step != 0 {
+		ckpt := reg.CheckpointDir(m.ID, c.Step)
+		if a, err = model.LoadLoRA(ckpt, cfg); err != nil {
+			return "", fmt.Errorf("checkpoint %s (does --base-dir hold the base %q it was trained on?): %w", ckpt, m.BaseModel, err)
+		}
 	}
 	full := fmt.Sprintf("%s:step%d", name, c.Step)
-	if err := export.Write(out, baseDir, a); err != nil {
+	switch format {
+	case "gguf":
+		err = export.WriteGGUF(out, baseDir, a, typ, full)
+	case "gguf-lora":
+		err = export.WriteGGUFAdapter(out, baseDir, a, full)
+	default:
+		err = export.Write(out, baseDir, a)
+	}
+	if err != nil {
 		return "", err
 	}
 	return full, nil

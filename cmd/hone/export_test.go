@@ -97,6 +97,23 @@ func TestExportEndToEnd(t *testing.T) {
 		t.Fatal("the trained step changed nothing: the comparison proves nothing")
 	}
 
+	// The adapter alone as a GGUF LoRA. (The merged model as GGUF is tested on SmolLM2 in
+	// internal/export: the demo model's tokenizer has no llama.cpp pre-tokenizer name, which
+	// the export refuses by name, leaving no file.)
+	if code, stdout, stderr := run("--data", dir, "--model", "local/p/agent", "--out", filepath.Join(dir, "agent-lora.gguf"), "--format", "gguf-lora"); code != 0 {
+		t.Fatalf("export --format gguf-lora: %d %q %q", code, stdout, stderr)
+	}
+	for _, ref := range []string{"local/p/agent", "local/p/agent:step0"} {
+		ggufOut := filepath.Join(dir, "agent.gguf")
+		code, _, stderr := run("--data", dir, "--model", ref, "--out", ggufOut, "--format", "gguf")
+		if code != 1 || !strings.Contains(stderr, "pre-tokenizer") {
+			t.Errorf("export %s --format gguf of the demo model: %d %q, want the tokenizer refused", ref, code, stderr)
+		}
+		if _, err := os.Stat(ggufOut); err == nil {
+			t.Errorf("a refused export left %s", ggufOut)
+		}
+	}
+
 	// Errors.
 	for _, c := range []struct {
 		args []string
@@ -112,6 +129,12 @@ func TestExportEndToEnd(t *testing.T) {
 		{[]string{"--data", dir, "--model", "local/p/agent", "--out", filepath.Join(dir, "o6"), "--base-dir", filepath.Join(dir, "nowhere")}, 1, "base model"},
 		{[]string{"--data", dir, "--out", filepath.Join(dir, "o7")}, 2, "--model"},
 		{[]string{"--data", dir, "--modle", "x"}, 2, "Did you mean --model?"},
+		{[]string{"--data", dir, "--model", "local/p/agent", "--out", filepath.Join(dir, "o8.gguf"), "--format", "gguf", "--type", "q3_k"}, 2, `--type "q3_k"`},
+		{[]string{"--data", dir, "--model", "local/p/agent", "--out", filepath.Join(dir, "o9"), "--type", "q8_0"}, 2, "--type applies to --format gguf only"},
+		{[]string{"--data", dir, "--model", "local/p/agent", "--out", filepath.Join(dir, "o10.gguf"), "--format", "gguf-lora", "--type", "f16"}, 2, "--type applies to --format gguf only"},
+		{[]string{"--data", dir, "--model", "local/p/agent", "--out", filepath.Join(dir, "o11"), "--format", "onnx"}, 2, `--format "onnx"`},
+		{[]string{"--data", dir, "--model", "local/p/agent:step0", "--out", filepath.Join(dir, "o12.gguf"), "--format", "gguf-lora"}, 1, "base model demo itself"},
+		{[]string{"--data", dir, "--model", "local/p/agent", "--out", filepath.Join(dir, "models", "demo", "config.json"), "--format", "gguf"}, 1, "exists"},
 	} {
 		code, _, stderr := run(c.args...)
 		if code != c.code || !strings.Contains(stderr, c.want) {
@@ -124,6 +147,18 @@ func TestExportEndToEnd(t *testing.T) {
 	for _, o := range []string{"o1", "o2", "o3", "o4", "o5", "o6", "o7"} {
 		if _, err := os.Stat(filepath.Join(dir, o)); err == nil {
 			t.Errorf("%s written despite the error", o)
+		}
+	}
+}
+
+// TestExportHelpListsGGUFFlags: hone export --help documents --format and --type.
+func TestExportHelpListsGGUFFlags(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := runExport(context.Background(), []string{"--help"}, &out, &errb)
+	all := out.String() + errb.String()
+	for _, want := range []string{"--format", "--type", "gguf-lora", "q4_k", "q8_0", "f16"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("hone export --help (exit %d) does not mention %s:\n%s", code, want, all)
 		}
 	}
 }

@@ -90,7 +90,7 @@ func TestTrainingAPIEndToEnd(t *testing.T) {
 	// SFT from an uploaded file.
 	code, _, body = do(t, "POST", u+"/files", bearer, sftData)
 	url := jsonOf(t, code, body, 200)["url"].(string)
-	code, _, body = do(t, "POST", u+"/sft-training-jobs", bearer, `{"model_id":"`+id+`","training_data_url":"`+url+`","config":{"learning_rate":0.01,"epochs":3}}`)
+	code, _, body = do(t, "POST", u+"/sft-training-jobs", bearer, `{"model_id":"`+id+`","training_data_url":"`+url+`","config":{"learning_rate":0.01,"epochs":3,"batch_size":"auto"}}`)
 	job := jsonOf(t, code, body, 200)["id"].(string)
 	j := waitJob(t, s, bearer, job)
 	if j["status"] != "SUCCEEDED" || j["step"] != float64(1) || j["kind"] != "sft" || j["started_at"] == nil || j["finished_at"] == nil {
@@ -103,7 +103,7 @@ func TestTrainingAPIEndToEnd(t *testing.T) {
 	for _, e := range data {
 		types = append(types, e.(map[string]any)["type"].(string))
 	}
-	if types[0] != "training_started" || types[len(types)-1] != "training_ended" || len(types) != 5 {
+	if types[0] != "training_started" || types[len(types)-1] != "training_ended" || len(types) != 2+3*3 { // 3 examples: batch size 1 (auto)
 		t.Fatalf("events %v", types)
 	}
 	step1 := data[1].(map[string]any)["data"].(map[string]any)
@@ -112,12 +112,12 @@ func TestTrainingAPIEndToEnd(t *testing.T) {
 	}
 	// Re-listing after the second event gives the rest.
 	code, _, body = do(t, "GET", u+"/training-jobs/"+job+"/events?after="+data[1].(map[string]any)["id"].(string), bearer, "")
-	if rest := jsonOf(t, code, body, 200)["data"].([]any); len(rest) != 3 {
+	if rest := jsonOf(t, code, body, 200)["data"].([]any); len(rest) != len(data)-2 {
 		t.Fatalf("after: %d events", len(rest))
 	}
 	// Live follow of a finished job: its events, then [DONE].
 	code, hdr, body := doAccept(t, u+"/training-jobs/"+job+"/events", bearer, "text/event-stream")
-	if code != 200 || !strings.HasPrefix(hdr, "text/event-stream") || strings.Count(string(body), "event: gradient_step") != 3 || !strings.HasSuffix(strings.TrimSpace(string(body)), "data: [DONE]") {
+	if code != 200 || !strings.HasPrefix(hdr, "text/event-stream") || strings.Count(string(body), "event: gradient_step") != 9 || !strings.HasSuffix(strings.TrimSpace(string(body)), "data: [DONE]") {
 		t.Fatalf("sse %d %s %s", code, hdr, body)
 	}
 
@@ -259,7 +259,7 @@ func TestTrainCLI(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "data.jsonl")
 	os.WriteFile(file, []byte(sftData), 0o644)
 	var out, errb bytes.Buffer
-	code := runTrain(context.Background(), []string{"sft", "--url", s.url, "--data", dir, "--model", "local/cli/m", "--file", file, "--lr", "0.01", "--epochs", "2"}, &out, &errb)
+	code := runTrain(context.Background(), []string{"sft", "--url", s.url, "--data", dir, "--model", "local/cli/m", "--file", file, "--lr", "0.01", "--epochs", "2", "--batch-size", "3"}, &out, &errb)
 	if code != 0 || !strings.Contains(out.String(), "training ended") || !strings.Contains(out.String(), "checkpoint step 1") || !strings.Contains(out.String(), "2/2") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
 	}

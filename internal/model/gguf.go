@@ -205,29 +205,6 @@ func containsInt(a []int, x int) bool {
 	return false
 }
 
-// ggufLayerNames maps the Hugging Face names of a layer's tensors (after "model.layers.N.")
-// to llama.cpp's (after "blk.N.").
-var ggufLayerNames = map[string]string{
-	"input_layernorm.weight":          "attn_norm.weight",
-	"post_attention_layernorm.weight": "ffn_norm.weight",
-	"self_attn.q_proj.weight":         "attn_q.weight",
-	"self_attn.q_proj.bias":           "attn_q.bias",
-	"self_attn.k_proj.weight":         "attn_k.weight",
-	"self_attn.k_proj.bias":           "attn_k.bias",
-	"self_attn.v_proj.weight":         "attn_v.weight",
-	"self_attn.v_proj.bias":           "attn_v.bias",
-	"self_attn.o_proj.weight":         "attn_output.weight",
-	"self_attn.o_proj.bias":           "attn_output.bias",
-	"self_attn.q_norm.weight":         "attn_q_norm.weight",
-	"self_attn.k_norm.weight":         "attn_k_norm.weight",
-	"mlp.gate_proj.weight":            "ffn_gate.weight",
-	"mlp.gate_proj.bias":              "ffn_gate.bias",
-	"mlp.up_proj.weight":              "ffn_up.weight",
-	"mlp.up_proj.bias":                "ffn_up.bias",
-	"mlp.down_proj.weight":            "ffn_down.weight",
-	"mlp.down_proj.bias":              "ffn_down.bias",
-}
-
 // ggufSource presents a GGUF file's tensors under Hugging Face names: dequantized to f32, or,
 // with quantized, the matrices of a type quant.Matrix multiplies (Q8_0, Q4_0, Q4_1, Q5_0,
 // Q5_1, Q4_K, Q5_K, Q6_K) as views of the mapped file.
@@ -244,19 +221,19 @@ func newGGUFSource(f *gguf.File, c *Config) *ggufSource {
 	add := func(hf, gg string) {
 		s.hf[hf], s.gg[gg] = gg, hf
 	}
-	add("model.embed_tokens.weight", "token_embd.weight")
-	add("model.norm.weight", "output_norm.weight")
-	add("lm_head.weight", "output.weight")
+	for hf, gg := range ggufGlobalNames {
+		add(hf, gg)
+	}
 	for i := 0; i < c.NumLayers; i++ {
-		for hf, gg := range ggufLayerNames {
-			add(fmt.Sprintf("model.layers.%d.%s", i, hf), fmt.Sprintf("blk.%d.%s", i, gg))
-		}
-		// llama.cpp's convert_hf_to_gguf.py reorders the rows of Llama's q and k projections
-		// (weights and biases) for its RoPE, which rotates adjacent pairs; Hone rotates halves.
-		if c.Arch == "llama" {
-			for _, p := range []string{"weight", "bias"} {
-				s.permut[fmt.Sprintf("model.layers.%d.self_attn.q_proj.%s", i, p)] = c.NumHeads
-				s.permut[fmt.Sprintf("model.layers.%d.self_attn.k_proj.%s", i, p)] = c.NumKVHeads
+		for hf := range GGUFLayerNames {
+			name := fmt.Sprintf("model.layers.%d.%s", i, hf)
+			gg, _, _ := GGUFTensorName(name)
+			add(name, gg)
+			// llama.cpp's convert_hf_to_gguf.py reorders the rows of Llama's q and k
+			// projections (weights and biases) for its RoPE, which rotates adjacent pairs;
+			// Hone rotates halves.
+			if heads := GGUFPermutedHeads(c, name); heads > 0 {
+				s.permut[name] = heads
 			}
 		}
 	}

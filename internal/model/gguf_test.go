@@ -396,7 +396,8 @@ func TestGGUFRefused(t *testing.T) {
 		{"unknown key", set("llama.expert_count", uint32(8)), []string{"llama.expert_count"}},
 		{"yarn", set("llama.rope.scaling.type", "yarn"), []string{"llama.rope.scaling.type", "yarn"}},
 		{"partial rotary", set("llama.rope.dimension_count", uint32(8)), []string{"llama.rope.dimension_count"}},
-		{"sentencepiece", set("tokenizer.ggml.model", "llama"), []string{"tokenizer.ggml.model", `"llama"`}},
+		{"unknown tokenizer model", set("tokenizer.ggml.model", "bert"), []string{"tokenizer.ggml.model", `"bert"`}},
+		{"sentencepiece with a byte-level pre-tokenizer", set("tokenizer.ggml.model", "llama"), []string{"tokenizer.ggml.pre", `"qwen2"`, `"llama"`}},
 		{"unknown pre-tokenizer", set("tokenizer.ggml.pre", "deepseek-llm"), []string{"tokenizer.ggml.pre", "deepseek-llm"}},
 	}
 	if bad != 0 {

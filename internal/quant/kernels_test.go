@@ -60,7 +60,7 @@ func dotRef(t *testing.T, typ gguf.TensorType, w []byte, n int, q []int8, d []fl
 func TestRowKernelsMatchDequantized(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	type kernel struct {
-		typ     gguf.TensorType
+		typ      gguf.TensorType
 		run, go_ func(w []byte, a32 *Acts32, ak *ActsK) float32
 	}
 	k32 := func(typ gguf.TensorType, f, g func([]byte, []int8, []float32) float32) kernel {

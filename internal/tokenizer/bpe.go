@@ -18,7 +18,12 @@ func (t *Tokenizer) encodeWord(w string, out []int) []int {
 			return out
 		}
 	}
-	ids := t.bpe([]byte(w))
+	var ids []int32
+	if t.charLevel {
+		ids = t.bpeChars(w)
+	} else {
+		ids = t.bpe([]byte(w))
+	}
 	if len(w) <= maxCachedWord {
 		t.cache.put(w, ids)
 	}
@@ -59,7 +64,7 @@ func (h *candHeap) Pop() any {
 	return x
 }
 
-// bpe merges the bytes of a pre-token: the pair of adjacent symbols with the lowest merge
+// bpe merges the bytes of a pre-token (byte-level BPE): the pair of adjacent symbols with the lowest merge
 // rank is merged first, the leftmost on ties, as Hugging Face tokenizers does.
 func (t *Tokenizer) bpe(b []byte) []int32 {
 	if t.ignoreMerges {
@@ -84,6 +89,12 @@ func (t *Tokenizer) bpe(b []byte) []int32 {
 		}
 		syms = append(syms, symbol{id: id, prev: int32(len(syms)) - 1, next: int32(len(syms)) + 1, alive: true})
 	}
+	return t.mergeSymbols(syms)
+}
+
+// mergeSymbols applies the merges to a word's initial symbols (linked in order, prev and next
+// set, the last one's next -1 set here) and returns the ids of what is left.
+func (t *Tokenizer) mergeSymbols(syms []symbol) []int32 {
 	if len(syms) == 0 {
 		return nil
 	}

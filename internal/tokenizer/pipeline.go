@@ -211,28 +211,44 @@ type preTokenizerJSON struct {
 	} `json:"pattern"`
 	Behavior         string `json:"behavior"`
 	Invert           bool   `json:"invert"`
-	AddPrefixSpace   bool   `json:"add_prefix_space"`
+	AddPrefixSpace   *bool  `json:"add_prefix_space"`
 	UseRegex         *bool  `json:"use_regex"`
 	IndividualDigits bool   `json:"individual_digits"`
 	TrimOffsets      *bool  `json:"trim_offsets"`
+	// Metaspace.
+	Replacement   string  `json:"replacement"`
+	PrependScheme *string `json:"prepend_scheme"`
+	Split         *bool   `json:"split"`
 }
 
 // buildPreTokenizer builds the pre-tokenizer of tokenizer.json: Sequence, Split (a regex or
-// string pattern, any behavior, invert), Digits (individual_digits or runs) and ByteLevel
-// (add_prefix_space, use_regex; trim_offsets changes offsets only). ByteLevel must come last,
-// since it maps the text to the byte-level alphabet that any later stage would see. Anything
-// else is refused with its name.
+// string pattern, any behavior, invert), Digits (individual_digits or runs), ByteLevel
+// (add_prefix_space, use_regex; trim_offsets changes offsets only) and Metaspace (replacement,
+// prepend_scheme, split). ByteLevel must come last, since it maps the text to the byte-level
+// alphabet that any later stage would see; Metaspace must come first. Without ByteLevel the
+// model is character-level BPE (SentencePiece style, charLevel); then the pre-tokenizer may
+// also be null (the whole text is one word). Anything else is refused with its name.
 func (t *Tokenizer) buildPreTokenizer(raw json.RawMessage) error {
-	if isNull(raw) {
-		return fmt.Errorf("tokenizer: no pre_tokenizer: Hone supports byte-level BPE tokenizers")
-	}
 	var flat []preTokenizerJSON
-	if err := flattenPreTokenizers(raw, &flat, 0); err != nil {
-		return err
+	if !isNull(raw) {
+		if err := flattenPreTokenizers(raw, &flat, 0); err != nil {
+			return err
+		}
 	}
 	var stages []preTokenizer
 	byteLevel := false
-	for _, p := range flat {
+	for i, p := range flat {
+		if p.Type == "Metaspace" {
+			if i > 0 {
+				return fmt.Errorf("tokenizer: pre-tokenizer Metaspace after %q is not supported (Metaspace must come first)", flat[0].Type)
+			}
+			m, err := newMetaspace(p)
+			if err != nil {
+				return err
+			}
+			t.metaspace = m
+			continue
+		}
 		if byteLevel {
 			return fmt.Errorf("tokenizer: pre-tokenizer %q after ByteLevel is not supported (it would see the byte-level alphabet)", p.Type)
 		}
@@ -271,15 +287,16 @@ func (t *Tokenizer) buildPreTokenizer(raw json.RawMessage) error {
 			st, _ := splitStage(charFinder(unicode.IsNumber), behavior, false)
 			stages = append(stages, st)
 		case "ByteLevel":
+			if t.metaspace != nil {
+				return fmt.Errorf("tokenizer: pre-tokenizers Metaspace and ByteLevel together are not supported")
+			}
 			byteLevel = true
-			stages = append(stages, byteLevelStage(p.AddPrefixSpace, p.UseRegex == nil || *p.UseRegex))
+			stages = append(stages, byteLevelStage(p.AddPrefixSpace != nil && *p.AddPrefixSpace, p.UseRegex == nil || *p.UseRegex))
 		default:
-			return fmt.Errorf("tokenizer: pre-tokenizer %q is not supported (Sequence, Split, Digits, ByteLevel)", p.Type)
+			return fmt.Errorf("tokenizer: pre-tokenizer %q is not supported (Sequence, Split, Digits, ByteLevel, Metaspace)", p.Type)
 		}
 	}
-	if !byteLevel {
-		return fmt.Errorf("tokenizer: not a byte-level tokenizer (no ByteLevel pre-tokenizer)")
-	}
+	t.charLevel = !byteLevel
 	t.pre = chain(stages)
 	return nil
 }

@@ -1,14 +1,18 @@
-// Package tokenizer implements Hugging Face `tokenizer.json` byte-level BPE tokenizers (the
-// kind Llama 3.x, Qwen2/Qwen3, SmolLM2 and GPT-2 ship) in Go: normalizers (NFC, NFD, NFKC, NFKD,
-// Lowercase, Sequence), pre-tokenizers (Sequence, Split with any behavior, Digits, ByteLevel;
-// hand-written splitters for the Llama 3, Qwen2 and GPT-2 patterns, a regex engine for others),
-// byte-level BPE with merge ranks, ignore_merges and unk_token, added and special tokens,
-// post-processor templates, and decoding, including an incremental decoder for streaming that
-// never emits half a UTF-8 character. Any component or option that would change ids and that
-// is not implemented is refused at load with its name.
+// Package tokenizer implements Hugging Face `tokenizer.json` BPE tokenizers in Go: byte-level
+// BPE (the kind Llama 3.x, Qwen2/Qwen3, SmolLM2 and GPT-2 ship) and SentencePiece-style BPE
+// with byte fallback (Llama 2, Mistral, TinyLlama), and the same vocabularies from GGUF
+// metadata (FromGGUF). It has normalizers (NFC, NFD, NFKC, NFKD, Lowercase, Prepend, Replace
+// with a string pattern, Sequence), pre-tokenizers (Sequence, Split with any behavior, Digits,
+// ByteLevel, Metaspace; hand-written splitters for the Llama 3, Qwen2 and GPT-2 patterns, a
+// regex engine for others), BPE with merge ranks, ignore_merges, unk_token, fuse_unk and
+// byte_fallback, added and special tokens, post-processor templates, and decoding (ByteLevel,
+// or Replace, ByteFallback, Fuse, Strip and Metaspace), including an incremental decoder for
+// streaming that never emits half a UTF-8 character. Any component or option that would
+// change ids or text and that is not implemented is refused at load with its name.
 //
 // Ids agree with Hugging Face's `tokenizers` library on the committed golden corpus
-// (testdata/goldens.jsonl and goldens-variants.jsonl, made by scripts/tokenizer-goldens).
+// (testdata/goldens.jsonl and goldens-variants.jsonl, made by scripts/tokenizer-goldens), and
+// with sentencepiece and tokenizers on a SentencePiece vocabulary (testdata/spm).
 package tokenizer
 
 import (
@@ -31,19 +35,26 @@ import (
 type Tokenizer struct {
 	vocab     map[string]int32 // token string -> id, model vocabulary and added tokens
 	tokens    []string         // id -> token string ("" for unused ids)
-	tokBytes  [][]byte         // id -> the bytes the token stands for
+	tokBytes  [][]byte         // id -> the bytes the token stands for (as the decoder makes them)
 	special   []bool           // id -> special added token
 	added     []bool           // id -> added token
 	byteToken [256]int32       // id of each single-byte token (-1 if missing)
 	merges    map[uint64]merge // (left id, right id) -> rank and result
 
 	ignoreMerges bool
-	normalize    func(string) string
-	pre          preTokenizer
-	unkID        int32 // id of model.unk_token for bytes the vocabulary lacks (-1: dropped)
-	fuseUnk      bool
-	addedMatch   *addedMatcher // added tokens matched in the raw text (normalized: false)
-	addedNorm    *addedMatcher // added tokens matched in the normalized text (nil if none)
+	// charLevel: SentencePiece-style BPE, whose words start as characters (bpeChars), not
+	// bytes; byteFallback spells a character the vocabulary lacks with byteFallbackIDs.
+	charLevel       bool
+	byteFallback    bool
+	byteFallbackIDs [256]int32
+	metaspace       *metaspace // the Metaspace pre-tokenizer, run first (nil if none)
+	dec             textDecoder
+	normalize       func(string) string
+	pre             preTokenizer
+	unkID           int32 // id of model.unk_token for bytes the vocabulary lacks (-1: dropped)
+	fuseUnk         bool
+	addedMatch      *addedMatcher // added tokens matched in the raw text (normalized: false)
+	addedNorm       *addedMatcher // added tokens matched in the normalized text (nil if none)
 
 	// post-processor template for a single sequence: ids before and after the text.
 	prefixIDs, suffixIDs []int
@@ -192,6 +203,10 @@ type component struct {
 		Regex  *string `json:"Regex"`
 		String *string `json:"String"`
 	} `json:"pattern"`
+	Content        string            `json:"content"` // Replace (normalizer, decoder), Strip
+	Prepend        string            `json:"prepend"`
+	Start          int               `json:"start"` // Strip
+	Stop           int               `json:"stop"`
 	Behavior       string            `json:"behavior"`
 	Invert         bool              `json:"invert"`
 	AddPrefixSpace bool              `json:"add_prefix_space"`
@@ -215,7 +230,7 @@ func FromJSON(tokenizerJSONData, configJSON []byte) (*Tokenizer, error) {
 		return nil, fmt.Errorf("tokenizer: tokenizer.json: %w", err)
 	}
 	if tj.Model.Type != "BPE" {
-		return nil, fmt.Errorf("tokenizer: model type %q is not supported (Hone supports byte-level BPE)", tj.Model.Type)
+		return nil, fmt.Errorf("tokenizer: model type %q is not supported (Hone supports BPE)", tj.Model.Type)
 	}
 	t := &Tokenizer{vocab: map[string]int32{}, merges: map[uint64]merge{}, cache: newWordCache(1 << 16)}
 	maxID := int32(-1)
@@ -278,12 +293,6 @@ func FromJSON(tokenizerJSONData, configJSON []byte) (*Tokenizer, error) {
 		t.addedNorm = newAddedMatcher(normed)
 	}
 	t.ignoreMerges = tj.Model.IgnoreMerges
-	if err := t.checkModel(&tj); err != nil {
-		return nil, err
-	}
-	if err := t.loadMerges(tj.Model.Merges); err != nil {
-		return nil, err
-	}
 	var err error
 	if t.normalize, err = buildNormalizer(tj.Normalizer); err != nil {
 		return nil, err
@@ -291,11 +300,22 @@ func FromJSON(tokenizerJSONData, configJSON []byte) (*Tokenizer, error) {
 	if err := t.buildPreTokenizer(tj.PreTokenizer); err != nil {
 		return nil, err
 	}
+	if err := t.checkModel(&tj); err != nil {
+		return nil, err
+	}
+	if err := t.loadMerges(tj.Model.Merges); err != nil {
+		return nil, err
+	}
 	if err := t.buildPostProcessor(tj.PostProcessor); err != nil {
 		return nil, err
 	}
-	if err := checkDecoder(tj.Decoder); err != nil {
+	if t.dec, err = buildDecoder(tj.Decoder, t.charLevel); err != nil {
 		return nil, err
+	}
+	if t.charLevel {
+		for id, tok := range t.tokens {
+			t.tokBytes[id] = t.dec.piece(tok, false)
+		}
 	}
 	if len(configJSON) > 0 {
 		if err := t.loadConfig(configJSON); err != nil {
@@ -306,7 +326,8 @@ func FromJSON(tokenizerJSONData, configJSON []byte) (*Tokenizer, error) {
 }
 
 // checkModel refuses the BPE options that would change ids and that Hone does not implement,
-// and reads unk_token (used, as in tokenizers, for a byte the vocabulary cannot spell).
+// and reads unk_token (used, as in tokenizers, for a byte or character the vocabulary cannot
+// spell) and byte_fallback (for a character-level BPE: the <0xXX> tokens spell them).
 func (t *Tokenizer) checkModel(tj *tokenizerJSON) error {
 	m := &tj.Model
 	if m.Dropout != nil && *m.Dropout != 0 {
@@ -322,7 +343,9 @@ func (t *Tokenizer) checkModel(tj *tokenizerJSON) error {
 	for _, id := range t.byteToken {
 		complete = complete && id >= 0
 	}
-	if m.ByteFallback && !complete {
+	t.findByteFallback()
+	t.byteFallback = m.ByteFallback && t.charLevel
+	if m.ByteFallback && !complete && !t.charLevel {
 		return fmt.Errorf("tokenizer: model.byte_fallback is not supported (the vocabulary lacks byte-level tokens for some bytes)")
 	}
 	t.unkID, t.fuseUnk = -1, m.FuseUnk
@@ -386,6 +409,20 @@ func buildNormalizer(raw json.RawMessage) (func(string) string, error) {
 		return norm.NFKD.String, nil
 	case "Lowercase":
 		return rustLowercase, nil
+	case "Prepend":
+		p := c.Prepend
+		return func(s string) string {
+			if s == "" {
+				return s
+			}
+			return p + s
+		}, nil
+	case "Replace":
+		if c.Pattern.String == nil || *c.Pattern.String == "" {
+			return nil, fmt.Errorf("tokenizer: normalizer \"Replace\" with a regex pattern is not supported (string patterns only)")
+		}
+		from, to := *c.Pattern.String, c.Content
+		return func(s string) string { return strings.ReplaceAll(s, from, to) }, nil
 	case "Sequence":
 		var fs []func(string) string
 		for _, sub := range c.Normalizers {
@@ -463,30 +500,6 @@ func (t *Tokenizer) buildPostProcessor(raw json.RawMessage) error {
 			}
 		default:
 			return fmt.Errorf("tokenizer: post-processor %q is not supported", pc.Type)
-		}
-	}
-	return nil
-}
-
-func checkDecoder(raw json.RawMessage) error {
-	if isNull(raw) {
-		return nil
-	}
-	var c component
-	if err := json.Unmarshal(raw, &c); err != nil {
-		return fmt.Errorf("tokenizer: decoder: %w", err)
-	}
-	parts := []json.RawMessage{raw}
-	if c.Type == "Sequence" {
-		parts = c.Decoders
-	}
-	for _, p := range parts {
-		var pc component
-		if err := json.Unmarshal(p, &pc); err != nil {
-			return fmt.Errorf("tokenizer: decoder: %w", err)
-		}
-		if pc.Type != "ByteLevel" {
-			return fmt.Errorf("tokenizer: decoder %q is not supported (ByteLevel only)", pc.Type)
 		}
 	}
 	return nil
@@ -571,8 +584,9 @@ func (t *Tokenizer) ChatTemplate(name string) string { return t.config.ChatTempl
 // VocabSize is the number of ids (max id + 1), added tokens included.
 func (t *Tokenizer) VocabSize() int { return len(t.tokens) }
 
-// TokenString is the token's string in the vocabulary (byte-level alphabet for model tokens,
-// the content for added tokens).
+// TokenString is the token's string in the vocabulary (byte-level alphabet for the model
+// tokens of a byte-level BPE, SentencePiece's "▁" for a space in a character-level one, the
+// content for added tokens).
 func (t *Tokenizer) TokenString(id int) string {
 	if id < 0 || id >= len(t.tokens) {
 		return ""
@@ -630,12 +644,14 @@ func (t *Tokenizer) Encode(text string, addSpecialTokens bool) []int {
 	if addSpecialTokens {
 		out = append(out, t.prefixIDs...)
 	}
+	atStart := true // no piece before this one (Metaspace's prepend_scheme "first")
 	t.splitAdded(text, func(piece string, addedID int32) {
 		if addedID >= 0 {
 			out = append(out, int(addedID))
-			return
+		} else {
+			out = t.encodePlain(piece, atStart, out)
 		}
-		out = t.encodePlain(piece, out)
+		atStart = false
 	})
 	if addSpecialTokens {
 		out = append(out, t.suffixIDs...)
@@ -661,14 +677,18 @@ func (t *Tokenizer) splitAdded(text string, emit func(piece string, id int32)) {
 	})
 }
 
-// encodePlain tokenizes normalized text that holds no added token.
-func (t *Tokenizer) encodePlain(text string, out []int) []int {
+// encodePlain tokenizes normalized text that holds no added token; atStart says whether it
+// begins the text.
+func (t *Tokenizer) encodePlain(text string, atStart bool, out []int) []int {
 	if text == "" {
 		return out
 	}
-	t.pre(text, func(piece string) {
-		out = t.encodeWord(piece, out)
-	})
+	word := func(piece string) { out = t.encodeWord(piece, out) }
+	if t.metaspace != nil {
+		t.metaspace.run(text, atStart, func(piece string) { t.pre(piece, word) })
+		return out
+	}
+	t.pre(text, word)
 	return out
 }
 

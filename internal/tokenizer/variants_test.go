@@ -209,14 +209,28 @@ func TestLoadRefusesUnimplemented(t *testing.T) {
 	withPre := func(pre string) string {
 		return `{"model":{"type":"BPE","vocab":{"a":0},"merges":[]},"pre_tokenizer":` + pre + `}`
 	}
+	spmWith := func(rest string) string {
+		return `{"model":{"type":"BPE","vocab":{"a":0},"merges":[],"byte_fallback":true},"pre_tokenizer":null,` + rest + `}`
+	}
 	for doc, want := range map[string]string{
 		withPre(`{"type":"Sequence","pretokenizers":[{"type":"Whitespace"},` + bl + `]}`):                                                                                                                         `"Whitespace"`,
-		withPre(`{"type":"Metaspace","replacement":"▁"}`):                                                                                                                                                         `"Metaspace"`,
+		withPre(`{"type":"Metaspace","replacement":"▁","prepend_scheme":"sometimes"}`):                                                                                                                            `"sometimes"`,
+		withPre(`{"type":"Sequence","pretokenizers":[{"type":"Digits"},{"type":"Metaspace","replacement":"▁"}]}`):                                                                                                 "Metaspace after",
+		withPre(`{"type":"Sequence","pretokenizers":[{"type":"Metaspace","replacement":"▁"},` + bl + `]}`):                                                                                                        "Metaspace and ByteLevel",
+		withPre(`{"type":"Metaspace","replacement":"__"}`):                                                                                                                                                        "not one character",
 		withPre(`{"type":"Sequence","pretokenizers":[` + bl + `,{"type":"Digits","individual_digits":true}]}`):                                                                                                    `"Digits" after ByteLevel`,
 		withPre(`{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":"a"},"behavior":"Merged"},` + bl + `]}`):                                                                                  `behavior "Merged"`,
 		withPre(`{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"String":""},"behavior":"Isolated"},` + bl + `]}`):                                                                                "empty pattern",
 		withPre(`{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":"(?<"},"behavior":"Isolated"},` + bl + `]}`):                                                                              "split pattern",
-		withPre(`{"type":"Digits","individual_digits":true}`):                                                                                                                                                     "no ByteLevel",
+		withPre(`{"type":"Digits","individual_digits":true}`):                                                                                                                                                     "no decoder",
+		spmWith(`"decoder":{"type":"ByteLevel"}`):                                                                                                                                                                 `"ByteLevel" is not supported`,
+		spmWith(`"decoder":{"type":"CTC"}`):                                                                                                                                                                       `"CTC"`,
+		spmWith(`"decoder":{"type":"Sequence","decoders":[{"type":"Strip","content":" ","start":1,"stop":0},{"type":"Fuse"}]}`):                                                                                   "Strip",
+		spmWith(`"decoder":{"type":"Sequence","decoders":[{"type":"Fuse"},{"type":"Strip","content":" ","start":0,"stop":1}]}`):                                                                                   "Strip",
+		spmWith(`"decoder":{"type":"Sequence","decoders":[{"type":"Fuse"},{"type":"ByteFallback"}]}`):                                                                                                             `"ByteFallback" after Fuse`,
+		spmWith(`"decoder":{"type":"Replace","pattern":{"Regex":" +"},"content":" "}`):                                                                                                                            `"Replace"`,
+		spmWith(`"decoder":{"type":"Fuse"},"normalizer":{"type":"Replace","pattern":{"Regex":" +"},"content":"▁"}`):                                                                                               `"Replace"`,
+		spmWith(`"decoder":{"type":"Fuse"},"normalizer":{"type":"Precompiled"}`):                                                                                                                                  `"Precompiled"`,
 		`{"model":{"type":"BPE","vocab":{"a":0},"dropout":0.1},"pre_tokenizer":` + bl + `}`:                                                                                                                       "dropout",
 		`{"model":{"type":"BPE","vocab":{"a":0},"continuing_subword_prefix":"##"},"pre_tokenizer":` + bl + `}`:                                                                                                    "continuing_subword_prefix",
 		`{"model":{"type":"BPE","vocab":{"a":0},"end_of_word_suffix":"</w>"},"pre_tokenizer":` + bl + `}`:                                                                                                         "end_of_word_suffix",

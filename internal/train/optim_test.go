@@ -239,20 +239,28 @@ func TestPlanSFT(t *testing.T) {
 		return x
 	}
 	xs := []Example{ex(10), ex(20), ex(30), ex(40), ex(50)}
-	// auto: each step is one packed sequence of at most MaxSeqLen tokens.
+	// auto: n/8 examples a step, at least 1 and at most 8 (AutoBatchSize).
 	p, err := PlanSFT(xs, SFTConfig{MaxSeqLen: 60})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sizes []int
-	for _, b := range p.Batches {
-		if len(b) != 1 {
-			t.Fatalf("auto batch of %d sequences", len(b))
-		}
-		sizes = append(sizes, len(b[0].Seq.Tokens))
+	if p.Steps() != 5 {
+		t.Fatalf("auto: %d steps for 5 examples, want 5", p.Steps())
 	}
-	if !slices.Equal(sizes, []int{60, 40, 50}) {
-		t.Fatalf("auto batches of %v tokens", sizes)
+	for n, want := range map[int]int{0: 1, 7: 1, 16: 2, 40: 5, 64: 8, 10000: 8} {
+		if got := AutoBatchSize(n); got != want {
+			t.Errorf("AutoBatchSize(%d) = %d, want %d", n, got, want)
+		}
+	}
+	// Examples longer than MaxSeqLen are cut; a batch packs into sequences of at most
+	// MaxSeqLen tokens.
+	p, _ = PlanSFT(append(xs, ex(70)), SFTConfig{BatchSize: 6, MaxSeqLen: 60})
+	var sizes []int
+	for _, pk := range p.Batches[0] {
+		sizes = append(sizes, len(pk.Seq.Tokens))
+	}
+	if !slices.Equal(sizes, []int{60, 40, 50, 60}) {
+		t.Fatalf("packed sequences of %v tokens", sizes)
 	}
 	// A number: that many examples per step, over epochs.
 	p, _ = PlanSFT(xs, SFTConfig{BatchSize: 2, Epochs: 2, MaxSeqLen: 1000})

@@ -178,8 +178,7 @@ func Pack(xs []Example, maxLen int) []Packed {
 // SFTConfig configures supervised fine-tuning.
 type SFTConfig struct {
 	Epochs int // passes over the data (default 1)
-	// BatchSize is examples per optimizer step; 0 means auto: as many as fill one packed
-	// sequence of MaxSeqLen tokens.
+	// BatchSize is examples per optimizer step; 0 means auto (AutoBatchSize).
 	BatchSize int
 	// LearningRates holds one rate for every step, or a single rate for all (default 5e-5),
 	// shaped by Schedule.
@@ -211,13 +210,19 @@ type SFTPlan struct {
 	cfg     SFTConfig
 }
 
-// Defaults of a job's hyperparameters when the request leaves them out (the CLI's help
-// shows these).
+// Defaults of a job's hyperparameters when the request leaves them out: ART's (its client
+// sends its own learning rate, 5e-5, with every SFT job).
 const (
 	DefaultSFTLearningRate = 5e-5
 	DefaultSFTEpochs       = 1
 	DefaultRLLearningRate  = 5e-6
 )
+
+// AutoBatchSize is the batch size of batch_size "auto" (or none) for n examples: n/8, at
+// least 1 and at most 8, so that a small data set still takes several optimizer steps per
+// epoch (a fact taught by 8 examples needs steps, not one packed batch) and a large one
+// averages 8 examples per step.
+func AutoBatchSize(n int) int { return min(max(n/8, 1), 8) }
 
 // PlanSFT splits examples into optimizer steps.
 func PlanSFT(xs []Example, cfg SFTConfig) (*SFTPlan, error) {
@@ -236,6 +241,9 @@ func PlanSFT(xs []Example, cfg SFTConfig) (*SFTPlan, error) {
 	if !ValidSchedule(cfg.Schedule) {
 		return nil, fmt.Errorf("unknown learning-rate schedule %q (constant, linear or cosine)", cfg.Schedule)
 	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = AutoBatchSize(len(xs))
+	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 7))
 	p := &SFTPlan{cfg: cfg}
 	for ep := 0; ep < cfg.Epochs; ep++ {
@@ -243,12 +251,6 @@ func PlanSFT(xs []Example, cfg SFTConfig) (*SFTPlan, error) {
 		copy(order, xs)
 		if cfg.Shuffle {
 			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-		}
-		if cfg.BatchSize <= 0 {
-			for _, pk := range Pack(order, cfg.MaxSeqLen) {
-				p.Batches = append(p.Batches, []Packed{pk})
-			}
-			continue
 		}
 		for i := 0; i < len(order); i += cfg.BatchSize {
 			p.Batches = append(p.Batches, Pack(order[i:min(i+cfg.BatchSize, len(order))], cfg.MaxSeqLen))
