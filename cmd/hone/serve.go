@@ -67,6 +67,7 @@ type ChatConfig struct {
 	NoPrefixCache  bool
 	MaxLogprobs    int
 	DType          string
+	Quantize       string // --quantize: q8_0 or q4_k for the --model models, "" none
 }
 
 // TrainConfig is how training jobs run.
@@ -139,7 +140,8 @@ func newServeFlags(cfg *ServeConfig) *flag.FlagSet {
 	fs.IntVar(&c.MaxModelLen, "max-model-len", 0, "longest prompt plus output of a request (default: the model's max_position_embeddings)")
 	fs.BoolVar(&c.NoPrefixCache, "no-prefix-cache", false, "do not reuse cached KV blocks of earlier prompts (prefix caching is on by default)")
 	fs.IntVar(&c.MaxLogprobs, "max-logprobs", 20, "largest top_logprobs / prompt_logprobs a request may ask")
-	fs.StringVar(&c.DType, "dtype", "", "weights in memory: as stored (default), f32 or bf16")
+	fs.StringVar(&c.DType, "dtype", "", "weights in memory: as stored (default; a GGUF's quantized matrices stay quantized), f32 or bf16 (a GGUF's dequantized)")
+	fs.StringVar(&c.Quantize, "quantize", "", "quantize the --model models' matrices at load: q8_0, or q4_k (matrices whose rows are not a multiple of 256 long: q5_0, as llama.cpp falls back); a GGUF's quantized matrices stay as they are; not with --dtype")
 	t := &cfg.Train
 	fs.IntVar(&t.Workers, "train-workers", 1, "training jobs run at once in this process (0: none; run 'hone worker' on the same store)")
 	fs.StringVar(&t.DataRoot, "train-data-root", "", "directory under which local training_data_url paths are allowed (default: none)")

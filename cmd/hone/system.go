@@ -104,12 +104,18 @@ func (s *system) loadModels() error {
 		NoPrefixCache: c.NoPrefixCache, Logger: s.log},
 		Prepack: !s.cfg.WorkerOnly, NoEngine: s.cfg.WorkerOnly, MaxModelLen: c.MaxModelLen}
 	now := time.Now().Unix()
+	// --quantize applies to the --model models, not to the demo model.
+	qopts := opts
+	var err error
+	if qopts.Quantize, err = model.ParseQuantize(c.Quantize); err != nil {
+		return fmt.Errorf("--quantize: %w", err)
+	}
 	for _, spec := range c.Models {
 		name, dir, ok := strings.Cut(spec, "=")
 		if !ok || name == "" || dir == "" {
 			return fmt.Errorf("--model %q: use NAME=DIR or NAME=FILE.gguf", spec)
 		}
-		m, err := serving.Load(name, dir, opts, now)
+		m, err := serving.Load(name, dir, qopts, now)
 		if err != nil {
 			return fmt.Errorf("--model %s: %w", name, err)
 		}

@@ -34,7 +34,9 @@ import (
 	"strings"
 
 	"github.com/honeai/hone/internal/gemm"
+	"github.com/honeai/hone/internal/gguf"
 	"github.com/honeai/hone/internal/kernels"
+	"github.com/honeai/hone/internal/quant"
 	"github.com/honeai/hone/internal/safetensors"
 )
 
@@ -96,6 +98,14 @@ func (m *Model) bf16Rows(T int) bool {
 // LoadOptions tunes Load.
 type LoadOptions struct {
 	DType DType // weight format in memory (default: as stored)
+	// Quantize, when a quantized type (Q8_0 or Q4_K from --quantize, see ParseQuantize; the
+	// zero value F32 is none), quantizes the
+	// matrices (embedding, projections, LM head) at load with quant.Quantize, one at a time,
+	// to be multiplied as they are (see Weight.Q). A matrix whose row length the type's block
+	// does not divide falls back as llama.cpp does (Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0,
+	// for rows a multiple of 32 but not of 256), else it stays as stored. Matrices already quantized (a GGUF's) stay as
+	// they are. Not with DType f32 or bf16.
+	Quantize gguf.TensorType
 }
 
 // Load reads a model directory, or a GGUF file when dir ends in .gguf (see LoadGGUF).
@@ -124,7 +134,15 @@ func Load(dir string, opts LoadOptions) (*Model, error) {
 }
 
 func fromSource(cfg *Config, f tensorSource, opts LoadOptions) (*Model, error) {
-	ld := &loader{src: f, dtype: opts.DType, used: map[string]bool{}}
+	if opts.Quantize != gguf.F32 {
+		if !quant.Supported(opts.Quantize) {
+			return nil, fmt.Errorf("model: cannot quantize weights to %s (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)", opts.Quantize)
+		}
+		if opts.DType != DTypeAuto {
+			return nil, fmt.Errorf("model: quantizing to %s and dtype %s cannot be combined", opts.Quantize, opts.DType)
+		}
+	}
+	ld := &loader{src: f, dtype: opts.DType, quantize: opts.Quantize, used: map[string]bool{}}
 	m := &Model{Config: *cfg, file: f}
 	c := cfg
 	var err error

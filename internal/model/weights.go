@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/honeai/hone/internal/gemm"
+	"github.com/honeai/hone/internal/gguf"
 	"github.com/honeai/hone/internal/quant"
 	"github.com/honeai/hone/internal/safetensors"
 )
@@ -328,9 +329,10 @@ func (s safetensorsSource) names() []string { return s.f.Names() }
 func (s safetensorsSource) Close() error    { return s.f.Close() }
 
 type loader struct {
-	src   tensorSource
-	dtype DType
-	used  map[string]bool
+	src      tensorSource
+	dtype    DType
+	quantize gguf.TensorType // F32: none (LoadOptions.Quantize)
+	used     map[string]bool
 }
 
 func (ld *loader) tensor(name string, shape ...int) error {
@@ -390,6 +392,11 @@ func (ld *loader) matrix(name string, rows, cols int) (Weight, error) {
 	w, err := ld.src.weight(name, rows, cols)
 	if err != nil {
 		return Weight{}, fmt.Errorf("model: weight %s %w", name, err)
+	}
+	if ld.quantize != gguf.F32 {
+		if w, err = quantizeWeight(w, ld.quantize); err != nil {
+			return Weight{}, fmt.Errorf("model: weight %s %w", name, err)
+		}
 	}
 	switch {
 	case w.Q != nil && ld.dtype == DTypeF32:

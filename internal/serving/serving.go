@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/honeai/hone/internal/chattemplate"
+	"github.com/honeai/hone/internal/gguf"
 	"github.com/honeai/hone/internal/inference"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/structured"
@@ -96,6 +97,8 @@ func (s *Served) MaxModelLen() int {
 type LoadOptions struct {
 	Engine inference.Options
 	DType  model.DType
+	// Quantize quantizes the weights at load (model.LoadOptions.Quantize; F32: none).
+	Quantize gguf.TensorType
 	// Prepack packs the weights for serving at load (model.Prepack) rather than on the
 	// first request; `hone worker`, which serves no requests, leaves it off.
 	Prepack bool
@@ -109,7 +112,7 @@ type LoadOptions struct {
 
 // Load loads a Hugging Face model directory and starts its engine (unless NoEngine).
 func Load(name, dir string, opts LoadOptions, created int64) (*Served, error) {
-	m, err := model.Load(dir, model.LoadOptions{DType: opts.DType})
+	m, err := model.Load(dir, model.LoadOptions{DType: opts.DType, Quantize: opts.Quantize})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,55 @@
+package model
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/honeai/hone/internal/gguf"
+	"github.com/honeai/hone/internal/quant"
+)
+
+// ParseQuantize reads a --quantize value: "" (none: gguf.F32), "q8_0" or "q4_k" (any case).
+func ParseQuantize(s string) (gguf.TensorType, error) {
+	switch strings.ToLower(s) {
+	case "":
+		return gguf.F32, nil
+	case "q8_0":
+		return gguf.Q8_0, nil
+	case "q4_k":
+		return gguf.Q4_K, nil
+	}
+	return gguf.F32, fmt.Errorf("model: quantize %q: use q8_0 or q4_k", s)
+}
+
+// quantizeType is the type a matrix of cols columns is quantized to when t is asked: t when
+// cols is a multiple of its block size; for a K-quant whose super-block of 256 does not
+// divide cols, the 32-element type llama.cpp falls back to (Q4_K: Q5_0, Q5_K: Q5_1, Q6_K:
+// Q8_0) when 32 divides cols; else none (ok false: the matrix stays as stored).
+func quantizeType(t gguf.TensorType, cols int) (gguf.TensorType, bool) {
+	if cols%t.BlockSize() == 0 {
+		return t, true
+	}
+	fallback := map[gguf.TensorType]gguf.TensorType{gguf.Q4_K: gguf.Q5_0, gguf.Q5_K: gguf.Q5_1, gguf.Q6_K: gguf.Q8_0}[t]
+	if fallback != gguf.F32 && cols%fallback.BlockSize() == 0 {
+		return fallback, true
+	}
+	return gguf.F32, false
+}
+
+// quantizeWeight quantizes w (rows × cols, f32 or 16-bit) to t (or its fallback for cols), or
+// returns it unchanged when no quantized type fits cols.
+func quantizeWeight(w Weight, t gguf.TensorType) (Weight, error) {
+	typ, ok := quantizeType(t, w.Cols)
+	if !ok || w.Q != nil {
+		return w, nil
+	}
+	data, err := quant.Quantize(typ, w.Floats(), w.Cols)
+	if err != nil {
+		return Weight{}, fmt.Errorf("cannot be quantized to %s: %w", typ, err)
+	}
+	q, err := quant.NewMatrix(typ, w.Rows, w.Cols, data)
+	if err != nil {
+		return Weight{}, err
+	}
+	return Weight{Rows: w.Rows, Cols: w.Cols, Q: q}, nil
+}
