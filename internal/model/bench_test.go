@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/honeai/hone/internal/model"
+	"github.com/honeai/hone/internal/quant"
 	"github.com/honeai/hone/internal/synth"
 )
 
@@ -41,6 +42,15 @@ func smolLM2(b *testing.B, dtype string) *model.Model {
 		return m
 	}
 	if path, ok := strings.CutPrefix(dtype, "gguf"); ok {
+		// HONE_BENCH_GEMM_ROWS sets quant.GEMMRows (from how many rows a quantized product
+		// goes by dequantized tiles and the f32 GEMM) to compare the two paths.
+		if v := os.Getenv("HONE_BENCH_GEMM_ROWS"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				b.Fatal(err)
+			}
+			quant.GEMMRows = n
+		}
 		opts := model.LoadOptions{}
 		if path == "-f32" {
 			opts.DType = model.DTypeF32

@@ -39,3 +39,40 @@ func BenchmarkMatMulT(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFused: SmolLM2's q/k/v projections (576, 192 and 192 rows of 576) for 1 and 16
+// activation rows as one MatMulTMany ("many": the activations quantized once, one pass over
+// the pool) or as three MatMulT ("separate").
+func BenchmarkFused(b *testing.B) {
+	r := rand.New(rand.NewPCG(3, 4))
+	const cols = 576
+	var ms []*Matrix
+	for _, rows := range []int{576, 192, 192} {
+		m, err := NewMatrix(gguf.Q4_1, rows, cols, randomBlocks(r, gguf.Q4_1, rows*cols/32))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ms = append(ms, m)
+	}
+	for _, rows := range []int{1, 16} {
+		x := randomActs(r, rows*cols)
+		out := make([]float32, rows*960)
+		for _, how := range []string{"many", "separate"} {
+			b.Run(fmt.Sprintf("rows%d/%s", rows, how), func(b *testing.B) {
+				defer func(old int) { GEMMRows = old }(GEMMRows)
+				GEMMRows = 0
+				for b.Loop() {
+					if how == "many" {
+						MatMulTMany(x, rows, ms, out, 960, false)
+						continue
+					}
+					off := 0
+					for _, m := range ms {
+						m.MatMulT(x, rows, out[off:], 960, false)
+						off += m.Rows
+					}
+				}
+			})
+		}
+	}
+}
