@@ -19,6 +19,10 @@ func init() {
 		dotQ8_0, dotQ4_0, dotQ4_1 = dotQ8_0AVX512, dotQ4_0AVX512, dotQ4_1AVX512
 		dotQ5_0, dotQ5_1 = dotQ5_0AVX512, dotQ5_1AVX512
 		dotQ4_K, dotQ5_K, dotQ6_K = dotQ4_KAVX512, dotQ5_KAVX512, dotQ6_KAVX512
+	case hasAVX2:
+		dotQ8_0, dotQ4_0, dotQ4_1 = dotQ8_0AVX2, dotQ4_0AVX2, dotQ4_1AVX2
+		dotQ5_0, dotQ5_1 = dotQ5_0AVX2, dotQ5_1AVX2
+		dotQ4_K, dotQ5_K, dotQ6_K = dotQ4_KAVX2, dotQ5_KAVX2, dotQ6_KAVX2
 	}
 }
 
@@ -47,3 +51,29 @@ func dotQ5_KAVX512(w []byte, q []int8, d []float32, bsums []int16) float32
 
 //go:noescape
 func dotQ6_KAVX512(w []byte, q []int8, d []float32, bsums []int16) float32
+
+// The AVX2 kernels (kernels_amd64.s), for CPUs without AVX-512 VNNI.
+
+//go:noescape
+func dotQ8_0AVX2(w []byte, q []int8, d []float32) float32
+
+//go:noescape
+func dotQ4_0AVX2(w []byte, q []int8, d []float32) float32
+
+//go:noescape
+func dotQ4_1AVX2(w []byte, q []int8, d, s []float32) float32
+
+//go:noescape
+func dotQ5_0AVX2(w []byte, q []int8, d []float32) float32
+
+//go:noescape
+func dotQ5_1AVX2(w []byte, q []int8, d, s []float32) float32
+
+//go:noescape
+func dotQ4_KAVX2(w []byte, q []int8, d []float32, bsums []int16) float32
+
+//go:noescape
+func dotQ5_KAVX2(w []byte, q []int8, d []float32, bsums []int16) float32
+
+//go:noescape
+func dotQ6_KAVX2(w []byte, q []int8, d []float32, bsums []int16) float32

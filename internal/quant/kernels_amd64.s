@@ -663,3 +663,437 @@ q6kz_done:
 	VZEROUPPER
 	MOVSS X0, ret+96(FP)
 	RET
+
+// ---------------------------------------------------------------------------------------
+// AVX2 (+FMA, F16C) kernels: VPMADDUBSW of the unsigned weights with the signed activations
+// (16-bit pair sums, which cannot saturate for weights below 64, or |w| ≤ 128 in Q8_0
+// where x takes w's sign), then VPMADDWD with ones, or with the sub-block scales in the
+// K-quants, into int32 lanes. One 32-element block per iteration; float accumulator Y0.
+// Registers: AX w, SI q, DX d, BX s or bsums, CX blocks left; Y15 0x0f bytes, Y14 ones
+// words.
+
+DATA q2ctrl<>+0(SB)/8, $0x0000000000000000
+DATA q2ctrl<>+8(SB)/8, $0x0101010101010101
+DATA q2ctrl<>+16(SB)/8, $0x0202020202020202
+DATA q2ctrl<>+24(SB)/8, $0x0303030303030303
+GLOBL q2ctrl<>(SB), RODATA|NOPTR, $32
+
+DATA q2nbit<>+0(SB)/8, $0x7fbfdfeff7fbfdfe
+GLOBL q2nbit<>(SB), RODATA|NOPTR, $8
+
+DATA q6ctrl<>+0(SB)/8, $0x0100010001000100
+DATA q6ctrl<>+8(SB)/8, $0x0100010001000100
+DATA q6ctrl<>+16(SB)/8, $0x0302030203020302
+DATA q6ctrl<>+24(SB)/8, $0x0302030203020302
+GLOBL q6ctrl<>(SB), RODATA|NOPTR, $32
+
+// NIB_AVX2 expands the 16 qs bytes at off(AX) into Y2 = [lo hi].
+#define NIB_AVX2(off) \
+	VMOVDQU     off(AX), X2;    \
+	VPSRLW      $4, X2, X3;     \
+	VINSERTI128 $1, X3, Y2, Y2; \
+	VPAND       Y15, Y2, Y2
+
+// QH_AVX2 ORs 16 into the bytes of Y2 whose bit in the uint32 at off(AX) is set (Y12
+// q2ctrl, Y11 q2nbit, Y10 all ones, Y13 0x10 bytes).
+#define QH_AVX2(off) \
+	VPBROADCASTD off(AX), Y5;  \
+	VPSHUFB      Y12, Y5, Y5;  \
+	VPOR         Y11, Y5, Y5;  \
+	VPCMPEQB     Y10, Y5, Y5;  \
+	VPAND        Y13, Y5, Y5;  \
+	VPOR         Y5, Y2, Y2
+
+#define PROLOGUE32_AVX2 \
+	VPBROADCASTD qc0F<>(SB), Y15; \
+	VPBROADCASTD qc1w<>(SB), Y14; \
+	VXORPS       X0, X0, X0;      \
+	VXORPS       X1, X1, X1
+
+#define QH_CONSTS_AVX2 \
+	VPBROADCASTD qc10<>(SB), Y13;  \
+	VMOVDQU      q2ctrl<>(SB), Y12; \
+	VPBROADCASTQ q2nbit<>(SB), Y11; \
+	VPCMPEQB     Y10, Y10, Y10
+
+// func dotQ8_0AVX2(w []byte, q []int8, d []float32) float32
+TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $0-76
+	MOVQ        w_base+0(FP), AX
+	MOVQ        q_base+24(FP), SI
+	MOVQ        d_base+48(FP), DX
+	MOVQ        d_len+56(FP), CX
+	PROLOGUE32_AVX2
+	TESTQ       CX, CX
+	JZ          q80y_done
+
+q80y_loop:
+	VMOVDQU     2(AX), Y2
+	VMOVDQU     (SI), Y3
+	VPSIGNB     Y2, Y3, Y3
+	VPABSB      Y2, Y2
+	VPMADDUBSW  Y3, Y2, Y2
+	VPMADDWD    Y14, Y2, Y2
+	VCVTDQ2PS   Y2, Y2
+	SCALE1_D
+	VFMADD231PS Y4, Y2, Y0
+	ADDQ        $34, AX
+	ADDQ        $32, SI
+	ADDQ        $4, DX
+	DECQ        CX
+	JNZ         q80y_loop
+
+q80y_done:
+	HSUMY0
+	VZEROUPPER
+	MOVSS       X0, ret+72(FP)
+	RET
+
+// func dotQ4_0AVX2(w []byte, q []int8, d []float32) float32
+TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $0-76
+	MOVQ         w_base+0(FP), AX
+	MOVQ         q_base+24(FP), SI
+	MOVQ         d_base+48(FP), DX
+	MOVQ         d_len+56(FP), CX
+	PROLOGUE32_AVX2
+	VPBROADCASTD qc08<>(SB), Y13
+	TESTQ        CX, CX
+	JZ           q40y_done
+
+q40y_loop:
+	NIB_AVX2(2)
+	VMOVDQU      (SI), Y3
+	VPMADDUBSW   Y3, Y2, Y2
+	VPMADDUBSW   Y3, Y13, Y5
+	VPSUBW       Y5, Y2, Y2
+	VPMADDWD     Y14, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	SCALE1_D
+	VFMADD231PS  Y4, Y2, Y0
+	ADDQ         $18, AX
+	ADDQ         $32, SI
+	ADDQ         $4, DX
+	DECQ         CX
+	JNZ          q40y_loop
+
+q40y_done:
+	HSUMY0
+	VZEROUPPER
+	MOVSS        X0, ret+72(FP)
+	RET
+
+// func dotQ4_1AVX2(w []byte, q []int8, d []float32, s []float32) float32
+TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-100
+	MOVQ        w_base+0(FP), AX
+	MOVQ        q_base+24(FP), SI
+	MOVQ        d_base+48(FP), DX
+	MOVQ        d_len+56(FP), CX
+	MOVQ        s_base+72(FP), BX
+	PROLOGUE32_AVX2
+	TESTQ       CX, CX
+	JZ          q41y_done
+
+q41y_loop:
+	NIB_AVX2(4)
+	VPMADDUBSW  (SI), Y2, Y2
+	VPMADDWD    Y14, Y2, Y2
+	VCVTDQ2PS   Y2, Y2
+	SCALE1_DM
+	VFMADD231PS Y4, Y2, Y0
+	ADDQ        $20, AX
+	ADDQ        $32, SI
+	ADDQ        $4, DX
+	ADDQ        $4, BX
+	DECQ        CX
+	JNZ         q41y_loop
+
+q41y_done:
+	HSUMY0
+	ADDM
+	VZEROUPPER
+	MOVSS       X0, ret+96(FP)
+	RET
+
+// func dotQ5_0AVX2(w []byte, q []int8, d []float32) float32
+TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $0-76
+	MOVQ        w_base+0(FP), AX
+	MOVQ        q_base+24(FP), SI
+	MOVQ        d_base+48(FP), DX
+	MOVQ        d_len+56(FP), CX
+	PROLOGUE32_AVX2
+	QH_CONSTS_AVX2
+	TESTQ       CX, CX
+	JZ          q50y_done
+
+q50y_loop:
+	NIB_AVX2(6)
+	QH_AVX2(2)
+	VMOVDQU     (SI), Y3
+	VPMADDUBSW  Y3, Y2, Y2
+	VPMADDUBSW  Y3, Y13, Y5
+	VPSUBW      Y5, Y2, Y2
+	VPMADDWD    Y14, Y2, Y2
+	VCVTDQ2PS   Y2, Y2
+	SCALE1_D
+	VFMADD231PS Y4, Y2, Y0
+	ADDQ        $22, AX
+	ADDQ        $32, SI
+	ADDQ        $4, DX
+	DECQ        CX
+	JNZ         q50y_loop
+
+q50y_done:
+	HSUMY0
+	VZEROUPPER
+	MOVSS       X0, ret+72(FP)
+	RET
+
+// func dotQ5_1AVX2(w []byte, q []int8, d []float32, s []float32) float32
+TEXT ·dotQ5_1AVX2(SB), NOSPLIT, $0-100
+	MOVQ        w_base+0(FP), AX
+	MOVQ        q_base+24(FP), SI
+	MOVQ        d_base+48(FP), DX
+	MOVQ        d_len+56(FP), CX
+	MOVQ        s_base+72(FP), BX
+	PROLOGUE32_AVX2
+	QH_CONSTS_AVX2
+	TESTQ       CX, CX
+	JZ          q51y_done
+
+q51y_loop:
+	NIB_AVX2(8)
+	QH_AVX2(4)
+	VPMADDUBSW  (SI), Y2, Y2
+	VPMADDWD    Y14, Y2, Y2
+	VCVTDQ2PS   Y2, Y2
+	SCALE1_DM
+	VFMADD231PS Y4, Y2, Y0
+	ADDQ        $24, AX
+	ADDQ        $32, SI
+	ADDQ        $4, DX
+	ADDQ        $4, BX
+	DECQ        CX
+	JNZ         q51y_loop
+
+q51y_done:
+	HSUMY0
+	ADDM
+	VZEROUPPER
+	MOVSS       X0, ret+96(FP)
+	RET
+
+// AVX2 K-quants: the sub-block scales are stored as words in the local frame and
+// broadcast into the VPMADDWD that widens each 32-element product (Y10 the int32 sums).
+
+// K4_NIB2: Y2, Y3 = the low and high nibbles of the 32 qs bytes at qoff(AX).
+#define K4_NIB2(qoff) \
+	VMOVDQU qoff(AX), Y2; \
+	VPSRLW  $4, Y2, Y3;   \
+	VPAND   Y15, Y2, Y2;  \
+	VPAND   Y15, Y3, Y3
+
+// K4_DOT2: Y10 += Y2·x[xlo] scaled by the word at slo(SP), Y3·x[xhi] by shi(SP).
+#define K4_DOT2(xlo, xhi, slo, shi) \
+	VPMADDUBSW   xlo(SI), Y2, Y2; \
+	VPMADDUBSW   xhi(SI), Y3, Y3; \
+	VPBROADCASTW slo(SP), Y4;     \
+	VPMADDWD     Y4, Y2, Y2;      \
+	VPBROADCASTW shi(SP), Y5;     \
+	VPMADDWD     Y5, Y3, Y3;      \
+	VPADDD       Y2, Y10, Y10;    \
+	VPADDD       Y3, Y10, Y10
+
+// K5_OR: Y2 |= Y6 & 0x10, Y3 |= Y7 & 0x10 (the fifth bits, Y13 0x10 bytes).
+#define K5_OR \
+	VPAND Y13, Y6, Y6; \
+	VPOR  Y6, Y2, Y2;  \
+	VPAND Y13, Y7, Y7; \
+	VPOR  Y7, Y3, Y3
+
+// K45_SETUP_AVX2: the scales as words at 0(SP), the mins times the pair sums of bsums
+// (Y8, float), Y10 zero.
+#define K45_SETUP_AVX2 \
+	SCALEMIN_K;                 \
+	VMOVQ     R11, X6;          \
+	VPMOVZXBW X6, X6;           \
+	VMOVDQU   X6, (SP);         \
+	VMOVQ     R12, X7;          \
+	VPMOVZXBD X7, Y7;           \
+	VPMADDWD  (BX), Y14, Y8;    \
+	VPMULLD   Y7, Y8, Y8;       \
+	VCVTDQ2PS Y8, Y8;           \
+	VPXOR     Y10, Y10, Y10
+
+#define K45_FINISH_AVX2(size) \
+	VCVTDQ2PS    Y10, Y10;      \
+	MOVL         (AX), R8;      \
+	VMOVD        R8, X4;        \
+	VCVTPH2PS    X4, X4;        \
+	VBROADCASTSS (DX), X5;      \
+	VMULPS       X5, X4, X4;    \
+	VBROADCASTSS X4, Y5;        \
+	VFMADD231PS  Y5, Y10, Y0;   \
+	VMOVSHDUP    X4, X5;        \
+	VBROADCASTSS X5, Y5;        \
+	VFNMADD231PS Y5, Y8, Y1;    \
+	ADDQ         $size, AX;     \
+	ADDQ         $256, SI;      \
+	ADDQ         $4, DX;        \
+	ADDQ         $32, BX
+
+// func dotQ4_KAVX2(w []byte, q []int8, d []float32, bsums []int16) float32
+TEXT ·dotQ4_KAVX2(SB), NOSPLIT, $16-100
+	MOVQ w_base+0(FP), AX
+	MOVQ q_base+24(FP), SI
+	MOVQ d_base+48(FP), DX
+	MOVQ d_len+56(FP), CX
+	MOVQ bsums_base+72(FP), BX
+	PROLOGUE32_AVX2
+	TESTQ CX, CX
+	JZ    q4ky_done
+
+q4ky_loop:
+	K45_SETUP_AVX2
+	K4_NIB2(16)
+	K4_DOT2(0, 32, 0, 2)
+	K4_NIB2(48)
+	K4_DOT2(64, 96, 4, 6)
+	K4_NIB2(80)
+	K4_DOT2(128, 160, 8, 10)
+	K4_NIB2(112)
+	K4_DOT2(192, 224, 12, 14)
+	K45_FINISH_AVX2(144)
+	DECQ  CX
+	JNZ   q4ky_loop
+
+q4ky_done:
+	VADDPS Y1, Y0, Y0
+	HSUMY0
+	VZEROUPPER
+	MOVSS  X0, ret+96(FP)
+	RET
+
+// func dotQ5_KAVX2(w []byte, q []int8, d []float32, bsums []int16) float32
+// Bit j of qh[l] (element l of sub-block j) moved to bit 4 with word shifts: bits within
+// a byte stay in it for shifts below 8, and the 0x10 mask drops the rest.
+TEXT ·dotQ5_KAVX2(SB), NOSPLIT, $16-100
+	MOVQ         w_base+0(FP), AX
+	MOVQ         q_base+24(FP), SI
+	MOVQ         d_base+48(FP), DX
+	MOVQ         d_len+56(FP), CX
+	MOVQ         bsums_base+72(FP), BX
+	PROLOGUE32_AVX2
+	VPBROADCASTD qc10<>(SB), Y13
+	TESTQ        CX, CX
+	JZ           q5ky_done
+
+q5ky_loop:
+	K45_SETUP_AVX2
+	VMOVDQU 16(AX), Y11
+	K4_NIB2(48)
+	VPSLLW  $4, Y11, Y6
+	VPSLLW  $3, Y11, Y7
+	K5_OR
+	K4_DOT2(0, 32, 0, 2)
+	K4_NIB2(80)
+	VPSLLW  $2, Y11, Y6
+	VPSLLW  $1, Y11, Y7
+	K5_OR
+	K4_DOT2(64, 96, 4, 6)
+	K4_NIB2(112)
+	VMOVDQU Y11, Y6
+	VPSRLW  $1, Y11, Y7
+	K5_OR
+	K4_DOT2(128, 160, 8, 10)
+	K4_NIB2(144)
+	VPSRLW  $2, Y11, Y6
+	VPSRLW  $3, Y11, Y7
+	K5_OR
+	K4_DOT2(192, 224, 12, 14)
+	K45_FINISH_AVX2(176)
+	DECQ    CX
+	JNZ     q5ky_loop
+
+q5ky_done:
+	VADDPS Y1, Y0, Y0
+	HSUMY0
+	VZEROUPPER
+	MOVSS  X0, ret+96(FP)
+	RET
+
+// Q6_AVX2_DOT: Y10 += the products of Y5 with x at xoff(SI), the first 16 elements' pair
+// sums scaled by the word at soff(SP), the next 16 by the word after it (Y12 q6ctrl).
+#define Q6_AVX2_DOT(xoff, soff) \
+	VPMADDUBSW   xoff(SI), Y5, Y5; \
+	VPBROADCASTD soff(SP), Y6;     \
+	VPSHUFB      Y12, Y6, Y6;      \
+	VPMADDWD     Y6, Y5, Y5;       \
+	VPADDD       Y5, Y10, Y10
+
+// Q6_AVX2_HALF: the four 32-element pieces of one half (see dotQ6_KGo).
+#define Q6_AVX2_HALF(ql0, ql1, qh, x0, x1, x2, x3, s0, s1, s2, s3) \
+	VMOVDQU ql0(AX), Y2;    \
+	VMOVDQU ql1(AX), Y3;    \
+	VMOVDQU qh(AX), Y4;     \
+	VPAND   Y15, Y2, Y5;    \
+	VPSLLW  $4, Y4, Y6;     \
+	VPAND   Y13, Y6, Y6;    \
+	VPOR    Y6, Y5, Y5;     \
+	Q6_AVX2_DOT(x0, s0);    \
+	VPAND   Y15, Y3, Y5;    \
+	VPSLLW  $2, Y4, Y6;     \
+	VPAND   Y13, Y6, Y6;    \
+	VPOR    Y6, Y5, Y5;     \
+	Q6_AVX2_DOT(x1, s1);    \
+	VPSRLW  $4, Y2, Y5;     \
+	VPAND   Y15, Y5, Y5;    \
+	VPAND   Y13, Y4, Y6;    \
+	VPOR    Y6, Y5, Y5;     \
+	Q6_AVX2_DOT(x2, s2);    \
+	VPSRLW  $4, Y3, Y5;     \
+	VPAND   Y15, Y5, Y5;    \
+	VPSRLW  $2, Y4, Y6;     \
+	VPAND   Y13, Y6, Y6;    \
+	VPOR    Y6, Y5, Y5;     \
+	Q6_AVX2_DOT(x3, s3)
+
+// func dotQ6_KAVX2(w []byte, q []int8, d []float32, bsums []int16) float32
+TEXT ·dotQ6_KAVX2(SB), NOSPLIT, $32-100
+	MOVQ         w_base+0(FP), AX
+	MOVQ         q_base+24(FP), SI
+	MOVQ         d_base+48(FP), DX
+	MOVQ         d_len+56(FP), CX
+	MOVQ         bsums_base+72(FP), BX
+	PROLOGUE32_AVX2
+	VPBROADCASTD qc30<>(SB), Y13
+	VMOVDQU      q6ctrl<>(SB), Y12
+	TESTQ        CX, CX
+	JZ           q6ky_done
+
+q6ky_loop:
+	VPMOVSXBW    192(AX), Y6
+	VMOVDQU      Y6, (SP)
+	VPMADDWD     (BX), Y6, Y7
+	VPSLLD       $5, Y7, Y7
+	VPXOR        Y10, Y10, Y10
+	VPSUBD       Y7, Y10, Y10
+	Q6_AVX2_HALF(0, 32, 128, 0, 32, 64, 96, 0, 4, 8, 12)
+	Q6_AVX2_HALF(64, 96, 160, 128, 160, 192, 224, 16, 20, 24, 28)
+	VCVTDQ2PS    Y10, Y10
+	MOVWLZX      208(AX), R8
+	VMOVD        R8, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (DX), X4, X4
+	VBROADCASTSS X4, Y4
+	VFMADD231PS  Y4, Y10, Y0
+	ADDQ         $210, AX
+	ADDQ         $256, SI
+	ADDQ         $4, DX
+	ADDQ         $32, BX
+	DECQ         CX
+	JNZ          q6ky_loop
+
+q6ky_done:
+	HSUMY0
+	VZEROUPPER
+	MOVSS X0, ret+96(FP)
+	RET

@@ -35,6 +35,8 @@ func asmImpls() []struct {
 	}{
 		{"avx512", hasVNNI, rowKernels{dotQ8_0AVX512, dotQ4_0AVX512, dotQ5_0AVX512, dotQ4_1AVX512, dotQ5_1AVX512,
 			dotQ4_KAVX512, dotQ5_KAVX512, dotQ6_KAVX512}},
+		{"avx2", hasAVX2, rowKernels{dotQ8_0AVX2, dotQ4_0AVX2, dotQ5_0AVX2, dotQ4_1AVX2, dotQ5_1AVX2,
+			dotQ4_KAVX2, dotQ5_KAVX2, dotQ6_KAVX2}},
 		{"dispatch", true, rowKernels{dotQ8_0, dotQ4_0, dotQ5_0, dotQ4_1, dotQ5_1, dotQ4_K, dotQ5_K, dotQ6_K}},
 	}
 }
