@@ -55,13 +55,14 @@ GLOBL qc1w<>(SB), RODATA|NOPTR, $4
 // Registers: AX w, SI q, DX d, BX s, CX blocks left; Z24 0x0f bytes, Z25 the VPERMPS
 // index spreading the two blocks' scales, K1 the words of the high nibbles.
 
-// NIBBLES2 expands the 16 qs bytes at off0(AX) and off1(AX) into Z2 = [lo0 hi0 lo1 hi1].
+// NIBBLES2 expands the 16 qs bytes at off0(AX) and off1(AX) into Z2 = [lo0 hi0 lo1 hi1]
+// (Y7 scratch).
 #define NIBBLES2(off0, off1) \
-	VMOVDQU      off0(AX), X2;       \
-	VINSERTI32X4 $1, off1(AX), Y2, Y2; \
-	VSHUFI64X2   $0x50, Z2, Z2, Z2;  \
-	VPSRLW       $4, Z2, K1, Z2;     \
-	VPANDD       Z24, Z2, Z2
+	VBROADCASTI128 off0(AX), Y2;   \
+	VBROADCASTI128 off1(AX), Y7;   \
+	VINSERTI64X4   $1, Y7, Z2, Z2; \
+	VPSRLW         $4, Z2, K1, Z2; \
+	VPANDD         Z24, Z2, Z2
 
 // NIBBLES1 expands the 16 qs bytes at off(AX) into Y2 = [lo hi].
 #define NIBBLES1(off) \
