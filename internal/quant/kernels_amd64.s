@@ -690,10 +690,10 @@ GLOBL q6ctrl<>(SB), RODATA|NOPTR, $32
 
 // NIB_AVX2 expands the 16 qs bytes at off(AX) into Y2 = [lo hi].
 #define NIB_AVX2(off) \
-	VMOVDQU     off(AX), X2;    \
-	VPSRLW      $4, X2, X3;     \
-	VINSERTI128 $1, X3, Y2, Y2; \
-	VPAND       Y15, Y2, Y2
+	VBROADCASTI128 off(AX), Y2;      \
+	VPSRLW         $4, Y2, Y3;       \
+	VPBLENDD       $0xf0, Y3, Y2, Y2; \
+	VPAND          Y15, Y2, Y2
 
 // QH_AVX2 ORs 16 into the bytes of Y2 whose bit in the uint32 at off(AX) is set (Y12
 // q2ctrl, Y11 q2nbit, Y10 all ones, Y13 0x10 bytes).
