@@ -19,11 +19,11 @@ type rowKernels struct {
 	q4k, q5k, q6k func(w []byte, q []int8, d []float32, bsums []int16) float32
 }
 
-var goKernels = rowKernels{dotQ8_0Go, dotQ4_0Go, dotQ5_0Go, dotQ4_1Go, dotQ5_1Go, dotQ4_KGo, dotQ5_KGo, dotQ6_KGo}
+var goRowKernels = rowKernels{dotQ8_0Go, dotQ4_0Go, dotQ5_0Go, dotQ4_1Go, dotQ5_1Go, dotQ4_KGo, dotQ5_KGo, dotQ6_KGo}
 
-// asmImpls are the assembly implementations, each with whether this CPU can run it, and the
+// asmRowKernels are the assembly implementations, each with whether this CPU can run it, and the
 // dispatch in use.
-func asmImpls() []struct {
+func asmRowKernels() []struct {
 	name string
 	ok   bool
 	k    rowKernels
@@ -33,28 +33,28 @@ func asmImpls() []struct {
 		ok   bool
 		k    rowKernels
 	}{
-		{"avx512", hasVNNI, rowKernels{dotQ8_0AVX512, dotQ4_0AVX512, dotQ5_0AVX512, dotQ4_1AVX512, dotQ5_1AVX512,
+		{"avx512", asmVNNI, rowKernels{dotQ8_0AVX512, dotQ4_0AVX512, dotQ5_0AVX512, dotQ4_1AVX512, dotQ5_1AVX512,
 			dotQ4_KAVX512, dotQ5_KAVX512, dotQ6_KAVX512}},
-		{"avx2", hasAVX2, rowKernels{dotQ8_0AVX2, dotQ4_0AVX2, dotQ5_0AVX2, dotQ4_1AVX2, dotQ5_1AVX2,
+		{"avx2", asmAVX2, rowKernels{dotQ8_0AVX2, dotQ4_0AVX2, dotQ5_0AVX2, dotQ4_1AVX2, dotQ5_1AVX2,
 			dotQ4_KAVX2, dotQ5_KAVX2, dotQ6_KAVX2}},
 		{"dispatch", true, rowKernels{dotQ8_0, dotQ4_0, dotQ5_0, dotQ4_1, dotQ5_1, dotQ4_K, dotQ5_K, dotQ6_K}},
 	}
 }
 
-var allTypes = []gguf.TensorType{gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K}
+var rowKernelTypes = []gguf.TensorType{gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K}
 
-// acts is a row of quantized activations in both layouts' fields (those of its type's
+// testActs is a row of quantized activations in both layouts' fields (those of its type's
 // block size are filled in).
-type acts struct {
+type testActs struct {
 	q     []int8
 	d, s  []float32
 	bsums []int16
 }
 
-// actsFrom builds the activations of q with the per-block scales d (block size bs),
+// testActsFrom builds the activations of q with the per-block scales d (block size bs),
 // computing the sums the kernels take.
-func actsFrom(q []int8, d []float32, bs int) acts {
-	a := acts{q: q, d: d, s: make([]float32, len(d)), bsums: make([]int16, len(q)/16)}
+func testActsFrom(q []int8, d []float32, bs int) testActs {
+	a := testActs{q: q, d: d, s: make([]float32, len(d)), bsums: make([]int16, len(q)/16)}
 	for b := range d {
 		sum := 0
 		for _, v := range q[bs*b : bs*b+bs] {
@@ -72,7 +72,7 @@ func actsFrom(q []int8, d []float32, bs int) acts {
 	return a
 }
 
-func (k rowKernels) call(typ gguf.TensorType, w []byte, a acts) float32 {
+func (k rowKernels) call(typ gguf.TensorType, w []byte, a testActs) float32 {
 	switch typ {
 	case gguf.Q8_0:
 		return k.q80(w, a.q, a.d)
@@ -94,8 +94,8 @@ func (k rowKernels) call(typ gguf.TensorType, w []byte, a acts) float32 {
 	panic(typ)
 }
 
-// absDot is Σ|w·x| over the dequantized row, the scale of the kernels' rounding errors.
-func absDot(t *testing.T, typ gguf.TensorType, w []byte, a acts) float64 {
+// absDotRef is Σ|w·x| over the dequantized row, the scale of the kernels' rounding errors.
+func absDotRef(t *testing.T, typ gguf.TensorType, w []byte, a testActs) float64 {
 	t.Helper()
 	if len(a.d) == 0 {
 		return 0
@@ -112,12 +112,12 @@ func absDot(t *testing.T, typ gguf.TensorType, w []byte, a acts) float64 {
 	return s
 }
 
-// checkAll compares every assembly implementation the CPU has with the Go kernel on w, a.
-func checkAll(t *testing.T, typ gguf.TensorType, w []byte, a acts, what string) {
+// checkAsmKernels compares every assembly implementation the CPU has with the Go kernel on w, a.
+func checkAsmKernels(t *testing.T, typ gguf.TensorType, w []byte, a testActs, what string) {
 	t.Helper()
-	want := goKernels.call(typ, w, a)
-	tol := 1e-5*absDot(t, typ, w, a) + 1e-6
-	for _, im := range asmImpls() {
+	want := goRowKernels.call(typ, w, a)
+	tol := 1e-5*absDotRef(t, typ, w, a) + 1e-6
+	for _, im := range asmRowKernels() {
 		if !im.ok {
 			continue
 		}
@@ -129,15 +129,15 @@ func checkAll(t *testing.T, typ gguf.TensorType, w []byte, a acts, what string) 
 }
 
 func TestAsmImplsAvailable(t *testing.T) {
-	for _, im := range asmImpls() {
+	for _, im := range asmRowKernels() {
 		if !im.ok {
 			t.Logf("%s kernels: not supported by this CPU, skipped", im.name)
 		}
 	}
 }
 
-// randomActs quantizes n normal values for typ's block size.
-func randomActs(r *rand.Rand, typ gguf.TensorType, n int) acts {
+// randomTestActs quantizes n normal values for typ's block size.
+func randomTestActs(r *rand.Rand, typ gguf.TensorType, n int) testActs {
 	x := make([]float32, n)
 	for i := range x {
 		x[i] = float32(r.NormFloat64())
@@ -145,14 +145,14 @@ func randomActs(r *rand.Rand, typ gguf.TensorType, n int) acts {
 	if typ.BlockSize() == 32 {
 		var a Acts32
 		QuantizeActs32(&a, x)
-		return actsFrom(a.Q, a.D, 32)
+		return testActsFrom(a.Q, a.D, 32)
 	}
 	var a ActsK
 	QuantizeActsK(&a, x)
-	return actsFrom(a.Q, a.D, 256)
+	return testActsFrom(a.Q, a.D, 256)
 }
 
-func blockCounts(typ gguf.TensorType) []int {
+func asmBlockCounts(typ gguf.TensorType) []int {
 	if typ.BlockSize() == 32 {
 		return []int{0, 1, 2, 3, 4, 5, 7, 9, 17, 18, 33, 48}
 	}
@@ -161,20 +161,20 @@ func blockCounts(typ gguf.TensorType) []int {
 
 func TestAsmKernelsRandom(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	for _, typ := range allTypes {
-		for _, nb := range blockCounts(typ) {
+	for _, typ := range rowKernelTypes {
+		for _, nb := range asmBlockCounts(typ) {
 			for rep := range 3 {
-				a := randomActs(r, typ, nb*typ.BlockSize())
+				a := randomTestActs(r, typ, nb*typ.BlockSize())
 				w := randomBlocks(r, typ, nb)
-				checkAll(t, typ, w, a, fmt.Sprintf("%d blocks #%d", nb, rep))
+				checkAsmKernels(t, typ, w, a, fmt.Sprintf("%d blocks #%d", nb, rep))
 			}
 		}
 	}
 }
 
-// extremeBlocks is nb blocks of typ with every quantized value at its maximum (Q8_0: all
+// extremeTestBlocks is nb blocks of typ with every quantized value at its maximum (Q8_0: all
 // −128) and every scale and min at its largest magnitude, scales positive.
-func extremeBlocks(typ gguf.TensorType, nb int, low bool) []byte {
+func extremeTestBlocks(typ gguf.TensorType, nb int, low bool) []byte {
 	size := typ.BlockBytes()
 	w := make([]byte, nb*size)
 	fill := byte(0xff)
@@ -221,7 +221,7 @@ func extremeBlocks(typ gguf.TensorType, nb int, low bool) []byte {
 }
 
 func TestAsmKernelsExtreme(t *testing.T) {
-	for _, typ := range allTypes {
+	for _, typ := range rowKernelTypes {
 		bs := typ.BlockSize()
 		for _, nb := range []int{1, 2, 3, 6} {
 			n := nb * bs
@@ -243,10 +243,10 @@ func TestAsmKernelsExtreme(t *testing.T) {
 				for i := range d {
 					d[i] = 0.02
 				}
-				a := actsFrom(q, d, bs)
+				a := testActsFrom(q, d, bs)
 				for _, low := range []bool{false, true} {
-					w := extremeBlocks(typ, nb, low)
-					checkAll(t, typ, w, a, fmt.Sprintf("%d blocks, weights low=%v, acts %s", nb, low, pattern))
+					w := extremeTestBlocks(typ, nb, low)
+					checkAsmKernels(t, typ, w, a, fmt.Sprintf("%d blocks, weights low=%v, testActs %s", nb, low, pattern))
 				}
 			}
 		}
@@ -256,10 +256,10 @@ func TestAsmKernelsExtreme(t *testing.T) {
 // TestAsmKernelsUnaligned runs the kernels on sub-slices starting at odd offsets.
 func TestAsmKernelsUnaligned(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	for _, typ := range allTypes {
+	for _, typ := range rowKernelTypes {
 		for _, nb := range []int{1, 3, 6} {
 			for _, off := range []int{1, 3, 7} {
-				a := randomActs(r, typ, nb*typ.BlockSize())
+				a := randomTestActs(r, typ, nb*typ.BlockSize())
 				w := randomBlocks(r, typ, nb)
 				wb := make([]byte, len(w)+off)
 				w = wb[off:][:len(w):len(w)]
@@ -272,9 +272,9 @@ func TestAsmKernelsUnaligned(t *testing.T) {
 				copy(sb[1:], a.s)
 				bb := make([]int16, len(a.bsums)+1)
 				copy(bb[1:], a.bsums)
-				u := acts{q: qb[off:][:len(a.q):len(a.q)], d: db[1:][:len(a.d):len(a.d)], s: sb[1:][:len(a.s):len(a.s)],
+				u := testActs{q: qb[off:][:len(a.q):len(a.q)], d: db[1:][:len(a.d):len(a.d)], s: sb[1:][:len(a.s):len(a.s)],
 					bsums: bb[1:][:len(a.bsums):len(a.bsums)]}
-				checkAll(t, typ, w, u, fmt.Sprintf("%d blocks at offset %d", nb, off))
+				checkAsmKernels(t, typ, w, u, fmt.Sprintf("%d blocks at offset %d", nb, off))
 			}
 		}
 	}

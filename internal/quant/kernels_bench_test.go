@@ -20,8 +20,8 @@ func BenchmarkRowKernels(b *testing.B) {
 		name string
 		ok   bool
 		k    rowKernels
-	}{{"go", true, goKernels}}, asmImpls()...)
-	for _, typ := range allTypes {
+	}{{"go", true, goRowKernels}}, asmRowKernels()...)
+	for _, typ := range rowKernelTypes {
 		lens := []int{1536}
 		if typ.BlockSize() == 32 {
 			lens = []int{576, 1536}
@@ -30,7 +30,7 @@ func BenchmarkRowKernels(b *testing.B) {
 			nb := n / typ.BlockSize()
 			w := randomBlocks(r, typ, nb*benchRows)
 			rowBytes := nb * typ.BlockBytes()
-			a := randomActs(r, typ, n)
+			a := randomTestActs(r, typ, n)
 			for _, im := range impls {
 				if !im.ok || im.name == "dispatch" {
 					continue
@@ -42,7 +42,7 @@ func BenchmarkRowKernels(b *testing.B) {
 							sink += im.k.call(typ, w[i*rowBytes:(i+1)*rowBytes], a)
 						}
 					}
-					benchSink = sink
+					rowKernelSink = sink
 					ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N) / benchRows
 					b.ReportMetric(ns, "ns/row")
 					b.ReportMetric(float64(rowBytes)/ns, "GB/s")
@@ -53,4 +53,4 @@ func BenchmarkRowKernels(b *testing.B) {
 	}
 }
 
-var benchSink float32
+var rowKernelSink float32
