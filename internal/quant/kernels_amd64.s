@@ -139,7 +139,8 @@ GLOBL qc1w<>(SB), RODATA|NOPTR, $4
 	VADDSS    X6, X0, X0
 
 // func dotQ8_0AVX512(w []byte, q []int8, d []float32) float32
-// Signed weights: VPDPBUSD of |w| with x negated where w < 0.
+// Signed weights: VPDPBUSD of |w| (−128 reads as 128 unsigned) with x negated where w < 0;
+// x is never −128 (QuantizeActs32 clamps to ±127).
 TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $0-76
 	MOVQ         w_base+0(FP), AX
 	MOVQ         q_base+24(FP), SI
@@ -419,10 +420,10 @@ q51z_done:
 	RET
 
 // ---------------------------------------------------------------------------------------
-// AVX-512 K-quant kernels: per super-block of 256, four (Q4_K, Q5_K: one 32-byte qs chunk
-// = two sub-blocks) or four (Q6_K: two halves × two 64-element pieces) VPDPBUSDs, each
-// product multiplied lane-wise by its sub-block's scale (VPERMD from the unpacked scales)
-// into an int32 accumulator Z10, then converted and scaled by d·dx into Z0. The mins
+// AVX-512 K-quant kernels: per super-block of 256, four VPDPBUSDs of 64 elements (Q4_K,
+// Q5_K: a 32-byte qs chunk, two sub-blocks; Q6_K: two halves × two pieces of four groups),
+// each product multiplied lane-wise by its sub-block's or group's scale (VPERMD from the
+// unpacked scales) into an int32 accumulator Z10, then converted and scaled by d·dx into Z0. The mins
 // (Q4_K, Q5_K) go through the group sums into Y1. Registers: AX w, SI q, DX d, BX bsums,
 // CX super-blocks left.
 
@@ -452,7 +453,7 @@ q51z_done:
 	SHLQ $32, R10;             \
 	ORQ  R10, R12
 
-// K45_CHUNK: Z2 holds the chunk's two sub-blocks' weights; Z10 += their products with the
+// K45_DOT: Z2 holds the chunk's two sub-blocks' weights; Z10 += their products with the
 // activations at xoff(SI) times the scales picked by idx from Z6.
 #define K45_DOT(xoff, idx) \
 	VPXORD   Z3, Z3, Z3;      \
@@ -668,7 +669,7 @@ q6kz_done:
 // ---------------------------------------------------------------------------------------
 // AVX2 (+FMA, F16C) kernels: VPMADDUBSW of the unsigned weights with the signed activations
 // (16-bit pair sums, which cannot saturate for weights below 64, or |w| ≤ 128 in Q8_0
-// where x takes w's sign), then VPMADDWD with ones, or with the sub-block scales in the
+// where x takes w's sign, x being within ±127), then VPMADDWD with ones, or with the sub-block scales in the
 // K-quants, into int32 lanes. One 32-element block per iteration; float accumulator Y0.
 // Registers: AX w, SI q, DX d, BX s or bsums, CX blocks left; Y15 0x0f bytes, Y14 ones
 // words.
