@@ -16,13 +16,52 @@ var (
 func init() {
 	switch {
 	case asmVNNI:
-		dotQ8_0, dotQ4_0, dotQ4_1 = dotQ8_0AVX512, dotQ4_0AVX512, dotQ4_1AVX512
-		dotQ5_0, dotQ5_1 = dotQ5_0AVX512, dotQ5_1AVX512
-		dotQ4_K, dotQ5_K, dotQ6_K = dotQ4_KAVX512, dotQ5_KAVX512, dotQ6_KAVX512
+		setAsmKernels(dotQ8_0AVX512, dotQ4_0AVX512, dotQ5_0AVX512, dotQ4_1AVX512, dotQ5_1AVX512,
+			dotQ4_KAVX512, dotQ5_KAVX512, dotQ6_KAVX512)
 	case asmAVX2:
-		dotQ8_0, dotQ4_0, dotQ4_1 = dotQ8_0AVX2, dotQ4_0AVX2, dotQ4_1AVX2
-		dotQ5_0, dotQ5_1 = dotQ5_0AVX2, dotQ5_1AVX2
-		dotQ4_K, dotQ5_K, dotQ6_K = dotQ4_KAVX2, dotQ5_KAVX2, dotQ6_KAVX2
+		setAsmKernels(dotQ8_0AVX2, dotQ4_0AVX2, dotQ5_0AVX2, dotQ4_1AVX2, dotQ5_1AVX2,
+			dotQ4_KAVX2, dotQ5_KAVX2, dotQ6_KAVX2)
+	}
+}
+
+type (
+	kern32  = func(w []byte, q []int8, d []float32) float32
+	kern32s = func(w []byte, q []int8, d, s []float32) float32
+	kernK   = func(w []byte, q []int8, d []float32, bsums []int16) float32
+)
+
+// setAsmKernels installs assembly kernels behind a check of the slices' lengths (the
+// assembly reads len(d) blocks without bounds checks).
+func setAsmKernels(q80, q40, q50 kern32, q41, q51 kern32s, q4k, q5k, q6k kernK) {
+	dotQ8_0, dotQ4_0, dotQ5_0 = checked32(q80, 34), checked32(q40, 18), checked32(q50, 22)
+	dotQ4_1, dotQ5_1 = checked32s(q41, 20), checked32s(q51, 24)
+	dotQ4_K, dotQ5_K, dotQ6_K = checkedK(q4k, 144), checkedK(q5k, 176), checkedK(q6k, 210)
+}
+
+func checked32(f kern32, size int) kern32 {
+	return func(w []byte, q []int8, d []float32) float32 {
+		if len(w) < size*len(d) || len(q) < 32*len(d) {
+			panic("quant: row kernel: weights or activations shorter than len(d) blocks")
+		}
+		return f(w, q, d)
+	}
+}
+
+func checked32s(f kern32s, size int) kern32s {
+	return func(w []byte, q []int8, d, s []float32) float32 {
+		if len(w) < size*len(d) || len(q) < 32*len(d) || len(s) < len(d) {
+			panic("quant: row kernel: weights or activations shorter than len(d) blocks")
+		}
+		return f(w, q, d, s)
+	}
+}
+
+func checkedK(f kernK, size int) kernK {
+	return func(w []byte, q []int8, d []float32, bsums []int16) float32 {
+		if len(w) < size*len(d) || len(q) < 256*len(d) || len(bsums) < 16*len(d) {
+			panic("quant: row kernel: weights or activations shorter than len(d) blocks")
+		}
+		return f(w, q, d, bsums)
 	}
 }
 

@@ -279,3 +279,44 @@ func TestAsmKernelsUnaligned(t *testing.T) {
 		}
 	}
 }
+
+// TestAsmKernelsCheckLengths: the dispatched assembly kernels panic, as the Go ones do,
+// rather than read past slices too short for len(d) blocks.
+func TestAsmKernelsCheckLengths(t *testing.T) {
+	if !asmAVX2 {
+		t.Skip("no assembly kernels on this CPU")
+	}
+	k := asmRowKernels()[len(asmRowKernels())-1].k // the dispatch
+	for _, typ := range rowKernelTypes {
+		a := testActsFrom(make([]int8, 2*typ.BlockSize()), []float32{1, 1}, typ.BlockSize())
+		w := make([]byte, 2*typ.BlockBytes())
+		type shortCase struct {
+			what string
+			w    []byte
+			a    testActs
+		}
+		short := []shortCase{
+			{"weights", w[:len(w)-1], a},
+			{"activations", w, testActs{q: a.q[:len(a.q)-1], d: a.d, s: a.s, bsums: a.bsums}},
+		}
+		switch typ {
+		case gguf.Q4_1, gguf.Q5_1:
+			short = append(short, shortCase{"sums", w, testActs{q: a.q, d: a.d, s: a.s[:1], bsums: a.bsums}})
+		case gguf.Q4_K, gguf.Q5_K, gguf.Q6_K:
+			short = append(short, shortCase{"sums", w, testActs{q: a.q, d: a.d, s: a.s, bsums: a.bsums[:len(a.bsums)-1]}})
+		}
+		for _, c := range short {
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Errorf("%v: short %s: no panic", typ, c.what)
+					}
+				}()
+				k.call(typ, c.w, c.a)
+			}()
+		}
+		if got := k.call(typ, w, a); got != 0 {
+			t.Errorf("%v: zero row: %g", typ, got)
+		}
+	}
+}

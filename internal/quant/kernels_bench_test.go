@@ -32,7 +32,7 @@ func BenchmarkRowKernels(b *testing.B) {
 			rowBytes := nb * typ.BlockBytes()
 			a := randomTestActs(r, typ, n)
 			for _, im := range impls {
-				if !im.ok || im.name == "dispatch" {
+				if !im.ok {
 					continue
 				}
 				b.Run(fmt.Sprintf("%v/%d/%s", typ, n, im.name), func(b *testing.B) {
