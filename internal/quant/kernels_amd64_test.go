@@ -223,7 +223,7 @@ func extremeTestBlocks(typ gguf.TensorType, nb int, low bool) []byte {
 func TestAsmKernelsExtreme(t *testing.T) {
 	for _, typ := range rowKernelTypes {
 		bs := typ.BlockSize()
-		for _, nb := range []int{1, 2, 3, 6} {
+		for _, nb := range []int{1, 2, 3, 6, 17} {
 			n := nb * bs
 			for _, pattern := range []string{"+127", "-127", "±127", "127 then -127"} {
 				q := make([]int8, n)
@@ -257,7 +257,7 @@ func TestAsmKernelsExtreme(t *testing.T) {
 func TestAsmKernelsUnaligned(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, typ := range rowKernelTypes {
-		for _, nb := range []int{1, 3, 6} {
+		for _, nb := range []int{1, 3, 6, 19} {
 			for _, off := range []int{1, 3, 7} {
 				a := randomTestActs(r, typ, nb*typ.BlockSize())
 				w := randomBlocks(r, typ, nb)
