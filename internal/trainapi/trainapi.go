@@ -45,6 +45,7 @@ func (a *API) Register(r *httpx.Router, bearer httpx.Middleware) {
 	g.HandleFunc("GET /v1/preview/training-jobs/{id}", a.getJob, &openapi.Operation{Summary: "Get a training job", Tags: tag, Response: jobs.Job{}})
 	g.HandleFunc("GET /v1/preview/training-jobs/{id}/events", a.jobEvents, &openapi.Operation{Summary: "List a training job's events (text/event-stream follows it live)", Tags: tag})
 	g.HandleFunc("POST /v1/preview/training-jobs/{id}/cancel", a.cancelJob, &openapi.Operation{Summary: "Cancel a training job", Tags: tag, Response: jobs.Job{}})
+	g.HandleFunc("POST /v1/preview/datasets/from-calls", a.datasetFromCalls, &openapi.Operation{Summary: "Build a Weave Dataset of SFT examples or RL trajectory groups from traced chat completions (op, feedback and query filters); its dataset_ref is a training_data_url", Tags: tag, Request: training.FromCallsRequest{}, Response: training.FromCallsResult{}})
 	g.HandleFunc("POST /v1/preview/files", a.uploadFile, &openapi.Operation{Summary: "Upload a training data file (JSONL body); use its url as training_data_url", Tags: tag})
 }
 
@@ -224,6 +225,29 @@ func limitParam(v string) (int, error) {
 		return 0, apierror.BadRequest("limit", "limit must be an integer from 1 to 100, got %q", v)
 	}
 	return n, nil
+}
+
+// datasetFromCalls builds a Weave Dataset from the traced chat completions of a project of
+// the caller's entity.
+func (a *API) datasetFromCalls(w http.ResponseWriter, r *http.Request) {
+	var req training.FromCallsRequest
+	if err := httpx.DecodeJSON(r, &req, httpx.DecodeOptions{Strict: true}); err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	if req.Entity == "" {
+		req.Entity = entityOf(r)
+	}
+	if err := auth.Entity(r.Context(), req.Entity, "entity"); err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	res, err := a.Svc.DatasetFromCalls(r.Context(), req)
+	if err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, res)
 }
 
 // uploadFile stores a training data file (the raw body, or the "file" part of a multipart

@@ -12,7 +12,9 @@
 package training
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
@@ -140,6 +142,29 @@ func (s *Service) DeleteCheckpoints(ctx context.Context, m registry.Model, steps
 
 // CreateRLJob validates an RL request for model m and queues its spec (one RL step).
 func (s *Service) CreateRLJob(ctx context.Context, m registry.Model, req RLRequest) (jobs.Job, error) {
+	if u := req.TrajectoryGroupsURL; u != "" {
+		const param = "trajectory_groups_url"
+		if len(req.TrajectoryGroups) > 0 {
+			return jobs.Job{}, fault.Invalid(param, "send trajectory_groups or trajectory_groups_url, not both")
+		}
+		if err := s.checkDataURLOf(ctx, param, m.Entity, u); err != nil {
+			return jobs.Job{}, err
+		}
+		data, err := s.readData(ctx, m.Entity, u)
+		if err != nil {
+			return jobs.Job{}, fault.Invalid(param, "%s: %v", param, err)
+		}
+		for i, line := range bytes.Split(data, []byte("\n")) {
+			if len(bytes.TrimSpace(line)) == 0 {
+				continue
+			}
+			if !json.Valid(line) {
+				return jobs.Job{}, fault.Invalid(param, "%s: row %d is not JSON", param, i+1)
+			}
+			req.TrajectoryGroups = append(req.TrajectoryGroups, json.RawMessage(line))
+		}
+		req.TrajectoryGroupsURL = ""
+	}
 	spec, err := NewRLSpec(req)
 	if err != nil {
 		return jobs.Job{}, err
