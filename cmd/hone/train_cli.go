@@ -598,6 +598,12 @@ func watchJob(ctx context.Context, c *client, id string, stdout, stderr io.Write
 			} else {
 				fmt.Fprintf(stdout, "step %d/%d %s\n", done, total, metricLine(ev.Data, time.Since(start)))
 			}
+		case "group_skipped":
+			msg, _ := ev.Data["message"].(string)
+			if tty && done > 0 {
+				fmt.Fprintln(stdout)
+			}
+			fmt.Fprintln(stdout, msg)
 		case "training_ended":
 			if tty && done > 0 {
 				fmt.Fprintln(stdout)

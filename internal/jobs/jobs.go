@@ -65,6 +65,9 @@ const (
 const (
 	EventStarted = "training_started"
 	EventStep    = "gradient_step"
+	// EventGroupSkipped says that an RL job leaves a trajectory group out because all its
+	// rewards are equal: {group_index, num_trajectories, reward, message}.
+	EventGroupSkipped = "group_skipped"
 	EventEnded   = "training_ended"
 	EventFailed  = "training_failed"
 )

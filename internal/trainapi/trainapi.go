@@ -147,9 +147,31 @@ func (a *API) modelRoutes(w http.ResponseWriter, r *http.Request) {
 	case r.Method == "DELETE" && sub == "checkpoints":
 		var req struct {
 			Steps []int `json:"steps"`
+			// Hone's pruning, ART's delete_checkpoints on the server: keep the latest and
+			// the keep_best best by best_checkpoint_metric.
+			Metric   *string `json:"best_checkpoint_metric"`
+			KeepBest *int    `json:"keep_best"`
 		}
 		if err := httpx.DecodeJSON(r, &req, httpx.DecodeOptions{}); err != nil {
 			apierror.Write(w, r, err)
+			return
+		}
+		if req.Metric != nil || req.KeepBest != nil {
+			if req.Steps != nil {
+				apierror.Write(w, r, apierror.BadRequest("steps", "send steps, or best_checkpoint_metric/keep_best to prune, not both"))
+				return
+			}
+			metric := ""
+			if req.Metric != nil {
+				metric = *req.Metric
+			}
+			res, err := a.Svc.PruneCheckpoints(r.Context(), m, metric, req.KeepBest)
+			if err != nil {
+				apierror.Write(w, r, err)
+				return
+			}
+			httpx.WriteJSON(w, http.StatusOK, map[string]any{"deleted_count": len(res.Deleted), "not_found_steps": []int{},
+				"deleted_steps": res.Deleted, "kept_steps": res.Kept, "best_steps": res.Best})
 			return
 		}
 		n, missing, err := a.Svc.DeleteCheckpoints(r.Context(), m, req.Steps)

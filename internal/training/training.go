@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 
@@ -138,6 +139,48 @@ func (s *Service) DeleteCheckpoints(ctx context.Context, m registry.Model, steps
 	}
 	s.forget(m.ID, steps...)
 	return deleted, missing, nil
+}
+
+// DefaultPruneMetric is the metric PruneCheckpoints keeps the best checkpoints by, as ART's
+// delete_checkpoints does.
+const DefaultPruneMetric = "val/reward"
+
+// PruneCheckpoints deletes every checkpoint of model m except the latest and the keepBest
+// best by metric (default val/reward, higher is better; keepBest default 1), as ART's
+// delete_checkpoints does. A metric no checkpoint has is a fault (nothing is deleted).
+func (s *Service) PruneCheckpoints(ctx context.Context, m registry.Model, metric string, keepBest *int) (registry.PruneResult, error) {
+	if metric == "" {
+		metric = DefaultPruneMetric
+	}
+	n := 1
+	if keepBest != nil {
+		if *keepBest < 1 {
+			return registry.PruneResult{}, fault.Invalid("keep_best", "keep_best must be at least 1, got %d", *keepBest)
+		}
+		n = *keepBest
+	}
+	res, err := s.Reg.Prune(ctx, m.ID, metric, n)
+	if errors.Is(err, registry.ErrNoMetric) {
+		names := map[string]bool{}
+		if cs, err := s.Reg.AllCheckpoints(ctx, m.ID); err == nil {
+			for _, c := range cs {
+				for k := range c.Metrics {
+					names[k] = true
+				}
+			}
+		}
+		var list []string
+		for k := range names {
+			list = append(list, k)
+		}
+		sort.Strings(list)
+		return res, fault.Invalid("best_checkpoint_metric", "no checkpoint of %s/%s/%s has the metric %q, so none can be called best and nothing was deleted; its checkpoints have %v (POST …/log with split val records val/reward)", m.Entity, m.Project, m.Name, metric, list)
+	}
+	if err != nil {
+		return res, err
+	}
+	s.forget(m.ID, res.Deleted...)
+	return res, nil
 }
 
 // CreateRLJob validates an RL request for model m and queues its spec (one RL step).
