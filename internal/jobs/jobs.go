@@ -68,8 +68,8 @@ const (
 	// EventGroupSkipped says that an RL job leaves a trajectory group out because all its
 	// rewards are equal: {group_index, num_trajectories, reward, message}.
 	EventGroupSkipped = "group_skipped"
-	EventEnded   = "training_ended"
-	EventFailed  = "training_failed"
+	EventEnded        = "training_ended"
+	EventFailed       = "training_failed"
 )
 
 // ErrNotFound is returned for an unknown job or event cursor.
