@@ -175,11 +175,11 @@ func TestStreamArgumentsGrow(t *testing.T) {
 
 func TestDetect(t *testing.T) {
 	for tpl, want := range map[string]string{
-		"{{ '<tool_call>' }}":                        Hermes,
-		"[AVAILABLE_TOOLS] ... [TOOL_CALLS]":         Mistral,
-		"<|python_tag|>":                             Llama3JSON,
+		"{{ '<tool_call>' }}":                         Hermes,
+		"[AVAILABLE_TOOLS] ... [TOOL_CALLS]":          Mistral,
+		"<|python_tag|>":                              Llama3JSON,
 		`<|start_header_id|> {"name": "parameters": `: Llama3JSON,
-		"<|im_start|>":                               None,
+		"<|im_start|>":                                None,
 	} {
 		if got := Detect(tpl); got != want {
 			t.Errorf("%q: %s, want %s", tpl, got, want)
