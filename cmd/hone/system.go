@@ -122,7 +122,7 @@ func (s *system) loadModels() error {
 		s.models.Add(m)
 	}
 	if c.NoDemo {
-		return nil
+		return s.checkToolParsers()
 	}
 	dir := filepath.Join(s.cfg.DataDir, "models", "demo")
 	if !model.ModelDirExists(dir) {
@@ -138,7 +138,7 @@ func (s *system) loadModels() error {
 	s.setToolParser(m)
 	s.reportMemory(m)
 	s.models.Add(m)
-	return nil
+	return s.checkToolParsers()
 }
 
 // reportMemory says at start how much memory a served model takes: its weights (packed
@@ -237,4 +237,15 @@ func (s *system) setToolParser(m *serving.Served) {
 		}
 		s.log.Info("tool-call parser", "model", m.Name, "parser", p)
 	}
+}
+
+// checkToolParsers refuses a --tool-call-parser NAME=PARSER for a model not served.
+func (s *system) checkToolParsers() error {
+	parsers, _ := toolParsers(s.cfg.Chat.ToolParsers)
+	for name := range parsers {
+		if _, ok := s.models.Get(name); name != "" && !ok {
+			return fmt.Errorf("--tool-call-parser %s=%s: no model %q is served", name, parsers[name], name)
+		}
+	}
+	return nil
 }

@@ -212,3 +212,23 @@ func TestToolCallsEndToEnd(t *testing.T) {
 		t.Fatalf("none: %d %s", code, b)
 	}
 }
+
+// TestToolCallParserFlag: --tool-call-parser none turns parsing off for the model (required is
+// then vLLM's 400); a parser for a model not served, or an unknown parser, stops the start.
+func TestToolCallParserFlag(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir, "--tool-call-parser", "demo=none")
+	bearer := "Bearer " + initialKey(t, dir)
+	code, _, b := do(t, "POST", s.url+"/v1/chat/completions", bearer, `{"messages":[{"role":"user","content":"x"}],"tools":`+weatherTools+`,"tool_choice":"required","max_tokens":4}`)
+	if code != 400 || !strings.Contains(string(b), "requires --tool-call-parser") {
+		t.Fatalf("%d %s", code, b)
+	}
+	// tools without tool_choice: rendered, answered as text.
+	code, _, b = do(t, "POST", s.url+"/v1/chat/completions", bearer, `{"messages":[{"role":"user","content":"x"}],"tools":`+weatherTools+`,"max_tokens":4}`)
+	if code != 200 || strings.Contains(string(b), `"tool_calls":[`) {
+		t.Fatalf("%d %s", code, b)
+	}
+	if _, err := toolParsers([]string{"bogus"}); err == nil {
+		t.Fatal("unknown parser accepted")
+	}
+}
