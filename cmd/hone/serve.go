@@ -67,6 +67,8 @@ type ChatConfig struct {
 	NoPrefixCache  bool
 	MaxLogprobs    int
 	DType          string
+	// ToolParsers is --tool-call-parser: PARSER for every model, or NAME=PARSER for one.
+	ToolParsers modelFlags
 }
 
 // TrainConfig is how training jobs run.
@@ -140,6 +142,7 @@ func newServeFlags(cfg *ServeConfig) *flag.FlagSet {
 	fs.BoolVar(&c.NoPrefixCache, "no-prefix-cache", false, "do not reuse cached KV blocks of earlier prompts (prefix caching is on by default)")
 	fs.IntVar(&c.MaxLogprobs, "max-logprobs", 20, "largest top_logprobs / prompt_logprobs a request may ask")
 	fs.StringVar(&c.DType, "dtype", "", "weights in memory: as stored (default), f32 or bf16")
+	fs.Var(&c.ToolParsers, "tool-call-parser", "tool-call parser: hermes, llama3_json, mistral or none, for every model, or NAME=PARSER for one (repeatable); default: detected from each model's chat template")
 	t := &cfg.Train
 	fs.IntVar(&t.Workers, "train-workers", 1, "training jobs run at once in this process (0: none; run 'hone worker' on the same store)")
 	fs.StringVar(&t.DataRoot, "train-data-root", "", "directory under which local training_data_url paths are allowed (default: none)")
