@@ -778,3 +778,31 @@ func meanStd(x []float64) (float64, float64) {
 	}
 	return m, math.Sqrt(s / float64(len(x)))
 }
+
+// CheckGroups tokenises every trajectory (and additional history) that an RL step on groups
+// would train — those of groups whose rewards differ — as RLStep does, so that a job is
+// refused when it is created rather than failing when it runs: ids that cannot be recovered
+// from a choice's logprobs, a choice without logprobs, a template that cannot render a turn.
+// The error names the trajectory (trajectory_groups[g].trajectories[t], and
+// .additional_histories[h]) and the choice.
+func (c *ChatTokenizer) CheckGroups(groups []TrajectoryGroup, allowNoLogprobs bool) error {
+	for gi, g := range groups {
+		if !g.Trainable() {
+			continue
+		}
+		for ti, t := range g.Trajectories {
+			convs := []History{{MessagesAndChoices: t.MessagesAndChoices, Tools: t.Tools}}
+			convs = append(convs, t.AdditionalHistories...)
+			for hi, h := range convs {
+				if _, err := c.tokenizeTrajectory(h.MessagesAndChoices, h.Tools, allowNoLogprobs); err != nil {
+					where := fmt.Sprintf("trajectory_groups[%d].trajectories[%d]", gi, ti)
+					if hi > 0 {
+						where += fmt.Sprintf(".additional_histories[%d]", hi-1)
+					}
+					return &FieldError{Field: where, Msg: err.Error()}
+				}
+			}
+		}
+	}
+	return nil
+}
