@@ -296,3 +296,41 @@ func TestAgentChoiceSampledOffTemplate(t *testing.T) {
 		t.Fatalf("sampled %v, want %v (%d lossy entries, %d unknown)", sampled, ids, lossy, s.unknown)
 	}
 }
+
+// TestAdditionalHistoriesTrainAsSequences: each additional history of a trajectory (a
+// sub-agent's conversation, with its own tools) is trained as its own sequence with the
+// trajectory's advantage, and an error in one names it.
+func TestAdditionalHistoriesTrainAsSequences(t *testing.T) {
+	dir := tinyDir(t, "llama", 0.02)
+	c, err := LoadChat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := model.Load(dir, model.LoadOptions{})
+	a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 2})
+	e, _ := NewTrainer(m, a)
+	user := json.RawMessage(`{"role":"user","content":"Find it."}`)
+	traj := func(r float64, ids ...int) Trajectory {
+		call := plainToolChoice(c, "c1", "x", `<tool_call>{"name": "lookup", "arguments": {"key": "x"}}</tool_call>`)
+		return Trajectory{Reward: r, Tools: json.RawMessage(lookupTools),
+			MessagesAndChoices: []json.RawMessage{user, choiceJSON(c, ids, []float32{-1, -1})},
+			AdditionalHistories: []History{{Tools: json.RawMessage(lookupTools),
+				MessagesAndChoices: []json.RawMessage{user, call, json.RawMessage(`{"role":"tool","tool_call_id":"c1","content":"found"}`), choiceJSON(c, ids, []float32{-2, -2})}}}}
+	}
+	g := TrajectoryGroup{Trajectories: []Trajectory{traj(1, 100, 101), traj(0, 102, 103)}}
+	met, _, err := RLStep(context.Background(), e, c, []TrajectoryGroup{g}, RLConfig{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := len(c.Tok.Encode(`<tool_call>{"name": "lookup", "arguments": {"key": "x"}}</tool_call>`, false))
+	if met.NumTrajectories != 4 || met.NumTrainableTokens != 2*(2+calls+2) {
+		t.Fatalf("%d sequences, %d trainable tokens (want 4, %d)", met.NumTrajectories, met.NumTrainableTokens, 2*(2+calls+2))
+	}
+	bad := traj(0, 102, 103)
+	bad.AdditionalHistories[0].MessagesAndChoices[1] = json.RawMessage(`{"index":0,"message":{"role":"assistant","content":"x"}}`)
+	g.Trajectories[1] = bad
+	err = c.CheckGroups([]TrajectoryGroup{g}, false)
+	if err == nil || err.Error() != "trajectory_groups[0].trajectories[1].additional_histories[0] messages_and_choices[1]: the choice has no logprobs; sample with logprobs=true or set allow_training_without_logprobs" {
+		t.Fatalf("err = %v", err)
+	}
+}

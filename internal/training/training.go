@@ -213,6 +213,11 @@ func (s *Service) CreateRLJob(ctx context.Context, m registry.Model, req RLReque
 	if err != nil {
 		return jobs.Job{}, err
 	}
+	if st := spec.KLRefStep; st != nil && *st > 0 && spec.Config.KLPenaltyCoef > 0 {
+		if _, err := s.Reg.Step(ctx, m.ID, *st); errors.Is(err, registry.ErrNotFound) {
+			return jobs.Job{}, fault.Invalid("experimental_config.kl_penalty_reference_step", "kl_penalty_reference_step %d is not a checkpoint of this model", *st)
+		}
+	}
 	// The trajectories are tokenised now, where the base model is served here, so that a
 	// choice whose sampled ids cannot be recovered is a 400 naming it, not a failed job.
 	if base, ok := s.Models.Get(m.BaseModel); ok && base.Template != nil && base.Tok != nil {
@@ -226,11 +231,6 @@ func (s *Service) CreateRLJob(ctx context.Context, m registry.Model, req RLReque
 				return jobs.Job{}, fault.Invalid(fe.Field, "%s: %s", fe.Field, fe.Msg)
 			}
 			return jobs.Job{}, err
-		}
-	}
-	if st := spec.KLRefStep; st != nil && *st > 0 && spec.Config.KLPenaltyCoef > 0 {
-		if _, err := s.Reg.Step(ctx, m.ID, *st); errors.Is(err, registry.ErrNotFound) {
-			return jobs.Job{}, fault.Invalid("experimental_config.kl_penalty_reference_step", "kl_penalty_reference_step %d is not a checkpoint of this model", *st)
 		}
 	}
 	return s.Queue.Enqueue(ctx, m.ID, m.Entity, "rl", queued{Version: 1, RL: &spec})
