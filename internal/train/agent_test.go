@@ -2,6 +2,7 @@ package train
 
 import (
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/honeai/hone/internal/chattemplate"
+	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/tokenizer"
 )
 
