@@ -31,6 +31,7 @@ import (
 	"github.com/honeai/hone/internal/registry"
 	"github.com/honeai/hone/internal/serving"
 	"github.com/honeai/hone/internal/trace"
+	"github.com/honeai/hone/internal/train"
 )
 
 // Service trains adapters of the served models. Reg, Queue and Models are required; the
@@ -215,6 +216,21 @@ func (s *Service) CreateRLJob(ctx context.Context, m registry.Model, req RLReque
 	if st := spec.KLRefStep; st != nil && *st > 0 && spec.Config.KLPenaltyCoef > 0 {
 		if _, err := s.Reg.Step(ctx, m.ID, *st); errors.Is(err, registry.ErrNotFound) {
 			return jobs.Job{}, fault.Invalid("experimental_config.kl_penalty_reference_step", "kl_penalty_reference_step %d is not a checkpoint of this model", *st)
+		}
+	}
+	// The trajectories are tokenised now, where the base model is served here, so that a
+	// choice whose sampled ids cannot be recovered is a 400 naming it, not a failed job.
+	if base, ok := s.Models.Get(m.BaseModel); ok && base.Template != nil && base.Tok != nil {
+		chat := &train.ChatTokenizer{Template: base.Template, Tok: base.Tok, Special: base.Tok.Config().SpecialTokens}
+		if base.Model != nil {
+			chat.Vocab = base.Model.Config.VocabSize
+		}
+		if err := chat.CheckGroups(spec.Groups, spec.Config.AllowWithoutLogprobs); err != nil {
+			var fe *train.FieldError
+			if errors.As(err, &fe) {
+				return jobs.Job{}, fault.Invalid(fe.Field, "%s: %s", fe.Field, fe.Msg)
+			}
+			return jobs.Job{}, err
 		}
 	}
 	return s.Queue.Enqueue(ctx, m.ID, m.Entity, "rl", queued{Version: 1, RL: &spec})
