@@ -149,7 +149,7 @@ func TestChatEndToEnd(t *testing.T) {
 		{`{"messages":[{"role":"user","content":"x"}],"priority":3}`, "priority", 400, "Priority scheduling is not enabled"},
 		{`{"messages":[{"role":"user","content":"x"}],"temperature":-1}`, "temperature", 400, "temperature must be non-negative"},
 		{`{"messages":[{"role":"user","content":"x"}],"n":2,"temperature":0}`, "n", 400, "n must be 1 when using greedy sampling"},
-		{`{"messages":[{"role":"user","content":"x"}],"tool_choice":"auto","tools":[{"type":"function","function":{"name":"f"}}]}`, "tool_choice", 400, "none"},
+		{`{"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"function","function":{"name":"g"}},"tools":[{"type":"function","function":{"name":"f"}}]}`, "tool_choice", 400, "does not match any of the specified `tools`"},
 		{`{"messages":[{"role":"user","content":"x"}],"max_tokens":100000}`, "max_tokens", 400, "cannot be greater than max_model_len"},
 		{`{"messages":[{"role":"user","content":"x"}],"temperature":"hot"}`, "temperature", 400, "temperature"},
 		{`{"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"tokenize":true}}`, "chat_template_kwargs", 400, "Found unexpected chat template kwargs"},

@@ -202,9 +202,11 @@ func TestTrainCLIAsANewUser(t *testing.T) {
 	}
 	groups := filepath.Join(t.TempDir(), "g.json")
 	os.WriteFile(groups, []byte("["+group(0, 1)+","+group(0.5, 0.5)+"]"), 0o644)
-	code, out, _ = runCmd(trainCmd, append([]string{"rl", "--model", "local/p/m", "--groups", groups}, cli...)...)
-	if code != 1 || !strings.Contains(out, "logprobs") {
-		t.Errorf("RL without logprobs and without the flag: exit %d\n%s", code, out)
+	// The server tokenises the trajectories when the job is created: a 400 naming the
+	// choice, and no job.
+	code, out, errs = runCmd(trainCmd, append([]string{"rl", "--model", "local/p/m", "--groups", groups}, cli...)...)
+	if code != 1 || !strings.Contains(out+errs, "trajectory_groups[0].trajectories[0]: messages_and_choices[1]: the choice has no logprobs") {
+		t.Errorf("RL without logprobs and without the flag: exit %d\n%s\n%s", code, out, errs)
 	}
 	code, out, errs = runCmd(trainCmd, append([]string{"rl", "--model", "local/p/m", "--groups", groups, "--allow-training-without-logprobs"}, cli...)...)
 	if code != 0 || !strings.Contains(out, "group 2 of 2: all 2 rewards are 0.5, nothing to learn from: skipped") {
@@ -219,11 +221,11 @@ func TestTrainCLIAsANewUser(t *testing.T) {
 	// Jobs: listed newest first; a finished job is left as it is by cancel.
 	code, out, errs = runCmd(jobsCmd, append([]string{"list", "--model", "local/p/m"}, cli...)...)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if code != 0 || len(lines) != 6 || !strings.HasPrefix(lines[0], "ID") || !strings.Contains(lines[1], "rl") || !strings.Contains(lines[len(lines)-1], "sft") {
+	if code != 0 || len(lines) != 5 || !strings.HasPrefix(lines[0], "ID") || !strings.Contains(lines[1], "rl") || !strings.Contains(lines[len(lines)-1], "sft") {
 		t.Fatalf("jobs list: exit %d\n%s\n%s", code, out, errs)
 	}
 	code, out, _ = runCmd(jobsCmd, append([]string{"list", "--status", "failed"}, cli...)...)
-	if code != 0 || strings.Count(out, "FAILED") != 1 || strings.Contains(out, "more") {
+	if code != 0 || strings.Count(out, "FAILED") != 0 || strings.Contains(out, "more") {
 		t.Errorf("jobs list --status failed:\n%s", out)
 	}
 	code, out, _ = runCmd(jobsCmd, append([]string{"list", "--status", "SUCCEEDED", "--limit", "3"}, cli...)...)

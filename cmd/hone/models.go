@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -10,12 +11,14 @@ import (
 )
 
 func init() {
-	register("models", "model files: synth (write a tiny random-weight HF model directory)", func(args []string) int {
+	register("models", "models: synth (write a tiny random-weight HF model directory), prune (keep the best and latest checkpoints)", func(args []string) int {
 		return runModels(args, os.Stdout, os.Stderr)
 	})
 }
 
 const modelsUsage = `usage:
+  hone models prune --model ENTITY/PROJECT/NAME [--metric val/reward] [--keep-best N]
+                    (on a server: delete every checkpoint but the latest and the N best by metric)
   hone models synth --arch llama|qwen2|qwen3 --out DIR [--preset tiny|demo|smollm2-135m|qwen2.5-0.5b]
                     [--layers N --hidden N --heads N --kv-heads N --head-dim N --intermediate N
                      --vocab N --max-pos N --rope-theta F --rope-scaling llama3 --tied --dtype f32|bf16
@@ -33,6 +36,9 @@ func runModels(args []string, stdout, stderr io.Writer) int {
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, modelsUsage)
 		return 0
+	}
+	if args[0] == "prune" {
+		return runModelsPrune(context.Background(), args[1:], stdout, stderr)
 	}
 	if args[0] != "synth" {
 		fmt.Fprintf(stderr, "hone models: unknown subcommand %q\n\n%s", args[0], modelsUsage)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/honeai/hone/internal/toolcall"
 	"io"
 	"log/slog"
 	"os"
@@ -53,6 +54,9 @@ type system struct {
 func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout io.Writer) (_ *system, err error) {
 	if cfg.Chat.Policy != "fcfs" && cfg.Chat.Policy != "priority" {
 		return nil, fmt.Errorf("--scheduling-policy %q: use fcfs or priority", cfg.Chat.Policy)
+	}
+	if _, err := toolParsers(cfg.Chat.ToolParsers); err != nil {
+		return nil, err
 	}
 	if cfg.Chat.MaxModelLen < 0 {
 		return nil, fmt.Errorf("--max-model-len %d: use a positive number (0 = the model's)", cfg.Chat.MaxModelLen)
@@ -119,11 +123,12 @@ func (s *system) loadModels() error {
 		if err != nil {
 			return fmt.Errorf("--model %s: %w", name, err)
 		}
+		s.setToolParser(m)
 		s.reportMemory(m)
 		s.models.Add(m)
 	}
 	if c.NoDemo {
-		return nil
+		return s.checkToolParsers()
 	}
 	dir := filepath.Join(s.cfg.DataDir, "models", "demo")
 	if !model.ModelDirExists(dir) {
@@ -136,9 +141,10 @@ func (s *system) loadModels() error {
 	if err != nil {
 		return fmt.Errorf("demo model: %w", err)
 	}
+	s.setToolParser(m)
 	s.reportMemory(m)
 	s.models.Add(m)
-	return nil
+	return s.checkToolParsers()
 }
 
 // reportMemory says at start how much memory a served model takes: its weights (packed
@@ -203,4 +209,49 @@ func (s *system) close() {
 func hostOwner() string {
 	h, _ := os.Hostname()
 	return h + "/" + strconv.Itoa(os.Getpid())
+}
+
+// toolParsers reads --tool-call-parser values: PARSER (key "") or NAME=PARSER.
+func toolParsers(values []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, v := range values {
+		name, parser, ok := strings.Cut(v, "=")
+		if !ok {
+			name, parser = "", v
+		}
+		if !toolcall.Valid(parser) {
+			return nil, fmt.Errorf("--tool-call-parser %q: use %s, or NAME=PARSER for one model", v, strings.Join(toolcall.Families, ", "))
+		}
+		out[name] = parser
+	}
+	return out, nil
+}
+
+// setToolParser gives a served model its --tool-call-parser (its own, else the one for
+// every model; none given: detected from its chat template per request).
+func (s *system) setToolParser(m *serving.Served) {
+	parsers, _ := toolParsers(s.cfg.Chat.ToolParsers)
+	if p, ok := parsers[m.Name]; ok {
+		m.ToolParser = p
+	} else {
+		m.ToolParser = parsers[""]
+	}
+	if m.Template != nil || m.ToolParser != "" {
+		p := m.ToolParser
+		if p == "" && m.Template != nil {
+			p = toolcall.Detect(m.Template.Source()) + " (detected from the chat template)"
+		}
+		s.log.Info("tool-call parser", "model", m.Name, "parser", p)
+	}
+}
+
+// checkToolParsers refuses a --tool-call-parser NAME=PARSER for a model not served.
+func (s *system) checkToolParsers() error {
+	parsers, _ := toolParsers(s.cfg.Chat.ToolParsers)
+	for name := range parsers {
+		if _, ok := s.models.Get(name); name != "" && !ok {
+			return fmt.Errorf("--tool-call-parser %s=%s: no model %q is served", name, parsers[name], name)
+		}
+	}
+	return nil
 }

@@ -164,7 +164,7 @@ func (c *client) ensureModel(ctx context.Context, ref, base string) (trainedMode
 	return m, true, nil
 }
 
-var sftUsage = fmt.Sprintf(`usage: hone train sft --model ENTITY/PROJECT/NAME --file FILE.jsonl [flags]
+var sftUsage = fmt.Sprintf(`usage: hone train sft --model ENTITY/PROJECT/NAME --file FILE.jsonl | --data-url URL [flags]
 
 Supervised fine-tuning of a LoRA adapter. FILE.jsonl holds one {"messages": [...]} per line;
 every line is checked before anything is sent. The model is created on --base when it does not
@@ -182,7 +182,7 @@ const (
 	sftCLIEpochs       = 3
 )
 
-var rlUsage = fmt.Sprintf(`usage: hone train rl --model ENTITY/PROJECT/NAME --groups FILE.json [flags]
+var rlUsage = fmt.Sprintf(`usage: hone train rl --model ENTITY/PROJECT/NAME --groups FILE.json | --data-url URL [flags]
 
 One RL step (a new checkpoint) on ART trajectory groups: FILE.json is a JSON array of groups,
 each {"trajectories": [{"messages_and_choices": [...], "reward": R}, ...]}. A group whose
@@ -221,20 +221,26 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	noWatch := fs.Bool("no-watch", false, "print the job id and return without following it")
 	var (
 		dataFile, turns, groupsFile, loss *string
+		dataURL, schedule                 *string
+		warmup                            *int
 		lr                                *float64
 		epochs, batch                     *int
 		allowNoLogprobs                   *bool
 	)
 	header := sftUsage
 	if kind == "sft" {
-		dataFile = fs.String("file", "", "JSONL chat data file (required)")
+		dataFile = fs.String("file", "", "JSONL chat data file (this or --data-url)")
+		dataURL = fs.String("data-url", "", "training data already on the server instead of --file: a weave:/// Dataset or table ref (hone datasets from-calls prints one), hone-file:///<id>, or a path under the server's --train-data-root")
 		lr = fs.Float64("lr", sftCLILearningRate, "learning rate")
 		epochs = fs.Int("epochs", sftCLIEpochs, "passes over the data")
 		batch = fs.Int("batch-size", 0, "examples per gradient step (default: auto, examples/8 from 1 to 8)")
 		turns = fs.String("assistant-turns", "all", "assistant turns trained on: all or last")
+		schedule = fs.String("schedule", "", "learning-rate schedule: constant, linear or cosine (default: the server's, constant)")
+		warmup = fs.Int("warmup", 0, "warm-up steps of the schedule")
 	} else {
 		header = rlUsage
-		groupsFile = fs.String("groups", "", "JSON file with an array of trajectory groups (required)")
+		groupsFile = fs.String("groups", "", "JSON file with an array of trajectory groups (this or --data-url)")
+		dataURL = fs.String("data-url", "", "trajectory groups already on the server instead of --groups: a weave:/// Dataset or table whose rows are groups (hone datasets from-calls --kind rl prints one)")
 		lr = fs.Float64("lr", train.DefaultRLLearningRate, "learning rate")
 		loss = fs.String("loss", "cispo", "loss: cispo or ppo")
 		allowNoLogprobs = fs.Bool("allow-training-without-logprobs", false, "train on choices that carry no logprobs (their text is tokenised again)")
@@ -263,9 +269,13 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var notes []string // said after the job's id
 	switch kind {
 	case "sft":
-		if *dataFile == "" {
-			fmt.Fprintln(stderr, "hone train sft: --file FILE.jsonl is required")
+		if (*dataFile == "") == (*dataURL == "") {
+			fmt.Fprintln(stderr, "hone train sft: give --file FILE.jsonl or --data-url URL (one of them)")
 			return 2
+		}
+		if *dataURL != "" {
+			notes = append(notes, "training data "+*dataURL)
+			break
 		}
 		var n int
 		var err error
@@ -274,9 +284,13 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		notes = append(notes, fmt.Sprintf("%d examples from %s", n, *dataFile))
 	case "rl":
-		if *groupsFile == "" {
-			fmt.Fprintln(stderr, "hone train rl: --groups FILE.json is required")
+		if (*groupsFile == "") == (*dataURL == "") {
+			fmt.Fprintln(stderr, "hone train rl: give --groups FILE.json or --data-url URL (one of them)")
 			return 2
+		}
+		if *dataURL != "" {
+			notes = append(notes, "trajectory groups "+*dataURL)
+			break
 		}
 		var err error
 		if groups, notes, err = readGroupsFile(*groupsFile); err != nil {
@@ -300,14 +314,27 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		var up struct {
 			URL string `json:"url"`
 		}
-		if err := c.do(ctx, "POST", "/v1/preview/files", bytes.NewReader(data), "application/jsonl", &up); err != nil {
+		if *dataURL != "" {
+			up.URL = *dataURL
+		} else if err := c.do(ctx, "POST", "/v1/preview/files", bytes.NewReader(data), "application/jsonl", &up); err != nil {
 			return fail(err)
 		}
 		cfg := map[string]any{"assistant_turns": *turns, "learning_rate": *lr, "epochs": *epochs}
 		if *batch > 0 {
 			cfg["batch_size"] = *batch
 		}
-		if err := c.postJSON(ctx, "/v1/preview/sft-training-jobs", map[string]any{"model_id": m.ID, "training_data_url": up.URL, "config": cfg}, &job); err != nil {
+		body := map[string]any{"model_id": m.ID, "training_data_url": up.URL, "config": cfg}
+		xc := map[string]any{}
+		if *schedule != "" {
+			xc["schedule"] = *schedule
+		}
+		if *warmup > 0 {
+			xc["warmup_steps"] = *warmup
+		}
+		if len(xc) > 0 {
+			body["experimental_config"] = xc
+		}
+		if err := c.postJSON(ctx, "/v1/preview/sft-training-jobs", body, &job); err != nil {
 			return fail(err)
 		}
 	case "rl":
@@ -321,7 +348,11 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if *allowNoLogprobs {
 			xc["allow_training_without_logprobs"] = true
 		}
-		if err := c.postJSON(ctx, "/v1/preview/training-jobs", map[string]any{"model_id": m.ID, "trajectory_groups": groups, "experimental_config": xc}, &job); err != nil {
+		body := map[string]any{"model_id": m.ID, "trajectory_groups": groups, "experimental_config": xc}
+		if *dataURL != "" {
+			body = map[string]any{"model_id": m.ID, "trajectory_groups_url": *dataURL, "experimental_config": xc}
+		}
+		if err := c.postJSON(ctx, "/v1/preview/training-jobs", body, &job); err != nil {
 			return fail(err)
 		}
 	}
@@ -567,6 +598,12 @@ func watchJob(ctx context.Context, c *client, id string, stdout, stderr io.Write
 			} else {
 				fmt.Fprintf(stdout, "step %d/%d %s\n", done, total, metricLine(ev.Data, time.Since(start)))
 			}
+		case "group_skipped":
+			msg, _ := ev.Data["message"].(string)
+			if tty && done > 0 {
+				fmt.Fprintln(stdout)
+			}
+			fmt.Fprintln(stdout, msg)
 		case "training_ended":
 			if tty && done > 0 {
 				fmt.Fprintln(stdout)

@@ -192,6 +192,42 @@ await expectError(400, { response_format: { type: "json_schema" } }, "json_schem
 await expectError(400, { structured_outputs: { regex: "a", choice: ["b"] } }, "two constraint kinds", "structured_outputs");
 await expectError(400, { structured_outputs: { json: { type: "object", properties: { a: { type: "number", multipleOf: 2 } } } } }, "unsupported schema feature", "structured_outputs.json");
 
+// Tool calls. The demo model has random weights and a hermes-style template; with
+// tool_choice required or a named function the call is generated under the tools' schemas,
+// so it always parses.
+const tools = [
+  { type: "function", function: { name: "get_weather", description: "Weather of a city", parameters: { type: "object", properties: { city: { enum: ["Paris", "Rome"] }, days: { type: "integer", minimum: 1, maximum: 7 } }, required: ["city", "days"], additionalProperties: false } } },
+  { type: "function", function: { name: "get_time", parameters: { type: "object", properties: { zone: { enum: ["UTC", "CET"] } }, required: ["zone"], additionalProperties: false } } },
+];
+const checkCall = (call, what) => {
+  check(call.type === "function" && /^call_[A-Za-z0-9]{24}$/.test(call.id), `${what}: call id and type`, call);
+  check(["get_weather", "get_time"].includes(call.function.name), `${what}: known function`, call);
+  const args = JSON.parse(call.function.arguments);
+  if (call.function.name === "get_weather") check(["Paris", "Rome"].includes(args.city) && Number.isInteger(args.days) && args.days >= 1 && args.days <= 7, `${what}: get_weather arguments`, args);
+  else check(["UTC", "CET"].includes(args.zone), `${what}: get_time arguments`, args);
+};
+const askWeather = [{ role: "user", content: "What is the weather in Paris for 3 days?" }];
+const req = await client.chat.completions.create({ model, messages: askWeather, tools, tool_choice: "required", max_tokens: 120, seed: 4 });
+check(req.choices[0].finish_reason === "tool_calls" && req.choices[0].message.tool_calls?.length >= 1 && req.choices[0].message.content === null, "required: tool_calls, null content", req.choices[0]);
+req.choices[0].message.tool_calls.forEach((c) => checkCall(c, "required"));
+// Streamed through the SDK's stream helper, which adds the tool_call deltas up.
+const helper = client.chat.completions.stream({ model, messages: askWeather, tools, tool_choice: { type: "function", function: { name: "get_weather" } }, max_tokens: 120, seed: 5 });
+let argDeltas = 0;
+helper.on("tool_calls.function.arguments.delta", () => argDeltas++);
+const streamed = await helper.finalChatCompletion();
+const sm = streamed.choices[0].message;
+check(sm.tool_calls?.length === 1 && sm.tool_calls[0].function.name === "get_weather" && !sm.content, "named, streamed: one get_weather call", sm);
+checkCall(sm.tool_calls[0], "named, streamed");
+check(argDeltas >= 1, "named, streamed: argument deltas", argDeltas);
+const named = await client.chat.completions.create({ model, messages: askWeather, tools, tool_choice: { type: "function", function: { name: "get_weather" } }, max_tokens: 120, seed: 5 });
+check(named.choices[0].message.tool_calls[0].function.arguments === sm.tool_calls[0].function.arguments, "named: streamed and non-streamed arguments agree", [named.choices[0].message, sm]);
+// The tool's result in a follow-up turn.
+const call = req.choices[0].message.tool_calls[0];
+const followUp = await client.chat.completions.create({ model, tools, max_tokens: 4, messages: [...askWeather, req.choices[0].message, { role: "tool", tool_call_id: call.id, content: "sunny, 21 C" }] });
+check(followUp.choices.length === 1, "follow-up turn with the tool result", followUp);
+const noneChoice = await client.chat.completions.create({ model, messages: askWeather, tools, tool_choice: "none", max_tokens: 4 });
+check(!noneChoice.choices[0].message.tool_calls, "tool_choice none: no tool_calls", noneChoice.choices[0].message);
+
 // Error cases, each in the one error envelope.
 await expectError(404, { model: "no-such-model" }, "unknown model");
 await expectError(400, { temperature: -1 }, "negative temperature", "temperature");
@@ -199,7 +235,9 @@ await expectError(400, { n: 0 }, "n = 0", "n");
 await expectError(400, { max_tokens: 0 }, "max_tokens = 0", "max_tokens");
 await expectError(400, { top_p: 1.5 }, "top_p > 1", "top_p");
 await expectError(400, { priority: 5 }, "priority under fcfs");
-await expectError(400, { tool_choice: "auto", tools: [{ type: "function", function: { name: "f", parameters: { type: "object" } } }] }, "tool_choice auto", "tool_choice");
+await expectError(400, { tool_choice: "required" }, "tool_choice without tools", "tool_choice");
+await expectError(400, { tool_choice: { type: "function", function: { name: "nope" } }, tools: [{ type: "function", function: { name: "f", parameters: { type: "object" } } }] }, "named tool not in tools", "tool_choice");
+await expectError(400, { tools: [] }, "empty tools", "tools");
 await expectError(400, { add_generation_prompt: true, continue_final_message: true }, "continue_final_message with add_generation_prompt");
 await expectError(400, { stream_options: { include_usage: true } }, "stream_options without stream", "stream_options");
 await expectError(400, { seed: -(2 ** 63) - 4096 }, "seed out of range", "seed");

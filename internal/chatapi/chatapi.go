@@ -22,6 +22,7 @@ import (
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/openapi"
 	"github.com/honeai/hone/internal/serving"
+	"github.com/honeai/hone/internal/toolcall"
 )
 
 // API serves the chat routes.
@@ -198,6 +199,18 @@ func (a *API) prepare(r *http.Request) (*prepared, error) {
 	if tpl == nil {
 		return nil, apierror.BadRequest("chat_template", "The model `%s` has no chat template; pass one in `chat_template`.", name)
 	}
+	if err := p.tools.resolve(served.ToolParser, tpl.Source()); err != nil {
+		return nil, err
+	}
+	if p.structured == nil && p.beam == nil && p.tools.family != "" {
+		marker := toolcall.Marker(p.tools.family)
+		id, ok := served.Tok.TokenID(marker)
+		spec, err := p.tools.constraint(ok && served.Tok.IsSpecial(id))
+		if err != nil {
+			return nil, err
+		}
+		p.structured = spec
+	}
 	special := map[string]string{}
 	for k, v := range served.Tok.Config().SpecialTokens {
 		special[k] = v
@@ -367,14 +380,14 @@ type Choice struct {
 
 // Message is an assistant message.
 type Message struct {
-	Role         string  `json:"role"`
-	Content      *string `json:"content"`
-	Refusal      any     `json:"refusal"`
-	Annotations  any     `json:"annotations"`
-	Audio        any     `json:"audio"`
-	FunctionCall any     `json:"function_call"`
-	ToolCalls    []any   `json:"tool_calls"`
-	Reasoning    *string `json:"reasoning"`
+	Role         string     `json:"role"`
+	Content      *string    `json:"content"`
+	Refusal      any        `json:"refusal"`
+	Annotations  any        `json:"annotations"`
+	Audio        any        `json:"audio"`
+	FunctionCall any        `json:"function_call"`
+	ToolCalls    []ToolCall `json:"tool_calls"`
+	Reasoning    *string    `json:"reasoning"`
 }
 
 // Logprobs is a choice's logprobs.
@@ -417,7 +430,7 @@ func (pr *prepared) output() *inference.Output {
 	req := pr.plan.req
 	include := req.IncludeReasoning == nil || *req.IncludeReasoning
 	return &inference.Output{Tok: pr.served.Tok, SkipSpecial: req.SkipSpecialTokens == nil || *req.SkipSpecialTokens,
-		Stops: pr.plan.stops, IncludeStop: req.IncludeStopStrInOutput,
+		Stops: pr.plan.stops, IncludeStop: req.IncludeStopStrInOutput, ToolCalls: pr.plan.tools.output(),
 		Reasoning: include && pr.served.Template != nil && strings.Contains(pr.served.Template.Source(), "<think>")}
 }
 
@@ -569,7 +582,21 @@ func (ru *run) response() *Response {
 			msg.Reasoning, text = r, content
 		}
 		msg.Content = &text
-		ch := Choice{Index: i, Message: msg, FinishReason: c.finish, StopReason: c.stopReason}
+		finish := c.finish
+		if tc := ru.pr.plan.tools.output(); tc != nil && c.finish != "" {
+			if content, calls, ok := toolcall.Parse(tc.Family, text, tc.Options); ok {
+				msg.Content = nil
+				if strings.TrimSpace(content) != "" {
+					msg.Content = &content
+				}
+				msg.ToolCalls = []ToolCall{}
+				for _, call := range calls {
+					msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: toolcall.NewID(), Type: "function", Function: FunctionCall{Name: call.Name, Arguments: call.Arguments}})
+				}
+				finish = ru.pr.plan.tools.finishReason(finish)
+			}
+		}
+		ch := Choice{Index: i, Message: msg, FinishReason: finish, StopReason: c.stopReason}
 		if req.Logprobs {
 			ch.Logprobs = &Logprobs{Content: c.logprobs}
 			if ch.Logprobs.Content == nil {

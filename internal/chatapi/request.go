@@ -54,6 +54,7 @@ type Request struct {
 	Documents                  json.RawMessage    `json:"documents"`
 	Tools                      json.RawMessage    `json:"tools"`
 	ToolChoice                 json.RawMessage    `json:"tool_choice"`
+	ParallelToolCalls          *bool              `json:"parallel_tool_calls"`
 	SkipSpecialTokens          *bool              `json:"skip_special_tokens"`
 	SpacesBetweenSpecialTokens *bool              `json:"spaces_between_special_tokens"`
 	IncludeReasoning           *bool              `json:"include_reasoning"`
@@ -94,6 +95,7 @@ type plan struct {
 	repetition  *inference.Repetition
 	beam        *inference.Beam
 	structured  *structured.Spec
+	tools       *toolPlan
 }
 
 // parseRepetition reads repetition_detection {max_pattern_size, min_pattern_size, min_count}
@@ -193,15 +195,20 @@ func (req *Request) validate(vocab int, maxLogprobs int, priorityEnabled bool) (
 			p.promptLP = vocab
 		}
 	}
-	if req.Tools != nil && strings.TrimSpace(string(req.Tools)) == "[]" {
-		return nil, bad("tools", "`tools` must not be an empty array. Either provide at least one tool or omit the field entirely.")
+	tp, err := req.parseTools()
+	if err != nil {
+		return nil, err
 	}
-	if len(req.ToolChoice) > 0 && string(req.ToolChoice) != "null" && string(req.ToolChoice) != `"none"` {
-		return nil, bad("tool_choice", "Only `tool_choice: \"none\"` is supported by Hone; tools are rendered into the chat template and the model's tool calls come back as text.")
-	}
+	p.tools = tp
 	spec, err := structured.FromRequest(req.StructuredOutputs, req.ResponseFormat)
 	if err != nil {
 		return nil, err
+	}
+	if spec != nil && (tp.choice == "required" || tp.choice == "named") {
+		return nil, bad("tool_choice", "You can only either use constraints for structured outputs or tools, not both.")
+	}
+	if tp.choice != "none" && req.UseBeamSearch && len(tp.tools) > 0 && tp.explicit && tp.choice != "auto" {
+		return nil, bad("use_beam_search", "Beam search cannot be combined with tool_choice %q (a constrained tool call).", tp.choice)
 	}
 	p.structured = spec
 	if spec != nil && req.UseBeamSearch {

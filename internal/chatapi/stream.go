@@ -16,9 +16,10 @@ type chunkChoice struct {
 }
 
 type delta struct {
-	Role      string  `json:"role,omitempty"`
-	Content   *string `json:"content,omitempty"`
-	Reasoning *string `json:"reasoning,omitempty"`
+	Role      string          `json:"role,omitempty"`
+	Content   *string         `json:"content,omitempty"`
+	Reasoning *string         `json:"reasoning,omitempty"`
+	ToolCalls []deltaToolCall `json:"tool_calls,omitempty"`
 }
 
 type chunk struct {
@@ -35,6 +36,7 @@ type chunk struct {
 type streamState struct {
 	sentTokens, sentLogprobs int
 	done                     bool
+	calls                    bool // a tool call was streamed
 }
 
 // stream answers with server-sent events as vLLM does.
@@ -115,19 +117,56 @@ func (ru *run) stream(w http.ResponseWriter, r *http.Request, trace func(*http.R
 			cc.TokenIDs = cs.tokens[st.sentTokens:]
 			st.sentTokens = len(cs.tokens)
 		}
+		// Tool calls: a call's first delta has its id, type and name with empty arguments; its
+		// arguments follow in deltas of their own, one chunk each.
+		var tools []deltaToolCall
+		for _, d := range ev.Text.Calls {
+			if d.ID != "" {
+				empty := ""
+				tools = append(tools, deltaToolCall{Index: d.Index, ID: d.ID, Type: "function", Function: deltaFunction{Name: d.Name, Arguments: &empty}})
+				st.calls = true
+			}
+			if d.Arguments != "" {
+				a := d.Arguments
+				tools = append(tools, deltaToolCall{Index: d.Index, Function: deltaFunction{Arguments: &a}})
+			}
+		}
+		var finish chunkChoice
 		if finished {
 			f := cs.finish
-			cc.FinishReason = &f
-			cc.StopReason = cs.stopReason
+			if st.calls {
+				f = ru.pr.plan.tools.finishReason(f)
+			}
+			finish.FinishReason = &f
+			finish.StopReason = cs.stopReason
 			st.done = true
 		}
-		if cc.Delta.Content == nil && cc.Delta.Reasoning == nil && cc.FinishReason == nil && cc.TokenIDs == nil && cc.Logprobs == nil {
+		var ccs []chunkChoice
+		if len(tools) > 0 {
+			cc.Delta.ToolCalls = tools[:1]
+			ccs = append(ccs, cc)
+			for _, t := range tools[1:] {
+				ccs = append(ccs, chunkChoice{Index: i, Delta: delta{ToolCalls: []deltaToolCall{t}}})
+			}
+		} else {
+			ccs = append(ccs, cc)
+		}
+		last := &ccs[len(ccs)-1]
+		last.FinishReason, last.StopReason = finish.FinishReason, finish.StopReason
+		if len(ccs) == 1 && cc.Delta.Content == nil && cc.Delta.Reasoning == nil && cc.Delta.ToolCalls == nil && last.FinishReason == nil && cc.TokenIDs == nil && cc.Logprobs == nil {
 			continue // nothing new to say (held back or a partial character)
 		}
-		c := base()
-		c.Choices = []chunkChoice{cc}
-		c.Usage = usageFor(i)
-		if !send(c) {
+		gone := false
+		for _, one := range ccs {
+			c := base()
+			c.Choices = []chunkChoice{one}
+			c.Usage = usageFor(i)
+			if !send(c) {
+				gone = true
+				break
+			}
+		}
+		if gone {
 			for ev := range ru.h.Events() { // the client is gone: the engine aborts; drain
 				ru.apply(ev)
 			}

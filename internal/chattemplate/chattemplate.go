@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -232,15 +233,20 @@ func continueFinal(rendered string, msgs []any) (string, error) {
 	return "", &TemplateError{Msg: "continue_final_message is set but the final message does not appear in the chat after applying the chat template! This can happen if the chat template deletes portions of the final message. Please verify the chat template and final message in your chat to ensure they are compatible."}
 }
 
-// Span is a byte range [Start, End) of the rendered text.
-type Span struct{ Start, End int }
+// Span is a byte range [Start, End) of the rendered text. Tail is the length of the
+// template's end-of-turn text at the span's end (for example "<|im_end|>\n"), the part of
+// the span that the message's own text does not make: [Start, End−Tail) is the message's
+// body as the template renders it (content, reasoning, tool calls).
+type Span struct{ Start, End, Tail int }
 
 // AssistantSpans renders the conversation and returns it with the byte ranges of each
 // assistant message's turn (its content and the template's end-of-turn text after it, up to
 // where the next message starts), found by rendering each prefix of the conversation with a
 // generation prompt and without. A template that renders earlier turns differently once later
-// ones exist (for example dropping past reasoning) still gives correct spans for the final
-// text: each span is located in the full rendering by its content.
+// ones exist (for example dropping past reasoning, or Qwen3's empty think block, which only
+// the last turn gets) still gives correct spans for the final text: each span is located in
+// the full rendering by its text, or else from where its generation prompt ends in the full
+// rendering up to the end-of-turn text.
 func (t *Template) AssistantSpans(in Input) (string, []Span, error) {
 	msgs, err := parseMessages(in.Messages, t.contentParts)
 	if err != nil {
@@ -273,19 +279,53 @@ func (t *Template) AssistantSpans(in Input) (string, []Span, error) {
 			return "", nil, &TemplateError{Msg: fmt.Sprintf("chat template: the rendering of message %d does not extend the generation prompt before it, so its assistant tokens cannot be located", i)}
 		}
 		turn := upto[len(before):]
+		tail := t.endOfTurn(msgs[:i], base)
+		if !strings.HasSuffix(turn, tail) {
+			tail = ""
+		}
 		// Locate the turn in the full rendering at the same offset when the prefix is kept.
 		if strings.HasPrefix(full, upto) {
-			spans = append(spans, Span{len(before), len(upto)})
+			spans = append(spans, Span{len(before), len(upto), len(tail)})
 			continue
 		}
-		j := strings.Index(full[lastEnd(spans):], turn)
-		if j < 0 {
-			return "", nil, &TemplateError{Msg: fmt.Sprintf("chat template: assistant message %d renders differently inside the whole conversation", i)}
+		if j := strings.Index(full[lastEnd(spans):], turn); j >= 0 {
+			s := lastEnd(spans) + j
+			spans = append(spans, Span{s, s + len(turn), len(tail)})
+			continue
 		}
-		s := lastEnd(spans) + j
-		spans = append(spans, Span{s, s + len(turn)})
+		// The turn renders differently inside the whole conversation: it starts where its
+		// generation prompt ends and ends with the end-of-turn text.
+		if tail != "" && len(before) >= lastEnd(spans) && strings.HasPrefix(full, before) {
+			if j := strings.Index(full[len(before):], tail); j >= 0 {
+				spans = append(spans, Span{len(before), len(before) + j + len(tail), len(tail)})
+				continue
+			}
+		}
+		return "", nil, &TemplateError{Msg: fmt.Sprintf("chat template: assistant message %d renders differently inside the whole conversation", i)}
 	}
 	return full, spans, nil
+}
+
+// turnMark stands for an assistant message's content while endOfTurn finds what the template
+// writes after it.
+const turnMark = "\x00hone-turn\x00"
+
+// endOfTurn is the text the template writes after the content of an assistant message that
+// follows msgs ("" when it cannot tell).
+func (t *Template) endOfTurn(msgs []any, in Input) string {
+	var d exec.Dict
+	dictSet(&d, "role", "assistant")
+	dictSet(&d, "content", turnMark)
+	probe := append(slices.Clone(msgs), d)
+	s, err := t.render(probe, in)
+	if err != nil {
+		return ""
+	}
+	i := strings.LastIndex(s, turnMark)
+	if i < 0 {
+		return ""
+	}
+	return s[i+len(turnMark):]
 }
 
 func lastEnd(spans []Span) int {

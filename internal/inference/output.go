@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/honeai/hone/internal/tokenizer"
+	"github.com/honeai/hone/internal/toolcall"
 )
 
 // Output asks the engine to turn a request's tokens into text, as vLLM's output processor
@@ -20,12 +21,23 @@ type Output struct {
 	Stops       []string
 	IncludeStop bool
 	Reasoning   bool
+	// ToolCalls, when set, finds tool calls in the answer (after any reasoning): the text of
+	// a call never reaches Text.Content; its name and arguments come as Text.Calls.
+	ToolCalls *ToolCalls
+}
+
+// ToolCalls is how to read a choice's tool calls: the parser family and its options.
+type ToolCalls struct {
+	Family  string
+	Options toolcall.Options
 }
 
 // Text is the text of one choice's event: what became visible since its last event.
 type Text struct {
 	Content   string
 	Reasoning string
+	// Calls is what became visible of tool calls (Output.ToolCalls).
+	Calls []toolcall.CallDelta
 	// Full is the whole text of the choice (stop string cut), on its finishing event.
 	Full string
 }
@@ -39,10 +51,14 @@ type outputState struct {
 	tokens                     int
 	sentContent, sentReasoning int
 	finished                   bool
+	calls                      *toolcall.Stream
 }
 
 func newOutputState(o *Output) *outputState {
 	st := &outputState{o: o, dec: o.Tok.NewDecoder(o.SkipSpecial)}
+	if o.ToolCalls != nil {
+		st.calls = toolcall.NewStream(o.ToolCalls.Family, o.ToolCalls.Options)
+	}
 	for _, s := range o.Stops {
 		st.maxStop = max(st.maxStop, len(s))
 	}
@@ -110,6 +126,10 @@ func (st *outputState) delta(finished bool) Text {
 	if len(content) > st.sentContent {
 		t.Content = content[st.sentContent:]
 		st.sentContent = len(content)
+	}
+	if st.calls != nil {
+		d := st.calls.Feed(t.Content, finished)
+		t.Content, t.Calls = d.Content, d.Calls
 	}
 	if finished {
 		t.Full = st.text

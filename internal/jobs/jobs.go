@@ -65,8 +65,11 @@ const (
 const (
 	EventStarted = "training_started"
 	EventStep    = "gradient_step"
-	EventEnded   = "training_ended"
-	EventFailed  = "training_failed"
+	// EventGroupSkipped says that an RL job leaves a trajectory group out because all its
+	// rewards are equal: {group_index, num_trajectories, reward, message}.
+	EventGroupSkipped = "group_skipped"
+	EventEnded        = "training_ended"
+	EventFailed       = "training_failed"
 )
 
 // ErrNotFound is returned for an unknown job or event cursor.

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -311,4 +312,93 @@ func (r *Registry) MergeMetrics(ctx context.Context, modelID string, step int, m
 		_, err := tx.Exec(ctx, `UPDATE train_checkpoints SET metrics = ? WHERE model_id = ? AND step = ?`, string(js), modelID, step)
 		return err
 	})
+}
+
+// ErrNoMetric is returned by Prune when no checkpoint has the metric.
+var ErrNoMetric = errors.New("registry: no checkpoint has the metric")
+
+// PruneResult says which checkpoints Prune kept and deleted, by step.
+type PruneResult struct {
+	Kept    []int `json:"kept_steps"`
+	Deleted []int `json:"deleted_steps"`
+	// Best are the kept steps chosen by the metric, best first.
+	Best []int `json:"best_steps"`
+}
+
+// PrunePlan chooses, as ART's delete_checkpoints does, the checkpoints to keep: the latest
+// step, and the keepBest steps with the highest value of metric (ties go to the later step);
+// checkpoints without the metric are never among the best. It fails with ErrNoMetric when no
+// checkpoint has the metric (and there is more than the latest to prune).
+func PrunePlan(cs []Checkpoint, metric string, keepBest int) (PruneResult, error) {
+	res := PruneResult{Kept: []int{}, Deleted: []int{}, Best: []int{}}
+	if len(cs) == 0 {
+		return res, nil
+	}
+	latest := cs[0].Step
+	var scored []Checkpoint
+	for _, c := range cs {
+		latest = max(latest, c.Step)
+		if _, ok := c.Metrics[metric]; ok {
+			scored = append(scored, c)
+		}
+	}
+	if len(scored) == 0 && len(cs) > 1 {
+		return res, ErrNoMetric
+	}
+	sort.SliceStable(scored, func(i, j int) bool {
+		a, b := scored[i].Metrics[metric], scored[j].Metrics[metric]
+		if a != b {
+			return a > b
+		}
+		return scored[i].Step > scored[j].Step
+	})
+	keep := map[int]bool{latest: true}
+	for _, c := range scored[:min(keepBest, len(scored))] {
+		keep[c.Step] = true
+		res.Best = append(res.Best, c.Step)
+	}
+	for _, c := range cs {
+		if keep[c.Step] {
+			res.Kept = append(res.Kept, c.Step)
+		} else {
+			res.Deleted = append(res.Deleted, c.Step)
+		}
+	}
+	sort.Ints(res.Kept)
+	sort.Ints(res.Deleted)
+	return res, nil
+}
+
+// AllCheckpoints lists every checkpoint of a model by step, ascending.
+func (r *Registry) AllCheckpoints(ctx context.Context, modelID string) ([]Checkpoint, error) {
+	var all []Checkpoint
+	after := ""
+	for {
+		cs, more, err := r.Checkpoints(ctx, modelID, after, 1000, "asc")
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, cs...)
+		if !more || len(cs) == 0 {
+			return all, nil
+		}
+		after = cs[len(cs)-1].ID
+	}
+}
+
+// Prune deletes every checkpoint of a model but the latest and the keepBest best by metric
+// (PrunePlan), with their files.
+func (r *Registry) Prune(ctx context.Context, modelID, metric string, keepBest int) (PruneResult, error) {
+	cs, err := r.AllCheckpoints(ctx, modelID)
+	if err != nil {
+		return PruneResult{}, err
+	}
+	res, err := PrunePlan(cs, metric, keepBest)
+	if err != nil || len(res.Deleted) == 0 {
+		return res, err
+	}
+	if _, _, err := r.DeleteCheckpoints(ctx, modelID, res.Deleted); err != nil {
+		return PruneResult{}, err
+	}
+	return res, nil
 }

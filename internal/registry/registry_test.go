@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -78,4 +79,35 @@ func TestRegistry(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestPrunePlan: the latest and the best by the metric are kept (ties to the later step),
+// checkpoints without the metric are never best, and a metric nobody has is ErrNoMetric.
+func TestPrunePlan(t *testing.T) {
+	cs := []Checkpoint{
+		{Step: 1, Metrics: map[string]float64{"val/reward": 0.5}},
+		{Step: 2, Metrics: map[string]float64{"val/reward": 0.9}},
+		{Step: 3, Metrics: map[string]float64{}},
+		{Step: 4, Metrics: map[string]float64{"val/reward": 0.9}},
+		{Step: 5, Metrics: map[string]float64{"val/reward": 0.1}},
+	}
+	for _, c := range []struct {
+		keep          int
+		kept, deleted string
+	}{
+		{1, "[4 5]", "[1 2 3]"},
+		{2, "[2 4 5]", "[1 3]"},
+		{9, "[1 2 4 5]", "[3]"},
+	} {
+		res, err := PrunePlan(cs, "val/reward", c.keep)
+		if err != nil || fmt.Sprint(res.Kept) != c.kept || fmt.Sprint(res.Deleted) != c.deleted {
+			t.Errorf("keep %d: %+v %v", c.keep, res, err)
+		}
+	}
+	if _, err := PrunePlan(cs, "val/other", 1); !errors.Is(err, ErrNoMetric) {
+		t.Errorf("missing metric: %v", err)
+	}
+	if res, err := PrunePlan(cs[:1], "val/other", 1); err != nil || fmt.Sprint(res.Kept) != "[1]" {
+		t.Errorf("one checkpoint: %+v %v", res, err)
+	}
 }

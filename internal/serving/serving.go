@@ -31,6 +31,10 @@ type Served struct {
 	Template *chattemplate.Template // nil when the tokenizer has none
 	Engine   *inference.Engine
 	Created  int64
+	// ToolParser is the tool-call parser family the server was told to use for this model
+	// (toolcall.Hermes, ...; toolcall.None for no parsing); "" detects it from the chat
+	// template.
+	ToolParser string
 	// maxModelLen is the context served: the model's, or less (LoadOptions.MaxModelLen, or
 	// what the KV cache holds).
 	maxModelLen int

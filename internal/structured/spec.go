@@ -16,12 +16,13 @@ const Backend = "hone"
 
 // Spec is a validated constraint of a request: exactly one kind.
 type Spec struct {
-	Kind    string // json, regex, choice, grammar, json_object, structural_tag
+	Kind    string // json, regex, choice, grammar, json_object, structural_tag, tool_calls
 	Schema  json.RawMessage
 	Regex   string
 	Grammar string
 	Choices []string
 	Tag     *StructuralTag
+	Tools   *ToolCalls
 	Options SchemaOptions
 	param   string // the request field it came from, for errors
 }
@@ -35,10 +36,11 @@ func (s *Spec) Key() string {
 		G string
 		C []string
 		T *StructuralTag
+		U *ToolCalls
 		W bool
 		A bool
 		P string
-	}{s.Kind, s.Schema, s.Regex, s.Grammar, s.Choices, s.Tag, s.Options.NoWhitespace, s.Options.NoAdditionalProperties, s.Options.Whitespace})
+	}{s.Kind, s.Schema, s.Regex, s.Grammar, s.Choices, s.Tag, s.Tools, s.Options.NoWhitespace, s.Options.NoAdditionalProperties, s.Options.Whitespace})
 	return string(b)
 }
 
@@ -66,6 +68,8 @@ func (s *Spec) Rules() (RuleSet, error) {
 		return rs, nil
 	case "structural_tag":
 		return s.Tag.rules(s.Options)
+	case "tool_calls":
+		return s.Tools.rules(s.Options)
 	}
 	return RuleSet{}, fmt.Errorf("unknown constraint kind %q", s.Kind)
 }

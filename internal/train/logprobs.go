@@ -27,9 +27,12 @@ import (
 
 const replacement = "\uFFFD"
 
-// sampledTokens returns the ids and sampling logprobs of a choice's content, and which of
-// them are known to be the sampled ids (the others are context only).
-func (c *ChatTokenizer) sampledTokens(ch *choice, content string, allowNoLogprobs bool) (ids []int, lps []float64, known []bool, err error) {
+// sampledTokens returns the ids and sampling logprobs of a choice's sampled tokens, and
+// which of them are known to be the sampled ids (the others are context only). texts are
+// what the sampled text may be, most likely first (the content; for a tool-call choice the
+// turn as the template renders it): lossy logprobs entries are matched against the first
+// that they spell, and a choice without logprobs (when allowed) is the first tokenised.
+func (c *ChatTokenizer) sampledTokens(ch *choice, texts []string, allowNoLogprobs bool) (ids []int, lps []float64, known []bool, err error) {
 	vocab := max(c.Vocab, c.Tok.VocabSize())
 	var entries []lpEntry
 	if ch.Logprobs != nil {
@@ -50,14 +53,14 @@ func (c *ChatTokenizer) sampledTokens(ch *choice, content string, allowNoLogprob
 			return nil, nil, nil, fmt.Errorf("the choice has %d logprobs for %d token_ids", len(lps), len(ids))
 		}
 	case len(entries) > 0:
-		ids, known, err = c.idsFromLogprobs(entries, content)
+		ids, known, err = c.idsFromLogprobs(entries, texts...)
 		if err != nil {
 			return nil, nil, nil, err
 		}
 	case !allowNoLogprobs:
 		return nil, nil, nil, errors.New("the choice has no logprobs; sample with logprobs=true or set allow_training_without_logprobs")
 	default:
-		ids = c.Tok.Encode(content, false)
+		ids = c.Tok.Encode(texts[0], false)
 	}
 	if lps == nil {
 		lps = make([]float64, len(ids))
@@ -82,8 +85,8 @@ type piece struct {
 }
 
 // idsFromLogprobs recovers the sampled ids of logprobs entries (see the comment at the top of
-// this file).
-func (c *ChatTokenizer) idsFromLogprobs(entries []lpEntry, content string) ([]int, []bool, error) {
+// this file), matching lossy entries against the first of texts that they spell.
+func (c *ChatTokenizer) idsFromLogprobs(entries []lpEntry, texts ...string) ([]int, []bool, error) {
 	vocab := max(c.Vocab, c.Tok.VocabSize())
 	ps := make([]piece, len(entries))
 	lossy := false
@@ -103,7 +106,20 @@ func (c *ChatTokenizer) idsFromLogprobs(entries []lpEntry, content string) ([]in
 		}
 		return ids, known, nil
 	}
-	c.alignLossy(ps, []byte(content), ids, known)
+	for _, t := range texts {
+		if c.alignLossy(ps, []byte(t), ids, known) {
+			return ids, known, nil
+		}
+	}
+	// No text is the sampled text (tool calls or reasoning taken out of it): the known
+	// pieces stand, the lossy ones cannot be told.
+	idx := c.indexes()
+	for i, pc := range ps {
+		ids[i], known[i] = pc.id, pc.id >= 0
+		if pc.id < 0 {
+			ids[i] = idx.byLossy[pc.lossy][0]
+		}
+	}
 	return ids, known, nil
 }
 
@@ -181,9 +197,9 @@ type edge struct {
 }
 
 // alignLossy fills ids and known for pieces some of which are lossy, by matching the pieces
-// against the reply's text (see the comment at the top of this file). Known pieces keep their
-// ids whatever the text says.
-func (c *ChatTokenizer) alignLossy(ps []piece, text []byte, ids []int, known []bool) {
+// against the reply's text (see the comment at the top of this file), and says whether they
+// spell it. Known pieces keep their ids whatever the text says.
+func (c *ChatTokenizer) alignLossy(ps []piece, text []byte, ids []int, known []bool) bool {
 	idx := c.indexes()
 	n, end := len(ps), len(text)
 	// edges[i][p]: the ways entry i can be read starting at position p.
@@ -239,15 +255,7 @@ func (c *ChatTokenizer) alignLossy(ps []piece, text []byte, ids []int, known []b
 		}
 	}
 	if !reach[n][end] {
-		// The text is not the sampled text (tool calls or reasoning taken out of it): the
-		// known pieces stand, the lossy ones cannot be told.
-		for i, pc := range ps {
-			ids[i], known[i] = pc.id, pc.id >= 0
-			if pc.id < 0 {
-				ids[i] = idx.byLossy[pc.lossy][0]
-			}
-		}
-		return
+		return false
 	}
 	// Backward: the positions from which the rest reads to the end.
 	live := make([]map[int]bool, n+1)
@@ -299,4 +307,5 @@ func (c *ChatTokenizer) alignLossy(ps []piece, text []byte, ids []int, known []b
 			ids[i] = idx.byLossy[ps[i].lossy][0]
 		}
 	}
+	return true
 }

@@ -75,7 +75,7 @@ func TestLogprobIDsFromSampledReplies(t *testing.T) {
 				retokenised++
 			}
 			ch := plainChoice(c, truth)
-			ids, lps, known, err := c.sampledTokens(ch, content, false)
+			ids, lps, known, err := c.sampledTokens(ch, []string{content}, false)
 			if err != nil {
 				t.Fatalf("seed %d choice %d: %v", seed, k, err)
 			}
@@ -134,21 +134,21 @@ func TestLogprobIDsForms(t *testing.T) {
 	}
 	ids, _, known, err := c.sampledTokens(&choice{Logprobs: &struct {
 		Content []lpEntry `json:"content"`
-	}{surface}}, "hello there", false)
+	}{surface}}, []string{"hello there"}, false)
 	if err != nil || fmt.Sprint(ids) != fmt.Sprint(hello) || strings.Contains(fmt.Sprint(known), "false") {
 		t.Fatalf("surface forms %v: %v %v (want %v)", surface, ids, err, hello)
 	}
 	// "é" sampled as its two bytes: both entries are U+FFFD, the text shows "é".
 	e1, e2 := byteTok(0xC3), byteTok(0xA9)
 	split := []int{e1, e2}
-	ids, _, known, err = c.sampledTokens(plainChoice(c, split), "é", false)
+	ids, _, known, err = c.sampledTokens(plainChoice(c, split), []string{"é"}, false)
 	if err != nil || fmt.Sprint(ids) != fmt.Sprint(split) || fmt.Sprint(known) != "[true true]" {
 		t.Fatalf("split character: %v %v %v", ids, known, err)
 	}
 	// A lone continuation byte between words: the text shows U+FFFD; unknown, kept as context.
 	a, b := c.Tok.Encode("a", false)[0], c.Tok.Encode("b", false)[0]
 	lone := []int{a, byteTok(0x9C), b}
-	ids, _, known, err = c.sampledTokens(plainChoice(c, lone), "a\uFFFDb", false)
+	ids, _, known, err = c.sampledTokens(plainChoice(c, lone), []string{"a\uFFFDb"}, false)
 	if err != nil || ids[0] != a || ids[2] != b || fmt.Sprint(known) != "[true false true]" {
 		t.Fatalf("lone byte: %v %v %v", ids, known, err)
 	}
@@ -156,36 +156,36 @@ func TestLogprobIDsForms(t *testing.T) {
 	raw := &choice{Logprobs: &struct {
 		Content []lpEntry `json:"content"`
 	}{[]lpEntry{{Token: "a", Bytes: []int{'a'}}, {Token: "bytes:\\x9c", Bytes: []int{0x9C}}, {Token: "b", Bytes: []int{'b'}}}}}
-	ids, _, known, err = c.sampledTokens(raw, "a\uFFFDb", false)
+	ids, _, known, err = c.sampledTokens(raw, []string{"a\uFFFDb"}, false)
 	if err != nil || fmt.Sprint(ids) != fmt.Sprint(lone) || fmt.Sprint(known) != "[true true true]" {
 		t.Fatalf("raw bytes: %v %v %v", ids, known, err)
 	}
 	// token_id:<n>.
 	ids, _, _, err = c.sampledTokens(&choice{Logprobs: &struct {
 		Content []lpEntry `json:"content"`
-	}{[]lpEntry{{Token: fmt.Sprintf("token_id:%d", a)}}}}, "", false)
+	}{[]lpEntry{{Token: fmt.Sprintf("token_id:%d", a)}}}}, []string{""}, false)
 	if err != nil || fmt.Sprint(ids) != fmt.Sprint([]int{a}) {
 		t.Fatalf("token_id: %v %v", ids, err)
 	}
 	// Tool calls or reasoning taken out of the text: the named tokens stand, U+FFFD ones are
 	// unknown.
-	ids, _, known, err = c.sampledTokens(plainChoice(c, []int{a, e1, b}), "", false)
+	ids, _, known, err = c.sampledTokens(plainChoice(c, []int{a, e1, b}), []string{""}, false)
 	if err != nil || ids[0] != a || ids[2] != b || fmt.Sprint(known) != "[true false true]" {
 		t.Fatalf("no text: %v %v %v", ids, known, err)
 	}
 	for _, bad := range []lpEntry{{Token: "token_id:-3"}, {Token: "token_id:99999999"}, {Token: "\x00not a token\x01"}, {Token: "x", Bytes: []int{300}}} {
 		_, _, _, err := c.sampledTokens(&choice{Logprobs: &struct {
 			Content []lpEntry `json:"content"`
-		}{[]lpEntry{bad}}}, "", false)
+		}{[]lpEntry{bad}}}, []string{""}, false)
 		if err == nil {
 			t.Errorf("%+v accepted", bad)
 		}
 	}
 	// Without logprobs the text is tokenised only when allowed.
-	if _, _, _, err := c.sampledTokens(&choice{}, "hello", false); err == nil || !strings.Contains(err.Error(), "allow_training_without_logprobs") {
+	if _, _, _, err := c.sampledTokens(&choice{}, []string{"hello"}, false); err == nil || !strings.Contains(err.Error(), "allow_training_without_logprobs") {
 		t.Fatalf("no logprobs: %v", err)
 	}
-	if ids, _, _, err := c.sampledTokens(&choice{}, "hello", true); err != nil || fmt.Sprint(ids) != fmt.Sprint(c.Tok.Encode("hello", false)) {
+	if ids, _, _, err := c.sampledTokens(&choice{}, []string{"hello"}, true); err != nil || fmt.Sprint(ids) != fmt.Sprint(c.Tok.Encode("hello", false)) {
 		t.Fatalf("allowed without logprobs: %v %v", ids, err)
 	}
 }

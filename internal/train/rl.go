@@ -1,6 +1,7 @@
 package train
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -231,7 +232,17 @@ func (c *RLConfig) defaults() error {
 // tokenizeTrajectory turns one conversation of ART's messages_and_choices into tokens,
 // marking the tokens of each Choice (the sampled assistant turns): their ids come from the
 // choice's token_ids, else from its logprobs entries (see logprobs.go), else, when allowed,
-// from tokenising the content; their sampling logprobs from the choice's logprobs.
+// from tokenising the turn as the template renders it; their sampling logprobs from the
+// choice's logprobs. Everything else — system, user and tool turns, tools, assistant
+// messages given as messages, and the template's text around each choice (the generation
+// prompt, the end-of-turn text) — is context, rendered by the template.
+//
+// A choice's sampled tokens take the place of its turn's body (what the template renders for
+// the message: content, reasoning, tool calls) in the rendered conversation: where their
+// text is the rendered text (or a part of it, such as the content after a think block the
+// template adds), they stand for that part; where it is not (a tool call sampled with other
+// spacing than the template writes it), they replace the body, and the end-of-turn text
+// follows them (less what they already hold, such as a sampled end-of-turn token).
 func (c *ChatTokenizer) tokenizeTrajectory(items []json.RawMessage, tools json.RawMessage, allowNoLogprobs bool) (*rlSeq, error) {
 	msgs := make([]json.RawMessage, len(items))
 	chosen := make([]*choice, len(items))
@@ -251,7 +262,10 @@ func (c *ChatTokenizer) tokenizeTrajectory(items []json.RawMessage, tools json.R
 		}
 		msgs[i] = raw
 	}
-	all, _ := json.Marshal(msgs)
+	all, err := templateMessages(msgs)
+	if err != nil {
+		return nil, err
+	}
 	text, spans, err := c.Template.AssistantSpans(chattemplate.Input{Messages: all, Tools: tools, SpecialTokens: c.Special})
 	if err != nil {
 		return nil, err
@@ -260,8 +274,7 @@ func (c *ChatTokenizer) tokenizeTrajectory(items []json.RawMessage, tools json.R
 	var assistant []int
 	for i, raw := range msgs {
 		var m struct {
-			Role    string `json:"role"`
-			Content any    `json:"content"`
+			Role string `json:"role"`
 		}
 		json.Unmarshal(raw, &m)
 		if m.Role == "assistant" {
@@ -285,20 +298,32 @@ func (c *ChatTokenizer) tokenizeTrajectory(items []json.RawMessage, tools json.R
 		if ch == nil {
 			continue // context, rendered as text
 		}
-		var m struct {
-			Content string `json:"content"`
-		}
-		json.Unmarshal(ch.Message, &m)
+		m := readAssistant(ch.Message)
 		sp := spans[k]
-		start := sp.Start
-		if j := strings.Index(text[sp.Start:sp.End], m.Content); m.Content != "" && j >= 0 {
-			start = sp.Start + j
+		turn := text[sp.Start:sp.End]
+		body := turn[:len(turn)-sp.Tail]
+		if len(m.calls) > 0 && !rendersCalls(body, m.calls) {
+			return nil, fmt.Errorf("messages_and_choices[%d]: the model's chat template does not render tool calls (%s is not in the assistant turn it renders)", mi, m.calls[0])
 		}
-		appendText(text[pos:start])
-		ids, lps, known, err := c.sampledTokens(ch, m.Content, allowNoLogprobs)
+		// What the sampled text may be: the content, or for a tool-call choice the body
+		// (the calls as the template writes them, which a model trained on the template
+		// samples).
+		texts := []string{m.content, body}
+		if len(m.calls) > 0 || m.content == "" {
+			texts = []string{body, m.content}
+		}
+		ids, lps, known, err := c.sampledTokens(ch, texts, allowNoLogprobs)
 		if err != nil {
 			return nil, fmt.Errorf("messages_and_choices[%d]: %v", mi, err)
 		}
+		var gen []byte
+		for _, id := range ids {
+			gen = append(gen, c.Tok.TokenBytes(id)...)
+		}
+		// Where the sampled text lies in the turn: [j, j+len(gen)); the rest of the turn
+		// after it (from rest) is context.
+		j, rest := placeSampled(turn, len(body), string(gen))
+		appendText(text[pos : sp.Start+j])
 		for i, id := range ids {
 			out.seq.Tokens = append(out.seq.Tokens, id)
 			out.sampled = append(out.sampled, known[i])
@@ -307,13 +332,137 @@ func (c *ChatTokenizer) tokenizeTrajectory(items []json.RawMessage, tools json.R
 				out.unknown++
 			}
 		}
-		pos = start + len(m.Content)
-		if m.Content == "" {
-			pos = start
-		}
+		pos = sp.Start + rest
 	}
 	appendText(text[pos:])
 	return out, nil
+}
+
+// placeSampled finds where a choice's sampled text gen lies in its rendered turn (whose body
+// is turn[:bodyLen], the rest being the end-of-turn text): the body's end (the text before it
+// — a think block the template adds — is context), or the body and part of the end-of-turn
+// text (a sampled stop token), or anywhere in the turn; else gen replaces the body. It
+// returns where gen starts and where the context after it resumes.
+func placeSampled(turn string, bodyLen int, gen string) (start, rest int) {
+	if gen == "" {
+		return bodyLen, bodyLen
+	}
+	for end := bodyLen; end <= len(turn); end++ {
+		if strings.HasSuffix(turn[:end], gen) {
+			return end - len(gen), end
+		}
+	}
+	if j := strings.Index(turn, gen); j >= 0 {
+		return j, j + len(gen)
+	}
+	// Replaced: skip the part of the end-of-turn text that gen already ends with.
+	tail := turn[bodyLen:]
+	for n := len(tail); n > 0; n-- {
+		if strings.HasSuffix(gen, tail[:n]) {
+			return 0, bodyLen + n
+		}
+	}
+	return 0, bodyLen
+}
+
+// assistantMsg is what tokenizeTrajectory reads of a choice's message.
+type assistantMsg struct {
+	content string
+	calls   []string // the tool calls' function names
+}
+
+func readAssistant(raw json.RawMessage) assistantMsg {
+	var m struct {
+		Content   any `json:"content"`
+		ToolCalls []struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		} `json:"tool_calls"`
+	}
+	json.Unmarshal(raw, &m)
+	var out assistantMsg
+	out.content, _ = m.Content.(string)
+	for _, tc := range m.ToolCalls {
+		if tc.Function.Name != "" {
+			out.calls = append(out.calls, tc.Function.Name)
+		}
+	}
+	return out
+}
+
+// rendersCalls says whether a rendered assistant turn shows every tool call (by name).
+func rendersCalls(turn string, names []string) bool {
+	for _, n := range names {
+		if !strings.Contains(turn, n) {
+			return false
+		}
+	}
+	return true
+}
+
+// templateMessages is the messages as the template gets them: an assistant message whose
+// content is null (an OpenAI tool-call message) gets the empty string, as vLLM gives
+// templates such a message, so that templates which add to or search the content
+// (SmolLM2's, Qwen3's) render it.
+func templateMessages(msgs []json.RawMessage) ([]byte, error) {
+	out := make([]json.RawMessage, len(msgs))
+	for i, raw := range msgs {
+		out[i] = raw
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) != nil || string(m["role"]) != `"assistant"` {
+			continue
+		}
+		if c, ok := m["content"]; ok && string(c) != "null" {
+			continue
+		}
+		// Keep the key order: insert "content" after the existing fields.
+		b := bytes.TrimRight(raw, " \t\r\n")
+		if len(b) < 2 || b[len(b)-1] != '}' {
+			continue
+		}
+		if _, ok := m["content"]; ok {
+			b = replaceNullContent(b)
+		} else {
+			sep := ","
+			if len(m) == 0 {
+				sep = ""
+			}
+			b = append(slices.Clone(b[:len(b)-1]), sep+`"content":""}`...)
+		}
+		out[i] = b
+	}
+	return json.Marshal(out)
+}
+
+// replaceNullContent rewrites an object's "content": null as "content": "", keeping the
+// order of its keys.
+func replaceNullContent(obj []byte) []byte {
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	dec.Token() // {
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return obj
+		}
+		var v json.RawMessage
+		before := dec.InputOffset()
+		if err := dec.Decode(&v); err != nil {
+			return obj
+		}
+		if k, _ := kt.(string); k == "content" && string(v) == "null" {
+			after := dec.InputOffset()
+			seg := obj[before:after]
+			i := bytes.LastIndex(seg, []byte("null"))
+			if i < 0 {
+				return obj
+			}
+			out := slices.Clone(obj[:int(before)+i])
+			out = append(out, `""`...)
+			return append(out, obj[int(before)+i+4:]...)
+		}
+	}
+	return obj
 }
 
 // RLStep runs one RL step (one ART training job) on groups: group-relative advantages, the
@@ -628,4 +777,32 @@ func meanStd(x []float64) (float64, float64) {
 		s += (v - m) * (v - m)
 	}
 	return m, math.Sqrt(s / float64(len(x)))
+}
+
+// CheckGroups tokenises every trajectory (and additional history) that an RL step on groups
+// would train — those of groups whose rewards differ — as RLStep does, so that a job is
+// refused when it is created rather than failing when it runs: ids that cannot be recovered
+// from a choice's logprobs, a choice without logprobs, a template that cannot render a turn.
+// The error names the trajectory (trajectory_groups[g].trajectories[t], and
+// .additional_histories[h]) and the choice.
+func (c *ChatTokenizer) CheckGroups(groups []TrajectoryGroup, allowNoLogprobs bool) error {
+	for gi, g := range groups {
+		if !g.Trainable() {
+			continue
+		}
+		for ti, t := range g.Trajectories {
+			convs := []History{{MessagesAndChoices: t.MessagesAndChoices, Tools: t.Tools}}
+			convs = append(convs, t.AdditionalHistories...)
+			for hi, h := range convs {
+				if _, err := c.tokenizeTrajectory(h.MessagesAndChoices, h.Tools, allowNoLogprobs); err != nil {
+					where := fmt.Sprintf("trajectory_groups[%d].trajectories[%d]", gi, ti)
+					if hi > 0 {
+						where += fmt.Sprintf(".additional_histories[%d]", hi-1)
+					}
+					return &FieldError{Field: where, Msg: err.Error()}
+				}
+			}
+		}
+	}
+	return nil
 }

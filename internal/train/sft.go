@@ -49,13 +49,40 @@ type ChatTokenizer struct {
 // Tokenize renders messages (and tools) and marks the tokens of assistant turns — all of
 // them, or only the last with turns == "last" — found through the template
 // (chattemplate.AssistantSpans): a token is learned when its bytes overlap an assistant span.
+//
+// Tool calls are trained as the template writes them in the assistant's turn (arguments given
+// as a JSON string are rendered as the object they hold); tool results, system and user turns
+// are context. A template that does not render an assistant message's tool calls (SmolLM2's)
+// is an error naming the message, since the turn would teach an empty reply.
 func (c *ChatTokenizer) Tokenize(messages, tools json.RawMessage, turns string) (Example, error) {
-	text, spans, err := c.Template.AssistantSpans(chattemplate.Input{Messages: messages, Tools: tools, SpecialTokens: c.Special})
+	var msgs []json.RawMessage
+	if err := json.Unmarshal(messages, &msgs); err != nil {
+		return Example{}, errors.New(`"messages" must be an array of chat messages`)
+	}
+	all, err := templateMessages(msgs)
+	if err != nil {
+		return Example{}, err
+	}
+	text, spans, err := c.Template.AssistantSpans(chattemplate.Input{Messages: all, Tools: tools, SpecialTokens: c.Special})
 	if err != nil {
 		return Example{}, err
 	}
 	if len(spans) == 0 {
 		return Example{}, errors.New("the conversation has no assistant message to learn")
+	}
+	k := 0
+	for i, raw := range msgs {
+		var m struct {
+			Role string `json:"role"`
+		}
+		if json.Unmarshal(raw, &m) != nil || m.Role != "assistant" || k >= len(spans) {
+			continue
+		}
+		sp := spans[k]
+		k++
+		if a := readAssistant(raw); len(a.calls) > 0 && !rendersCalls(text[sp.Start:sp.End-sp.Tail], a.calls) {
+			return Example{}, fmt.Errorf("messages[%d]: the model's chat template does not render tool calls (%s is not in the assistant turn it renders)", i, a.calls[0])
+		}
 	}
 	if turns == "last" {
 		spans = spans[len(spans)-1:]

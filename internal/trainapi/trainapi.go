@@ -45,6 +45,7 @@ func (a *API) Register(r *httpx.Router, bearer httpx.Middleware) {
 	g.HandleFunc("GET /v1/preview/training-jobs/{id}", a.getJob, &openapi.Operation{Summary: "Get a training job", Tags: tag, Response: jobs.Job{}})
 	g.HandleFunc("GET /v1/preview/training-jobs/{id}/events", a.jobEvents, &openapi.Operation{Summary: "List a training job's events (text/event-stream follows it live)", Tags: tag})
 	g.HandleFunc("POST /v1/preview/training-jobs/{id}/cancel", a.cancelJob, &openapi.Operation{Summary: "Cancel a training job", Tags: tag, Response: jobs.Job{}})
+	g.HandleFunc("POST /v1/preview/datasets/from-calls", a.datasetFromCalls, &openapi.Operation{Summary: "Build a Weave Dataset of SFT examples or RL trajectory groups from traced chat completions (op, feedback and query filters); its dataset_ref is a training_data_url", Tags: tag, Request: training.FromCallsRequest{}, Response: training.FromCallsResult{}})
 	g.HandleFunc("POST /v1/preview/files", a.uploadFile, &openapi.Operation{Summary: "Upload a training data file (JSONL body); use its url as training_data_url", Tags: tag})
 }
 
@@ -146,9 +147,31 @@ func (a *API) modelRoutes(w http.ResponseWriter, r *http.Request) {
 	case r.Method == "DELETE" && sub == "checkpoints":
 		var req struct {
 			Steps []int `json:"steps"`
+			// Hone's pruning, ART's delete_checkpoints on the server: keep the latest and
+			// the keep_best best by best_checkpoint_metric.
+			Metric   *string `json:"best_checkpoint_metric"`
+			KeepBest *int    `json:"keep_best"`
 		}
 		if err := httpx.DecodeJSON(r, &req, httpx.DecodeOptions{}); err != nil {
 			apierror.Write(w, r, err)
+			return
+		}
+		if req.Metric != nil || req.KeepBest != nil {
+			if req.Steps != nil {
+				apierror.Write(w, r, apierror.BadRequest("steps", "send steps, or best_checkpoint_metric/keep_best to prune, not both"))
+				return
+			}
+			metric := ""
+			if req.Metric != nil {
+				metric = *req.Metric
+			}
+			res, err := a.Svc.PruneCheckpoints(r.Context(), m, metric, req.KeepBest)
+			if err != nil {
+				apierror.Write(w, r, err)
+				return
+			}
+			httpx.WriteJSON(w, http.StatusOK, map[string]any{"deleted_count": len(res.Deleted), "not_found_steps": []int{},
+				"deleted_steps": res.Deleted, "kept_steps": res.Kept, "best_steps": res.Best})
 			return
 		}
 		n, missing, err := a.Svc.DeleteCheckpoints(r.Context(), m, req.Steps)
@@ -224,6 +247,29 @@ func limitParam(v string) (int, error) {
 		return 0, apierror.BadRequest("limit", "limit must be an integer from 1 to 100, got %q", v)
 	}
 	return n, nil
+}
+
+// datasetFromCalls builds a Weave Dataset from the traced chat completions of a project of
+// the caller's entity.
+func (a *API) datasetFromCalls(w http.ResponseWriter, r *http.Request) {
+	var req training.FromCallsRequest
+	if err := httpx.DecodeJSON(r, &req, httpx.DecodeOptions{Strict: true}); err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	if req.Entity == "" {
+		req.Entity = entityOf(r)
+	}
+	if err := auth.Entity(r.Context(), req.Entity, "entity"); err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	res, err := a.Svc.DatasetFromCalls(r.Context(), req)
+	if err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, res)
 }
 
 // uploadFile stores a training data file (the raw body, or the "file" part of a multipart

@@ -16,15 +16,19 @@ import (
 // caller's entity (a Dataset object, by digest, version, alias or "latest", or a table), an
 // uploaded file (hone-file:///<id>), or a path under DataRoot.
 func (s *Service) checkDataURL(ctx context.Context, entity, u string) error {
-	const param = "training_data_url"
+	return s.checkDataURLOf(ctx, "training_data_url", entity, u)
+}
+
+// checkDataURLOf is checkDataURL for a request field named param.
+func (s *Service) checkDataURLOf(ctx context.Context, param, entity, u string) error {
 	scheme, _, hasScheme := strings.Cut(u, "://")
 	switch {
 	case u == "":
-		return fault.Invalid(param, "training_data_url is required")
+		return fault.Invalid(param, "%s is required", param)
 	case strings.HasPrefix(u, "weave:///"):
 		ref, err := trace.ParseRef(u)
 		if err != nil || (ref.Kind != "object" && ref.Kind != "table") || len(ref.Extra) > 0 {
-			return fault.Invalid(param, "training_data_url %q is not a weave:///<entity>/<project>/object/<name>:<digest> or weave:///<entity>/<project>/table/<digest> ref", u)
+			return fault.Invalid(param, "%s %q is not a weave:///<entity>/<project>/object/<name>:<digest> or weave:///<entity>/<project>/table/<digest> ref", param, u)
 		}
 		if ref.Entity != entity {
 			return fault.Forbidden(param, "this API key may only use data of entity %q", entity)
@@ -33,20 +37,20 @@ func (s *Service) checkDataURL(ctx context.Context, entity, u string) error {
 			return fault.Invalid(param, "this server has no trace store to read %s from", u)
 		}
 		if err := s.weaveExists(ctx, ref); err != nil {
-			return fault.NotFound(param, "training_data_url %s: %v", u, err)
+			return fault.NotFound(param, "%s %s: %v", param, u, err)
 		}
 	case strings.HasPrefix(u, "hone-file:///"):
 		id := strings.TrimPrefix(u, "hone-file:///")
 		if !strings.HasPrefix(id, "file-") || strings.ContainsAny(id, "/\\.") {
-			return fault.Invalid(param, "training_data_url %q does not name an uploaded file", u)
+			return fault.Invalid(param, "%s %q does not name an uploaded file", param, u)
 		}
 		if _, err := os.Stat(filepath.Join(s.FilesDir, entity, id+".jsonl")); err != nil {
 			return fault.NotFound(param, "uploaded file %s not found", id)
 		}
 	case strings.HasPrefix(u, "wandb-artifact://"):
-		return fault.Invalid(param, "training_data_url %q is a W&B artifact, which this server cannot resolve yet; upload the data (POST /v1/preview/files) and pass the url it returns, or pass a weave:/// Dataset or table ref", u)
+		return fault.Invalid(param, "%s %q is a W&B artifact, which this server cannot resolve yet; upload the data (POST /v1/preview/files) and pass the url it returns, or pass a weave:/// Dataset or table ref", param, u)
 	case hasScheme && scheme != "file":
-		return fault.Invalid(param, "training_data_url %q: the %s:// scheme is not supported (weave:///, hone-file:///, or a file path under the training data root)", u, scheme)
+		return fault.Invalid(param, "%s %q: the %s:// scheme is not supported (weave:///, hone-file:///, or a file path under the training data root)", param, u, scheme)
 	default:
 		p := strings.TrimPrefix(u, "file://")
 		if _, err := s.localPath(p); err != nil {

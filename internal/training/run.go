@@ -139,6 +139,11 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 			n = 1
 		}
 		progress(jobs.EventStarted, map[string]any{"num_sequences": n})
+		for i, g := range groups {
+			if !g.Trainable() {
+				progress(jobs.EventGroupSkipped, skippedGroup(i, g))
+			}
+		}
 		met, o, err := train.RLStep(ctx, e, chat, groups, cfg, opt)
 		switch {
 		case errors.Is(err, train.ErrNothingToTrain):
@@ -245,4 +250,21 @@ func emptyAdapter(layers int) *model.LoRA {
 		a.Layers[i] = map[string]*model.LoRAPair{}
 	}
 	return a
+}
+
+// skippedGroup is the data of a group_skipped event: which group, and why it teaches nothing.
+func skippedGroup(i int, g train.TrajectoryGroup) map[string]any {
+	n := len(g.Trajectories)
+	ev := map[string]any{"group_index": i, "num_trajectories": n}
+	switch n {
+	case 0:
+		ev["message"] = fmt.Sprintf("trajectory group %d skipped: it has no trajectories", i)
+	case 1:
+		ev["reward"] = g.Trajectories[0].Reward
+		ev["message"] = fmt.Sprintf("trajectory group %d skipped: its only trajectory has nothing to be compared with (reward %g), so its advantage is zero", i, g.Trajectories[0].Reward)
+	default:
+		ev["reward"] = g.Trajectories[0].Reward
+		ev["message"] = fmt.Sprintf("trajectory group %d skipped: all %d trajectories have reward %g, so every advantage is zero and the group teaches nothing", i, n, g.Trajectories[0].Reward)
+	}
+	return ev
 }

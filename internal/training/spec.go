@@ -19,6 +19,10 @@ type RLRequest struct {
 	ModelID            string            `json:"model_id"`
 	TrajectoryGroups   []json.RawMessage `json:"trajectory_groups"`
 	ExperimentalConfig json.RawMessage   `json:"experimental_config"`
+	// TrajectoryGroupsURL (a Hone addition) names the groups instead of sending them: a
+	// training data URL (a weave:/// Dataset or table, as POST /v1/preview/datasets/from-calls
+	// builds with kind "rl", an upload or a rooted path) whose rows are trajectory groups.
+	TrajectoryGroupsURL string `json:"trajectory_groups_url,omitempty"`
 }
 
 // SFTRequest is an SFT job as clients send it (POST /v1/preview/sft-training-jobs).

@@ -12,11 +12,14 @@
 package training
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 
@@ -28,6 +31,7 @@ import (
 	"github.com/honeai/hone/internal/registry"
 	"github.com/honeai/hone/internal/serving"
 	"github.com/honeai/hone/internal/trace"
+	"github.com/honeai/hone/internal/train"
 )
 
 // Service trains adapters of the served models. Reg, Queue and Models are required; the
@@ -138,8 +142,73 @@ func (s *Service) DeleteCheckpoints(ctx context.Context, m registry.Model, steps
 	return deleted, missing, nil
 }
 
+// DefaultPruneMetric is the metric PruneCheckpoints keeps the best checkpoints by, as ART's
+// delete_checkpoints does.
+const DefaultPruneMetric = "val/reward"
+
+// PruneCheckpoints deletes every checkpoint of model m except the latest and the keepBest
+// best by metric (default val/reward, higher is better; keepBest default 1), as ART's
+// delete_checkpoints does. A metric no checkpoint has is a fault (nothing is deleted).
+func (s *Service) PruneCheckpoints(ctx context.Context, m registry.Model, metric string, keepBest *int) (registry.PruneResult, error) {
+	if metric == "" {
+		metric = DefaultPruneMetric
+	}
+	n := 1
+	if keepBest != nil {
+		if *keepBest < 1 {
+			return registry.PruneResult{}, fault.Invalid("keep_best", "keep_best must be at least 1, got %d", *keepBest)
+		}
+		n = *keepBest
+	}
+	res, err := s.Reg.Prune(ctx, m.ID, metric, n)
+	if errors.Is(err, registry.ErrNoMetric) {
+		names := map[string]bool{}
+		if cs, err := s.Reg.AllCheckpoints(ctx, m.ID); err == nil {
+			for _, c := range cs {
+				for k := range c.Metrics {
+					names[k] = true
+				}
+			}
+		}
+		var list []string
+		for k := range names {
+			list = append(list, k)
+		}
+		sort.Strings(list)
+		return res, fault.Invalid("best_checkpoint_metric", "no checkpoint of %s/%s/%s has the metric %q, so none can be called best and nothing was deleted; its checkpoints have %v (POST …/log with split val records val/reward)", m.Entity, m.Project, m.Name, metric, list)
+	}
+	if err != nil {
+		return res, err
+	}
+	s.forget(m.ID, res.Deleted...)
+	return res, nil
+}
+
 // CreateRLJob validates an RL request for model m and queues its spec (one RL step).
 func (s *Service) CreateRLJob(ctx context.Context, m registry.Model, req RLRequest) (jobs.Job, error) {
+	if u := req.TrajectoryGroupsURL; u != "" {
+		const param = "trajectory_groups_url"
+		if len(req.TrajectoryGroups) > 0 {
+			return jobs.Job{}, fault.Invalid(param, "send trajectory_groups or trajectory_groups_url, not both")
+		}
+		if err := s.checkDataURLOf(ctx, param, m.Entity, u); err != nil {
+			return jobs.Job{}, err
+		}
+		data, err := s.readData(ctx, m.Entity, u)
+		if err != nil {
+			return jobs.Job{}, fault.Invalid(param, "%s: %v", param, err)
+		}
+		for i, line := range bytes.Split(data, []byte("\n")) {
+			if len(bytes.TrimSpace(line)) == 0 {
+				continue
+			}
+			if !json.Valid(line) {
+				return jobs.Job{}, fault.Invalid(param, "%s: row %d is not JSON", param, i+1)
+			}
+			req.TrajectoryGroups = append(req.TrajectoryGroups, json.RawMessage(line))
+		}
+		req.TrajectoryGroupsURL = ""
+	}
 	spec, err := NewRLSpec(req)
 	if err != nil {
 		return jobs.Job{}, err
@@ -147,6 +216,21 @@ func (s *Service) CreateRLJob(ctx context.Context, m registry.Model, req RLReque
 	if st := spec.KLRefStep; st != nil && *st > 0 && spec.Config.KLPenaltyCoef > 0 {
 		if _, err := s.Reg.Step(ctx, m.ID, *st); errors.Is(err, registry.ErrNotFound) {
 			return jobs.Job{}, fault.Invalid("experimental_config.kl_penalty_reference_step", "kl_penalty_reference_step %d is not a checkpoint of this model", *st)
+		}
+	}
+	// The trajectories are tokenised now, where the base model is served here, so that a
+	// choice whose sampled ids cannot be recovered is a 400 naming it, not a failed job.
+	if base, ok := s.Models.Get(m.BaseModel); ok && base.Template != nil && base.Tok != nil {
+		chat := &train.ChatTokenizer{Template: base.Template, Tok: base.Tok, Special: base.Tok.Config().SpecialTokens}
+		if base.Model != nil {
+			chat.Vocab = base.Model.Config.VocabSize
+		}
+		if err := chat.CheckGroups(spec.Groups, spec.Config.AllowWithoutLogprobs); err != nil {
+			var fe *train.FieldError
+			if errors.As(err, &fe) {
+				return jobs.Job{}, fault.Invalid(fe.Field, "%s: %s", fe.Field, fe.Msg)
+			}
+			return jobs.Job{}, err
 		}
 	}
 	return s.Queue.Enqueue(ctx, m.ID, m.Entity, "rl", queued{Version: 1, RL: &spec})

@@ -98,7 +98,7 @@ func TestSpecsAreQueued(t *testing.T) {
 	groups := []json.RawMessage{json.RawMessage(`{"trajectories":[
 		{"messages_and_choices":[{"role":"user","content":"hi"},{"role":"assistant","content":"a"}],"reward":1},
 		{"exchanges":{"chat_completions":[{"request":{"messages":[{"role":"user","content":"hi"}]},"response":{"choices":[{"index":0,"message":{"role":"assistant","content":"b"},"finish_reason":"stop"}]}}]}}]}`)}
-	req := RLRequest{ModelID: m.ID, TrajectoryGroups: groups, ExperimentalConfig: json.RawMessage(`{"learning_rate":1e-3,"loss_fn":"ppo","kl_penalty_coef":0.1,"kl_penalty_step_lag":2}`)}
+	req := RLRequest{ModelID: m.ID, TrajectoryGroups: groups, ExperimentalConfig: json.RawMessage(`{"learning_rate":1e-3,"loss_fn":"ppo","kl_penalty_coef":0.1,"kl_penalty_step_lag":2,"allow_training_without_logprobs":true}`)}
 	j, err := s.CreateRLJob(ctx, m, req)
 	if err != nil {
 		t.Fatal(err)
@@ -145,6 +145,24 @@ func TestSpecsAreQueued(t *testing.T) {
 	} {
 		_, err := s.CreateRLJob(ctx, m, c.req)
 		faultOf(t, err, fault.KindInvalid, c.field)
+	}
+	// The trajectories are tokenised when the job is created: a choice whose sampled ids
+	// cannot be recovered, or without logprobs, is a fault naming the trajectory and the
+	// choice.
+	for _, c := range []struct{ choice, msg string }{
+		{`{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"b"},"logprobs":{"content":[{"token":"\u0000not a token\u0001","logprob":-1,"bytes":null}]}}`,
+			`trajectory_groups[0].trajectories[1]: messages_and_choices[1]: logprobs.content[0]: token "\x00not a token\x01" is not a token of the model`},
+		{`{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"b"}}`,
+			`trajectory_groups[0].trajectories[1]: messages_and_choices[1]: the choice has no logprobs; sample with logprobs=true or set allow_training_without_logprobs`},
+	} {
+		bad := []json.RawMessage{json.RawMessage(`{"trajectories":[
+			{"messages_and_choices":[{"role":"user","content":"hi"},{"role":"assistant","content":"a"}],"reward":1},
+			{"messages_and_choices":[{"role":"user","content":"hi"},` + c.choice + `]}]}`)}
+		_, err := s.CreateRLJob(ctx, m, RLRequest{TrajectoryGroups: bad})
+		faultOf(t, err, fault.KindInvalid, "trajectory_groups[0].trajectories[1]")
+		if f, _ := fault.As(err); f.Msg != c.msg {
+			t.Fatalf("message %q\nwant    %q", f.Msg, c.msg)
+		}
 	}
 	list, _, _ := s.ListJobs(ctx, "e", JobFilter{})
 	if len(list) != 1 {

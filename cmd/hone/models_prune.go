@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+const modelsPruneUsage = `usage: hone models prune --model ENTITY/PROJECT/NAME [--metric val/reward] [--keep-best N]
+
+Deletes every checkpoint of the model except the latest and the N best by the metric (higher
+is better; a checkpoint's metrics are its training metrics and those POST …/log records, such
+as val/reward), with their files, as ART's delete_checkpoints does. Nothing is deleted when no
+checkpoint has the metric.
+`
+
+func runModelsPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	const name = "models prune"
+	fs := newFlagSet(name)
+	co := clientFlags(fs)
+	modelRef := fs.String("model", "", "ENTITY/PROJECT/NAME (or id) of the model (required)")
+	metric := fs.String("metric", "val/reward", "checkpoint metric to keep the best by (higher is better)")
+	keepBest := fs.Int("keep-best", 1, "how many of the best checkpoints to keep (besides the latest)")
+	if code, ok := flagError(name, modelsPruneUsage, fs, fs.Parse(args), stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "hone %s: unexpected argument %q\nRun 'hone %s --help' for its flags.\n", name, fs.Arg(0), name)
+		return 2
+	}
+	if *modelRef == "" {
+		fmt.Fprintf(stderr, "hone %s: --model ENTITY/PROJECT/NAME is required\n", name)
+		return 2
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "hone %s: %v\n", name, err)
+		return 1
+	}
+	c, err := newClient(co)
+	if err != nil {
+		return fail(err)
+	}
+	b, _ := json.Marshal(map[string]any{"best_checkpoint_metric": *metric, "keep_best": *keepBest})
+	var res struct {
+		Deleted []int `json:"deleted_steps"`
+		Kept    []int `json:"kept_steps"`
+		Best    []int `json:"best_steps"`
+	}
+	if err := c.do(ctx, "DELETE", "/v1/preview/models/"+*modelRef+"/checkpoints", bytes.NewReader(b), "application/json", &res); err != nil {
+		return fail(err)
+	}
+	steps := func(xs []int) string {
+		if len(xs) == 0 {
+			return "none"
+		}
+		var s []string
+		for _, x := range xs {
+			s = append(s, fmt.Sprint(x))
+		}
+		return strings.Join(s, ", ")
+	}
+	fmt.Fprintf(stdout, "deleted %d checkpoint(s) of %s: steps %s\n", len(res.Deleted), *modelRef, steps(res.Deleted))
+	latest := 0
+	if len(res.Kept) > 0 {
+		latest = slices.Max(res.Kept)
+	}
+	fmt.Fprintf(stdout, "kept steps %s (best by %s: %s; latest: %d)\n", steps(res.Kept), *metric, steps(res.Best), latest)
+	return 0
+}

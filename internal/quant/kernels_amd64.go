@@ -1,0 +1,118 @@
+//go:build amd64 && !purego
+
+package quant
+
+import "golang.org/x/sys/cpu"
+
+// asmVNNI and asmAVX2 report whether the CPU (and OS) support the assembly kernels'
+// instruction sets: AVX-512 F, BW, VL with VNNI (VPDPBUSD), and AVX2 with FMA and F16C.
+// Both use VCVTPH2PS (F16C) for the float16 scales.
+var (
+	asmAVX2 = cpu.X86.HasAVX && cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
+	asmVNNI = asmAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL &&
+		cpu.X86.HasAVX512VNNI
+)
+
+func init() {
+	switch {
+	case asmVNNI:
+		setAsmKernels(dotQ8_0AVX512, dotQ4_0AVX512, dotQ5_0AVX512, dotQ4_1AVX512, dotQ5_1AVX512,
+			dotQ4_KAVX512, dotQ5_KAVX512, dotQ6_KAVX512)
+	case asmAVX2:
+		setAsmKernels(dotQ8_0AVX2, dotQ4_0AVX2, dotQ5_0AVX2, dotQ4_1AVX2, dotQ5_1AVX2,
+			dotQ4_KAVX2, dotQ5_KAVX2, dotQ6_KAVX2)
+	}
+}
+
+type (
+	kern32  = func(w []byte, q []int8, d []float32) float32
+	kern32s = func(w []byte, q []int8, d, s []float32) float32
+	kernK   = func(w []byte, q []int8, d []float32, bsums []int16) float32
+)
+
+// setAsmKernels installs assembly kernels behind a check of the slices' lengths (the
+// assembly reads len(d) blocks without bounds checks).
+func setAsmKernels(q80, q40, q50 kern32, q41, q51 kern32s, q4k, q5k, q6k kernK) {
+	dotQ8_0, dotQ4_0, dotQ5_0 = checked32(q80, 34), checked32(q40, 18), checked32(q50, 22)
+	dotQ4_1, dotQ5_1 = checked32s(q41, 20), checked32s(q51, 24)
+	dotQ4_K, dotQ5_K, dotQ6_K = checkedK(q4k, 144), checkedK(q5k, 176), checkedK(q6k, 210)
+}
+
+func checked32(f kern32, size int) kern32 {
+	return func(w []byte, q []int8, d []float32) float32 {
+		if len(w) < size*len(d) || len(q) < 32*len(d) {
+			panic("quant: row kernel: weights or activations shorter than len(d) blocks")
+		}
+		return f(w, q, d)
+	}
+}
+
+func checked32s(f kern32s, size int) kern32s {
+	return func(w []byte, q []int8, d, s []float32) float32 {
+		if len(w) < size*len(d) || len(q) < 32*len(d) || len(s) < len(d) {
+			panic("quant: row kernel: weights or activations shorter than len(d) blocks")
+		}
+		return f(w, q, d, s)
+	}
+}
+
+func checkedK(f kernK, size int) kernK {
+	return func(w []byte, q []int8, d []float32, bsums []int16) float32 {
+		if len(w) < size*len(d) || len(q) < 256*len(d) || len(bsums) < 16*len(d) {
+			panic("quant: row kernel: weights or activations shorter than len(d) blocks")
+		}
+		return f(w, q, d, bsums)
+	}
+}
+
+// The AVX-512 VNNI kernels (kernels_amd64.s), with the signatures of the Go ones.
+
+//go:noescape
+func dotQ8_0AVX512(w []byte, q []int8, d []float32) float32
+
+//go:noescape
+func dotQ4_0AVX512(w []byte, q []int8, d []float32) float32
+
+//go:noescape
+func dotQ4_1AVX512(w []byte, q []int8, d, s []float32) float32
+
+//go:noescape
+func dotQ5_0AVX512(w []byte, q []int8, d []float32) float32
+
+//go:noescape
+func dotQ5_1AVX512(w []byte, q []int8, d, s []float32) float32
+
+//go:noescape
+func dotQ4_KAVX512(w []byte, q []int8, d []float32, bsums []int16) float32
+
+//go:noescape
+func dotQ5_KAVX512(w []byte, q []int8, d []float32, bsums []int16) float32
+
+//go:noescape
+func dotQ6_KAVX512(w []byte, q []int8, d []float32, bsums []int16) float32
+
+// The AVX2 kernels (kernels_amd64.s), for CPUs without AVX-512 VNNI.
+
+//go:noescape
+func dotQ8_0AVX2(w []byte, q []int8, d []float32) float32
+
+//go:noescape
+func dotQ4_0AVX2(w []byte, q []int8, d []float32) float32
+
+//go:noescape
+func dotQ4_1AVX2(w []byte, q []int8, d, s []float32) float32
+
+//go:noescape
+func dotQ5_0AVX2(w []byte, q []int8, d []float32) float32
+
+//go:noescape
+func dotQ5_1AVX2(w []byte, q []int8, d, s []float32) float32
+
+//go:noescape
+func dotQ4_KAVX2(w []byte, q []int8, d []float32, bsums []int16) float32
+
+//go:noescape
+func dotQ5_KAVX2(w []byte, q []int8, d []float32, bsums []int16) float32
+
+//go:noescape
+func dotQ6_KAVX2(w []byte, q []int8, d []float32, bsums []int16) float32

@@ -1,0 +1,83 @@
+package structured
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// ToolCalls is the constraint of an output made of tool calls only (tool_choice required or
+// a named function): Prefix, one call (or, with Multiple, one or more separated by Sep),
+// Suffix. A call is one of the structures: its Begin, JSON matching its Schema, its End.
+type ToolCalls struct {
+	Prefix, Sep, Suffix string
+	Multiple            bool
+	Structures          []TagStructure
+}
+
+// TagStructure is one structure of a structural tag or of tool calls.
+type TagStructure struct {
+	Begin  string          `json:"begin"`
+	Schema json.RawMessage `json:"schema"`
+	End    string          `json:"end"`
+}
+
+// ToolCallsSpec returns the spec of tool calls; o's whitespace options apply inside the
+// arguments. Errors name the structure whose schema Hone cannot enforce.
+func ToolCallsSpec(t *ToolCalls, o SchemaOptions) (*Spec, error) {
+	s := &Spec{Kind: "tool_calls", Tools: t, Options: o}
+	if _, err := s.Rules(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// StructuralTagSpec returns the spec of a structural tag built by Hone (tool_choice auto):
+// free text until a trigger, then one of the structures it begins.
+func StructuralTagSpec(structures []TagStructure, triggers []string, o SchemaOptions) (*Spec, error) {
+	raw, err := json.Marshal(map[string]any{"structures": structures, "triggers": triggers})
+	if err != nil {
+		return nil, err
+	}
+	tag, field, err := parseStructuralTag(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", field, err)
+	}
+	s := &Spec{Kind: "structural_tag", Tag: tag, Options: o}
+	if _, err := s.Rules(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (t *ToolCalls) rules(o SchemaOptions) (RuleSet, error) {
+	set := &RuleSet{Rules: []string{""}, Names: []string{"tool_calls"}}
+	alts := make([]string, 0, len(t.Structures))
+	for j, s := range t.Structures {
+		schema := s.Schema
+		if len(schema) == 0 || string(schema) == "null" {
+			schema = json.RawMessage(`{"type":"object"}`)
+		}
+		content, err := schemaInto(set, schema, o)
+		if err != nil {
+			if ue, ok := err.(*UnsupportedError); ok {
+				for f := range ue.Features {
+					ue.Features[f] = fmt.Sprintf("structures[%d].schema: %s", j, ue.Features[f])
+				}
+			}
+			return RuleSet{}, err
+		}
+		alts = append(alts, regexp.QuoteMeta(s.Begin)+content+regexp.QuoteMeta(s.End))
+	}
+	one := "(?:" + strings.Join(alts, "|") + ")"
+	body := one
+	if t.Multiple {
+		body = one + "(?:" + regexp.QuoteMeta(t.Sep) + one + ")*"
+	}
+	set.Rules[0] = regexp.QuoteMeta(t.Prefix) + body + regexp.QuoteMeta(t.Suffix)
+	if len(set.Rules) > maxRules {
+		return RuleSet{}, &UnsupportedError{Features: []string{fmt.Sprintf("more than %d rules", maxRules-1)}}
+	}
+	return *set, nil
+}

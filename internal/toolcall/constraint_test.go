@@ -1,0 +1,129 @@
+package toolcall
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/honeai/hone/internal/structured"
+)
+
+var testTools = []Tool{
+	{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"enum":["Paris","Rome"]},"days":{"type":"integer","minimum":1,"maximum":7}},"required":["city","days"],"additionalProperties":false}`)},
+	{Name: "now", Parameters: nil},
+}
+
+// walk samples a random output under spec over a vocabulary of single bytes plus a few
+// longer tokens (the markers among them); the last id is end-of-sequence.
+func walk(t *testing.T, spec *structured.Spec, r *rand.Rand, markers []string) (string, bool) {
+	var v structured.Vocab
+	for b := 0; b < 256; b++ {
+		v.Tokens = append(v.Tokens, []byte{byte(b)})
+	}
+	for _, m := range append(markers, `{"name": `, `"arguments": `, "Paris", "</tool_call>") {
+		v.Tokens = append(v.Tokens, []byte(m))
+	}
+	eos := len(v.Tokens)
+	v.Tokens = append(v.Tokens, nil)
+	v.EOS = []int{eos}
+	c, err := structured.NewCompiler(structured.NewIndex(v)).Compile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.NewMatcher()
+	mask := make([]uint64, (len(v.Tokens)+63)/64)
+	var out strings.Builder
+	for step := 0; step < 400; step++ {
+		m.Mask(mask)
+		var allowed []int
+		for id := range v.Tokens {
+			if mask[id>>6]&(1<<(id&63)) != 0 {
+				allowed = append(allowed, id)
+			}
+		}
+		if len(allowed) == 0 {
+			t.Fatalf("empty mask after %q", out.String())
+		}
+		tok := allowed[r.IntN(len(allowed))]
+		for _, id := range allowed {
+			if id == eos && r.IntN(3) == 0 {
+				tok = eos
+			}
+		}
+		if err := m.Accept(tok, v.Tokens[tok]); err != nil {
+			t.Fatal(err)
+		}
+		if tok == eos {
+			return out.String(), true
+		}
+		out.Write(v.Tokens[tok])
+		if m.MustEnd() {
+			return out.String(), true
+		}
+	}
+	return out.String(), false
+}
+
+// TestForcedAlwaysParses: under the constraint of tool_choice required, random outputs are
+// always calls that parse, with a known name and JSON arguments, for every family.
+func TestForcedAlwaysParses(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, fam := range []string{Hermes, Llama3JSON, Mistral} {
+		for _, special := range []bool{false, true} {
+			spec, err := Forced(fam, testTools, true, special)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 30; i++ {
+				out, ended := walk(t, spec, r, []string{Marker(fam)})
+				if !ended {
+					continue // cut by the walk's step limit
+				}
+				content, calls, ok := Parse(fam, out, Options{Forced: true})
+				if !ok || strings.TrimSpace(content) != "" {
+					t.Fatalf("%s special=%v: %q does not parse (%q %v)", fam, special, out, content, calls)
+				}
+				for _, c := range calls {
+					if c.Name != "get_weather" && c.Name != "now" || !json.Valid([]byte(c.Arguments)) {
+						t.Fatalf("%s: call %+v in %q", fam, c, out)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestAutoTriggers: under tool_choice auto, text is free until the marker, after which a whole
+// call follows.
+func TestAutoTriggers(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, fam := range []string{Hermes, Mistral} {
+		spec, err := Auto(fam, testTools, false)
+		if err != nil || spec == nil {
+			t.Fatal(err)
+		}
+		calls := 0
+		for i := 0; i < 200; i++ {
+			out, ended := walk(t, spec, r, []string{Marker(fam), Marker(fam), Marker(fam)})
+			if !strings.Contains(out, Marker(fam)) {
+				continue
+			}
+			_, cs, ok := Parse(fam, out, Options{})
+			if !ok {
+				// Only a call cut by the walk's step limit may fail to parse.
+				if ended {
+					t.Fatalf("%s: %q does not parse", fam, out)
+				}
+				continue
+			}
+			calls += len(cs)
+		}
+		if calls == 0 {
+			t.Fatalf("%s: no walk made a call", fam)
+		}
+	}
+	if s, err := Auto(Llama3JSON, testTools, false); s != nil || err != nil {
+		t.Fatal("llama3_json auto has no constraint")
+	}
+}
