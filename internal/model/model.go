@@ -16,7 +16,8 @@
 // length, so chunked prefill is just consecutive steps) or a decode token. Matrix products run
 // once over all tokens of the batch (internal/gemm, threaded); attention runs per sequence and
 // key/value head in parallel. Weights stay bf16/f16 when stored so, widened inside the GEMM
-// kernels; activations are f32.
+// kernels, and a GGUF's quantized matrices stay quantized (internal/quant multiplies them;
+// LoadOptions.Quantize quantizes any model at load); activations are f32.
 //
 // A transformer block is defined once, in Model.LayerForward (layer.go), which this forward
 // pass and the trainer (internal/train) both run: the trainer supplies its own attention and
@@ -75,7 +76,8 @@ type Model struct {
 
 // Prepack builds now, instead of on first use, the packed weights that f32-arithmetic
 // products multiply by (what serving needs from its first request): the fused q/k/v and
-// gate/up packs of every layer, the o and down projections and the LM head. Load leaves them
+// gate/up packs of every layer, the o and down projections and the LM head (quantized
+// weights have none: they are multiplied as they are). Load leaves them
 // to first use, so that a process that only trains bf16 weights on AMX (which uses its own
 // packs) never holds them.
 func (m *Model) Prepack() {
