@@ -270,6 +270,8 @@ expect_bad_request("tool_choice without tools", "tool_choice", tool_choice="requ
 expect_bad_request("named function not among tools", "tool_choice", tools=tools, tool_choice={"type": "function", "function": {"name": "nope"}})
 expect_bad_request("required with a response_format", "tool_choice", tools=tools, tool_choice="required", response_format={"type": "json_object"})
 expect_bad_request("tools: []", "tools", tools=[], tool_choice="auto")
+expect_bad_request("format with maxLength (cannot be enforced together)", "response_format.json_schema.schema", response_format={"type": "json_schema", "json_schema": {
+    "name": "e", "schema": {"type": "object", "properties": {"e": {"type": "string", "format": "email", "maxLength": 12}}, "required": ["e"]}}})
 expect_bad_request("cache_salt with a slash", "cache_salt", extra_body={"cache_salt": "a/b"})
 try:
     client.chat.completions.create(model="no-such-model", messages=q, max_tokens=2)
