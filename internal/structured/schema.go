@@ -285,6 +285,13 @@ func (o *SchemaOptions) typed(t string, s map[string]json.RawMessage, path strin
 		return "(?:true|false)"
 	case "string":
 		if f, ok := s["format"]; ok {
+			// A format is a fixed regex: a pattern or a length next to it cannot be enforced
+			// too (as a pattern with a length), so it is refused rather than ignored.
+			for _, k := range []string{"pattern", "minLength", "maxLength"} {
+				if _, has := s[k]; has {
+					return o.fail(path, "format with "+k)
+				}
+			}
 			var name string
 			json.Unmarshal(f, &name)
 			re, known := formats[name]

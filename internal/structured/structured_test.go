@@ -269,6 +269,8 @@ func TestFromRequest(t *testing.T) {
 		{`{"regex":"a","_backend":"xgrammar"}`, ``, "structured_outputs._backend", "Request-level structured output backend selection is not supported"},
 		{``, `{"type":"json_schema"}`, "response_format.json_schema", "the 'json_schema' field must be provided"},
 		{`{"json":{"type":"object","properties":{"a":{"type":"integer","multipleOf":3}},"allOf":[]}}`, ``, "structured_outputs.json", "multipleOf at /properties/a"},
+		{`{"json":{"type":"object","properties":{"e":{"type":"string","format":"email","maxLength":12}}}}`, ``, "structured_outputs.json", "format with maxLength at /properties/e"},
+		{``, `{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"string","format":"uuid","pattern":"a+"}}}`, "response_format.json_schema.schema", "format with pattern at (root)"},
 		{`{"regex":"(a"}`, ``, "structured_outputs.regex", "Failed to transform regex"},
 		{`{"regex":"a"}`, `{"type":"json_object"}`, "structured_outputs", "both give one"},
 	}
