@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 )
@@ -26,24 +22,14 @@ func TestConformanceOpenAIPython(t *testing.T) {
 	data := t.TempDir()
 	s := startServer(t, data)
 	key := initialKey(t, data)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, py, filepath.Join(dir, "scenario.py"))
-	cmd.Dir = t.TempDir()
-	cmd.Env = append(os.Environ(), "HONE_URL="+s.url, "HONE_KEY="+key, "HONE_MODEL=demo", "HOME="+cmd.Dir)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("openai Python scenario: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	line := runScenario(t, 5*time.Minute, []string{"HONE_URL=" + s.url, "HONE_KEY=" + key, "HONE_MODEL=demo"}, py, filepath.Join(dir, "scenario.py"))
 	var res struct {
 		OK      bool   `json:"ok"`
 		Checks  int    `json:"checks"`
 		Version string `json:"openai_version"`
 	}
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil || !res.OK || res.Checks < 100 {
-		t.Fatalf("scenario printed %q (err %v)", stdout.String(), err)
+	if err := json.Unmarshal(line, &res); err != nil || !res.OK || res.Checks < 100 {
+		t.Fatalf("scenario printed %s (err %v)", line, err)
 	}
 	t.Logf("openai %s (Python): %d checks passed", res.Version, res.Checks)
 }

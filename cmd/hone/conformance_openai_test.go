@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 )
@@ -28,23 +25,13 @@ func TestConformanceOpenAITypeScript(t *testing.T) {
 	data := t.TempDir()
 	s := startServer(t, data)
 	key := initialKey(t, data)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "scenario.mjs"))
-	cmd.Dir = t.TempDir()
-	cmd.Env = append(os.Environ(), "HONE_URL="+s.url, "HONE_KEY="+key, "HONE_MODEL=demo")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("openai client scenario: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	line := runScenario(t, 5*time.Minute, []string{"HONE_URL=" + s.url, "HONE_KEY=" + key, "HONE_MODEL=demo"}, node, filepath.Join(dir, "scenario.mjs"))
 	var res struct {
 		OK     bool `json:"ok"`
 		Checks int  `json:"checks"`
 	}
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil || !res.OK || res.Checks < 80 {
-		t.Fatalf("scenario printed %q (err %v)", stdout.String(), err)
+	if err := json.Unmarshal(line, &res); err != nil || !res.OK || res.Checks < 80 {
+		t.Fatalf("scenario printed %s (err %v)", line, err)
 	}
 	t.Logf("openai client: %d checks passed", res.Checks)
 }

@@ -46,26 +46,36 @@ type sdkResult struct {
 	Read              json.RawMessage `json:"read"`
 }
 
-// runSDK runs a scenario script against s and returns what it reports.
-func runSDK(t *testing.T, s *server, key, project string, name string, args ...string) sdkResult {
+// runScenario runs a conformance client (name args...) in a temporary working and home
+// directory with env added to this process's, fails the test with its output when it fails,
+// and returns the last line it printed: its JSON result.
+func runScenario(t *testing.T, timeout time.Duration, env []string, name string, args ...string) []byte {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = t.TempDir() // the SDKs may write logs into the working directory
-	cmd.Env = append(os.Environ(),
-		"WF_TRACE_SERVER_URL="+s.url, "WANDB_BASE_URL="+s.url, "WANDB_API_KEY="+key,
-		"HONE_PROJECT="+project, "WEAVE_PRINT_CALL_LINK=false", "WANDB_SILENT=true", "WEAVE_DISABLED=false",
-		"HOME="+cmd.Dir, "WEAVE_USE_SERVER_CACHE=false", "WEAVE_SERVER_CACHE_DIR="+filepath.Join(cmd.Dir, "weave-cache"))
+	cmd.Dir = t.TempDir() // the clients may write logs and caches into the working directory
+	cmd.Env = append(append(os.Environ(), "HOME="+cmd.Dir), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", name, err, stdout.String(), stderr.String())
+		t.Fatalf("%s %s: %v\nstdout:\n%s\nstderr:\n%s", name, strings.Join(args, " "), err, stdout.String(), stderr.String())
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	return []byte(lines[len(lines)-1])
+}
+
+// runSDK runs a Weave SDK scenario script against s and returns what it reports.
+func runSDK(t *testing.T, s *server, key, project string, name string, args ...string) sdkResult {
+	t.Helper()
+	cache := filepath.Join(t.TempDir(), "weave-cache")
+	line := runScenario(t, 3*time.Minute, []string{
+		"WF_TRACE_SERVER_URL=" + s.url, "WANDB_BASE_URL=" + s.url, "WANDB_API_KEY=" + key,
+		"HONE_PROJECT=" + project, "WEAVE_PRINT_CALL_LINK=false", "WANDB_SILENT=true", "WEAVE_DISABLED=false",
+		"WEAVE_USE_SERVER_CACHE=false", "WEAVE_SERVER_CACHE_DIR=" + cache}, name, args...)
 	var res sdkResult
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
-		t.Fatalf("%s printed no result: %v\n%s\n%s", name, err, stdout.String(), stderr.String())
+	if err := json.Unmarshal(line, &res); err != nil {
+		t.Fatalf("%s printed no result: %v\n%s", name, err, line)
 	}
 	return res
 }
