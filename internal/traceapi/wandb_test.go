@@ -1,34 +1,43 @@
 package traceapi
 
 import (
-	"fmt"
+	"encoding/json"
 	"testing"
+
+	"github.com/vektah/gqlparser/v2/ast"
 )
 
-func TestRootFields(t *testing.T) {
-	cases := map[string]string{
-		"query DefaultEntity { viewer { username defaultEntity { name } } }":                            "[[viewer viewer]]",
-		"{ a: project(name: \"x\", entityName: \"y\") { name } serverInfo { frontendHost } }":           "[[a project] [serverInfo serverInfo]]",
-		"mutation UpsertModel($name: String!) { upsertModel(input: {name: $name}) { model { name } } }": "[[upsertModel upsertModel]]",
-		"query { viewer, serverInfo }": "[[viewer viewer] [serverInfo serverInfo]]",
-		"no braces":                    "[]",
+func TestGraphQLSelection(t *testing.T) {
+	q := `query Q($inc: Boolean!, $n: String) {
+		viewer { username ...F }
+		a: project(name: $n) { name x: entityName bucket(name: "r") @include(if: $inc) { id } ... on Project { readOnly } }
 	}
-	for q, want := range cases {
-		if got := fmt.Sprint(rootFields(q)); got != want {
-			t.Errorf("rootFields(%q) = %s, want %s", q, got, want)
+	fragment F on User { defaultEntity { name } }`
+	doc, op, err := parseOperation(q, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &gqlExec{doc: doc, vars: map[string]any{"inc": false, "n": "p"}}
+	var roots []*ast.Field
+	e.fields(op.SelectionSet, nil, &roots)
+	if len(roots) != 2 || roots[1].Alias != "a" {
+		t.Fatalf("roots %v", roots)
+	}
+	args, _ := e.args(roots[1])
+	v := e.value(roots[1], obj{"__typename": "Project", "name": args["name"], "entityName": "e", "readOnly": false,
+		"bucket": fieldFn(func(map[string]any) (any, error) { t.Fatal("skipped field computed"); return nil, nil })}, nil)
+	got, _ := json.Marshal(v)
+	if string(got) != `{"name":"p","readOnly":false,"x":"e"}` {
+		t.Fatalf("got %s", got)
+	}
+	v = e.value(roots[0], obj{"__typename": "User", "username": "u", "defaultEntity": obj{"name": "d", "id": "x"}}, nil)
+	got, _ = json.Marshal(v)
+	if string(got) != `{"defaultEntity":{"name":"d"},"username":"u"}` {
+		t.Fatalf("got %s", got)
+	}
+	for _, bad := range []string{"{", "query A { a } query B { b }", "fragment F on X { a }"} {
+		if _, _, err := parseOperation(bad, ""); err == nil {
+			t.Errorf("%q parsed", bad)
 		}
 	}
-}
-
-func FuzzRootFields(f *testing.F) {
-	f.Add("query { viewer { username } }")
-	f.Add("{ a: b(c: {d: [1, 2]}) { e } f }")
-	f.Add("{{{{")
-	f.Fuzz(func(t *testing.T, q string) {
-		for _, fld := range rootFields(q) {
-			if fld[0] == "" && fld[1] == "" {
-				t.Fatalf("empty field from %q", q)
-			}
-		}
-	})
 }
