@@ -431,7 +431,7 @@ func (c *gqlCtx) fileURL(entity, artifactID, md5hex, name string) string {
 func collectionObj(c *gqlCtx, entity, project, name, typ string) obj {
 	o := obj{"__typename": "ArtifactSequence", "id": wandb.GlobalID("ArtifactSequence", entity+"/"+project+"/"+name), "name": name,
 		"description": nil, "digestAlgorithm": "MANIFEST_MD5", "createdAt": nil, "tags": obj{"edges": []obj{}},
-		"project":      projectInfo(c, entity, project),
+		"project":             projectInfo(c, entity, project),
 		"defaultArtifactType": obj{"name": typ}, "type": obj{"name": typ}}
 	latest := fieldFn(func(map[string]any) (any, error) {
 		a, err := c.wb.ArtifactByName(c.ctx, entity, project, name, "latest")

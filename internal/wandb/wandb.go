@@ -67,8 +67,8 @@ CREATE TABLE wandb_uploads (
 type Service struct {
 	db     *db.DB
 	secret []byte // signs download URLs; kept in the store so that every server process agrees
-	dir string // blobs: dir/<entity>/wandb/<md5 hex>
-	now func() time.Time
+	dir    string // blobs: dir/<entity>/wandb/<md5 hex>
+	now    func() time.Time
 }
 
 // Open migrates the store and returns the service keeping blobs under filesDir.
