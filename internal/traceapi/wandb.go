@@ -357,7 +357,14 @@ func runObj(c *gqlCtx, r wandb.Run) obj {
 		"tags": []any{}, "historyLineCount": r.HistoryLines, "logLineCount": 0, "eventsLineCount": 0,
 		"historyTail": tail, "eventsTail": "[]", "createdAt": db.FormatTime(r.CreatedAt), "heartbeatAt": db.FormatTime(r.CreatedAt),
 		"project":     projectInfo(c, r.Entity, r.Project),
-		"wandbConfig": fieldFn(func(map[string]any) (any, error) { return "{}", nil })}
+		"wandbConfig": fieldFn(func(map[string]any) (any, error) { return "{}", nil }),
+		"history": fieldFn(func(map[string]any) (any, error) { // every line, as JSON strings
+			lines, err := c.wb.History(c.ctx, r.Entity, r.Project, r.Name)
+			if lines == nil {
+				lines = []string{}
+			}
+			return lines, err
+		})}
 }
 
 func rootUpsertBucket(c *gqlCtx, args map[string]any) (any, error) {
