@@ -526,8 +526,11 @@ func (s *Service) ArtifactByName(ctx context.Context, entity, project, collectio
 
 // Versions lists the committed versions of entity's collection, newest first (type "" = any).
 func (s *Service) Versions(ctx context.Context, entity, project, collection, typ string) ([]Artifact, error) {
-	return s.scanArtifacts(ctx, `WHERE entity = ? AND project = ? AND collection = ? AND state = 'COMMITTED' AND (? = '' OR type = ?) ORDER BY version_index DESC`,
-		entity, project, collection, typ, typ)
+	q, args := `WHERE entity = ? AND project = ? AND collection = ? AND state = 'COMMITTED'`, []any{entity, project, collection}
+	if typ != "" {
+		q, args = q+` AND type = ?`, append(args, typ)
+	}
+	return s.scanArtifacts(ctx, q+` ORDER BY version_index DESC`, args...)
 }
 
 // CollectionType returns the type of entity's collection (ErrNotFound when it has no artifact).
