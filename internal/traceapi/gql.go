@@ -60,17 +60,32 @@ func withDefaults(op *ast.OperationDefinition, vars map[string]any) map[string]a
 
 // gqlExec answers one operation.
 type gqlExec struct {
-	doc   *ast.QueryDocument
-	vars  map[string]any
-	errs  []gqlError
-	depth int
+	doc     *ast.QueryDocument
+	vars    map[string]any
+	errs    []gqlError
+	depth   int  // objects and fragments entered: bounds a fragment that spreads itself
+	tooDeep bool // reported once
+	// answered counts the fields answered: bounds the work of fragments that branch.
+	answered int
+	tooBig   bool
 }
 
-// maxSelectionDepth bounds nesting through fragments (a fragment spreading itself).
+// maxAnsweredFields bounds the fields in one answer.
+const maxAnsweredFields = 100000
+
+// maxSelectionDepth bounds the nesting of objects and fragments (a fragment spreading itself
+// inside a field of its own type would never end).
 const maxSelectionDepth = 64
 
 func (e *gqlExec) fail(path []string, err error) {
 	e.errs = append(e.errs, gqlError{Message: err.Error(), Path: path})
+}
+
+func (e *gqlExec) nestedTooDeep(path []string) {
+	if !e.tooDeep {
+		e.tooDeep = true
+		e.fail(path, fmt.Errorf("the query nests deeper than %d levels", maxSelectionDepth))
+	}
 }
 
 // args evaluates a field's arguments.
@@ -109,6 +124,7 @@ func (e *gqlExec) skipped(ds ast.DirectiveList) bool {
 func (e *gqlExec) fields(set ast.SelectionSet, o obj, out *[]*ast.Field) {
 	if e.depth++; e.depth > maxSelectionDepth {
 		e.depth--
+		e.nestedTooDeep(nil)
 		return
 	}
 	defer func() { e.depth-- }()
@@ -141,10 +157,23 @@ func (e *gqlExec) fields(set ast.SelectionSet, o obj, out *[]*ast.Field) {
 
 // object selects set from o.
 func (e *gqlExec) object(set ast.SelectionSet, o obj, path []string) map[string]any {
+	if e.depth++; e.depth > maxSelectionDepth {
+		e.depth--
+		e.nestedTooDeep(path)
+		return nil
+	}
+	defer func() { e.depth-- }()
 	var fs []*ast.Field
 	e.fields(set, o, &fs)
 	out := make(map[string]any, len(fs))
 	for _, f := range fs {
+		if e.answered++; e.answered > maxAnsweredFields {
+			if !e.tooBig {
+				e.tooBig = true
+				e.fail(path, fmt.Errorf("the answer would hold more than %d fields", maxAnsweredFields))
+			}
+			return out
+		}
 		key := f.Alias
 		if key == "" {
 			key = f.Name
@@ -177,7 +206,8 @@ func (e *gqlExec) value(f *ast.Field, v any, path []string) any {
 			return nil
 		}
 		if len(f.SelectionSet) == 0 {
-			return map[string]any(v) // a JSON scalar
+			e.fail(path, fmt.Errorf("field %s is an object: select its fields", f.Name))
+			return nil
 		}
 		return e.object(f.SelectionSet, v, path)
 	case []obj:
