@@ -150,7 +150,7 @@ func TestWandbArtifactAPI(t *testing.T) {
 	// A run: upsert, resume status, file stream, history.
 	const upsert = `mutation U($entity: String, $project: String, $name: String, $config: JSONString) {
 		upsertBucket(input: {name: $name, modelName: $project, entityName: $entity, config: $config}) { bucket { id name project { name entity { name } } } inserted } }`
-	data, errs := wandbGQL(t, s.url, key, upsert, map[string]any{"entity": "local", "project": "p", "name": "r1", "config": `{"lr":{"value":1}}`})
+	data, errs := wandbGQL(t, s.url, key, upsert, map[string]any{"entity": "local", "project": "p", "name": "r1", "config": `{"lr":{"value":1},"_wandb":{"value":{"t":{"1":[1]},"m":[]}}}`})
 	if errs != nil || dig(data, "upsertBucket", "inserted") != true || dig(data, "upsertBucket", "bucket", "project", "entity", "name") != "local" {
 		t.Fatalf("upsertBucket: %v %v", data, errs)
 	}
@@ -167,10 +167,11 @@ func TestWandbArtifactAPI(t *testing.T) {
 		t.Fatalf("file_stream of another entity: %d", code)
 	}
 	const resume = `query R($project: String, $entity: String, $name: String!) { model(name: $project, entityName: $entity) {
-		bucket(name: $name, missingOk: true) { name config summaryMetrics historyLineCount historyTail state history } } }`
+		bucket(name: $name, missingOk: true) { name config summaryMetrics historyLineCount historyTail state history wandbConfig(keys: ["t"]) } } }`
 	data, errs = wandbGQL(t, s.url, key, resume, map[string]any{"project": "p", "entity": "local", "name": "r1"})
 	if errs != nil || dig(data, "model", "bucket", "historyLineCount") != 2.0 || dig(data, "model", "bucket", "state") != "finished" ||
-		dig(data, "model", "bucket", "summaryMetrics") != `{"loss":0.5}` || dig(data, "model", "bucket", "config") != `{"lr":{"value":1}}` ||
+		dig(data, "model", "bucket", "summaryMetrics") != `{"loss":0.5}` || dig(data, "model", "bucket", "config") != `{"_wandb":{"value":{"t":{"1":[1]},"m":[]}},"lr":{"value":1}}` ||
+		dig(data, "model", "bucket", "wandbConfig") != `{"t":{"1":[1]}}` || // the SDK resumes only a run whose wandbConfig holds "t"
 		dig(data, "model", "bucket", "historyTail") != `["{\"_step\":1,\"loss\":0.5}"]` {
 		t.Fatalf("resume status: %v %v", data, errs)
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -357,7 +358,7 @@ func runObj(c *gqlCtx, r wandb.Run) obj {
 		"tags": []any{}, "historyLineCount": r.HistoryLines, "logLineCount": 0, "eventsLineCount": 0,
 		"historyTail": tail, "eventsTail": "[]", "createdAt": db.FormatTime(r.CreatedAt), "heartbeatAt": db.FormatTime(r.CreatedAt),
 		"project":     projectInfo(c, r.Entity, r.Project),
-		"wandbConfig": fieldFn(func(map[string]any) (any, error) { return "{}", nil }),
+		"wandbConfig": fieldFn(func(args map[string]any) (any, error) { return wandbConfig(r.Config, argStrs(args, "keys")), nil }),
 		"history": fieldFn(func(map[string]any) (any, error) { // every line, as JSON strings
 			lines, err := c.wb.History(c.ctx, r.Entity, r.Project, r.Name)
 			if lines == nil {
@@ -365,6 +366,25 @@ func runObj(c *gqlCtx, r wandb.Run) obj {
 			}
 			return lines, err
 		})}
+}
+
+// wandbConfig is the SDK's own part of a run's config (`_wandb`), limited to keys when given,
+// as a JSON string. The SDK resumes a run only when it holds "t" (the run has started).
+func wandbConfig(config string, keys []string) string {
+	var c struct {
+		W struct {
+			Value map[string]json.RawMessage `json:"value"`
+		} `json:"_wandb"`
+	}
+	_ = json.Unmarshal([]byte(config), &c)
+	out := map[string]json.RawMessage{}
+	for k, v := range c.W.Value {
+		if len(keys) == 0 || slices.Contains(keys, k) {
+			out[k] = v
+		}
+	}
+	b, _ := json.Marshal(out)
+	return string(b)
 }
 
 func rootUpsertBucket(c *gqlCtx, args map[string]any) (any, error) {
