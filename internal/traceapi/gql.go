@@ -1,11 +1,17 @@
 package traceapi
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/parser"
+
+	"github.com/honeai/hone/internal/fault"
+	"github.com/honeai/hone/internal/wandb"
 )
 
 // A small executor for the W&B GraphQL subset: the query is parsed by gqlparser (no schema),
@@ -60,6 +66,7 @@ func withDefaults(op *ast.OperationDefinition, vars map[string]any) map[string]a
 
 // gqlExec answers one operation.
 type gqlExec struct {
+	ctx     context.Context // for logging internal errors
 	doc     *ast.QueryDocument
 	vars    map[string]any
 	errs    []gqlError
@@ -81,6 +88,25 @@ func (e *gqlExec) fail(path []string, err error) {
 	e.errs = append(e.errs, gqlError{Message: err.Error(), Path: path})
 }
 
+// public is what the client may see of a field's error: the message of a fault, of a
+// not-found or of a client error; anything else is logged and answered "internal error".
+func (e *gqlExec) public(err error) error {
+	var f *fault.Error
+	var c *clientError
+	switch {
+	case errors.As(err, &f):
+		return errors.New(f.Msg)
+	case errors.As(err, &c), errors.Is(err, wandb.ErrNotFound):
+		return err
+	}
+	ctx := e.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	slog.Default().ErrorContext(ctx, "internal error", "path", "/graphql", "err", err)
+	return errors.New("internal error")
+}
+
 func (e *gqlExec) nestedTooDeep(path []string) {
 	if !e.tooDeep {
 		e.tooDeep = true
@@ -94,7 +120,7 @@ func (e *gqlExec) args(f *ast.Field) (map[string]any, error) {
 	for _, a := range f.Arguments {
 		v, err := a.Value.Value(e.vars)
 		if err != nil {
-			return nil, fmt.Errorf("argument %s: %v", a.Name, err)
+			return nil, gqlErrorf("argument %s: %v", a.Name, err)
 		}
 		out[a.Name] = v
 	}
@@ -183,7 +209,9 @@ func (e *gqlExec) object(set ast.SelectionSet, o obj, path []string) map[string]
 		if fn, ok := v.(fieldFn); ok {
 			args, err := e.args(f)
 			if err == nil {
-				v, err = fn(args)
+				if v, err = fn(args); err != nil {
+					err = e.public(err)
+				}
 			}
 			if err != nil {
 				e.fail(p, err)

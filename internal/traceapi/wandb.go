@@ -19,7 +19,6 @@ import (
 	"github.com/honeai/hone/internal/apierror"
 	"github.com/honeai/hone/internal/auth"
 	"github.com/honeai/hone/internal/db"
-	"github.com/honeai/hone/internal/fault"
 	"github.com/honeai/hone/internal/httpx"
 	"github.com/honeai/hone/internal/openapi"
 	"github.com/honeai/hone/internal/wandb"
@@ -125,7 +124,7 @@ func (a *API) graphql(w http.ResponseWriter, r *http.Request) {
 		scheme = "https"
 	}
 	c := &gqlCtx{ctx: r.Context(), entity: p.Entity, base: scheme + "://" + r.Host, wb: a.wb}
-	e := &gqlExec{doc: doc, vars: withDefaults(op, vars)}
+	e := &gqlExec{ctx: r.Context(), doc: doc, vars: withDefaults(op, vars)}
 	var roots []*ast.Field
 	e.fields(op.SelectionSet, nil, &roots)
 	for _, f := range roots {
@@ -153,7 +152,7 @@ func (a *API) graphql(w http.ResponseWriter, r *http.Request) {
 		}
 		if err != nil {
 			res.Data[key] = nil
-			e.fail([]string{key}, gqlMessage(err))
+			e.fail([]string{key}, e.public(err))
 			continue
 		}
 		res.Data[key] = e.value(f, v, []string{key})
@@ -162,26 +161,14 @@ func (a *API) graphql(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, res)
 }
 
-// gqlMessage turns a service error into a GraphQL error message: a fault's own message; an
-// internal error is hidden.
-func gqlMessage(err error) error {
-	var f *fault.Error
-	switch {
-	case errors.As(err, &f):
-		return errors.New(f.Msg)
-	case errors.Is(err, wandb.ErrNotFound):
-		return err
-	case strings.HasPrefix(err.Error(), "input: "), errors.Is(err, errGQL):
-		return err
-	}
-	return errors.New("internal error")
-}
+// clientError is an error whose message the client may see.
+type clientError struct{ msg string }
 
-var errGQL = errors.New("")
+func (e *clientError) Error() string { return e.msg }
 
 // gqlErrorf is an error whose message the client may see.
 func gqlErrorf(format string, args ...any) error {
-	return fmt.Errorf("%w%s", errGQL, fmt.Sprintf(format, args...))
+	return &clientError{fmt.Sprintf(format, args...)}
 }
 
 // ---- argument helpers ----
