@@ -60,7 +60,8 @@ CREATE TABLE wandb_artifact_aliases (
 CREATE TABLE wandb_secrets (name TEXT PRIMARY KEY, secret TEXT NOT NULL);
 CREATE TABLE wandb_uploads (
 	token_hash TEXT PRIMARY KEY, entity TEXT NOT NULL, kind TEXT NOT NULL, artifact_id TEXT NOT NULL,
-	md5 TEXT NOT NULL, project TEXT NOT NULL, run TEXT NOT NULL, name TEXT NOT NULL, created_at TEXT NOT NULL)
+	md5 TEXT NOT NULL, project TEXT NOT NULL, run TEXT NOT NULL, name TEXT NOT NULL, created_at TEXT NOT NULL);
+CREATE INDEX wandb_uploads_created ON wandb_uploads (created_at)
 `}}
 
 // Service is the W&B run and artifact store.
@@ -341,8 +342,12 @@ type Upload struct {
 	Project, Run, Name            string // for UploadRunFile
 }
 
-// NewUpload records an upload and returns its secret token (only its hash is kept).
+// NewUpload records an upload and returns its secret token (only its hash is kept); expired
+// uploads are forgotten on the way.
 func (s *Service) NewUpload(ctx context.Context, u Upload) (string, error) {
+	if _, err := s.db.Exec(ctx, `DELETE FROM wandb_uploads WHERE created_at < ?`, db.FormatTime(s.now().Add(-uploadTTL))); err != nil {
+		return "", err
+	}
 	token := randomHex(24)
 	h := sha256.Sum256([]byte(token))
 	_, err := s.db.Exec(ctx, `INSERT INTO wandb_uploads (token_hash, entity, kind, artifact_id, md5, project, run, name, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
