@@ -62,36 +62,33 @@ type rootFn func(c *gqlCtx, args map[string]any) (any, error)
 
 // wandbRoots are the root fields Hone answers.
 var wandbRoots = map[string]rootFn{
-	"viewer":                  rootViewer,
-	"serverInfo":              rootServerInfo,
-	"entity":                  rootEntity,
-	"project":                 rootProject,
-	"model":                   rootProject, // W&B's older name for a project
-	"upsertModel":             rootUpsertModel,
-	"upsertBucket":            rootUpsertBucket,
-	"createRunFiles":          rootCreateRunFiles,
-	"markRunFilesUploaded":    rootMarkRunFilesUploaded,
-	"createArtifact":          rootCreateArtifact,
-	"createArtifactManifest":  rootCreateArtifactManifest,
-	"updateArtifactManifest":  rootUpdateArtifactManifest,
-	"createArtifactFiles":     rootCreateArtifactFiles,
-	"commitArtifact":          rootCommitArtifact,
-	"useArtifact":             rootUseArtifact,
-	"updateArtifact":          rootUpdateArtifact,
-	"artifact":                rootArtifact,
-	"artifactCollection":      rootArtifactCollectionByID,
-	"clientIDMapping":         func(*gqlCtx, map[string]any) (any, error) { return nil, nil },
-	"organization":            func(*gqlCtx, map[string]any) (any, error) { return nil, nil },
-	"deleteArtifact":          rootDeleteArtifact,
-	"completeMultipartUpload": nil, // refused below with its own message
+	"viewer":                 rootViewer,
+	"serverInfo":             rootServerInfo,
+	"entity":                 rootEntity,
+	"project":                rootProject,
+	"model":                  rootProject, // W&B's older name for a project
+	"upsertModel":            rootUpsertModel,
+	"upsertBucket":           rootUpsertBucket,
+	"createRunFiles":         rootCreateRunFiles,
+	"markRunFilesUploaded":   rootMarkRunFilesUploaded,
+	"createArtifact":         rootCreateArtifact,
+	"createArtifactManifest": rootCreateArtifactManifest,
+	"updateArtifactManifest": rootUpdateArtifactManifest,
+	"createArtifactFiles":    rootCreateArtifactFiles,
+	"commitArtifact":         rootCommitArtifact,
+	"useArtifact":            rootUseArtifact,
+	"updateArtifact":         rootUpdateArtifact,
+	"artifact":               rootArtifact,
+	"artifactCollection":     rootArtifactCollectionByID,
+	"clientIDMapping":        func(*gqlCtx, map[string]any) (any, error) { return nil, nil },
+	"organization":           func(*gqlCtx, map[string]any) (any, error) { return nil, nil },
+	"deleteArtifact":         rootDeleteArtifact,
 }
 
 func supportedRoots() string {
 	var names []string
-	for n, fn := range wandbRoots {
-		if fn != nil {
-			names = append(names, n)
-		}
+	for n := range wandbRoots {
+		names = append(names, n)
 	}
 	sort.Strings(names)
 	return strings.Join(names, ", ")
@@ -133,9 +130,9 @@ func (a *API) graphql(w http.ResponseWriter, r *http.Request) {
 			key = f.Name
 		}
 		if f.Name == "__typename" {
-			res.Data[key] = map[ast.Operation]string{ast.Mutation: "Mutation"}[op.Operation]
-			if res.Data[key] == "" {
-				res.Data[key] = "Query"
+			res.Data[key] = "Query"
+			if op.Operation == ast.Mutation {
+				res.Data[key] = "Mutation"
 			}
 			continue
 		}
