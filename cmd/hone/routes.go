@@ -28,6 +28,7 @@ func (s *system) handler() (http.Handler, *httpx.Router, error) {
 	health.Register(r, s.checks, bearer, version.Version)
 
 	traces := traceapi.New(s.trace)
+	traces.SetWandb(s.wandb)
 	traces.Register(r, basic)
 	traces.RegisterGraphQL(r, basic, bearer)
 
@@ -66,7 +67,9 @@ func (s *system) handler() (http.Handler, *httpx.Router, error) {
 		httpx.WithRequestID(),
 		httpx.AccessLog(s.log),
 		httpx.Recover(s.log),
-		httpx.LimitBody(s.cfg.MaxBodyBytes),
+		httpx.LimitBodyExcept(s.cfg.MaxBodyBytes, func(r *http.Request) bool {
+			return r.Method == http.MethodPut && r.URL.Path == traceapi.UploadPath
+		}),
 	)
 	return h, r, nil
 }

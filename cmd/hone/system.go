@@ -26,6 +26,7 @@ import (
 	"github.com/honeai/hone/internal/synth"
 	"github.com/honeai/hone/internal/trace"
 	"github.com/honeai/hone/internal/training"
+	"github.com/honeai/hone/internal/wandb"
 )
 
 // system is everything `hone serve` runs, one field per part, built in dependency order by
@@ -45,6 +46,7 @@ type system struct {
 	reg      *registry.Registry
 	queue    *jobs.Queue
 	training *training.Service
+	wandb    *wandb.Service
 
 	workers     sync.WaitGroup
 	stopWorking context.CancelFunc
@@ -93,7 +95,10 @@ func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout
 	if s.queue, err = jobs.Open(ctx, s.db); err != nil {
 		return nil, err
 	}
-	s.training = &training.Service{Reg: s.reg, Queue: s.queue, Models: s.models, Trace: s.trace,
+	if s.wandb, err = wandb.Open(ctx, s.db, filepath.Join(cfg.DataDir, "files")); err != nil {
+		return nil, err
+	}
+	s.training = &training.Service{Reg: s.reg, Queue: s.queue, Models: s.models, Trace: s.trace, Artifacts: s.wandb,
 		FilesDir: filepath.Join(cfg.DataDir, "files"), DataRoot: cfg.Train.DataRoot, Log: logger,
 		LoRARank: cfg.Train.Rank, LoRAAlpha: cfg.Train.Alpha}
 	return s, nil

@@ -524,7 +524,7 @@ func TestTrainingDataRefs(t *testing.T) {
 		url, want string
 		code      int
 	}{
-		{"wandb-artifact:///local/p/capitals-sft-data:v0", "W&B artifact", 400},
+		{"wandb-artifact:///local/p/capitals-sft-data:v0", "local/p/capitals-sft-data:v0 not found", 404},
 		{"https://example.com/data.jsonl", "https:// scheme is not supported", 400},
 		{"weave:///local/p/table/" + strings.Repeat("0", 64), "not found", 404},
 		{"weave:///local/p/object/missing:latest", "not found", 404},

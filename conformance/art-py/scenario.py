@@ -3,21 +3,28 @@ called as its users call it: register a trainable model on Hone's demo base mode
 samples replies through the model's OpenAI client the way the OpenAI SDK and ART's examples
 ask (logprobs=True, temperature 1, no return_token_ids) and scores them with binary rewards;
 step 2 records two-turn rollouts with ART's capture API (capture_auto_trajectory); both steps
-call backend.train with its defaults; then chat with the resulting checkpoint. (model.log
-writes local files only in this client, and needs pyarrow, which openpipe-art does not
-install; it is left out.)
-Environment: HONE_URL, HONE_KEY.
-Prints {"steps": [...], "final_step": N, "rewards": [...], "turns": N, "served_model": "..."}
-as its last line.
-
-The ART client's SFT path uploads its data to W&B Artifacts, which Hone cannot reach; Hone's
-SFT jobs are exercised through the HTTP API by the Go tests.
+call backend.train with its defaults. Step 3 is model.train_sft: the client writes the
+trajectories to train.jsonl, logs it as a W&B dataset artifact through the wandb SDK
+(WANDB_BASE_URL points at Hone, so the run, the upload and the commit go to Hone's W&B API)
+and posts an SFT job with training_data_url wandb-artifact:///.../<name>:v0. The scenario
+then downloads that artifact again with wandb.Api, logs validation trajectories with
+model.log (parquet files here, metrics to the W&B run's history on Hone: WANDB_API_KEY is
+set), deletes checkpoints with model.delete_checkpoints (keeps the latest and the best
+val/reward step), reads the checkpoint list back, and chats with the SFT checkpoint.
+Environment: HONE_URL, HONE_KEY, WANDB_BASE_URL, WANDB_API_KEY.
+Prints {"steps": [...], "final_step": N, "rewards": [...], "turns": N, "served_model": "...",
+"sft_data_url": "...", "sft_downloaded_lines": N, "checkpoints": [...]} as its last line.
 """
 import asyncio
+import contextlib
+import io
 import json
 import os
+import re
+import tempfile
 
 import art
+import wandb
 from art.serverless.backend import ServerlessBackend
 
 PROMPTS = ["Say a word.", "Name a city."]
@@ -71,11 +78,44 @@ async def main():
     result = await backend.train(model, groups)
     steps.append(result.step)
 
+    # Validation metrics for steps 1 and 2 through model.log: step 1 is the best by val/reward.
+    await model.log([art.TrajectoryGroup([art.Trajectory(messages_and_choices=[{"role": "user", "content": "x"}], reward=1.0)])],
+                    split="val", step=1)
+    await model.log([art.TrajectoryGroup([art.Trajectory(messages_and_choices=[{"role": "user", "content": "x"}], reward=0.0)])],
+                    split="val", step=2)
+
+    # Step 3: SFT through the client's W&B artifact upload.
+    sft = [art.Trajectory(messages_and_choices=[{"role": "user", "content": p},
+                                                {"role": "assistant", "content": "Paris is a city."}], reward=0.0)
+           for p in PROMPTS * 2]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        await model.train_sft(sft, config=art.TrainSFTConfig(learning_rate=1e-3, batch_size=2), verbose=True)
+    m = re.search(r"Artifact URL: (wandb-artifact:///\S+)", out.getvalue())
+    assert m, out.getvalue()
+    sft_url = m.group(1)
+    steps.append(await model.get_step())
+
+    # The SFT data artifact, fetched back through the wandb SDK's public API (with an empty
+    # cache: the upload left the file in the default one, and the SDK would not download it).
+    with tempfile.TemporaryDirectory() as d:
+        os.environ["WANDB_CACHE_DIR"] = os.path.join(d, "cache")
+        artifact = wandb.Api().artifact(sft_url.removeprefix("wandb-artifact:///"), type="dataset")
+        artifact.download(root=os.path.join(d, "data"))
+        with open(os.path.join(d, "data", "train.jsonl")) as f:
+            downloaded = [json.loads(line) for line in f]
+    assert downloaded[0]["messages"][1]["content"] == "Paris is a city.", downloaded
+
+    # Keep the latest (3) and the best val/reward step (1); step 2 goes.
+    await model.delete_checkpoints()
+    checkpoints = sorted([c.step async for c in backend._client.models.checkpoints.list(model_id=model.id)])
+
     final = await model.get_step()
     reply = await client.chat.completions.create(
         model=model.get_inference_name(), messages=[{"role": "user", "content": "Hello"}], max_tokens=4)
     print(json.dumps({"steps": steps, "final_step": final, "rewards": rewards, "turns": turns,
-                      "served_model": reply.model}))
+                      "served_model": reply.model, "sft_data_url": sft_url,
+                      "sft_downloaded_lines": len(downloaded), "checkpoints": checkpoints}))
 
 
 if __name__ == "__main__":

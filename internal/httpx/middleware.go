@@ -171,9 +171,17 @@ func Recover(logger *slog.Logger) Middleware {
 
 // LimitBody caps request bodies at max bytes; reading past it fails with *http.MaxBytesError,
 // which DecodeJSON turns into a 413. A declared Content-Length over the limit is refused at once.
-func LimitBody(max int64) Middleware {
+func LimitBody(max int64) Middleware { return LimitBodyExcept(max, nil) }
+
+// LimitBodyExcept is LimitBody for every request but those exempt says stream their body
+// themselves (uploads written to disk as they arrive).
+func LimitBodyExcept(max int64, exempt func(*http.Request) bool) Middleware {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if exempt != nil && exempt(r) {
+				next.ServeHTTP(w, r)
+				return
+			}
 			if r.ContentLength > max {
 				apierror.WriteError(w, tooLarge(max))
 				return

@@ -23,11 +23,13 @@ import (
 	"github.com/honeai/hone/internal/openapi"
 	"github.com/honeai/hone/internal/pyjson"
 	"github.com/honeai/hone/internal/trace"
+	"github.com/honeai/hone/internal/wandb"
 )
 
 // API is the trace area.
 type API struct {
 	svc *trace.Service
+	wb  *wandb.Service // W&B runs and artifacts (SetWandb); nil: GraphQL answers only the Weave SDKs' fields
 }
 
 // New returns the trace area on svc.

@@ -3,6 +3,7 @@ package training
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -48,7 +49,8 @@ func (s *Service) checkDataURLOf(ctx context.Context, param, entity, u string) e
 			return fault.NotFound(param, "uploaded file %s not found", id)
 		}
 	case strings.HasPrefix(u, "wandb-artifact://"):
-		return fault.Invalid(param, "%s %q is a W&B artifact, which this server cannot resolve yet; upload the data (POST /v1/preview/files) and pass the url it returns, or pass a weave:/// Dataset or table ref", param, u)
+		_, err := s.artifactPath(ctx, entity, u)
+		return err
 	case hasScheme && scheme != "file":
 		return fault.Invalid(param, "%s %q: the %s:// scheme is not supported (weave:///, hone-file:///, or a file path under the training data root)", param, u, scheme)
 	default:
@@ -58,6 +60,33 @@ func (s *Service) checkDataURLOf(ctx context.Context, param, entity, u string) e
 		}
 	}
 	return nil
+}
+
+// ArtifactDataFile is the file of a W&B dataset artifact that SFT trains on (what ART's
+// serverless backend uploads).
+const ArtifactDataFile = "train.jsonl"
+
+// artifactPath resolves wandb-artifact:///<entity>/<project>/<name>[:<version or alias>] to
+// the path of its train.jsonl in the blob store.
+func (s *Service) artifactPath(ctx context.Context, entity, u string) (string, error) {
+	const param = "training_data_url"
+	rest, ok := strings.CutPrefix(u, "wandb-artifact:///")
+	parts := strings.Split(rest, "/")
+	if !ok || len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" || strings.HasPrefix(parts[2], ":") {
+		return "", fault.Invalid(param, "training_data_url %q is not a wandb-artifact:///<entity>/<project>/<name>:<version> URL", u)
+	}
+	if parts[0] != entity {
+		return "", fault.Forbidden(param, "this API key may only use data of entity %q", entity)
+	}
+	if s.Artifacts == nil {
+		return "", fault.Invalid(param, "training_data_url %q: this server keeps no W&B artifacts", u)
+	}
+	p, err := s.Artifacts.ResolveFile(ctx, parts[0], parts[1], parts[2], ArtifactDataFile)
+	var f *fault.Error
+	if errors.As(err, &f) {
+		return "", &fault.Error{Kind: f.Kind, Field: param, Msg: "training_data_url " + u + ": " + f.Msg}
+	}
+	return p, err
 }
 
 // weaveExists checks that the object or table a ref names exists.
@@ -113,6 +142,12 @@ func (s *Service) readData(ctx context.Context, entity, u string) ([]byte, error
 		return buf.Bytes(), nil
 	case strings.HasPrefix(u, "hone-file:///"):
 		return os.ReadFile(filepath.Join(s.FilesDir, entity, strings.TrimPrefix(u, "hone-file:///")+".jsonl"))
+	case strings.HasPrefix(u, "wandb-artifact://"):
+		p, err := s.artifactPath(ctx, entity, u)
+		if err != nil {
+			return nil, err
+		}
+		return os.ReadFile(p)
 	}
 	p, err := s.localPath(strings.TrimPrefix(u, "file://"))
 	if err != nil {

@@ -42,6 +42,8 @@ type Service struct {
 	Queue  *jobs.Queue
 	Models *serving.Models // the served base models
 	Trace  *trace.Service  // trajectory logs and weave:/// training data (may be nil)
+	// Artifacts resolves wandb-artifact:/// training data (may be nil: such URLs are refused).
+	Artifacts ArtifactFiles
 	// DataRoot is the directory local training_data_url paths must lie under ("" = none allowed).
 	DataRoot string
 	// FilesDir keeps uploaded training files.
@@ -53,6 +55,13 @@ type Service struct {
 
 	mu       sync.Mutex
 	adapters map[string]map[int]*model.LoRA // model id → checkpoint step → loaded adapter
+}
+
+// ArtifactFiles finds a file of a W&B artifact in the blob store (internal/wandb.Service).
+type ArtifactFiles interface {
+	// ResolveFile returns the path of file in artifact nameVersion ("<name>:<version or
+	// alias>") of entity's project, or a not-found fault naming what is missing.
+	ResolveFile(ctx context.Context, entity, project, nameVersion, file string) (string, error)
 }
 
 func (s *Service) logger() *slog.Logger {

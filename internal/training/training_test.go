@@ -299,3 +299,46 @@ func TestLogTrajectories(t *testing.T) {
 		t.Fatalf("metrics %v", c.Metrics)
 	}
 }
+
+// fakeArtifacts resolves the artifacts it holds (entity/project/name:version → path).
+type fakeArtifacts map[string]string
+
+func (f fakeArtifacts) ResolveFile(_ context.Context, entity, project, nameVersion, file string) (string, error) {
+	if p, ok := f[entity+"/"+project+"/"+nameVersion]; ok && file == ArtifactDataFile {
+		return p, nil
+	}
+	return "", fault.NotFound("", "artifact %s/%s/%s not found", entity, project, nameVersion)
+}
+
+// TestArtifactDataURL: wandb-artifact:/// URLs resolve to the artifact's train.jsonl; a
+// missing one is a 404 naming it, another entity's a 403, a malformed URL a 400.
+func TestArtifactDataURL(t *testing.T) {
+	s := newService(t)
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "train.jsonl")
+	os.WriteFile(path, []byte(sftLines), 0o644)
+	s.Artifacts = fakeArtifacts{"e/p/data:v0": path}
+	m, _ := s.CreateModel(ctx, NewModel{Entity: "e", Project: "p", Name: "m", BaseModel: "tiny"})
+	if _, err := s.CreateSFTJob(ctx, m, SFTRequest{TrainingDataURL: "wandb-artifact:///e/p/data:v0"}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := s.readData(ctx, "e", "wandb-artifact:///e/p/data:v0"); err != nil || string(b) != sftLines {
+		t.Fatalf("read: %q %v", b, err)
+	}
+	for _, c := range []struct {
+		url  string
+		kind fault.Kind
+		says string
+	}{
+		{"wandb-artifact:///e/p/data:v3", fault.KindNotFound, "e/p/data:v3 not found"},
+		{"wandb-artifact:///o/p/data:v0", fault.KindForbidden, "entity"},
+		{"wandb-artifact:///e/data", fault.KindInvalid, "is not a wandb-artifact"},
+		{"wandb-artifact:///e/p/:v0", fault.KindInvalid, "is not a wandb-artifact"},
+	} {
+		_, err := s.CreateSFTJob(ctx, m, SFTRequest{TrainingDataURL: c.url})
+		faultOf(t, err, c.kind, "training_data_url")
+		if !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s: %v", c.url, err)
+		}
+	}
+}
