@@ -19,10 +19,10 @@ func init() {
 const modelsUsage = `usage:
   hone models prune --model ENTITY/PROJECT/NAME [--metric val/reward] [--keep-best N]
                     (on a server: delete every checkpoint but the latest and the N best by metric)
-  hone models synth --arch llama|qwen2|qwen3 --out DIR [--preset tiny|demo|smollm2-135m|qwen2.5-0.5b]
+  hone models synth --arch llama|qwen2|qwen3|phi3 --out DIR [--preset tiny|demo|smollm2-135m|qwen2.5-0.5b]
                     [--layers N --hidden N --heads N --kv-heads N --head-dim N --intermediate N
                      --vocab N --max-pos N --rope-theta F --rope-scaling llama3 --tied --dtype f32|bf16
-                     --std F --seed N]
+                     --partial-rotary F (phi3) --std F --seed N]
 Writes config.json, generation_config.json, model.safetensors (random weights), tokenizer.json and
 tokenizer_config.json (a BPE tokenizer Hone trains on an embedded corpus, with a ChatML chat template).
 Flags given explicitly override the preset.
@@ -45,7 +45,7 @@ func runModels(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	fs := newFlagSet("models synth")
-	arch := fs.String("arch", "", "architecture: llama, qwen2 or qwen3 (required unless the preset gives it)")
+	arch := fs.String("arch", "", "architecture: llama, qwen2, qwen3 or phi3 (required unless the preset gives it)")
 	out := fs.String("out", "", "output directory (required)")
 	preset := fs.String("preset", "tiny", "starting shape: tiny, demo, smollm2-135m, qwen2.5-0.5b")
 	layers := fs.Int("layers", 0, "decoder layers")
@@ -59,6 +59,7 @@ func runModels(args []string, stdout, stderr io.Writer) int {
 	theta := fs.Float64("rope-theta", 0, "rope_theta")
 	ropeScaling := fs.String("rope-scaling", "", "rope_scaling type (llama3; llama only)")
 	tied := fs.Bool("tied", false, "tie the LM head to the input embedding")
+	partialRotary := fs.Float64("partial-rotary", 0, "partial_rotary_factor (phi3 only; Phi-4-mini: 0.75)")
 	dtype := fs.String("dtype", "", "stored weight type: f32 or bf16")
 	std := fs.Float64("std", 0, "standard deviation of the random weights")
 	seed := fs.Uint64("seed", 1, "random seed")
@@ -112,6 +113,9 @@ func runModels(args []string, stdout, stderr io.Writer) int {
 	}
 	if set["tied"] {
 		o.Tied = *tied
+	}
+	if set["partial-rotary"] {
+		o.PartialRotary = *partialRotary
 	}
 	if set["dtype"] {
 		o.DType = *dtype

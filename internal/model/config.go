@@ -14,7 +14,7 @@ import (
 
 // Config is a model's architecture, read from Hugging Face's config.json.
 type Config struct {
-	// Arch is "llama", "qwen2" or "qwen3".
+	// Arch is "llama", "qwen2", "qwen3" or "phi3".
 	Arch             string
 	HiddenSize       int
 	IntermediateSize int
@@ -36,7 +36,10 @@ type Config struct {
 	AttentionBias bool
 	MLPBias       bool
 	// QKNorm: per-head RMSNorm of queries and keys before RoPE (Qwen3).
-	QKNorm     bool
+	QKNorm bool
+	// RotaryDim is how many leading dimensions of each head RoPE rotates (partial_rotary_factor;
+	// Phi-4-mini rotates 3/4); 0 means the whole head.
+	RotaryDim  int
 	TorchDType string
 	BOSTokenID []int
 	EOSTokenID []int
@@ -52,6 +55,10 @@ type RopeScaling struct {
 	LowFreqFactor                 float64 `json:"low_freq_factor"`
 	HighFreqFactor                float64 `json:"high_freq_factor"`
 	OriginalMaxPositionEmbeddings int     `json:"original_max_position_embeddings"`
+	// LongRoPE (Phi-3): per-frequency divisors for sequences up to and past
+	// OriginalMaxPositionEmbeddings, and the factor cos and sin are multiplied by.
+	ShortFactor, LongFactor []float64 `json:"-"`
+	AttentionFactor         float64   `json:"-"`
 }
 
 // Kind returns the scaling type (rope_type, or the legacy type field).
@@ -80,6 +87,7 @@ var supported = map[string]string{
 	"LlamaForCausalLM": "llama",
 	"Qwen2ForCausalLM": "qwen2",
 	"Qwen3ForCausalLM": "qwen3",
+	"Phi3ForCausalLM":  "phi3",
 }
 
 // ErrUnsupported is returned for architectures Hone cannot run.
@@ -103,7 +111,7 @@ func intOrList(raw json.RawMessage) []int {
 
 // modelTypes maps config.json's model_type to Hone's architecture, for configs without an
 // architectures list (transformers then picks the model class from model_type).
-var modelTypes = map[string]string{"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}
+var modelTypes = map[string]string{"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "phi3": "phi3"}
 
 // ParseConfig reads config.json contents.
 //
@@ -162,7 +170,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		if name == "" {
 			name = "(none given)"
 		}
-		return nil, fmt.Errorf("%w %s: Hone runs LlamaForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM", ErrUnsupported, name)
+		return nil, fmt.Errorf("%w %s: Hone runs LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and Phi3ForCausalLM", ErrUnsupported, name)
 	}
 	cfg := &Config{
 		Arch: arch, HiddenSize: c.HiddenSize, IntermediateSize: c.IntermediateSize, NumLayers: c.NumHiddenLayers,
@@ -219,6 +227,12 @@ func ParseConfig(data []byte) (*Config, error) {
 	layerTypes, err := parseLayerTypes(raw, cfg.NumLayers)
 	if err != nil {
 		return nil, err
+	}
+	if arch == "phi3" {
+		if err := parsePhi3(raw, cfg); err != nil {
+			return nil, err
+		}
+		return cfg, cfg.validate()
 	}
 	if arch != "llama" {
 		if err := checkSlidingWindow(raw, arch, layerTypes, cfg); err != nil {
@@ -507,6 +521,10 @@ func (c *Config) validate() error {
 		case "linear":
 			if c.RopeScaling.Factor <= 0 {
 				return fmt.Errorf("model: config.json: rope_scaling linear needs a positive factor")
+			}
+		case "longrope":
+			if err := c.validateLongRope(); err != nil {
+				return err
 			}
 		case "default", "":
 		default:

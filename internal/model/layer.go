@@ -34,6 +34,9 @@ type LayerBuffers struct {
 	Act        []float32 // rows × intermediate: silu(Gate)·Up, the input of down (may be Gate)
 	Tmp        []float32 // scratch, rows × max(QDim+2·KVDim, 2·intermediate): fused products
 	Out        []float32 // scratch, rows × hidden: a sublayer's output before the residual add
+	// Ctx (optional, rows): the length of each row's sequence in this pass, which picks the
+	// rotary table under LongRoPE (Model.RopeFor); nil otherwise.
+	Ctx []int
 }
 
 // LayerForward runs layer l over x (rows × hidden, one row per position in pos) in place, the
@@ -65,11 +68,14 @@ func (m *Model) LayerForward(l int, x []float32, pos []int, bf16 bool, b *LayerB
 	adapt("q_proj", h, q)
 	adapt("k_proj", h, k)
 	adapt("v_proj", h, b.V[:T*kvd])
+	if c.Arch == "phi3" {
+		m.adaptFused(ad, l, "qkv_proj", h, T, b.Tmp, q, k, b.V[:T*kvd])
+	}
 	if L.QNorm != nil && b.QPre != nil {
 		copy(b.QPre, q)
 		copy(b.KPre, k)
 	}
-	m.QKNormRoPE(l, q, k, pos)
+	m.qkNormRoPE(l, q, k, pos, b.Ctx)
 	attend()
 	residual(&L.O, "o_proj", bf16, b.Attn[:T*qd], T, x, b.Out[:T*H], adapt)
 	if b.XMid != nil {
@@ -81,6 +87,9 @@ func (m *Model) LayerForward(l int, x []float32, pos []int, bf16 bool, b *LayerB
 	L.gateUp.forward(bf16, h, T, b.Tmp, g, u)
 	adapt("gate_proj", h, g)
 	adapt("up_proj", h, u)
+	if c.Arch == "phi3" {
+		m.adaptFused(ad, l, "gate_up_proj", h, T, b.Tmp, g, u)
+	}
 	kernels.SwiGLU(act, b.ExpGate, g, u)
 	residual(&L.Down, "down_proj", bf16, act, T, x, b.Out[:T*H], adapt)
 }
@@ -96,7 +105,11 @@ func residual(lin *Linear, module string, bf16 bool, in []float32, rows int, x, 
 // QKNormRoPE prepares layer l's queries q (rows × QDim) and keys k (rows × KVDim) for
 // attention, in place: each head is normalised with the layer's per-head RMSNorm where it has
 // one (Qwen3's QNorm and KNorm), then rotated for its row's position pos[r].
-func (m *Model) QKNormRoPE(l int, q, k []float32, pos []int) {
+func (m *Model) QKNormRoPE(l int, q, k []float32, pos []int) { m.qkNormRoPE(l, q, k, pos, nil) }
+
+// qkNormRoPE is QKNormRoPE with each row's sequence length (ctx, nil when not needed), which
+// picks its rotary table (RopeFor).
+func (m *Model) qkNormRoPE(l int, q, k []float32, pos, ctx []int) {
 	c := &m.Config
 	L := &m.Layers[l]
 	hd, qd, kvd := c.HeadDim, c.QDim(), c.KVDim()
@@ -107,14 +120,14 @@ func (m *Model) QKNormRoPE(l int, q, k []float32, pos []int) {
 			if L.QNorm != nil {
 				kernels.RMSNorm(head, head, L.QNorm, eps)
 			}
-			m.Rope.Apply(head, pos[r])
+			m.RopeFor(ctx, r).Apply(head, pos[r])
 		}
 		for h := 0; h < c.NumKVHeads; h++ {
 			head := k[r*kvd+h*hd : r*kvd+(h+1)*hd]
 			if L.KNorm != nil {
 				kernels.RMSNorm(head, head, L.KNorm, eps)
 			}
-			m.Rope.Apply(head, pos[r])
+			m.RopeFor(ctx, r).Apply(head, pos[r])
 		}
 	})
 }

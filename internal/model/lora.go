@@ -53,11 +53,15 @@ type LoRAPair struct {
 	In, Out int
 }
 
-// Modules are the module names a LoRA may target.
-var Modules = []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+// Modules are the module names a LoRA may target: Llama's and Qwen's seven, then Phi-3's fused
+// qkv_proj and gate_up_proj (TargetModules gives a model's own).
+var Modules = []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "qkv_proj", "gate_up_proj"}
 
 // ModuleShape returns the (out, in) of a module for cfg.
 func ModuleShape(cfg *Config, module string) (out, in int, ok bool) {
+	if cfg.Arch == "phi3" {
+		return phi3ModuleShape(cfg, module)
+	}
 	switch module {
 	case "q_proj":
 		return cfg.QDim(), cfg.HiddenSize, true

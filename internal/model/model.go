@@ -61,6 +61,10 @@ type Model struct {
 	Norm   []float32
 	LMHead Linear // tied models share Embed's data
 	Rope   *kernels.Table
+	// ropeLong (LongRoPE) is the table of rows whose sequence is longer than longAfter
+	// positions (RopeFor).
+	ropeLong  *kernels.Table
+	longAfter int
 
 	// BF16MinRows: with bf16 weights, on a CPU that multiplies bf16 fast (AMX;
 	// gemm.FastBF16), forward passes over at least this many rows (prefill) run the layers'
@@ -161,6 +165,12 @@ func fromSource(cfg *Config, f tensorSource, opts LoadOptions) (*Model, error) {
 		if L.MLPNorm, err = ld.vector(p+"post_attention_layernorm.weight", c.HiddenSize); err != nil {
 			return nil, err
 		}
+		if c.Arch == "phi3" {
+			if err := ld.phi3Layer(L, p, c); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if L.Q, err = ld.linear(p+"self_attn.q_proj", c.QDim(), c.HiddenSize, c.AttentionBias); err != nil {
 			return nil, err
 		}
@@ -229,6 +239,7 @@ func fromSource(cfg *Config, f tensorSource, opts LoadOptions) (*Model, error) {
 		rope.ScaleLinear(rs.Factor)
 	}
 	m.Rope = rope.Table(c.MaxPositionEmbeddings)
+	m.ropeVariants()
 	return m, nil
 }
 
@@ -395,6 +406,7 @@ func newBatch(m *Model, steps []Step, T int) *batch {
 	// One set of buffers for every layer: h holds each norm's output and then the sublayer's
 	// output, SwiGLU overwrites gate.
 	b.buf = LayerBuffers{H1: b.h, Q: b.q, K: b.k, V: b.v, Attn: b.attn, H2: b.h, Gate: b.gate, Up: b.up, Act: b.gate, Tmp: b.tmp, Out: b.h}
+	b.buf.Ctx = m.rowContexts(steps, T)
 	r := 0
 	for i, st := range steps {
 		b.start[i] = r

@@ -44,8 +44,11 @@ type Options struct {
 	RMSNormEps float64
 	// Tied shares the input embedding with the LM head.
 	Tied bool
-	// RopeScaling "llama3" adds Llama 3.1's rope_scaling block (llama only).
+	// RopeScaling "llama3" adds Llama 3.1's rope_scaling block (llama only). Phi-3 models
+	// always get a longrope block (see phi3.go); "none" leaves it out.
 	RopeScaling string
+	// PartialRotary is Phi-3's partial_rotary_factor (0: 1, the whole head; Phi-4-mini: 0.75).
+	PartialRotary float64
 	// DType of the stored weights: "f32" (default) or "bf16".
 	DType string
 	// FitVocab shrinks Vocab to the tokenizer's size, so that every id the model can produce
@@ -63,6 +66,9 @@ func Tiny(arch string) Options {
 		MaxPos: 512, RopeTheta: 10000, RMSNormEps: 1e-6, DType: "f32", Std: 0.02, Seed: 1}
 	if arch == "qwen3" {
 		o.HeadDim = 32 // Qwen3 sets head_dim independently of hidden/heads
+	}
+	if arch == "phi3" {
+		o.MaxPos = 256 // original_max_position_embeddings 64: LongRoPE's long factors from 65 tokens
 	}
 	return o
 }
@@ -97,7 +103,7 @@ func Qwen25_05B() Options {
 func (o *Options) fill() error {
 	d := Tiny(o.Arch)
 	switch o.Arch {
-	case "llama", "qwen2", "qwen3":
+	case "llama", "qwen2", "qwen3", "phi3":
 	case "":
 		return errors.New("synth: arch is required (llama, qwen2 or qwen3)")
 	default:
@@ -145,6 +151,10 @@ func (o *Options) fill() error {
 		return fmt.Errorf("synth: hidden (%d) must equal heads × head_dim (%d × %d) for %s", o.Hidden, o.Heads, o.HeadDim, o.Arch)
 	case o.DType != "f32" && o.DType != "bf16":
 		return fmt.Errorf("synth: dtype %q (use f32 or bf16)", o.DType)
+	case o.Arch == "phi3":
+		if err := o.checkPhi3(); err != nil {
+			return err
+		}
 	case o.RopeScaling != "" && (o.RopeScaling != "llama3" || o.Arch != "llama"):
 		return fmt.Errorf("synth: rope scaling %q is only offered as llama3 on llama", o.RopeScaling)
 	}
@@ -285,7 +295,7 @@ func Write(dir string, o Options) error {
 }
 
 func configJSON(o *Options, bos, eos int) map[string]any {
-	archName := map[string]string{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}[o.Arch]
+	archName := map[string]string{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM", "phi3": "Phi3ForCausalLM"}[o.Arch]
 	dtype := "float32"
 	if o.DType == "bf16" {
 		dtype = "bfloat16"
@@ -335,6 +345,8 @@ func configJSON(o *Options, bos, eos int) map[string]any {
 		c["sliding_window"] = nil
 		c["max_window_layers"] = o.Layers
 		c["rope_scaling"] = nil
+	case "phi3":
+		phi3Config(o, c)
 	}
 	return c
 }
@@ -371,6 +383,10 @@ func weights(o *Options) []safetensors.Tensor {
 	deep := func() float64 { return rng.NormFloat64() * o.Std / math.Sqrt(2*float64(o.Layers)) }
 	for l := 0; l < o.Layers; l++ {
 		p := fmt.Sprintf("model.layers.%d.", l)
+		if o.Arch == "phi3" {
+			phi3Layer(o, p, add, normal, norm, deep)
+			continue
+		}
 		add(p+"input_layernorm.weight", []int{o.Hidden}, norm)
 		add(p+"self_attn.q_proj.weight", []int{qd, o.Hidden}, normal)
 		add(p+"self_attn.k_proj.weight", []int{kv, o.Hidden}, normal)

@@ -301,6 +301,7 @@ func (e *Trainer) layerForward(ac *acts, x []float32) {
 		b.QPre, b.KPre = ar.raw(T*qd), ar.raw(T*kvd)
 	}
 	b.Attn = ar.raw(T * qd)
+	b.Ctx = e.ropeContexts(ac)
 	ac.lse = ar.raw(c.NumHeads * T)
 	b.XMid = ar.raw(T * H)
 	b.H2, b.Rms2 = ar.raw(T*H), ar.raw(T)
@@ -422,6 +423,7 @@ func (e *Trainer) layerBackward(ac *acts, xin, dout []float32, needInput bool) [
 	dh2 := ar.get(T * H)
 	e.linearBackward(ac, &L.Gate, "gate_proj", ac.H2, dg, dh2)
 	e.linearBackward(ac, &L.Up, "up_proj", ac.H2, du, dh2)
+	e.fusedBackward(ac, "gate_up_proj", ac.H2, dh2, dg, du)
 	dxmid := ar.clone(dout)
 	rmsNormBackward(dxmid, dh2, ac.XMid, ac.Rms2, T, H, L.MLPNorm, true)
 	// Attention: x_mid = x_in + o(attn).
@@ -474,14 +476,14 @@ func (e *Trainer) layerBackward(ac *acts, xin, dout []float32, needInput bool) [
 	kernels.ParallelFor(T, 32, func(r int) {
 		for h := 0; h < c.NumHeads; h++ {
 			dh := dq[r*qd+h*hd : r*qd+(h+1)*hd]
-			m.Rope.ApplyInverse(dh, ac.pos[r])
+			m.RopeFor(ac.Ctx, r).ApplyInverse(dh, ac.pos[r])
 			if L.QNorm != nil {
 				headNormBackward(dh, ac.QPre[r*qd+h*hd:r*qd+(h+1)*hd], L.QNorm, eps)
 			}
 		}
 		for h := 0; h < c.NumKVHeads; h++ {
 			dh := dk[r*kvd+h*hd : r*kvd+(h+1)*hd]
-			m.Rope.ApplyInverse(dh, ac.pos[r])
+			m.RopeFor(ac.Ctx, r).ApplyInverse(dh, ac.pos[r])
 			if L.KNorm != nil {
 				headNormBackward(dh, ac.KPre[r*kvd+h*hd:r*kvd+(h+1)*hd], L.KNorm, eps)
 			}
@@ -494,6 +496,7 @@ func (e *Trainer) layerBackward(ac *acts, xin, dout []float32, needInput bool) [
 	e.linearBackward(ac, &L.Q, "q_proj", ac.H1, dq, dh1)
 	e.linearBackward(ac, &L.K, "k_proj", ac.H1, dk, dh1)
 	e.linearBackward(ac, &L.V, "v_proj", ac.H1, dv, dh1)
+	e.fusedBackward(ac, "qkv_proj", ac.H1, dh1, dq, dk, dv)
 	if !needInput {
 		return nil
 	}

@@ -14,7 +14,7 @@ import (
 func peftTensor(layer int, module, ab string) string {
 	block := "self_attn"
 	switch module {
-	case "gate_proj", "up_proj", "down_proj":
+	case "gate_proj", "up_proj", "down_proj", "gate_up_proj":
 		block = "mlp"
 	}
 	return fmt.Sprintf("base_model.model.model.layers.%d.%s.%s.lora_%s.weight", layer, block, module, ab)

@@ -21,7 +21,7 @@ type LoRAConfig struct {
 	Rank    int      // r (default 8)
 	Alpha   float64  // lora_alpha (default 16)
 	Dropout float64  // lora_dropout on the adapter's input, training only
-	Targets []string // modules among q/k/v/o/gate/up/down_proj (default: all seven)
+	Targets []string // modules among q/k/v/o/gate/up/down_proj, Phi-3's qkv/o/gate_up/down_proj (default: all of the model's)
 	Seed    uint64   // initialisation
 }
 
@@ -40,10 +40,13 @@ func (c *LoRAConfig) defaults() {
 // NewLoRA makes a fresh adapter for cfg as PEFT initialises one: A uniform in ±1/√in
 // (Kaiming-uniform with a=√5) and B zero, so the adapted model starts equal to the base.
 func NewLoRA(cfg *model.Config, c LoRAConfig) (*model.LoRA, error) {
+	if len(c.Targets) == 0 {
+		c.Targets = model.TargetModules(cfg)
+	}
 	c.defaults()
 	for _, t := range c.Targets {
 		if _, _, ok := model.ModuleShape(cfg, t); !ok {
-			return nil, fmt.Errorf("train: unknown LoRA target module %q (use %v)", t, model.Modules)
+			return nil, fmt.Errorf("train: unknown LoRA target module %q (use %v)", t, model.TargetModules(cfg))
 		}
 	}
 	if c.Dropout < 0 || c.Dropout >= 1 {
