@@ -53,9 +53,9 @@ type LoRAPair struct {
 	In, Out int
 }
 
-// Modules are the module names a LoRA may target: Llama's and Qwen's seven, then Phi-3's fused
-// qkv_proj and gate_up_proj (TargetModules gives a model's own).
-var Modules = []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "qkv_proj", "gate_up_proj"}
+// Modules are the module names a LoRA may target (Llama, Qwen; AllModules adds Phi-3's fused
+// ones, TargetModules gives a model's own).
+var Modules = []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
 
 // ModuleShape returns the (out, in) of a module for cfg.
 func ModuleShape(cfg *Config, module string) (out, in int, ok bool) {

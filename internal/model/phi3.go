@@ -332,6 +332,10 @@ func (m *Model) adaptFused(ad Adapters, l int, module string, in []float32, T in
 	})
 }
 
+// AllModules are every module name a LoRA of some architecture may target, in a fixed
+// order: Modules, then Phi-3's fused qkv_proj and gate_up_proj.
+var AllModules = append(slices.Clone(Modules), "qkv_proj", "gate_up_proj")
+
 // phi3ModuleShape is ModuleShape for Phi-3: PEFT's module names of Phi3ForCausalLM.
 func phi3ModuleShape(cfg *Config, module string) (out, in int, ok bool) {
 	switch module {
@@ -351,7 +355,7 @@ func phi3ModuleShape(cfg *Config, module string) (out, in int, ok bool) {
 // of training): q/k/v/o/gate/up/down_proj, or for Phi-3 qkv/o/gate_up/down_proj.
 func TargetModules(cfg *Config) []string {
 	var out []string
-	for _, mod := range Modules {
+	for _, mod := range AllModules {
 		if _, _, ok := ModuleShape(cfg, mod); ok {
 			out = append(out, mod)
 		}

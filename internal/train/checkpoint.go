@@ -44,7 +44,7 @@ func SaveCheckpoint(dir string, a *model.LoRA, c Checkpoint) error {
 	defer os.RemoveAll(tmp)
 	var ts []safetensors.Tensor
 	for l, layer := range a.Layers {
-		for _, mod := range model.Modules {
+		for _, mod := range model.AllModules {
 			p := layer[mod]
 			if p == nil {
 				continue

@@ -57,7 +57,7 @@ func NewLoRA(cfg *model.Config, c LoRAConfig) (*model.LoRA, error) {
 		Targets: slices.Clone(c.Targets), Layers: make([]map[string]*model.LoRAPair, cfg.NumLayers)}
 	for l := range a.Layers {
 		a.Layers[l] = map[string]*model.LoRAPair{}
-		for _, t := range model.Modules {
+		for _, t := range model.AllModules {
 			if !slices.Contains(c.Targets, t) {
 				continue
 			}
@@ -77,7 +77,7 @@ func NewLoRA(cfg *model.Config, c LoRAConfig) (*model.LoRA, error) {
 func params(a *model.LoRA) [][]float32 {
 	var out [][]float32
 	for _, layer := range a.Layers {
-		for _, t := range model.Modules {
+		for _, t := range model.AllModules {
 			if p := layer[t]; p != nil {
 				out = append(out, p.A, p.B)
 			}
