@@ -9,6 +9,7 @@ import (
 	"github.com/honeai/hone/internal/health"
 	"github.com/honeai/hone/internal/httpx"
 	"github.com/honeai/hone/internal/openapi"
+	"github.com/honeai/hone/internal/studio"
 	"github.com/honeai/hone/internal/traceapi"
 	"github.com/honeai/hone/internal/trainapi"
 	"github.com/honeai/hone/internal/version"
@@ -37,6 +38,10 @@ func (s *system) handler() (http.Handler, *httpx.Router, error) {
 
 	train := &trainapi.API{Svc: s.training}
 	train.Register(r, bearer)
+
+	if err := studio.Register(r); err != nil {
+		return nil, nil, err
+	}
 
 	for _, add := range extraRoutes {
 		add(r, bearer, basic)
