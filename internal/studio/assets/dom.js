@@ -2,8 +2,11 @@
 // formatters the views share.
 
 export function h(tag, props, ...children) {
-  const [name, ...classes] = tag.split('.');
-  const el = document.createElement(name || 'div');
+  // tag is "name", "name.class1.class2", "name#id", or "name#id.class".
+  const parts = tag.split(/(?=[.#])/);
+  const el = document.createElement(parts[0].startsWith('.') || parts[0].startsWith('#') ? 'div' : parts.shift());
+  const classes = [];
+  for (const p of parts) p[0] === '#' ? (el.id = p.slice(1)) : classes.push(p.slice(1));
   if (classes.length) el.className = classes.join(' ');
   for (const [k, v] of Object.entries(props || {})) {
     if (v === undefined || v === null || v === false) continue;

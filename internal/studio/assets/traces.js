@@ -38,12 +38,12 @@ function buildQuery(f) {
   const and = [];
   const field = (n) => ({ $getField: n });
   const lit = (v) => ({ $literal: v });
-  if (f.op) and.push({ $contains: { input: field('op_name'), substr: f.op, case_insensitive: true } });
+  if (f.op) and.push({ $contains: { input: field('op_name'), substr: lit(f.op), case_insensitive: true } });
   if (f.status) and.push({ $eq: [field('summary.weave.status'), lit(f.status)] });
   if (f.from) and.push({ $gte: [field('started_at'), lit(new Date(f.from).toISOString())] });
   if (f.to) and.push({ $lte: [field('started_at'), lit(new Date(f.to).toISOString())] });
   if (f.text) {
-    const c = (p) => ({ $contains: { input: field(p), substr: f.text, case_insensitive: true } });
+    const c = (p) => ({ $contains: { input: field(p), substr: lit(f.text), case_insensitive: true } });
     and.push({ $or: [c('op_name'), c('display_name'), c('id'), c('inputs'), c('output'), c('exception')] });
   }
   if (f.q) and.push(JSON.parse(f.q).$expr);
@@ -362,7 +362,7 @@ function flatten(v, prefix = '', out = {}) {
 export async function evaluationsView(root, [entity, project], q) {
   const pid = `${entity}/${project}`;
   const evals = await calls({ project_id: pid, filter: { trace_roots_only: false },
-    query: { $expr: { $contains: { input: { $getField: 'op_name' }, substr: 'Evaluation.evaluate', case_insensitive: false } } },
+    query: { $expr: { $contains: { input: { $getField: 'op_name' }, substr: { $literal: 'Evaluation.evaluate' }, case_insensitive: false } } },
     sort_by: [{ field: 'started_at', direction: 'desc' }], limit: 200 });
   root.append(h('h1', {}, 'Evaluations'));
   if (!evals.length) { root.append(h('p.muted', {}, 'No evaluation runs yet (weave.Evaluation(...).evaluate(model)).')); return; }
