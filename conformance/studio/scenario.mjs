@@ -89,7 +89,7 @@ async function startSFT() {
   for (let i = 0; i < 40; i++) lines.push(JSON.stringify({ messages: [{ role: 'user', content: `say ${i}` }, { role: 'assistant', content: `ok ${i}` }] }));
   const f = await api('/v1/preview/files', lines.join('\n') + '\n', { bearer: true });
   const m = await api('/v1/preview/models', { project: 'studio', name: 'agent', base_model: 'demo', return_existing: true }, { bearer: true });
-  const j = await api('/v1/preview/sft-training-jobs', { model_id: m.id, training_data_url: f.url, config: { learning_rate: 0.01, epochs: 6, batch_size: 1 } }, { bearer: true });
+  const j = await api('/v1/preview/sft-training-jobs', { model_id: m.id, training_data_url: f.url, config: { learning_rate: 0.01, epochs: 30, batch_size: 1 } }, { bearer: true });
   return { model: m, job: j.id };
 }
 
@@ -195,8 +195,7 @@ try {
 
   // Playground: a streamed reply from the checkpoint.
   await page.waitForSelector('#pg-input');
-  check((await page.$eval('#pg-model', (s) => s.value)).includes(':step1'), 'chat with this checkpoint');
-  await page.select('#pg-model', 'demo');
+  check((await page.$eval('#pg-model', (s) => s.value)) === 'local/studio/agent:step1', 'chat with this checkpoint');
   await page.type('#pg-input', 'Hello there');
   await page.evaluate(() => {
     window.__lens = new Set();

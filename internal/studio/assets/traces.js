@@ -13,7 +13,7 @@ export const opName = (op) => {
 };
 const statusOf = (c) => (c.summary && c.summary.weave && c.summary.weave.status) || (c.exception ? 'error' : c.ended_at ? 'success' : 'running');
 const latencyOf = (c) => (c.summary && c.summary.weave && c.summary.weave.latency_ms) ?? (c.ended_at ? new Date(c.ended_at) - new Date(c.started_at) : null);
-const statusBadge = (s) => h('span.badge.' + s, {}, s);
+const statusBadge = (s) => h('span.badge.st-' + s, {}, s);
 
 function costsOf(c) {
   const costs = c.summary && c.summary.weave && c.summary.weave.costs;
@@ -222,7 +222,7 @@ export async function callView(root, [entity, project, id]) {
         onclick: () => select(c.id),
       },
       n.kids.length ? h('button.tog', { 'aria-label': isOpen ? 'Collapse' : 'Expand', onclick: (e) => { e.stopPropagation(); toggle(c.id); } }, isOpen ? '▾' : '▸') : h('span.tog'),
-      h('span.dot.' + statusOf(c)),
+      h('span.dot.st-' + statusOf(c)),
       h('span.op', {}, c.display_name || opName(c.op_name)),
       n.kids.length ? h('span.muted', {}, ` (${n.kids.length})`) : '',
       h('span.spacer'),

@@ -11,7 +11,7 @@ const FINAL = new Set(['SUCCEEDED', 'FAILED', 'CANCELLED']);
 const COLORS = ['#d98e04', '#2f7bd8', '#2aa36b', '#c2417a', '#7c5cd6', '#cc5a2a', '#1a9aa0', '#888'];
 const GROUPS = [['loss', /(^|\/)loss$/], ['reward', /reward/], ['grad_norm', /grad_norm/], ['learning_rate', /(^|_)lr$|learning_rate/]];
 
-const jobBadge = (s) => h('span.badge.' + String(s).toLowerCase(), { 'data-status': s }, s);
+const jobBadge = (s) => h('span.badge.st-' + String(s).toLowerCase(), { 'data-status': s }, s);
 const modelPath = (id) => id.split('/').map(enc).join('/');
 
 async function allJobs(modelID) {
@@ -95,6 +95,8 @@ function groupOf(metric) {
 
 export async function jobView(root, [entity, project, id]) {
   const job = await v1('GET', `/v1/preview/training-jobs/${enc(id)}`);
+  const model = await v1('GET', `/v1/preview/models/${modelPath(job.model_id)}`).catch(() => null);
+  const modelName = model ? `${model.entity}/${model.project}/${model.name}` : job.model_id;
   const head = h('div');
   const charts = h('div.charts');
   const events = h('tbody');
@@ -107,12 +109,11 @@ export async function jobView(root, [entity, project, id]) {
   const progress = h('span#progress.muted');
 
   const drawHead = (j) => {
-    const mname = j.model_id.split('/').slice(2).join('/');
     clear(head, h('h1', {}, `${j.kind ? j.kind.toUpperCase() + ' ' : ''}job `, h('code', {}, j.id), ' ', jobBadge(j.status), ' ', progress),
-      h('dl.meta', {}, h('dt', {}, 'Model'), h('dd', {}, h('a', { href: `${projectBase()}/training/models/${enc(mname)}` }, j.model_id)),
+      h('dl.meta', {}, h('dt', {}, 'Model'), h('dd', {}, model ? h('a', { href: `${projectBase()}/training/models/${enc(model.name)}` }, modelName) : j.model_id, model ? h('span.muted', {}, ` on ${model.base_model}`) : ''),
         h('dt', {}, 'Created'), h('dd', {}, fmtTime(j.created_at)), h('dt', {}, 'Started'), h('dd', {}, fmtTime(j.started_at)),
         h('dt', {}, 'Finished'), h('dd', {}, fmtTime(j.finished_at)),
-        j.status === 'SUCCEEDED' && j.step ? [h('dt', {}, 'Checkpoint'), h('dd', {}, `step ${j.step} · `, h('a', { href: `/playground?model=${enc(j.model_id + ':step' + j.step)}` }, 'chat with this checkpoint'))] : ''),
+        j.status === 'SUCCEEDED' && j.step ? [h('dt', {}, 'Checkpoint'), h('dd', {}, `step ${j.step} · `, h('a', { href: `/playground?model=${enc(modelName + ':step' + j.step)}` }, 'chat with this checkpoint'))] : ''),
       j.error_message ? h('div.exception#job-error', { role: 'alert' }, h('strong', {}, 'Failure'), h('pre', {}, j.error_message)) : '',
       !FINAL.has(j.status) ? h('button', { onclick: async () => { await v1('POST', `/v1/preview/training-jobs/${enc(id)}/cancel`); } }, 'Cancel job') : '');
   };
