@@ -13,7 +13,9 @@ import (
 
 type mux struct{ *http.ServeMux }
 
-func (m mux) HandleFunc(p string, h http.HandlerFunc, _ *openapi.Operation) { m.ServeMux.HandleFunc(p, h) }
+func (m mux) HandleFunc(p string, h http.HandlerFunc, _ *openapi.Operation) {
+	m.ServeMux.HandleFunc(p, h)
+}
 
 func get(t *testing.T, h http.Handler, path string, hdr ...string) *http.Response {
 	t.Helper()
