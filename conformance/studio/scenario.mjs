@@ -81,6 +81,17 @@ async function seed() {
     if (b.length >= 2000) { await api('/call/upsert_batch', { batch: b }); b = []; }
   }
   if (b.length) await api('/call/upsert_batch', { batch: b });
+
+  // 100,000 root calls in a project of their own, for the calls table's paging.
+  for (let k = 0; k < 100; k++) {
+    const batch = [];
+    for (let i = 0; i < 1000; i++) {
+      const items = call(uuid(), uuid(), null, i % 3 ? 'agent.run' : 'agent.plan', t0 - (k * 1000 + i) * 10, 5 + (i % 97), { inputs: { n: k * 1000 + i }, output: i });
+      for (const it of items) (it.req.start || it.req.end).project_id = P + '-100k';
+      batch.push(...items);
+    }
+    await api('/call/upsert_batch', { batch });
+  }
   return { trace, root, chat, tool, db, bigRoot };
 }
 
@@ -196,6 +207,10 @@ try {
   // Playground: a streamed reply from the checkpoint.
   await page.waitForSelector('#pg-input');
   check((await page.$eval('#pg-model', (s) => s.value)) === 'local/studio/agent:step1', 'chat with this checkpoint');
+  // The reply streams from the demo base model (random weights: a checkpoint trained on
+  // "ok N" may well answer with its end token at once).
+  await page.select('#pg-model', 'demo');
+  await page.type('input[name=seed]', '7');
   await page.type('#pg-input', 'Hello there');
   await page.evaluate(() => {
     window.__lens = new Set();
@@ -223,6 +238,20 @@ try {
     perf[name + '_ms'] = t.sort((a, b) => a - b)[1];
   }
   check((await page.$eval('#calls-count', (e) => e.textContent)).includes('10,064'), 'all calls counted');
+  // 100,000 calls: the first page, sorted by latency, and the last page.
+  for (const [name, q] of [['calls_table_100k', ''], ['calls_table_100k_by_latency', '?sort=summary.weave.latency_ms'], ['calls_table_100k_last_page', '?page=1999']]) {
+    const t = [];
+    for (let i = 0; i < 3; i++) {
+      await page.goto(base + '/playground', { waitUntil: 'networkidle0' });
+      const t0 = Date.now();
+      await page.goto(`${base}/${P}-100k/weave${q}`, { waitUntil: 'domcontentloaded' });
+      await page.waitForSelector('table.calls tbody tr', { timeout: 60000 });
+      t.push(Date.now() - t0);
+    }
+    perf[name + '_ms'] = t.sort((a, b) => a - b)[1];
+  }
+  check((await page.$eval('#calls-count', (e) => e.textContent)).includes('100,000 calls'), '100,000 calls counted');
+  check((await page.$$('table.calls tbody tr')).length === 50, 'the last page is full');
   await page.goto(`${base}/${P}/weave/calls/${seeded.bigRoot}`, { waitUntil: 'networkidle0' });
   await page.waitForSelector('.tree .node');
   await page.click('.traceinfo button'); // expand all
