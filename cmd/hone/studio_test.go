@@ -96,7 +96,8 @@ func TestStudioUIServing(t *testing.T) {
 }
 
 // TestStudioBrowser drives Hone Studio in headless Debian chromium with puppeteer-core
-// (conformance/studio/scenario.mjs; both installed by scripts/test-setup.sh). Screenshots
+// (conformance/studio/scenario.mjs; both installed by scripts/test-setup.sh), after the Weave
+// TypeScript SDK (conformance/weave-ts) has written a trace, a Dataset and an Evaluation. Screenshots
 // are written to $HONE_STUDIO_SCREENSHOTS (default: hone-studio-screenshots in the temporary
 // directory) for a person to look at; the path is logged.
 func TestStudioBrowser(t *testing.T) {
@@ -133,15 +134,33 @@ func TestStudioBrowser(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	key2 := lines[len(lines)-1]
 
+	// A trace, a Dataset and an Evaluation written by the Weave TypeScript SDK, opened in the UI.
+	weaveTS := filepath.Join(repoRoot(t), "conformance", "weave-ts")
+	var sdkEnv []string
+	if _, err := os.Stat(filepath.Join(weaveTS, "node_modules", "weave")); err != nil {
+		if requireConformance() {
+			t.Fatalf("npm weave is not installed in %s (run scripts/test-setup.sh)", weaveTS)
+		}
+		t.Logf("npm weave is not installed in %s: the UI is tested on traces written through the API only", weaveTS)
+	} else {
+		sdk := runSDK(t, s, key, "local/weave-ts", node, filepath.Join(weaveTS, "scenario.mjs"))
+		sdkEnv = []string{"HONE_SDK_PROJECT=local/weave-ts", "HONE_SDK_ROOT=" + sdk.RootCallID}
+	}
+
 	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "scenario.mjs"))
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "HONE_URL="+s.url, "HONE_KEY="+key, "HONE_KEY2="+key2, "HONE_OUT="+shots, "HONE_CHROMIUM="+browser)
+	cmd.Env = append(cmd.Env, sdkEnv...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("studio scenario: %v (screenshots in %s)\nstdout:\n%s\nstderr:\n%s", err, shots, stdout.String(), stderr.String())
+	}
+	wantChecks := 33 // and 3 more on the SDK's trace and evaluation
+	if sdkEnv != nil {
+		wantChecks += 3
 	}
 	outLines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	var res struct {
@@ -149,7 +168,7 @@ func TestStudioBrowser(t *testing.T) {
 		Checks int                `json:"checks"`
 		Perf   map[string]float64 `json:"perf"`
 	}
-	if err := json.Unmarshal([]byte(outLines[len(outLines)-1]), &res); err != nil || !res.OK || res.Checks < 29 {
+	if err := json.Unmarshal([]byte(outLines[len(outLines)-1]), &res); err != nil || !res.OK || res.Checks < wantChecks {
 		t.Fatalf("scenario printed %q (err %v)", stdout.String(), err)
 	}
 	t.Logf("studio in chromium: %d checks passed; page loads %v ms; screenshots in %s", res.Checks, res.Perf, shots)

@@ -69,6 +69,14 @@ async function seed() {
   await api('/obj/create', { obj: { project_id: P, object_id: 'prompt', val: { system: 'You are terse.', temperature: 0.2, stop: ['\n'] } } });
   await api('/obj/create', { obj: { project_id: P, object_id: 'prompt', val: { system: 'You are terse and kind.', temperature: 0.7, max_tokens: 64 } } });
 
+  // Two evaluation runs (as the SDKs record Evaluation.evaluate), to compare.
+  const ev = [];
+  for (const [i, frac] of [[0, 0.5], [1, 0.75]]) {
+    ev.push(...call(uuid(), uuid(), null, `weave:///${P}/op/Evaluation.evaluate:digest${i}`, t0 + 2000 + i * 1000, 800,
+      { inputs: { self: `weave:///${P}/object/eval:d`, model: `weave:///${P}/object/model-${i}:d` }, output: { exact: { correct: { true_count: frac * 4, true_fraction: frac } }, model_latency: { mean: 0.1 + i / 10 } } }));
+  }
+  await api('/call/upsert_batch', { batch: ev });
+
   // A 10,000-call trace: a root with 100 children of 99 children each.
   const big = uuid(), bigRoot = uuid();
   let b = call(bigRoot, big, null, 'big.pipeline', t0, 9000);
@@ -130,7 +138,7 @@ try {
   // The Weave SDK's project URL: the calls table.
   await page.goto(`${base}/${P}/weave`, { waitUntil: 'networkidle0' });
   await page.waitForSelector('table.calls tbody tr');
-  check(/62 calls/.test(await text('#calls-count')), 'roots counted: ' + await text('#calls-count'));
+  check(/64 calls/.test(await text('#calls-count')), 'roots counted: ' + await text('#calls-count'));
   check((await page.$$('table.calls tbody tr')).length === 50, 'a page of 50');
   await shot('02-calls');
   // Filter by status and op, sort by latency.
@@ -171,6 +179,32 @@ try {
   const fb = await api('/feedback/query', { project_id: P, query: { $expr: { $eq: [{ $getField: 'weave_ref' }, { $literal: `weave:///${P}/call/${seeded.chat}` }] } } });
   check(fb.result.length === 2 && fb.result.some((f) => f.payload.emoji === '👍'), 'feedback stored through the API');
   await shot('03-trace');
+
+  // The trace the Weave TypeScript SDK wrote (cmd/hone runs conformance/weave-ts first), by
+  // the URL the SDK prints; its usage rolled up; its evaluation with the scorer's summary.
+  const SP = process.env.HONE_SDK_PROJECT;
+  if (SP) {
+    await page.goto(`${base}/${SP}/r/call/${process.env.HONE_SDK_ROOT}`, { waitUntil: 'networkidle0' });
+    await page.waitForSelector('.tree .node');
+    visible = await nodes();
+    check(visible.includes('root') && visible.includes('step') && visible.filter((x) => x === 'llm').length === 1, 'SDK trace: root open, step closed: ' + visible);
+    await page.click('.node[aria-expanded=false] button.tog');
+    await page.waitForFunction(() => [...document.querySelectorAll('.tree .node .op')].filter((e) => e.textContent === 'llm').length === 3);
+    check(/143 with descendants/.test(await text('#usage')), 'SDK usage rolled up without double counting: ' + await text('#usage'));
+    await shot('03b-sdk-trace');
+    await page.goto(`${base}/${SP}/weave/evaluations`, { waitUntil: 'networkidle0' });
+    await page.waitForSelector('td.scores .score');
+    check((await text('td.scores')).includes('exact.correct'), 'SDK evaluation with its scorer summary: ' + await text('td.scores'));
+  }
+  await page.goto(`${base}/${P}/weave/evaluations`, { waitUntil: 'networkidle0' });
+  await page.waitForSelector('table.grid tbody tr');
+  for (const box of await page.$$('table.grid tbody input[type=checkbox]')) await box.click();
+  await page.click('button.primary');
+  await page.waitForSelector('table.compare');
+  const cmp = await page.$$eval('table.compare tbody tr', (trs) => trs.map((t) => [...t.cells].map((c) => c.textContent)));
+  check(cmp.some((r) => r[0] === 'exact.correct.true_fraction' && r[3] !== ''), 'two runs side by side: ' + JSON.stringify(cmp));
+  check(page.url().includes('compare='), 'comparison in the URL');
+  await shot('03c-evaluations');
 
   // A dataset's rows, sorted; an object's diff.
   await page.goto(`${base}/${P}/weave/objects`, { waitUntil: 'networkidle0' });
@@ -237,7 +271,7 @@ try {
     }
     perf[name + '_ms'] = t.sort((a, b) => a - b)[1];
   }
-  check((await page.$eval('#calls-count', (e) => e.textContent)).includes('10,064'), 'all calls counted');
+  check((await page.$eval('#calls-count', (e) => e.textContent)).includes('10,066'), 'all calls counted');
   // 100,000 calls: the first page, sorted by latency, and the last page.
   for (const [name, q] of [['calls_table_100k', ''], ['calls_table_100k_by_latency', '?sort=summary.weave.latency_ms'], ['calls_table_100k_last_page', '?page=1999']]) {
     const t = [];
