@@ -86,7 +86,7 @@ export async function playgroundView(root, _params, q) {
 
   root.append(h('h1', {}, 'Playground'),
     h('div.playground', {},
-      h('div.pgmain', {}, h('div.row', {}, model, h('button', { onclick: () => { messages.length = 0; clear(chatEl); code(); } }, 'Clear')), system, chatEl, input, h('div.row', {}, sendBtn, status)),
+      h('div.pgmain', {}, h('div.pgrow', {}, model, h('button', { onclick: () => { messages.length = 0; clear(chatEl); code(); } }, 'Clear')), system, chatEl, input, h('div.pgrow', {}, sendBtn, status)),
       h('aside.pgside', {}, h('h3', {}, 'Sampling'), params, fmt, schema, h('h3', {}, 'Tools'), tools,
         h('h3', {}, 'curl'), curl, h('h3', {}, 'Python (openai)'), py)));
   code();
