@@ -109,7 +109,10 @@ async function startSFT() {
   const f = await api('/v1/preview/files', lines.join('\n') + '\n', { bearer: true });
   const m = await api('/v1/preview/models', { project: 'studio', name: 'agent', base_model: 'demo', return_existing: true }, { bearer: true });
   const j = await api('/v1/preview/sft-training-jobs', { model_id: m.id, training_data_url: f.url, config: { learning_rate: 0.01, epochs: 30, batch_size: 1 } }, { bearer: true });
-  return { model: m, job: j.id };
+  // A job that fails: its data has a line that is not JSON.
+  const bad = await api('/v1/preview/files', lines[0] + '\n{"messages": [}\n', { bearer: true });
+  const jb = await api('/v1/preview/sft-training-jobs', { model_id: m.id, training_data_url: bad.url }, { bearer: true });
+  return { model: m, job: j.id, badJob: jb.id };
 }
 
 const seeded = await seed();
@@ -179,6 +182,9 @@ try {
   const fb = await api('/feedback/query', { project_id: P, query: { $expr: { $eq: [{ $getField: 'weave_ref' }, { $literal: `weave:///${P}/call/${seeded.chat}` }] } } });
   check(fb.result.length === 2 && fb.result.some((f) => f.payload.emoji === '👍'), 'feedback stored through the API');
   await shot('03-trace');
+  await page.goto(`${base}/${P}/weave?all=1&op=openai`, { waitUntil: 'networkidle0' });
+  await page.waitForSelector('table.calls tbody tr');
+  check((await text('table.calls tbody tr td:nth-child(7)')).includes('👍'), 'feedback column: ' + await text('table.calls tbody tr td:nth-child(7)'));
 
   // The trace the Weave TypeScript SDK wrote (cmd/hone runs conformance/weave-ts first), by
   // the URL the SDK prints; its usage rolled up; its evaluation with the scorer's summary.
@@ -223,7 +229,7 @@ try {
   await shot('05-diff');
 
   // A running SFT job: its loss curve grows while we watch.
-  const { job } = await startSFT();
+  const { job, badJob } = await startSFT();
   await page.goto(`${base}/${P}/training/jobs/${job}`, { waitUntil: 'domcontentloaded' });
   await page.waitForSelector('.chart[data-chart=loss]', { timeout: 120000 });
   const first = +(await page.$eval('.chart[data-chart=loss]', (e) => e.dataset.points));
@@ -236,6 +242,22 @@ try {
   check(pts > first, `curve updated live (${first} → ${pts} points)`);
   check(!!(await page.$('.chart[data-chart=grad_norm]')) && !!(await page.$('.chart[data-chart=learning_rate]')), 'grad norm and learning rate charts');
   await shot('07-job-done');
+  // The model's page: checkpoints with metrics, deletion; the failed job's message in full.
+  await page.goto(`${base}/${P}/training/jobs/${badJob}`, { waitUntil: 'networkidle0' });
+  await page.waitForSelector('#job-error', { timeout: 120000 });
+  check(/line 2/.test(await text('#job-error')), 'failure message shown: ' + await text('#job-error'));
+  await page.goto(`${base}/${P}/training/models/agent`, { waitUntil: 'networkidle0' });
+  await page.waitForSelector('table.checkpoints tr[data-step="1"]');
+  check((await text('table.checkpoints')).includes('loss'), 'checkpoint metrics');
+  check(!!(await page.$('.chart[data-chart="loss by run"]')), 'runs overlaid');
+  await shot('07b-model');
+  page.once('dialog', (d) => d.accept());
+  await page.click('table.checkpoints tr[data-step="1"] button.danger');
+  await page.waitForFunction(() => !document.querySelector('table.checkpoints tr[data-step="1"]'));
+  const cps = await api(`/v1/preview/models/local/studio/agent/checkpoints`, undefined, { bearer: true });
+  check(cps.data.length === 0, 'checkpoint deleted through the API');
+  await page.goto(`${base}/${P}/training/jobs/${job}`, { waitUntil: 'networkidle0' });
+  await page.waitForSelector('a[href^="/playground?model="]');
   await page.click('a[href^="/playground?model="]');
 
   // Playground: a streamed reply from the checkpoint.
@@ -257,6 +279,8 @@ try {
   check(lens.length >= 2, 'reply arrived in pieces: ' + lens);
   check((await text('#pg-chat .msg.assistant .content')).length > 0, 'reply shown');
   check((await text('#pg-curl')).includes('/v1/chat/completions') && (await text('#pg-python')).includes('from openai import OpenAI'), 'curl and python');
+  await page.select('select[aria-label="Response format"]', 'json_object');
+  check((await text('#pg-curl')).includes('"json_object"') && (await text('#pg-python')).includes('response_format={"type": "json_object"}'), 'response_format in the code');
   await shot('08-playground');
 
   // A 10,000-call trace: time to an interactive tree, in the browser.
