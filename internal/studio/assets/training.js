@@ -197,10 +197,15 @@ export async function modelView(root, [entity, project, name]) {
   const jobs = (await allJobs(id)).filter((j) => j.status !== 'QUEUED').slice(0, 8);
   const runs = {};
   await Promise.all(jobs.map(async (j) => {
-    const r = await v1('GET', `/v1/preview/training-jobs/${enc(j.id)}/events?limit=100`);
     let i = 0;
+    let after = '';
     const pts = [];
-    for (const e of r.data) if (e.type === 'gradient_step' && typeof e.data.loss === 'number') pts.push([e.data.step ?? ++i, e.data.loss]);
+    for (let page = 0; page < 100; page++) {
+      const r = await v1('GET', `/v1/preview/training-jobs/${enc(j.id)}/events?limit=100${after ? '&after=' + enc(after) : ''}`);
+      for (const e of r.data) if (e.type === 'gradient_step' && typeof e.data.loss === 'number') pts.push([e.data.step ?? ++i, e.data.loss]);
+      if (!r.has_more) break;
+      after = r.last_id;
+    }
     if (pts.length) runs[`${j.id.slice(-6)} loss`] = pts;
   }));
   if (Object.keys(runs).length) chart(charts, 'loss by run')(runs);
