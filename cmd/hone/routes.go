@@ -18,9 +18,10 @@ import (
 // extraRoutes lets tests add routes (with the system's authentication) to the handler.
 var extraRoutes []func(r *httpx.Router, bearer, basic httpx.Middleware)
 
-// handler registers the three APIs and the service routes of the system on one router:
-// training (Bearer), tracing (HTTP Basic) and chat completions (Bearer), with the per-key
-// limit, and wraps it in the shared middleware.
+// handler registers the three APIs of the system on one router — training (Bearer), tracing
+// (HTTP Basic) and chat completions (Bearer), with the per-key limit — with the service routes
+// and the web UI (internal/studio, no auth: it calls the APIs with the user's key), and wraps
+// it in the shared middleware.
 func (s *system) handler() (http.Handler, *httpx.Router, error) {
 	limiter := httpx.NewKeyLimiter(s.cfg.MaxConcurrentKey)
 	bearer := httpx.Authenticate(s.keys, auth.Bearer, limiter)
