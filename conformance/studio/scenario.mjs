@@ -284,7 +284,9 @@ try {
   await shot('08-playground');
 
   // A 10,000-call trace: time to an interactive tree, in the browser.
-  for (const [name, url, sel] of [['trace_10000_calls', `${base}/${P}/weave/calls/${seeded.bigRoot}`, '.tree .node'], ['calls_table', `${base}/${P}/weave?all=1`, 'table.calls tbody tr']]) {
+  for (const [name, url, sel] of [['trace_10000_calls', `${base}/${P}/weave/calls/${seeded.bigRoot}`, '.tree .node'], ['calls_table', `${base}/${P}/weave?all=1`, 'table.calls tbody tr'],
+    ['evaluations', `${base}/${P}/weave/evaluations`, 'td.scores'], ['objects', `${base}/${P}/weave/objects`, 'table.grid tbody tr'],
+    ['training', `${base}/${P}/training`, 'table.grid tbody tr'], ['job', `${base}/${P}/training/jobs/${job}`, '.chart[data-chart=loss] canvas']]) {
     const t = [];
     for (let i = 0; i < 3; i++) {
       await page.goto(base + '/playground', { waitUntil: 'networkidle0' });
@@ -295,6 +297,8 @@ try {
     }
     perf[name + '_ms'] = t.sort((a, b) => a - b)[1];
   }
+  await page.goto(`${base}/${P}/weave?all=1`, { waitUntil: 'networkidle0' });
+  await page.waitForSelector('#calls-count');
   check((await page.$eval('#calls-count', (e) => e.textContent)).includes('10,066'), 'all calls counted');
   // 100,000 calls: the first page, sorted by latency, and the last page.
   for (const [name, q] of [['calls_table_100k', ''], ['calls_table_100k_by_latency', '?sort=summary.weave.latency_ms'], ['calls_table_100k_last_page', '?page=1999']]) {
