@@ -286,7 +286,8 @@ try {
   // A 10,000-call trace: time to an interactive tree, in the browser.
   for (const [name, url, sel] of [['trace_10000_calls', `${base}/${P}/weave/calls/${seeded.bigRoot}`, '.tree .node'], ['calls_table', `${base}/${P}/weave?all=1`, 'table.calls tbody tr'],
     ['evaluations', `${base}/${P}/weave/evaluations`, 'td.scores'], ['objects', `${base}/${P}/weave/objects`, 'table.grid tbody tr'],
-    ['training', `${base}/${P}/training`, 'table.grid tbody tr'], ['job', `${base}/${P}/training/jobs/${job}`, '.chart[data-chart=loss] canvas']]) {
+    ['training', `${base}/${P}/training`, 'table.grid tbody tr'], ['job_first_curve', `${base}/${P}/training/jobs/${job}`, '.chart[data-chart=loss] canvas'],
+    ['job_all_events', `${base}/${P}/training/jobs/${job}`, '.chart[data-chart=loss][data-points="1200"]']]) {
     const t = [];
     for (let i = 0; i < 3; i++) {
       await page.goto(base + '/playground', { waitUntil: 'networkidle0' });

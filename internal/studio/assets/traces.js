@@ -170,10 +170,13 @@ export async function callView(root, [entity, project, id]) {
   const pid = `${entity}/${project}`;
   const t0 = performance.now();
   const { call } = await tr('/call/read', { project_id: pid, id, include_costs: true });
-  const trace = await calls({ project_id: pid, filter: { trace_ids: [call.trace_id] }, sort_by: [{ field: 'started_at', direction: 'asc' }],
-    columns: ['id', 'parent_id', 'op_name', 'display_name', 'started_at', 'ended_at', 'exception', 'summary'] });
-  let rolled = {};
-  try { rolled = (await tr('/trace/usage', { project_id: pid, filter: { trace_ids: [call.trace_id] }, include_costs: true, limit: Math.max(trace.length, 1) })).call_usage || {}; } catch { /* usage is optional */ }
+  // The trace's calls (without inputs and outputs) and its usage roll-up, at once. The usage
+  // route refuses more than its limit of calls rather than truncate: the tree shows without.
+  const [trace, rolled] = await Promise.all([
+    calls({ project_id: pid, filter: { trace_ids: [call.trace_id] }, sort_by: [{ field: 'started_at', direction: 'asc' }],
+      columns: ['id', 'parent_id', 'op_name', 'display_name', 'started_at', 'ended_at', 'exception', 'summary'] }),
+    tr('/trace/usage', { project_id: pid, filter: { trace_ids: [call.trace_id] }, include_costs: true, limit: 100000 }).then((r) => r.call_usage || {}, () => ({})),
+  ]);
 
   // Tree: children in start order; a call whose parent is not in the trace is a root.
   const byId = new Map(trace.map((c) => [c.id, { c, kids: [], depth: 0 }]));

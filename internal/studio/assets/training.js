@@ -143,10 +143,10 @@ export async function jobView(root, [entity, project, id]) {
   for (let i = 0; i < 100; i++) {
     const r = await v1('GET', `/v1/preview/training-jobs/${enc(id)}/events?limit=100${after ? '&after=' + enc(after) : ''}`);
     r.data.forEach(onEvent);
+    redraw(); // each page drawn as it arrives: a long job's curves show at once and fill in
     if (r.data.length) after = r.last_id;
     if (!r.has_more) break;
   }
-  redraw();
   if (!FINAL.has(job.status)) {
     const ctl = new AbortController();
     onTeardown(() => ctl.abort());
