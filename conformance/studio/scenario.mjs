@@ -150,6 +150,12 @@ try {
   await page.click('form.filters button[type=submit]');
   await page.waitForFunction(() => /30 calls/.test(document.querySelector('#calls-count')?.textContent || ''));
   check(page.url().includes('op=score') && page.url().includes('status=success'), 'filters in the URL: ' + page.url());
+  // The calls query language, from the URL: roots slower than a second.
+  await page.goto(`${base}/${P}/weave?q=` + encodeURIComponent('{"$expr": {"$gt": [{"$getField": "summary.weave.latency_ms"}, {"$literal": 1000}]}}'), { waitUntil: 'networkidle0' });
+  await page.waitForSelector('#calls-count');
+  check(/^2 calls/.test(await text('#calls-count')), 'query language: ' + await text('#calls-count'));
+  await page.goto(`${base}/${P}/weave?op=score&status=success`, { waitUntil: 'networkidle0' });
+  await page.waitForSelector('table.calls tbody tr');
   await page.click('th[aria-sort]:nth-child(4)');
   await page.waitForFunction(() => location.search.includes('sort=summary.weave.latency_ms'));
   await page.waitForSelector('table.calls tbody tr');
