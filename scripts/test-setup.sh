@@ -19,6 +19,20 @@ if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   scripts/pg-start.sh
 fi
 
+# Debian's chromium (and an emoji font for the screenshots), the browser that cmd/hone
+# TestStudioBrowser drives headless with npm puppeteer-core from conformance/studio. Where it cannot be installed the test reports it
+# missing (under HONE_REQUIRE_CONFORMANCE=1, as a failure).
+if ! command -v chromium >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    log "installing chromium (apt-get)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium fonts-noto-color-emoji >/dev/null 2>&1 ||
+      { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium fonts-noto-color-emoji >/dev/null; } ||
+      log "installing chromium failed: the browser test will report it missing"
+  else
+    log "chromium is not installed and cannot be installed here: the browser test will report it missing"
+  fi
+fi
+
 # npm packages of the conformance tests (each directory pins its versions in package-lock.json).
 for d in conformance/*/; do
   if [ -f "$d/package.json" ]; then

@@ -9,6 +9,7 @@ import (
 	"github.com/honeai/hone/internal/health"
 	"github.com/honeai/hone/internal/httpx"
 	"github.com/honeai/hone/internal/openapi"
+	"github.com/honeai/hone/internal/studio"
 	"github.com/honeai/hone/internal/traceapi"
 	"github.com/honeai/hone/internal/trainapi"
 	"github.com/honeai/hone/internal/version"
@@ -17,9 +18,10 @@ import (
 // extraRoutes lets tests add routes (with the system's authentication) to the handler.
 var extraRoutes []func(r *httpx.Router, bearer, basic httpx.Middleware)
 
-// handler registers the three APIs and the service routes of the system on one router:
-// training (Bearer), tracing (HTTP Basic) and chat completions (Bearer), with the per-key
-// limit, and wraps it in the shared middleware.
+// handler registers the three APIs of the system on one router — training (Bearer), tracing
+// (HTTP Basic) and chat completions (Bearer), with the per-key limit — with the service routes
+// and the web UI (internal/studio, no auth: it calls the APIs with the user's key), and wraps
+// it in the shared middleware.
 func (s *system) handler() (http.Handler, *httpx.Router, error) {
 	limiter := httpx.NewKeyLimiter(s.cfg.MaxConcurrentKey)
 	bearer := httpx.Authenticate(s.keys, auth.Bearer, limiter)
@@ -38,6 +40,10 @@ func (s *system) handler() (http.Handler, *httpx.Router, error) {
 
 	train := &trainapi.API{Svc: s.training}
 	train.Register(r, bearer)
+
+	if err := studio.Register(r); err != nil {
+		return nil, nil, err
+	}
 
 	for _, add := range extraRoutes {
 		add(r, bearer, basic)

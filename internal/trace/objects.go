@@ -308,6 +308,12 @@ func (s *Service) ListTags(ctx context.Context, project string) (TagsListRes, er
 	return TagsListRes{Tags: t}, err
 }
 
+// ListProjects lists the projects of entity that hold calls or objects (`GET /projects`).
+func (s *Service) ListProjects(ctx context.Context, entity string) (ProjectsListRes, error) {
+	p, err := s.store.ListProjects(ctx, entity)
+	return ProjectsListRes{Projects: p}, err
+}
+
 // ListAliases lists a project's aliases.
 func (s *Service) ListAliases(ctx context.Context, project string) (AliasesListRes, error) {
 	a, err := s.store.ListAliases(ctx, project)

@@ -331,6 +331,27 @@ func (s *SQLStore) ListTags(ctx context.Context, project string) ([]string, erro
 	return s.distinct(ctx, `SELECT DISTINCT tag FROM trace_tags WHERE project_id = ? ORDER BY tag`, project)
 }
 
+// ListProjects lists the projects of entity ("<entity>/…") that hold calls or objects: a range
+// over the project_id indexes, so no call or object row is read.
+func (s *SQLStore) ListProjects(ctx context.Context, entity string) ([]string, error) {
+	lo, hi := entity+"/", entity+"0" // '0' follows '/'
+	rows, err := s.db.Query(ctx, `SELECT DISTINCT project_id FROM trace_calls WHERE project_id >= ? AND project_id < ?
+		UNION SELECT DISTINCT project_id FROM trace_objects WHERE project_id >= ? AND project_id < ? ORDER BY 1`, lo, hi, lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []string{}
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
 // ListAliases lists the project's distinct aliases.
 func (s *SQLStore) ListAliases(ctx context.Context, project string) ([]string, error) {
 	return s.distinct(ctx, `SELECT DISTINCT alias FROM trace_aliases WHERE project_id = ? ORDER BY alias`, project)

@@ -21,6 +21,8 @@ type Store interface {
 	RemoveAliases(ctx context.Context, project, objectID string, aliases []string) error
 	ListTags(ctx context.Context, project string) ([]string, error)
 	ListAliases(ctx context.Context, project string) ([]string, error)
+	// ListProjects lists the projects of entity that hold calls or objects.
+	ListProjects(ctx context.Context, entity string) ([]string, error)
 	TagsAndAliases(ctx context.Context, project string, keys []ObjectKey) (map[ObjectKey][]string, map[ObjectKey][]string, error)
 
 	// Tables.

@@ -152,6 +152,12 @@ type TagsListRes struct {
 	Tags []string `json:"tags"`
 }
 
+// ProjectsListRes answers GET /projects (a Hone addition): the key's entity's projects
+// ("<entity>/<project>") that hold calls or objects, sorted.
+type ProjectsListRes struct {
+	Projects []string `json:"projects"`
+}
+
 // AliasesListRes answers GET /aliases.
 type AliasesListRes struct {
 	Aliases []string `json:"aliases"`

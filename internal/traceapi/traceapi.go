@@ -199,6 +199,15 @@ func (a *API) Register(r *httpx.Router, basic httpx.Middleware) {
 	g.HandleFunc("GET /aliases", a.listRoute(func(ctx context.Context, p string) (any, error) { return s.ListAliases(ctx, p) }),
 		a.listOp("List a project's aliases", trace.AliasesListRes{}))
 
+	g.HandleFunc("GET /projects", func(w http.ResponseWriter, r *http.Request) {
+		res, err := s.ListProjects(r.Context(), user(r.Context()))
+		if err != nil {
+			apierror.Write(w, r, err)
+			return
+		}
+		httpx.WriteJSON(w, http.StatusOK, res)
+	}, op("List the key's entity's projects that hold calls or objects (Hone addition)", nil, trace.ProjectsListRes{}))
+
 	// Tables.
 	g.HandleFunc("POST /table/create", jsonRoute(write, "table.project_id", func(q *trace.TableCreateReq) string { return q.Table.ProjectID },
 		func(ctx context.Context, q *trace.TableCreateReq) (trace.TableCreateRes, error) {

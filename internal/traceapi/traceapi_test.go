@@ -244,3 +244,38 @@ func TestFilesMultipart(t *testing.T) {
 		t.Fatalf("JSON to the multipart route: %d", code)
 	}
 }
+
+// GET /projects lists the key's entity's projects that hold calls or objects, and nothing of
+// another entity (an entity whose name is a prefix of another's included).
+func TestProjectsList(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	start := func(key, project string) {
+		t.Helper()
+		code, body := e.call(t, "POST", "/call/start", key, `{"start":{"project_id":"`+project+`","id":"c-`+project+`","trace_id":"t","op_name":"op","started_at":"2026-01-01T00:00:00Z","attributes":{},"inputs":{}}}`)
+		if code != 200 {
+			t.Fatalf("call start %s: %d %s", project, code, body)
+		}
+	}
+	code, body := e.call(t, "GET", "/projects", e.key, "")
+	if code != 200 || strings.TrimSpace(string(body)) != `{"projects":[]}` {
+		t.Fatalf("empty: %d %s", code, body)
+	}
+	start(e.key, "ent/b")
+	start(e.key, "ent/a")
+	start(e.other, "other/x")
+	if code, body := e.call(t, "POST", "/obj/create", e.key, `{"obj":{"project_id":"ent/c","object_id":"o","val":1}}`); code != 200 {
+		t.Fatalf("obj: %d %s", code, body)
+	}
+	if _, err := e.svc.ListProjects(ctx, "en"); err != nil { // a prefix of "ent" sees nothing of it
+		t.Fatal(err)
+	}
+	if res, _ := e.svc.ListProjects(ctx, "en"); len(res.Projects) != 0 {
+		t.Fatalf("entity en sees %v", res.Projects)
+	}
+	for key, want := range map[string]string{e.key: `{"projects":["ent/a","ent/b","ent/c"]}`, e.other: `{"projects":["other/x"]}`} {
+		if code, body := e.call(t, "GET", "/projects", key, ""); code != 200 || strings.TrimSpace(string(body)) != want {
+			t.Errorf("GET /projects: %d %s, want %s", code, body, want)
+		}
+	}
+}
