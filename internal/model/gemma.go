@@ -430,3 +430,58 @@ func (p postNorm) apply(out []float32, rows int) {
 	}
 	kernels.RMSNormRows(out, p.scales, out, rows, len(p.w), p.w, p.eps)
 }
+
+// gemmaGGUFNames are llama.cpp's names of Gemma's layer norms (after "blk.N."), which differ
+// from GGUFLayerNames': Gemma's post_attention_layernorm is a post norm, its MLP input norm
+// is pre_feedforward_layernorm.
+var gemmaGGUFNames = map[string]string{
+	"post_attention_layernorm.weight":   "post_attention_norm.weight",
+	"pre_feedforward_layernorm.weight":  "ffn_norm.weight",
+	"post_feedforward_layernorm.weight": "post_ffw_norm.weight",
+}
+
+// gemmaGGUFKeys are the {arch}.* keys Hone reads for gemma2 and gemma3 beyond ggufArchKeys.
+var gemmaGGUFKeys = map[string]bool{
+	"attn_logit_softcapping": true, "final_logit_softcapping": true, "attention.sliding_window": true,
+	"attention.sliding_window_pattern": true, "rope.freq_base_swa": true,
+}
+
+// gemmaFromGGUF sets Gemma's block extras from llama.cpp's metadata, as llama.cpp reads them:
+// soft-caps (Gemma 2's default to 50 and 30 when absent; Gemma 3 has none unless given), the
+// sliding window (default 4096) on every second layer (gemma2) or five of six (gemma3) unless
+// attention.sliding_window_pattern says otherwise, Gemma 3's local RoPE base (10000, or
+// rope.freq_base_swa) and global base (default 1e6). llama.cpp keeps no
+// query_pre_attn_scalar: like it, Hone scales by head_dim^-1/2, or (hidden/heads)^-1/2 for
+// the 27B shapes (46 layers for gemma2, 62 for gemma3), whose configs set that.
+func gemmaFromGGUF(f interface{ Has(string) bool }, c *Config, flt func(string, float64) float64, num func(string, int) int) error {
+	a := c.Arch + "."
+	gemma3 := c.Arch == "gemma3"
+	c.NormPlusOne, c.PostNorms, c.ScaleEmbed, c.GeluTanh, c.QKNorm = true, true, true, true, gemma3
+	if !gemma3 {
+		c.AttnSoftcap, c.FinalSoftcap = flt(a+"attn_logit_softcapping", 50), flt(a+"final_logit_softcapping", 30)
+	} else {
+		c.AttnSoftcap, c.FinalSoftcap = flt(a+"attn_logit_softcapping", 0), flt(a+"final_logit_softcapping", 0)
+		if !f.Has(a + "rope.freq_base") {
+			c.RopeTheta = 1e6
+		}
+		c.RopeLocalTheta = flt(a+"rope.freq_base_swa", 10000)
+	}
+	c.QueryPreAttnScalar = float64(c.HeadDim)
+	if (!gemma3 && c.NumLayers == 46) || (gemma3 && c.NumLayers == 62) {
+		c.QueryPreAttnScalar = float64(c.HiddenSize / c.NumHeads)
+	}
+	c.SlidingWindow = num("attention.sliding_window", 4096)
+	pattern := 2
+	if gemma3 {
+		pattern = 6
+	}
+	pattern = num("attention.sliding_window_pattern", pattern)
+	if pattern <= 0 {
+		return fmt.Errorf("model: %sattention.sliding_window_pattern must be positive", a)
+	}
+	c.Sliding = make([]bool, c.NumLayers)
+	for i := range c.Sliding {
+		c.Sliding[i] = i%pattern < pattern-1
+	}
+	return nil
+}

@@ -1,6 +1,12 @@
 package model_test
 
 import (
+	"encoding/binary"
+	"maps"
+	"reflect"
+	"strings"
+
+	"github.com/honeai/hone/internal/gguf"
 	"math"
 	"testing"
 
@@ -78,6 +84,75 @@ func TestGemmaGreedyDecode(t *testing.T) {
 				next = argmax(out[0][0])
 			}
 			t.Logf("greedy: %v", toks[len(prompt):])
+		})
+	}
+}
+
+// TestGemmaGGUFMatchesDirectory: a tiny Gemma 2 and Gemma 3 written as GGUF files in
+// llama.cpp's layout (its tensor names, norms stored as 1 + weight, its metadata keys) load
+// with the same config and the same logits as their directories.
+func TestGemmaGGUFMatchesDirectory(t *testing.T) {
+	saved := maps.Clone(hfToGGUF)
+	defer func() { hfToGGUF = saved }()
+	hfToGGUF["post_attention_layernorm"] = "post_attention_norm"
+	hfToGGUF["pre_feedforward_layernorm"] = "ffn_norm"
+	hfToGGUF["post_feedforward_layernorm"] = "post_ffw_norm"
+	for _, arch := range []string{"gemma2", "gemma3"} {
+		t.Run(arch, func(t *testing.T) {
+			o := synth.Tiny(arch)
+			o.Std = 0.2
+			// What llama.cpp's metadata can say: a query scale of head_dim and, for Gemma 3,
+			// a local RoPE base of 10000 (synth writes a tenth of rope_theta).
+			o.QueryPreAttnScalar = float64(o.HeadDim)
+			o.RopeTheta = 100000
+			dir, path := synthGGUF(t, o, func(meta []gguf.KV, ts []gguf.TensorData) ([]gguf.KV, []gguf.TensorData) {
+				a := arch + "."
+				meta = append(meta, gguf.KV{Key: a + "attention.sliding_window", Value: uint32(o.SlidingWindow)},
+					gguf.KV{Key: a + "attention.sliding_window_pattern", Value: uint32(2)})
+				if arch == "gemma2" {
+					meta = append(meta, gguf.KV{Key: a + "attn_logit_softcapping", Value: float32(2.5)},
+						gguf.KV{Key: a + "final_logit_softcapping", Value: float32(5.5)})
+				} else {
+					meta = append(meta, gguf.KV{Key: a + "rope.scaling.type", Value: "linear"},
+						gguf.KV{Key: a + "rope.scaling.factor", Value: float32(2.5)})
+				}
+				for i := range ts {
+					if strings.HasSuffix(ts[i].Name, "norm.weight") {
+						v := make([]float32, len(ts[i].Data)/4)
+						for j := range v {
+							v[j] = math.Float32frombits(binary.LittleEndian.Uint32(ts[i].Data[4*j:])) + 1
+						}
+						ts[i].Data = f32Bytes(v)
+					}
+				}
+				return meta, ts
+			})
+			want, err := model.Load(dir, model.LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer want.Close()
+			got, err := model.Load(path, model.LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer got.Close()
+			if w, g := want.Config.BlockExtras, got.Config.BlockExtras; !reflect.DeepEqual(w, g) {
+				t.Fatalf("block extras\n got %+v\nwant %+v", g, w)
+			}
+			prompt := make([]int, 30)
+			for i := range prompt {
+				prompt[i] = (i*37 + 11) % o.Vocab
+			}
+			gl, wl := lastLogits(t, got, prompt), lastLogits(t, want, prompt)
+			worst := 0.0
+			for i := range wl {
+				worst = max(worst, math.Abs(float64(gl[i]-wl[i])))
+			}
+			if worst > 1e-5 {
+				t.Fatalf("logits differ by up to %.3g", worst)
+			}
+			t.Logf("max logit difference %.2g", worst)
 		})
 	}
 }

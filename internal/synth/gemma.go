@@ -13,7 +13,7 @@ func gemmaConfig(o *Options, c map[string]any) {
 	delete(c, "hidden_act")
 	c["hidden_activation"] = "gelu_pytorch_tanh"
 	c["attention_bias"] = false
-	c["query_pre_attn_scalar"] = 24
+	c["query_pre_attn_scalar"] = o.QueryPreAttnScalar
 	c["sliding_window"] = o.SlidingWindow
 	types := make([]string, o.Layers)
 	for i := range types {

@@ -58,6 +58,9 @@ type Options struct {
 	// SlidingWindow (gemma2, gemma3): the window of the sliding layers (default 8 in Tiny, so
 	// that tests' sequences cross it).
 	SlidingWindow int
+	// QueryPreAttnScalar (gemma2, gemma3): query_pre_attn_scalar (24 in Tiny: not head_dim,
+	// so that tests notice it).
+	QueryPreAttnScalar float64
 }
 
 // Tiny returns the options of a tiny model of the architecture, small enough for unit tests.
@@ -68,7 +71,7 @@ func Tiny(arch string) Options {
 		o.HeadDim = 32 // Qwen3 sets head_dim independently of hidden/heads
 	}
 	if arch == "gemma2" || arch == "gemma3" {
-		o.HeadDim, o.Tied, o.SlidingWindow = 32, true, 8
+		o.HeadDim, o.Tied, o.SlidingWindow, o.QueryPreAttnScalar = 32, true, 8, 24
 	}
 	return o
 }
@@ -142,6 +145,9 @@ func (o *Options) fill() error {
 	}
 	if isGemma(o.Arch) && o.SlidingWindow == 0 {
 		o.SlidingWindow = d.SlidingWindow
+	}
+	if isGemma(o.Arch) && o.QueryPreAttnScalar == 0 {
+		o.QueryPreAttnScalar = d.QueryPreAttnScalar
 	}
 	switch {
 	case o.Layers < 1 || o.Hidden < 1 || o.Heads < 1 || o.KVHeads < 1 || o.Intermediate < 1:
