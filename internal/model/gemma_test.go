@@ -156,3 +156,32 @@ func TestGemmaGGUFMatchesDirectory(t *testing.T) {
 		})
 	}
 }
+
+// Gemma configs with a field Hone does not implement are refused, naming it.
+func TestGemmaConfigRefusals(t *testing.T) {
+	base := `"architectures":["Gemma3ForCausalLM"],"hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,"num_attention_heads":4,"vocab_size":512`
+	for _, c := range []struct{ extra, want string }{
+		{`"hidden_activation":"gelu"`, "hidden_activation"},
+		{`"use_bidirectional_attention":true`, "use_bidirectional_attention"},
+		{`"rope_parameters":{"full_attention":{"rope_type":"default","rope_theta":1e6},"sliding_attention":{"rope_type":"linear","factor":2,"rope_theta":1e4}}`, "sliding_attention"},
+		{`"rope_scaling":{"rope_type":"yarn","factor":2}`, "yarn"},
+		{`"layer_types":["sliding_attention","chunked_attention"]`, "chunked_attention"},
+		{`"quantization_config":{"quant_method":"gptq"}`, "quantization_config"},
+	} {
+		_, err := model.ParseConfig([]byte("{" + base + "," + c.extra + "}"))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one naming %s", c.extra, err, c.want)
+		}
+	}
+	if _, err := model.ParseConfig([]byte("{" + strings.Replace(base, "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration", 1) + "}")); err == nil {
+		t.Error("Gemma3ForConditionalGeneration accepted")
+	}
+	c, err := model.ParseConfig([]byte(`{"architectures":["Gemma2ForCausalLM"],"hidden_size":64,"intermediate_size":128,"num_hidden_layers":4,"num_attention_heads":4,"vocab_size":512}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.AttnSoftcap != 50 || c.FinalSoftcap != 30 || c.HeadDim != 256 || !c.TieWordEmbeddings || c.SlidingWindow != 4096 ||
+		!c.Sliding[0] || c.Sliding[1] || !c.Sliding[2] || c.QueryPreAttnScalar != 256 {
+		t.Fatalf("Gemma 2 defaults: %+v", c)
+	}
+}
