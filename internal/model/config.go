@@ -45,6 +45,8 @@ type Config struct {
 	EOSTokenID []int
 	// Generation holds generation_config.json defaults (zero when absent).
 	Generation GenerationConfig
+	// BlockExtras: Gemma 2/3's additions to the block (gemma.go).
+	BlockExtras
 }
 
 // RopeScaling is config.json's rope_scaling.
@@ -162,6 +164,14 @@ func ParseConfig(data []byte) (*Config, error) {
 	if arch == "" && len(c.Architectures) == 0 {
 		arch = modelTypes[c.ModelType]
 	}
+	for _, a := range c.Architectures {
+		if v, ok := gemmaTypes[a]; ok && arch == "" {
+			arch = v
+		}
+	}
+	if arch == "" && len(c.Architectures) == 0 {
+		arch = gemmaTypes[c.ModelType]
+	}
 	if arch == "" {
 		name := strings.Join(c.Architectures, ", ")
 		if name == "" {
@@ -170,7 +180,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		if name == "" {
 			name = "(none given)"
 		}
-		return nil, fmt.Errorf("%w %s: Hone runs LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and Phi3ForCausalLM", ErrUnsupported, name)
+		return nil, fmt.Errorf("%w %s: Hone runs LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM and Gemma3ForCausalLM", ErrUnsupported, name)
 	}
 	cfg := &Config{
 		Arch: arch, HiddenSize: c.HiddenSize, IntermediateSize: c.IntermediateSize, NumLayers: c.NumHiddenLayers,
@@ -179,6 +189,12 @@ func ParseConfig(data []byte) (*Config, error) {
 	}
 	if cfg.TorchDType == "" {
 		cfg.TorchDType = c.DType // transformers 5 writes dtype
+	}
+	if IsGemma(arch) {
+		if err := parseGemma(raw, cfg); err != nil {
+			return nil, err
+		}
+		return cfg, cfg.validate()
 	}
 	// Biases as each architecture's modelling code reads them: Llama has attention_bias (q, k,
 	// v and o) and mlp_bias; Qwen2 always has q/k/v biases and reads neither field; Qwen3 has

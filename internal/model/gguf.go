@@ -36,12 +36,12 @@ func ConfigFromGGUF(f *gguf.File) (*Config, error) {
 		return nil, fmt.Errorf("model: %w", err)
 	}
 	switch arch {
-	case "llama", "qwen2", "qwen3":
+	case "llama", "qwen2", "qwen3", "gemma2", "gemma3":
 	default:
-		return nil, fmt.Errorf("%w %q in %s (general.architecture): Hone runs llama, qwen2 and qwen3", ErrUnsupported, arch, f.Name)
+		return nil, fmt.Errorf("%w %q in %s (general.architecture): Hone runs llama, qwen2, qwen3, gemma2 and gemma3", ErrUnsupported, arch, f.Name)
 	}
 	for _, k := range md.Keys() {
-		if rest, ok := strings.CutPrefix(k, arch+"."); ok && !ggufArchKeys[rest] {
+		if rest, ok := strings.CutPrefix(k, arch+"."); ok && !ggufArchKeys[rest] && !(IsGemma(arch) && gemmaGGUFKeys[rest]) {
 			return nil, fmt.Errorf("model: %s: metadata key %s is not supported", f.Name, k)
 		}
 	}
@@ -151,6 +151,14 @@ func ConfigFromGGUF(f *gguf.File) (*Config, error) {
 		c.AttentionBias = true
 	case "qwen3":
 		c.AttentionBias, c.QKNorm = hasBias || hasOBias, true
+	case "gemma2", "gemma3":
+		c.AttentionBias = hasBias || hasOBias
+		if err := gemmaFromGGUF(md, c, flt, num); err != nil {
+			return nil, err
+		}
+		if firstErr != nil {
+			return nil, firstErr
+		}
 	}
 	ids := func(keys ...string) []int {
 		var out []int
@@ -234,6 +242,11 @@ func newGGUFSource(f *gguf.File, c *Config) *ggufSource {
 			// Hone rotates halves.
 			if heads := GGUFPermutedHeads(c, name); heads > 0 {
 				s.permut[name] = heads
+			}
+		}
+		if c.PostNorms {
+			for hf, gg := range gemmaGGUFNames {
+				add(fmt.Sprintf("model.layers.%d.%s", i, hf), fmt.Sprintf("blk.%d.%s", i, gg))
 			}
 		}
 	}

@@ -392,7 +392,7 @@ func TestGGUFRefused(t *testing.T) {
 		{"no block_count", drop("llama.block_count"), []string{"llama.block_count"}},
 		{"no rms eps", drop("llama.attention.layer_norm_rms_epsilon"), []string{"llama.attention.layer_norm_rms_epsilon"}},
 		{"no architecture", drop("general.architecture"), []string{"general.architecture"}},
-		{"unknown architecture", set("general.architecture", "gemma2"), []string{"gemma2", "general.architecture"}},
+		{"unknown architecture", set("general.architecture", "mamba"), []string{"mamba", "general.architecture"}},
 		{"unknown key", set("llama.expert_count", uint32(8)), []string{"llama.expert_count"}},
 		{"yarn", set("llama.rope.scaling.type", "yarn"), []string{"llama.rope.scaling.type", "yarn"}},
 		{"partial rotary", set("llama.rope.dimension_count", uint32(8)), []string{"llama.rope.dimension_count"}},

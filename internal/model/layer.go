@@ -37,6 +37,9 @@ type LayerBuffers struct {
 	// Ctx (optional, rows): the length of each row's sequence in this pass, which picks the
 	// rotary table under LongRoPE (Model.RopeFor); nil otherwise.
 	Ctx []int
+	// PostAttnIn, PostMLPIn (optional, rows × hidden) and their scales PostAttnRms,
+	// PostMLPRms (rows): the o and down projections' outputs before the post norms (Gemma).
+	PostAttnIn, PostAttnRms, PostMLPIn, PostMLPRms []float32
 }
 
 // LayerForward runs layer l over x (rows × hidden, one row per position in pos) in place, the
@@ -77,7 +80,7 @@ func (m *Model) LayerForward(l int, x []float32, pos []int, bf16 bool, b *LayerB
 	}
 	m.qkNormRoPE(l, q, k, pos, b.Ctx)
 	attend()
-	residual(&L.O, "o_proj", bf16, b.Attn[:T*qd], T, x, b.Out[:T*H], adapt)
+	residual(&L.O, "o_proj", bf16, b.Attn[:T*qd], T, x, b.Out[:T*H], adapt, postNorm{L.PostAttnNorm, b.PostAttnIn, b.PostAttnRms, eps})
 	if b.XMid != nil {
 		copy(b.XMid, x)
 	}
@@ -90,15 +93,16 @@ func (m *Model) LayerForward(l int, x []float32, pos []int, bf16 bool, b *LayerB
 	if c.Arch == "phi3" {
 		m.adaptFused(ad, l, "gate_up_proj", h, T, b.Tmp, g, u)
 	}
-	kernels.SwiGLU(act, b.ExpGate, g, u)
-	residual(&L.Down, "down_proj", bf16, act, T, x, b.Out[:T*H], adapt)
+	m.activate(act, b.ExpGate, g, u)
+	residual(&L.Down, "down_proj", bf16, act, T, x, b.Out[:T*H], adapt, postNorm{L.PostMLPNorm, b.PostMLPIn, b.PostMLPRms, eps})
 }
 
 // residual adds lin's output for in (rows rows, with module's adapter deltas) to x, through
 // out.
-func residual(lin *Linear, module string, bf16 bool, in []float32, rows int, x, out []float32, adapt func(module string, in, out []float32)) {
+func residual(lin *Linear, module string, bf16 bool, in []float32, rows int, x, out []float32, adapt func(module string, in, out []float32), post postNorm) {
 	lin.Forward(bf16, in, rows, out, false)
 	adapt(module, in, out)
+	post.apply(out, rows)
 	kernels.Add(x, out)
 }
 
@@ -114,20 +118,21 @@ func (m *Model) qkNormRoPE(l int, q, k []float32, pos, ctx []int) {
 	L := &m.Layers[l]
 	hd, qd, kvd := c.HeadDim, c.QDim(), c.KVDim()
 	eps := float32(c.RMSNormEps)
+	rope := m.RopeAt(l)
 	kernels.ParallelFor(len(pos), 16, func(r int) {
 		for h := 0; h < c.NumHeads; h++ {
 			head := q[r*qd+h*hd : r*qd+(h+1)*hd]
 			if L.QNorm != nil {
 				kernels.RMSNorm(head, head, L.QNorm, eps)
 			}
-			m.RopeFor(ctx, r).Apply(head, pos[r])
+			m.RopeFor(rope, ctx, r).Apply(head, pos[r])
 		}
 		for h := 0; h < c.NumKVHeads; h++ {
 			head := k[r*kvd+h*hd : r*kvd+(h+1)*hd]
 			if L.KNorm != nil {
 				kernels.RMSNorm(head, head, L.KNorm, eps)
 			}
-			m.RopeFor(ctx, r).Apply(head, pos[r])
+			m.RopeFor(rope, ctx, r).Apply(head, pos[r])
 		}
 	})
 }

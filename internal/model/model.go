@@ -47,6 +47,8 @@ type Layer struct {
 	Q, K, V, O        Linear
 	Gate, Up, Down    Linear
 	QNorm, KNorm      []float32 // Qwen3: per-head RMSNorm weights (HeadDim)
+	// PostAttnNorm and PostMLPNorm (Gemma): RMSNorms of the attention and MLP outputs.
+	PostAttnNorm, PostMLPNorm []float32
 
 	// qkv and gateUp pack q/k/v and gate/up together: one GEMM each per layer.
 	qkv, gateUp *fused
@@ -65,6 +67,8 @@ type Model struct {
 	// positions (RopeFor).
 	ropeLong  *kernels.Table
 	longAfter int
+	// RopeLocal (Gemma 3): the sliding layers' rotary table (RopeAt picks).
+	RopeLocal *kernels.Table
 
 	// BF16MinRows: with bf16 weights, on a CPU that multiplies bf16 fast (AMX;
 	// gemm.FastBF16), forward passes over at least this many rows (prefill) run the layers'
@@ -162,7 +166,7 @@ func fromSource(cfg *Config, f tensorSource, opts LoadOptions) (*Model, error) {
 		if L.AttnNorm, err = ld.vector(p+"input_layernorm.weight", c.HiddenSize); err != nil {
 			return nil, err
 		}
-		if L.MLPNorm, err = ld.vector(p+"post_attention_layernorm.weight", c.HiddenSize); err != nil {
+		if L.MLPNorm, err = ld.vector(p+mlpNormName(c), c.HiddenSize); err != nil {
 			return nil, err
 		}
 		if c.Arch == "phi3" {
@@ -190,6 +194,9 @@ func fromSource(cfg *Config, f tensorSource, opts LoadOptions) (*Model, error) {
 			if L.KNorm, err = ld.vector(p+"self_attn.k_norm.weight", c.HeadDim); err != nil {
 				return nil, err
 			}
+		}
+		if err = loadPostNorms(ld, c, p, L); err != nil {
+			return nil, err
 		}
 		if L.Gate, err = ld.linear(p+"mlp.gate_proj", c.IntermediateSize, c.HiddenSize, c.MLPBias); err != nil {
 			return nil, err
@@ -240,6 +247,7 @@ func fromSource(cfg *Config, f tensorSource, opts LoadOptions) (*Model, error) {
 	}
 	m.Rope = rope.Table(c.MaxPositionEmbeddings)
 	m.ropeVariants()
+	finishGemma(m, f)
 	return m, nil
 }
 
@@ -368,6 +376,7 @@ func (m *Model) Forward(steps []Step) ([][][]float32, error) {
 		m.FinalNorm(h, nil, h, len(rows))
 		logits := make([]float32, len(rows)*c.VocabSize)
 		m.LMHead.Forward(false, h, len(rows), logits, false)
+		m.SoftcapLogits(logits)
 		k := 0
 		for i, st := range steps {
 			out[i] = make([][]float32, len(st.LogitsAt))
@@ -411,7 +420,7 @@ func newBatch(m *Model, steps []Step, T int) *batch {
 	for i, st := range steps {
 		b.start[i] = r
 		for j, id := range st.Tokens {
-			m.Embed.Row(b.x[r*H:(r+1)*H], id)
+			m.EmbedRow(b.x[r*H:(r+1)*H], id)
 			b.pos[r] = st.Seq.n + j
 			r++
 		}
@@ -460,7 +469,7 @@ func (m *Model) attention(l int, b *batch) {
 	c := &m.Config
 	hd, qd := c.HeadDim, c.QDim()
 	group := c.NumHeads / c.NumKVHeads
-	scale := float32(1 / math.Sqrt(float64(hd)))
+	scale := m.AttnScale()
 	type task struct{ step, kvHead int }
 	tasks := make([]task, 0, len(b.steps)*c.NumKVHeads)
 	for i := range b.steps {
@@ -491,6 +500,7 @@ func (m *Model) attention(l int, b *batch) {
 					gemm.Sgemm(false, true, group, cnt, hd, scale, Q, hd, ck[kvOff:], kvDim, 0, S[p0:], limit)
 				}
 				for h := 0; h < group; h++ {
+					m.maskScores(l, S[h*limit:(h+1)*limit], limit-1)
 					kernels.Softmax(S[h*limit : (h+1)*limit])
 				}
 				out := b.attn[(r0+r)*qd+t.kvHead*group*hd:]
@@ -529,6 +539,7 @@ func (m *Model) attention(l int, b *batch) {
 				for p := limit; p < ctx; p++ {
 					row[p] = float32(math.Inf(-1))
 				}
+				m.maskScores(l, row[:limit], limit-1)
 				kernels.Softmax(row)
 			}
 			gemm.Sgemm(false, false, n, hd, ctx, 1, S, ctx, V, hd, 0, out, qd)

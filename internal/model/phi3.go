@@ -281,11 +281,11 @@ func (m *Model) ropeVariants() {
 // RopeFor returns the rotary table of row r, whose sequence is ctx[r] positions long in this
 // pass (transformers picks LongRoPE's long factors from the largest position of a forward
 // call); ctx may be nil (the short table).
-func (m *Model) RopeFor(ctx []int, r int) *kernels.Table {
+func (m *Model) RopeFor(base *kernels.Table, ctx []int, r int) *kernels.Table {
 	if m.ropeLong != nil && ctx != nil && ctx[r] > m.longAfter {
 		return m.ropeLong
 	}
-	return m.Rope
+	return base
 }
 
 // NeedsRopeContext reports whether the rotary table depends on the sequence's length

@@ -29,7 +29,7 @@ var corpus string
 
 // Options describe the model to write. Zero fields take the defaults of Tiny.
 type Options struct {
-	Arch         string // "llama", "qwen2" or "qwen3"
+	Arch         string // "llama", "qwen2", "qwen3", "gemma2" or "gemma3"
 	Layers       int
 	Hidden       int
 	Heads        int
@@ -58,6 +58,12 @@ type Options struct {
 	// initialises; larger values make logits more peaked).
 	Std  float64
 	Seed uint64
+	// SlidingWindow (gemma2, gemma3): the window of the sliding layers (default 8 in Tiny, so
+	// that tests' sequences cross it).
+	SlidingWindow int
+	// QueryPreAttnScalar (gemma2, gemma3): query_pre_attn_scalar (24 in Tiny: not head_dim,
+	// so that tests notice it).
+	QueryPreAttnScalar float64
 }
 
 // Tiny returns the options of a tiny model of the architecture, small enough for unit tests.
@@ -69,6 +75,9 @@ func Tiny(arch string) Options {
 	}
 	if arch == "phi3" {
 		o.MaxPos = 256 // original_max_position_embeddings 64: LongRoPE's long factors from 65 tokens
+	}
+	if arch == "gemma2" || arch == "gemma3" {
+		o.HeadDim, o.Tied, o.SlidingWindow, o.QueryPreAttnScalar = 32, true, 8, 24
 	}
 	return o
 }
@@ -103,11 +112,11 @@ func Qwen25_05B() Options {
 func (o *Options) fill() error {
 	d := Tiny(o.Arch)
 	switch o.Arch {
-	case "llama", "qwen2", "qwen3", "phi3":
+	case "llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3":
 	case "":
-		return errors.New("synth: arch is required (llama, qwen2 or qwen3)")
+		return errors.New("synth: arch is required (llama, qwen2, qwen3, phi3, gemma2 or gemma3)")
 	default:
-		return fmt.Errorf("synth: unsupported arch %q (use llama, qwen2 or qwen3)", o.Arch)
+		return fmt.Errorf("synth: unsupported arch %q (use llama, qwen2, qwen3, phi3, gemma2 or gemma3)", o.Arch)
 	}
 	setInt := func(p *int, v int) {
 		if *p == 0 {
@@ -122,7 +131,7 @@ func (o *Options) fill() error {
 	setInt(&o.Vocab, d.Vocab)
 	setInt(&o.MaxPos, d.MaxPos)
 	if o.HeadDim == 0 {
-		if o.Arch == "qwen3" && o.Hidden == d.Hidden && o.Heads == d.Heads {
+		if (o.Arch == "qwen3" || isGemma(o.Arch)) && o.Hidden == d.Hidden && o.Heads == d.Heads {
 			o.HeadDim = d.HeadDim
 		} else {
 			o.HeadDim = o.Hidden / o.Heads
@@ -140,6 +149,12 @@ func (o *Options) fill() error {
 	if o.Std == 0 {
 		o.Std = d.Std
 	}
+	if isGemma(o.Arch) && o.SlidingWindow == 0 {
+		o.SlidingWindow = d.SlidingWindow
+	}
+	if isGemma(o.Arch) && o.QueryPreAttnScalar == 0 {
+		o.QueryPreAttnScalar = d.QueryPreAttnScalar
+	}
 	switch {
 	case o.Layers < 1 || o.Hidden < 1 || o.Heads < 1 || o.KVHeads < 1 || o.Intermediate < 1:
 		return errors.New("synth: layers, hidden, heads, kv-heads and intermediate must be positive")
@@ -147,7 +162,7 @@ func (o *Options) fill() error {
 		return fmt.Errorf("synth: heads (%d) must be a multiple of kv-heads (%d)", o.Heads, o.KVHeads)
 	case o.HeadDim%2 != 0:
 		return fmt.Errorf("synth: head dimension %d must be even", o.HeadDim)
-	case o.Arch != "qwen3" && o.HeadDim*o.Heads != o.Hidden:
+	case o.Arch != "qwen3" && !isGemma(o.Arch) && o.HeadDim*o.Heads != o.Hidden:
 		return fmt.Errorf("synth: hidden (%d) must equal heads × head_dim (%d × %d) for %s", o.Hidden, o.Heads, o.HeadDim, o.Arch)
 	case o.DType != "f32" && o.DType != "bf16":
 		return fmt.Errorf("synth: dtype %q (use f32 or bf16)", o.DType)
@@ -295,7 +310,8 @@ func Write(dir string, o Options) error {
 }
 
 func configJSON(o *Options, bos, eos int) map[string]any {
-	archName := map[string]string{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM", "phi3": "Phi3ForCausalLM"}[o.Arch]
+	archName := map[string]string{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+		"phi3": "Phi3ForCausalLM", "gemma2": "Gemma2ForCausalLM", "gemma3": "Gemma3ForCausalLM"}[o.Arch]
 	dtype := "float32"
 	if o.DType == "bf16" {
 		dtype = "bfloat16"
@@ -347,6 +363,8 @@ func configJSON(o *Options, bos, eos int) map[string]any {
 		c["rope_scaling"] = nil
 	case "phi3":
 		phi3Config(o, c)
+	case "gemma2", "gemma3":
+		gemmaConfig(o, c)
 	}
 	return c
 }
@@ -387,6 +405,10 @@ func weights(o *Options) []safetensors.Tensor {
 			phi3Layer(o, p, add, normal, norm, deep)
 			continue
 		}
+		if isGemma(o.Arch) {
+			gemmaLayer(o, p, add, normal, deep)
+			continue
+		}
 		add(p+"input_layernorm.weight", []int{o.Hidden}, norm)
 		add(p+"self_attn.q_proj.weight", []int{qd, o.Hidden}, normal)
 		add(p+"self_attn.k_proj.weight", []int{kv, o.Hidden}, normal)
@@ -406,7 +428,11 @@ func weights(o *Options) []safetensors.Tensor {
 		add(p+"mlp.up_proj.weight", []int{o.Intermediate, o.Hidden}, normal)
 		add(p+"mlp.down_proj.weight", []int{o.Hidden, o.Intermediate}, deep)
 	}
-	add("model.norm.weight", []int{o.Hidden}, norm)
+	if isGemma(o.Arch) {
+		add("model.norm.weight", []int{o.Hidden}, gemmaNorm(rng))
+	} else {
+		add("model.norm.weight", []int{o.Hidden}, norm)
+	}
 	if !o.Tied {
 		add("lm_head.weight", []int{o.Vocab, o.Hidden}, normal)
 	}

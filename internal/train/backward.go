@@ -176,7 +176,7 @@ func (e *Trainer) pass(s Seq, a *model.LoRA, coef func(TokenStats) []float32, st
 	}
 	x := ar.raw(T * H)
 	for r, id := range s.Tokens {
-		m.Embed.Row(x[r*H:(r+1)*H], id)
+		m.EmbedRow(x[r*H:(r+1)*H], id)
 	}
 	inputs := make([][]float32, c.NumLayers)
 	kept := make([]*acts, c.NumLayers)
@@ -309,6 +309,9 @@ func (e *Trainer) layerForward(ac *acts, x []float32) {
 	// For the pass only: silu(g)·u is cheap to recompute from g, u and e^(−g), and the backward
 	// pass does.
 	b.Act, b.Tmp, b.Out = ar.raw(T*I), ar.raw(T*max(2*I, qd+2*kvd)), ar.raw(T*H)
+	if e.M.Layers[ac.layer].PostAttnNorm != nil {
+		b.PostAttnIn, b.PostAttnRms, b.PostMLPIn, b.PostMLPRms = ar.raw(T*H), ar.raw(T), ar.raw(T*H), ar.raw(T)
+	}
 	e.M.LayerForward(ac.layer, x, ac.pos, e.BF16, b, ac, func() { e.attention(ac) })
 	ar.drop(b.Act, b.Tmp, b.Out)
 	b.Act, b.Tmp, b.Out = nil, nil, nil
@@ -323,7 +326,7 @@ func (e *Trainer) attention(ac *acts) {
 	q, k, v := ac.Q, ac.K, ac.V
 	ar := ac.ar
 	group := c.NumHeads / c.NumKVHeads
-	scale := float32(1 / math.Sqrt(float64(hd)))
+	scale := e.M.AttnScale()
 	scratch := make([][]float32, c.NumHeads)
 	kernels.ParallelFor(c.NumHeads, 1, func(h int) {
 		g := h / group
@@ -338,9 +341,12 @@ func (e *Trainer) attention(ac *acts) {
 			for i := 0; i < nr; i++ {
 				r := r0 + i
 				row := S[i*T : i*T+w]
-				lo, hi := ac.seg[r]-c0, r-c0+1
+				lo, hi := max(ac.seg[r], e.M.WindowStart(ac.layer, r))-c0, r-c0+1
 				clear(row[:lo])
 				clear(row[hi:])
+				if cp := c.AttnSoftcap; cp > 0 {
+					model.Softcap(row[lo:hi], nil, cp)
+				}
 				ac.lse[h*T+r] = softmaxLSE(row[lo:hi])
 			}
 			gemm.Sgemm(false, false, nr, hd, w, 1, S, T, v[c0*kvd+g*hd:], kvd, 0, ac.Attn[r0*qd+h*hd:], qd)
@@ -410,10 +416,19 @@ func (e *Trainer) layerBackward(ac *acts, xin, dout []float32, needInput bool) [
 	ar := ac.ar
 	dmm := ar.get(T * I)
 	mm := ar.raw(T * I)
-	kernels.SwiGLUFromExp(mm, ac.ExpGate, ac.Gate, ac.Up)
-	e.linearBackward(ac, &L.Down, "down_proj", mm, dout, dmm)
 	dg, du := ar.raw(T*I), ar.raw(T*I)
+	if c.GeluTanh {
+		geluForward(mm, ac.Gate, ac.Up)
+		e.linearBackward(ac, &L.Down, "down_proj", mm, postNormBackward(ar, dout, ac.PostMLPIn, ac.PostMLPRms, L.PostMLPNorm, T, H), dmm)
+		geluBackward(dg, du, dmm, ac.Gate, ac.Up, T, I)
+	} else {
+		kernels.SwiGLUFromExp(mm, ac.ExpGate, ac.Gate, ac.Up)
+		e.linearBackward(ac, &L.Down, "down_proj", mm, dout, dmm)
+	}
 	kernels.ParallelFor(T, 16, func(r int) {
+		if c.GeluTanh {
+			return
+		}
 		for i := r * I; i < (r+1)*I; i++ {
 			g, sig := ac.Gate[i], 1/(1+ac.ExpGate[i])
 			du[i] = dmm[i] * g * sig
@@ -428,16 +443,20 @@ func (e *Trainer) layerBackward(ac *acts, xin, dout []float32, needInput bool) [
 	rmsNormBackward(dxmid, dh2, ac.XMid, ac.Rms2, T, H, L.MLPNorm, true)
 	// Attention: x_mid = x_in + o(attn).
 	dattn := ar.get(T * qd)
-	e.linearBackward(ac, &L.O, "o_proj", ac.Attn, dxmid, dattn)
+	e.linearBackward(ac, &L.O, "o_proj", ac.Attn, postNormBackward(ar, dxmid, ac.PostAttnIn, ac.PostAttnRms, L.PostAttnNorm, T, H), dattn)
 	dq, dk, dv := ar.raw(T*qd), ar.get(T*kvd), ar.get(T*kvd)
 	group := c.NumHeads / c.NumKVHeads
-	scale := float32(1 / math.Sqrt(float64(hd)))
+	scale := m.AttnScale()
 	// Per query head, with the head's own dK and dV (T × hd), summed over each group after;
 	// the probabilities of each block are recomputed from the scores and the kept log-sum-exp.
 	dkh, dvh := make([][]float32, c.NumHeads), make([][]float32, c.NumHeads)
 	kernels.ParallelFor(c.NumHeads, 1, func(h int) {
 		g := h / group
 		P, dP := ar.raw(min(attnBlock, T)*T), ar.raw(min(attnBlock, T)*T)
+		var tc []float32 // tanh of the soft-capped scores of a row
+		if c.AttnSoftcap > 0 {
+			tc = ar.raw(T)
+		}
 		dkh[h], dvh[h] = ar.get(T*hd), ar.get(T*hd)
 		for r0 := 0; r0 < T; r0 += attnBlock {
 			r1 := min(r0+attnBlock, T)
@@ -448,12 +467,20 @@ func (e *Trainer) layerBackward(ac *acts, xin, dout []float32, needInput bool) [
 			for i := 0; i < nr; i++ {
 				r := r0 + i
 				pr, dr := P[i*T:i*T+w], dP[i*T:i*T+w]
-				lo, hi := ac.seg[r]-c0, r-c0+1
+				lo, hi := max(ac.seg[r], m.WindowStart(ac.layer, r))-c0, r-c0+1
 				l := ac.lse[h*T+r]
+				if tc != nil {
+					model.Softcap(pr[lo:hi], tc[lo:hi], c.AttnSoftcap)
+				}
 				kernels.ExpAffine(pr[lo:hi], pr[lo:hi], 1, -l)
 				dot := kernels.Dot(pr[lo:hi], dr[lo:hi])
 				for j := lo; j < hi; j++ {
 					dr[j] = pr[j] * (dr[j] - dot)
+				}
+				if tc != nil {
+					for j := lo; j < hi; j++ {
+						dr[j] *= 1 - tc[j]*tc[j]
+					}
 				}
 				clear(pr[:lo])
 				clear(pr[hi:])
@@ -473,17 +500,18 @@ func (e *Trainer) layerBackward(ac *acts, xin, dout []float32, needInput bool) [
 		}
 	})
 	// RoPE and the q/k norms, backwards.
+	rope := m.RopeAt(ac.layer)
 	kernels.ParallelFor(T, 32, func(r int) {
 		for h := 0; h < c.NumHeads; h++ {
 			dh := dq[r*qd+h*hd : r*qd+(h+1)*hd]
-			m.RopeFor(ac.Ctx, r).ApplyInverse(dh, ac.pos[r])
+			m.RopeFor(rope, ac.Ctx, r).ApplyInverse(dh, ac.pos[r])
 			if L.QNorm != nil {
 				headNormBackward(dh, ac.QPre[r*qd+h*hd:r*qd+(h+1)*hd], L.QNorm, eps)
 			}
 		}
 		for h := 0; h < c.NumKVHeads; h++ {
 			dh := dk[r*kvd+h*hd : r*kvd+(h+1)*hd]
-			m.RopeFor(ac.Ctx, r).ApplyInverse(dh, ac.pos[r])
+			m.RopeFor(rope, ac.Ctx, r).ApplyInverse(dh, ac.pos[r])
 			if L.KNorm != nil {
 				headNormBackward(dh, ac.KPre[r*kvd+h*hd:r*kvd+(h+1)*hd], L.KNorm, eps)
 			}
@@ -621,6 +649,10 @@ func (e *Trainer) head(s Seq, xf []float32, rows []int, st *TokenStats, lse, g, 
 	if g != nil {
 		dxc = e.ar.raw(n0 * H)
 	}
+	var capT []float32 // final soft-capping: tanh of each capped logit
+	if m.Config.FinalSoftcap > 0 {
+		capT = e.ar.raw(n0 * V)
+	}
 	for c0 := 0; c0 < len(rows); c0 += chunk {
 		rs := rows[c0:min(c0+chunk, len(rows))]
 		n := len(rs)
@@ -628,6 +660,11 @@ func (e *Trainer) head(s Seq, xf []float32, rows []int, st *TokenStats, lse, g, 
 			copy(xc[i*H:(i+1)*H], xf[t*H:(t+1)*H])
 		}
 		m.LMHead.Forward(e.BF16, xc[:n*H], n, logits[:n*V], false)
+		if capT != nil {
+			kernels.ParallelFor(n, 4, func(i int) {
+				model.Softcap(logits[i*V:(i+1)*V], capT[i*V:(i+1)*V], m.Config.FinalSoftcap)
+			})
+		}
 		kernels.ParallelFor(n, 4, func(i int) {
 			t := rs[i]
 			row := logits[i*V : (i+1)*V]
@@ -656,6 +693,7 @@ func (e *Trainer) head(s Seq, xf []float32, rows []int, st *TokenStats, lse, g, 
 					// dlogits = g·(onehot − softmax).
 					kernels.Scale(row, -g[t]/float32(sum))
 					row[tok] += g[t]
+					softcapGrad(row, capT, i, V)
 				}
 				return
 			}
@@ -663,6 +701,7 @@ func (e *Trainer) head(s Seq, xf []float32, rows []int, st *TokenStats, lse, g, 
 			kernels.ExpAffine(row, row, 1, -l)
 			kernels.Scale(row, -gi)
 			row[tok] += gi
+			softcapGrad(row, capT, i, V)
 		})
 		if g == nil {
 			continue

@@ -80,7 +80,7 @@ def main():
     templates = {"synth": (synth_template(), {"bos_token": None, "eos_token": "<|im_end|>"})}
     for name in ("llama3", "qwen3"):
         templates[name] = config_template(name)
-    for name in ("llama3_2", "qwen2_5", "smollm2", "phi3_5", "phi4_mini"):
+    for name in ("llama3_2", "qwen2_5", "smollm2", "phi3_5", "phi4_mini", "gemma2"):
         templates[name] = fixture_template(name)
     for tname, (tpl, special) in templates.items():
         for cname, case in CASES.items():

@@ -16,7 +16,11 @@ import sys
 import torch
 from transformers import AutoModelForCausalLM
 
-VARIANTS = ["llama", "llama-tied-rope3", "llama-bf16", "qwen2", "qwen3", "qwen3-lora"]
+VARIANTS = ["llama", "llama-tied-rope3", "llama-bf16", "qwen2", "qwen3", "qwen3-lora",
+            "gemma2", "gemma2-lora", "gemma3", "gemma3-lora"]
+# GOLDEN_VARIANTS=a,b regenerates only those (the others' files stay as they are).
+if os.environ.get("GOLDEN_VARIANTS"):
+    VARIANTS = os.environ["GOLDEN_VARIANTS"].split(",")
 
 
 def sha256(path):
@@ -50,10 +54,11 @@ def main():
                 for name, p in model.named_parameters():
                     if "lora_" in name:
                         p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float64) * 0.1)
-            adapter_dir = os.path.join(out, "lora-adapter")
+            adapter_name = "lora-adapter" if variant == "qwen3-lora" else variant + "-adapter"
+            adapter_dir = os.path.join(out, adapter_name)
             model.to(torch.float32).save_pretrained(adapter_dir)
             model = model.to(torch.float64)
-            extra["adapter"] = "lora-adapter"
+            extra["adapter"] = adapter_name
         with torch.no_grad():
             logits = model(input_ids=ids).logits[0]
         doc = {

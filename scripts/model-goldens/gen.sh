@@ -14,7 +14,9 @@ go build -o "$tmp/hone" ./cmd/hone
 "$tmp/hone" models synth --arch llama --std 0.08 --dtype bf16 --out "$tmp/m/llama-bf16"
 "$tmp/hone" models synth --arch qwen2 --std 0.08 --out "$tmp/m/qwen2"
 "$tmp/hone" models synth --arch qwen3 --std 0.08 --out "$tmp/m/qwen3"
+"$tmp/hone" models synth --arch gemma2 --std 0.08 --out "$tmp/m/gemma2"
+"$tmp/hone" models synth --arch gemma3 --std 0.08 --out "$tmp/m/gemma3"
 rm -rf internal/model/testdata/goldens
 "$PY" scripts/model-goldens/gen.py "$tmp/m" internal/model/testdata/goldens
-rm -f internal/model/testdata/goldens/lora-adapter/README.md
+rm -f internal/model/testdata/goldens/*-adapter/README.md
 gzip -9n internal/model/testdata/goldens/*.json

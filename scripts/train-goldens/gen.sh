@@ -14,5 +14,12 @@ go build -o "$tmp/hone" ./cmd/hone
 rm -rf internal/train/testdata/golden
 "$PY" scripts/train-goldens/gen.py "$tmp/llama" internal/train/testdata/golden
 rm -f internal/train/testdata/golden/adapter/README.md
+# Gemma 2 and 3 (TestGemmaGradientsMatchPyTorch in internal/train/gemma_backward_test.go).
+for a in gemma2 gemma3; do
+  "$tmp/hone" models synth --arch $a --std 0.2 --out "$tmp/$a"
+  rm -rf internal/train/testdata/golden-$a
+  "$PY" scripts/train-goldens/gen.py "$tmp/$a" internal/train/testdata/golden-$a
+  rm -f internal/train/testdata/golden-$a/adapter/README.md
+done
 # AdamW and gradient clipping, step by step (internal/train/testdata/adamw.json).
 "$PY" scripts/train-goldens/adamw.py internal/train/testdata/adamw.json

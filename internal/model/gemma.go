@@ -1,0 +1,487 @@
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+
+	"github.com/honeai/hone/internal/kernels"
+)
+
+// BlockExtras are the parts of a transformer block that Gemma 2 and Gemma 3 add to the Llama
+// block (and, for the sliding window, Mistral). Their zero value is the Llama block, so the
+// other architectures never see them.
+type BlockExtras struct {
+	// SlidingWindow > 0: the layers Sliding marks attend to the SlidingWindow latest
+	// positions only (their own included), as transformers' sliding-window mask does.
+	SlidingWindow int
+	Sliding       []bool
+	// QueryPreAttnScalar > 0: attention scores are scaled by its inverse square root instead
+	// of head_dim's (Gemma's query_pre_attn_scalar).
+	QueryPreAttnScalar float64
+	// AttnSoftcap and FinalSoftcap > 0: scores (after scaling) and final logits become
+	// cap·tanh(x/cap) (Gemma 2's attn_logit_softcapping and final_logit_softcapping).
+	AttnSoftcap, FinalSoftcap float64
+	// ScaleEmbed multiplies the input embeddings by √hidden_size (rounded to f32, as
+	// transformers' buffer is).
+	ScaleEmbed bool
+	// PostNorms: an RMSNorm on the attention output and one on the MLP output, before each
+	// residual add (Gemma's post_attention_layernorm and post_feedforward_layernorm; its MLP
+	// input norm is pre_feedforward_layernorm).
+	PostNorms bool
+	// NormPlusOne: the RMSNorm weights scale by 1 + weight (Gemma). The loader adds the 1 to
+	// the weights read from safetensors (llama.cpp's GGUF files hold them with it already), so
+	// the layers' norm vectors are always the effective scales.
+	NormPlusOne bool
+	// GeluTanh: the MLP is gelu_tanh(gate)·up instead of silu(gate)·up.
+	GeluTanh bool
+	// RopeLocalTheta > 0: sliding layers rotate with this base (Gemma 3's
+	// rope_local_base_freq), no scaling; the other layers with RopeTheta and RopeScaling.
+	RopeLocalTheta float64
+}
+
+// IsGemma reports whether the architecture is Gemma 2 or Gemma 3.
+func IsGemma(arch string) bool { return arch == "gemma2" || arch == "gemma3" }
+
+// AttnScale is the factor of the attention scores q·k.
+func (m *Model) AttnScale() float32 {
+	c := &m.Config
+	if c.QueryPreAttnScalar > 0 {
+		return float32(1 / math.Sqrt(c.QueryPreAttnScalar))
+	}
+	return float32(1 / math.Sqrt(float64(c.HeadDim)))
+}
+
+// IsSliding reports whether layer l uses the sliding window.
+func (c *Config) IsSliding(l int) bool {
+	if c.SlidingWindow <= 0 {
+		return false
+	}
+	return c.Sliding == nil || c.Sliding[l]
+}
+
+// WindowStart is the first position that a query at position p attends to in layer l (0
+// without a window).
+func (m *Model) WindowStart(l, p int) int {
+	if !m.Config.IsSliding(l) {
+		return 0
+	}
+	return max(0, p-m.Config.SlidingWindow+1)
+}
+
+// RopeAt is the rotary table of layer l.
+func (m *Model) RopeAt(l int) *kernels.Table {
+	if m.RopeLocal != nil && m.Config.Sliding != nil && m.Config.Sliding[l] {
+		return m.RopeLocal
+	}
+	return m.Rope
+}
+
+// EmbedRow writes token id's input embedding (scaled where the architecture scales it).
+func (m *Model) EmbedRow(dst []float32, id int) {
+	H := m.Config.HiddenSize
+	m.Embed.Row(dst[:H], id)
+	if m.Config.ScaleEmbed {
+		kernels.Scale(dst[:H], float32(math.Sqrt(float64(H))))
+	}
+}
+
+// softcap replaces x by cap·tanh(x/cap); when t is not nil it receives tanh(x/cap).
+func softcap(x, t []float32, cap float64) {
+	for i, v := range x {
+		th := math.Tanh(float64(v) / cap)
+		if t != nil {
+			t[i] = float32(th)
+		}
+		x[i] = float32(cap * th)
+	}
+}
+
+// Softcap applies cap·tanh(x/cap) to x (t, when not nil, receives the tanh values for the
+// backward pass).
+func Softcap(x, t []float32, cap float64) { softcap(x, t, cap) }
+
+// SoftcapLogits applies the final logit soft-capping, if any, to logits in place.
+func (m *Model) SoftcapLogits(logits []float32) {
+	if c := m.Config.FinalSoftcap; c > 0 {
+		softcap(logits, nil, c)
+	}
+}
+
+// maskScores prepares one query row's attention scores over positions [0, len(row)) for the
+// softmax, for a query at position p of layer l: soft-capping, then −∞ before the window.
+func (m *Model) maskScores(l int, row []float32, p int) {
+	if c := m.Config.AttnSoftcap; c > 0 {
+		softcap(row, nil, c)
+	}
+	if s := m.WindowStart(l, p); s > 0 {
+		for j := range row[:min(s, len(row))] {
+			row[j] = float32(math.Inf(-1))
+		}
+	}
+}
+
+// GeluTanh is the tanh approximation of GELU (transformers' gelu_pytorch_tanh).
+func GeluTanh(x float32) float32 {
+	v := float64(x)
+	return float32(0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v))))
+}
+
+// GeluTanhGrad is the derivative of GeluTanh at x.
+func GeluTanhGrad(x float32) float32 {
+	v := float64(x)
+	k := math.Sqrt(2 / math.Pi)
+	u := k * (v + 0.044715*v*v*v)
+	t := math.Tanh(u)
+	return float32(0.5*(1+t) + 0.5*v*(1-t*t)*k*(1+3*0.044715*v*v))
+}
+
+// geluMul writes act = gelu_tanh(g)·u.
+func geluMul(act, g, u []float32) {
+	kernels.ParallelFor(len(g)/1024+1, 1, func(b int) {
+		for i := b * 1024; i < min((b+1)*1024, len(g)); i++ {
+			act[i] = GeluTanh(g[i]) * u[i]
+		}
+	})
+}
+
+// activate writes the MLP activation of gate and up into act (SwiGLU, or GELU-tanh for Gemma).
+func (m *Model) activate(act, expGate, g, u []float32) {
+	if m.Config.GeluTanh {
+		geluMul(act, g, u)
+		return
+	}
+	kernels.SwiGLU(act, expGate, g, u)
+}
+
+// mlpNormName is the name of the MLP input norm in a layer.
+func mlpNormName(c *Config) string {
+	if c.PostNorms {
+		return "pre_feedforward_layernorm.weight"
+	}
+	return "post_attention_layernorm.weight"
+}
+
+// loadPostNorms reads Gemma's post-attention and post-MLP norms of the layer with prefix p.
+func loadPostNorms(ld *loader, c *Config, p string, L *Layer) error {
+	if !c.PostNorms {
+		return nil
+	}
+	var err error
+	if L.PostAttnNorm, err = ld.vector(p+"post_attention_layernorm.weight", c.HiddenSize); err != nil {
+		return err
+	}
+	L.PostMLPNorm, err = ld.vector(p+"post_feedforward_layernorm.weight", c.HiddenSize)
+	return err
+}
+
+// finishGemma adds the one to Gemma's norm weights read from Hugging Face files (a GGUF holds
+// them with it) and builds the local rotary table.
+func finishGemma(m *Model, src tensorSource) {
+	c := &m.Config
+	if c.NormPlusOne {
+		if _, gg := src.(*ggufSource); !gg {
+			plus := func(v []float32) {
+				for i := range v {
+					v[i]++
+				}
+			}
+			for i := range m.Layers {
+				L := &m.Layers[i]
+				for _, v := range [][]float32{L.AttnNorm, L.MLPNorm, L.PostAttnNorm, L.PostMLPNorm, L.QNorm, L.KNorm} {
+					plus(v)
+				}
+			}
+			plus(m.Norm)
+		}
+	}
+	if c.RopeLocalTheta > 0 {
+		m.RopeLocal = kernels.NewRope(c.HeadDim, c.RopeLocalTheta).Table(c.MaxPositionEmbeddings)
+	}
+}
+
+// gemmaTypes maps Gemma's architectures and model types to Hone's.
+var gemmaTypes = map[string]string{
+	"Gemma2ForCausalLM": "gemma2", "Gemma3ForCausalLM": "gemma3",
+	"gemma2": "gemma2", "gemma3_text": "gemma3",
+}
+
+// parseGemma reads a Gemma 2 or Gemma 3 text config.json (transformers' Gemma2Config and
+// Gemma3TextConfig, their defaults when a field is absent). Every field that changes the
+// computation is implemented or refused by name.
+func parseGemma(raw map[string]json.RawMessage, cfg *Config) error {
+	bad := func(format string, a ...any) error { return fmt.Errorf("model: config.json: "+format, a...) }
+	get := func(key string, dst any) (bool, error) {
+		v, ok := raw[key]
+		if !ok || isNullJSON(v) {
+			return false, nil
+		}
+		if err := json.Unmarshal(v, dst); err != nil {
+			return false, bad("%s: %v", key, err)
+		}
+		return true, nil
+	}
+	gemma3 := cfg.Arch == "gemma3"
+	cfg.NormPlusOne, cfg.PostNorms, cfg.ScaleEmbed, cfg.GeluTanh = true, true, true, true
+	cfg.QKNorm = gemma3
+	if _, err := get("attention_bias", &cfg.AttentionBias); err != nil {
+		return err
+	}
+	// Activation: hidden_activation is what Gemma 2/3 read; older configs also carry hidden_act.
+	for _, key := range []string{"hidden_activation", "hidden_act"} {
+		var act string
+		if ok, err := get(key, &act); err != nil {
+			return err
+		} else if ok && act != "gelu_pytorch_tanh" {
+			return bad("%s %q is not supported (gelu_pytorch_tanh for %s)", key, act, cfg.Arch)
+		}
+	}
+	if q, ok := raw["quantization_config"]; ok && !isNullJSON(q) {
+		return bad("quantization_config is set: Hone runs f32, bf16 and f16 weights, not quantized ones")
+	}
+	var bidir bool
+	if _, err := get("use_bidirectional_attention", &bidir); err != nil {
+		return err
+	}
+	if bidir {
+		return bad("use_bidirectional_attention is true: Hone runs causal attention only")
+	}
+	cfg.NumKVHeads = cfg.NumHeads
+	cfg.HeadDim = 256
+	cfg.RMSNormEps = 1e-6
+	cfg.MaxPositionEmbeddings = 8192
+	if gemma3 {
+		cfg.MaxPositionEmbeddings = 131072
+	}
+	cfg.TieWordEmbeddings = true
+	for key, dst := range map[string]*int{"num_key_value_heads": &cfg.NumKVHeads, "head_dim": &cfg.HeadDim,
+		"max_position_embeddings": &cfg.MaxPositionEmbeddings} {
+		if _, err := get(key, dst); err != nil {
+			return err
+		}
+	}
+	if _, err := get("rms_norm_eps", &cfg.RMSNormEps); err != nil {
+		return err
+	}
+	if _, err := get("tie_word_embeddings", &cfg.TieWordEmbeddings); err != nil {
+		return err
+	}
+	if cfg.MaxPositionEmbeddings <= 0 {
+		return bad("max_position_embeddings must be positive, got %d", cfg.MaxPositionEmbeddings)
+	}
+	cfg.QueryPreAttnScalar = 256
+	if _, err := get("query_pre_attn_scalar", &cfg.QueryPreAttnScalar); err != nil {
+		return err
+	}
+	if !(cfg.QueryPreAttnScalar > 0) {
+		return bad("query_pre_attn_scalar must be positive")
+	}
+	// Soft-capping: Gemma 2 defaults to 50 (attention) and 30 (final logits), Gemma 3 to none;
+	// an explicit null turns either off.
+	for _, s := range []struct {
+		key string
+		dst *float64
+		def float64
+	}{{"attn_logit_softcapping", &cfg.AttnSoftcap, 50}, {"final_logit_softcapping", &cfg.FinalSoftcap, 30}} {
+		*s.dst = 0
+		v, present := raw[s.key]
+		switch {
+		case !present && !gemma3:
+			*s.dst = s.def
+		case present && !isNullJSON(v):
+			if err := json.Unmarshal(v, s.dst); err != nil || !(*s.dst > 0) {
+				return bad("%s must be a positive number or null", s.key)
+			}
+		}
+	}
+	// Sliding window: 4096 by default; null means none.
+	cfg.SlidingWindow = 4096
+	if v, ok := raw["sliding_window"]; ok {
+		cfg.SlidingWindow = 0
+		if !isNullJSON(v) {
+			if err := json.Unmarshal(v, &cfg.SlidingWindow); err != nil || cfg.SlidingWindow <= 0 {
+				return bad("sliding_window must be a positive integer or null")
+			}
+		}
+	}
+	layerTypes, err := parseLayerTypes(raw, cfg.NumLayers)
+	if err != nil {
+		return err
+	}
+	if layerTypes == nil {
+		// Gemma 2 alternates, sliding first; Gemma 3 has sliding_window_pattern (default 6):
+		// every pattern-th layer is global.
+		pattern := 2
+		if gemma3 {
+			pattern = 6
+			if _, err := get("sliding_window_pattern", &pattern); err != nil {
+				return err
+			}
+			if pattern <= 0 {
+				return bad("sliding_window_pattern must be positive")
+			}
+		}
+		for i := 0; i < cfg.NumLayers; i++ {
+			t := "full_attention"
+			if (i+1)%pattern != 0 {
+				t = "sliding_attention"
+			}
+			layerTypes = append(layerTypes, t)
+		}
+	}
+	cfg.Sliding = make([]bool, cfg.NumLayers)
+	for i, t := range layerTypes {
+		cfg.Sliding[i] = t == "sliding_attention"
+	}
+	if !gemma3 {
+		return parseRope(raw, layerTypes, cfg)
+	}
+	return parseGemma3Rope(raw, cfg)
+}
+
+// parseGemma3Rope reads Gemma 3's two RoPEs: the global layers' (rope_theta, default 1e6, and
+// rope_scaling) and the sliding layers' (rope_local_base_freq, default 1e4, unscaled), from
+// transformers 4's fields or transformers 5's rope_parameters keyed by layer type.
+func parseGemma3Rope(raw map[string]json.RawMessage, cfg *Config) error {
+	var full, local map[string]json.RawMessage
+	if v, ok := raw["rope_parameters"]; ok && !isNullJSON(v) {
+		var nested map[string]json.RawMessage
+		if err := json.Unmarshal(v, &nested); err != nil {
+			return fmt.Errorf("model: config.json: rope_parameters must be an object: %w", err)
+		}
+		for k, sub := range nested {
+			var d map[string]json.RawMessage
+			switch k {
+			case "full_attention", "sliding_attention":
+				if err := json.Unmarshal(sub, &d); err != nil {
+					return fmt.Errorf("model: config.json: rope_parameters.%s must be an object: %w", k, err)
+				}
+			default:
+				return fmt.Errorf("model: config.json: rope_parameters key %q is not supported for gemma3 (full_attention, sliding_attention)", k)
+			}
+			if k == "full_attention" {
+				full = d
+			} else {
+				local = d
+			}
+		}
+	}
+	if full == nil {
+		full = map[string]json.RawMessage{}
+		if rs, ok := raw["rope_scaling"]; ok && !isNullJSON(rs) {
+			if err := json.Unmarshal(rs, &full); err != nil {
+				return fmt.Errorf("model: config.json: rope_scaling must be an object: %w", err)
+			}
+		}
+	}
+	if _, ok := full["rope_theta"]; !ok {
+		full["rope_theta"] = json.RawMessage("1000000")
+		if v, ok := raw["rope_theta"]; ok && !isNullJSON(v) {
+			full["rope_theta"] = v
+		}
+	}
+	if local == nil {
+		local = map[string]json.RawMessage{}
+	}
+	if _, ok := local["rope_theta"]; !ok {
+		local["rope_theta"] = json.RawMessage("10000")
+		if v, ok := raw["rope_local_base_freq"]; ok && !isNullJSON(v) {
+			local["rope_theta"] = v
+		}
+	}
+	one := func(name string, d map[string]json.RawMessage, dst *Config) error {
+		b, _ := json.Marshal(d)
+		r := map[string]json.RawMessage{"rope_parameters": b}
+		if v, ok := raw["partial_rotary_factor"]; ok {
+			r["partial_rotary_factor"] = v
+		}
+		if err := parseRope(r, nil, dst); err != nil {
+			return fmt.Errorf("%w (%s layers)", err, name)
+		}
+		return nil
+	}
+	if err := one("full_attention", full, cfg); err != nil {
+		return err
+	}
+	lc := &Config{MaxPositionEmbeddings: cfg.MaxPositionEmbeddings}
+	if err := one("sliding_attention", local, lc); err != nil {
+		return err
+	}
+	if lc.RopeScaling != nil {
+		return fmt.Errorf("model: config.json: rope_type %q on the sliding_attention layers is not supported (default only)", lc.RopeScaling.Kind())
+	}
+	cfg.RopeLocalTheta = lc.RopeTheta
+	return nil
+}
+
+// postNorm is Gemma's RMSNorm of a sublayer's output before the residual add (w nil: none);
+// keep and scales, when not nil, receive its input and scales for the backward pass.
+type postNorm struct {
+	w, keep, scales []float32
+	eps             float32
+}
+
+func (p postNorm) apply(out []float32, rows int) {
+	if p.w == nil {
+		return
+	}
+	if p.keep != nil {
+		copy(p.keep, out)
+	}
+	kernels.RMSNormRows(out, p.scales, out, rows, len(p.w), p.w, p.eps)
+}
+
+// gemmaGGUFNames are llama.cpp's names of Gemma's layer norms (after "blk.N."), which differ
+// from GGUFLayerNames': Gemma's post_attention_layernorm is a post norm, its MLP input norm
+// is pre_feedforward_layernorm.
+var gemmaGGUFNames = map[string]string{
+	"post_attention_layernorm.weight":   "post_attention_norm.weight",
+	"pre_feedforward_layernorm.weight":  "ffn_norm.weight",
+	"post_feedforward_layernorm.weight": "post_ffw_norm.weight",
+}
+
+// gemmaGGUFKeys are the {arch}.* keys Hone reads for gemma2 and gemma3 beyond ggufArchKeys.
+var gemmaGGUFKeys = map[string]bool{
+	"attn_logit_softcapping": true, "final_logit_softcapping": true, "attention.sliding_window": true,
+	"attention.sliding_window_pattern": true, "rope.freq_base_swa": true,
+}
+
+// gemmaFromGGUF sets Gemma's block extras from llama.cpp's metadata, as llama.cpp reads them:
+// soft-caps (Gemma 2's default to 50 and 30 when absent; Gemma 3 has none unless given), the
+// sliding window (default 4096) on every second layer (gemma2) or five of six (gemma3) unless
+// attention.sliding_window_pattern says otherwise, Gemma 3's local RoPE base (10000, or
+// rope.freq_base_swa) and global base (default 1e6). llama.cpp keeps no
+// query_pre_attn_scalar: like it, Hone scales by head_dim^-1/2, or (hidden/heads)^-1/2 for
+// the 27B shapes (46 layers for gemma2, 62 for gemma3), whose configs set that.
+func gemmaFromGGUF(f interface{ Has(string) bool }, c *Config, flt func(string, float64) float64, num func(string, int) int) error {
+	a := c.Arch + "."
+	gemma3 := c.Arch == "gemma3"
+	c.NormPlusOne, c.PostNorms, c.ScaleEmbed, c.GeluTanh, c.QKNorm = true, true, true, true, gemma3
+	if !gemma3 {
+		c.AttnSoftcap, c.FinalSoftcap = flt(a+"attn_logit_softcapping", 50), flt(a+"final_logit_softcapping", 30)
+	} else {
+		c.AttnSoftcap, c.FinalSoftcap = flt(a+"attn_logit_softcapping", 0), flt(a+"final_logit_softcapping", 0)
+		if !f.Has(a + "rope.freq_base") {
+			c.RopeTheta = 1e6
+		}
+		c.RopeLocalTheta = flt(a+"rope.freq_base_swa", 10000)
+	}
+	c.QueryPreAttnScalar = float64(c.HeadDim)
+	if (!gemma3 && c.NumLayers == 46) || (gemma3 && c.NumLayers == 62) {
+		c.QueryPreAttnScalar = float64(c.HiddenSize / c.NumHeads)
+	}
+	c.SlidingWindow = num("attention.sliding_window", 4096)
+	pattern := 2
+	if gemma3 {
+		pattern = 6
+	}
+	pattern = num("attention.sliding_window_pattern", pattern)
+	if pattern <= 0 {
+		return fmt.Errorf("model: %sattention.sliding_window_pattern must be positive", a)
+	}
+	c.Sliding = make([]bool, c.NumLayers)
+	for i := range c.Sliding {
+		c.Sliding[i] = i%pattern < pattern-1
+	}
+	return nil
+}
