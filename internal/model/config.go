@@ -42,6 +42,9 @@ type Config struct {
 	EOSTokenID []int
 	// Generation holds generation_config.json defaults (zero when absent).
 	Generation GenerationConfig
+
+	// MoE: routed experts (Qwen3-MoE; moe.go), nil for dense models.
+	MoE *MoEConfig
 }
 
 // RopeScaling is config.json's rope_scaling.
@@ -77,9 +80,10 @@ type GenerationConfig struct {
 
 // supported maps HF architecture names to Hone's.
 var supported = map[string]string{
-	"LlamaForCausalLM": "llama",
-	"Qwen2ForCausalLM": "qwen2",
-	"Qwen3ForCausalLM": "qwen3",
+	"LlamaForCausalLM":    "llama",
+	"Qwen2ForCausalLM":    "qwen2",
+	"Qwen3ForCausalLM":    "qwen3",
+	"Qwen3MoeForCausalLM": "qwen3moe",
 }
 
 // ErrUnsupported is returned for architectures Hone cannot run.
@@ -103,7 +107,7 @@ func intOrList(raw json.RawMessage) []int {
 
 // modelTypes maps config.json's model_type to Hone's architecture, for configs without an
 // architectures list (transformers then picks the model class from model_type).
-var modelTypes = map[string]string{"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}
+var modelTypes = map[string]string{"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3moe"}
 
 // ParseConfig reads config.json contents.
 //
@@ -162,7 +166,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		if name == "" {
 			name = "(none given)"
 		}
-		return nil, fmt.Errorf("%w %s: Hone runs LlamaForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM", ErrUnsupported, name)
+		return nil, fmt.Errorf("%w %s: Hone runs LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and Qwen3MoeForCausalLM", ErrUnsupported, name)
 	}
 	cfg := &Config{
 		Arch: arch, HiddenSize: c.HiddenSize, IntermediateSize: c.IntermediateSize, NumLayers: c.NumHiddenLayers,
@@ -180,7 +184,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		cfg.AttentionBias, cfg.MLPBias = c.AttentionBias, c.MLPBias
 	case "qwen2":
 		cfg.AttentionBias = true
-	case "qwen3":
+	case "qwen3", "qwen3moe":
 		cfg.AttentionBias, cfg.QKNorm = c.AttentionBias, true
 	}
 	if c.HiddenAct != nil && *c.HiddenAct != "silu" && *c.HiddenAct != "swish" {
@@ -227,6 +231,11 @@ func ParseConfig(data []byte) (*Config, error) {
 	}
 	if err := parseRope(raw, layerTypes, cfg); err != nil {
 		return nil, err
+	}
+	if arch == "qwen3moe" {
+		if err := parseQwen3MoE(raw, cfg); err != nil {
+			return nil, err
+		}
 	}
 	return cfg, cfg.validate()
 }

@@ -36,12 +36,12 @@ func ConfigFromGGUF(f *gguf.File) (*Config, error) {
 		return nil, fmt.Errorf("model: %w", err)
 	}
 	switch arch {
-	case "llama", "qwen2", "qwen3":
+	case "llama", "qwen2", "qwen3", "qwen3moe":
 	default:
-		return nil, fmt.Errorf("%w %q in %s (general.architecture): Hone runs llama, qwen2 and qwen3", ErrUnsupported, arch, f.Name)
+		return nil, fmt.Errorf("%w %q in %s (general.architecture): Hone runs llama, qwen2, qwen3 and qwen3moe", ErrUnsupported, arch, f.Name)
 	}
 	for _, k := range md.Keys() {
-		if rest, ok := strings.CutPrefix(k, arch+"."); ok && !ggufArchKeys[rest] {
+		if rest, ok := strings.CutPrefix(k, arch+"."); ok && !ggufArchKeys[rest] && !(arch == "qwen3moe" && ggufMoEKeys[rest]) {
 			return nil, fmt.Errorf("model: %s: metadata key %s is not supported", f.Name, k)
 		}
 	}
@@ -149,8 +149,13 @@ func ConfigFromGGUF(f *gguf.File) (*Config, error) {
 		c.AttentionBias, c.MLPBias = hasBias, hasMLPBias
 	case "qwen2":
 		c.AttentionBias = true
-	case "qwen3":
+	case "qwen3", "qwen3moe":
 		c.AttentionBias, c.QKNorm = hasBias || hasOBias, true
+	}
+	if arch == "qwen3moe" {
+		if err := moeFromGGUF(f, c); err != nil {
+			return nil, err
+		}
 	}
 	ids := func(keys ...string) []int {
 		var out []int

@@ -34,6 +34,8 @@ type LayerBuffers struct {
 	Act        []float32 // rows × intermediate: silu(Gate)·Up, the input of down (may be Gate)
 	Tmp        []float32 // scratch, rows × max(QDim+2·KVDim, 2·intermediate): fused products
 	Out        []float32 // scratch, rows × hidden: a sublayer's output before the residual add
+
+	MoE *MoEBuffers // a sparse layer's routing and experts' buffers (allocated when nil)
 }
 
 // LayerForward runs layer l over x (rows × hidden, one row per position in pos) in place, the
@@ -77,6 +79,10 @@ func (m *Model) LayerForward(l int, x []float32, pos []int, bf16 bool, b *LayerB
 	}
 	kernels.RMSNormRows(b.H2, b.Rms2, x, T, H, L.MLPNorm, eps)
 	h = b.H2[:T*H]
+	if L.MoE != nil {
+		m.moeForward(l, h, x, T, bf16, b)
+		return
+	}
 	g, u, act := b.Gate[:T*I], b.Up[:T*I], b.Act[:T*I]
 	L.gateUp.forward(bf16, h, T, b.Tmp, g, u)
 	adapt("gate_proj", h, g)

@@ -47,6 +47,7 @@ type Layer struct {
 	Q, K, V, O        Linear
 	Gate, Up, Down    Linear
 	QNorm, KNorm      []float32 // Qwen3: per-head RMSNorm weights (HeadDim)
+	MoE               *MoELayer // routed experts in place of Gate/Up/Down (moe.go)
 
 	// qkv and gateUp pack q/k/v and gate/up together: one GEMM each per layer.
 	qkv, gateUp *fused
@@ -84,8 +85,12 @@ func (m *Model) Prepack() {
 	for i := range m.Layers {
 		L := &m.Layers[i]
 		L.qkv.packed()
-		L.gateUp.packed()
 		L.O.Packed()
+		if L.MoE != nil {
+			L.MoE.prepack()
+			continue
+		}
+		L.gateUp.packed()
 		L.Down.Packed()
 	}
 	m.LMHead.Packed()
@@ -181,6 +186,13 @@ func fromSource(cfg *Config, f tensorSource, opts LoadOptions) (*Model, error) {
 				return nil, err
 			}
 		}
+		if c.SparseLayer(i) {
+			if L.MoE, err = ld.moeLayer(p, c); err != nil {
+				return nil, err
+			}
+			L.qkv = fuse(&L.Q, &L.K, &L.V)
+			continue
+		}
 		if L.Gate, err = ld.linear(p+"mlp.gate_proj", c.IntermediateSize, c.HiddenSize, c.MLPBias); err != nil {
 			return nil, err
 		}
@@ -268,8 +280,12 @@ func (m *Model) WeightBytes() int64 {
 			add(l)
 		}
 		packed(L.qkv.P)
-		packed(L.gateUp.P)
 		packed(L.qkv.pairs)
+		if L.MoE != nil {
+			n += L.MoE.bytes(packed)
+			continue
+		}
+		packed(L.gateUp.P)
 		packed(L.gateUp.pairs)
 	}
 	if m.LMHead.W.same(&m.Embed) {
