@@ -50,7 +50,7 @@ func readMoEGolden(t *testing.T, variant string) golden {
 	return g
 }
 
-func writeMoE(t *testing.T, o synth.Options, wantSHA string) string {
+func writeMoE(t testing.TB, o synth.Options, wantSHA string) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := synth.Write(dir, o); err != nil {
@@ -171,8 +171,9 @@ func relErrF(a, b []float32) float64 {
 
 // moeGGUF writes o as a directory and as a GGUF in llama.cpp's qwen3moe layout: the router
 // as ffn_gate_inp, each layer's experts merged into 3-D ffn_{gate,up,down}_exps tensors
-// (ggml dims cols × rows × experts), typed by typ (F32, Q8_0 or Q4_K).
-func moeGGUF(t *testing.T, o synth.Options, typ gguf.TensorType) (dir, path string) {
+// (ggml dims cols × rows × experts), typed by typ (F32, Q8_0 or Q4_K); with allMatrices the
+// other matrices too (attention, embedding, head).
+func moeGGUF(t testing.TB, o synth.Options, typ gguf.TensorType, allMatrices bool) (dir, path string) {
 	t.Helper()
 	src := writeMoE(t, o, "")
 	f, err := safetensors.OpenDir(src)
@@ -212,9 +213,17 @@ func moeGGUF(t *testing.T, o synth.Options, typ gguf.TensorType) (dir, path stri
 			gguf.KV{Key: a + "expert_feed_forward_length", Value: uint32(mc.Intermediate)})
 		var keep []gguf.TensorData
 		for _, tt := range ts {
-			if !strings.Contains(tt.Name, "..") { // the expert and router names synthGGUF cannot map
-				keep = append(keep, tt)
+			if strings.Contains(tt.Name, "..") { // the expert and router names synthGGUF cannot map
+				continue
 			}
+			if allMatrices && len(tt.Dims) == 2 {
+				v, err := gguf.Dequantize(gguf.F32, tt.Data, len(tt.Data)/4)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tt.Data, tt.Type = encode(v), typ
+			}
+			keep = append(keep, tt)
 		}
 		for l := 0; l < cfg.NumLayers; l++ {
 			if !cfg.SparseLayer(l) {
@@ -247,7 +256,7 @@ func moeGGUF(t *testing.T, o synth.Options, typ gguf.TensorType) (dir, path stri
 func TestQwen3MoEGGUFMatchesDirectory(t *testing.T) {
 	o := synth.Tiny("qwen3moe")
 	o.Std = 0.3
-	dir, path := moeGGUF(t, o, gguf.F32)
+	dir, path := moeGGUF(t, o, gguf.F32, false)
 	md, err := model.Load(dir, model.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -263,7 +272,7 @@ func TestQwen3MoEGGUFMatchesDirectory(t *testing.T) {
 	if e := relErrF(lastLogits(t, mg, prompt), lastLogits(t, md, prompt)); e > 1e-5 {
 		t.Fatalf("GGUF logits differ from the directory's by %.3g", e)
 	}
-	_, qpath := moeGGUF(t, o, gguf.Q8_0)
+	_, qpath := moeGGUF(t, o, gguf.Q8_0, false)
 	mq, err := model.Load(qpath, model.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
