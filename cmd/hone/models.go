@@ -19,10 +19,12 @@ func init() {
 const modelsUsage = `usage:
   hone models prune --model ENTITY/PROJECT/NAME [--metric val/reward] [--keep-best N]
                     (on a server: delete every checkpoint but the latest and the N best by metric)
-  hone models synth --arch llama|qwen2|qwen3|phi3|gemma2|gemma3 --out DIR [--preset tiny|demo|smollm2-135m|qwen2.5-0.5b]
+  hone models synth --arch llama|qwen2|qwen3|phi3|gemma2|gemma3|qwen3moe --out DIR [--preset tiny|demo|smollm2-135m|qwen2.5-0.5b]
                     [--layers N --hidden N --heads N --kv-heads N --head-dim N --intermediate N
                      --vocab N --max-pos N --rope-theta F --rope-scaling llama3 --tied --dtype f32|bf16
                      --partial-rotary F (phi3) --std F --seed N]
+                    [qwen3moe: --experts N --experts-per-tok N --moe-intermediate N --no-norm-topk
+                     --mlp-only-layers L,L]
 Writes config.json, generation_config.json, model.safetensors (random weights), tokenizer.json and
 tokenizer_config.json (a BPE tokenizer Hone trains on an embedded corpus, with a ChatML chat template).
 Flags given explicitly override the preset.
@@ -45,7 +47,7 @@ func runModels(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	fs := newFlagSet("models synth")
-	arch := fs.String("arch", "", "architecture: llama, qwen2, qwen3, phi3, gemma2 or gemma3 (required unless the preset gives it)")
+	arch := fs.String("arch", "", "architecture: llama, qwen2, qwen3, qwen3moe, phi3, gemma2 or gemma3 (required unless the preset gives it)")
 	out := fs.String("out", "", "output directory (required)")
 	preset := fs.String("preset", "tiny", "starting shape: tiny, demo, smollm2-135m, qwen2.5-0.5b")
 	layers := fs.Int("layers", 0, "decoder layers")
@@ -63,6 +65,7 @@ func runModels(args []string, stdout, stderr io.Writer) int {
 	dtype := fs.String("dtype", "", "stored weight type: f32 or bf16")
 	std := fs.Float64("std", 0, "standard deviation of the random weights")
 	seed := fs.Uint64("seed", 1, "random seed")
+	applyMoE := moeSynthFlags(fs)
 	if code, ok := flagError("models synth", modelsUsage, fs, parseWithEnv(fs, args[1:]), stdout, stderr); !ok {
 		return code
 	}
@@ -124,6 +127,10 @@ func runModels(args []string, stdout, stderr io.Writer) int {
 		o.Std = *std
 	}
 	o.Seed = *seed
+	if err := applyMoE(&o, set); err != nil {
+		fmt.Fprintf(stderr, "hone models synth: %v\n", err)
+		return 2
+	}
 	if err := synth.Write(*out, o); err != nil {
 		fmt.Fprintf(stderr, "hone models synth: %v\n", err)
 		return 1

@@ -47,6 +47,9 @@ type Config struct {
 	Generation GenerationConfig
 	// BlockExtras: Gemma 2/3's additions to the block (gemma.go).
 	BlockExtras
+
+	// MoE: routed experts (Qwen3-MoE; moe.go), nil for dense models.
+	MoE *MoEConfig
 }
 
 // RopeScaling is config.json's rope_scaling.
@@ -86,10 +89,11 @@ type GenerationConfig struct {
 
 // supported maps HF architecture names to Hone's.
 var supported = map[string]string{
-	"LlamaForCausalLM": "llama",
-	"Qwen2ForCausalLM": "qwen2",
-	"Qwen3ForCausalLM": "qwen3",
-	"Phi3ForCausalLM":  "phi3",
+	"LlamaForCausalLM":    "llama",
+	"Qwen2ForCausalLM":    "qwen2",
+	"Qwen3ForCausalLM":    "qwen3",
+	"Qwen3MoeForCausalLM": "qwen3moe",
+	"Phi3ForCausalLM":     "phi3",
 }
 
 // ErrUnsupported is returned for architectures Hone cannot run.
@@ -113,7 +117,7 @@ func intOrList(raw json.RawMessage) []int {
 
 // modelTypes maps config.json's model_type to Hone's architecture, for configs without an
 // architectures list (transformers then picks the model class from model_type).
-var modelTypes = map[string]string{"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "phi3": "phi3"}
+var modelTypes = map[string]string{"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3moe", "phi3": "phi3"}
 
 // ParseConfig reads config.json contents.
 //
@@ -180,7 +184,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		if name == "" {
 			name = "(none given)"
 		}
-		return nil, fmt.Errorf("%w %s: Hone runs LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM and Gemma3ForCausalLM", ErrUnsupported, name)
+		return nil, fmt.Errorf("%w %s: Hone runs LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM and Gemma3ForCausalLM", ErrUnsupported, name)
 	}
 	cfg := &Config{
 		Arch: arch, HiddenSize: c.HiddenSize, IntermediateSize: c.IntermediateSize, NumLayers: c.NumHiddenLayers,
@@ -204,7 +208,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		cfg.AttentionBias, cfg.MLPBias = c.AttentionBias, c.MLPBias
 	case "qwen2":
 		cfg.AttentionBias = true
-	case "qwen3":
+	case "qwen3", "qwen3moe":
 		cfg.AttentionBias, cfg.QKNorm = c.AttentionBias, true
 	}
 	if c.HiddenAct != nil && *c.HiddenAct != "silu" && *c.HiddenAct != "swish" {
@@ -257,6 +261,11 @@ func ParseConfig(data []byte) (*Config, error) {
 	}
 	if err := parseRope(raw, layerTypes, cfg); err != nil {
 		return nil, err
+	}
+	if arch == "qwen3moe" {
+		if err := parseQwen3MoE(raw, cfg); err != nil {
+			return nil, err
+		}
 	}
 	return cfg, cfg.validate()
 }

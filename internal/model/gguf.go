@@ -36,12 +36,12 @@ func ConfigFromGGUF(f *gguf.File) (*Config, error) {
 		return nil, fmt.Errorf("model: %w", err)
 	}
 	switch arch {
-	case "llama", "qwen2", "qwen3", "gemma2", "gemma3":
+	case "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3":
 	default:
-		return nil, fmt.Errorf("%w %q in %s (general.architecture): Hone runs llama, qwen2, qwen3, gemma2 and gemma3", ErrUnsupported, arch, f.Name)
+		return nil, fmt.Errorf("%w %q in %s (general.architecture): Hone runs llama, qwen2, qwen3, qwen3moe, gemma2 and gemma3", ErrUnsupported, arch, f.Name)
 	}
 	for _, k := range md.Keys() {
-		if rest, ok := strings.CutPrefix(k, arch+"."); ok && !ggufArchKeys[rest] && !(IsGemma(arch) && gemmaGGUFKeys[rest]) {
+		if rest, ok := strings.CutPrefix(k, arch+"."); ok && !ggufArchKeys[rest] && !(IsGemma(arch) && gemmaGGUFKeys[rest]) && !(arch == "qwen3moe" && ggufMoEKeys[rest]) {
 			return nil, fmt.Errorf("model: %s: metadata key %s is not supported", f.Name, k)
 		}
 	}
@@ -149,7 +149,7 @@ func ConfigFromGGUF(f *gguf.File) (*Config, error) {
 		c.AttentionBias, c.MLPBias = hasBias, hasMLPBias
 	case "qwen2":
 		c.AttentionBias = true
-	case "qwen3":
+	case "qwen3", "qwen3moe":
 		c.AttentionBias, c.QKNorm = hasBias || hasOBias, true
 	case "gemma2", "gemma3":
 		c.AttentionBias = hasBias || hasOBias
@@ -158,6 +158,11 @@ func ConfigFromGGUF(f *gguf.File) (*Config, error) {
 		}
 		if firstErr != nil {
 			return nil, firstErr
+		}
+	}
+	if arch == "qwen3moe" {
+		if err := moeFromGGUF(f, c); err != nil {
+			return nil, err
 		}
 	}
 	ids := func(keys ...string) []int {

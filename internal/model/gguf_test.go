@@ -54,7 +54,7 @@ func f32Bytes(v []float32) []byte {
 // synthGGUF writes a tiny synthetic model of arch as a directory and as a GGUF file in
 // llama.cpp's layout (the same f32 weights; Llama's q/k rows permuted), with edit applied to
 // the metadata and tensors before writing. It returns both paths.
-func synthGGUF(t *testing.T, o synth.Options, edit func(meta []gguf.KV, ts []gguf.TensorData) ([]gguf.KV, []gguf.TensorData)) (dir, path string) {
+func synthGGUF(t testing.TB, o synth.Options, edit func(meta []gguf.KV, ts []gguf.TensorData) ([]gguf.KV, []gguf.TensorData)) (dir, path string) {
 	t.Helper()
 	dir = t.TempDir()
 	if err := synth.Write(dir, o); err != nil {

@@ -108,9 +108,9 @@ const GGUFRopeFreqs = ggufRopeFreqs
 // divisors, returned for the rope_freqs.weight tensor (nil otherwise).
 func GGUFMetadata(c *Config) (meta []gguf.KV, ropeFreqs []float32, err error) {
 	switch c.Arch {
-	case "llama", "qwen2", "qwen3":
+	case "llama", "qwen2", "qwen3", "qwen3moe":
 	default:
-		return nil, nil, fmt.Errorf("model: architecture %q has no GGUF export (llama, qwen2, qwen3)", c.Arch)
+		return nil, nil, fmt.Errorf("model: architecture %q has no GGUF export (llama, qwen2, qwen3, qwen3moe)", c.Arch)
 	}
 	a := c.Arch + "."
 	meta = []gguf.KV{
@@ -145,6 +145,11 @@ func GGUFMetadata(c *Config) (meta []gguf.KV, ropeFreqs []float32, err error) {
 			return nil, nil, fmt.Errorf("model: rope_scaling %q has no GGUF form", rs.Kind())
 		}
 	}
+	moe, err := GGUFMoEMetadata(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	meta = append(meta, moe...)
 	for _, f := range factors {
 		ropeFreqs = append(ropeFreqs, float32(f))
 	}

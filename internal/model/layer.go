@@ -40,6 +40,8 @@ type LayerBuffers struct {
 	// PostAttnIn, PostMLPIn (optional, rows × hidden) and their scales PostAttnRms,
 	// PostMLPRms (rows): the o and down projections' outputs before the post norms (Gemma).
 	PostAttnIn, PostAttnRms, PostMLPIn, PostMLPRms []float32
+
+	MoE *MoEBuffers // a sparse layer's routing and experts' buffers (allocated when nil)
 }
 
 // LayerForward runs layer l over x (rows × hidden, one row per position in pos) in place, the
@@ -86,6 +88,10 @@ func (m *Model) LayerForward(l int, x []float32, pos []int, bf16 bool, b *LayerB
 	}
 	kernels.RMSNormRows(b.H2, b.Rms2, x, T, H, L.MLPNorm, eps)
 	h = b.H2[:T*H]
+	if L.MoE != nil {
+		m.moeForward(l, h, x, T, bf16, b)
+		return
+	}
 	g, u, act := b.Gate[:T*I], b.Up[:T*I], b.Act[:T*I]
 	L.gateUp.forward(bf16, h, T, b.Tmp, g, u)
 	adapt("gate_proj", h, g)

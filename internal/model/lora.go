@@ -149,7 +149,7 @@ func LoadLoRA(dir string, cfg *Config) (*LoRA, error) {
 		layer, _ := strconv.Atoi(m[1])
 		module, ab := m[3], m[4]
 		out, in, ok := ModuleShape(cfg, module)
-		if !ok || layer >= cfg.NumLayers {
+		if !ok || layer >= cfg.NumLayers || !cfg.HasModule(layer, module) {
 			return nil, fmt.Errorf("model: LoRA tensor %q does not match the model", name)
 		}
 		want := []int{ac.R, in}

@@ -49,6 +49,7 @@ type Layer struct {
 	QNorm, KNorm      []float32 // Qwen3: per-head RMSNorm weights (HeadDim)
 	// PostAttnNorm and PostMLPNorm (Gemma): RMSNorms of the attention and MLP outputs.
 	PostAttnNorm, PostMLPNorm []float32
+	MoE                       *MoELayer // routed experts in place of Gate/Up/Down (moe.go)
 
 	// qkv and gateUp pack q/k/v and gate/up together: one GEMM each per layer.
 	qkv, gateUp *fused
@@ -92,8 +93,12 @@ func (m *Model) Prepack() {
 	for i := range m.Layers {
 		L := &m.Layers[i]
 		L.qkv.packed()
-		L.gateUp.packed()
 		L.O.Packed()
+		if L.MoE != nil {
+			L.MoE.prepack()
+			continue
+		}
+		L.gateUp.packed()
 		L.Down.Packed()
 	}
 	m.LMHead.Packed()
@@ -195,6 +200,13 @@ func fromSource(cfg *Config, f tensorSource, opts LoadOptions) (*Model, error) {
 				return nil, err
 			}
 		}
+		if c.SparseLayer(i) {
+			if L.MoE, err = ld.moeLayer(p, c); err != nil {
+				return nil, err
+			}
+			L.qkv = fuse(&L.Q, &L.K, &L.V)
+			continue
+		}
 		if err = loadPostNorms(ld, c, p, L); err != nil {
 			return nil, err
 		}
@@ -287,8 +299,12 @@ func (m *Model) WeightBytes() int64 {
 			add(l)
 		}
 		packed(L.qkv.P)
-		packed(L.gateUp.P)
 		packed(L.qkv.pairs)
+		if L.MoE != nil {
+			n += L.MoE.bytes(packed)
+			continue
+		}
+		packed(L.gateUp.P)
 		packed(L.gateUp.pairs)
 	}
 	if m.LMHead.W.same(&m.Embed) {

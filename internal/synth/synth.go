@@ -64,13 +64,20 @@ type Options struct {
 	// QueryPreAttnScalar (gemma2, gemma3): query_pre_attn_scalar (24 in Tiny: not head_dim,
 	// so that tests notice it).
 	QueryPreAttnScalar float64
+
+	// qwen3moe (moe.go): Experts routed experts of width MoEIntermediate, ExpertsPerTok per
+	// token, top-k weights normalised unless DenseTopK (norm_topk_prob false), dense MLPs on
+	// MLPOnlyLayers.
+	Experts, ExpertsPerTok, MoEIntermediate int
+	DenseTopK                               bool
+	MLPOnlyLayers                           []int
 }
 
 // Tiny returns the options of a tiny model of the architecture, small enough for unit tests.
 func Tiny(arch string) Options {
 	o := Options{Arch: arch, Layers: 2, Hidden: 64, Heads: 4, KVHeads: 2, Intermediate: 128, Vocab: 512,
 		MaxPos: 512, RopeTheta: 10000, RMSNormEps: 1e-6, DType: "f32", Std: 0.02, Seed: 1}
-	if arch == "qwen3" {
+	if arch == "qwen3" || arch == "qwen3moe" {
 		o.HeadDim = 32 // Qwen3 sets head_dim independently of hidden/heads
 	}
 	if arch == "phi3" {
@@ -79,6 +86,7 @@ func Tiny(arch string) Options {
 	if arch == "gemma2" || arch == "gemma3" {
 		o.HeadDim, o.Tied, o.SlidingWindow, o.QueryPreAttnScalar = 32, true, 8, 24
 	}
+	moeDefaults(&o)
 	return o
 }
 
@@ -112,7 +120,7 @@ func Qwen25_05B() Options {
 func (o *Options) fill() error {
 	d := Tiny(o.Arch)
 	switch o.Arch {
-	case "llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3":
+	case "llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3":
 	case "":
 		return errors.New("synth: arch is required (llama, qwen2, qwen3, phi3, gemma2 or gemma3)")
 	default:
@@ -131,7 +139,7 @@ func (o *Options) fill() error {
 	setInt(&o.Vocab, d.Vocab)
 	setInt(&o.MaxPos, d.MaxPos)
 	if o.HeadDim == 0 {
-		if (o.Arch == "qwen3" || isGemma(o.Arch)) && o.Hidden == d.Hidden && o.Heads == d.Heads {
+		if (o.Arch == "qwen3" || o.Arch == "qwen3moe" || isGemma(o.Arch)) && o.Hidden == d.Hidden && o.Heads == d.Heads {
 			o.HeadDim = d.HeadDim
 		} else {
 			o.HeadDim = o.Hidden / o.Heads
@@ -162,7 +170,7 @@ func (o *Options) fill() error {
 		return fmt.Errorf("synth: heads (%d) must be a multiple of kv-heads (%d)", o.Heads, o.KVHeads)
 	case o.HeadDim%2 != 0:
 		return fmt.Errorf("synth: head dimension %d must be even", o.HeadDim)
-	case o.Arch != "qwen3" && !isGemma(o.Arch) && o.HeadDim*o.Heads != o.Hidden:
+	case o.Arch != "qwen3" && o.Arch != "qwen3moe" && !isGemma(o.Arch) && o.HeadDim*o.Heads != o.Hidden:
 		return fmt.Errorf("synth: hidden (%d) must equal heads × head_dim (%d × %d) for %s", o.Hidden, o.Heads, o.HeadDim, o.Arch)
 	case o.DType != "f32" && o.DType != "bf16":
 		return fmt.Errorf("synth: dtype %q (use f32 or bf16)", o.DType)
@@ -173,7 +181,8 @@ func (o *Options) fill() error {
 	case o.RopeScaling != "" && (o.RopeScaling != "llama3" || o.Arch != "llama"):
 		return fmt.Errorf("synth: rope scaling %q is only offered as llama3 on llama", o.RopeScaling)
 	}
-	return nil
+	moeDefaults(o)
+	return o.checkMoE()
 }
 
 // Special tokens of the synthetic tokenizer, in id order after the BPE vocabulary.
@@ -311,7 +320,7 @@ func Write(dir string, o Options) error {
 
 func configJSON(o *Options, bos, eos int) map[string]any {
 	archName := map[string]string{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-		"phi3": "Phi3ForCausalLM", "gemma2": "Gemma2ForCausalLM", "gemma3": "Gemma3ForCausalLM"}[o.Arch]
+		"qwen3moe": "Qwen3MoeForCausalLM", "phi3": "Phi3ForCausalLM", "gemma2": "Gemma2ForCausalLM", "gemma3": "Gemma3ForCausalLM"}[o.Arch]
 	dtype := "float32"
 	if o.DType == "bf16" {
 		dtype = "bfloat16"
@@ -365,6 +374,9 @@ func configJSON(o *Options, bos, eos int) map[string]any {
 		phi3Config(o, c)
 	case "gemma2", "gemma3":
 		gemmaConfig(o, c)
+	case "qwen3moe":
+		c["model_type"] = "qwen3_moe"
+		moeConfig(o, c)
 	}
 	return c
 }
@@ -418,12 +430,16 @@ func weights(o *Options) []safetensors.Tensor {
 			add(p+"self_attn.k_proj.bias", []int{kv}, bias)
 			add(p+"self_attn.v_proj.bias", []int{kv}, bias)
 		}
-		if o.Arch == "qwen3" {
+		if o.Arch == "qwen3" || o.Arch == "qwen3moe" {
 			add(p+"self_attn.q_norm.weight", []int{o.HeadDim}, norm)
 			add(p+"self_attn.k_norm.weight", []int{o.HeadDim}, norm)
 		}
 		add(p+"self_attn.o_proj.weight", []int{o.Hidden, qd}, deep)
 		add(p+"post_attention_layernorm.weight", []int{o.Hidden}, norm)
+		if o.sparse(l) {
+			moeWeights(o, p, add, normal, deep)
+			continue
+		}
 		add(p+"mlp.gate_proj.weight", []int{o.Intermediate, o.Hidden}, normal)
 		add(p+"mlp.up_proj.weight", []int{o.Intermediate, o.Hidden}, normal)
 		add(p+"mlp.down_proj.weight", []int{o.Hidden, o.Intermediate}, deep)

@@ -13,7 +13,7 @@ import (
 )
 
 func TestWriteLoadsEveryArch(t *testing.T) {
-	for _, arch := range []string{"llama", "qwen2", "qwen3"} {
+	for _, arch := range []string{"llama", "qwen2", "qwen3", "qwen3moe"} {
 		t.Run(arch, func(t *testing.T) {
 			dir := t.TempDir()
 			o := synth.Tiny(arch)

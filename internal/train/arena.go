@@ -33,6 +33,9 @@ func sizeClass(n int) int {
 
 // raw returns a buffer of n floats with undefined contents.
 func (a *arena) raw(n int) []float32 {
+	if n == 0 {
+		return nil // no buffer: drop and the releases never see an empty one
+	}
 	if a == nil {
 		return make([]float32, n)
 	}

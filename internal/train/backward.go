@@ -295,6 +295,9 @@ func (e *Trainer) layerForward(ac *acts, x []float32) {
 	qd, kvd := ac.qd, ac.kvd
 	ar := ac.ar
 	b := &ac.LayerBuffers
+	if e.M.Layers[ac.layer].MoE != nil {
+		I, b.MoE = 0, e.newMoEBuffers(ac) // routed experts instead of the dense MLP
+	}
 	b.H1, b.Rms1 = ar.raw(T*H), ar.raw(T)
 	b.Q, b.K, b.V = ar.raw(T*qd), ar.raw(T*kvd), ar.raw(T*kvd)
 	if e.M.Layers[ac.layer].QNorm != nil {
@@ -315,6 +318,7 @@ func (e *Trainer) layerForward(ac *acts, x []float32) {
 	e.M.LayerForward(ac.layer, x, ac.pos, e.BF16, b, ac, func() { e.attention(ac) })
 	ar.drop(b.Act, b.Tmp, b.Out)
 	b.Act, b.Tmp, b.Out = nil, nil, nil
+	e.dropMoEScratch(ac)
 }
 
 // attention computes causal attention within segments, in blocks of rows, from ac.Q, K and V
@@ -414,31 +418,33 @@ func (e *Trainer) layerBackward(ac *acts, xin, dout []float32, needInput bool) [
 	eps := float32(c.RMSNormEps)
 	// MLP: x_out = x_mid + down(silu(g)·u).
 	ar := ac.ar
-	dmm := ar.get(T * I)
-	mm := ar.raw(T * I)
-	dg, du := ar.raw(T*I), ar.raw(T*I)
-	if c.GeluTanh {
-		geluForward(mm, ac.Gate, ac.Up)
-		e.linearBackward(ac, &L.Down, "down_proj", mm, postNormBackward(ar, dout, ac.PostMLPIn, ac.PostMLPRms, L.PostMLPNorm, T, H), dmm)
-		geluBackward(dg, du, dmm, ac.Gate, ac.Up, T, I)
+	var dh2 []float32
+	if L.MoE != nil {
+		dh2 = e.moeBackward(ac, dout) // routed experts (moe_backward.go)
 	} else {
-		kernels.SwiGLUFromExp(mm, ac.ExpGate, ac.Gate, ac.Up)
-		e.linearBackward(ac, &L.Down, "down_proj", mm, dout, dmm)
-	}
-	kernels.ParallelFor(T, 16, func(r int) {
+		dmm := ar.get(T * I)
+		mm := ar.raw(T * I)
+		dg, du := ar.raw(T*I), ar.raw(T*I)
 		if c.GeluTanh {
-			return
+			geluForward(mm, ac.Gate, ac.Up)
+			e.linearBackward(ac, &L.Down, "down_proj", mm, postNormBackward(ar, dout, ac.PostMLPIn, ac.PostMLPRms, L.PostMLPNorm, T, H), dmm)
+			geluBackward(dg, du, dmm, ac.Gate, ac.Up, T, I)
+		} else {
+			kernels.SwiGLUFromExp(mm, ac.ExpGate, ac.Gate, ac.Up)
+			e.linearBackward(ac, &L.Down, "down_proj", mm, dout, dmm)
+			kernels.ParallelFor(T, 16, func(r int) {
+				for i := r * I; i < (r+1)*I; i++ {
+					g, sig := ac.Gate[i], 1/(1+ac.ExpGate[i])
+					du[i] = dmm[i] * g * sig
+					dg[i] = dmm[i] * ac.Up[i] * sig * (1 + g*(1-sig))
+				}
+			})
 		}
-		for i := r * I; i < (r+1)*I; i++ {
-			g, sig := ac.Gate[i], 1/(1+ac.ExpGate[i])
-			du[i] = dmm[i] * g * sig
-			dg[i] = dmm[i] * ac.Up[i] * sig * (1 + g*(1-sig))
-		}
-	})
-	dh2 := ar.get(T * H)
-	e.linearBackward(ac, &L.Gate, "gate_proj", ac.H2, dg, dh2)
-	e.linearBackward(ac, &L.Up, "up_proj", ac.H2, du, dh2)
-	e.fusedBackward(ac, "gate_up_proj", ac.H2, dh2, dg, du)
+		dh2 = ar.get(T * H)
+		e.linearBackward(ac, &L.Gate, "gate_proj", ac.H2, dg, dh2)
+		e.linearBackward(ac, &L.Up, "up_proj", ac.H2, du, dh2)
+		e.fusedBackward(ac, "gate_up_proj", ac.H2, dh2, dg, du)
+	}
 	dxmid := ar.clone(dout)
 	rmsNormBackward(dxmid, dh2, ac.XMid, ac.Rms2, T, H, L.MLPNorm, true)
 	// Attention: x_mid = x_in + o(attn).

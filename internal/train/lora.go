@@ -40,10 +40,15 @@ func (c *LoRAConfig) defaults() {
 // NewLoRA makes a fresh adapter for cfg as PEFT initialises one: A uniform in ±1/√in
 // (Kaiming-uniform with a=√5) and B zero, so the adapted model starts equal to the base.
 func NewLoRA(cfg *model.Config, c LoRAConfig) (*model.LoRA, error) {
-	if len(c.Targets) == 0 {
+	defaulted := len(c.Targets) == 0
+	if defaulted {
 		c.Targets = model.TargetModules(cfg)
 	}
 	c.defaults()
+	var err error
+	if c.Targets, err = moeTargets(cfg, c.Targets, defaulted); err != nil {
+		return nil, err
+	}
 	for _, t := range c.Targets {
 		if _, _, ok := model.ModuleShape(cfg, t); !ok {
 			return nil, fmt.Errorf("train: unknown LoRA target module %q (use %v)", t, model.TargetModules(cfg))

@@ -1,0 +1,143 @@
+package train
+
+import (
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/honeai/hone/internal/model"
+	"github.com/honeai/hone/internal/synth"
+)
+
+// moeGoldenModel is the model of scripts/train-goldens/qwen3moe.sh (`hone models synth --arch
+// qwen3moe --std 0.2 --layers 3 --mlp-only-layers 1`); keep in step.
+func moeGoldenModel() synth.Options {
+	o := synth.Tiny("qwen3moe")
+	o.Std, o.Layers, o.MLPOnlyLayers = 0.2, 3, []int{1}
+	return o
+}
+
+// TestQwen3MoEGradientsMatchPyTorch: on a Qwen3-MoE (layers 0 and 2 routed, layer 1 dense),
+// the attention adapters' gradients of a weighted next-token loss agree with PyTorch + peft
+// (float64): the gradient reaches layers 0 and 1 through the experts and through the routing
+// weights of the frozen routers.
+func TestQwen3MoEGradientsMatchPyTorch(t *testing.T) {
+	f, err := os.Open("testdata/golden-qwen3moe/grads.json.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(zr)
+	var g struct {
+		WeightsSHA256 string               `json:"weights_sha256"`
+		Tokens        []int                `json:"tokens"`
+		Weights       []float64            `json:"weights"`
+		Loss          float64              `json:"loss"`
+		Grads         map[string][]float64 `json:"grads"`
+	}
+	if err := json.Unmarshal(raw, &g); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "m")
+	if err := synth.Write(dir, moeGoldenModel()); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, "model.safetensors"))
+	sum := sha256.Sum256(data)
+	if got := hex.EncodeToString(sum[:]); got != g.WeightsSHA256 {
+		t.Fatalf("synth wrote other weights than the goldens were made from: rerun scripts/train-goldens/qwen3moe.sh")
+	}
+	m, err := model.Load(dir, model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := model.LoadLoRA("testdata/golden-qwen3moe/adapter", &m.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, recompute := range []bool{false, true} {
+		e, err := NewTrainer(m, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Recompute = recompute
+		w := make([]float32, len(g.Tokens))
+		for i, v := range g.Weights {
+			w[i] = float32(v)
+		}
+		st := e.ForwardBackward(Seq{Tokens: g.Tokens}, weightedNLL(w))
+		loss := 0.0
+		for i, v := range g.Weights {
+			loss -= v * float64(st.Logp[i])
+		}
+		if math.Abs(loss-g.Loss) > 1e-5*math.Abs(g.Loss) {
+			t.Fatalf("loss %.7f, PyTorch %.7f", loss, g.Loss)
+		}
+		checked, worst := 0, 0.0
+		for l, layer := range e.G.Layers {
+			for mod, p := range layer {
+				for _, ab := range []string{"A", "B"} {
+					want, ok := g.Grads[peftTensor(l, mod, ab)]
+					if !ok {
+						t.Fatalf("no golden for %s", peftTensor(l, mod, ab))
+					}
+					got := p.A
+					if ab == "B" {
+						got = p.B
+					}
+					scale := 0.0
+					for _, v := range want {
+						scale = math.Max(scale, math.Abs(v))
+					}
+					for i := range want {
+						d := math.Abs(float64(got[i]) - want[i])
+						worst = math.Max(worst, d/scale)
+						if d > 1e-4*scale+1e-6 {
+							t.Fatalf("%s[%d] = %.7g, PyTorch %.7g (tensor max %.3g)", peftTensor(l, mod, ab), i, got[i], want[i], scale)
+						}
+					}
+					checked++
+				}
+			}
+		}
+		if checked != len(g.Grads) {
+			t.Fatalf("checked %d tensors of %d", checked, len(g.Grads))
+		}
+		t.Logf("recompute %v: %d gradient tensors, worst difference %.2g of the tensor's largest", recompute, checked, worst)
+	}
+}
+
+// TestQwen3MoELoRATargets: a fresh adapter of a Qwen3-MoE adapts the attention by default,
+// and an explicit expert-side target is refused by name.
+func TestQwen3MoELoRATargets(t *testing.T) {
+	o := moeGoldenModel()
+	dir := filepath.Join(t.TempDir(), "m")
+	if err := synth.Write(dir, o); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := model.LoadConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewLoRA(cfg, LoRAConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(a.Targets, ",") != "q_proj,k_proj,v_proj,o_proj" || a.Layers[0]["gate_proj"] != nil {
+		t.Fatalf("targets %v", a.Targets)
+	}
+	if _, err := NewLoRA(cfg, LoRAConfig{Targets: []string{"q_proj", "down_proj"}}); err == nil || !strings.Contains(err.Error(), "down_proj") {
+		t.Fatalf("explicit down_proj target: %v", err)
+	}
+}
