@@ -25,21 +25,34 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/honeai/hone/internal/apierror"
 	"github.com/honeai/hone/internal/openapi"
 )
 
 //go:embed assets
 var embedded embed.FS
 
-// Pages are the UI's path patterns (ServeMux syntax) that answer index.html.
+// Pages are the UI's path patterns (ServeMux syntax) that answer index.html. The project
+// pages (ProjectPages, under /{entity}/{project}/) are one least-specific pattern, so that
+// no API route of three or more segments (W&B's /artifacts/{entity}/{md5}) can clash with
+// them; any other path under it is the API's JSON 404.
 var Pages = []string{
 	"/{$}",
 	"/playground",
-	"/{entity}/{project}/weave",
-	"/{entity}/{project}/weave/{view...}",
-	"/{entity}/{project}/r/call/{id}",
-	"/{entity}/{project}/training",
-	"/{entity}/{project}/training/{view...}",
+}
+
+// ProjectPages are the UI's pages under /{entity}/{project}/: a page is its first segment
+// alone or, when it ends in "/", the segment and anything after it.
+var ProjectPages = []string{"weave", "weave/", "r/call/", "training", "training/"}
+
+// isProjectPage reports whether rest (what follows /{entity}/{project}/) is a UI page.
+func isProjectPage(rest string) bool {
+	for _, p := range ProjectPages {
+		if rest == p || strings.HasSuffix(p, "/") && strings.HasPrefix(rest, p) && len(rest) > len(p) {
+			return true
+		}
+	}
+	return false
 }
 
 // Router is what Register needs from the router (httpx.Router).
@@ -175,6 +188,13 @@ func Register(r Router) error {
 	for _, p := range Pages {
 		r.HandleFunc("GET "+p, a.ServeIndex, doc("Hone Studio (web UI) page"))
 	}
+	r.HandleFunc("GET /{entity}/{project}/{rest...}", func(w http.ResponseWriter, req *http.Request) {
+		if !isProjectPage(req.PathValue("rest")) {
+			apierror.WriteError(w, apierror.NotFound("", "Not Found: no route for %s %s", req.Method, req.URL.Path))
+			return
+		}
+		a.ServeIndex(w, req)
+	}, doc("Hone Studio (web UI) project page: weave, weave/..., r/call/{id}, training, training/..."))
 	r.HandleFunc("GET /studio/{hash}/static/{file...}", a.ServeAsset, doc("Hone Studio asset (immutable, named by the build's asset digest)"))
 	return nil
 }
