@@ -188,8 +188,10 @@ func (s *system) startWorkers(ctx context.Context) {
 	}()
 }
 
-// stopWorkers stops the training workers and waits for them: a running job is abandoned
-// to its lease and runs again elsewhere.
+// stopWorkers stops the training workers and waits for them: a running job stops at its
+// next step boundary and is handed back to the queue at once (jobs.Queue.Release), to run
+// again on the next start or on another worker. close unmaps the models only after this,
+// and each model waits for its remaining users (serving.Served.Acquire) besides.
 func (s *system) stopWorkers() {
 	if s.stopWorking != nil {
 		s.stopWorking()

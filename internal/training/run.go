@@ -76,6 +76,12 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 	if base.Template == nil {
 		return nil, fmt.Errorf("the base model %s has no chat template", m.BaseModel)
 	}
+	// The weights stay mapped until this run has stopped, however the process shuts down.
+	release, err := base.Acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	chat := &train.ChatTokenizer{Template: base.Template, Tok: base.Tok, Special: base.Tok.Config().SpecialTokens, Vocab: base.Model.Config.VocabSize}
 	step := 0
 	var opt *train.AdamW
