@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/honeai/hone/internal/safetensors"
 )
 
 // TestDemoModelInterruptedWrite: a first start killed while writing the demo model left
@@ -172,6 +175,60 @@ func TestWorkerSIGTERMDuringTraining(t *testing.T) {
 		code, _, body := do(t, "GET", s.url+"/v1/preview/training-jobs/"+job, bearer, "")
 		if j := jsonOf(t, code, body, 200); j["status"] != "QUEUED" {
 			t.Fatalf("after SIGTERM %d the job is %v, not queued again", i+1, j["status"])
+		}
+	}
+}
+
+// TestDivergenceRefused: hyperparameters that can only diverge are a 400 naming the field
+// when the job is created; a checkpoint whose values are not finite (as a Hone that did not
+// check could write) is answered with a 400 naming it, with or without logprobs, and logged,
+// never a 500 or NUL characters.
+func TestDivergenceRefused(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir)
+	bearer := "Bearer " + initialKey(t, dir)
+	u := s.url + "/v1/preview"
+	code, _, body := do(t, "POST", u+"/models", bearer, `{"project":"p","name":"nan","base_model":"demo"}`)
+	id := jsonOf(t, code, body, 200)["id"].(string)
+	code, _, body = do(t, "POST", u+"/files", bearer, sftData)
+	url := jsonOf(t, code, body, 200)["url"].(string)
+	for _, tc := range []struct{ body, param string }{
+		{`"config":{"learning_rate":1e308}`, "config.learning_rate"},
+		{`"experimental_config":{"weight_decay":1e308}`, "experimental_config.weight_decay"},
+		{`"experimental_config":{"weight_decay":-1e308}`, "experimental_config.weight_decay"},
+		{`"experimental_config":{"max_grad_norm":1e308}`, "experimental_config.max_grad_norm"},
+	} {
+		code, _, body = do(t, "POST", u+"/sft-training-jobs", bearer, `{"model_id":"`+id+`","training_data_url":"`+url+`",`+tc.body+`}`)
+		if e := envelope(t, body); code != 400 || e.Param == nil || *e.Param != tc.param {
+			t.Fatalf("%s: %d %s", tc.body, code, body)
+		}
+	}
+	code, _, body = do(t, "POST", u+"/sft-training-jobs", bearer, `{"model_id":"`+id+`","training_data_url":"`+url+`"}`)
+	job := jsonOf(t, code, body, 200)["id"].(string)
+	if j := waitJob(t, s, bearer, job); j["status"] != "SUCCEEDED" {
+		t.Fatalf("job %v", j)
+	}
+	path := filepath.Join(dir, "checkpoints", id, "step1", "adapter_model.safetensors")
+	f, err := safetensors.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts []safetensors.Tensor
+	for _, name := range f.Names() {
+		tn, _ := f.Tensor(name)
+		v, _ := tn.F32()
+		v = append([]float32(nil), v...)
+		v[0] = float32(math.NaN())
+		ts = append(ts, safetensors.FromF32(name, tn.Shape, v))
+	}
+	f.Close()
+	if err := safetensors.Write(path, ts, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, extra := range []string{``, `,"logprobs":true,"top_logprobs":2`} {
+		code, _, body = do(t, "POST", s.url+"/v1/chat/completions", bearer, `{"model":"local/p/nan:step1","messages":[{"role":"user","content":"hi"}],"max_tokens":4`+extra+`}`)
+		if e := envelope(t, body); code != 400 || !strings.Contains(e.Message, "not finite") || strings.Contains(string(body), `\u0000`) {
+			t.Fatalf("chat with a non-finite checkpoint: %d %s", code, body)
 		}
 	}
 }

@@ -465,7 +465,7 @@ func (q *Queue) AddEvent(ctx context.Context, jobID, typ string, data any) (Even
 
 // addEventTx appends an event inside tx; the caller wakes followers (notify) after commit.
 func (q *Queue) addEventTx(ctx context.Context, tx *db.Tx, jobID, typ string, data any) (Event, error) {
-	js, err := json.Marshal(data)
+	js, err := encodeEvent(data)
 	if err != nil {
 		return Event{}, err
 	}
