@@ -82,4 +82,3 @@ func TestDivergedTrainingStops(t *testing.T) {
 		t.Fatalf("NaN loss: %v", err)
 	}
 }
-
