@@ -422,9 +422,17 @@ func (q *Queue) Finish(ctx context.Context, id, owner, status, errMsg string, st
 // is shutting down cleanly: the job is queued again (not left to its lease), the
 // interrupted attempt does not count towards MaxAttempts, and a training_interrupted event
 // marks it, in one transaction.
-func (q *Queue) Release(ctx context.Context, id, owner string, attempt int) error {
-	msg := fmt.Sprintf("attempt %d was stopped by a shutdown of its worker; the job is queued again", attempt)
+//
+// claimAttempts is the job's Attempts as claimed; the event's attempt numbers every run of
+// the job, interrupted ones included (1, 2, 3, ...).
+func (q *Queue) Release(ctx context.Context, id, owner string, claimAttempts int) error {
 	err := q.db.WriteTx(ctx, func(tx *db.Tx) error {
+		var before int
+		if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM train_job_events WHERE job_id = ? AND type = ?`, id, EventInterrupted).Scan(&before); err != nil {
+			return err
+		}
+		attempt := before + claimAttempts
+		msg := fmt.Sprintf("attempt %d was stopped by a shutdown of its worker; the job is queued again", attempt)
 		res, err := tx.Exec(ctx, `UPDATE train_jobs SET status = ?, lease_owner = NULL, lease_until = NULL,
 			attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END
 			WHERE id = ? AND lease_owner = ? AND status = ?`, Queued, id, owner, Running)

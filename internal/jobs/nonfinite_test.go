@@ -2,7 +2,9 @@ package jobs
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/honeai/hone/internal/db"
@@ -74,7 +76,7 @@ func TestReleaseRequeuesAtOnce(t *testing.T) {
 			t.Fatal("released a job that is not running")
 		}
 		evs, _, _ := q.Events(ctx, j.ID, "", 100)
-		if len(evs) != q.MaxAttempts+2 || evs[0].Type != EventInterrupted {
+		if len(evs) != q.MaxAttempts+2 || evs[0].Type != EventInterrupted || !strings.Contains(string(evs[len(evs)-1].Data), fmt.Sprintf(`"attempt":%d`, q.MaxAttempts+2)) {
 			t.Fatalf("events %+v", evs)
 		}
 	})
