@@ -2,7 +2,8 @@
 // workers (in the API server or in `hone worker` processes on the same store) claim queued jobs
 // under a lease that they renew while running; a job whose worker died is put back in the queue
 // when its lease expires (and failed after MaxAttempts), so a job is never lost and never runs
-// twice at once. At most one job per model runs at a time: training steps serialise.
+// twice at once; a worker that shuts down cleanly hands its job back at once (Release), without
+// counting the attempt. At most one job per model runs at a time: training steps serialise.
 package jobs
 
 import (
