@@ -503,6 +503,15 @@ var (
 	binaryErr  error
 )
 
+// TestMain removes the binary buildBinary built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binaryPath != "" {
+		os.RemoveAll(filepath.Dir(binaryPath))
+	}
+	os.Exit(code)
+}
+
 // buildBinary builds the hone binary once per test run.
 func buildBinary(t *testing.T) string {
 	t.Helper()
