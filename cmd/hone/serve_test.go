@@ -459,10 +459,7 @@ func TestBinaryStopsOnSIGTERM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "hone")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 	if out, err := exec.Command(bin, "version").Output(); err != nil || !strings.HasPrefix(string(out), "hone ") {
 		t.Fatalf("version: %q %v", out, err)
 	}
@@ -498,4 +495,39 @@ func TestBinaryStopsOnSIGTERM(t *testing.T) {
 	if strings.Contains(stderr.String(), key) {
 		t.Fatal("the key appears in the logs")
 	}
+}
+
+var (
+	binaryOnce sync.Once
+	binaryPath string
+	binaryErr  error
+)
+
+// TestMain removes the binary buildBinary built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binaryPath != "" {
+		os.RemoveAll(filepath.Dir(binaryPath))
+	}
+	os.Exit(code)
+}
+
+// buildBinary builds the hone binary once per test run.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	binaryOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "hone-bin-")
+		if err != nil {
+			binaryErr = err
+			return
+		}
+		binaryPath = filepath.Join(dir, "hone")
+		if out, err := exec.Command("go", "build", "-o", binaryPath, ".").CombinedOutput(); err != nil {
+			binaryErr = fmt.Errorf("build: %v\n%s", err, out)
+		}
+	})
+	if binaryErr != nil {
+		t.Fatal(binaryErr)
+	}
+	return binaryPath
 }

@@ -136,10 +136,11 @@ func (s *system) loadModels() error {
 		return s.checkToolParsers()
 	}
 	dir := filepath.Join(s.cfg.DataDir, "models", "demo")
-	if !model.ModelDirExists(dir) {
-		if err := synth.Write(dir, synth.Demo()); err != nil {
-			return fmt.Errorf("writing the demo model: %w", err)
-		}
+	wrote, err := ensureDemoModel(dir, s.log)
+	if err != nil {
+		return fmt.Errorf("writing the demo model: %w", err)
+	}
+	if wrote {
 		fmt.Fprintf(s.stdout, "wrote the demo model (random weights) to %s\n", dir)
 	}
 	m, err := serving.Load("demo", dir, opts, now)
@@ -187,8 +188,10 @@ func (s *system) startWorkers(ctx context.Context) {
 	}()
 }
 
-// stopWorkers stops the training workers and waits for them: a running job is abandoned
-// to its lease and runs again elsewhere.
+// stopWorkers stops the training workers and waits for them: a running job stops at its
+// next step boundary and is handed back to the queue at once (jobs.Queue.Release), to run
+// again on the next start or on another worker. close unmaps the models only after this,
+// and each model waits for its remaining users (serving.Served.Acquire) besides.
 func (s *system) stopWorkers() {
 	if s.stopWorking != nil {
 		s.stopWorking()
@@ -259,4 +262,66 @@ func (s *system) checkToolParsers() error {
 		}
 	}
 	return nil
+}
+
+// demoTmpPrefix begins the name of the directory the demo model is written into before it is
+// renamed to its place.
+const demoTmpPrefix = ".tmp-demo-"
+
+// demoComplete lists the files a whole demo model directory has.
+var demoComplete = []string{"config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}
+
+// ensureDemoModel writes the demo model to dir unless a whole one is there: into a temporary
+// directory beside it, renamed into place once complete, so that a process killed while
+// writing leaves no half-written model. What an interrupted write left (a temporary
+// directory, or a dir missing files, as versions that wrote in place could leave) is removed
+// first. It reports whether it wrote the model.
+func ensureDemoModel(dir string, log *slog.Logger) (bool, error) {
+	parent := filepath.Dir(dir)
+	if leftovers, _ := filepath.Glob(filepath.Join(parent, demoTmpPrefix+"*")); len(leftovers) > 0 {
+		for _, l := range leftovers {
+			log.Warn("removing an interrupted write of the demo model", "path", l)
+			if err := os.RemoveAll(l); err != nil {
+				return false, err
+			}
+		}
+	}
+	if _, err := os.Stat(dir); err == nil {
+		missing := ""
+		for _, f := range demoComplete {
+			if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+				missing = f
+				break
+			}
+		}
+		if missing == "" {
+			return false, nil
+		}
+		log.Warn("the demo model directory is incomplete (an interrupted write); writing it again", "dir", dir, "missing", missing)
+		if err := os.RemoveAll(dir); err != nil {
+			return false, err
+		}
+	}
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return false, err
+	}
+	tmp, err := os.MkdirTemp(parent, demoTmpPrefix)
+	if err != nil {
+		return false, err
+	}
+	defer os.RemoveAll(tmp) // gone after the rename; left by a failure
+	if err := synth.Write(tmp, synth.Demo()); err != nil {
+		return false, err
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return false, err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return false, err
+	}
+	if d, err := os.Open(parent); err == nil { // the rename survives a crash
+		_ = d.Sync()
+		d.Close()
+	}
+	return true, nil
 }

@@ -598,6 +598,13 @@ func watchJob(ctx context.Context, c *client, id string, stdout, stderr io.Write
 			} else {
 				fmt.Fprintf(stdout, "step %d/%d %s\n", done, total, metricLine(ev.Data, time.Since(start)))
 			}
+		case "training_interrupted":
+			msg, _ := ev.Data["message"].(string)
+			if tty && done > 0 {
+				fmt.Fprintln(stdout)
+			}
+			fmt.Fprintln(stdout, msg)
+			done = 0 // the next attempt starts from the first step
 		case "group_skipped":
 			msg, _ := ev.Data["message"].(string)
 			if tty && done > 0 {
@@ -660,6 +667,8 @@ func metricLine(m map[string]any, elapsed time.Duration) string {
 	for _, k := range keys {
 		if v, ok := m[k].(float64); ok && want[k] {
 			parts = append(parts, fmt.Sprintf("%s %.4g", k, v))
+		} else if s, ok := m[k].(string); ok && want[k] { // "NaN", "Infinity": a diverged step
+			parts = append(parts, k+" "+s)
 		}
 	}
 	return strings.Join(parts, "  ") + fmt.Sprintf("  (%s)", elapsed.Round(time.Second))

@@ -17,6 +17,7 @@ import (
 	"github.com/honeai/hone/internal/apierror"
 	"github.com/honeai/hone/internal/auth"
 	"github.com/honeai/hone/internal/chattemplate"
+	"github.com/honeai/hone/internal/fault"
 	"github.com/honeai/hone/internal/httpx"
 	"github.com/honeai/hone/internal/inference"
 	"github.com/honeai/hone/internal/model"
@@ -328,6 +329,13 @@ func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 		a.trace(r, run, resp, "the client went away before the completion finished")
 		return
 	}
+	if run.failed() {
+		err := fault.Invalid("model", "the model %s produced non-finite logits (NaN or infinity), so no token can be sampled: its weights or adapter are broken (for a trained checkpoint: its training diverged)", run.pr.name)
+		a.Logger.ErrorContext(r.Context(), "chat completion failed: non-finite logits", "model", run.pr.name)
+		a.trace(r, run, resp, err.Error())
+		apierror.Write(w, r, err)
+		return
+	}
 	a.trace(r, run, resp, "")
 	httpx.WriteJSON(w, http.StatusOK, resp)
 }
@@ -547,6 +555,16 @@ func (ru *run) usage() Usage {
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	return u
+}
+
+// failed reports whether a choice ended with an engine error (non-finite logits).
+func (ru *run) failed() bool {
+	for _, c := range ru.choices {
+		if c.finish == inference.FinishError {
+			return true
+		}
+	}
+	return false
 }
 
 func (ru *run) collect() *Response {

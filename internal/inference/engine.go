@@ -140,6 +140,20 @@ func repeatsWith(tokens []int, size, count int) bool {
 	return true
 }
 
+// FinishError ends a choice whose logits were not finite (NaN or +Inf: broken weights).
+const FinishError = "error"
+
+// nonFiniteLogits counts the logits that are NaN or +Inf (-Inf is a masked token).
+func nonFiniteLogits(raw []float32) int {
+	n := 0
+	for _, v := range raw {
+		if v != v || v > math.MaxFloat32 {
+			n++
+		}
+	}
+	return n
+}
+
 // Event is something that happened to one choice of a request.
 type Event struct {
 	Choice int
@@ -149,7 +163,7 @@ type Event struct {
 	Logprob  float32
 	Rank     int
 	Top      []sample.TopLogprob
-	// Finish is "", "stop", "length", "abort" or "repetition"; StopReason is the stop token
+	// Finish is "", "stop", "length", "abort", "repetition" or "error" (FinishError); StopReason is the stop token
 	// id (int) or nil.
 	Finish     string
 	StopReason any
@@ -729,6 +743,18 @@ func (e *Engine) promptLogprobs(c *choice, start int, tokens []int, logits [][]f
 // sampleNext samples the next token of c from raw logits and checks stop conditions.
 func (e *Engine) sampleNext(c *choice, raw []float32) {
 	req := c.h.req
+	if bad := nonFiniteLogits(raw); bad > 0 {
+		// Broken weights (an adapter of training that diverged): nothing can be sampled
+		// from NaN. The choice ends with "error", which the API answers as such.
+		adapter := ""
+		if req.Adapter != nil {
+			adapter = req.Adapter.Name
+		}
+		e.log.Error("inference: non-finite logits; the choice ends with an error", "adapter", adapter,
+			"non_finite", bad, "vocab", len(raw), "generated", len(c.output))
+		e.finish(c, FinishError, nil)
+		return
+	}
 	ev := Event{Choice: c.index, HasToken: true}
 	var rawCopy []float32
 	if req.Logprobs {

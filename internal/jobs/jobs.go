@@ -2,7 +2,8 @@
 // workers (in the API server or in `hone worker` processes on the same store) claim queued jobs
 // under a lease that they renew while running; a job whose worker died is put back in the queue
 // when its lease expires (and failed after MaxAttempts), so a job is never lost and never runs
-// twice at once. At most one job per model runs at a time: training steps serialise.
+// twice at once; a worker that shuts down cleanly hands its job back at once (Release), without
+// counting the attempt. At most one job per model runs at a time: training steps serialise.
 package jobs
 
 import (
@@ -70,6 +71,10 @@ const (
 	EventGroupSkipped = "group_skipped"
 	EventEnded        = "training_ended"
 	EventFailed       = "training_failed"
+	// EventInterrupted marks the end of an attempt that a worker's clean shutdown stopped
+	// at a step boundary: {attempt, message}; the job is queued again at once and runs
+	// from its start (the steps before it made no checkpoint).
+	EventInterrupted = "training_interrupted"
 )
 
 // ErrNotFound is returned for an unknown job or event cursor.
@@ -414,6 +419,44 @@ func (q *Queue) Finish(ctx context.Context, id, owner, status, errMsg string, st
 	return nil
 }
 
+// Release hands a running job held by owner back to the queue at once, because its worker
+// is shutting down cleanly: the job is queued again (not left to its lease), the
+// interrupted attempt does not count towards MaxAttempts, and a training_interrupted event
+// marks it, in one transaction.
+//
+// claimAttempts is the job's Attempts as claimed; the event's attempt numbers every run of
+// the job, interrupted ones included (1, 2, 3, ...).
+func (q *Queue) Release(ctx context.Context, id, owner string, claimAttempts int) error {
+	err := q.db.WriteTx(ctx, func(tx *db.Tx) error {
+		var before int
+		if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM train_job_events WHERE job_id = ? AND type = ?`, id, EventInterrupted).Scan(&before); err != nil {
+			return err
+		}
+		attempt := before + claimAttempts
+		msg := fmt.Sprintf("attempt %d was stopped by a shutdown of its worker; the job is queued again", attempt)
+		res, err := tx.Exec(ctx, `UPDATE train_jobs SET status = ?, lease_owner = NULL, lease_until = NULL,
+			attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END
+			WHERE id = ? AND lease_owner = ? AND status = ?`, Queued, id, owner, Running)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return fmt.Errorf("jobs: lost the lease on job %s", id)
+		}
+		_, err = q.addEventTx(ctx, tx, id, EventInterrupted, map[string]any{"attempt": attempt, "message": msg})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	q.notify(id)
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
 // AddEvent appends an event to a job and wakes its followers.
 func (q *Queue) AddEvent(ctx context.Context, jobID, typ string, data any) (Event, error) {
 	var ev Event
@@ -431,7 +474,7 @@ func (q *Queue) AddEvent(ctx context.Context, jobID, typ string, data any) (Even
 
 // addEventTx appends an event inside tx; the caller wakes followers (notify) after commit.
 func (q *Queue) addEventTx(ctx context.Context, tx *db.Tx, jobID, typ string, data any) (Event, error) {
-	js, err := json.Marshal(data)
+	js, err := encodeEvent(data)
 	if err != nil {
 		return Event{}, err
 	}
@@ -545,6 +588,9 @@ func (q *Queue) worker(ctx context.Context, owner string, run Runner, log *slog.
 }
 
 func (q *Queue) runOne(ctx context.Context, j Job, owner string, run Runner, log *slog.Logger) {
+	// The store writes of the job (events, its end, handing it back) must land while the
+	// process shuts down, after ctx ends.
+	wctx := context.WithoutCancel(ctx)
 	jctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cancelled := false
@@ -557,12 +603,14 @@ func (q *Queue) runOne(ctx context.Context, j Job, owner string, run Runner, log
 			select {
 			case <-done:
 				return
+			case <-jctx.Done():
+				return
 			case <-t.C:
-				if !q.Renew(ctx, j.ID, owner) {
+				if !q.Renew(jctx, j.ID, owner) {
 					cancel()
 					return
 				}
-				if q.CancelRequested(ctx, j.ID) {
+				if q.CancelRequested(jctx, j.ID) {
 					mu.Lock()
 					cancelled = true
 					mu.Unlock()
@@ -574,30 +622,38 @@ func (q *Queue) runOne(ctx context.Context, j Job, owner string, run Runner, log
 	start := time.Now()
 	log.Info("jobs: running", "job", j.ID, "kind", j.Kind, "model", j.ModelID, "attempt", j.Attempts)
 	step, err := run(jctx, j, func(typ string, data any) {
-		if _, err := q.AddEvent(ctx, j.ID, typ, data); err != nil {
-			log.Error("jobs: event not recorded", "job", j.ID, "err", err)
+		if _, err := q.AddEvent(wctx, j.ID, typ, data); err != nil {
+			log.Error("jobs: event not recorded", "job", j.ID, "type", typ, "err", err)
 		}
 	})
 	close(done)
 	mu.Lock()
-	wasCancelled := cancelled || q.CancelRequested(ctx, j.ID)
+	wasCancelled := cancelled || q.CancelRequested(wctx, j.ID)
 	mu.Unlock()
-	if ctx.Err() != nil {
-		return // shutting down: the lease expires and the job runs again
-	}
 	switch {
 	case err == nil:
-		if ferr := q.Finish(ctx, j.ID, owner, Succeeded, "", step); ferr != nil {
+		// Finished (its checkpoint saved), even when the shutdown came meanwhile.
+		if ferr := q.Finish(wctx, j.ID, owner, Succeeded, "", step); ferr != nil {
 			log.Error("jobs: not finished", "job", j.ID, "err", ferr)
 		}
 		log.Info("jobs: succeeded", "job", j.ID, "seconds", time.Since(start).Seconds())
 	case wasCancelled:
-		if ferr := q.Finish(ctx, j.ID, owner, Cancelled, "cancelled", nil); ferr != nil {
+		if ferr := q.Finish(wctx, j.ID, owner, Cancelled, "cancelled", nil); ferr != nil {
 			log.Error("jobs: not finished", "job", j.ID, "err", ferr)
 		}
 		log.Info("jobs: cancelled", "job", j.ID)
+	case ctx.Err() != nil:
+		// Shutting down: the run stopped at a step boundary; the job goes back to the queue
+		// now rather than when its lease expires.
+		rctx, rcancel := context.WithTimeout(wctx, 10*time.Second)
+		defer rcancel()
+		if rerr := q.Release(rctx, j.ID, owner, j.Attempts); rerr != nil {
+			log.Error("jobs: not handed back; it runs again when its lease expires", "job", j.ID, "err", rerr)
+			return
+		}
+		log.Info("jobs: handed back to the queue (shutting down)", "job", j.ID, "attempt", j.Attempts)
 	default:
-		if ferr := q.Finish(ctx, j.ID, owner, Failed, err.Error(), nil); ferr != nil {
+		if ferr := q.Finish(wctx, j.ID, owner, Failed, err.Error(), nil); ferr != nil {
 			log.Error("jobs: not finished", "job", j.ID, "err", ferr)
 		}
 		log.Warn("jobs: failed", "job", j.ID, "err", err)

@@ -10,6 +10,7 @@ package serving
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -41,6 +42,40 @@ type Served struct {
 
 	guidesOnce sync.Once
 	guides     *structured.Compiler
+
+	// users counts the holders of Acquire (training runs); Close waits for them before it
+	// unmaps the weights.
+	usersMu sync.Mutex
+	users   int
+	closed  bool
+	idle    chan struct{} // closed when users drops to 0 after Close began
+}
+
+// ErrClosed is returned by Acquire once the model is being closed.
+var ErrClosed = errors.New("serving: the model is shutting down")
+
+// Acquire registers a user of the model's weights outside the inference engine (a training
+// run): Close waits for every user to call release before it unmaps them, so that no pass
+// ever reads released memory. It fails with ErrClosed once Close has begun.
+func (s *Served) Acquire() (release func(), err error) {
+	s.usersMu.Lock()
+	defer s.usersMu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	s.users++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.usersMu.Lock()
+			defer s.usersMu.Unlock()
+			s.users--
+			if s.users == 0 && s.idle != nil {
+				close(s.idle)
+				s.idle = nil
+			}
+		})
+	}, nil
 }
 
 // Guides is the structured-output compiler over this model's vocabulary, built on first use
@@ -145,10 +180,26 @@ func Load(name, dir string, opts LoadOptions, created int64) (*Served, error) {
 	return s, nil
 }
 
-// Close stops the engine and unmaps the weights.
+// Close stops the engine, waits for the users of Acquire to release the model, and then
+// unmaps the weights.
 func (s *Served) Close() {
+	s.usersMu.Lock()
+	if s.closed {
+		s.usersMu.Unlock()
+		return
+	}
+	s.closed = true
+	var wait chan struct{}
+	if s.users > 0 {
+		wait = make(chan struct{})
+		s.idle = wait
+	}
+	s.usersMu.Unlock()
 	if s.Engine != nil {
 		s.Engine.Close()
+	}
+	if wait != nil {
+		<-wait
 	}
 	s.Model.Close()
 }

@@ -33,6 +33,9 @@ type Checkpoint struct {
 // directory appears whole or not at all: everything is written into a temporary directory
 // beside it, synced, and renamed; an existing dir is replaced.
 func SaveCheckpoint(dir string, a *model.LoRA, c Checkpoint) error {
+	if err := CheckFinite(a); err != nil { // never write an adapter that cannot be served
+		return err
+	}
 	parent := filepath.Dir(dir)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return err

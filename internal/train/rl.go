@@ -608,7 +608,13 @@ func RLStep(ctx context.Context, e *Trainer, chat *ChatTokenizer, groups []Traje
 	}
 	met.Entropy, met.KLDiv, met.KLPolicyRef = entSum, klSum, klRefSum
 	met.GradNorm = e.G.Clip(cfg.MaxGradNorm)
+	if err := checkGradStep(met.Loss, met.GradNorm); err != nil {
+		return met, o, err
+	}
 	o.Update(e.A, e.G, lr)
+	if err := CheckFinite(e.A); err != nil {
+		return met, o, fmt.Errorf("%w (after the update at learning rate %g)", err, lr)
+	}
 	met.TokensPerSecond = float64(tokens) / time.Since(start).Seconds()
 	return met, o, nil
 }

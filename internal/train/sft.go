@@ -342,11 +342,24 @@ func RunSFT(ctx context.Context, e *Trainer, p *SFTPlan, o *AdamW, onStep func(S
 		}
 		norm := e.G.Clip(p.cfg.MaxGradNorm)
 		lr := p.lr(i)
-		if n > 0 {
-			o.Update(e.A, e.G, lr)
-		}
 		m := StepMetrics{Step: i + 1, Loss: loss, GradNorm: norm, LearningRate: lr, NumTokens: tokens,
-			NumTrainableTokens: n, TokensPerSecond: float64(tokens) / time.Since(start).Seconds()}
+			NumTrainableTokens: n}
+		if n > 0 {
+			err := checkGradStep(loss, norm)
+			if err == nil {
+				o.Update(e.A, e.G, lr)
+				if err = CheckFinite(e.A); err != nil {
+					err = fmt.Errorf("%w (after the update at learning rate %g)", err, lr)
+				}
+			}
+			if err != nil { // the step is reported, then the run stops
+				if onStep != nil {
+					_ = onStep(m)
+				}
+				return o, fmt.Errorf("step %d: %w", i+1, err)
+			}
+		}
+		m.TokensPerSecond = float64(tokens) / time.Since(start).Seconds()
 		if onStep != nil {
 			if err := onStep(m); err != nil {
 				return o, err

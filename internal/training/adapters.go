@@ -8,9 +8,11 @@ import (
 	"strings"
 
 	"github.com/honeai/hone/internal/db"
+	"github.com/honeai/hone/internal/fault"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/registry"
 	"github.com/honeai/hone/internal/serving"
+	"github.com/honeai/hone/internal/train"
 )
 
 // maxCachedAdapters bounds the loaded adapters kept for chat (each is a few MB).
@@ -101,6 +103,12 @@ func (s *Service) loadAdapter(modelID string, step int, cfg *model.Config) (*mod
 	a, err := model.LoadLoRA(s.Reg.CheckpointDir(modelID, step), cfg)
 	if err != nil {
 		return nil, err
+	}
+	// A checkpoint of diverged training (written by a Hone that did not check) would make
+	// every logit NaN: refuse it by name rather than answer garbage.
+	if err := train.CheckFinite(a); err != nil {
+		s.logger().Warn("refusing a non-finite checkpoint", "model", modelID, "step", step, "err", err)
+		return nil, fault.Invalid("model", "checkpoint step %d cannot be served: %v", step, err)
 	}
 	if s.adapters == nil {
 		s.adapters = map[string]map[int]*model.LoRA{}

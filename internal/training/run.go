@@ -76,6 +76,12 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 	if base.Template == nil {
 		return nil, fmt.Errorf("the base model %s has no chat template", m.BaseModel)
 	}
+	// The weights stay mapped until this run has stopped, however the process shuts down.
+	release, err := base.Acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	chat := &train.ChatTokenizer{Template: base.Template, Tok: base.Tok, Special: base.Tok.Config().SpecialTokens, Vocab: base.Model.Config.VocabSize}
 	step := 0
 	var opt *train.AdamW
@@ -150,6 +156,9 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 			// As ART's backends do, the step still advances: its checkpoint is the adapter
 			// unchanged.
 			metrics = map[string]float64{"reward": met.Reward, "reward_std_dev": met.RewardStdDev}
+		case errors.Is(err, train.ErrDiverged):
+			progress(jobs.EventStep, met) // its non-finite numbers as strings
+			return nil, fmt.Errorf("step %d: %v; no checkpoint was saved", step+1, err)
 		case err != nil:
 			if ctx.Err() != nil {
 				return nil, jobs.ErrCancelled
@@ -181,8 +190,11 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 			return nil
 		})
 		if err != nil {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil && !errors.Is(err, train.ErrDiverged) {
 				return nil, jobs.ErrCancelled
+			}
+			if errors.Is(err, train.ErrDiverged) {
+				return nil, fmt.Errorf("%v; no checkpoint was saved", err)
 			}
 			return nil, err
 		}

@@ -140,6 +140,18 @@ func unknownFields(raw json.RawMessage, known reflect.Type, param string) error 
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
+// Bounds of the hyperparameters a job may ask (docs/training.md): values past them make
+// AdamW's update or its decay factor (1 − lr·wd) overflow or flip sign, so training can only
+// diverge.
+const (
+	MaxLearningRate = 1.0 // learning_rate in (0, 1]
+	MaxWeightDecay  = 1.0 // weight_decay in [0, 1]
+	MaxNumber       = 1e6 // any other number: |v| <= 1e6
+	MaxWarmupSteps  = 1_000_000
+	MaxBatchSize    = 1024
+	MaxSeqLenLimit  = 1 << 20
+)
+
 // parseRLConfig checks experimental_config and turns it into a spec (without groups).
 func parseRLConfig(raw json.RawMessage) (RLSpec, error) {
 	p := RLSpec{Config: train.RLConfig{ScaleRewards: true}}
@@ -168,10 +180,19 @@ func parseRLConfig(raw json.RawMessage) (RLSpec, error) {
 		if f.v != nil && *f.v < 0 && f.name != "advantage_balance" && f.name != "num_trajectories_learning_rate_multiplier_power" {
 			return bad(f.name, "%s must not be negative", f.name)
 		}
+		if f.v != nil && math.Abs(*f.v) > MaxNumber {
+			return bad(f.name, "%s must be at most %g in size, got %g", f.name, MaxNumber, *f.v)
+		}
+	}
+	if c.WeightDecay != nil && *c.WeightDecay > MaxWeightDecay {
+		return bad("weight_decay", "weight_decay must be from 0 to %g, got %g", MaxWeightDecay, *c.WeightDecay)
+	}
+	if c.NumTrajLRPower != nil && math.Abs(*c.NumTrajLRPower) > 10 {
+		return bad("num_trajectories_learning_rate_multiplier_power", "num_trajectories_learning_rate_multiplier_power must be from -10 to 10, got %g", *c.NumTrajLRPower)
 	}
 	if c.LearningRate != nil {
-		if *c.LearningRate <= 0 {
-			return bad("learning_rate", "learning_rate must be positive")
+		if *c.LearningRate <= 0 || *c.LearningRate > MaxLearningRate {
+			return bad("learning_rate", "learning_rate must be greater than 0 and at most %g, got %g", MaxLearningRate, *c.LearningRate)
 		}
 		cfg.LearningRate = *c.LearningRate
 	}
@@ -348,8 +369,8 @@ func parseSFTConfig(raw, experimental json.RawMessage) (SFTSpec, error) {
 	}
 	if len(c.BatchSize) > 0 && string(c.BatchSize) != "null" && string(c.BatchSize) != `"auto"` {
 		var n int
-		if json.Unmarshal(c.BatchSize, &n) != nil || n < 1 {
-			return p, fault.Invalid("config.batch_size", "batch_size must be a positive integer or \"auto\", got %s", c.BatchSize)
+		if json.Unmarshal(c.BatchSize, &n) != nil || n < 1 || n > MaxBatchSize {
+			return p, fault.Invalid("config.batch_size", "batch_size must be an integer from 1 to %d or \"auto\", got %s", MaxBatchSize, c.BatchSize)
 		}
 		p.Config.BatchSize = n
 	}
@@ -364,8 +385,8 @@ func parseSFTConfig(raw, experimental json.RawMessage) (SFTSpec, error) {
 			return p, fault.Invalid("config.learning_rate", "learning_rate must be a number or a non-empty list of numbers")
 		}
 		for _, v := range list {
-			if v <= 0 || math.IsInf(v, 0) || math.IsNaN(v) {
-				return p, fault.Invalid("config.learning_rate", "learning rates must be positive")
+			if !(v > 0 && v <= MaxLearningRate) {
+				return p, fault.Invalid("config.learning_rate", "learning_rate must be greater than 0 and at most %g, got %g", MaxLearningRate, v)
 			}
 		}
 		p.Config.LearningRates = list
@@ -389,8 +410,8 @@ func parseSFTConfig(raw, experimental json.RawMessage) (SFTSpec, error) {
 		}
 	}
 	if x.MaxSeqLen != nil {
-		if *x.MaxSeqLen < 16 {
-			return p, fault.Invalid("experimental_config.max_seq_len", "max_seq_len must be at least 16")
+		if *x.MaxSeqLen < 16 || *x.MaxSeqLen > MaxSeqLenLimit {
+			return p, fault.Invalid("experimental_config.max_seq_len", "max_seq_len must be from 16 to %d", MaxSeqLenLimit)
 		}
 		p.Config.MaxSeqLen = *x.MaxSeqLen
 	}
@@ -401,12 +422,21 @@ func parseSFTConfig(raw, experimental json.RawMessage) (SFTSpec, error) {
 		p.Config.Schedule = *x.Schedule
 	}
 	if x.Warmup != nil {
+		if *x.Warmup < 0 || *x.Warmup > MaxWarmupSteps {
+			return p, fault.Invalid("experimental_config.warmup_steps", "warmup_steps must be from 0 to %d, got %d", MaxWarmupSteps, *x.Warmup)
+		}
 		p.Config.Warmup = *x.Warmup
 	}
 	if x.WeightDecay != nil {
+		if !(*x.WeightDecay >= 0 && *x.WeightDecay <= MaxWeightDecay) {
+			return p, fault.Invalid("experimental_config.weight_decay", "weight_decay must be from 0 to %g, got %g", MaxWeightDecay, *x.WeightDecay)
+		}
 		p.Config.WeightDecay = *x.WeightDecay
 	}
 	if x.MaxGradNorm != nil {
+		if !finite(*x.MaxGradNorm) || math.Abs(*x.MaxGradNorm) > MaxNumber {
+			return p, fault.Invalid("experimental_config.max_grad_norm", "max_grad_norm must be a number from -%g to %g (negative: no clipping), got %g", MaxNumber, MaxNumber, *x.MaxGradNorm)
+		}
 		p.Config.MaxGradNorm = *x.MaxGradNorm
 	}
 	if x.Seed != nil {
