@@ -231,8 +231,17 @@ func (a *API) prepare(r *http.Request) (*prepared, error) {
 		}
 		return nil, err
 	}
-	ids := served.Tok.Encode(prompt, req.AddSpecialTokens)
 	maxLen := served.MaxModelLen()
+	// A prompt that cannot fit the context whatever its tokens is refused before it is
+	// encoded: encoding tens of megabytes takes gigabytes. Each token stands for at most
+	// MaxInputBytesPerToken bytes, so the prompt has at least len/per tokens. Truncation
+	// (truncate_prompt_tokens) keeps long prompts legal; the body limit bounds those.
+	if per := served.Tok.MaxInputBytesPerToken(); per > 0 && p.truncate == 0 {
+		if least := (len(prompt) + per - 1) / per; least > maxLen {
+			return nil, apierror.BadRequest("input_tokens", "This model's maximum context length is %d tokens. However, your prompt has %d bytes after the chat template, so at least %d input tokens (a token stands for at most %d bytes). Please reduce the length of the input messages.", maxLen, len(prompt), least, per)
+		}
+	}
+	ids := served.Tok.Encode(prompt, req.AddSpecialTokens)
 	if p.maxTokens > maxLen {
 		param := "max_tokens"
 		if req.MaxCompletionTokens != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"reflect"
@@ -30,7 +29,12 @@ type DecodeOptions struct {
 
 // ReadBody reads the whole request body, turning an over-limit body into a 413.
 func ReadBody(r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(r.Body)
+	var buf bytes.Buffer
+	if n := r.ContentLength; n > 0 && n < 1<<30 {
+		buf.Grow(int(n) + 1) // one read past the end finds EOF without growing
+	}
+	_, err := buf.ReadFrom(r.Body)
+	body := buf.Bytes()
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
