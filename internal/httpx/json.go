@@ -25,6 +25,9 @@ type DecodeOptions struct {
 	Strict bool
 	// AllowEmpty accepts an empty body as `{}`.
 	AllowEmpty bool
+	// Text refuses NUL characters and invalid UTF-8 in the decoded strings (CheckText): for
+	// requests whose strings are stored as ids, names or keys.
+	Text bool
 }
 
 // ReadBody reads the whole request body, turning an over-limit body into a 413.
@@ -93,6 +96,9 @@ func Unmarshal(body []byte, v any, opts DecodeOptions) error {
 	}
 	if dec.More() {
 		return apierror.BadRequest("", "Malformed JSON body: unexpected data after the top-level value")
+	}
+	if opts.Text {
+		return CheckText(v)
 	}
 	return nil
 }

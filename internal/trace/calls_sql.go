@@ -245,7 +245,7 @@ func (s *SQLStore) callWhere(project string, q CallQuery) (string, []any, error)
 			continue
 		}
 		if s.db.Dialect() == db.Postgres {
-			where = append(where, "("+col+")::jsonb ?| ?::text[]")
+			where = append(where, "hone_jsonb("+col+") ?| ?::text[]")
 			args = append(args, JSONPathArg(db.Postgres, refs))
 		} else {
 			where = append(where, "EXISTS (SELECT 1 FROM json_each("+col+") WHERE json_each.value IN "+inList(len(refs))+")")
