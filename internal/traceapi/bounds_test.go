@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/honeai/hone/internal/db"
+	"github.com/honeai/hone/internal/db/dbtest"
 	"github.com/honeai/hone/internal/trace"
 )
 
@@ -62,4 +64,31 @@ func mustJSON(v any) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// TestCallsQueryManyIDs: a calls query naming more call ids than SQLite (32,766) or
+// PostgreSQL (65,535) allow variables in one statement still answers.
+func TestCallsQueryManyIDs(t *testing.T) {
+	dbtest.ForEachDialect(t, func(t *testing.T, d *db.DB) {
+		e := setupOn(t, d)
+		for _, id := range []string{"c1", "c2"} {
+			code, out := e.call(t, "POST", "/call/start", e.key, `{"start":{"project_id":"ent/p","id":"`+id+`","trace_id":"t1","op_name":"op","started_at":"2026-01-01T00:00:00Z","attributes":{},"inputs":{}}}`)
+			if code != 200 {
+				t.Fatalf("%d %s", code, out)
+			}
+		}
+		ids := make([]string, 70_000)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("x%d", i)
+		}
+		ids[123], ids[69_999] = "c2", `c1`
+		code, out := e.call(t, "POST", "/calls/query", e.key, string(mustJSON(map[string]any{"project_id": "ent/p", "filter": map[string]any{"call_ids": ids}})))
+		var r struct {
+			Calls []struct{ ID string } `json:"calls"`
+		}
+		_ = json.Unmarshal(out, &r)
+		if code != 200 || len(r.Calls) != 2 {
+			t.Fatalf("70,000 call_ids: %d %.300s", code, out)
+		}
+	})
 }
