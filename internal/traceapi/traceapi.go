@@ -157,7 +157,7 @@ func op(summary string, req, res any) *openapi.Operation {
 
 // Register adds the trace routes to r behind basic (the Basic-auth middleware).
 func (a *API) Register(r *httpx.Router, basic httpx.Middleware) {
-	g := r.Group(basic, httpx.CheckParams())
+	g := r.Group(basic, httpx.CheckParams()).Secured(openapi.BasicAuth)
 	s := a.svc
 
 	// Objects.

@@ -31,7 +31,7 @@ type API struct {
 
 // Register adds the routes behind bearer authentication.
 func (a *API) Register(r *httpx.Router, bearer httpx.Middleware) {
-	g := r.Group(bearer, httpx.CheckParams())
+	g := r.Group(bearer, httpx.CheckParams()).Secured(openapi.BearerAuth)
 	tag := []string{"training"}
 	g.HandleFunc("GET /v1/preview/base-models", a.baseModels, &openapi.Operation{Summary: "List the base models that can be fine-tuned", Tags: tag})
 	g.HandleFunc("POST /v1/preview/models", a.createModel, &openapi.Operation{Summary: "Create a trainable model", Tags: tag, Request: createModelReq{}, Response: registry.Model{}})
