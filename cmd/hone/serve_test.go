@@ -49,10 +49,10 @@ func init() {
 			httpx.WriteJSON(w, 200, map[string]string{"entity": e, "project": p})
 		}
 		op := &openapi.Operation{Summary: "test route"}
-		r.Group(basic).HandleFunc("POST /_test/basic", project, op)
-		r.Group(bearer).HandleFunc("POST /v1/_test/bearer", project, op)
-		r.Group(bearer).HandleFunc("POST /v1/_test/panic", func(http.ResponseWriter, *http.Request) { panic("secret internals") }, op)
-		r.Group(bearer).HandleFunc("GET /v1/_test/slow", func(w http.ResponseWriter, req *http.Request) {
+		r.Group(basic).Secured(openapi.BasicAuth).HandleFunc("POST /_test/basic", project, op)
+		r.Group(bearer).Secured(openapi.BearerAuth).HandleFunc("POST /v1/_test/bearer", project, op)
+		r.Group(bearer).Secured(openapi.BearerAuth).HandleFunc("POST /v1/_test/panic", func(http.ResponseWriter, *http.Request) { panic("secret internals") }, op)
+		r.Group(bearer).Secured(openapi.BearerAuth).HandleFunc("GET /v1/_test/slow", func(w http.ResponseWriter, req *http.Request) {
 			testInSlow <- struct{}{}
 			testGateMu.Lock()
 			g := testGate

@@ -126,6 +126,10 @@ func FromFault(f *fault.Error) *Error {
 		return New(http.StatusServiceUnavailable, TypeUnavailable, f.Field, f.Msg)
 	case fault.KindUnauthenticated:
 		return New(http.StatusUnauthorized, TypeAuthentication, f.Field, f.Msg)
+	case fault.KindTooLarge:
+		e := TooLarge("%s", f.Msg)
+		e.Param = f.Field
+		return e
 	default:
 		return New(http.StatusBadRequest, TypeBadRequest, f.Field, f.Msg)
 	}

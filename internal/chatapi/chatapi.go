@@ -71,7 +71,7 @@ func (a *API) Register(r *httpx.Router, bearer httpx.Middleware) {
 	if a.Logger == nil {
 		a.Logger = slog.Default()
 	}
-	g := r.Group(bearer)
+	g := r.Group(bearer).Secured(openapi.BearerAuth)
 	op := &openapi.Operation{Summary: "Create a chat completion", Tags: []string{"chat"}, Request: Request{}, Response: Response{},
 		Description: "OpenAI/vLLM-compatible chat completions on Hone's engine; `stream: true` answers with server-sent events."}
 	g.HandleFunc("POST /v1/chat/completions", a.complete, op)
@@ -232,8 +232,17 @@ func (a *API) prepare(r *http.Request) (*prepared, error) {
 		}
 		return nil, err
 	}
-	ids := served.Tok.Encode(prompt, req.AddSpecialTokens)
 	maxLen := served.MaxModelLen()
+	// A prompt that cannot fit the context whatever its tokens is refused before it is
+	// encoded: encoding tens of megabytes takes gigabytes. Each token stands for at most
+	// MaxInputBytesPerToken bytes, so the prompt has at least len/per tokens. Truncation
+	// (truncate_prompt_tokens) keeps long prompts legal; the body limit bounds those.
+	if per := served.Tok.MaxInputBytesPerToken(); per > 0 && p.truncate == 0 {
+		if least := (len(prompt) + per - 1) / per; least > maxLen {
+			return nil, apierror.BadRequest("input_tokens", "This model's maximum context length is %d tokens. However, your prompt has %d bytes after the chat template, so at least %d input tokens (a token stands for at most %d bytes). Please reduce the length of the input messages.", maxLen, len(prompt), least, per)
+		}
+	}
+	ids := served.Tok.Encode(prompt, req.AddSpecialTokens)
 	if p.maxTokens > maxLen {
 		param := "max_tokens"
 		if req.MaxCompletionTokens != nil {

@@ -31,6 +31,9 @@ const (
 	// KindUnauthenticated: the request carries no valid credentials (401). The HTTP layer
 	// adds the challenge of the scheme it asked for (WWW-Authenticate).
 	KindUnauthenticated
+	// KindTooLarge: the request asks for more work or data than the server's bound (413). The
+	// message names the limit.
+	KindTooLarge
 )
 
 // Error is a fault: a caller's mistake, with the request field it concerns.
@@ -74,6 +77,11 @@ func Unavailable(format string, args ...any) *Error {
 // Unauthenticated is a KindUnauthenticated fault.
 func Unauthenticated(format string, args ...any) *Error {
 	return newf(KindUnauthenticated, "", format, args)
+}
+
+// TooLarge is a KindTooLarge fault of field.
+func TooLarge(field, format string, args ...any) *Error {
+	return newf(KindTooLarge, field, format, args)
 }
 
 // As finds the fault in err's chain.

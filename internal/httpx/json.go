@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"reflect"
@@ -26,11 +25,19 @@ type DecodeOptions struct {
 	Strict bool
 	// AllowEmpty accepts an empty body as `{}`.
 	AllowEmpty bool
+	// Text refuses NUL characters and invalid UTF-8 in the decoded strings (CheckText): for
+	// requests whose strings are stored as ids, names or keys.
+	Text bool
 }
 
 // ReadBody reads the whole request body, turning an over-limit body into a 413.
 func ReadBody(r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(r.Body)
+	var buf bytes.Buffer
+	if n := r.ContentLength; n > 0 && n < 1<<30 {
+		buf.Grow(int(n) + 1) // one read past the end finds EOF without growing
+	}
+	_, err := buf.ReadFrom(r.Body)
+	body := buf.Bytes()
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -89,6 +96,9 @@ func Unmarshal(body []byte, v any, opts DecodeOptions) error {
 	}
 	if dec.More() {
 		return apierror.BadRequest("", "Malformed JSON body: unexpected data after the top-level value")
+	}
+	if opts.Text {
+		return CheckText(v)
 	}
 	return nil
 }

@@ -124,10 +124,26 @@ func (r *recorder) Write(b []byte) (int, error) {
 type Group struct {
 	r   *Router
 	mws []Middleware
+	sec openapi.Security
+}
+
+// Secured returns the group whose routes declare sec in the OpenAPI document when their
+// operation names no security of its own: a group behind an authentication middleware
+// says so once, and no authenticated route can claim `security: []`.
+func (g *Group) Secured(sec openapi.Security) *Group {
+	return &Group{r: g.r, mws: g.mws, sec: sec}
 }
 
 // Handle registers h wrapped in the group's middleware.
 func (g *Group) Handle(pattern string, h http.Handler, op *openapi.Operation) {
+	if g.sec != openapi.NoAuth && (op == nil || op.Security == openapi.NoAuth) {
+		o := openapi.Operation{}
+		if op != nil {
+			o = *op
+		}
+		o.Security = g.sec
+		op = &o
+	}
 	g.r.Handle(pattern, Chain(h, g.mws...), op)
 }
 

@@ -50,6 +50,9 @@ type Tokenizer struct {
 	metaspace       *metaspace // the Metaspace pre-tokenizer, run first (nil if none)
 	dec             textDecoder
 	normalize       func(string) string
+	normShrink      int // how many times shorter normalize can make text (0: unbounded)
+	perTokenOnce    sync.Once
+	perToken        int // MaxInputBytesPerToken
 	pre             preTokenizer
 	unkID           int32 // id of model.unk_token for bytes the vocabulary lacks (-1: dropped)
 	fuseUnk         bool
@@ -297,6 +300,7 @@ func FromJSON(tokenizerJSONData, configJSON []byte) (*Tokenizer, error) {
 	if t.normalize, err = buildNormalizer(tj.Normalizer); err != nil {
 		return nil, err
 	}
+	t.normShrink = normalizerShrink(tj.Normalizer)
 	if err := t.buildPreTokenizer(tj.PreTokenizer); err != nil {
 		return nil, err
 	}
@@ -388,6 +392,68 @@ func (t *Tokenizer) loadMerges(raw json.RawMessage) error {
 		}
 	}
 	return nil
+}
+
+// normalizerShrink bounds how many times fewer bytes a normalizer's output can have than its
+// input: 1 without one; 3 for Unicode normalisation and lowercasing (a Hangul syllable
+// composed of three 3-byte jamo, U+212A KELVIN SIGN lowercased to "k"); len(from)/len(to)
+// for Replace; the product for a Sequence; 0 (unbounded) for a Replace by nothing.
+func normalizerShrink(raw json.RawMessage) int {
+	if isNull(raw) {
+		return 1
+	}
+	var c component
+	if json.Unmarshal(raw, &c) != nil {
+		return 0
+	}
+	switch c.Type {
+	case "NFC", "NFD", "NFKC", "NFKD", "Lowercase":
+		return 3
+	case "Prepend":
+		return 1
+	case "Replace":
+		if c.Pattern.String == nil || len(c.Content) == 0 {
+			return 0
+		}
+		return max(1, (len(*c.Pattern.String)+len(c.Content)-1)/len(c.Content))
+	case "Sequence":
+		f := 1
+		for _, sub := range c.Normalizers {
+			g := normalizerShrink(sub)
+			if g == 0 || f > 1<<20 {
+				return 0
+			}
+			f *= g
+		}
+		return f
+	}
+	return 0
+}
+
+// MaxInputBytesPerToken bounds how many bytes of text one token of Encode's output can stand
+// for: the longest token (its bytes or its vocabulary string, and at least 4, the longest
+// character an unknown token replaces) times how much the normalizer can shrink text. So text
+// of n bytes encodes to at least n/MaxInputBytesPerToken tokens, which lets a caller refuse an
+// over-long text before encoding it. 0 means no bound is known.
+func (t *Tokenizer) MaxInputBytesPerToken() int {
+	t.perTokenOnce.Do(func() {
+		shrink := t.normShrink
+		if t.normalize == nil {
+			shrink = 1
+		}
+		if shrink == 0 {
+			return
+		}
+		longest := 4
+		for id, b := range t.tokBytes {
+			longest = max(longest, len(b))
+			if id < len(t.tokens) {
+				longest = max(longest, len(t.tokens[id]))
+			}
+		}
+		t.perToken = longest * shrink
+	})
+	return t.perToken
 }
 
 func buildNormalizer(raw json.RawMessage) (func(string) string, error) {

@@ -467,8 +467,10 @@ func queryFields(n Node, out []string) []string {
 }
 
 // expandRefs replaces the refs found at the expand paths of c by the values they point at
-// (refs into other projects, and refs that do not resolve, stay as they are).
+// (refs into other projects, and refs that do not resolve, stay as they are). One call loads
+// at most MaxRefsBatchBytes of values; refs past that stay as they are.
 func (s *Service) expandRefs(ctx context.Context, c *CallSchema, paths [][]string) {
+	budget := &refBudget{left: MaxRefsBatchBytes}
 	cols := map[string]*json.RawMessage{"inputs": &c.Inputs, "output": &c.Output, "attributes": &c.Attributes, "summary": &c.Summary}
 	parsed := map[string]*pyjson.Value{}
 	for _, segs := range paths {
@@ -511,7 +513,7 @@ func (s *Service) expandRefs(ctx context.Context, c *CallSchema, paths [][]strin
 		if err != nil || r.ProjectID() != c.ProjectID {
 			continue
 		}
-		val, err := s.resolveRef(ctx, r, 0)
+		val, err := s.resolveRef(ctx, r, 0, budget)
 		if err != nil {
 			continue
 		}

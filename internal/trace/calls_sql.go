@@ -205,12 +205,27 @@ func (s *SQLStore) callField(field string) (string, []any, ValueType, error) {
 	return "", nil, 0, fault.Invalid("query", "unknown call field %q", field)
 }
 
+// maxInlineList is the longest id list written as one SQL variable per id.
+const maxInlineList = 500
+
 // callWhere builds the WHERE clause of a calls query.
 func (s *SQLStore) callWhere(project string, q CallQuery) (string, []any, error) {
 	where := []string{"project_id = ?", "deleted_at IS NULL", "started_at IS NOT NULL"}
 	args := []any{project}
 	in := func(col string, vals []string) {
-		if len(vals) > 0 {
+		switch {
+		case len(vals) > maxInlineList:
+			// One parameter however long the list: SQLite allows 32,766 variables in a
+			// statement, PostgreSQL 65,535.
+			if s.db.Dialect() == db.Postgres {
+				where = append(where, col+" = ANY(?::text[])")
+				args = append(args, JSONPathArg(db.Postgres, vals))
+			} else {
+				b, _ := json.Marshal(vals)
+				where = append(where, col+" IN (SELECT value FROM json_each(?))")
+				args = append(args, string(b))
+			}
+		case len(vals) > 0:
 			where = append(where, col+" IN "+inList(len(vals)))
 			args = append(args, anys(vals)...)
 		}
@@ -245,7 +260,7 @@ func (s *SQLStore) callWhere(project string, q CallQuery) (string, []any, error)
 			continue
 		}
 		if s.db.Dialect() == db.Postgres {
-			where = append(where, "("+col+")::jsonb ?| ?::text[]")
+			where = append(where, "hone_jsonb("+col+") ?| ?::text[]")
 			args = append(args, JSONPathArg(db.Postgres, refs))
 		} else {
 			where = append(where, "EXISTS (SELECT 1 FROM json_each("+col+") WHERE json_each.value IN "+inList(len(refs))+")")

@@ -123,6 +123,26 @@ EXCEPTION WHEN others THEN
 END
 $$ LANGUAGE plpgsql IMMUTABLE`
 
+// pgJSONB reads a JSON text column as jsonb on PostgreSQL. jsonb cannot hold a NUL character
+// (\u0000) nor a lone UTF-16 surrogate, which JSON text (and so the stored value) can; such a
+// value is read with each NUL as U+FFFF and each lone surrogate as U+FFFD (escapes only: an
+// escaped backslash before "u0000" is text, not an escape), so that filters and sorts on it
+// work. The stored text is never changed. Values without such escapes take the fast path.
+const pgJSONB = `
+CREATE OR REPLACE FUNCTION hone_jsonb_slow(t text) RETURNS jsonb AS $$
+BEGIN
+	RETURN regexp_replace(regexp_replace(regexp_replace(t,
+		'(?<!\\)((?:\\\\)*)\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})', '\1\\ufffd', 'g'),
+		'(?<!\\)((?:\\\\)*)(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}', '\1\\ufffd', 'g'),
+		'(?<!\\)((?:\\\\)*)\\u0000', '\1\\uffff', 'g')::jsonb;
+EXCEPTION WHEN others THEN
+	RETURN NULL;
+END
+$$ LANGUAGE plpgsql IMMUTABLE;
+CREATE OR REPLACE FUNCTION hone_jsonb(t text) RETURNS jsonb AS $$
+	SELECT CASE WHEN t !~* '\\u(0000|d[89a-f])' THEN t::jsonb ELSE hone_jsonb_slow(t) END
+$$ LANGUAGE sql IMMUTABLE`
+
 // defaultPrices are the default token prices (USD per token) seeded for common models, from
 // the providers' public price lists; a project's own prices (POST /cost/create) take precedence.
 var defaultPrices = []struct {
@@ -208,6 +228,8 @@ CREATE INDEX trace_table_entries_row ON trace_table_entries (project_id, table_d
 	// Feedback carries Weave 0.54's structured scorer and agent-span fields; request fields
 	// Hone does not know are kept as sent, beside what they came with.
 	{Version: 6, SQLite: feedbackV6 + ";\n" + extraFieldsTable, Postgres: feedbackV6 + ";\n" + extraFieldsTable},
+	// JSON values holding NUL or lone surrogates are queryable on PostgreSQL (pgJSONB).
+	{Version: 7, SQLite: "SELECT 1", Postgres: pgJSONB},
 }
 
 const feedbackV6 = `ALTER TABLE trace_feedback ADD COLUMN queue_id TEXT;

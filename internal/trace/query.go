@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/honeai/hone/internal/db"
 	"github.com/honeai/hone/internal/fault"
@@ -251,6 +252,11 @@ func checkFieldPath(f string) error {
 		if seg == "" {
 			return fmt.Errorf("invalid field %q: empty path segment", f)
 		}
+		// A double quote cannot be written in an SQLite JSON path; NUL and invalid UTF-8
+		// cannot be PostgreSQL text.
+		if strings.ContainsAny(seg, "\"\x00") || !utf8.ValidString(seg) {
+			return fmt.Errorf("invalid field %q: a field name may not contain '\"', NUL or invalid UTF-8", f)
+		}
 	}
 	return nil
 }
@@ -320,6 +326,9 @@ func (c *Compiler) literal(v pyjson.Value) (string, ValueType, error) {
 		}
 		return c.arg(f), TNum, nil
 	case pyjson.String:
+		if c.Dialect == db.Postgres {
+			return c.arg(PGText(v.Str)), TText, nil
+		}
 		return c.arg(v.Str), TText, nil
 	}
 	// Arrays and objects compare as their JSON text.
@@ -332,6 +341,9 @@ func (c *Compiler) value(n Node) (string, ValueType, error) {
 	case Literal:
 		return c.literal(n.V)
 	case GetField:
+		if err := checkFieldPath(n.Field); err != nil {
+			return "", 0, qerr("", "%v", err)
+		}
 		s, args, t, err := c.Resolve(n.Field)
 		if err != nil {
 			return "", 0, err
@@ -576,10 +588,39 @@ func isDigits(s string) bool {
 	return true
 }
 
+// PGText is how PostgreSQL queries see a string of a JSON value: a JSON column's value is
+// read through hone_jsonb, which reads a NUL character (\u0000, which jsonb cannot hold) as
+// U+FFFF and a lone surrogate as U+FFFD, and a string literal compared with it is mapped the
+// same way (it also could not be bound as text otherwise). Stored values are untouched.
+func PGText(s string) string {
+	if strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c == 0 {
+			b.WriteRune('\uffff')
+			i++
+			continue
+		}
+		// A WTF-8 surrogate (ED A0..BF 80..BF) is one lone surrogate.
+		if c == 0xED && i+2 < len(s) && s[i+1] >= 0xA0 && s[i+1] <= 0xBF && s[i+2] >= 0x80 && s[i+2] <= 0xBF {
+			b.WriteRune(utf8.RuneError)
+			i += 3
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		b.WriteRune(r)
+		i += n
+	}
+	return b.String()
+}
+
 // JSONField returns SQL reading a dotted path out of a JSON text column, with its argument.
 func JSONField(d db.Dialect, col string, segs []string) (string, []any, ValueType) {
 	if d == db.Postgres {
-		return "(" + col + "::jsonb #>> ?::text[])", []any{JSONPathArg(d, segs)}, TAny
+		return "(hone_jsonb(" + col + ") #>> ?::text[])", []any{JSONPathArg(d, segs)}, TAny
 	}
 	return "json_extract(" + col + ", ?)", []any{JSONPathArg(d, segs)}, TAny
 }

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/honeai/hone/internal/fault"
 	"github.com/honeai/hone/internal/pyjson"
 )
 
@@ -108,9 +109,38 @@ func ParseRef(s string) (Ref, error) {
 	return r, nil
 }
 
+// The bounds of one /refs/read_batch: how many refs it may name, and how many bytes of stored
+// values it may load and answer (each ref's stored object or row counts when it is loaded,
+// before it is parsed, and its answer counts again), so that a small request naming one large
+// object many times cannot make the server hold gigabytes.
+const (
+	MaxRefsPerBatch    = 1000
+	MaxRefsBatchBytes  = 32 << 20
+	refsBatchBytesName = "refs"
+)
+
+// refBudget is what is left of a batch's MaxRefsBatchBytes.
+type refBudget struct{ left int64 }
+
+func (b *refBudget) charge(n int) error {
+	if b == nil {
+		return nil
+	}
+	b.left -= int64(n)
+	if b.left < 0 {
+		return fault.TooLarge(refsBatchBytesName, "refs: the values these refs name exceed the limit of %d bytes for one read_batch; read them in smaller batches", MaxRefsBatchBytes)
+	}
+	return nil
+}
+
 // RefsReadBatch resolves refs to values: object and op versions (with attr/key/index/id
-// paths, following table refs inside values) and table rows.
+// paths, following table refs inside values) and table rows. A batch names at most
+// MaxRefsPerBatch refs and loads and answers at most MaxRefsBatchBytes; more is a 413.
 func (s *Service) RefsReadBatch(ctx context.Context, req RefsReadBatchReq, authorize Authorizer) (RefsReadBatchRes, error) {
+	if len(req.Refs) > MaxRefsPerBatch {
+		return RefsReadBatchRes{}, fault.TooLarge(refsBatchBytesName, "refs: %d refs in one read_batch, more than the limit of %d; read them in smaller batches", len(req.Refs), MaxRefsPerBatch)
+	}
+	budget := &refBudget{left: MaxRefsBatchBytes}
 	res := RefsReadBatchRes{Vals: make([]json.RawMessage, len(req.Refs))}
 	for i, raw := range req.Refs {
 		p := fmt.Sprintf("refs[%d]", i)
@@ -121,16 +151,19 @@ func (s *Service) RefsReadBatch(ctx context.Context, req RefsReadBatchReq, autho
 		if err := authorize(r.ProjectID(), p); err != nil {
 			return RefsReadBatchRes{}, err
 		}
-		v, err := s.resolveRef(ctx, r, 0)
+		v, err := s.resolveRef(ctx, r, 0, budget)
 		if err != nil {
 			return RefsReadBatchRes{}, err
 		}
 		res.Vals[i] = pyjson.Compact(v)
+		if err := budget.charge(len(res.Vals[i])); err != nil {
+			return RefsReadBatchRes{}, err
+		}
 	}
 	return res, nil
 }
 
-func (s *Service) resolveRef(ctx context.Context, r Ref, depth int) (pyjson.Value, error) {
+func (s *Service) resolveRef(ctx context.Context, r Ref, depth int, budget *refBudget) (pyjson.Value, error) {
 	if depth > 8 {
 		return pyjson.Value{}, badField("refs", "refs nested too deeply")
 	}
@@ -141,6 +174,9 @@ func (s *Service) resolveRef(ctx context.Context, r Ref, depth int) (pyjson.Valu
 		o, err := s.store.ReadObject(ctx, r.ProjectID(), r.Name, parseSelector(r.Digest))
 		if err != nil {
 			return pyjson.Value{}, notFound("ref %s not found", r.String())
+		}
+		if err := budget.charge(len(o.Val)); err != nil {
+			return pyjson.Value{}, err
 		}
 		if cur, err = pyjson.Parse(o.Val); err != nil {
 			return pyjson.Value{}, err
@@ -157,6 +193,9 @@ func (s *Service) resolveRef(ctx context.Context, r Ref, depth int) (pyjson.Valu
 		if !ok {
 			return pyjson.Value{}, notFound("ref %s not found", r.String())
 		}
+		if err := budget.charge(len(raw)); err != nil {
+			return pyjson.Value{}, err
+		}
 		if cur, err = pyjson.Parse(raw); err != nil {
 			return pyjson.Value{}, err
 		}
@@ -172,7 +211,7 @@ func (s *Service) resolveRef(ctx context.Context, r Ref, depth int) (pyjson.Valu
 				return pyjson.Value{}, notFound("ref %s not found", r.String())
 			}
 			inner.Extra = append(append([]RefStep(nil), inner.Extra...), steps[i:]...)
-			return s.resolveRef(ctx, inner, depth+1)
+			return s.resolveRef(ctx, inner, depth+1, budget)
 		}
 		var ok bool
 		switch st.Kind {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -96,6 +97,9 @@ func checkName(field, s string) error {
 	}
 	if len(s) > MaxNameLen {
 		return badField(field, "longer than %d characters", MaxNameLen)
+	}
+	if !utf8.ValidString(s) {
+		return badField(field, "is not valid UTF-8")
 	}
 	if strings.ContainsAny(s, "/:") || strings.IndexFunc(s, func(r rune) bool { return unicode.IsControl(r) || unicode.IsSpace(r) }) >= 0 {
 		return badField(field, "%q may not contain '/', ':', spaces or control characters", s)

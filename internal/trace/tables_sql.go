@@ -310,7 +310,7 @@ func (s *SQLStore) SortedTablePositions(ctx context.Context, project, digest str
 		}
 		path := JSONPathArg(d, segs)
 		if d == db.Postgres {
-			cols = append(cols, "jsonb_typeof(r.val::jsonb #> ?::text[])", "(r.val::jsonb #>> ?::text[])")
+			cols = append(cols, "jsonb_typeof(hone_jsonb(r.val) #> ?::text[])", "(hone_jsonb(r.val) #>> ?::text[])")
 			colArgs = append(colArgs, path, path)
 		} else {
 			// SQLite returns the key typed: int64/float64 for numbers and booleans, text for

@@ -68,6 +68,9 @@ func decode(r *http.Request, v any, m mode) (context.Context, error) {
 	if m == read && len(unknown) > 0 {
 		return nil, trace.UnknownFieldsError(unknown)
 	}
+	if err := httpx.CheckText(v); err != nil {
+		return nil, err
+	}
 	return trace.WithUnknownFields(r.Context(), routeName(r), unknown), nil
 }
 
@@ -154,7 +157,7 @@ func op(summary string, req, res any) *openapi.Operation {
 
 // Register adds the trace routes to r behind basic (the Basic-auth middleware).
 func (a *API) Register(r *httpx.Router, basic httpx.Middleware) {
-	g := r.Group(basic)
+	g := r.Group(basic, httpx.CheckParams()).Secured(openapi.BasicAuth)
 	s := a.svc
 
 	// Objects.
@@ -389,6 +392,9 @@ func (a *API) upsertBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, unknown, err := trace.DecodeCallBatch(body)
+	if err == nil {
+		err = httpx.CheckText(&req)
+	}
 	if err != nil {
 		apierror.Write(w, r, err)
 		return
@@ -543,6 +549,10 @@ func (a *API) fileCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	defer r.MultipartForm.RemoveAll()
 	project := r.FormValue("project_id")
+	if why := httpx.BadText(project); why != "" {
+		apierror.Write(w, r, apierror.BadRequest("project_id", "`project_id` %s", why))
+		return
+	}
 	if _, _, err := auth.Project(r.Context(), project, "project_id"); err != nil {
 		apierror.Write(w, r, err)
 		return

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/honeai/hone/internal/auth"
+	"github.com/honeai/hone/internal/db"
 	"github.com/honeai/hone/internal/db/dbtest"
 	"github.com/honeai/hone/internal/httpx"
 	"github.com/honeai/hone/internal/openapi"
@@ -31,7 +32,12 @@ type env struct {
 
 func setup(t testing.TB) *env {
 	t.Helper()
-	d := dbtest.SQLite(t)
+	return setupOn(t, dbtest.SQLite(t))
+}
+
+// setupOn is setup on the store d.
+func setupOn(t testing.TB, d *db.DB) *env {
+	t.Helper()
 	ctx := context.Background()
 	ks := auth.NewSQLStore(d)
 	if err := ks.Migrate(ctx); err != nil {

@@ -96,7 +96,7 @@ func supportedRoots() string {
 
 func (a *API) graphql(w http.ResponseWriter, r *http.Request) {
 	var req gqlRequest
-	if err := httpx.DecodeJSON(r, &req, httpx.DecodeOptions{}); err != nil {
+	if err := httpx.DecodeJSON(r, &req, httpx.DecodeOptions{Text: true}); err != nil {
 		apierror.Write(w, r, err)
 		return
 	}
@@ -105,6 +105,10 @@ func (a *API) graphql(w http.ResponseWriter, r *http.Request) {
 	if len(req.Variables) > 0 && string(req.Variables) != "null" {
 		if err := json.Unmarshal(req.Variables, &vars); err != nil {
 			apierror.Write(w, r, apierror.BadRequest("variables", "variables must be a JSON object"))
+			return
+		}
+		if err := httpx.CheckText(map[string]any{"variables": vars}); err != nil {
+			apierror.Write(w, r, err)
 			return
 		}
 	}
@@ -790,7 +794,7 @@ func (a *API) RegisterGraphQL(r *httpx.Router, basic, bearer httpx.Middleware) {
 			b.ServeHTTP(w, req)
 		})
 	}
-	r.Group(either).HandleFunc("POST /graphql", a.graphql, &openapi.Operation{
+	r.Group(either, httpx.CheckParams()).HandleFunc("POST /graphql", a.graphql, &openapi.Operation{
 		Summary:     "W&B GraphQL subset the Weave and wandb SDKs call (viewer, projects, runs, artifacts)",
 		Tags:        []string{"tracing"},
 		Security:    openapi.BasicAuth,
@@ -801,7 +805,7 @@ func (a *API) RegisterGraphQL(r *httpx.Router, basic, bearer httpx.Middleware) {
 	if a.wb == nil {
 		return
 	}
-	g := r.Group(either)
+	g := r.Group(either, httpx.CheckParams())
 	g.HandleFunc("POST /files/{entity}/{project}/{run}/file_stream", a.fileStream, &openapi.Operation{
 		Summary: "W&B run file stream: history lines, summary, completion", Tags: []string{"tracing"}, Security: openapi.BasicAuth,
 		Request: fileStreamReq{}, Response: map[string]any{}})

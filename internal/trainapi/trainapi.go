@@ -31,7 +31,7 @@ type API struct {
 
 // Register adds the routes behind bearer authentication.
 func (a *API) Register(r *httpx.Router, bearer httpx.Middleware) {
-	g := r.Group(bearer)
+	g := r.Group(bearer, httpx.CheckParams()).Secured(openapi.BearerAuth)
 	tag := []string{"training"}
 	g.HandleFunc("GET /v1/preview/base-models", a.baseModels, &openapi.Operation{Summary: "List the base models that can be fine-tuned", Tags: tag})
 	g.HandleFunc("POST /v1/preview/models", a.createModel, &openapi.Operation{Summary: "Create a trainable model", Tags: tag, Request: createModelReq{}, Response: registry.Model{}})
@@ -81,7 +81,7 @@ type createModelReq struct {
 
 func (a *API) createModel(w http.ResponseWriter, r *http.Request) {
 	var req createModelReq
-	if err := httpx.DecodeJSON(r, &req, httpx.DecodeOptions{}); err != nil {
+	if err := httpx.DecodeJSON(r, &req, httpx.DecodeOptions{Text: true}); err != nil {
 		apierror.Write(w, r, err)
 		return
 	}
@@ -152,7 +152,7 @@ func (a *API) modelRoutes(w http.ResponseWriter, r *http.Request) {
 			Metric   *string `json:"best_checkpoint_metric"`
 			KeepBest *int    `json:"keep_best"`
 		}
-		if err := httpx.DecodeJSON(r, &req, httpx.DecodeOptions{}); err != nil {
+		if err := httpx.DecodeJSON(r, &req, httpx.DecodeOptions{Text: true}); err != nil {
 			apierror.Write(w, r, err)
 			return
 		}
@@ -185,7 +185,7 @@ func (a *API) modelRoutes(w http.ResponseWriter, r *http.Request) {
 			Split            string            `json:"split"`
 			TrajectoryGroups []json.RawMessage `json:"trajectory_groups"`
 		}
-		if err := httpx.DecodeJSON(r, &req, httpx.DecodeOptions{}); err != nil {
+		if err := httpx.DecodeJSON(r, &req, httpx.DecodeOptions{Text: true}); err != nil {
 			apierror.Write(w, r, err)
 			return
 		}
@@ -253,7 +253,7 @@ func limitParam(v string) (int, error) {
 // the caller's entity.
 func (a *API) datasetFromCalls(w http.ResponseWriter, r *http.Request) {
 	var req training.FromCallsRequest
-	if err := httpx.DecodeJSON(r, &req, httpx.DecodeOptions{Strict: true}); err != nil {
+	if err := httpx.DecodeJSON(r, &req, httpx.DecodeOptions{Strict: true, Text: true}); err != nil {
 		apierror.Write(w, r, err)
 		return
 	}
@@ -307,7 +307,7 @@ func (a *API) uploadFile(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) createRLJob(w http.ResponseWriter, r *http.Request) {
 	var req training.RLRequest
-	if err := httpx.DecodeJSON(r, &req, httpx.DecodeOptions{}); err != nil {
+	if err := httpx.DecodeJSON(r, &req, httpx.DecodeOptions{Text: true}); err != nil {
 		apierror.Write(w, r, err)
 		return
 	}
@@ -326,7 +326,7 @@ func (a *API) createRLJob(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) createSFTJob(w http.ResponseWriter, r *http.Request) {
 	var req training.SFTRequest
-	if err := httpx.DecodeJSON(r, &req, httpx.DecodeOptions{}); err != nil {
+	if err := httpx.DecodeJSON(r, &req, httpx.DecodeOptions{Text: true}); err != nil {
 		apierror.Write(w, r, err)
 		return
 	}

@@ -119,6 +119,11 @@ func (s *Service) localPath(p string) (string, error) {
 	if rel, err := filepath.Rel(root, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return "", fmt.Errorf("training_data_url %q is outside the training data root", p)
 	}
+	// The root itself, or any directory under it, is accepted by the checks above but read
+	// as a file only when the job runs: refuse it now.
+	if fi, err := os.Stat(real); err != nil || !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("training_data_url %q is not a regular file (a directory, or the training data root itself)", p)
+	}
 	return real, nil
 }
 

@@ -200,6 +200,8 @@ func TestDataURLs(t *testing.T) {
 		{other, up.URL, fault.KindNotFound, "training_data_url", "not found"}, // another entity's upload
 		{m, "../etc/passwd", fault.KindInvalid, "training_data_url", "no such file"},
 		{m, "/etc/hostname", fault.KindInvalid, "training_data_url", "outside the training data root"},
+		{m, s.DataRoot, fault.KindInvalid, "training_data_url", "not a regular file"},
+		{m, ".", fault.KindInvalid, "training_data_url", "not a regular file"},
 		{m, "wandb-artifact:///e/p/data:v1", fault.KindInvalid, "training_data_url", "W&B artifact"},
 		{m, "s3://bucket/x", fault.KindInvalid, "training_data_url", "not supported"},
 		{m, "weave:///o/p/object/ds:abc", fault.KindForbidden, "training_data_url", "entity"},
