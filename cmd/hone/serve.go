@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -248,13 +249,29 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-// openStore opens the data directory's store and the key service.
+// StoreMarkerFile, in a data directory used with a PostgreSQL store, names that store (its
+// DSN without the password), so that a command given the directory but no --db does not
+// quietly open a separate SQLite store there.
+const StoreMarkerFile = "store-postgres"
+
+// openStore opens the data directory's store and the key service. With a PostgreSQL DSN it
+// records the store in the directory (StoreMarkerFile); without a DSN, a directory so marked
+// is refused with the store it belongs to.
 func openStore(ctx context.Context, dataDir, dsn string) (*db.DB, *auth.Keys, error) {
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("create data directory: %w", err)
 	}
-	if dsn == "" {
+	marker := filepath.Join(dataDir, StoreMarkerFile)
+	switch {
+	case dsn == "":
+		if b, err := os.ReadFile(marker); err == nil {
+			return nil, nil, fmt.Errorf("the data directory %s belongs to a server on PostgreSQL (%s): pass that store with --db (or HONE_DB), or remove %s to use a SQLite store here", dataDir, strings.TrimSpace(string(b)), marker)
+		}
 		dsn = filepath.Join(dataDir, "hone.db")
+	case strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://"):
+		if err := os.WriteFile(marker, []byte(redactDSN(dsn)+"\n"), 0o644); err != nil {
+			return nil, nil, fmt.Errorf("record the store in the data directory: %w", err)
+		}
 	}
 	d, err := db.Open(ctx, dsn)
 	if err != nil {
@@ -369,4 +386,17 @@ func serve(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout io.
 	sys.stopWorkers()
 	logger.Info("server stopped")
 	return nil
+}
+
+// redactDSN is a PostgreSQL URL without its password and query (which may carry one).
+func redactDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "postgres://…"
+	}
+	if u.User != nil {
+		u.User = url.User(u.User.Username())
+	}
+	u.RawQuery = ""
+	return u.String()
 }
