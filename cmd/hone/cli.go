@@ -98,6 +98,28 @@ func editDistance(a, b string) int {
 
 // parseArgs parses flags that may come before or after positional arguments, which it
 // returns.
+// flagsOnly checks the parse of a command that takes flags only (parseErr: what fs.Parse
+// returned): a flag error as flagError answers it, and a positional argument is a usage
+// error naming it. ok is false when the command must exit with code.
+func flagsOnly(name, header string, fs *flag.FlagSet, parseErr error, stdout, stderr io.Writer) (code int, ok bool) {
+	if code, ok := flagError(name, header, fs, parseErr, stdout, stderr); !ok {
+		return code, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "hone %s: unexpected argument %q\nRun 'hone %s --help' for its flags.\n", name, fs.Arg(0), name)
+		return 2, false
+	}
+	return 0, true
+}
+
+// failer returns the error exit of command name: the error on stderr, exit code 1.
+func failer(name string, stderr io.Writer) func(error) int {
+	return func(err error) int {
+		fmt.Fprintf(stderr, "hone %s: %v\n", name, err)
+		return 1
+	}
+}
+
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {

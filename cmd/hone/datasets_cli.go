@@ -61,12 +61,8 @@ func runDatasets(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	kind := fs.String("kind", "sft", "sft (chat examples) or rl (ART trajectory groups)")
 	limit := fs.Int("limit", 0, "at most this many calls (default: all)")
 	modelRef := fs.String("model", "", "ENTITY/PROJECT/NAME to train, for the printed next command (default <entity>/<project>/agent)")
-	if code, ok := flagError(name, datasetsUsage, fs, fs.Parse(args[1:]), stdout, stderr); !ok {
+	if code, ok := flagsOnly(name, datasetsUsage, fs, fs.Parse(args[1:]), stdout, stderr); !ok {
 		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "hone %s: unexpected argument %q\nRun 'hone %s --help' for its flags.\n", name, fs.Arg(0), name)
-		return 2
 	}
 	if *project == "" {
 		fmt.Fprintf(stderr, "hone %s: --project is required\n", name)
@@ -108,10 +104,7 @@ func runDatasets(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if *limit > 0 {
 		body["limit"] = *limit
 	}
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "hone %s: %v\n", name, err)
-		return 1
-	}
+	fail := failer(name, stderr)
 	c, err := newClient(co)
 	if err != nil {
 		return fail(err)

@@ -25,21 +25,14 @@ func runModelsPrune(ctx context.Context, args []string, stdout, stderr io.Writer
 	modelRef := fs.String("model", "", "ENTITY/PROJECT/NAME (or id) of the model (required)")
 	metric := fs.String("metric", "val/reward", "checkpoint metric to keep the best by (higher is better)")
 	keepBest := fs.Int("keep-best", 1, "how many of the best checkpoints to keep (besides the latest)")
-	if code, ok := flagError(name, modelsPruneUsage, fs, fs.Parse(args), stdout, stderr); !ok {
+	if code, ok := flagsOnly(name, modelsPruneUsage, fs, fs.Parse(args), stdout, stderr); !ok {
 		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "hone %s: unexpected argument %q\nRun 'hone %s --help' for its flags.\n", name, fs.Arg(0), name)
-		return 2
 	}
 	if *modelRef == "" {
 		fmt.Fprintf(stderr, "hone %s: --model ENTITY/PROJECT/NAME is required\n", name)
 		return 2
 	}
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "hone %s: %v\n", name, err)
-		return 1
-	}
+	fail := failer(name, stderr)
 	c, err := newClient(co)
 	if err != nil {
 		return fail(err)

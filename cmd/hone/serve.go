@@ -300,12 +300,8 @@ func runServeMode(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		name, header = "worker", workerUsage
 	}
 	fs := newServeFlags(&cfg)
-	if code, ok := flagError(name, header, fs, parseWithEnv(fs, args), stdout, stderr); !ok {
+	if code, ok := flagsOnly(name, header, fs, parseWithEnv(fs, args), stdout, stderr); !ok {
 		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "hone %s: unexpected argument %q\nRun 'hone %s --help' for its flags.\n", name, fs.Arg(0), name)
-		return 2
 	}
 	logger, err := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
 	if err != nil {

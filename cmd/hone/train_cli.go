@@ -245,12 +245,8 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		loss = fs.String("loss", "cispo", "loss: cispo or ppo")
 		allowNoLogprobs = fs.Bool("allow-training-without-logprobs", false, "train on choices that carry no logprobs (their text is tokenised again)")
 	}
-	if code, ok := flagError(name, header, fs, fs.Parse(args[1:]), stdout, stderr); !ok {
+	if code, ok := flagsOnly(name, header, fs, fs.Parse(args[1:]), stdout, stderr); !ok {
 		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "hone %s: unexpected argument %q\nRun 'hone %s --help' for its flags.\n", name, fs.Arg(0), name)
-		return 2
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -258,10 +254,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "hone %s: --model ENTITY/PROJECT/NAME is required\n", name)
 		return 2
 	}
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "hone %s: %v\n", name, err)
-		return 1
-	}
+	fail := failer(name, stderr)
 
 	// Check the data before anything is created on the server.
 	var data []byte
@@ -471,10 +464,7 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "hone %s: give one JOB_ID\n", name)
 		return 2
 	}
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "hone %s: %v\n", name, err)
-		return 1
-	}
+	fail := failer(name, stderr)
 	c, err := newClient(co)
 	if err != nil {
 		return fail(err)
@@ -545,10 +535,7 @@ type jobInfo struct {
 // watchJob follows a job's events (server-sent events) with a progress bar and the latest
 // metrics (one line per step when stdout is not a terminal), and returns 0 when it succeeded.
 func watchJob(ctx context.Context, c *client, id string, stdout, stderr io.Writer) int {
-	fail := func(err error) int {
-		fmt.Fprintln(stderr, "hone jobs watch:", err)
-		return 1
-	}
+	fail := failer("jobs watch", stderr)
 	req, err := http.NewRequestWithContext(ctx, "GET", c.url+"/v1/preview/training-jobs/"+id+"/events", nil)
 	if err != nil {
 		return fail(err)
