@@ -75,10 +75,11 @@ type ChatConfig struct {
 
 // TrainConfig is how training jobs run.
 type TrainConfig struct {
-	Workers  int     // jobs run at once in this process
-	DataRoot string  // local training_data_url paths must lie under it
-	Rank     int     // LoRA rank of new models
-	Alpha    float64 // LoRA alpha of new models
+	Workers  int           // jobs run at once in this process
+	DataRoot string        // local training_data_url paths must lie under it
+	Rank     int           // LoRA rank of new models
+	Alpha    float64       // LoRA alpha of new models
+	Lease    time.Duration // how long a claimed job stays claimed without renewal
 }
 
 // byteSize is a flag of a memory size: bytes, or a number with a unit (KiB, MiB, GiB, TiB
@@ -151,6 +152,7 @@ func newServeFlags(cfg *ServeConfig) *flag.FlagSet {
 	fs.StringVar(&t.DataRoot, "train-data-root", "", "directory under which local training_data_url paths are allowed (default: none)")
 	fs.IntVar(&t.Rank, "lora-rank", 8, "LoRA rank of new trainable models")
 	fs.Float64Var(&t.Alpha, "lora-alpha", 16, "LoRA alpha of new trainable models")
+	fs.DurationVar(&t.Lease, "job-lease", 30*time.Second, "how long a training job claimed by a process that died stays claimed before another runs it (renewed every third of it while running)")
 	return fs
 }
 

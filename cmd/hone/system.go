@@ -95,6 +95,9 @@ func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout
 	if s.queue, err = jobs.Open(ctx, s.db); err != nil {
 		return nil, err
 	}
+	if cfg.Train.Lease > 0 {
+		s.queue.Lease = cfg.Train.Lease
+	}
 	if s.wandb, err = wandb.Open(ctx, s.db, filepath.Join(cfg.DataDir, "files")); err != nil {
 		return nil, err
 	}

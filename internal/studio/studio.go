@@ -159,7 +159,7 @@ func (a *Assets) ServeAsset(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("file")
 	b, ok := a.files[name]
 	if r.PathValue("hash") != a.hash || !ok || name == "index.html" {
-		http.Error(w, "404 page not found", http.StatusNotFound)
+		apierror.WriteError(w, apierror.NotFound("", "Not Found: no asset %s of this build", r.URL.Path))
 		return
 	}
 	h := w.Header()

@@ -81,8 +81,10 @@ func TestUIAssets(t *testing.T) {
 		t.Errorf("If-None-Match: %d", res.StatusCode)
 	}
 	for _, p := range []string{"/studio/000000000000/static/app.js", a.Prefix() + "nope.js", a.Prefix() + "index.html"} {
-		if res := get(t, m, p); res.StatusCode != 404 {
-			t.Errorf("%s: %d, want 404", p, res.StatusCode)
+		res := get(t, m, p)
+		body, _ := io.ReadAll(res.Body)
+		if res.StatusCode != 404 || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") || !strings.Contains(string(body), `"code":404`) {
+			t.Errorf("%s: %d %s, want 404 in the error envelope", p, res.StatusCode, body)
 		}
 	}
 	// index.html: the pages' answer, never cached, naming this build's assets only.

@@ -1,0 +1,292 @@
+package main
+
+// The kill half of the fuzz and fault suite (docs/reliability.md "Fuzz and fault suite"):
+// `kill -9` of the real binary during trace ingest and during an SFT job. SIGTERM is covered
+// by TestBinaryStopsOnSIGTERM, TestShutdownDuringTrainingRestarts and
+// TestWorkerSIGTERMDuringTraining.
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/honeai/hone/internal/safetensors"
+)
+
+// startBinary starts `hone serve` (the built binary) and returns it with its URL.
+func startBinary(t *testing.T, bin, dir string, args ...string) (*exec.Cmd, string, *syncBuffer) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve", "--data", dir, "--addr", "127.0.0.1:0", "--log-level", "warn"}, args...)...)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	deadline := time.After(60 * time.Second)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("serve exited before listening:\n%s", stderr.String())
+			}
+			if _, addr, found := strings.Cut(l, "listening on "); found {
+				go func() {
+					for range lines {
+					}
+				}()
+				return cmd, strings.TrimSpace(addr), stderr
+			}
+		case <-deadline:
+			t.Fatalf("serve did not listen:\n%s", stderr.String())
+		}
+	}
+}
+
+// TestKillServerDuringIngest: `kill -9` of `hone serve` while four clients write calls
+// (/call/start then /call/end), three times on the same data directory (and store); after the
+// last restart every acknowledged start is stored and every acknowledged end has ended_at.
+func TestKillServerDuringIngest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	forEachFaultStore(t, func(t *testing.T, st faultStore) {
+		dir := t.TempDir()
+		args := append([]string{"--train-workers", "0", "--max-concurrent-per-key", "0"}, st.args...)
+		var (
+			mu              sync.Mutex
+			started, ended  = map[string]bool{}, map[string]bool{}
+			kills, attempts int
+		)
+		const rounds = 3
+		var url string
+		for round := 0; round <= rounds; round++ {
+			cmd, u, stderr := startBinary(t, bin, dir, args...)
+			url = u
+			if round == rounds {
+				break // the last start only reads back
+			}
+			authz := basic("api", initialKey(t, dir))
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for g := 0; g < 4; g++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					client := newNoRetryClient()
+					for i := 0; ; i++ {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						id := fmt.Sprintf("r%d-g%d-%d", round, g, i)
+						mu.Lock()
+						attempts++
+						mu.Unlock()
+						start := fmt.Sprintf(`{"start":{"project_id":"local/kill","id":%q,"trace_id":%q,"op_name":"op","started_at":"2025-01-01T00:00:00Z","attributes":{},"inputs":{"i":%d,"pad":%q}}}`, id, id, i, strings.Repeat("x", 512))
+						if postStatus(client, url+"/call/start", authz, start) != 200 {
+							continue
+						}
+						mu.Lock()
+						started[id] = true
+						mu.Unlock()
+						end := fmt.Sprintf(`{"end":{"project_id":"local/kill","id":%q,"ended_at":"2025-01-01T00:00:01Z","output":%d,"summary":{}}}`, id, i)
+						if postStatus(client, url+"/call/end", authz, end) == 200 {
+							mu.Lock()
+							ended[id] = true
+							mu.Unlock()
+						}
+					}
+				}()
+			}
+			time.Sleep(1500 * time.Millisecond)
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			_ = cmd.Wait()
+			close(stop)
+			wg.Wait()
+			kills++
+			if strings.Contains(stderr.String(), "panic") {
+				t.Errorf("round %d: %s", round, stderr.String())
+			}
+		}
+		// Read every acknowledged call back.
+		authz := basic("api", initialKey(t, dir))
+		ids := sortedKeys(started)
+		stored, closed := map[string]bool{}, map[string]bool{}
+		for i := 0; i < len(ids); i += 500 {
+			chunk := ids[i:min(i+500, len(ids))]
+			q, _ := json.Marshal(map[string]any{"project_id": "local/kill", "filter": map[string]any{"call_ids": chunk}, "limit": len(chunk)})
+			code, _, body := do(t, "POST", url+"/calls/query", authz, string(q))
+			if code != 200 {
+				t.Fatalf("calls/query: %d %.300s", code, body)
+			}
+			var res struct {
+				Calls []struct {
+					ID      string  `json:"id"`
+					EndedAt *string `json:"ended_at"`
+				} `json:"calls"`
+			}
+			if err := json.Unmarshal(body, &res); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range res.Calls {
+				stored[c.ID] = true
+				if c.EndedAt != nil {
+					closed[c.ID] = true
+				}
+			}
+		}
+		lostStarts, lostEnds := 0, 0
+		for id := range started {
+			if !stored[id] {
+				lostStarts++
+				if lostStarts < 5 {
+					t.Errorf("acknowledged start %s lost", id)
+				}
+			}
+		}
+		for id := range ended {
+			if !closed[id] {
+				lostEnds++
+				if lostEnds < 5 {
+					t.Errorf("acknowledged end %s lost", id)
+				}
+			}
+		}
+		t.Logf("kill -9 during ingest (%s): %d kills survived, %d writes attempted, %d starts and %d ends acknowledged, %d starts and %d ends lost",
+			st.name, kills, attempts, len(started), len(ended), lostStarts, lostEnds)
+		if len(started) < 100 {
+			t.Errorf("only %d starts acknowledged: the kill did not happen under load", len(started))
+		}
+	})
+}
+
+// TestKillWorkerDuringSFT: `kill -9` of a `hone worker` in the middle of an SFT job; the job
+// stays claimed until its lease (--job-lease 2s) runs out, then a second worker runs it to an
+// end (SUCCEEDED, or FAILED with a message); no checkpoint is ever listed that is not whole
+// and finite, and the trained checkpoint answers a chat completion.
+func TestKillWorkerDuringSFT(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	forEachFaultStore(t, func(t *testing.T, st faultStore) {
+		dir := t.TempDir()
+		lease := []string{"--job-lease", "2s"}
+		s := startServer(t, dir, append(append([]string{"--train-workers", "0"}, lease...), st.args...)...)
+		bearer := "Bearer " + initialKey(t, dir)
+		job := newSFTJob(t, s, bearer, "kill", 40)
+		code, _, body := do(t, "GET", s.url+"/v1/preview/training-jobs/"+job, bearer, "")
+		modelID, _ := jsonOf(t, code, body, 200)["model_id"].(string)
+		worker := func() *exec.Cmd {
+			cmd := exec.Command(bin, append(append([]string{"worker", "--data", dir, "--log-level", "warn"}, lease...), st.args...)...)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+			return cmd
+		}
+		w := worker()
+		waitSteps(t, s, bearer, job, 0)
+		killed := time.Now()
+		_ = w.Process.Signal(syscall.SIGKILL)
+		_ = w.Wait()
+		checkCheckpoints(t, s, bearer, dir, modelID)
+		code, _, body = do(t, "GET", s.url+"/v1/preview/training-jobs/"+job, bearer, "")
+		if j := jsonOf(t, code, body, 200); j["status"] != "RUNNING" && j["status"] != "QUEUED" {
+			t.Fatalf("after kill -9 the job is %v", j["status"])
+		}
+		w = worker()
+		j := waitJob(t, s, bearer, job)
+		_ = w.Process.Signal(syscall.SIGTERM)
+		_ = w.Wait()
+		t.Logf("kill -9 of a worker during SFT (%s): the job ended %v %.2fs after the kill", st.name, j["status"], time.Since(killed).Seconds())
+		switch j["status"] {
+		case "SUCCEEDED":
+		case "FAILED":
+			if fmt.Sprint(j["error"]) == "" {
+				t.Fatalf("failed without a message: %v", j)
+			}
+		default:
+			t.Fatalf("job %v", j)
+		}
+		for _, step := range checkCheckpoints(t, s, bearer, dir, modelID) {
+			code, _, body := do(t, "POST", s.url+"/v1/chat/completions", bearer, fmt.Sprintf(`{"model":"local/p/kill:step%d","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`, step))
+			if code != 200 {
+				t.Errorf("chat with step %d: %d %s", step, code, body)
+			}
+		}
+	})
+}
+
+// checkCheckpoints checks every checkpoint the API lists for model: its adapter file is whole
+// (it opens) and every value is finite. It returns the steps.
+func checkCheckpoints(t *testing.T, s *server, bearer, dir, model string) []int {
+	t.Helper()
+	code, _, body := do(t, "GET", s.url+"/v1/preview/models/"+model+"/checkpoints", bearer, "")
+	page := jsonOf(t, code, body, 200)
+	data, _ := page["data"].([]any)
+	var steps []int
+	for _, c := range data {
+		step := int(c.(map[string]any)["step"].(float64))
+		steps = append(steps, step)
+		path := filepath.Join(dir, "checkpoints", model, fmt.Sprintf("step%d", step), "adapter_model.safetensors")
+		f, err := safetensors.Open(path)
+		if err != nil {
+			t.Fatalf("listed checkpoint step %d does not open: %v", step, err)
+		}
+		for _, name := range f.Names() {
+			tn, _ := f.Tensor(name)
+			v, err := tn.F32()
+			if err != nil {
+				t.Fatalf("step %d %s: %v", step, name, err)
+			}
+			for _, x := range v {
+				if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+					t.Fatalf("listed checkpoint step %d has a non-finite value in %s", step, name)
+				}
+			}
+		}
+		f.Close()
+	}
+	return steps
+}
+
+func newNoRetryClient() *http.Client { return &http.Client{Timeout: 10 * time.Second} }
+
+// postStatus sends a JSON body and returns the status, 0 when no answer came (the server was killed).
+func postStatus(c *http.Client, url, authz, body string) int {
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Authorization", authz)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}
