@@ -29,9 +29,14 @@ type ActsK struct {
 func QuantizeActs32(a *Acts32, x []float32) {
 	nb := len(x) / 32
 	a.Q, a.D, a.S = resize(a.Q, len(x)), resize(a.D, nb), resize(a.S, nb)
-	for b := range nb {
-		d, sum := quantizeBlock(a.Q[32*b:32*b+32], x[32*b:32*b+32])
-		a.D[b], a.S[b] = d, d*float32(sum)
+	quantizeActs32(a.Q, a.D, a.S, x)
+}
+
+// quantizeActs32 is QuantizeActs32 into q, d, s of the sizes it needs.
+func quantizeActs32(q []int8, d, s []float32, x []float32) {
+	for b := range d {
+		db, sum := quantizeBlock(q[32*b:32*b+32], x[32*b:32*b+32])
+		d[b], s[b] = db, db*float32(sum)
 	}
 }
 
@@ -40,15 +45,20 @@ func QuantizeActs32(a *Acts32, x []float32) {
 func QuantizeActsK(a *ActsK, x []float32) {
 	nb := len(x) / 256
 	a.Q, a.D, a.BSums = resize(a.Q, len(x)), resize(a.D, nb), resize(a.BSums, len(x)/16)
-	for b := range nb {
-		q := a.Q[256*b : 256*b+256]
-		a.D[b], _ = quantizeBlock(q, x[256*b:256*b+256])
+	quantizeActsK(a.Q, a.D, a.BSums, x)
+}
+
+// quantizeActsK is QuantizeActsK into qs, d, bsums of the sizes it needs.
+func quantizeActsK(qs []int8, d []float32, bsums []int16, x []float32) {
+	for b := range d {
+		q := qs[256*b : 256*b+256]
+		d[b], _ = quantizeBlock(q, x[256*b:256*b+256])
 		for g := range 16 {
 			s := 0
 			for _, v := range q[16*g : 16*g+16] {
 				s += int(v)
 			}
-			a.BSums[16*b+g] = int16(s)
+			bsums[16*b+g] = int16(s)
 		}
 	}
 }
@@ -98,6 +108,56 @@ var (
 	dotQ5_K func(w []byte, q []int8, d []float32, bsums []int16) float32 = dotQ5_KGo
 	dotQ6_K func(w []byte, q []int8, d []float32, bsums []int16) float32 = dotQ6_KGo
 )
+
+// The multi-row kernels: one weight row's products with 4 rows of activations quantized for
+// the 32-element types, stored one after the other (q holds 4 rows of 32·nb values, d and s
+// 4 rows of nb, nb = len(d)/4), into out. Each weight block is unpacked once for the 4 rows.
+// The assembly versions (those of Q8_0, Q4_0 and Q5_0 use s for their offsets: Σ(q−o)·x =
+// Σq·x − o·Σx) replace these at init; the Go versions, the reference, run the row kernels.
+var (
+	dot4Q8_0 kern4 = dot4Q8_0Go
+	dot4Q4_0 kern4 = dot4Q4_0Go
+	dot4Q4_1 kern4 = dot4Q4_1Go
+	dot4Q5_0 kern4 = dot4Q5_0Go
+	dot4Q5_1 kern4 = dot4Q5_1Go
+)
+
+type kern4 = func(w []byte, q []int8, d, s []float32, out *[4]float32)
+
+func dot4Q8_0Go(w []byte, q []int8, d, s []float32, out *[4]float32) {
+	nb := len(d) / 4
+	for r := range out {
+		out[r] = dotQ8_0Go(w, q[32*nb*r:32*nb*(r+1)], d[nb*r:nb*(r+1)])
+	}
+}
+
+func dot4Q4_0Go(w []byte, q []int8, d, s []float32, out *[4]float32) {
+	nb := len(d) / 4
+	for r := range out {
+		out[r] = dotQ4_0Go(w, q[32*nb*r:32*nb*(r+1)], d[nb*r:nb*(r+1)])
+	}
+}
+
+func dot4Q4_1Go(w []byte, q []int8, d, s []float32, out *[4]float32) {
+	nb := len(d) / 4
+	for r := range out {
+		out[r] = dotQ4_1Go(w, q[32*nb*r:32*nb*(r+1)], d[nb*r:nb*(r+1)], s[nb*r:nb*(r+1)])
+	}
+}
+
+func dot4Q5_0Go(w []byte, q []int8, d, s []float32, out *[4]float32) {
+	nb := len(d) / 4
+	for r := range out {
+		out[r] = dotQ5_0Go(w, q[32*nb*r:32*nb*(r+1)], d[nb*r:nb*(r+1)])
+	}
+}
+
+func dot4Q5_1Go(w []byte, q []int8, d, s []float32, out *[4]float32) {
+	nb := len(d) / 4
+	for r := range out {
+		out[r] = dotQ5_1Go(w, q[32*nb*r:32*nb*(r+1)], d[nb*r:nb*(r+1)], s[nb*r:nb*(r+1)])
+	}
+}
 
 var le = binary.LittleEndian
 

@@ -74,27 +74,52 @@ func (m *Matrix) Row(out []float32, r int) {
 // than Acts32.
 func kQuant(t gguf.TensorType) bool { return t == gguf.Q4_K || t == gguf.Q5_K || t == gguf.Q6_K }
 
-// dot is row's product with one quantized activation row.
-func dot(t gguf.TensorType, row []byte, a *Acts32, k *ActsK) float32 {
+// dot is row's product with activation row i of w's quantized activations.
+func (w *work) dot(t gguf.TensorType, row []byte, i int) float32 {
+	if kQuant(t) {
+		nb, k := w.cols/256, &w.ak
+		q, d, bs := k.Q[256*nb*i:256*nb*(i+1)], k.D[nb*i:nb*(i+1)], k.BSums[16*nb*i:16*nb*(i+1)]
+		switch t {
+		case gguf.Q4_K:
+			return dotQ4_K(row, q, d, bs)
+		case gguf.Q5_K:
+			return dotQ5_K(row, q, d, bs)
+		case gguf.Q6_K:
+			return dotQ6_K(row, q, d, bs)
+		}
+	}
+	nb, a := w.cols/32, &w.a32
+	q, d, s := a.Q[32*nb*i:32*nb*(i+1)], a.D[nb*i:nb*(i+1)], a.S[nb*i:nb*(i+1)]
 	switch t {
 	case gguf.Q8_0:
-		return dotQ8_0(row, a.Q, a.D)
+		return dotQ8_0(row, q, d)
 	case gguf.Q4_0:
-		return dotQ4_0(row, a.Q, a.D)
+		return dotQ4_0(row, q, d)
 	case gguf.Q4_1:
-		return dotQ4_1(row, a.Q, a.D, a.S)
+		return dotQ4_1(row, q, d, s)
 	case gguf.Q5_0:
-		return dotQ5_0(row, a.Q, a.D)
+		return dotQ5_0(row, q, d)
 	case gguf.Q5_1:
-		return dotQ5_1(row, a.Q, a.D, a.S)
-	case gguf.Q4_K:
-		return dotQ4_K(row, k.Q, k.D, k.BSums)
-	case gguf.Q5_K:
-		return dotQ5_K(row, k.Q, k.D, k.BSums)
-	case gguf.Q6_K:
-		return dotQ6_K(row, k.Q, k.D, k.BSums)
+		return dotQ5_1(row, q, d, s)
 	}
 	panic("quant: unsupported type " + t.String())
+}
+
+// kernel4 is t's multi-row kernel, nil for the K-quants (reduced a row at a time).
+func kernel4(t gguf.TensorType) kern4 {
+	switch t {
+	case gguf.Q8_0:
+		return dot4Q8_0
+	case gguf.Q4_0:
+		return dot4Q4_0
+	case gguf.Q4_1:
+		return dot4Q4_1
+	case gguf.Q5_0:
+		return dot4Q5_0
+	case gguf.Q5_1:
+		return dot4Q5_1
+	}
+	return nil
 }
 
 // MatMulT computes out = x · Mᵀ (accumulate: out += x · Mᵀ) for x of rows × Cols (stride
@@ -146,7 +171,14 @@ func (w *work) mul(x []float32, rows int, ms []*Matrix, out []float32, ldo int, 
 			w.need32 = true
 		}
 	}
-	w.a32, w.ak = resize(w.a32, rows), resize(w.ak, rows)
+	if w.need32 {
+		a, nb := &w.a32, rows*cols/32
+		a.Q, a.D, a.S = resize(a.Q, rows*cols), resize(a.D, nb), resize(a.S, nb)
+	}
+	if w.needK {
+		a, nb := &w.ak, rows*cols/256
+		a.Q, a.D, a.BSums = resize(a.Q, rows*cols), resize(a.D, nb), resize(a.BSums, rows*cols/16)
+	}
 	threads := gemm.Threads()
 	if rows >= 4 && threads > 1 {
 		gemm.Parallel(rows, w.quantFn)
@@ -169,6 +201,7 @@ func (w *work) mul(x []float32, rows int, ms []*Matrix, out []float32, ldo int, 
 		}
 		off += m.Rows
 	}
+	w.o4 = resize(w.o4, len(w.tasks))
 	gemm.Parallel(len(w.tasks), w.runFn)
 	w.x, w.ms, w.out = nil, nil, nil
 }
@@ -265,9 +298,10 @@ type work struct {
 	ldo            int
 	acc            bool
 	need32, needK  bool
-	a32            []Acts32
-	ak             []ActsK
+	a32            Acts32 // the rows of x quantized, one after the other
+	ak             ActsK
 	tasks          []task
+	o4             [][4]float32 // each task's multi-row kernel outputs
 	one            [1]*Matrix // MatMulT's ms
 	quantFn, runFn func(int)
 }
@@ -281,12 +315,15 @@ var workPool = sync.Pool{New: func() any {
 }}
 
 func (w *work) quantize(i int) {
-	x := w.x[i*w.cols : (i+1)*w.cols]
+	n := w.cols
+	x := w.x[i*n : (i+1)*n]
 	if w.need32 {
-		QuantizeActs32(&w.a32[i], x)
+		a, nb := &w.a32, n/32
+		quantizeActs32(a.Q[i*n:(i+1)*n], a.D[i*nb:(i+1)*nb], a.S[i*nb:(i+1)*nb], x)
 	}
 	if w.needK {
-		QuantizeActsK(&w.ak[i], x)
+		a, nb := &w.ak, n/256
+		quantizeActsK(a.Q[i*n:(i+1)*n], a.D[i*nb:(i+1)*nb], a.BSums[i*n/16:(i+1)*n/16], x)
 	}
 }
 
@@ -294,13 +331,28 @@ func (w *work) run(ti int) {
 	t := w.tasks[ti]
 	m := w.ms[t.m]
 	typ, n := m.Type, m.RowBytes()
+	k4, nb := kernel4(typ), w.cols/32
+	a, o := &w.a32, &w.o4[ti]
 	for i0 := 0; i0 < w.rows; i0 += xTile {
 		i1 := min(i0+xTile, w.rows)
 		for r := t.r0; r < t.r1; r++ {
 			row := m.Data[r*n : (r+1)*n]
 			col := t.off + r
-			for i := i0; i < i1; i++ {
-				v := dot(typ, row, &w.a32[i], &w.ak[i])
+			i := i0
+			if k4 != nil {
+				// Four activation rows at a time against the weight row.
+				for ; i+4 <= i1; i += 4 {
+					k4(row, a.Q[32*nb*i:32*nb*(i+4)], a.D[nb*i:nb*(i+4)], a.S[nb*i:nb*(i+4)], o)
+					for j, v := range o {
+						if w.acc {
+							v += w.out[(i+j)*w.ldo+col]
+						}
+						w.out[(i+j)*w.ldo+col] = v
+					}
+				}
+			}
+			for ; i < i1; i++ {
+				v := w.dot(typ, row, i)
 				if w.acc {
 					w.out[i*w.ldo+col] += v
 				} else {

@@ -1,0 +1,151 @@
+//go:build amd64 && !purego
+
+package quant
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/honeai/hone/internal/gguf"
+)
+
+// multiRowKernels is one implementation of every multi-row kernel, with whether this CPU
+// can run it.
+type multiRowKernels struct {
+	name                    string
+	ok                      bool
+	q80, q40, q41, q50, q51 kern4
+}
+
+func allMultiRowKernels() []multiRowKernels {
+	return []multiRowKernels{
+		{"go", true, dot4Q8_0Go, dot4Q4_0Go, dot4Q4_1Go, dot4Q5_0Go, dot4Q5_1Go},
+		{"avx512", asmVNNI, dot4Q8_0AVX512, dot4Q4_0AVX512, dot4Q4_1AVX512, dot4Q5_0AVX512, dot4Q5_1AVX512},
+		{"avx2", asmAVX2, dot4Q8_0AVX2, dot4Q4_0AVX2, dot4Q4_1AVX2, dot4Q5_0AVX2, dot4Q5_1AVX2},
+		{"dispatch", true, dot4Q8_0, dot4Q4_0, dot4Q4_1, dot4Q5_0, dot4Q5_1},
+	}
+}
+
+func (k multiRowKernels) get(typ gguf.TensorType) kern4 {
+	switch typ {
+	case gguf.Q8_0:
+		return k.q80
+	case gguf.Q4_0:
+		return k.q40
+	case gguf.Q4_1:
+		return k.q41
+	case gguf.Q5_0:
+		return k.q50
+	case gguf.Q5_1:
+		return k.q51
+	}
+	panic(typ)
+}
+
+var multiRowTypes = []gguf.TensorType{gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1}
+
+// checkMultiRow compares every multi-row kernel on w against 4 activation rows with the Go
+// row kernel on each row. The offset kernels (Q8_0, Q4_0, Q5_0) subtract o·d·s from
+// d·dx·Σ(q+o)·x, so their tolerance adds the rounding of that term.
+func checkMultiRow(t *testing.T, typ gguf.TensorType, w []byte, rows [4]testActs, what string) {
+	t.Helper()
+	nb := len(rows[0].d)
+	var q []int8
+	var d, s []float32
+	for _, a := range rows {
+		q, d, s = append(q, a.q...), append(d, a.d...), append(s, a.s...)
+	}
+	for _, im := range allMultiRowKernels() {
+		if !im.ok {
+			continue
+		}
+		out := [4]float32{9, 9, 9, 9}
+		im.get(typ)(w, q, d, s, &out)
+		for r, a := range rows {
+			want := goRowKernels.call(typ, w, a)
+			off := 0.0
+			for b := range nb {
+				off += 128 * math.Abs(float64(f16(w[typ.BlockBytes()*b:]))*float64(a.s[b]))
+			}
+			tol := 1e-5*absDotRef(t, typ, w, a) + 1e-6*off + 1e-6
+			if diff := math.Abs(float64(out[r]) - float64(want)); !(diff <= tol) {
+				t.Errorf("%v %s, %s row %d: %g, Go row kernel %g (tolerance %g)", typ, what, im.name, r, out[r], want, tol)
+			}
+		}
+	}
+}
+
+func TestMultiRowKernelsRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, typ := range multiRowTypes {
+		for _, nb := range asmBlockCounts(typ) {
+			for rep := range 3 {
+				var rows [4]testActs
+				for i := range rows {
+					rows[i] = randomTestActs(r, typ, nb*32)
+				}
+				checkMultiRow(t, typ, randomBlocks(r, typ, nb), rows, fmt.Sprintf("%d blocks #%d", nb, rep))
+			}
+		}
+	}
+}
+
+func TestMultiRowKernelsExtreme(t *testing.T) {
+	for _, typ := range multiRowTypes {
+		for _, nb := range []int{1, 2, 3, 6, 17} {
+			var rows [4]testActs
+			for p := range rows {
+				q := make([]int8, nb*32)
+				for i := range q {
+					switch p {
+					case 0:
+						q[i] = 127
+					case 1:
+						q[i] = -127
+					case 2:
+						q[i] = int8(127 - 254*(i&1))
+					default:
+						q[i] = int8(127 - 254*(i/16&1))
+					}
+				}
+				d := make([]float32, nb)
+				for i := range d {
+					d[i] = 0.02
+				}
+				rows[p] = testActsFrom(q, d, 32)
+			}
+			for _, low := range []bool{false, true} {
+				checkMultiRow(t, typ, extremeTestBlocks(typ, nb, low), rows, fmt.Sprintf("%d blocks, weights low=%v", nb, low))
+			}
+		}
+	}
+}
+
+// TestMultiRowKernelsCheckLengths: the dispatched assembly kernels panic on short slices.
+func TestMultiRowKernelsCheckLengths(t *testing.T) {
+	if !asmAVX2 {
+		t.Skip("no assembly kernels on this CPU")
+	}
+	for _, typ := range multiRowTypes {
+		k := allMultiRowKernels()[3].get(typ)
+		w, q, d, s := make([]byte, 2*typ.BlockBytes()), make([]int8, 4*64), make([]float32, 8), make([]float32, 8)
+		var out [4]float32
+		for _, c := range []func(){
+			func() { k(w[:len(w)-1], q, d, s, &out) },
+			func() { k(w, q[:len(q)-1], d, s, &out) },
+			func() { k(w, q, d, s[:7], &out) },
+			func() { k(w, q, d[:7], s, &out) },
+		} {
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Errorf("%v: short slices: no panic", typ)
+					}
+				}()
+				c()
+			}()
+		}
+	}
+}
