@@ -302,7 +302,7 @@ type work struct {
 	ak             ActsK
 	tasks          []task
 	o4             [][4]float32 // each task's multi-row kernel outputs
-	one            [1]*Matrix // MatMulT's ms
+	one            [1]*Matrix   // MatMulT's ms
 	quantFn, runFn func(int)
 }
 
