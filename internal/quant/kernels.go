@@ -25,15 +25,18 @@ type ActsK struct {
 }
 
 // QuantizeActs32 quantizes x (a multiple of 32 long) into a (sized to fit): per block of 32,
-// D = max|x|/127 and Q = round(x/D).
+// D = max|x|/127 and Q = x·(1/D) rounded to the nearest integer, ties to even.
 func QuantizeActs32(a *Acts32, x []float32) {
 	nb := len(x) / 32
 	a.Q, a.D, a.S = resize(a.Q, len(x)), resize(a.D, nb), resize(a.S, nb)
 	quantizeActs32(a.Q, a.D, a.S, x)
 }
 
-// quantizeActs32 is QuantizeActs32 into q, d, s of the sizes it needs.
-func quantizeActs32(q []int8, d, s []float32, x []float32) {
+// quantizeActs32 is QuantizeActs32 into q, d, s of the sizes it needs (replaced at init by
+// an assembly version where there is one).
+var quantizeActs32 = quantizeActs32Go
+
+func quantizeActs32Go(q []int8, d, s []float32, x []float32) {
 	for b := range d {
 		db, sum := quantizeBlock(q[32*b:32*b+32], x[32*b:32*b+32])
 		d[b], s[b] = db, db*float32(sum)
@@ -41,7 +44,7 @@ func quantizeActs32(q []int8, d, s []float32, x []float32) {
 }
 
 // QuantizeActsK quantizes x (a multiple of 256 long) into a (sized to fit): per super-block
-// of 256, D = max|x|/127 and Q = round(x/D), with the sums of each 16.
+// of 256, D = max|x|/127 and Q = x·(1/D) rounded (ties to even), with the sums of each 16.
 func QuantizeActsK(a *ActsK, x []float32) {
 	nb := len(x) / 256
 	a.Q, a.D, a.BSums = resize(a.Q, len(x)), resize(a.D, nb), resize(a.BSums, len(x)/16)
@@ -77,7 +80,7 @@ func quantizeBlock(q []int8, x []float32) (float32, int) {
 	id := 1 / d
 	sum := 0
 	for i, v := range x {
-		r := int(math.Round(float64(v * id)))
+		r := int(math.RoundToEven(float64(v * id))) // ROUNDSD; VCVTPS2DQ's rounding
 		r = min(max(r, -127), 127)
 		q[i] = int8(r)
 		sum += r

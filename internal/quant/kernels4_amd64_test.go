@@ -149,3 +149,46 @@ func TestMultiRowKernelsCheckLengths(t *testing.T) {
 		}
 	}
 }
+
+// TestQuantizeActs32Asm: the assembly quantizer gives the Go one's values exactly (random
+// rows of several scales, blocks of zeros, halves that round to even).
+func TestQuantizeActs32Asm(t *testing.T) {
+	if !asmVNNI {
+		t.Skip("no AVX-512 on this CPU")
+	}
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, nb := range []int{0, 1, 2, 3, 7, 18, 48} {
+		for rep := range 6 {
+			x := make([]float32, 32*nb)
+			for i := range x {
+				x[i] = float32(r.NormFloat64()) * float32(math.Pow(10, float64(rep-3)))
+				switch {
+				case rep == 4 && i/32 == 1:
+					x[i] = 0 // a block of zeros
+				case rep == 5:
+					x[i] = float32(r.IntN(252)-126) + 0.5 // with max 127, D = 1: ties
+				}
+			}
+			if rep == 5 && nb > 0 {
+				x[0] = 127
+			}
+			q1, d1, s1 := make([]int8, len(x)), make([]float32, nb), make([]float32, nb)
+			q2, d2, s2 := make([]int8, len(x)), make([]float32, nb), make([]float32, nb)
+			for i := range q2 {
+				q2[i] = 99
+			}
+			quantizeActs32Go(q1, d1, s1, x)
+			quantizeActs32AVX512(q2, d2, s2, x)
+			for i := range q1 {
+				if q1[i] != q2[i] {
+					t.Fatalf("%d blocks #%d: q[%d] = %d, Go %d (x %g, d %g)", nb, rep, i, q2[i], q1[i], x[i], d1[i/32])
+				}
+			}
+			for b := range d1 {
+				if d1[b] != d2[b] || s1[b] != s2[b] {
+					t.Fatalf("%d blocks #%d: block %d d, s = %g, %g; Go %g, %g", nb, rep, b, d2[b], s2[b], d1[b], s1[b])
+				}
+			}
+		}
+	}
+}

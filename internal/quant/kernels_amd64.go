@@ -19,6 +19,7 @@ func init() {
 		setAsmKernels(dotQ8_0AVX512, dotQ4_0AVX512, dotQ5_0AVX512, dotQ4_1AVX512, dotQ5_1AVX512,
 			dotQ4_KAVX512, dotQ5_KAVX512, dotQ6_KAVX512)
 		setAsmKernels4(dot4Q8_0AVX512, dot4Q4_0AVX512, dot4Q4_1AVX512, dot4Q5_0AVX512, dot4Q5_1AVX512)
+		quantizeActs32 = quantizeActs32Checked
 	case asmAVX2:
 		setAsmKernels(dotQ8_0AVX2, dotQ4_0AVX2, dotQ5_0AVX2, dotQ4_1AVX2, dotQ5_1AVX2,
 			dotQ4_KAVX2, dotQ5_KAVX2, dotQ6_KAVX2)
@@ -168,3 +169,17 @@ func dot4Q5_0AVX2(w []byte, q []int8, d, s []float32, out *[4]float32)
 
 //go:noescape
 func dot4Q5_1AVX2(w []byte, q []int8, d, s []float32, out *[4]float32)
+
+// quantizeActs32Checked is quantizeActs32AVX512 behind a check of the slices' lengths.
+func quantizeActs32Checked(q []int8, d, s []float32, x []float32) {
+	if len(q) < 32*len(d) || len(s) < len(d) || len(x) < 32*len(d) {
+		panic("quant: quantizeActs32: slices shorter than len(d) blocks")
+	}
+	quantizeActs32AVX512(q, d, s, x)
+}
+
+// quantizeActs32AVX512 is quantizeActs32Go in AVX-512 (the same values: VCVTPS2DQ rounds
+// ties to even as math.RoundToEven does).
+//
+//go:noescape
+func quantizeActs32AVX512(q []int8, d, s []float32, x []float32)

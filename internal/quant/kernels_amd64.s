@@ -1590,3 +1590,82 @@ q51y4_loop:
 
 q51y4_done:
 	Y4STORE
+
+// func quantizeActs32AVX512(q []int8, d, s []float32, x []float32)
+// Per block of 32 (len(d) blocks): amax = max|x|, D = amax/127, Q = x·(1/D) rounded to
+// nearest even (VCVTPS2DQ under Go's default MXCSR), S = D·ΣQ; a block of zeros gets zeros.
+TEXT ·quantizeActs32AVX512(SB), NOSPLIT, $0-96
+	MOVQ         q_base+0(FP), DI
+	MOVQ         d_base+24(FP), DX
+	MOVQ         d_len+32(FP), CX
+	MOVQ         s_base+48(FP), BX
+	MOVQ         x_base+72(FP), SI
+	VPBROADCASTD qabs<>(SB), Z31
+	VBROADCASTSS qf127<>(SB), X30
+	VBROADCASTSS qf1<>(SB), X29
+	VXORPS       X28, X28, X28
+	TESTQ        CX, CX
+	JZ           qa_done
+
+qa_loop:
+	VMOVUPS      (SI), Z0
+	VMOVUPS      64(SI), Z1
+	VPANDD       Z31, Z0, Z2
+	VPANDD       Z31, Z1, Z3
+	VMAXPS       Z3, Z2, Z2
+	VEXTRACTF64X4 $1, Z2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VEXTRACTF128 $1, Y2, X3
+	VMAXPS       X3, X2, X2
+	VPERMILPS    $0x4e, X2, X3
+	VMAXPS       X3, X2, X2
+	VPERMILPS    $0xb1, X2, X3
+	VMAXPS       X3, X2, X2
+	VUCOMISS     X28, X2
+	JE           qa_zero
+	VDIVSS       X30, X2, X2
+	VDIVSS       X2, X29, X4
+	VBROADCASTSS X4, Z4
+	VMULPS       Z4, Z0, Z0
+	VMULPS       Z4, Z1, Z1
+	VCVTPS2DQ    Z0, Z0
+	VCVTPS2DQ    Z1, Z1
+	VPMOVSDB     Z0, (DI)
+	VPMOVSDB     Z1, 16(DI)
+	VPADDD       Z1, Z0, Z0
+	VEXTRACTI64X4 $1, Z0, Y1
+	VPADDD       Y1, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPADDD       X1, X0, X0
+	VPSHUFD      $0x4e, X0, X1
+	VPADDD       X1, X0, X0
+	VPSHUFD      $0xb1, X0, X1
+	VPADDD       X1, X0, X0
+	VCVTDQ2PS    X0, X0
+	VMULSS       X2, X0, X0
+	VMOVSS       X2, (DX)
+	VMOVSS       X0, (BX)
+	JMP          qa_next
+
+qa_zero:
+	VPXORD       Y0, Y0, Y0
+	VMOVDQU      Y0, (DI)
+	VMOVSS       X28, (DX)
+	VMOVSS       X28, (BX)
+
+qa_next:
+	ADDQ         $128, SI
+	ADDQ         $32, DI
+	ADDQ         $4, DX
+	ADDQ         $4, BX
+	DECQ         CX
+	JNZ          qa_loop
+
+qa_done:
+	VZEROUPPER
+	RET
+
+DATA qabs<>+0(SB)/4, $0x7fffffff
+GLOBL qabs<>(SB), RODATA|NOPTR, $4
+DATA qf127<>+0(SB)/4, $0x42fe0000
+GLOBL qf127<>(SB), RODATA|NOPTR, $4
