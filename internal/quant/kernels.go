@@ -162,6 +162,25 @@ func dot4Q5_1Go(w []byte, q []int8, d, s []float32, out *[4]float32) {
 	}
 }
 
+// The row kernels as MatMulT calls them, without the assembly ones' checks of the slices'
+// lengths (a closure call per row): its slices have the right lengths by construction.
+var (
+	rowQ8_0 kern32  = dotQ8_0Go
+	rowQ4_0 kern32  = dotQ4_0Go
+	rowQ4_1 kern32s = dotQ4_1Go
+	rowQ5_0 kern32  = dotQ5_0Go
+	rowQ5_1 kern32s = dotQ5_1Go
+	rowQ4_K kernK   = dotQ4_KGo
+	rowQ5_K kernK   = dotQ5_KGo
+	rowQ6_K kernK   = dotQ6_KGo
+)
+
+type (
+	kern32  = func(w []byte, q []int8, d []float32) float32
+	kern32s = func(w []byte, q []int8, d, s []float32) float32
+	kernK   = func(w []byte, q []int8, d []float32, bsums []int16) float32
+)
+
 var le = binary.LittleEndian
 
 func f16(b []byte) float32 { return gemm.F16ToFloat32(le.Uint16(b)) }

@@ -27,18 +27,14 @@ func init() {
 	}
 }
 
-type (
-	kern32  = func(w []byte, q []int8, d []float32) float32
-	kern32s = func(w []byte, q []int8, d, s []float32) float32
-	kernK   = func(w []byte, q []int8, d []float32, bsums []int16) float32
-)
-
 // setAsmKernels installs assembly kernels behind a check of the slices' lengths (the
 // assembly reads len(d) blocks without bounds checks).
 func setAsmKernels(q80, q40, q50 kern32, q41, q51 kern32s, q4k, q5k, q6k kernK) {
 	dotQ8_0, dotQ4_0, dotQ5_0 = checked32(q80, 34), checked32(q40, 18), checked32(q50, 22)
 	dotQ4_1, dotQ5_1 = checked32s(q41, 20), checked32s(q51, 24)
 	dotQ4_K, dotQ5_K, dotQ6_K = checkedK(q4k, 144), checkedK(q5k, 176), checkedK(q6k, 210)
+	rowQ8_0, rowQ4_0, rowQ4_1, rowQ5_0, rowQ5_1 = q80, q40, q41, q50, q51
+	rowQ4_K, rowQ5_K, rowQ6_K = q4k, q5k, q6k
 }
 
 // setAsmKernels4 installs multi-row assembly kernels behind a check of the slices' lengths.

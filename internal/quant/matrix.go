@@ -74,33 +74,35 @@ func (m *Matrix) Row(out []float32, r int) {
 // than Acts32.
 func kQuant(t gguf.TensorType) bool { return t == gguf.Q4_K || t == gguf.Q5_K || t == gguf.Q6_K }
 
-// dot is row's product with activation row i of w's quantized activations.
+// dot is row's product with activation row i of w's quantized activations, by the
+// unchecked row kernels: row is one of the matrix's rows and the activations hold w.rows
+// rows of w.cols.
 func (w *work) dot(t gguf.TensorType, row []byte, i int) float32 {
 	if kQuant(t) {
 		nb, k := w.cols/256, &w.ak
 		q, d, bs := k.Q[256*nb*i:256*nb*(i+1)], k.D[nb*i:nb*(i+1)], k.BSums[16*nb*i:16*nb*(i+1)]
 		switch t {
 		case gguf.Q4_K:
-			return dotQ4_K(row, q, d, bs)
+			return rowQ4_K(row, q, d, bs)
 		case gguf.Q5_K:
-			return dotQ5_K(row, q, d, bs)
+			return rowQ5_K(row, q, d, bs)
 		case gguf.Q6_K:
-			return dotQ6_K(row, q, d, bs)
+			return rowQ6_K(row, q, d, bs)
 		}
 	}
 	nb, a := w.cols/32, &w.a32
 	q, d, s := a.Q[32*nb*i:32*nb*(i+1)], a.D[nb*i:nb*(i+1)], a.S[nb*i:nb*(i+1)]
 	switch t {
 	case gguf.Q8_0:
-		return dotQ8_0(row, q, d)
+		return rowQ8_0(row, q, d)
 	case gguf.Q4_0:
-		return dotQ4_0(row, q, d)
+		return rowQ4_0(row, q, d)
 	case gguf.Q4_1:
-		return dotQ4_1(row, q, d, s)
+		return rowQ4_1(row, q, d, s)
 	case gguf.Q5_0:
-		return dotQ5_0(row, q, d)
+		return rowQ5_0(row, q, d)
 	case gguf.Q5_1:
-		return dotQ5_1(row, q, d, s)
+		return rowQ5_1(row, q, d, s)
 	}
 	panic("quant: unsupported type " + t.String())
 }
@@ -209,24 +211,35 @@ func (w *work) mul(x []float32, rows int, ms []*Matrix, out []float32, ldo int, 
 // GEMMRows is the number of activation rows from which MatMulT and MatMulTMany dequantize
 // the weights a tile of rows at a time and multiply them with the f32 GEMM (gemm.Sgemm)
 // instead of quantizing the activations (exact in the activations); 0 never does. The
-// default, -1, decides by the row kernels in use: where a type's kernel is the Go one (no
-// assembly for this CPU), from 2 rows, since the Go kernels reduce about 1 GMAC/s a core and
-// the dequantized tiles plus the f32 GEMM run 3-20 times faster from 4 rows (more the more
-// rows); with the assembly kernels (about 40 GMAC/s on two AVX-512 cores whatever the row
-// count, against 36 for the GEMM path at 128 rows), never. BenchmarkMatMulT measures both.
+// default, -1, decides by the kernels in use, from BenchmarkMatMulT (a 1536 × 768 matrix,
+// GOMAXPROCS=2, best of 4-6 runs interleaved on a loaded 2-core AMD EPYC with AVX-512 VNNI,
+// GMAC/s int8 vs GEMM): where a type's kernel is the Go one (no assembly for this CPU), from
+// 2 rows (the Go kernels reduce about 1 GMAC/s a core); for the types with a multi-row
+// kernel (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1), from 512 rows (Q4_1: 37.9 vs 17.7 at 64 rows,
+// 34.7 vs 28.7 at 128, 40.6 vs 42.6 at 512; Q8_0: 42.0 vs 20.2 at 64, 34.7 vs 42.4 at 512);
+// for the K-quants, reduced a row at a time, from 128 rows (Q4_K: 49.2 vs 40.6 at 64,
+// 23.1 vs 28.8 at 128, 24.3 vs 41.6 at 512; Q6_K: 20.3 vs 9.4 at 32, 22.8 vs 33.1 at 128).
 var GEMMRows = -1
 
-// gemmRows is GEMMRows for a product over ms.
+// gemmRows is GEMMRows for a product over ms: the least of its matrices' thresholds.
 func gemmRows(ms []*Matrix) int {
 	if GEMMRows >= 0 {
 		return GEMMRows
 	}
+	g := 0
 	for _, m := range ms {
-		if goKernel(m.Type) {
-			return 2
+		t := 512
+		switch {
+		case goKernel(m.Type):
+			t = 2
+		case kernel4(m.Type) == nil:
+			t = 128
+		}
+		if g == 0 || t < g {
+			g = t
 		}
 	}
-	return 0
+	return g
 }
 
 // goKernel reports whether t's row kernel in use is the Go one.
