@@ -127,6 +127,31 @@ var (
 
 type kern4 = func(w []byte, q []int8, d, s []float32, out *[4]float32)
 
+// The K-quants' multi-row kernels, as the 32-element types' with the activations of ActsK
+// (q 4 rows of 256·nb values, d 4 rows of nb, bsums 4 rows of 16·nb): nil where there is no
+// assembly one (MatMulT then reduces a row at a time); dot4Q4_KGo and dot4Q6_KGo are the
+// references the assembly is tested against.
+var (
+	dot4Q4_K kern4K
+	dot4Q6_K kern4K
+)
+
+type kern4K = func(w []byte, q []int8, d []float32, bsums []int16, out *[4]float32)
+
+func dot4Q4_KGo(w []byte, q []int8, d []float32, bsums []int16, out *[4]float32) {
+	nb := len(d) / 4
+	for r := range out {
+		out[r] = dotQ4_KGo(w, q[256*nb*r:256*nb*(r+1)], d[nb*r:nb*(r+1)], bsums[16*nb*r:16*nb*(r+1)])
+	}
+}
+
+func dot4Q6_KGo(w []byte, q []int8, d []float32, bsums []int16, out *[4]float32) {
+	nb := len(d) / 4
+	for r := range out {
+		out[r] = dotQ6_KGo(w, q[256*nb*r:256*nb*(r+1)], d[nb*r:nb*(r+1)], bsums[16*nb*r:16*nb*(r+1)])
+	}
+}
+
 func dot4Q8_0Go(w []byte, q []int8, d, s []float32, out *[4]float32) {
 	nb := len(d) / 4
 	for r := range out {

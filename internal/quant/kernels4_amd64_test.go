@@ -192,3 +192,105 @@ func TestQuantizeActs32Asm(t *testing.T) {
 		}
 	}
 }
+
+// multiRowKernelsK are the K-quants' multi-row kernels, Go and assembly, by type.
+func multiRowKernelsK(typ gguf.TensorType) []struct {
+	name string
+	ok   bool
+	k    kern4K
+} {
+	type impl = struct {
+		name string
+		ok   bool
+		k    kern4K
+	}
+	switch typ {
+	case gguf.Q4_K:
+		return []impl{{"go", true, dot4Q4_KGo}, {"avx512", asmVNNI, dot4Q4_KAVX512}, {"dispatch", dot4Q4_K != nil, dot4Q4_K}}
+	case gguf.Q6_K:
+		return []impl{{"go", true, dot4Q6_KGo}, {"dispatch", dot4Q6_K != nil, dot4Q6_K}}
+	}
+	return nil
+}
+
+func checkMultiRowK(t *testing.T, typ gguf.TensorType, w []byte, rows [4]testActs, what string) {
+	t.Helper()
+	var q []int8
+	var d []float32
+	var bs []int16
+	for _, a := range rows {
+		q, d, bs = append(q, a.q...), append(d, a.d...), append(bs, a.bsums...)
+	}
+	for _, im := range multiRowKernelsK(typ) {
+		if !im.ok {
+			continue
+		}
+		out := [4]float32{9, 9, 9, 9}
+		im.k(w, q, d, bs, &out)
+		for r, a := range rows {
+			want := goRowKernels.call(typ, w, a)
+			tol := 1e-5*absDotRef(t, typ, w, a) + 1e-6
+			if diff := math.Abs(float64(out[r]) - float64(want)); !(diff <= tol) {
+				t.Errorf("%v %s, %s row %d: %g, Go row kernel %g (tolerance %g)", typ, what, im.name, r, out[r], want, tol)
+			}
+		}
+	}
+}
+
+func TestMultiRowKernelsK(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, typ := range []gguf.TensorType{gguf.Q4_K, gguf.Q6_K} {
+		for _, nb := range asmBlockCounts(typ) {
+			for rep := range 3 {
+				var rows [4]testActs
+				for i := range rows {
+					rows[i] = randomTestActs(r, typ, nb*256)
+				}
+				checkMultiRowK(t, typ, randomBlocks(r, typ, nb), rows, fmt.Sprintf("%d super-blocks #%d", nb, rep))
+			}
+		}
+		for _, nb := range []int{1, 3} {
+			var rows [4]testActs
+			for p := range rows {
+				q := make([]int8, nb*256)
+				for i := range q {
+					q[i] = int8(127 - 254*((i>>p)&1))
+				}
+				d := make([]float32, nb)
+				for i := range d {
+					d[i] = 0.02
+				}
+				rows[p] = testActsFrom(q, d, 256)
+			}
+			for _, low := range []bool{false, true} {
+				checkMultiRowK(t, typ, extremeTestBlocks(typ, nb, low), rows, fmt.Sprintf("%d super-blocks, weights low=%v", nb, low))
+			}
+		}
+	}
+}
+
+func TestMultiRowKernelsKCheckLengths(t *testing.T) {
+	for _, typ := range []gguf.TensorType{gguf.Q4_K, gguf.Q6_K} {
+		k := kernel4K(typ)
+		if k == nil {
+			continue
+		}
+		w, q, d, bs := make([]byte, 2*typ.BlockBytes()), make([]int8, 4*512), make([]float32, 8), make([]int16, 4*32)
+		var out [4]float32
+		for _, c := range []func(){
+			func() { k(w[:len(w)-1], q, d, bs, &out) },
+			func() { k(w, q[:len(q)-1], d, bs, &out) },
+			func() { k(w, q, d, bs[:len(bs)-1], &out) },
+			func() { k(w, q, d[:7], bs, &out) },
+		} {
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Errorf("%v: short slices: no panic", typ)
+					}
+				}()
+				c()
+			}()
+		}
+	}
+}

@@ -20,6 +20,7 @@ func init() {
 			dotQ4_KAVX512, dotQ5_KAVX512, dotQ6_KAVX512)
 		setAsmKernels4(dot4Q8_0AVX512, dot4Q4_0AVX512, dot4Q4_1AVX512, dot4Q5_0AVX512, dot4Q5_1AVX512)
 		quantizeActs32 = quantizeActs32Checked
+		dot4Q4_K = checked4K(dot4Q4_KAVX512, 144)
 	case asmAVX2:
 		setAsmKernels(dotQ8_0AVX2, dotQ4_0AVX2, dotQ5_0AVX2, dotQ4_1AVX2, dotQ5_1AVX2,
 			dotQ4_KAVX2, dotQ5_KAVX2, dotQ6_KAVX2)
@@ -50,6 +51,16 @@ func checked4(f kern4, size int) kern4 {
 			panic("quant: multi-row kernel: weights or activations shorter than len(d)/4 blocks")
 		}
 		f(w, q, d, s, out)
+	}
+}
+
+func checked4K(f kern4K, size int) kern4K {
+	return func(w []byte, q []int8, d []float32, bsums []int16, out *[4]float32) {
+		nb := len(d) / 4
+		if len(d) != 4*nb || len(w) < size*nb || len(q) < 4*256*nb || len(bsums) < 4*16*nb {
+			panic("quant: multi-row kernel: weights or activations shorter than len(d)/4 super-blocks")
+		}
+		f(w, q, d, bsums, out)
 	}
 }
 
@@ -179,3 +190,6 @@ func quantizeActs32Checked(q []int8, d, s []float32, x []float32) {
 //
 //go:noescape
 func quantizeActs32AVX512(q []int8, d, s []float32, x []float32)
+
+//go:noescape
+func dot4Q4_KAVX512(w []byte, q []int8, d []float32, bsums []int16, out *[4]float32)

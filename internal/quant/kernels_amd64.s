@@ -1669,3 +1669,114 @@ DATA qabs<>+0(SB)/4, $0x7fffffff
 GLOBL qabs<>(SB), RODATA|NOPTR, $4
 DATA qf127<>+0(SB)/4, $0x42fe0000
 GLOBL qf127<>(SB), RODATA|NOPTR, $4
+
+// ---------------------------------------------------------------------------------------
+// AVX-512 VNNI multi-row kernels of the K-quants:
+// func dot4Q4_KAVX512(w []byte, q []int8, d []float32, bsums []int16, out *[4]float32)
+// One weight row against 4 activation rows stored one after the other (nb = len(d)/4
+// super-blocks each): each chunk of two sub-blocks is unpacked once (Z2) with its scales
+// (Z9) and reduced against each row into the row's int32 accumulator (Z16-Z19); per
+// super-block those are scaled by d·dx into the row's float accumulator (Z10-Z13), less
+// dmin·dx·Σ m·(group sums). Registers: AX w, SI q, DX d, BX bsums, CX super-blocks left,
+// DI and R10 one and three rows of d, R14 and R15 one and three rows of q, R8 and R9 one
+// and three rows of bsums (set after SCALEMIN_K, which uses R8-R13).
+
+// KX4DOT: the row at qm's product with chunk Z2 times the scales Z9, into iacc.
+#define KX4DOT(qm, iacc) \
+	VPXORD   Z3, Z3, Z3;   \
+	VPDPBUSD qm, Z2, Z3;   \
+	VPMULLD  Z9, Z3, Z3;   \
+	VPADDD   Z3, iacc, iacc
+
+#define KX4CHUNK(qoff, xoff, idx) \
+	K45_NIBBLES(qoff);                  \
+	VPERMD  Z6, idx, Z9;                \
+	KX4DOT(xoff(SI), Z16);              \
+	KX4DOT(xoff(SI)(R14*1), Z17);       \
+	KX4DOT(xoff(SI)(R14*2), Z18);       \
+	KX4DOT(xoff(SI)(R15*1), Z19)
+
+// KX4FIN: the row's super-block into its float accumulator (X4 = [d, dmin], Y7 the mins).
+#define KX4FIN(dm, bm, iacc, facc) \
+	VBROADCASTSS dm, X5;         \
+	VMULPS       X5, X4, X5;     \
+	VBROADCASTSS X5, Z26;        \
+	VCVTDQ2PS    iacc, iacc;     \
+	VFMADD231PS  Z26, iacc, facc; \
+	VPMADDWD     bm, Y25, Y8;    \
+	VPMULLD      Y7, Y8, Y8;     \
+	VCVTDQ2PS    Y8, Y8;         \
+	VMOVSHDUP    X5, X27;        \
+	VBROADCASTSS X27, Z27;       \
+	VFNMADD231PS Z27, Z8, facc
+
+#define KX4SUM(z, y, x, off) \
+	VEXTRACTF64X4 $1, z, Y6;   \
+	VADDPS       Y6, y, y;     \
+	VEXTRACTF128 $1, y, X6;    \
+	VADDPS       X6, x, x;     \
+	VMOVHLPS     x, x, X6;     \
+	VADDPS       X6, x, x;     \
+	VMOVSHDUP    x, X6;        \
+	VADDSS       X6, x, x;     \
+	VMOVSS       x, off(DI)
+
+TEXT ·dot4Q4_KAVX512(SB), NOSPLIT, $0-104
+	MOVQ         w_base+0(FP), AX
+	MOVQ         q_base+24(FP), SI
+	MOVQ         d_base+48(FP), DX
+	MOVQ         d_len+56(FP), CX
+	MOVQ         bsums_base+72(FP), BX
+	SHRQ         $2, CX
+	LEAQ         (CX*4), DI
+	MOVQ         CX, R14
+	SHLQ         $8, R14
+	LEAQ         (R14)(R14*2), R15
+	VPBROADCASTD qc0F<>(SB), Z24
+	K45_IDX
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	TESTQ        CX, CX
+	JZ           q4kx4_done
+
+q4kx4_loop:
+	SCALEMIN_K
+	VMOVQ        R11, X6
+	VPMOVZXBD    X6, Y6
+	VMOVQ        R12, X7
+	VPMOVZXBD    X7, Y7
+	VPXORD       Z16, Z16, Z16
+	VPXORD       Z17, Z17, Z17
+	VPXORD       Z18, Z18, Z18
+	VPXORD       Z19, Z19, Z19
+	KX4CHUNK(16, 0, Z20)
+	KX4CHUNK(48, 64, Z21)
+	KX4CHUNK(80, 128, Z22)
+	KX4CHUNK(112, 192, Z23)
+	MOVL         (AX), R8
+	VMOVD        R8, X4
+	VCVTPH2PS    X4, X4
+	LEAQ         (DI*8), R8
+	LEAQ         (R8)(R8*2), R9
+	LEAQ         (DI)(DI*2), R10
+	KX4FIN((DX), (BX), Z16, Z10)
+	KX4FIN((DX)(DI*1), (BX)(R8*1), Z17, Z11)
+	KX4FIN((DX)(DI*2), (BX)(R8*2), Z18, Z12)
+	KX4FIN((DX)(R10*1), (BX)(R9*1), Z19, Z13)
+	ADDQ         $144, AX
+	ADDQ         $256, SI
+	ADDQ         $4, DX
+	ADDQ         $32, BX
+	DECQ         CX
+	JNZ          q4kx4_loop
+
+q4kx4_done:
+	MOVQ         out+96(FP), DI
+	KX4SUM(Z10, Y10, X10, 0)
+	KX4SUM(Z11, Y11, X11, 4)
+	KX4SUM(Z12, Y12, X12, 8)
+	KX4SUM(Z13, Y13, X13, 12)
+	VZEROUPPER
+	RET

@@ -107,7 +107,19 @@ func (w *work) dot(t gguf.TensorType, row []byte, i int) float32 {
 	panic("quant: unsupported type " + t.String())
 }
 
-// kernel4 is t's multi-row kernel, nil for the K-quants (reduced a row at a time).
+// kernel4K is t's multi-row kernel in use for a K-quant, nil for the others and where
+// there is none (reduced a row at a time).
+func kernel4K(t gguf.TensorType) kern4K {
+	switch t {
+	case gguf.Q4_K:
+		return dot4Q4_K
+	case gguf.Q6_K:
+		return dot4Q6_K
+	}
+	return nil
+}
+
+// kernel4 is t's multi-row kernel, nil for the K-quants (see kernel4K).
 func kernel4(t gguf.TensorType) kern4 {
 	switch t {
 	case gguf.Q8_0:
@@ -232,7 +244,7 @@ func gemmRows(ms []*Matrix) int {
 		switch {
 		case goKernel(m.Type):
 			t = 2
-		case kernel4(m.Type) == nil:
+		case kernel4(m.Type) == nil && kernel4K(m.Type) == nil:
 			t = 128
 		}
 		if g == 0 || t < g {
@@ -345,23 +357,26 @@ func (w *work) run(ti int) {
 	m := w.ms[t.m]
 	typ, n := m.Type, m.RowBytes()
 	k4, nb := kernel4(typ), w.cols/32
-	a, o := &w.a32, &w.o4[ti]
+	k4K, nbK := kernel4K(typ), w.cols/256
+	a, ak, o := &w.a32, &w.ak, &w.o4[ti]
 	for i0 := 0; i0 < w.rows; i0 += xTile {
 		i1 := min(i0+xTile, w.rows)
 		for r := t.r0; r < t.r1; r++ {
 			row := m.Data[r*n : (r+1)*n]
 			col := t.off + r
 			i := i0
-			if k4 != nil {
-				// Four activation rows at a time against the weight row.
-				for ; i+4 <= i1; i += 4 {
+			// Four activation rows at a time against the weight row.
+			for ; i+4 <= i1 && (k4 != nil || k4K != nil); i += 4 {
+				if k4 != nil {
 					k4(row, a.Q[32*nb*i:32*nb*(i+4)], a.D[nb*i:nb*(i+4)], a.S[nb*i:nb*(i+4)], o)
-					for j, v := range o {
-						if w.acc {
-							v += w.out[(i+j)*w.ldo+col]
-						}
-						w.out[(i+j)*w.ldo+col] = v
+				} else {
+					k4K(row, ak.Q[256*nbK*i:256*nbK*(i+4)], ak.D[nbK*i:nbK*(i+4)], ak.BSums[16*nbK*i:16*nbK*(i+4)], o)
+				}
+				for j, v := range o {
+					if w.acc {
+						v += w.out[(i+j)*w.ldo+col]
 					}
+					w.out[(i+j)*w.ldo+col] = v
 				}
 			}
 			for ; i < i1; i++ {
