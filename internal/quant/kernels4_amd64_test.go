@@ -208,7 +208,7 @@ func multiRowKernelsK(typ gguf.TensorType) []struct {
 	case gguf.Q4_K:
 		return []impl{{"go", true, dot4Q4_KGo}, {"avx512", asmVNNI, dot4Q4_KAVX512}, {"dispatch", dot4Q4_K != nil, dot4Q4_K}}
 	case gguf.Q6_K:
-		return []impl{{"go", true, dot4Q6_KGo}, {"dispatch", dot4Q6_K != nil, dot4Q6_K}}
+		return []impl{{"go", true, dot4Q6_KGo}, {"avx512", asmVNNI, dot4Q6_KAVX512}, {"dispatch", dot4Q6_K != nil, dot4Q6_K}}
 	}
 	return nil
 }

@@ -20,7 +20,7 @@ func init() {
 			dotQ4_KAVX512, dotQ5_KAVX512, dotQ6_KAVX512)
 		setAsmKernels4(dot4Q8_0AVX512, dot4Q4_0AVX512, dot4Q4_1AVX512, dot4Q5_0AVX512, dot4Q5_1AVX512)
 		quantizeActs32 = quantizeActs32Checked
-		dot4Q4_K = checked4K(dot4Q4_KAVX512, 144)
+		dot4Q4_K, dot4Q6_K = checked4K(dot4Q4_KAVX512, 144), checked4K(dot4Q6_KAVX512, 210)
 	case asmAVX2:
 		setAsmKernels(dotQ8_0AVX2, dotQ4_0AVX2, dotQ5_0AVX2, dotQ4_1AVX2, dotQ5_1AVX2,
 			dotQ4_KAVX2, dotQ5_KAVX2, dotQ6_KAVX2)
@@ -193,3 +193,6 @@ func quantizeActs32AVX512(q []int8, d, s []float32, x []float32)
 
 //go:noescape
 func dot4Q4_KAVX512(w []byte, q []int8, d []float32, bsums []int16, out *[4]float32)
+
+//go:noescape
+func dot4Q6_KAVX512(w []byte, q []int8, d []float32, bsums []int16, out *[4]float32)

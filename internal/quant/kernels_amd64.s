@@ -1780,3 +1780,105 @@ q4kx4_done:
 	KX4SUM(Z13, Y13, X13, 12)
 	VZEROUPPER
 	RET
+
+// func dot4Q6_KAVX512(w []byte, q []int8, d []float32, bsums []int16, out *[4]float32)
+// As dot4Q4_KAVX512 for Q6_K: each half's two chunks of 64 unpacked once (Z2, Z4) with their
+// scales (Z28, Z29); a row's int32 accumulator starts at −32·Σ sc·(group sums).
+#define Q6X4DOT(qm, wreg, sreg, iacc) \
+	VPXORD   Z3, Z3, Z3;     \
+	VPDPBUSD qm, wreg, Z3;   \
+	VPMULLD  sreg, Z3, Z3;   \
+	VPADDD   Z3, iacc, iacc
+
+#define Q6X4HALF(qloff, qhoff, xoff0, xoff1, idxa, idxb) \
+	VMOVDQU64    qloff(AX), Z2;                  \
+	VMOVDQU      qhoff(AX), Y3;                  \
+	VPSRLW       $2, Y3, Y4;                     \
+	VINSERTI64X4 $1, Y4, Z3, Z3;                 \
+	VPSRLW       $4, Z2, Z4;                     \
+	VPANDD       Z24, Z4, Z4;                    \
+	VPANDD       Z24, Z2, Z2;                    \
+	VPSLLW       $4, Z3, Z5;                     \
+	VPTERNLOGD   $0xf8, Z27, Z5, Z2;             \
+	VPTERNLOGD   $0xf8, Z27, Z3, Z4;             \
+	VPERMD       Z6, idxa, Z28;                  \
+	VPERMD       Z6, idxb, Z29;                  \
+	Q6X4DOT(xoff0(SI), Z2, Z28, Z16);            \
+	Q6X4DOT(xoff1(SI), Z4, Z29, Z16);            \
+	Q6X4DOT(xoff0(SI)(R14*1), Z2, Z28, Z17);     \
+	Q6X4DOT(xoff1(SI)(R14*1), Z4, Z29, Z17);     \
+	Q6X4DOT(xoff0(SI)(R14*2), Z2, Z28, Z18);     \
+	Q6X4DOT(xoff1(SI)(R14*2), Z4, Z29, Z18);     \
+	Q6X4DOT(xoff0(SI)(R15*1), Z2, Z28, Z19);     \
+	Q6X4DOT(xoff1(SI)(R15*1), Z4, Z29, Z19)
+
+#define Q6X4INIT(bm, iacc) \
+	VPMADDWD bm, Y7, Y8;       \
+	VPSLLD   $5, Y8, Y8;       \
+	VPXORD   iacc, iacc, iacc; \
+	VPSUBD   Z8, iacc, iacc
+
+#define Q6X4FIN(dm, iacc, facc) \
+	VMULSS       dm, X4, X5;     \
+	VBROADCASTSS X5, Z26;        \
+	VCVTDQ2PS    iacc, iacc;     \
+	VFMADD231PS  Z26, iacc, facc
+
+TEXT ·dot4Q6_KAVX512(SB), NOSPLIT, $0-104
+	MOVQ         w_base+0(FP), AX
+	MOVQ         q_base+24(FP), SI
+	MOVQ         d_base+48(FP), DX
+	MOVQ         d_len+56(FP), CX
+	MOVQ         bsums_base+72(FP), BX
+	SHRQ         $2, CX
+	LEAQ         (CX*4), DI
+	MOVQ         CX, R14
+	SHLQ         $8, R14
+	LEAQ         (R14)(R14*2), R15
+	LEAQ         (DI*8), R8
+	LEAQ         (R8)(R8*2), R9
+	LEAQ         (DI)(DI*2), R10
+	VPBROADCASTD qc0F<>(SB), Z24
+	VPBROADCASTD qc30<>(SB), Z27
+	VPMOVZXBD    qidx6<>+0(SB), Z20
+	VPMOVZXBD    qidx6<>+16(SB), Z21
+	VPMOVZXBD    qidx6<>+32(SB), Z22
+	VPMOVZXBD    qidx6<>+48(SB), Z23
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	TESTQ        CX, CX
+	JZ           q6kx4_done
+
+q6kx4_loop:
+	VPMOVSXBD    192(AX), Z6
+	VPMOVSXBW    192(AX), Y7
+	Q6X4INIT((BX), Z16)
+	Q6X4INIT((BX)(R8*1), Z17)
+	Q6X4INIT((BX)(R8*2), Z18)
+	Q6X4INIT((BX)(R9*1), Z19)
+	Q6X4HALF(0, 128, 0, 64, Z20, Z21)
+	Q6X4HALF(64, 160, 128, 192, Z22, Z23)
+	MOVWLZX      208(AX), R11
+	VMOVD        R11, X4
+	VCVTPH2PS    X4, X4
+	Q6X4FIN((DX), Z16, Z10)
+	Q6X4FIN((DX)(DI*1), Z17, Z11)
+	Q6X4FIN((DX)(DI*2), Z18, Z12)
+	Q6X4FIN((DX)(R10*1), Z19, Z13)
+	ADDQ         $210, AX
+	ADDQ         $256, SI
+	ADDQ         $4, DX
+	ADDQ         $32, BX
+	DECQ         CX
+	JNZ          q6kx4_loop
+
+q6kx4_done:
+	MOVQ         out+96(FP), DI
+	KX4SUM(Z10, Y10, X10, 0)
+	KX4SUM(Z11, Y11, X11, 4)
+	KX4SUM(Z12, Y12, X12, 8)
+	KX4SUM(Z13, Y13, X13, 12)
+	VZEROUPPER
+	RET

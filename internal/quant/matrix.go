@@ -227,10 +227,12 @@ func (w *work) mul(x []float32, rows int, ms []*Matrix, out []float32, ldo int, 
 // GOMAXPROCS=2, best of 4-6 runs interleaved on a loaded 2-core AMD EPYC with AVX-512 VNNI,
 // GMAC/s int8 vs GEMM): where a type's kernel is the Go one (no assembly for this CPU), from
 // 2 rows (the Go kernels reduce about 1 GMAC/s a core); for the types with a multi-row
-// kernel (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1), from 512 rows (Q4_1: 37.9 vs 17.7 at 64 rows,
-// 34.7 vs 28.7 at 128, 40.6 vs 42.6 at 512; Q8_0: 42.0 vs 20.2 at 64, 34.7 vs 42.4 at 512);
-// for the K-quants, reduced a row at a time, from 128 rows (Q4_K: 49.2 vs 40.6 at 64,
-// 23.1 vs 28.8 at 128, 24.3 vs 41.6 at 512; Q6_K: 20.3 vs 9.4 at 32, 22.8 vs 33.1 at 128).
+// kernel in use (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1; Q4_K and Q6_K with AVX-512 VNNI), from 512
+// rows (Q4_1: 37.9 vs 17.7 at 64 rows, 34.7 vs 28.7 at 128, 40.6 vs 42.6 at 512; Q8_0: 42.0
+// vs 20.2 at 64, 34.7 vs 42.4 at 512; Q4_K: 40.3 vs 27.7 at 128, 31.9 vs 41.7 at 512; Q6_K:
+// 43.4 vs 22.9 at 128, 25.4 vs 38.1 at 512); for the K-quants reduced a row at a time
+// (AVX2), from 128 rows (Q4_K by its AVX-512 row kernel: 49.2 vs 40.6 at 64, 23.1 vs 28.8
+// at 128; Q6_K: 20.3 vs 9.4 at 32, 22.8 vs 33.1 at 128).
 var GEMMRows = -1
 
 // gemmRows is GEMMRows for a product over ms: the least of its matrices' thresholds.
