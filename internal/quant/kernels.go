@@ -25,30 +25,43 @@ type ActsK struct {
 }
 
 // QuantizeActs32 quantizes x (a multiple of 32 long) into a (sized to fit): per block of 32,
-// D = max|x|/127 and Q = round(x/D).
+// D = max|x|/127 and Q = x·(1/D) rounded to the nearest integer, ties to even.
 func QuantizeActs32(a *Acts32, x []float32) {
 	nb := len(x) / 32
 	a.Q, a.D, a.S = resize(a.Q, len(x)), resize(a.D, nb), resize(a.S, nb)
-	for b := range nb {
-		d, sum := quantizeBlock(a.Q[32*b:32*b+32], x[32*b:32*b+32])
-		a.D[b], a.S[b] = d, d*float32(sum)
+	quantizeActs32(a.Q, a.D, a.S, x)
+}
+
+// quantizeActs32 is QuantizeActs32 into q, d, s of the sizes it needs (replaced at init by
+// an assembly version where there is one).
+var quantizeActs32 = quantizeActs32Go
+
+func quantizeActs32Go(q []int8, d, s []float32, x []float32) {
+	for b := range d {
+		db, sum := quantizeBlock(q[32*b:32*b+32], x[32*b:32*b+32])
+		d[b], s[b] = db, db*float32(sum)
 	}
 }
 
 // QuantizeActsK quantizes x (a multiple of 256 long) into a (sized to fit): per super-block
-// of 256, D = max|x|/127 and Q = round(x/D), with the sums of each 16.
+// of 256, D = max|x|/127 and Q = x·(1/D) rounded (ties to even), with the sums of each 16.
 func QuantizeActsK(a *ActsK, x []float32) {
 	nb := len(x) / 256
 	a.Q, a.D, a.BSums = resize(a.Q, len(x)), resize(a.D, nb), resize(a.BSums, len(x)/16)
-	for b := range nb {
-		q := a.Q[256*b : 256*b+256]
-		a.D[b], _ = quantizeBlock(q, x[256*b:256*b+256])
+	quantizeActsK(a.Q, a.D, a.BSums, x)
+}
+
+// quantizeActsK is QuantizeActsK into qs, d, bsums of the sizes it needs.
+func quantizeActsK(qs []int8, d []float32, bsums []int16, x []float32) {
+	for b := range d {
+		q := qs[256*b : 256*b+256]
+		d[b], _ = quantizeBlock(q, x[256*b:256*b+256])
 		for g := range 16 {
 			s := 0
 			for _, v := range q[16*g : 16*g+16] {
 				s += int(v)
 			}
-			a.BSums[16*b+g] = int16(s)
+			bsums[16*b+g] = int16(s)
 		}
 	}
 }
@@ -67,7 +80,7 @@ func quantizeBlock(q []int8, x []float32) (float32, int) {
 	id := 1 / d
 	sum := 0
 	for i, v := range x {
-		r := int(math.Round(float64(v * id)))
+		r := int(math.RoundToEven(float64(v * id))) // ROUNDSD; VCVTPS2DQ's rounding
 		r = min(max(r, -127), 127)
 		q[i] = int8(r)
 		sum += r
@@ -97,6 +110,100 @@ var (
 	dotQ4_K func(w []byte, q []int8, d []float32, bsums []int16) float32 = dotQ4_KGo
 	dotQ5_K func(w []byte, q []int8, d []float32, bsums []int16) float32 = dotQ5_KGo
 	dotQ6_K func(w []byte, q []int8, d []float32, bsums []int16) float32 = dotQ6_KGo
+)
+
+// The multi-row kernels: one weight row's products with 4 rows of activations quantized for
+// the 32-element types, stored one after the other (q holds 4 rows of 32·nb values, d and s
+// 4 rows of nb, nb = len(d)/4), into out. Each weight block is unpacked once for the 4 rows.
+// The assembly versions (those of Q8_0, Q4_0 and Q5_0 use s for their offsets: Σ(q−o)·x =
+// Σq·x − o·Σx) replace these at init; the Go versions, the reference, run the row kernels.
+var (
+	dot4Q8_0 kern4 = dot4Q8_0Go
+	dot4Q4_0 kern4 = dot4Q4_0Go
+	dot4Q4_1 kern4 = dot4Q4_1Go
+	dot4Q5_0 kern4 = dot4Q5_0Go
+	dot4Q5_1 kern4 = dot4Q5_1Go
+)
+
+type kern4 = func(w []byte, q []int8, d, s []float32, out *[4]float32)
+
+// The K-quants' multi-row kernels, as the 32-element types' with the activations of ActsK
+// (q 4 rows of 256·nb values, d 4 rows of nb, bsums 4 rows of 16·nb): nil where there is no
+// assembly one (MatMulT then reduces a row at a time); dot4Q4_KGo and dot4Q6_KGo are the
+// references the assembly is tested against.
+var (
+	dot4Q4_K kern4K
+	dot4Q6_K kern4K
+)
+
+type kern4K = func(w []byte, q []int8, d []float32, bsums []int16, out *[4]float32)
+
+func dot4Q4_KGo(w []byte, q []int8, d []float32, bsums []int16, out *[4]float32) {
+	nb := len(d) / 4
+	for r := range out {
+		out[r] = dotQ4_KGo(w, q[256*nb*r:256*nb*(r+1)], d[nb*r:nb*(r+1)], bsums[16*nb*r:16*nb*(r+1)])
+	}
+}
+
+func dot4Q6_KGo(w []byte, q []int8, d []float32, bsums []int16, out *[4]float32) {
+	nb := len(d) / 4
+	for r := range out {
+		out[r] = dotQ6_KGo(w, q[256*nb*r:256*nb*(r+1)], d[nb*r:nb*(r+1)], bsums[16*nb*r:16*nb*(r+1)])
+	}
+}
+
+func dot4Q8_0Go(w []byte, q []int8, d, s []float32, out *[4]float32) {
+	nb := len(d) / 4
+	for r := range out {
+		out[r] = dotQ8_0Go(w, q[32*nb*r:32*nb*(r+1)], d[nb*r:nb*(r+1)])
+	}
+}
+
+func dot4Q4_0Go(w []byte, q []int8, d, s []float32, out *[4]float32) {
+	nb := len(d) / 4
+	for r := range out {
+		out[r] = dotQ4_0Go(w, q[32*nb*r:32*nb*(r+1)], d[nb*r:nb*(r+1)])
+	}
+}
+
+func dot4Q4_1Go(w []byte, q []int8, d, s []float32, out *[4]float32) {
+	nb := len(d) / 4
+	for r := range out {
+		out[r] = dotQ4_1Go(w, q[32*nb*r:32*nb*(r+1)], d[nb*r:nb*(r+1)], s[nb*r:nb*(r+1)])
+	}
+}
+
+func dot4Q5_0Go(w []byte, q []int8, d, s []float32, out *[4]float32) {
+	nb := len(d) / 4
+	for r := range out {
+		out[r] = dotQ5_0Go(w, q[32*nb*r:32*nb*(r+1)], d[nb*r:nb*(r+1)])
+	}
+}
+
+func dot4Q5_1Go(w []byte, q []int8, d, s []float32, out *[4]float32) {
+	nb := len(d) / 4
+	for r := range out {
+		out[r] = dotQ5_1Go(w, q[32*nb*r:32*nb*(r+1)], d[nb*r:nb*(r+1)], s[nb*r:nb*(r+1)])
+	}
+}
+
+// The row kernels as MatMulT calls them, without the assembly ones' checks of the slices'
+// lengths (a closure call per row): its slices have the right lengths by construction.
+var (
+	rowQ8_0 kern32  = dotQ8_0Go
+	rowQ4_0 kern32  = dotQ4_0Go
+	rowQ4_1 kern32s = dotQ4_1Go
+	rowQ5_0 kern32  = dotQ5_0Go
+	rowQ5_1 kern32s = dotQ5_1Go
+	rowQ4_K kernK   = dotQ4_KGo
+	rowQ5_K kernK   = dotQ5_KGo
+	rowQ6_K kernK   = dotQ6_KGo
+)
+
+type (
+	kern32  = func(w []byte, q []int8, d []float32) float32
+	kern32s = func(w []byte, q []int8, d, s []float32) float32
+	kernK   = func(w []byte, q []int8, d []float32, bsums []int16) float32
 )
 
 var le = binary.LittleEndian

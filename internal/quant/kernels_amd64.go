@@ -18,17 +18,15 @@ func init() {
 	case asmVNNI:
 		setAsmKernels(dotQ8_0AVX512, dotQ4_0AVX512, dotQ5_0AVX512, dotQ4_1AVX512, dotQ5_1AVX512,
 			dotQ4_KAVX512, dotQ5_KAVX512, dotQ6_KAVX512)
+		setAsmKernels4(dot4Q8_0AVX512, dot4Q4_0AVX512, dot4Q4_1AVX512, dot4Q5_0AVX512, dot4Q5_1AVX512)
+		quantizeActs32 = quantizeActs32Checked
+		dot4Q4_K, dot4Q6_K = checked4K(dot4Q4_KAVX512, 144), checked4K(dot4Q6_KAVX512, 210)
 	case asmAVX2:
 		setAsmKernels(dotQ8_0AVX2, dotQ4_0AVX2, dotQ5_0AVX2, dotQ4_1AVX2, dotQ5_1AVX2,
 			dotQ4_KAVX2, dotQ5_KAVX2, dotQ6_KAVX2)
+		setAsmKernels4(dot4Q8_0AVX2, dot4Q4_0AVX2, dot4Q4_1AVX2, dot4Q5_0AVX2, dot4Q5_1AVX2)
 	}
 }
-
-type (
-	kern32  = func(w []byte, q []int8, d []float32) float32
-	kern32s = func(w []byte, q []int8, d, s []float32) float32
-	kernK   = func(w []byte, q []int8, d []float32, bsums []int16) float32
-)
 
 // setAsmKernels installs assembly kernels behind a check of the slices' lengths (the
 // assembly reads len(d) blocks without bounds checks).
@@ -36,6 +34,34 @@ func setAsmKernels(q80, q40, q50 kern32, q41, q51 kern32s, q4k, q5k, q6k kernK) 
 	dotQ8_0, dotQ4_0, dotQ5_0 = checked32(q80, 34), checked32(q40, 18), checked32(q50, 22)
 	dotQ4_1, dotQ5_1 = checked32s(q41, 20), checked32s(q51, 24)
 	dotQ4_K, dotQ5_K, dotQ6_K = checkedK(q4k, 144), checkedK(q5k, 176), checkedK(q6k, 210)
+	rowQ8_0, rowQ4_0, rowQ4_1, rowQ5_0, rowQ5_1 = q80, q40, q41, q50, q51
+	rowQ4_K, rowQ5_K, rowQ6_K = q4k, q5k, q6k
+}
+
+// setAsmKernels4 installs multi-row assembly kernels behind a check of the slices' lengths.
+func setAsmKernels4(q80, q40, q41, q50, q51 kern4) {
+	dot4Q8_0, dot4Q4_0, dot4Q4_1 = checked4(q80, 34), checked4(q40, 18), checked4(q41, 20)
+	dot4Q5_0, dot4Q5_1 = checked4(q50, 22), checked4(q51, 24)
+}
+
+func checked4(f kern4, size int) kern4 {
+	return func(w []byte, q []int8, d, s []float32, out *[4]float32) {
+		nb := len(d) / 4
+		if len(d) != 4*nb || len(w) < size*nb || len(q) < 4*32*nb || len(s) < 4*nb {
+			panic("quant: multi-row kernel: weights or activations shorter than len(d)/4 blocks")
+		}
+		f(w, q, d, s, out)
+	}
+}
+
+func checked4K(f kern4K, size int) kern4K {
+	return func(w []byte, q []int8, d []float32, bsums []int16, out *[4]float32) {
+		nb := len(d) / 4
+		if len(d) != 4*nb || len(w) < size*nb || len(q) < 4*256*nb || len(bsums) < 4*16*nb {
+			panic("quant: multi-row kernel: weights or activations shorter than len(d)/4 super-blocks")
+		}
+		f(w, q, d, bsums, out)
+	}
 }
 
 func checked32(f kern32, size int) kern32 {
@@ -116,3 +142,57 @@ func dotQ5_KAVX2(w []byte, q []int8, d []float32, bsums []int16) float32
 
 //go:noescape
 func dotQ6_KAVX2(w []byte, q []int8, d []float32, bsums []int16) float32
+
+// The AVX-512 VNNI multi-row kernels (kernels_amd64.s), with the signatures of the Go ones.
+
+//go:noescape
+func dot4Q8_0AVX512(w []byte, q []int8, d, s []float32, out *[4]float32)
+
+//go:noescape
+func dot4Q4_0AVX512(w []byte, q []int8, d, s []float32, out *[4]float32)
+
+//go:noescape
+func dot4Q4_1AVX512(w []byte, q []int8, d, s []float32, out *[4]float32)
+
+//go:noescape
+func dot4Q5_0AVX512(w []byte, q []int8, d, s []float32, out *[4]float32)
+
+//go:noescape
+func dot4Q5_1AVX512(w []byte, q []int8, d, s []float32, out *[4]float32)
+
+// The AVX2 multi-row kernels (kernels_amd64.s).
+
+//go:noescape
+func dot4Q8_0AVX2(w []byte, q []int8, d, s []float32, out *[4]float32)
+
+//go:noescape
+func dot4Q4_0AVX2(w []byte, q []int8, d, s []float32, out *[4]float32)
+
+//go:noescape
+func dot4Q4_1AVX2(w []byte, q []int8, d, s []float32, out *[4]float32)
+
+//go:noescape
+func dot4Q5_0AVX2(w []byte, q []int8, d, s []float32, out *[4]float32)
+
+//go:noescape
+func dot4Q5_1AVX2(w []byte, q []int8, d, s []float32, out *[4]float32)
+
+// quantizeActs32Checked is quantizeActs32AVX512 behind a check of the slices' lengths.
+func quantizeActs32Checked(q []int8, d, s []float32, x []float32) {
+	if len(q) < 32*len(d) || len(s) < len(d) || len(x) < 32*len(d) {
+		panic("quant: quantizeActs32: slices shorter than len(d) blocks")
+	}
+	quantizeActs32AVX512(q, d, s, x)
+}
+
+// quantizeActs32AVX512 is quantizeActs32Go in AVX-512 (the same values: VCVTPS2DQ rounds
+// ties to even as math.RoundToEven does).
+//
+//go:noescape
+func quantizeActs32AVX512(q []int8, d, s []float32, x []float32)
+
+//go:noescape
+func dot4Q4_KAVX512(w []byte, q []int8, d []float32, bsums []int16, out *[4]float32)
+
+//go:noescape
+func dot4Q6_KAVX512(w []byte, q []int8, d []float32, bsums []int16, out *[4]float32)

@@ -1099,3 +1099,786 @@ q6ky_done:
 	VZEROUPPER
 	MOVSS X0, ret+96(FP)
 	RET
+
+// ---------------------------------------------------------------------------------------
+// AVX-512 VNNI multi-row kernels of the 32-element types:
+// func dot4XxxAVX512(w []byte, q []int8, d, s []float32, out *[4]float32)
+// One weight row against 4 activation rows stored one after the other (nb = len(d)/4
+// blocks each): every two weight blocks are unpacked once into Z2 as unsigned bytes u
+// (the value plus an offset o for the signed types) and reduced with VPDPBUSD against each
+// row's 64 activation bytes. Per row r, Z10+r accumulates d·dx·Σu·x per lane and an offset
+// accumulator (X0, X1, X4, X14) c·Σx = c·s per block in lanes 0-1 (c = m for Q4_1 and Q5_1,
+// d otherwise), added at the end times X15 (1, or −o: −128 for Q8_0, −8 for Q4_0, −16 for
+// Q5_0). Registers: AX w, SI q, DX d, BX s, DI out, CX blocks left, R10 and R11 one and
+// three rows of q, R12 and R13 one and three rows of d and s; X8 the two blocks' d, X9
+// their c; Z24 0x0f bytes, Z25 qidx01, K1 the words of the high nibbles.
+
+DATA qf1<>+0(SB)/4, $0x3f800000
+GLOBL qf1<>(SB), RODATA|NOPTR, $4
+DATA qfm128<>+0(SB)/4, $0xc3000000
+GLOBL qfm128<>(SB), RODATA|NOPTR, $4
+DATA qfm16<>+0(SB)/4, $0xc1800000
+GLOBL qfm16<>(SB), RODATA|NOPTR, $4
+DATA qfm8<>+0(SB)/4, $0xc1000000
+GLOBL qfm8<>(SB), RODATA|NOPTR, $4
+DATA qc80<>+0(SB)/4, $0x80808080
+GLOBL qc80<>(SB), RODATA|NOPTR, $4
+
+// X4ROW2: one activation row's two blocks (q at qm, scales at dm, sums at sm).
+#define X4ROW2(qm, dm, sm, acc, oacc) \
+	VMOVQ       dm, X5;      \
+	VMULPS      X8, X5, X5;  \
+	VPERMPS     Z5, Z25, Z5; \
+	VPXORD      Z6, Z6, Z6;  \
+	VPDPBUSD    qm, Z2, Z6;  \
+	VCVTDQ2PS   Z6, Z6;      \
+	VFMADD231PS Z5, Z6, acc; \
+	VMOVQ       sm, X7;      \
+	VFMADD231PS X9, X7, oacc
+
+// X4ROW1: one activation row's last block (Y2 its weights, X8 and X9 lane 0 d and c).
+#define X4ROW1(qm, dm, sm, acc, oacc) \
+	VMULSS       dm, X8, X5; \
+	VBROADCASTSS X5, Y5;     \
+	VPXORD       Y6, Y6, Y6; \
+	VPDPBUSD     qm, Y2, Y6; \
+	VCVTDQ2PS    Y6, Y6;     \
+	VFMADD231PS  Y5, Y6, acc; \
+	VMOVSS       sm, X7;     \
+	VFMADD231PS  X9, X7, oacc
+
+#define X4ROWS2 \
+	X4ROW2((SI), (DX), (BX), Z10, X0);                         \
+	X4ROW2((SI)(R10*1), (DX)(R12*1), (BX)(R12*1), Z11, X1);    \
+	X4ROW2((SI)(R10*2), (DX)(R12*2), (BX)(R12*2), Z12, X4);    \
+	X4ROW2((SI)(R11*1), (DX)(R13*1), (BX)(R13*1), Z13, X14)
+
+#define X4ROWS1 \
+	X4ROW1((SI), (DX), (BX), Y10, X0);                         \
+	X4ROW1((SI)(R10*1), (DX)(R12*1), (BX)(R12*1), Y11, X1);    \
+	X4ROW1((SI)(R10*2), (DX)(R12*2), (BX)(R12*2), Y12, X4);    \
+	X4ROW1((SI)(R11*1), (DX)(R13*1), (BX)(R13*1), Y13, X14)
+
+// X4START loads the arguments and strides, clears the accumulators and loads X15 = k.
+#define X4START(k) \
+	MOVQ         w_base+0(FP), AX;   \
+	MOVQ         q_base+24(FP), SI;  \
+	MOVQ         d_base+48(FP), DX;  \
+	MOVQ         d_len+56(FP), CX;   \
+	MOVQ         s_base+72(FP), BX;  \
+	MOVQ         out+96(FP), DI;     \
+	SHRQ         $2, CX;             \
+	MOVQ         CX, R10;            \
+	SHLQ         $5, R10;            \
+	LEAQ         (R10)(R10*2), R11;  \
+	LEAQ         (CX*4), R12;        \
+	LEAQ         (R12)(R12*2), R13;  \
+	VPBROADCASTD qc0F<>(SB), Z24;    \
+	VPMOVZXBD    qidx01<>(SB), Z25;  \
+	MOVL         $0xff00ff00, R8;    \
+	KMOVD        R8, K1;             \
+	VPXORD       Z10, Z10, Z10;      \
+	VPXORD       Z11, Z11, Z11;      \
+	VPXORD       Z12, Z12, Z12;      \
+	VPXORD       Z13, Z13, Z13;      \
+	VXORPS       X0, X0, X0;         \
+	VXORPS       X1, X1, X1;         \
+	VXORPS       X4, X4, X4;         \
+	VXORPS       X14, X14, X14;      \
+	VBROADCASTSS k(SB), X15
+
+// X4NEXT advances the pointers past two blocks of bs bytes.
+#define X4NEXT(bs) \
+	ADDQ $(2*bs), AX; \
+	ADDQ $64, SI;     \
+	ADDQ $8, DX;      \
+	ADDQ $8, BX;      \
+	SUBQ $2, CX
+
+#define X4ZTOY(z, y) \
+	VEXTRACTF64X4 $1, z, Y6; \
+	VADDPS        Y6, y, y
+
+// X4SUM: out[off] = the sum of acc's lanes + k·(oacc lanes 0-1).
+#define X4SUM(y, x, oacc, off) \
+	VEXTRACTF128 $1, y, X6;     \
+	VADDPS       X6, x, x;      \
+	VFMADD231PS  X15, oacc, x;  \
+	VMOVHLPS     x, x, X6;      \
+	VADDPS       X6, x, x;      \
+	VMOVSHDUP    x, X6;         \
+	VADDSS       X6, x, x;      \
+	VMOVSS       x, off(DI)
+
+#define X4FINISH \
+	X4ZTOY(Z10, Y10);            \
+	X4ZTOY(Z11, Y11);            \
+	X4ZTOY(Z12, Y12);            \
+	X4ZTOY(Z13, Y13)
+
+#define X4STORE \
+	X4SUM(Y10, X10, X0, 0);      \
+	X4SUM(Y11, X11, X1, 4);      \
+	X4SUM(Y12, X12, X4, 8);      \
+	X4SUM(Y13, X13, X14, 12);    \
+	VZEROUPPER;                  \
+	RET
+
+// D2: X8 = X9 = [d0 d1] of the blocks at 0(AX) and bs(AX).
+#define D2(bs) \
+	MOVWLZX   (AX), R8;   \
+	MOVWLZX   bs(AX), R9; \
+	SHLL      $16, R9;    \
+	ORL       R9, R8;     \
+	VMOVD     R8, X8;     \
+	VCVTPH2PS X8, X8;     \
+	VMOVAPS   X8, X9
+
+#define D1 \
+	MOVWLZX   (AX), R8; \
+	VMOVD     R8, X8;   \
+	VCVTPH2PS X8, X8;   \
+	VMOVAPS   X8, X9
+
+// DM2: X8 = [d0 d1 ..], X9 = [m0 m1 ..] of the blocks at 0(AX) and bs(AX).
+#define DM2(bs) \
+	MOVL      (AX), R8;          \
+	MOVL      bs(AX), R9;        \
+	SHLQ      $32, R9;           \
+	ORQ       R9, R8;            \
+	VMOVQ     R8, X5;            \
+	VCVTPH2PS X5, X5;            \
+	VSHUFPS   $0x88, X5, X5, X8; \
+	VSHUFPS   $0xdd, X5, X5, X9
+
+#define DM1 \
+	MOVL      (AX), R8; \
+	VMOVD     R8, X8;   \
+	VCVTPH2PS X8, X8;   \
+	VMOVSHDUP X8, X9
+
+// func dot4Q8_0AVX512(w []byte, q []int8, d, s []float32, out *[4]float32)
+// u = w + 128 (w XOR 0x80).
+TEXT ·dot4Q8_0AVX512(SB), NOSPLIT, $0-104
+	X4START(qfm128<>)
+	VPBROADCASTD qc80<>(SB), Z26
+	CMPQ         CX, $2
+	JB           q80x4_tail
+
+q80x4_loop:
+	VMOVDQU      2(AX), Y2
+	VINSERTI64X4 $1, 36(AX), Z2, Z2
+	VPXORD       Z26, Z2, Z2
+	D2(34)
+	X4ROWS2
+	X4NEXT(34)
+	CMPQ         CX, $2
+	JAE          q80x4_loop
+
+q80x4_tail:
+	X4FINISH
+	TESTQ        CX, CX
+	JZ           q80x4_done
+	VMOVDQU      2(AX), Y2
+	VPXORD       Y26, Y2, Y2
+	D1
+	X4ROWS1
+
+q80x4_done:
+	X4STORE
+
+// func dot4Q4_0AVX512(w []byte, q []int8, d, s []float32, out *[4]float32)
+TEXT ·dot4Q4_0AVX512(SB), NOSPLIT, $0-104
+	X4START(qfm8<>)
+	CMPQ         CX, $2
+	JB           q40x4_tail
+
+q40x4_loop:
+	NIBBLES2(2, 20)
+	D2(18)
+	X4ROWS2
+	X4NEXT(18)
+	CMPQ         CX, $2
+	JAE          q40x4_loop
+
+q40x4_tail:
+	X4FINISH
+	TESTQ        CX, CX
+	JZ           q40x4_done
+	NIBBLES1(2)
+	D1
+	X4ROWS1
+
+q40x4_done:
+	X4STORE
+
+// func dot4Q4_1AVX512(w []byte, q []int8, d, s []float32, out *[4]float32)
+TEXT ·dot4Q4_1AVX512(SB), NOSPLIT, $0-104
+	X4START(qf1<>)
+	CMPQ         CX, $2
+	JB           q41x4_tail
+
+q41x4_loop:
+	NIBBLES2(4, 24)
+	DM2(20)
+	X4ROWS2
+	X4NEXT(20)
+	CMPQ         CX, $2
+	JAE          q41x4_loop
+
+q41x4_tail:
+	X4FINISH
+	TESTQ        CX, CX
+	JZ           q41x4_done
+	NIBBLES1(4)
+	DM1
+	X4ROWS1
+
+q41x4_done:
+	X4STORE
+
+// func dot4Q5_0AVX512(w []byte, q []int8, d, s []float32, out *[4]float32)
+TEXT ·dot4Q5_0AVX512(SB), NOSPLIT, $0-104
+	X4START(qfm16<>)
+	VPBROADCASTD qc10<>(SB), Z26
+	CMPQ         CX, $2
+	JB           q50x4_tail
+
+q50x4_loop:
+	NIBBLES2(6, 28)
+	MOVL         2(AX), R8
+	MOVL         24(AX), R9
+	SHLQ         $32, R9
+	ORQ          R9, R8
+	KMOVQ        R8, K2
+	VPADDB       Z26, Z2, K2, Z2
+	D2(22)
+	X4ROWS2
+	X4NEXT(22)
+	CMPQ         CX, $2
+	JAE          q50x4_loop
+
+q50x4_tail:
+	X4FINISH
+	TESTQ        CX, CX
+	JZ           q50x4_done
+	NIBBLES1(6)
+	MOVL         2(AX), R8
+	KMOVD        R8, K2
+	VPADDB       Y26, Y2, K2, Y2
+	D1
+	X4ROWS1
+
+q50x4_done:
+	X4STORE
+
+// func dot4Q5_1AVX512(w []byte, q []int8, d, s []float32, out *[4]float32)
+TEXT ·dot4Q5_1AVX512(SB), NOSPLIT, $0-104
+	X4START(qf1<>)
+	VPBROADCASTD qc10<>(SB), Z26
+	CMPQ         CX, $2
+	JB           q51x4_tail
+
+q51x4_loop:
+	NIBBLES2(8, 32)
+	MOVL         4(AX), R8
+	MOVL         28(AX), R9
+	SHLQ         $32, R9
+	ORQ          R9, R8
+	KMOVQ        R8, K2
+	VPADDB       Z26, Z2, K2, Z2
+	DM2(24)
+	X4ROWS2
+	X4NEXT(24)
+	CMPQ         CX, $2
+	JAE          q51x4_loop
+
+q51x4_tail:
+	X4FINISH
+	TESTQ        CX, CX
+	JZ           q51x4_done
+	NIBBLES1(8)
+	MOVL         4(AX), R8
+	KMOVD        R8, K2
+	VPADDB       Y26, Y2, K2, Y2
+	DM1
+	X4ROWS1
+
+q51x4_done:
+	X4STORE
+
+// ---------------------------------------------------------------------------------------
+// AVX2 multi-row kernels of the 32-element types (same signature and layout as the AVX-512
+// ones), one block per iteration: the weights' unsigned bytes u in Y2 (for Q8_0 |w| and w
+// in Y12, whose signs move to the activations: u·x would overflow VPMADDUBSW's words),
+// reduced with VPMADDUBSW and VPMADDWD against each row's 32 activation bytes, times d·dx
+// into the row's accumulator (Y0, Y1, Y7, Y4), plus k·c·s in lane 0 (X9 = k·c). Registers
+// as the AVX-512 ones; Y14 words of 1, Y15 0x0f bytes, Y10-Y13 QH_AVX2's constants.
+
+#define Y4ROW(qm, dm, sm, acc) \
+	VPMADDUBSW   qm, Y2, Y6;   \
+	VPMADDWD     Y14, Y6, Y6;  \
+	VCVTDQ2PS    Y6, Y6;       \
+	VMULSS       dm, X8, X5;   \
+	VBROADCASTSS X5, Y5;       \
+	VFMADD231PS  Y5, Y6, acc;  \
+	VMOVSS       sm, X5;       \
+	VMULSS       X9, X5, X5;   \
+	VADDPS       Y5, acc, acc
+
+#define Y4ROWS \
+	Y4ROW((SI), (DX), (BX), Y0);                      \
+	Y4ROW((SI)(R10*1), (DX)(R12*1), (BX)(R12*1), Y1); \
+	Y4ROW((SI)(R10*2), (DX)(R12*2), (BX)(R12*2), Y7); \
+	Y4ROW((SI)(R11*1), (DX)(R13*1), (BX)(R13*1), Y4)
+
+// Y4ROW8: Q8_0's row, the weights' signs moved to the activations.
+#define Y4ROW8(qm, dm, acc) \
+	VMOVDQU      qm, Y6;       \
+	VPSIGNB      Y12, Y6, Y6;  \
+	VPMADDUBSW   Y6, Y2, Y6;   \
+	VPMADDWD     Y14, Y6, Y6;  \
+	VCVTDQ2PS    Y6, Y6;       \
+	VMULSS       dm, X8, X5;   \
+	VBROADCASTSS X5, Y5;       \
+	VFMADD231PS  Y5, Y6, acc
+
+#define Y4START \
+	MOVQ         w_base+0(FP), AX;  \
+	MOVQ         q_base+24(FP), SI; \
+	MOVQ         d_base+48(FP), DX; \
+	MOVQ         d_len+56(FP), CX;  \
+	MOVQ         s_base+72(FP), BX; \
+	MOVQ         out+96(FP), DI;    \
+	SHRQ         $2, CX;            \
+	MOVQ         CX, R10;           \
+	SHLQ         $5, R10;           \
+	LEAQ         (R10)(R10*2), R11; \
+	LEAQ         (CX*4), R12;       \
+	LEAQ         (R12)(R12*2), R13; \
+	VPBROADCASTD qc0F<>(SB), Y15;   \
+	VPBROADCASTD qc1w<>(SB), Y14;   \
+	VXORPS       Y0, Y0, Y0;        \
+	VXORPS       Y1, Y1, Y1;        \
+	VXORPS       Y7, Y7, Y7;        \
+	VXORPS       Y4, Y4, Y4
+
+#define Y4NEXT(bs) \
+	ADDQ $bs, AX; \
+	ADDQ $32, SI; \
+	ADDQ $4, DX;  \
+	ADDQ $4, BX;  \
+	DECQ CX
+
+#define Y4SUM(y, x, off) \
+	VEXTRACTF128 $1, y, X6; \
+	VADDPS       X6, x, x;  \
+	VMOVHLPS     x, x, X6;  \
+	VADDPS       X6, x, x;  \
+	VMOVSHDUP    x, X6;     \
+	VADDSS       X6, x, x;  \
+	VMOVSS       x, off(DI)
+
+#define Y4STORE \
+	Y4SUM(Y0, X0, 0);  \
+	Y4SUM(Y1, X1, 4);  \
+	Y4SUM(Y7, X7, 8);  \
+	Y4SUM(Y4, X4, 12); \
+	VZEROUPPER;        \
+	RET
+
+// YD(k): X8 = d of the block at (AX), X9 = k·d.
+#define YD(k) \
+	MOVWLZX   (AX), R8;      \
+	VMOVD     R8, X8;        \
+	VCVTPH2PS X8, X8;        \
+	VMULSS    k(SB), X8, X9
+
+// YDM: X8 = d, X9 = m of the block at (AX).
+#define YDM \
+	MOVL      (AX), R8; \
+	VMOVD     R8, X8;   \
+	VCVTPH2PS X8, X8;   \
+	VMOVSHDUP X8, X9
+
+// func dot4Q8_0AVX2(w []byte, q []int8, d, s []float32, out *[4]float32)
+TEXT ·dot4Q8_0AVX2(SB), NOSPLIT, $0-104
+	Y4START
+	TESTQ     CX, CX
+	JZ        q80y4_done
+
+q80y4_loop:
+	VMOVDQU   2(AX), Y12
+	VPABSB    Y12, Y2
+	MOVWLZX   (AX), R8
+	VMOVD     R8, X8
+	VCVTPH2PS X8, X8
+	Y4ROW8((SI), (DX), Y0)
+	Y4ROW8((SI)(R10*1), (DX)(R12*1), Y1)
+	Y4ROW8((SI)(R10*2), (DX)(R12*2), Y7)
+	Y4ROW8((SI)(R11*1), (DX)(R13*1), Y4)
+	Y4NEXT(34)
+	JNZ       q80y4_loop
+
+q80y4_done:
+	Y4STORE
+
+// func dot4Q4_0AVX2(w []byte, q []int8, d, s []float32, out *[4]float32)
+TEXT ·dot4Q4_0AVX2(SB), NOSPLIT, $0-104
+	Y4START
+	TESTQ     CX, CX
+	JZ        q40y4_done
+
+q40y4_loop:
+	NIB_AVX2(2)
+	YD(qfm8<>)
+	Y4ROWS
+	Y4NEXT(18)
+	JNZ       q40y4_loop
+
+q40y4_done:
+	Y4STORE
+
+// func dot4Q4_1AVX2(w []byte, q []int8, d, s []float32, out *[4]float32)
+TEXT ·dot4Q4_1AVX2(SB), NOSPLIT, $0-104
+	Y4START
+	TESTQ     CX, CX
+	JZ        q41y4_done
+
+q41y4_loop:
+	NIB_AVX2(4)
+	YDM
+	Y4ROWS
+	Y4NEXT(20)
+	JNZ       q41y4_loop
+
+q41y4_done:
+	Y4STORE
+
+// func dot4Q5_0AVX2(w []byte, q []int8, d, s []float32, out *[4]float32)
+TEXT ·dot4Q5_0AVX2(SB), NOSPLIT, $0-104
+	Y4START
+	QH_CONSTS_AVX2
+	TESTQ     CX, CX
+	JZ        q50y4_done
+
+q50y4_loop:
+	NIB_AVX2(6)
+	QH_AVX2(2)
+	YD(qfm16<>)
+	Y4ROWS
+	Y4NEXT(22)
+	JNZ       q50y4_loop
+
+q50y4_done:
+	Y4STORE
+
+// func dot4Q5_1AVX2(w []byte, q []int8, d, s []float32, out *[4]float32)
+TEXT ·dot4Q5_1AVX2(SB), NOSPLIT, $0-104
+	Y4START
+	QH_CONSTS_AVX2
+	TESTQ     CX, CX
+	JZ        q51y4_done
+
+q51y4_loop:
+	NIB_AVX2(8)
+	QH_AVX2(4)
+	YDM
+	Y4ROWS
+	Y4NEXT(24)
+	JNZ       q51y4_loop
+
+q51y4_done:
+	Y4STORE
+
+// func quantizeActs32AVX512(q []int8, d, s []float32, x []float32)
+// Per block of 32 (len(d) blocks): amax = max|x|, D = amax/127, Q = x·(1/D) rounded to
+// nearest even (VCVTPS2DQ under Go's default MXCSR), S = D·ΣQ; a block of zeros gets zeros.
+TEXT ·quantizeActs32AVX512(SB), NOSPLIT, $0-96
+	MOVQ         q_base+0(FP), DI
+	MOVQ         d_base+24(FP), DX
+	MOVQ         d_len+32(FP), CX
+	MOVQ         s_base+48(FP), BX
+	MOVQ         x_base+72(FP), SI
+	VPBROADCASTD qabs<>(SB), Z31
+	VBROADCASTSS qf127<>(SB), X30
+	VBROADCASTSS qf1<>(SB), X29
+	VXORPS       X28, X28, X28
+	TESTQ        CX, CX
+	JZ           qa_done
+
+qa_loop:
+	VMOVUPS      (SI), Z0
+	VMOVUPS      64(SI), Z1
+	VPANDD       Z31, Z0, Z2
+	VPANDD       Z31, Z1, Z3
+	VMAXPS       Z3, Z2, Z2
+	VEXTRACTF64X4 $1, Z2, Y3
+	VMAXPS       Y3, Y2, Y2
+	VEXTRACTF128 $1, Y2, X3
+	VMAXPS       X3, X2, X2
+	VPERMILPS    $0x4e, X2, X3
+	VMAXPS       X3, X2, X2
+	VPERMILPS    $0xb1, X2, X3
+	VMAXPS       X3, X2, X2
+	VUCOMISS     X28, X2
+	JE           qa_zero
+	VDIVSS       X30, X2, X2
+	VDIVSS       X2, X29, X4
+	VBROADCASTSS X4, Z4
+	VMULPS       Z4, Z0, Z0
+	VMULPS       Z4, Z1, Z1
+	VCVTPS2DQ    Z0, Z0
+	VCVTPS2DQ    Z1, Z1
+	VPMOVSDB     Z0, (DI)
+	VPMOVSDB     Z1, 16(DI)
+	VPADDD       Z1, Z0, Z0
+	VEXTRACTI64X4 $1, Z0, Y1
+	VPADDD       Y1, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPADDD       X1, X0, X0
+	VPSHUFD      $0x4e, X0, X1
+	VPADDD       X1, X0, X0
+	VPSHUFD      $0xb1, X0, X1
+	VPADDD       X1, X0, X0
+	VCVTDQ2PS    X0, X0
+	VMULSS       X2, X0, X0
+	VMOVSS       X2, (DX)
+	VMOVSS       X0, (BX)
+	JMP          qa_next
+
+qa_zero:
+	VPXORD       Y0, Y0, Y0
+	VMOVDQU      Y0, (DI)
+	VMOVSS       X28, (DX)
+	VMOVSS       X28, (BX)
+
+qa_next:
+	ADDQ         $128, SI
+	ADDQ         $32, DI
+	ADDQ         $4, DX
+	ADDQ         $4, BX
+	DECQ         CX
+	JNZ          qa_loop
+
+qa_done:
+	VZEROUPPER
+	RET
+
+DATA qabs<>+0(SB)/4, $0x7fffffff
+GLOBL qabs<>(SB), RODATA|NOPTR, $4
+DATA qf127<>+0(SB)/4, $0x42fe0000
+GLOBL qf127<>(SB), RODATA|NOPTR, $4
+
+// ---------------------------------------------------------------------------------------
+// AVX-512 VNNI multi-row kernels of the K-quants:
+// func dot4Q4_KAVX512(w []byte, q []int8, d []float32, bsums []int16, out *[4]float32)
+// One weight row against 4 activation rows stored one after the other (nb = len(d)/4
+// super-blocks each): each chunk of two sub-blocks is unpacked once (Z2) with its scales
+// (Z9) and reduced against each row into the row's int32 accumulator (Z16-Z19); per
+// super-block those are scaled by d·dx into the row's float accumulator (Z10-Z13), less
+// dmin·dx·Σ m·(group sums). Registers: AX w, SI q, DX d, BX bsums, CX super-blocks left,
+// DI and R10 one and three rows of d, R14 and R15 one and three rows of q, R8 and R9 one
+// and three rows of bsums (set after SCALEMIN_K, which uses R8-R13).
+
+// KX4DOT: the row at qm's product with chunk Z2 times the scales Z9, into iacc.
+#define KX4DOT(qm, iacc) \
+	VPXORD   Z3, Z3, Z3;   \
+	VPDPBUSD qm, Z2, Z3;   \
+	VPMULLD  Z9, Z3, Z3;   \
+	VPADDD   Z3, iacc, iacc
+
+#define KX4CHUNK(qoff, xoff, idx) \
+	K45_NIBBLES(qoff);                  \
+	VPERMD  Z6, idx, Z9;                \
+	KX4DOT(xoff(SI), Z16);              \
+	KX4DOT(xoff(SI)(R14*1), Z17);       \
+	KX4DOT(xoff(SI)(R14*2), Z18);       \
+	KX4DOT(xoff(SI)(R15*1), Z19)
+
+// KX4FIN: the row's super-block into its float accumulator (X4 = [d, dmin], Y7 the mins).
+#define KX4FIN(dm, bm, iacc, facc) \
+	VBROADCASTSS dm, X5;         \
+	VMULPS       X5, X4, X5;     \
+	VBROADCASTSS X5, Z26;        \
+	VCVTDQ2PS    iacc, iacc;     \
+	VFMADD231PS  Z26, iacc, facc; \
+	VPMADDWD     bm, Y25, Y8;    \
+	VPMULLD      Y7, Y8, Y8;     \
+	VCVTDQ2PS    Y8, Y8;         \
+	VMOVSHDUP    X5, X27;        \
+	VBROADCASTSS X27, Z27;       \
+	VFNMADD231PS Z27, Z8, facc
+
+#define KX4SUM(z, y, x, off) \
+	VEXTRACTF64X4 $1, z, Y6;   \
+	VADDPS       Y6, y, y;     \
+	VEXTRACTF128 $1, y, X6;    \
+	VADDPS       X6, x, x;     \
+	VMOVHLPS     x, x, X6;     \
+	VADDPS       X6, x, x;     \
+	VMOVSHDUP    x, X6;        \
+	VADDSS       X6, x, x;     \
+	VMOVSS       x, off(DI)
+
+TEXT ·dot4Q4_KAVX512(SB), NOSPLIT, $0-104
+	MOVQ         w_base+0(FP), AX
+	MOVQ         q_base+24(FP), SI
+	MOVQ         d_base+48(FP), DX
+	MOVQ         d_len+56(FP), CX
+	MOVQ         bsums_base+72(FP), BX
+	SHRQ         $2, CX
+	LEAQ         (CX*4), DI
+	MOVQ         CX, R14
+	SHLQ         $8, R14
+	LEAQ         (R14)(R14*2), R15
+	VPBROADCASTD qc0F<>(SB), Z24
+	K45_IDX
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	TESTQ        CX, CX
+	JZ           q4kx4_done
+
+q4kx4_loop:
+	SCALEMIN_K
+	VMOVQ        R11, X6
+	VPMOVZXBD    X6, Y6
+	VMOVQ        R12, X7
+	VPMOVZXBD    X7, Y7
+	VPXORD       Z16, Z16, Z16
+	VPXORD       Z17, Z17, Z17
+	VPXORD       Z18, Z18, Z18
+	VPXORD       Z19, Z19, Z19
+	KX4CHUNK(16, 0, Z20)
+	KX4CHUNK(48, 64, Z21)
+	KX4CHUNK(80, 128, Z22)
+	KX4CHUNK(112, 192, Z23)
+	MOVL         (AX), R8
+	VMOVD        R8, X4
+	VCVTPH2PS    X4, X4
+	LEAQ         (DI*8), R8
+	LEAQ         (R8)(R8*2), R9
+	LEAQ         (DI)(DI*2), R10
+	KX4FIN((DX), (BX), Z16, Z10)
+	KX4FIN((DX)(DI*1), (BX)(R8*1), Z17, Z11)
+	KX4FIN((DX)(DI*2), (BX)(R8*2), Z18, Z12)
+	KX4FIN((DX)(R10*1), (BX)(R9*1), Z19, Z13)
+	ADDQ         $144, AX
+	ADDQ         $256, SI
+	ADDQ         $4, DX
+	ADDQ         $32, BX
+	DECQ         CX
+	JNZ          q4kx4_loop
+
+q4kx4_done:
+	MOVQ         out+96(FP), DI
+	KX4SUM(Z10, Y10, X10, 0)
+	KX4SUM(Z11, Y11, X11, 4)
+	KX4SUM(Z12, Y12, X12, 8)
+	KX4SUM(Z13, Y13, X13, 12)
+	VZEROUPPER
+	RET
+
+// func dot4Q6_KAVX512(w []byte, q []int8, d []float32, bsums []int16, out *[4]float32)
+// As dot4Q4_KAVX512 for Q6_K: each half's two chunks of 64 unpacked once (Z2, Z4) with their
+// scales (Z28, Z29); a row's int32 accumulator starts at −32·Σ sc·(group sums).
+#define Q6X4DOT(qm, wreg, sreg, iacc) \
+	VPXORD   Z3, Z3, Z3;     \
+	VPDPBUSD qm, wreg, Z3;   \
+	VPMULLD  sreg, Z3, Z3;   \
+	VPADDD   Z3, iacc, iacc
+
+#define Q6X4HALF(qloff, qhoff, xoff0, xoff1, idxa, idxb) \
+	VMOVDQU64    qloff(AX), Z2;                  \
+	VMOVDQU      qhoff(AX), Y3;                  \
+	VPSRLW       $2, Y3, Y4;                     \
+	VINSERTI64X4 $1, Y4, Z3, Z3;                 \
+	VPSRLW       $4, Z2, Z4;                     \
+	VPANDD       Z24, Z4, Z4;                    \
+	VPANDD       Z24, Z2, Z2;                    \
+	VPSLLW       $4, Z3, Z5;                     \
+	VPTERNLOGD   $0xf8, Z27, Z5, Z2;             \
+	VPTERNLOGD   $0xf8, Z27, Z3, Z4;             \
+	VPERMD       Z6, idxa, Z28;                  \
+	VPERMD       Z6, idxb, Z29;                  \
+	Q6X4DOT(xoff0(SI), Z2, Z28, Z16);            \
+	Q6X4DOT(xoff1(SI), Z4, Z29, Z16);            \
+	Q6X4DOT(xoff0(SI)(R14*1), Z2, Z28, Z17);     \
+	Q6X4DOT(xoff1(SI)(R14*1), Z4, Z29, Z17);     \
+	Q6X4DOT(xoff0(SI)(R14*2), Z2, Z28, Z18);     \
+	Q6X4DOT(xoff1(SI)(R14*2), Z4, Z29, Z18);     \
+	Q6X4DOT(xoff0(SI)(R15*1), Z2, Z28, Z19);     \
+	Q6X4DOT(xoff1(SI)(R15*1), Z4, Z29, Z19)
+
+#define Q6X4INIT(bm, iacc) \
+	VPMADDWD bm, Y7, Y8;       \
+	VPSLLD   $5, Y8, Y8;       \
+	VPXORD   iacc, iacc, iacc; \
+	VPSUBD   Z8, iacc, iacc
+
+#define Q6X4FIN(dm, iacc, facc) \
+	VMULSS       dm, X4, X5;     \
+	VBROADCASTSS X5, Z26;        \
+	VCVTDQ2PS    iacc, iacc;     \
+	VFMADD231PS  Z26, iacc, facc
+
+TEXT ·dot4Q6_KAVX512(SB), NOSPLIT, $0-104
+	MOVQ         w_base+0(FP), AX
+	MOVQ         q_base+24(FP), SI
+	MOVQ         d_base+48(FP), DX
+	MOVQ         d_len+56(FP), CX
+	MOVQ         bsums_base+72(FP), BX
+	SHRQ         $2, CX
+	LEAQ         (CX*4), DI
+	MOVQ         CX, R14
+	SHLQ         $8, R14
+	LEAQ         (R14)(R14*2), R15
+	LEAQ         (DI*8), R8
+	LEAQ         (R8)(R8*2), R9
+	LEAQ         (DI)(DI*2), R10
+	VPBROADCASTD qc0F<>(SB), Z24
+	VPBROADCASTD qc30<>(SB), Z27
+	VPMOVZXBD    qidx6<>+0(SB), Z20
+	VPMOVZXBD    qidx6<>+16(SB), Z21
+	VPMOVZXBD    qidx6<>+32(SB), Z22
+	VPMOVZXBD    qidx6<>+48(SB), Z23
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	TESTQ        CX, CX
+	JZ           q6kx4_done
+
+q6kx4_loop:
+	VPMOVSXBD    192(AX), Z6
+	VPMOVSXBW    192(AX), Y7
+	Q6X4INIT((BX), Z16)
+	Q6X4INIT((BX)(R8*1), Z17)
+	Q6X4INIT((BX)(R8*2), Z18)
+	Q6X4INIT((BX)(R9*1), Z19)
+	Q6X4HALF(0, 128, 0, 64, Z20, Z21)
+	Q6X4HALF(64, 160, 128, 192, Z22, Z23)
+	MOVWLZX      208(AX), R11
+	VMOVD        R11, X4
+	VCVTPH2PS    X4, X4
+	Q6X4FIN((DX), Z16, Z10)
+	Q6X4FIN((DX)(DI*1), Z17, Z11)
+	Q6X4FIN((DX)(DI*2), Z18, Z12)
+	Q6X4FIN((DX)(R10*1), Z19, Z13)
+	ADDQ         $210, AX
+	ADDQ         $256, SI
+	ADDQ         $4, DX
+	ADDQ         $32, BX
+	DECQ         CX
+	JNZ          q6kx4_loop
+
+q6kx4_done:
+	MOVQ         out+96(FP), DI
+	KX4SUM(Z10, Y10, X10, 0)
+	KX4SUM(Z11, Y11, X11, 4)
+	KX4SUM(Z12, Y12, X12, 8)
+	KX4SUM(Z13, Y13, X13, 12)
+	VZEROUPPER
+	RET

@@ -54,3 +54,52 @@ func BenchmarkRowKernels(b *testing.B) {
 }
 
 var rowKernelSink float32
+
+// BenchmarkMultiRowKernels times the multi-row kernels over benchRows weight rows of 576
+// elements (SmolLM2-135M's width) against 4 activation rows, beside 4 calls of the row
+// kernel in use, reporting ns per weight row and activation row.
+//
+//	go test ./internal/quant/ -run '^$' -bench MultiRowKernels -benchtime 200x
+func BenchmarkMultiRowKernels(b *testing.B) {
+	const benchRows, n = 1024, 576
+	r := rand.New(rand.NewPCG(7, 9))
+	for _, typ := range multiRowTypes {
+		nb := n / 32
+		w := randomBlocks(r, typ, nb*benchRows)
+		rowBytes := nb * typ.BlockBytes()
+		var rows [4]testActs
+		var q []int8
+		var d, s []float32
+		for i := range rows {
+			rows[i] = randomTestActs(r, typ, n)
+			q, d, s = append(q, rows[i].q...), append(d, rows[i].d...), append(s, rows[i].s...)
+		}
+		impls := append([]multiRowKernels{{name: "rowkernel", ok: true}}, allMultiRowKernels()...)
+		disp := asmRowKernels()[2].k
+		for _, im := range impls {
+			if !im.ok {
+				continue
+			}
+			b.Run(fmt.Sprintf("%v/%s", typ, im.name), func(b *testing.B) {
+				var out [4]float32
+				sink := float32(0)
+				for b.Loop() {
+					for i := range benchRows {
+						row := w[i*rowBytes : (i+1)*rowBytes]
+						if im.name == "rowkernel" {
+							for j := range rows {
+								out[j] = disp.call(typ, row, rows[j])
+							}
+						} else {
+							im.get(typ)(row, q, d, s, &out)
+						}
+						sink += out[0] + out[3]
+					}
+				}
+				rowKernelSink = sink
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/benchRows/4, "ns/row·act")
+				b.ReportMetric(0, "ns/op")
+			})
+		}
+	}
+}

@@ -74,27 +74,66 @@ func (m *Matrix) Row(out []float32, r int) {
 // than Acts32.
 func kQuant(t gguf.TensorType) bool { return t == gguf.Q4_K || t == gguf.Q5_K || t == gguf.Q6_K }
 
-// dot is row's product with one quantized activation row.
-func dot(t gguf.TensorType, row []byte, a *Acts32, k *ActsK) float32 {
+// dot is row's product with activation row i of w's quantized activations, by the
+// unchecked row kernels: row is one of the matrix's rows and the activations hold w.rows
+// rows of w.cols.
+func (w *work) dot(t gguf.TensorType, row []byte, i int) float32 {
+	if kQuant(t) {
+		nb, k := w.cols/256, &w.ak
+		q, d, bs := k.Q[256*nb*i:256*nb*(i+1)], k.D[nb*i:nb*(i+1)], k.BSums[16*nb*i:16*nb*(i+1)]
+		switch t {
+		case gguf.Q4_K:
+			return rowQ4_K(row, q, d, bs)
+		case gguf.Q5_K:
+			return rowQ5_K(row, q, d, bs)
+		case gguf.Q6_K:
+			return rowQ6_K(row, q, d, bs)
+		}
+	}
+	nb, a := w.cols/32, &w.a32
+	q, d, s := a.Q[32*nb*i:32*nb*(i+1)], a.D[nb*i:nb*(i+1)], a.S[nb*i:nb*(i+1)]
 	switch t {
 	case gguf.Q8_0:
-		return dotQ8_0(row, a.Q, a.D)
+		return rowQ8_0(row, q, d)
 	case gguf.Q4_0:
-		return dotQ4_0(row, a.Q, a.D)
+		return rowQ4_0(row, q, d)
 	case gguf.Q4_1:
-		return dotQ4_1(row, a.Q, a.D, a.S)
+		return rowQ4_1(row, q, d, s)
 	case gguf.Q5_0:
-		return dotQ5_0(row, a.Q, a.D)
+		return rowQ5_0(row, q, d)
 	case gguf.Q5_1:
-		return dotQ5_1(row, a.Q, a.D, a.S)
-	case gguf.Q4_K:
-		return dotQ4_K(row, k.Q, k.D, k.BSums)
-	case gguf.Q5_K:
-		return dotQ5_K(row, k.Q, k.D, k.BSums)
-	case gguf.Q6_K:
-		return dotQ6_K(row, k.Q, k.D, k.BSums)
+		return rowQ5_1(row, q, d, s)
 	}
 	panic("quant: unsupported type " + t.String())
+}
+
+// kernel4K is t's multi-row kernel in use for a K-quant, nil for the others and where
+// there is none (reduced a row at a time).
+func kernel4K(t gguf.TensorType) kern4K {
+	switch t {
+	case gguf.Q4_K:
+		return dot4Q4_K
+	case gguf.Q6_K:
+		return dot4Q6_K
+	}
+	return nil
+}
+
+// kernel4 is t's multi-row kernel, nil for the K-quants (see kernel4K).
+func kernel4(t gguf.TensorType) kern4 {
+	switch t {
+	case gguf.Q8_0:
+		return dot4Q8_0
+	case gguf.Q4_0:
+		return dot4Q4_0
+	case gguf.Q4_1:
+		return dot4Q4_1
+	case gguf.Q5_0:
+		return dot4Q5_0
+	case gguf.Q5_1:
+		return dot4Q5_1
+	}
+	return nil
 }
 
 // MatMulT computes out = x · Mᵀ (accumulate: out += x · Mᵀ) for x of rows × Cols (stride
@@ -146,7 +185,14 @@ func (w *work) mul(x []float32, rows int, ms []*Matrix, out []float32, ldo int, 
 			w.need32 = true
 		}
 	}
-	w.a32, w.ak = resize(w.a32, rows), resize(w.ak, rows)
+	if w.need32 {
+		a, nb := &w.a32, rows*cols/32
+		a.Q, a.D, a.S = resize(a.Q, rows*cols), resize(a.D, nb), resize(a.S, nb)
+	}
+	if w.needK {
+		a, nb := &w.ak, rows*cols/256
+		a.Q, a.D, a.BSums = resize(a.Q, rows*cols), resize(a.D, nb), resize(a.BSums, rows*cols/16)
+	}
 	threads := gemm.Threads()
 	if rows >= 4 && threads > 1 {
 		gemm.Parallel(rows, w.quantFn)
@@ -169,6 +215,7 @@ func (w *work) mul(x []float32, rows int, ms []*Matrix, out []float32, ldo int, 
 		}
 		off += m.Rows
 	}
+	w.o4 = resize(w.o4, len(w.tasks))
 	gemm.Parallel(len(w.tasks), w.runFn)
 	w.x, w.ms, w.out = nil, nil, nil
 }
@@ -176,24 +223,37 @@ func (w *work) mul(x []float32, rows int, ms []*Matrix, out []float32, ldo int, 
 // GEMMRows is the number of activation rows from which MatMulT and MatMulTMany dequantize
 // the weights a tile of rows at a time and multiply them with the f32 GEMM (gemm.Sgemm)
 // instead of quantizing the activations (exact in the activations); 0 never does. The
-// default, -1, decides by the row kernels in use: where a type's kernel is the Go one (no
-// assembly for this CPU), from 2 rows, since the Go kernels reduce about 1 GMAC/s a core and
-// the dequantized tiles plus the f32 GEMM run 3-20 times faster from 4 rows (more the more
-// rows); with the assembly kernels (about 40 GMAC/s on two AVX-512 cores whatever the row
-// count, against 36 for the GEMM path at 128 rows), never. BenchmarkMatMulT measures both.
+// default, -1, decides by the kernels in use, from BenchmarkMatMulT (a 1536 × 768 matrix,
+// GOMAXPROCS=2, best of 4-6 runs interleaved on a loaded 2-core AMD EPYC with AVX-512 VNNI,
+// GMAC/s int8 vs GEMM): where a type's kernel is the Go one (no assembly for this CPU), from
+// 2 rows (the Go kernels reduce about 1 GMAC/s a core); for the types with a multi-row
+// kernel in use (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1; Q4_K and Q6_K with AVX-512 VNNI), from 512
+// rows (Q4_1: 37.9 vs 17.7 at 64 rows, 34.7 vs 28.7 at 128, 40.6 vs 42.6 at 512; Q8_0: 42.0
+// vs 20.2 at 64, 34.7 vs 42.4 at 512; Q4_K: 40.3 vs 27.7 at 128, 31.9 vs 41.7 at 512; Q6_K:
+// 43.4 vs 22.9 at 128, 25.4 vs 38.1 at 512); for the K-quants reduced a row at a time
+// (AVX2), from 128 rows (Q4_K by its AVX-512 row kernel: 49.2 vs 40.6 at 64, 23.1 vs 28.8
+// at 128; Q6_K: 20.3 vs 9.4 at 32, 22.8 vs 33.1 at 128).
 var GEMMRows = -1
 
-// gemmRows is GEMMRows for a product over ms.
+// gemmRows is GEMMRows for a product over ms: the least of its matrices' thresholds.
 func gemmRows(ms []*Matrix) int {
 	if GEMMRows >= 0 {
 		return GEMMRows
 	}
+	g := 0
 	for _, m := range ms {
-		if goKernel(m.Type) {
-			return 2
+		t := 512
+		switch {
+		case goKernel(m.Type):
+			t = 2
+		case kernel4(m.Type) == nil && kernel4K(m.Type) == nil:
+			t = 128
+		}
+		if g == 0 || t < g {
+			g = t
 		}
 	}
-	return 0
+	return g
 }
 
 // goKernel reports whether t's row kernel in use is the Go one.
@@ -265,10 +325,11 @@ type work struct {
 	ldo            int
 	acc            bool
 	need32, needK  bool
-	a32            []Acts32
-	ak             []ActsK
+	a32            Acts32 // the rows of x quantized, one after the other
+	ak             ActsK
 	tasks          []task
-	one            [1]*Matrix // MatMulT's ms
+	o4             [][4]float32 // each task's multi-row kernel outputs
+	one            [1]*Matrix   // MatMulT's ms
 	quantFn, runFn func(int)
 }
 
@@ -281,12 +342,15 @@ var workPool = sync.Pool{New: func() any {
 }}
 
 func (w *work) quantize(i int) {
-	x := w.x[i*w.cols : (i+1)*w.cols]
+	n := w.cols
+	x := w.x[i*n : (i+1)*n]
 	if w.need32 {
-		QuantizeActs32(&w.a32[i], x)
+		a, nb := &w.a32, n/32
+		quantizeActs32(a.Q[i*n:(i+1)*n], a.D[i*nb:(i+1)*nb], a.S[i*nb:(i+1)*nb], x)
 	}
 	if w.needK {
-		QuantizeActsK(&w.ak[i], x)
+		a, nb := &w.ak, n/256
+		quantizeActsK(a.Q[i*n:(i+1)*n], a.D[i*nb:(i+1)*nb], a.BSums[i*n/16:(i+1)*n/16], x)
 	}
 }
 
@@ -294,13 +358,31 @@ func (w *work) run(ti int) {
 	t := w.tasks[ti]
 	m := w.ms[t.m]
 	typ, n := m.Type, m.RowBytes()
+	k4, nb := kernel4(typ), w.cols/32
+	k4K, nbK := kernel4K(typ), w.cols/256
+	a, ak, o := &w.a32, &w.ak, &w.o4[ti]
 	for i0 := 0; i0 < w.rows; i0 += xTile {
 		i1 := min(i0+xTile, w.rows)
 		for r := t.r0; r < t.r1; r++ {
 			row := m.Data[r*n : (r+1)*n]
 			col := t.off + r
-			for i := i0; i < i1; i++ {
-				v := dot(typ, row, &w.a32[i], &w.ak[i])
+			i := i0
+			// Four activation rows at a time against the weight row.
+			for ; i+4 <= i1 && (k4 != nil || k4K != nil); i += 4 {
+				if k4 != nil {
+					k4(row, a.Q[32*nb*i:32*nb*(i+4)], a.D[nb*i:nb*(i+4)], a.S[nb*i:nb*(i+4)], o)
+				} else {
+					k4K(row, ak.Q[256*nbK*i:256*nbK*(i+4)], ak.D[nbK*i:nbK*(i+4)], ak.BSums[16*nbK*i:16*nbK*(i+4)], o)
+				}
+				for j, v := range o {
+					if w.acc {
+						v += w.out[(i+j)*w.ldo+col]
+					}
+					w.out[(i+j)*w.ldo+col] = v
+				}
+			}
+			for ; i < i1; i++ {
+				v := w.dot(typ, row, i)
 				if w.acc {
 					w.out[i*w.ldo+col] += v
 				} else {

@@ -13,14 +13,14 @@ import (
 // dequantized tiles and the f32 GEMM ("gemm"): where GEMMRows should lie on this CPU.
 func BenchmarkMatMulT(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, typ := range []gguf.TensorType{gguf.Q4_1, gguf.Q8_0, gguf.Q4_K} {
+	for _, typ := range []gguf.TensorType{gguf.Q4_1, gguf.Q8_0, gguf.Q5_0, gguf.Q4_K, gguf.Q6_K} {
 		const rowsW, cols = 1536, 768 // 768: a multiple of 256 for Q4_K
 		data := randomBlocks(r, typ, rowsW*cols/typ.BlockSize())
 		m, err := NewMatrix(typ, rowsW, cols, data)
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, rows := range []int{1, 4, 16, 32, 128} {
+		for _, rows := range []int{1, 4, 16, 32, 64, 128, 512} {
 			x := randomActs(r, rows*cols)
 			out := make([]float32, rows*rowsW)
 			for _, path := range []string{"int8", "gemm"} {

@@ -85,7 +85,7 @@ func testMatMulT(t *testing.T) {
 		for _, blocks := range []int{1, 3, 5} {
 			cols := blocks * bs
 			m, w := randomMatrix(t, r, typ, 37, cols)
-			for _, rows := range []int{1, 3, 16, 37} {
+			for _, rows := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 37} {
 				for _, threads := range []int{1, 3} {
 					gemm.SetThreads(threads)
 					x := randomActs(r, rows*cols)

@@ -4,7 +4,9 @@
 // (QuantizeActs32 for the 32-element types, QuantizeActsK for the K-quants) and each weight
 // row is reduced against them with integer dot products, in AVX-512 (VNNI where present),
 // AVX2 or Go kernels chosen at run time by CPU feature (kernels.go holds the Go ones, the
-// reference the assembly is tested against).
+// reference the assembly is tested against). With several activation rows (decode batches,
+// prefill) the multi-row kernels reduce one weight row against 4 activation rows at a time,
+// unpacking each weight block once.
 //
 // Weight block layouts (ggml; d, m, dmin little-endian float16):
 //
