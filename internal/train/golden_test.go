@@ -69,46 +69,7 @@ func TestGradientsMatchPyTorch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := make([]float32, len(g.Tokens))
-	for i, v := range g.Weights {
-		w[i] = float32(v)
-	}
-	st := e.ForwardBackward(Seq{Tokens: g.Tokens}, weightedNLL(w))
-	loss := 0.0
-	for i, v := range g.Weights {
-		loss -= v * float64(st.Logp[i])
-	}
-	if math.Abs(loss-g.Loss) > 1e-4*math.Abs(g.Loss) {
-		t.Fatalf("loss %.6f, PyTorch %.6f", loss, g.Loss)
-	}
-	checked := 0
-	for l, layer := range e.G.Layers {
-		for mod, p := range layer {
-			for _, ab := range []string{"A", "B"} {
-				want, ok := g.Grads[peftTensor(l, mod, ab)]
-				if !ok {
-					t.Fatalf("no golden for %s", peftTensor(l, mod, ab))
-				}
-				got := p.A
-				if ab == "B" {
-					got = p.B
-				}
-				scale := 0.0
-				for _, v := range want {
-					scale = math.Max(scale, math.Abs(v))
-				}
-				for i := range want {
-					if d := math.Abs(float64(got[i]) - want[i]); d > 1e-4*scale+1e-6 {
-						t.Fatalf("%s[%d] = %.7g, PyTorch %.7g (tensor max %.3g)", peftTensor(l, mod, ab), i, got[i], want[i], scale)
-					}
-				}
-				checked++
-			}
-		}
-	}
-	if checked != len(g.Grads) {
-		t.Fatalf("checked %d tensors of %d", checked, len(g.Grads))
-	}
+	checkGradients(t, e, g.Tokens, g.Weights, g.Loss, g.Grads, 1e-4)
 }
 
 // TestPeftLoadsHoneCheckpoint: HF peft reads a checkpoint Hone wrote and computes the same
@@ -150,4 +111,55 @@ func TestPeftLoadsHoneCheckpoint(t *testing.T) {
 			t.Fatalf("position %d: peft %.6f, Hone %.6f", i, g, want.Logp[i])
 		}
 	}
+}
+
+// checkGradients runs the weighted next-token loss of a gradient golden
+// (scripts/train-goldens: tokens, per-position weights, PyTorch + peft's loss and the
+// adapter's gradients by PEFT tensor name) forward and backward with e, and compares the
+// loss (to lossTol relative) and every adapter gradient (to 1e-4 of its tensor's largest
+// value) with PyTorch's. It returns the loss, the tensors checked and the worst difference
+// relative to a tensor's largest gradient.
+func checkGradients(t *testing.T, e *Trainer, tokens []int, weights []float64, wantLoss float64, grads map[string][]float64, lossTol float64) (loss float64, checked int, worst float64) {
+	t.Helper()
+	w := make([]float32, len(tokens))
+	for i, v := range weights {
+		w[i] = float32(v)
+	}
+	st := e.ForwardBackward(Seq{Tokens: tokens}, weightedNLL(w))
+	for i, v := range weights {
+		loss -= v * float64(st.Logp[i])
+	}
+	if math.Abs(loss-wantLoss) > lossTol*math.Abs(wantLoss) {
+		t.Fatalf("loss %.7f, PyTorch %.7f", loss, wantLoss)
+	}
+	for l, layer := range e.G.Layers {
+		for mod, p := range layer {
+			for _, ab := range []string{"A", "B"} {
+				want, ok := grads[peftTensor(l, mod, ab)]
+				if !ok {
+					t.Fatalf("no golden for %s", peftTensor(l, mod, ab))
+				}
+				got := p.A
+				if ab == "B" {
+					got = p.B
+				}
+				scale := 0.0
+				for _, v := range want {
+					scale = math.Max(scale, math.Abs(v))
+				}
+				for i := range want {
+					d := math.Abs(float64(got[i]) - want[i])
+					worst = math.Max(worst, d/scale)
+					if d > 1e-4*scale+1e-6 {
+						t.Fatalf("%s[%d] = %.7g, PyTorch %.7g (tensor max %.3g)", peftTensor(l, mod, ab), i, got[i], want[i], scale)
+					}
+				}
+				checked++
+			}
+		}
+	}
+	if checked != len(grads) {
+		t.Fatalf("checked %d tensors of %d", checked, len(grads))
+	}
+	return loss, checked, worst
 }

@@ -78,48 +78,7 @@ func TestPhi3GradientsMatchPyTorch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			w := make([]float32, len(g.Tokens))
-			for i, v := range g.Weights {
-				w[i] = float32(v)
-			}
-			st := e.ForwardBackward(Seq{Tokens: g.Tokens}, weightedNLL(w))
-			loss := 0.0
-			for i, v := range g.Weights {
-				loss -= v * float64(st.Logp[i])
-			}
-			if math.Abs(loss-g.Loss) > 1e-4*math.Abs(g.Loss) {
-				t.Fatalf("loss %.6f, PyTorch %.6f", loss, g.Loss)
-			}
-			checked, worst := 0, 0.0
-			for l, layer := range e.G.Layers {
-				for mod, p := range layer {
-					for _, ab := range []string{"A", "B"} {
-						want, ok := g.Grads[peftTensor(l, mod, ab)]
-						if !ok {
-							t.Fatalf("no golden for %s", peftTensor(l, mod, ab))
-						}
-						got := p.A
-						if ab == "B" {
-							got = p.B
-						}
-						scale := 0.0
-						for _, v := range want {
-							scale = math.Max(scale, math.Abs(v))
-						}
-						for i := range want {
-							d := math.Abs(float64(got[i]) - want[i])
-							worst = math.Max(worst, d/scale)
-							if d > 1e-4*scale+1e-6 {
-								t.Fatalf("%s[%d] = %.7g, PyTorch %.7g (tensor max %.3g)", peftTensor(l, mod, ab), i, got[i], want[i], scale)
-							}
-						}
-						checked++
-					}
-				}
-			}
-			if checked != len(g.Grads) {
-				t.Fatalf("checked %d tensors of %d", checked, len(g.Grads))
-			}
+			loss, checked, worst := checkGradients(t, e, g.Tokens, g.Weights, g.Loss, g.Grads, 1e-4)
 			t.Logf("loss %.6f (PyTorch %.6f), %d tensors, worst error %.2g of a tensor's largest gradient", loss, g.Loss, checked, worst)
 		})
 	}
