@@ -14,7 +14,7 @@ import (
 
 // Config is a model's architecture, read from Hugging Face's config.json.
 type Config struct {
-	// Arch is "llama", "qwen2", "qwen3" or "phi3".
+	// Arch is "llama", "qwen2", "qwen3", "qwen3moe", "phi3", "mistral", "gemma2" or "gemma3".
 	Arch             string
 	HiddenSize       int
 	IntermediateSize int
@@ -94,6 +94,7 @@ var supported = map[string]string{
 	"Qwen3ForCausalLM":    "qwen3",
 	"Qwen3MoeForCausalLM": "qwen3moe",
 	"Phi3ForCausalLM":     "phi3",
+	"MistralForCausalLM":  "mistral",
 }
 
 // ErrUnsupported is returned for architectures Hone cannot run.
@@ -117,7 +118,7 @@ func intOrList(raw json.RawMessage) []int {
 
 // modelTypes maps config.json's model_type to Hone's architecture, for configs without an
 // architectures list (transformers then picks the model class from model_type).
-var modelTypes = map[string]string{"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3moe", "phi3": "phi3"}
+var modelTypes = map[string]string{"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3moe", "phi3": "phi3", "mistral": "mistral"}
 
 // ParseConfig reads config.json contents.
 //
@@ -184,7 +185,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		if name == "" {
 			name = "(none given)"
 		}
-		return nil, fmt.Errorf("%w %s: Hone runs LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM and Gemma3ForCausalLM", ErrUnsupported, name)
+		return nil, fmt.Errorf("%w %s: Hone runs LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Phi3ForCausalLM, MistralForCausalLM, Gemma2ForCausalLM and Gemma3ForCausalLM", ErrUnsupported, name)
 	}
 	cfg := &Config{
 		Arch: arch, HiddenSize: c.HiddenSize, IntermediateSize: c.IntermediateSize, NumLayers: c.NumHiddenLayers,
@@ -202,7 +203,8 @@ func ParseConfig(data []byte) (*Config, error) {
 	}
 	// Biases as each architecture's modelling code reads them: Llama has attention_bias (q, k,
 	// v and o) and mlp_bias; Qwen2 always has q/k/v biases and reads neither field; Qwen3 has
-	// attention_bias (q, k, v and o) and no MLP biases.
+	// attention_bias (q, k, v and o) and no MLP biases. Mistral has no biases and reads
+	// neither field.
 	switch arch {
 	case "llama":
 		cfg.AttentionBias, cfg.MLPBias = c.AttentionBias, c.MLPBias
@@ -235,7 +237,11 @@ func ParseConfig(data []byte) (*Config, error) {
 		cfg.RMSNormEps = *c.RMSNormEps
 	}
 	cfg.MaxPositionEmbeddings = 2048
-	if arch != "llama" {
+	switch arch {
+	case "llama":
+	case "mistral":
+		cfg.MaxPositionEmbeddings = 131072 // MistralConfig's default
+	default:
 		cfg.MaxPositionEmbeddings = 32768
 	}
 	if c.MaxPositionEmbeddings != nil {
@@ -254,7 +260,13 @@ func ParseConfig(data []byte) (*Config, error) {
 		}
 		return cfg, cfg.validate()
 	}
-	if arch != "llama" {
+	switch arch {
+	case "llama":
+	case "mistral":
+		if err := parseMistralWindow(raw, layerTypes, cfg); err != nil {
+			return nil, err
+		}
+	default:
 		if err := checkSlidingWindow(raw, arch, layerTypes, cfg); err != nil {
 			return nil, err
 		}
@@ -295,6 +307,34 @@ func parseLayerTypes(raw map[string]json.RawMessage, layers int) ([]string, erro
 		}
 	}
 	return types, nil
+}
+
+// parseMistralWindow reads Mistral's sliding_window: every layer attends to the sliding_window
+// latest positions (its own included), as transformers' MistralModel masks them; null means
+// full attention, and an absent field MistralConfig's default 4096. A window at least
+// max_position_embeddings long never excludes a position Hone accepts, so it is dropped.
+// MistralModel ignores layer_types (transformers warns and windows every layer); a config
+// whose layer_types mark some layers full_attention means an alternating model (Ministral),
+// which Hone refuses rather than compute differently from what the config says.
+func parseMistralWindow(raw map[string]json.RawMessage, layerTypes []string, cfg *Config) error {
+	window := 4096
+	if v, ok := raw["sliding_window"]; ok {
+		if isNullJSON(v) {
+			window = 0
+		} else if err := json.Unmarshal(v, &window); err != nil || window <= 0 {
+			return fmt.Errorf("model: config.json: sliding_window must be a positive integer or null")
+		}
+	}
+	if window == 0 || window >= cfg.MaxPositionEmbeddings {
+		return nil
+	}
+	for i, t := range layerTypes {
+		if t != "sliding_attention" {
+			return fmt.Errorf("model: config.json: layer_types[%d] is %q with sliding_window %d: MistralForCausalLM windows every layer; alternating full and sliding layers are not supported", i, t, window)
+		}
+	}
+	cfg.SlidingWindow = window
+	return nil
 }
 
 // checkSlidingWindow refuses sliding-window attention that could change a result. Qwen2 and

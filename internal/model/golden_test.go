@@ -26,6 +26,10 @@ var goldenVariants = map[string]func() synth.Options{
 	"qwen2":      func() synth.Options { return synth.Tiny("qwen2") },
 	"qwen3":      func() synth.Options { return synth.Tiny("qwen3") },
 	"qwen3-lora": func() synth.Options { return synth.Tiny("qwen3") },
+	// Mistral: every layer windowed to 8 positions (the 40 tokens cross it, in the prefill
+	// and the decode steps), head_dim 32 with hidden 64 and 4 heads.
+	"mistral":      func() synth.Options { return synth.Tiny("mistral") },
+	"mistral-lora": func() synth.Options { return synth.Tiny("mistral") },
 }
 
 type golden struct {

@@ -29,7 +29,7 @@ var corpus string
 
 // Options describe the model to write. Zero fields take the defaults of Tiny.
 type Options struct {
-	Arch         string // "llama", "qwen2", "qwen3", "gemma2" or "gemma3"
+	Arch         string // "llama", "qwen2", "qwen3", "qwen3moe", "phi3", "mistral", "gemma2" or "gemma3"
 	Layers       int
 	Hidden       int
 	Heads        int
@@ -58,8 +58,8 @@ type Options struct {
 	// initialises; larger values make logits more peaked).
 	Std  float64
 	Seed uint64
-	// SlidingWindow (gemma2, gemma3): the window of the sliding layers (default 8 in Tiny, so
-	// that tests' sequences cross it).
+	// SlidingWindow (gemma2, gemma3, mistral): the window of the sliding layers (every layer
+	// for mistral; default 8 in Tiny, so that tests' sequences cross it).
 	SlidingWindow int
 	// QueryPreAttnScalar (gemma2, gemma3): query_pre_attn_scalar (24 in Tiny: not head_dim,
 	// so that tests notice it).
@@ -85,6 +85,10 @@ func Tiny(arch string) Options {
 	}
 	if arch == "gemma2" || arch == "gemma3" {
 		o.HeadDim, o.Tied, o.SlidingWindow, o.QueryPreAttnScalar = 32, true, 8, 24
+	}
+	if arch == "mistral" {
+		// An explicit head_dim other than hidden/heads (as Mistral NeMo and Ministral have).
+		o.HeadDim, o.SlidingWindow = 32, 8
 	}
 	moeDefaults(&o)
 	return o
@@ -120,11 +124,11 @@ func Qwen25_05B() Options {
 func (o *Options) fill() error {
 	d := Tiny(o.Arch)
 	switch o.Arch {
-	case "llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3":
+	case "llama", "qwen2", "qwen3", "qwen3moe", "phi3", "mistral", "gemma2", "gemma3":
 	case "":
-		return errors.New("synth: arch is required (llama, qwen2, qwen3, phi3, gemma2 or gemma3)")
+		return errors.New("synth: arch is required (llama, qwen2, qwen3, qwen3moe, phi3, mistral, gemma2 or gemma3)")
 	default:
-		return fmt.Errorf("synth: unsupported arch %q (use llama, qwen2, qwen3, phi3, gemma2 or gemma3)", o.Arch)
+		return fmt.Errorf("synth: unsupported arch %q (use llama, qwen2, qwen3, qwen3moe, phi3, mistral, gemma2 or gemma3)", o.Arch)
 	}
 	setInt := func(p *int, v int) {
 		if *p == 0 {
@@ -139,7 +143,7 @@ func (o *Options) fill() error {
 	setInt(&o.Vocab, d.Vocab)
 	setInt(&o.MaxPos, d.MaxPos)
 	if o.HeadDim == 0 {
-		if (o.Arch == "qwen3" || o.Arch == "qwen3moe" || isGemma(o.Arch)) && o.Hidden == d.Hidden && o.Heads == d.Heads {
+		if (o.Arch == "qwen3" || o.Arch == "qwen3moe" || o.Arch == "mistral" || isGemma(o.Arch)) && o.Hidden == d.Hidden && o.Heads == d.Heads {
 			o.HeadDim = d.HeadDim
 		} else {
 			o.HeadDim = o.Hidden / o.Heads
@@ -157,7 +161,7 @@ func (o *Options) fill() error {
 	if o.Std == 0 {
 		o.Std = d.Std
 	}
-	if isGemma(o.Arch) && o.SlidingWindow == 0 {
+	if (isGemma(o.Arch) || o.Arch == "mistral") && o.SlidingWindow == 0 {
 		o.SlidingWindow = d.SlidingWindow
 	}
 	if isGemma(o.Arch) && o.QueryPreAttnScalar == 0 {
@@ -170,7 +174,7 @@ func (o *Options) fill() error {
 		return fmt.Errorf("synth: heads (%d) must be a multiple of kv-heads (%d)", o.Heads, o.KVHeads)
 	case o.HeadDim%2 != 0:
 		return fmt.Errorf("synth: head dimension %d must be even", o.HeadDim)
-	case o.Arch != "qwen3" && o.Arch != "qwen3moe" && !isGemma(o.Arch) && o.HeadDim*o.Heads != o.Hidden:
+	case o.Arch != "qwen3" && o.Arch != "qwen3moe" && o.Arch != "mistral" && !isGemma(o.Arch) && o.HeadDim*o.Heads != o.Hidden:
 		return fmt.Errorf("synth: hidden (%d) must equal heads × head_dim (%d × %d) for %s", o.Hidden, o.Heads, o.HeadDim, o.Arch)
 	case o.DType != "f32" && o.DType != "bf16":
 		return fmt.Errorf("synth: dtype %q (use f32 or bf16)", o.DType)
@@ -320,7 +324,7 @@ func Write(dir string, o Options) error {
 
 func configJSON(o *Options, bos, eos int) map[string]any {
 	archName := map[string]string{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-		"qwen3moe": "Qwen3MoeForCausalLM", "phi3": "Phi3ForCausalLM", "gemma2": "Gemma2ForCausalLM", "gemma3": "Gemma3ForCausalLM"}[o.Arch]
+		"qwen3moe": "Qwen3MoeForCausalLM", "phi3": "Phi3ForCausalLM", "mistral": "MistralForCausalLM", "gemma2": "Gemma2ForCausalLM", "gemma3": "Gemma3ForCausalLM"}[o.Arch]
 	dtype := "float32"
 	if o.DType == "bf16" {
 		dtype = "bfloat16"
@@ -372,6 +376,11 @@ func configJSON(o *Options, bos, eos int) map[string]any {
 		c["rope_scaling"] = nil
 	case "phi3":
 		phi3Config(o, c)
+	case "mistral":
+		// Every layer attends to the SlidingWindow latest positions; no biases, no
+		// rope_scaling (MistralConfig has neither attention_bias nor mlp_bias).
+		c["sliding_window"] = o.SlidingWindow
+		c["rope_scaling"] = nil
 	case "gemma2", "gemma3":
 		gemmaConfig(o, c)
 	case "qwen3moe":

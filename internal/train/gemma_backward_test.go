@@ -27,12 +27,14 @@ func TestGemmaGradientsMatchPyTorch(t *testing.T) {
 			if recompute {
 				name += "-recompute"
 			}
-			t.Run(name, func(t *testing.T) { checkGemmaGradients(t, arch, recompute) })
+			t.Run(name, func(t *testing.T) { checkWindowedGradients(t, arch, recompute) })
 		}
 	}
 }
 
-func checkGemmaGradients(t *testing.T, arch string, recompute bool) {
+// checkWindowedGradients checks the gradient golden testdata/golden-<arch> of a tiny model
+// with sliding-window layers (gemma2, gemma3, mistral) against the engine's backward pass.
+func checkWindowedGradients(t *testing.T, arch string, recompute bool) {
 	gd := filepath.Join("testdata", "golden-"+arch)
 	f, err := os.Open(filepath.Join(gd, "grads.json.gz"))
 	if err != nil {

@@ -14,8 +14,9 @@ go build -o "$tmp/hone" ./cmd/hone
 rm -rf internal/train/testdata/golden
 "$PY" scripts/train-goldens/gen.py "$tmp/llama" internal/train/testdata/golden
 rm -f internal/train/testdata/golden/adapter/README.md
-# Gemma 2 and 3 (TestGemmaGradientsMatchPyTorch in internal/train/gemma_backward_test.go).
-for a in gemma2 gemma3; do
+# Gemma 2 and 3 (TestGemmaGradientsMatchPyTorch in internal/train/gemma_backward_test.go) and
+# Mistral (TestMistralGradientsMatchPyTorch in internal/train/mistral_test.go).
+for a in gemma2 gemma3 mistral; do
   "$tmp/hone" models synth --arch $a --std 0.2 --out "$tmp/$a"
   rm -rf internal/train/testdata/golden-$a
   "$PY" scripts/train-goldens/gen.py "$tmp/$a" internal/train/testdata/golden-$a
