@@ -9,6 +9,11 @@
 # bf16/f16 and packed rows are compared with OpenBLAS f32 sgemm of the same shape (OpenBLAS
 # 0.3.21 has no half-precision B). Needs gcc and libopenblas-dev (apt-get install
 # libopenblas-dev). Holds /tmp/hone-bench.lock while measuring.
+#
+# This environment sets OPENBLAS_CORETYPE (and OPENBLAS_L2_SIZE) for every process, which
+# would pin OpenBLAS to older kernels (Haswell's AVX2 on an AVX-512 CPU): the reference runs
+# with both unset, in its own command only, so that OpenBLAS picks its kernel for this CPU;
+# the kernel it picked is printed beside the CPU model and flags.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,14 +38,16 @@ bench_re="GEMM"
 [ -n "$FILTER" ] && bench_re="GEMM/($FILTER)"
 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
-echo "machine: $cpu, $(nproc) cores; threads $THREADS; rounds $ROUNDS; $(go version | cut -d' ' -f3); OpenBLAS $(dpkg-query -W -f='${Version}' libopenblas0-pthread 2>/dev/null || echo '?') ($(OPENBLAS_VERBOSE=2 OPENBLAS_NUM_THREADS=1 "$work/openblas_bench" </dev/null 2>&1 | sed -n 's/^Core: //p') kernel)" >&2
+flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|f16c|avx512[a-z_0-9]*|amx[a-z_0-9]*|avx_vnni)$' | tr '\n' ' ')
+echo "machine: $cpu, $(nproc) cores; flags: $flags" >&2
+echo "threads $THREADS; rounds $ROUNDS; $(go version | cut -d' ' -f3); OpenBLAS $(dpkg-query -W -f='${Version}' libopenblas0-pthread 2>/dev/null || echo '?') ($(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_VERBOSE=2 OPENBLAS_NUM_THREADS=1 "$work/openblas_bench" </dev/null 2>&1 | sed -n 's/^Core: //p') kernel, OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset)" >&2
 
 flock /tmp/hone-bench.lock sh -c '
 for r in $(seq 1 '"$ROUNDS"'); do
 	echo "round $r/'"$ROUNDS"'" >&2
 	GOMAXPROCS='"$THREADS"' "'"$work"'/gemm.test" -test.run "^$" -test.bench "'"$bench_re"'" -test.benchtime '"$BENCHTIME"' -test.cpu '"$THREADS"' |
 		awk "/^BenchmarkGEMM\\// { n=\$1; sub(/^BenchmarkGEMM\\//, \"\", n); sub(/-[0-9]+\$/, \"\", n); for (i=1;i<=NF;i++) if (\$i==\"GFLOP/s\") print \"OURS\", n, \$(i-1) }"
-	OPENBLAS_NUM_THREADS='"$THREADS"' "'"$work"'/openblas_bench" <"'"$work"'/ob_shapes"
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS='"$THREADS"' "'"$work"'/openblas_bench" <"'"$work"'/ob_shapes"
 done' >"$work/results"
 
 # Medians and the table.
