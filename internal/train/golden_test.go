@@ -28,43 +28,7 @@ func goldenModel() synth.Options {
 // TestGradientsMatchPyTorch: the adapter gradients of a weighted next-token loss agree with
 // PyTorch + peft (float64) on the same synthetic model and adapter.
 func TestGradientsMatchPyTorch(t *testing.T) {
-	f, err := os.Open("testdata/golden/grads.json.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := io.ReadAll(zr)
-	var g struct {
-		WeightsSHA256 string               `json:"weights_sha256"`
-		Tokens        []int                `json:"tokens"`
-		Weights       []float64            `json:"weights"`
-		Loss          float64              `json:"loss"`
-		Grads         map[string][]float64 `json:"grads"`
-	}
-	if err := json.Unmarshal(raw, &g); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "m")
-	if err := synth.Write(dir, goldenModel()); err != nil {
-		t.Fatal(err)
-	}
-	data, _ := os.ReadFile(filepath.Join(dir, "model.safetensors"))
-	sum := sha256.Sum256(data)
-	if got := hex.EncodeToString(sum[:]); got != g.WeightsSHA256 {
-		t.Fatalf("synth wrote other weights than the goldens were made from: rerun scripts/train-goldens/gen.sh")
-	}
-	m, err := model.Load(dir, model.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := model.LoadLoRA("testdata/golden/adapter", &m.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, m, a := loadGradGolden(t, "testdata/golden", goldenModel(), "gen.sh")
 	e, err := NewTrainer(m, a)
 	if err != nil {
 		t.Fatal(err)
@@ -111,6 +75,56 @@ func TestPeftLoadsHoneCheckpoint(t *testing.T) {
 			t.Fatalf("position %d: peft %.6f, Hone %.6f", i, g, want.Logp[i])
 		}
 	}
+}
+
+// gradGolden is a gradient golden of scripts/train-goldens: the SHA-256 of the synthetic
+// model's weights it was made from, the tokens, per-position weights, PyTorch + peft's loss
+// and the adapter's gradients by PEFT tensor name.
+type gradGolden struct {
+	WeightsSHA256 string               `json:"weights_sha256"`
+	Tokens        []int                `json:"tokens"`
+	Weights       []float64            `json:"weights"`
+	Loss          float64              `json:"loss"`
+	Grads         map[string][]float64 `json:"grads"`
+}
+
+// loadGradGolden reads the gradient golden gd/grads.json.gz, writes the synthetic model o,
+// checks that its weights are the ones the golden was made from (script names the
+// scripts/train-goldens script to rerun otherwise), and loads it with the adapter gd/adapter.
+func loadGradGolden(t *testing.T, gd string, o synth.Options, script string) (*gradGolden, *model.Model, *model.LoRA) {
+	t.Helper()
+	f, err := os.Open(filepath.Join(gd, "grads.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(zr)
+	var g gradGolden
+	if err := json.Unmarshal(raw, &g); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "m")
+	if err := synth.Write(dir, o); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, "model.safetensors"))
+	sum := sha256.Sum256(data)
+	if got := hex.EncodeToString(sum[:]); got != g.WeightsSHA256 {
+		t.Fatalf("synth wrote other weights than the goldens were made from: rerun scripts/train-goldens/%s", script)
+	}
+	m, err := model.Load(dir, model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := model.LoadLoRA(filepath.Join(gd, "adapter"), &m.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &g, m, a
 }
 
 // checkGradients runs the weighted next-token loss of a gradient golden

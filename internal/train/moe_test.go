@@ -1,12 +1,6 @@
 package train
 
 import (
-	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,43 +22,7 @@ func moeGoldenModel() synth.Options {
 // (float64): the gradient reaches layers 0 and 1 through the experts and through the routing
 // weights of the frozen routers.
 func TestQwen3MoEGradientsMatchPyTorch(t *testing.T) {
-	f, err := os.Open("testdata/golden-qwen3moe/grads.json.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := io.ReadAll(zr)
-	var g struct {
-		WeightsSHA256 string               `json:"weights_sha256"`
-		Tokens        []int                `json:"tokens"`
-		Weights       []float64            `json:"weights"`
-		Loss          float64              `json:"loss"`
-		Grads         map[string][]float64 `json:"grads"`
-	}
-	if err := json.Unmarshal(raw, &g); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "m")
-	if err := synth.Write(dir, moeGoldenModel()); err != nil {
-		t.Fatal(err)
-	}
-	data, _ := os.ReadFile(filepath.Join(dir, "model.safetensors"))
-	sum := sha256.Sum256(data)
-	if got := hex.EncodeToString(sum[:]); got != g.WeightsSHA256 {
-		t.Fatalf("synth wrote other weights than the goldens were made from: rerun scripts/train-goldens/qwen3moe.sh")
-	}
-	m, err := model.Load(dir, model.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := model.LoadLoRA("testdata/golden-qwen3moe/adapter", &m.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, m, a := loadGradGolden(t, "testdata/golden-qwen3moe", moeGoldenModel(), "qwen3moe.sh")
 	for _, recompute := range []bool{false, true} {
 		e, err := NewTrainer(m, a)
 		if err != nil {

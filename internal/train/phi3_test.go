@@ -1,13 +1,7 @@
 package train
 
 import (
-	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -36,44 +30,8 @@ func TestPhi3GradientsMatchPyTorch(t *testing.T) {
 	for name, opts := range phi3GoldenModels {
 		t.Run(name, func(t *testing.T) {
 			gd := filepath.Join("testdata", "phi3", name)
-			f, err := os.Open(filepath.Join(gd, "grads.json.gz"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			zr, err := gzip.NewReader(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			raw, _ := io.ReadAll(zr)
-			var g struct {
-				WeightsSHA256 string               `json:"weights_sha256"`
-				Tokens        []int                `json:"tokens"`
-				Weights       []float64            `json:"weights"`
-				Loss          float64              `json:"loss"`
-				Grads         map[string][]float64 `json:"grads"`
-			}
-			if err := json.Unmarshal(raw, &g); err != nil {
-				t.Fatal(err)
-			}
-			dir := filepath.Join(t.TempDir(), "m")
-			if err := synth.Write(dir, opts()); err != nil {
-				t.Fatal(err)
-			}
-			data, _ := os.ReadFile(filepath.Join(dir, "model.safetensors"))
-			sum := sha256.Sum256(data)
-			if got := hex.EncodeToString(sum[:]); got != g.WeightsSHA256 {
-				t.Fatalf("synth wrote other weights than the goldens were made from: rerun scripts/train-goldens/phi3.sh")
-			}
-			m, err := model.Load(dir, model.LoadOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			g, m, a := loadGradGolden(t, gd, opts(), "phi3.sh")
 			defer m.Close()
-			a, err := model.LoadLoRA(filepath.Join(gd, "adapter"), &m.Config)
-			if err != nil {
-				t.Fatal(err)
-			}
 			e, err := NewTrainer(m, a)
 			if err != nil {
 				t.Fatal(err)
