@@ -86,36 +86,44 @@ func TestLogitsMatchTransformers(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			var adapter *model.LoRA
-			if g.Adapter != "" {
-				if adapter, err = model.LoadLoRA(filepath.Join("testdata", "goldens", g.Adapter), &m.Config); err != nil {
-					t.Fatal(err)
-				}
-			}
-			cache := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: 8})
-			// Prefill the first 25 tokens in one step, the rest as decode steps.
-			seq := cache.NewSequence()
-			var got [][]float32
-			for at := 0; at < len(g.Tokens); {
-				n := 1
-				if at == 0 {
-					n = 25
-				}
-				out, err := m.Forward([]model.Step{{Seq: seq, Tokens: g.Tokens[at : at+n], LogitsAt: all(n), Adapter: adapter}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				got = append(got, out[0]...)
-				at += n
-			}
-			worst := 0.0
-			for p := range g.Logits {
-				worst = max(worst, relErr(got[p], g.Logits[p]))
-			}
-			if worst > 1e-4 {
-				t.Fatalf("relative error %.3g against transformers %s", worst, g.Transformers)
-			}
-			t.Logf("max relative error %.2g", worst)
+			checkGoldenLogits(t, m, g, filepath.Join("testdata", "goldens"), 8, 25, 1e-4)
 		})
 	}
+}
+
+// checkGoldenLogits runs golden g through m over a paged cache of numBlocks blocks, with g's
+// adapter (loaded from goldenDir) if it names one: the first prefill tokens in one step, the
+// rest as decode steps; it fails unless every position's logits agree with transformers' to
+// tol relative, and logs the worst relative error.
+func checkGoldenLogits(t *testing.T, m *model.Model, g golden, goldenDir string, numBlocks, prefill int, tol float64) {
+	t.Helper()
+	var adapter *model.LoRA
+	if g.Adapter != "" {
+		var err error
+		if adapter, err = model.LoadLoRA(filepath.Join(goldenDir, g.Adapter), &m.Config); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seq := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: numBlocks}).NewSequence()
+	var got [][]float32
+	for at := 0; at < len(g.Tokens); {
+		n := 1
+		if at == 0 {
+			n = prefill
+		}
+		out, err := m.Forward([]model.Step{{Seq: seq, Tokens: g.Tokens[at : at+n], LogitsAt: all(n), Adapter: adapter}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, out[0]...)
+		at += n
+	}
+	worst := 0.0
+	for p := range g.Logits {
+		worst = max(worst, relErr(got[p], g.Logits[p]))
+	}
+	if worst > tol {
+		t.Fatalf("relative error %.3g against transformers %s", worst, g.Transformers)
+	}
+	t.Logf("max relative error %.2g", worst)
 }

@@ -80,34 +80,7 @@ func TestQwen3MoELogitsMatchTransformers(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			var adapter *model.LoRA
-			if g.Adapter != "" {
-				if adapter, err = model.LoadLoRA(filepath.Join("testdata", "goldens-qwen3moe", g.Adapter), &m.Config); err != nil {
-					t.Fatal(err)
-				}
-			}
-			seq := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: 8}).NewSequence()
-			var got [][]float32
-			for at := 0; at < len(g.Tokens); {
-				n := 1
-				if at == 0 {
-					n = 25
-				}
-				out, err := m.Forward([]model.Step{{Seq: seq, Tokens: g.Tokens[at : at+n], LogitsAt: all(n), Adapter: adapter}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				got = append(got, out[0]...)
-				at += n
-			}
-			worst := 0.0
-			for p := range g.Logits {
-				worst = max(worst, relErr(got[p], g.Logits[p]))
-			}
-			if worst > 1e-5 {
-				t.Fatalf("relative error %.3g against transformers %s", worst, g.Transformers)
-			}
-			t.Logf("max relative error %.2g", worst)
+			checkGoldenLogits(t, m, g, filepath.Join("testdata", "goldens-qwen3moe"), 8, 25, 1e-5)
 		})
 	}
 }

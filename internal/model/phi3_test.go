@@ -66,40 +66,11 @@ func TestPhi3LogitsMatchTransformers(t *testing.T) {
 		t.Run(variant, func(t *testing.T) {
 			g := readGolden(t, variant)
 			m := loadPhi3(t, base, g.WeightsSHA256)
-			var adapter *model.LoRA
-			if g.Adapter != "" {
-				var err error
-				if adapter, err = model.LoadLoRA(filepath.Join("testdata", "goldens", g.Adapter), &m.Config); err != nil {
-					t.Fatal(err)
-				}
-			}
 			prefill := 25
 			if strings.HasSuffix(variant, "-long") {
 				prefill = 70
 			}
-			cache := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: 16})
-			seq := cache.NewSequence()
-			var got [][]float32
-			for at := 0; at < len(g.Tokens); {
-				n := 1
-				if at == 0 {
-					n = prefill
-				}
-				out, err := m.Forward([]model.Step{{Seq: seq, Tokens: g.Tokens[at : at+n], LogitsAt: all(n), Adapter: adapter}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				got = append(got, out[0]...)
-				at += n
-			}
-			worst := 0.0
-			for p := range g.Logits {
-				worst = max(worst, relErr(got[p], g.Logits[p]))
-			}
-			if worst > 1e-4 {
-				t.Fatalf("relative error %.3g against transformers %s", worst, g.Transformers)
-			}
-			t.Logf("max relative error %.2g", worst)
+			checkGoldenLogits(t, m, g, filepath.Join("testdata", "goldens"), 16, prefill, 1e-4)
 		})
 	}
 }
