@@ -112,6 +112,10 @@ var (
 	dotQ6_K func(w []byte, q []int8, d []float32, bsums []int16) float32 = dotQ6_KGo
 )
 
+// asmKernelsInUse reports whether the assembly row kernels replaced the Go ones above (all
+// types' at once, by setAsmKernels at init).
+var asmKernelsInUse bool
+
 // The multi-row kernels: one weight row's products with 4 rows of activations quantized for
 // the 32-element types, stored one after the other (q holds 4 rows of 32·nb values, d and s
 // 4 rows of nb, nb = len(d)/4), into out. Each weight block is unpacked once for the 4 rows.
