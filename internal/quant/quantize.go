@@ -102,8 +102,6 @@ func putHalf(y []byte, v float32) float32 {
 	return gemm.F16ToFloat32(h)
 }
 
-func halfAt(y []byte) float32 { return gemm.F16ToFloat32(binary.LittleEndian.Uint16(y)) }
-
 // roundInt is ggml's nearest_int: f rounded to the nearest integer, ties to even, by adding
 // 1.5·2²³ in float32 and reading the low mantissa bits (|f| < 2²²).
 func roundInt(f float32) int {
