@@ -256,13 +256,7 @@ func gemmRows(ms []*Matrix) int {
 }
 
 // goKernel reports whether t's row kernel in use is the Go one.
-func goKernel(t gguf.TensorType) bool {
-	switch t {
-	case gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K:
-		return !asmKernelsInUse
-	}
-	return false
-}
+func goKernel(t gguf.TensorType) bool { return Supported(t) && !asmKernelsInUse }
 
 // mulGEMM is MatMulTMany by dequantized tiles of weight rows and gemm.Sgemm.
 func mulGEMM(x []float32, rows int, ms []*Matrix, out []float32, ldo int, accumulate bool) {
