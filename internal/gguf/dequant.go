@@ -147,7 +147,7 @@ const supportedList = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K,
 //	Q6_K (210 bytes): ql[128], qh[64], scales[16] int8, d
 //
 // Q4_K and Q5_K have 8 sub-blocks of 32, each with a 6-bit scale sc[j] and a 6-bit min m[j]
-// packed into scales (see scaleMin); x = (d*sc[j])*q - dmin*m[j]. The low 4 bits of q for
+// packed into scales (see ScaleMin); x = (d*sc[j])*q - dmin*m[j]. The low 4 bits of q for
 // sub-blocks 2c and 2c+1 are the low and high nibbles of qs[32c:32c+32]; Q5_K's fifth bit for
 // element l of sub-block j is bit j of qh[l].
 //
@@ -172,7 +172,7 @@ func dequantK(t TensorType, raw []byte, out []float32) {
 				qh, qs = blk[16:48], blk[48:176]
 			}
 			for j := range 8 {
-				sc, m := scaleMin(scales, j)
+				sc, m := ScaleMin(scales, j)
 				// Explicit conversions round each product on its own (no fused
 				// multiply-add), as ggml and numpy compute them.
 				ds := float32(d * float32(sc))
@@ -209,11 +209,11 @@ func dequantK(t TensorType, raw []byte, out []float32) {
 	}
 }
 
-// scaleMin unpacks sub-block j's 6-bit scale and min from the 12 packed bytes of a Q4_K or
+// ScaleMin unpacks sub-block j's 6-bit scale and min from the 12 packed bytes of a Q4_K or
 // Q5_K super-block: for j < 4 they are the low 6 bits of s[j] and s[j+4]; for j >= 4 their low
 // 4 bits are the low and high nibbles of s[j+4] and their top 2 bits are the top 2 bits of
 // s[j-4] and s[j].
-func scaleMin(s []byte, j int) (sc, m byte) {
+func ScaleMin(s []byte, j int) (sc, m byte) {
 	if j < 4 {
 		return s[j] & 63, s[j+4] & 63
 	}

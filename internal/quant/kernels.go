@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/honeai/hone/internal/gemm"
+	"github.com/honeai/hone/internal/gguf"
 )
 
 // Acts32 is a row of activations quantized for the 32-element block types: Q holds the
@@ -111,6 +112,10 @@ var (
 	dotQ5_K func(w []byte, q []int8, d []float32, bsums []int16) float32 = dotQ5_KGo
 	dotQ6_K func(w []byte, q []int8, d []float32, bsums []int16) float32 = dotQ6_KGo
 )
+
+// asmKernelsInUse reports whether the assembly row kernels replaced the Go ones above (all
+// types' at once, by setAsmKernels at init).
+var asmKernelsInUse bool
 
 // The multi-row kernels: one weight row's products with 4 rows of activations quantized for
 // the 32-element types, stored one after the other (q holds 4 rows of 32·nb values, d and s
@@ -281,15 +286,6 @@ func dotQ5_1Go(w []byte, q []int8, d, ss []float32) float32 {
 	return sum
 }
 
-// scaleMin unpacks sub-block j's 6-bit scale and min of a Q4_K or Q5_K super-block (see
-// internal/gguf's scaleMin).
-func scaleMin(s []byte, j int) (sc, m int32) {
-	if j < 4 {
-		return int32(s[j] & 63), int32(s[j+4] & 63)
-	}
-	return int32(s[j+4]&15 | s[j-4]>>6<<4), int32(s[j+4]>>4 | s[j]>>6<<4)
-}
-
 // dotQ4_KGo and dotQ5_KGo: per super-block, d·dx·Σⱼ sc[j]·Σ q·x − dmin·dx·Σⱼ m[j]·Σ x, the
 // last sum from the activations' group sums.
 func dotQ4_KGo(w []byte, q []int8, d []float32, bsums []int16) float32 {
@@ -317,7 +313,7 @@ func dotK45(w []byte, q []int8, d []float32, bsums []int16, five bool) float32 {
 		}
 		sumi, summ := int32(0), int32(0)
 		for j := range 8 {
-			sc, m := scaleMin(scales, j)
+			sc, m := gguf.ScaleMin(scales, j)
 			chunk, shift := qs[32*(j/2):32*(j/2)+32], uint(4*(j%2))
 			s := int32(0)
 			for l, v := range chunk {
@@ -327,8 +323,8 @@ func dotK45(w []byte, q []int8, d []float32, bsums []int16, five bool) float32 {
 				}
 				s += int32(u) * int32(x[32*j+l])
 			}
-			sumi += sc * s
-			summ += m * (int32(bs[2*j]) + int32(bs[2*j+1]))
+			sumi += int32(sc) * s
+			summ += int32(m) * (int32(bs[2*j]) + int32(bs[2*j+1]))
 		}
 		sum += f16(blk)*dx*float32(sumi) - f16(blk[2:])*dx*float32(summ)
 	}

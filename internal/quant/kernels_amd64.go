@@ -36,6 +36,7 @@ func setAsmKernels(q80, q40, q50 kern32, q41, q51 kern32s, q4k, q5k, q6k kernK) 
 	dotQ4_K, dotQ5_K, dotQ6_K = checkedK(q4k, 144), checkedK(q5k, 176), checkedK(q6k, 210)
 	rowQ8_0, rowQ4_0, rowQ4_1, rowQ5_0, rowQ5_1 = q80, q40, q41, q50, q51
 	rowQ4_K, rowQ5_K, rowQ6_K = q4k, q5k, q6k
+	asmKernelsInUse = true
 }
 
 // setAsmKernels4 installs multi-row assembly kernels behind a check of the slices' lengths.

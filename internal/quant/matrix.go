@@ -2,7 +2,6 @@ package quant
 
 import (
 	"fmt"
-	"reflect"
 	"sync"
 
 	"github.com/honeai/hone/internal/gemm"
@@ -257,28 +256,7 @@ func gemmRows(ms []*Matrix) int {
 }
 
 // goKernel reports whether t's row kernel in use is the Go one.
-func goKernel(t gguf.TensorType) bool {
-	is := func(f, g any) bool { return reflect.ValueOf(f).Pointer() == reflect.ValueOf(g).Pointer() }
-	switch t {
-	case gguf.Q8_0:
-		return is(dotQ8_0, dotQ8_0Go)
-	case gguf.Q4_0:
-		return is(dotQ4_0, dotQ4_0Go)
-	case gguf.Q4_1:
-		return is(dotQ4_1, dotQ4_1Go)
-	case gguf.Q5_0:
-		return is(dotQ5_0, dotQ5_0Go)
-	case gguf.Q5_1:
-		return is(dotQ5_1, dotQ5_1Go)
-	case gguf.Q4_K:
-		return is(dotQ4_K, dotQ4_KGo)
-	case gguf.Q5_K:
-		return is(dotQ5_K, dotQ5_KGo)
-	case gguf.Q6_K:
-		return is(dotQ6_K, dotQ6_KGo)
-	}
-	return false
-}
+func goKernel(t gguf.TensorType) bool { return Supported(t) && !asmKernelsInUse }
 
 // mulGEMM is MatMulTMany by dequantized tiles of weight rows and gemm.Sgemm.
 func mulGEMM(x []float32, rows int, ms []*Matrix, out []float32, ldo int, accumulate bool) {

@@ -102,8 +102,6 @@ func putHalf(y []byte, v float32) float32 {
 	return gemm.F16ToFloat32(h)
 }
 
-func halfAt(y []byte) float32 { return gemm.F16ToFloat32(binary.LittleEndian.Uint16(y)) }
-
 // roundInt is ggml's nearest_int: f rounded to the nearest integer, ties to even, by adding
 // 1.5·2²³ in float32 and reading the low mantissa bits (|f| < 2²²).
 func roundInt(f float32) int {
@@ -316,7 +314,7 @@ func quantizeK45(x []float32, y []byte, five bool) {
 	d := putHalf(y, maxScale/63)
 	dmin := putHalf(y[2:], maxMin/63)
 	for j := range 8 {
-		s, m := kScaleMin(sc, j)
+		s, m := gguf.ScaleMin(sc, j)
 		ds := float32(d * float32(s))
 		if ds == 0 {
 			continue
@@ -344,14 +342,6 @@ func quantizeK45(x []float32, y []byte, five bool) {
 			qs[32*c+l] = L[64*c+l] | L[64*c+l+32]<<4
 		}
 	}
-}
-
-// kScaleMin unpacks sub-block j's 6-bit scale and min from Q4_K/Q5_K's packed scales.
-func kScaleMin(s []byte, j int) (sc, m byte) {
-	if j < 4 {
-		return s[j] & 63, s[j+4] & 63
-	}
-	return s[j+4]&15 | s[j-4]>>6<<4, s[j+4]>>4 | s[j]>>6<<4
 }
 
 // fitSymmetric is ggml's make_qx_quants with weights x² (rmse_type 1): x quantized to
