@@ -17,16 +17,7 @@ import (
 // artPython finds a Python with the ART client: HONE_ART_PYTHON, or the venv
 // scripts/test-setup.sh makes in conformance/art-py.
 func artPython(t *testing.T) string {
-	t.Helper()
-	for _, py := range []string{os.Getenv("HONE_ART_PYTHON"), filepath.Join(repoRoot(t), "conformance", "art-py", ".venv", "bin", "python")} {
-		if py == "" {
-			continue
-		}
-		if err := exec.Command(py, "-c", "import art.serverless.backend").Run(); err == nil {
-			return py
-		}
-	}
-	return ""
+	return venvPython(t, "HONE_ART_PYTHON", "art-py", "import art.serverless.backend")
 }
 
 // TestConformanceARTClient runs conformance/art-py/scenario.py: the OpenPipe ART client's
