@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -117,7 +116,7 @@ func wandbRunHistory(t *testing.T, url, key, entity, project, run string) string
 		"query":     `query H($e: String, $p: String, $r: String!) { project(name: $p, entityName: $e) { run(name: $r) { historyLineCount history } } }`,
 		"variables": map[string]string{"e": entity, "p": project, "r": run},
 	})
-	code, _, body := do(t, "POST", url+"/graphql", "Basic "+base64.StdEncoding.EncodeToString([]byte("api:"+key)), string(q))
+	code, _, body := do(t, "POST", url+"/graphql", basic("api", key), string(q))
 	var res struct {
 		Data struct {
 			Project struct {
