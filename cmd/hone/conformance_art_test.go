@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -17,16 +16,7 @@ import (
 // artPython finds a Python with the ART client: HONE_ART_PYTHON, or the venv
 // scripts/test-setup.sh makes in conformance/art-py.
 func artPython(t *testing.T) string {
-	t.Helper()
-	for _, py := range []string{os.Getenv("HONE_ART_PYTHON"), filepath.Join(repoRoot(t), "conformance", "art-py", ".venv", "bin", "python")} {
-		if py == "" {
-			continue
-		}
-		if err := exec.Command(py, "-c", "import art.serverless.backend").Run(); err == nil {
-			return py
-		}
-	}
-	return ""
+	return venvPython(t, "HONE_ART_PYTHON", "art-py", "import art.serverless.backend")
 }
 
 // TestConformanceARTClient runs conformance/art-py/scenario.py: the OpenPipe ART client's
@@ -126,7 +116,7 @@ func wandbRunHistory(t *testing.T, url, key, entity, project, run string) string
 		"query":     `query H($e: String, $p: String, $r: String!) { project(name: $p, entityName: $e) { run(name: $r) { historyLineCount history } } }`,
 		"variables": map[string]string{"e": entity, "p": project, "r": run},
 	})
-	code, _, body := do(t, "POST", url+"/graphql", "Basic "+base64.StdEncoding.EncodeToString([]byte("api:"+key)), string(q))
+	code, _, body := do(t, "POST", url+"/graphql", basic("api", key), string(q))
 	var res struct {
 		Data struct {
 			Project struct {

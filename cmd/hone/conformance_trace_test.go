@@ -259,13 +259,19 @@ func checkTypeScriptReadBack(t *testing.T, s *server, key, project string, res s
 // weavePython finds a Python with the weave package: HONE_WEAVE_PYTHON, or the venv
 // scripts/test-setup.sh makes.
 func weavePython(t *testing.T) string {
+	return venvPython(t, "HONE_WEAVE_PYTHON", "weave-py", "import weave")
+}
+
+// venvPython returns the first of $envVar and conformance/<venv>/.venv/bin/python that
+// runs code (an import), or "" when neither does.
+func venvPython(t *testing.T, envVar, venv, code string) string {
 	t.Helper()
-	candidates := []string{os.Getenv("HONE_WEAVE_PYTHON"), filepath.Join(repoRoot(t), "conformance", "weave-py", ".venv", "bin", "python")}
+	candidates := []string{os.Getenv(envVar), filepath.Join(repoRoot(t), "conformance", venv, ".venv", "bin", "python")}
 	for _, py := range candidates {
 		if py == "" {
 			continue
 		}
-		if err := exec.Command(py, "-c", "import weave").Run(); err == nil {
+		if err := exec.Command(py, "-c", code).Run(); err == nil {
 			return py
 		}
 	}

@@ -18,7 +18,7 @@ import (
 func wandbGQL(t *testing.T, url, key, query string, vars map[string]any) (map[string]any, []string) {
 	t.Helper()
 	b, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
-	code, _, body := do(t, "POST", url+"/graphql", "Basic "+base64.StdEncoding.EncodeToString([]byte("api:"+key)), string(b))
+	code, _, body := do(t, "POST", url+"/graphql", basic("api", key), string(b))
 	var res struct {
 		Data   map[string]any `json:"data"`
 		Errors []struct {
@@ -158,12 +158,12 @@ func TestWandbArtifactAPI(t *testing.T) {
 		t.Fatalf("upsertBucket of another entity: %v", errs)
 	}
 	stream := `{"files":{"wandb-history.jsonl":{"offset":0,"content":["{\"_step\":0,\"loss\":1}","{\"_step\":1,\"loss\":0.5}"]},"wandb-summary.json":{"offset":0,"content":["{\"loss\":0.5}"]}},"complete":true,"exitcode":0}`
-	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("api:"+key))
-	if code, _, body := do(t, "POST", s.url+"/files/local/p/r1/file_stream", basic, stream); code != 200 {
+	auth := basic("api", key)
+	if code, _, body := do(t, "POST", s.url+"/files/local/p/r1/file_stream", auth, stream); code != 200 {
 		t.Fatalf("file_stream: %d %s", code, body)
 	}
-	otherBasic := "Basic " + base64.StdEncoding.EncodeToString([]byte("api:"+otherKey))
-	if code, _, _ := do(t, "POST", s.url+"/files/local/p/r1/file_stream", otherBasic, stream); code != 404 {
+	otherAuth := basic("api", otherKey)
+	if code, _, _ := do(t, "POST", s.url+"/files/local/p/r1/file_stream", otherAuth, stream); code != 404 {
 		t.Fatalf("file_stream of another entity: %d", code)
 	}
 	const resume = `query R($project: String, $entity: String, $name: String!) { model(name: $project, entityName: $entity) {
@@ -221,17 +221,17 @@ func TestWandbArtifactAPI(t *testing.T) {
 		t.Fatalf("tampered signature: %d", code)
 	}
 	plain, _, _ := strings.Cut(fileURL, "?")
-	if code, _, body := do(t, "GET", plain, basic, ""); code != 200 || !bytes.Equal(body, big.Bytes()) {
+	if code, _, body := do(t, "GET", plain, auth, ""); code != 200 || !bytes.Equal(body, big.Bytes()) {
 		t.Fatalf("download with Basic auth: %d", code)
 	}
 	if code, _, _ := do(t, "GET", plain, "", ""); code != 401 {
 		t.Fatalf("download without credentials: %d", code)
 	}
-	if code, _, _ := do(t, "GET", plain, otherBasic, ""); code != 404 {
+	if code, _, _ := do(t, "GET", plain, otherAuth, ""); code != 404 {
 		t.Fatalf("download by another entity: %d", code)
 	}
 	missing := s.url + "/artifactsV2/default/local/x/0123456789abcdef0123456789abcdef/nope.jsonl"
-	if code, _, body := do(t, "GET", missing, basic, ""); code != 404 || !strings.Contains(string(body), "nope.jsonl") {
+	if code, _, body := do(t, "GET", missing, auth, ""); code != 404 || !strings.Contains(string(body), "nope.jsonl") {
 		t.Fatalf("missing file: %d %s", code, body)
 	}
 	// Membership files, as wandb.Api().artifact(...).download() asks for them.

@@ -266,30 +266,24 @@ func projectObj(c *gqlCtx, entity, name string) obj {
 	o["readOnly"] = false
 	o["bucket"] = fieldFn(func(args map[string]any) (any, error) { return runByName(c, entity, name, argStr(args, "name")) })
 	o["run"] = o["bucket"]
-	o["artifact"] = fieldFn(func(args map[string]any) (any, error) {
-		ws, err := c.store()
-		if err != nil {
-			return nil, err
+	// byName finds the artifact the "name" argument (collection:version)
+	// names and shapes it with as; an unknown one is null.
+	byName := func(as func(*gqlCtx, wandb.Artifact) obj) fieldFn {
+		return func(args map[string]any) (any, error) {
+			ws, err := c.store()
+			if err != nil {
+				return nil, err
+			}
+			coll, version, _ := strings.Cut(argStr(args, "name"), ":")
+			a, err := ws.ArtifactByName(c.ctx, entity, name, coll, version)
+			if errors.Is(err, wandb.ErrNotFound) {
+				return nil, nil
+			}
+			return as(c, a), err
 		}
-		coll, version, _ := strings.Cut(argStr(args, "name"), ":")
-		a, err := ws.ArtifactByName(c.ctx, entity, name, coll, version)
-		if errors.Is(err, wandb.ErrNotFound) {
-			return nil, nil
-		}
-		return artifactObj(c, a), err
-	})
-	o["artifactCollectionMembership"] = fieldFn(func(args map[string]any) (any, error) {
-		ws, err := c.store()
-		if err != nil {
-			return nil, err
-		}
-		coll, version, _ := strings.Cut(argStr(args, "name"), ":")
-		a, err := ws.ArtifactByName(c.ctx, entity, name, coll, version)
-		if errors.Is(err, wandb.ErrNotFound) {
-			return nil, nil
-		}
-		return membershipObj(c, a), err
-	})
+	}
+	o["artifact"] = byName(artifactObj)
+	o["artifactCollectionMembership"] = byName(membershipObj)
 	collection := func(typ string) fieldFn {
 		return func(args map[string]any) (any, error) {
 			ws, err := c.store()
