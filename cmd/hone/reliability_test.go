@@ -53,16 +53,27 @@ func TestDemoModelInterruptedWrite(t *testing.T) {
 // jobEvents lists a job's event types.
 func jobEvents(t *testing.T, s *server, bearer, id string) []string {
 	t.Helper()
+	types, _ := jobEventsAttempts(t, s, bearer, id)
+	return types
+}
+
+// jobEventsAttempts lists a job's event types and each event's data.attempt (0 if none).
+func jobEventsAttempts(t *testing.T, s *server, bearer, id string) ([]string, []int) {
+	t.Helper()
 	var types []string
+	var attempts []int
 	for after := ""; ; {
 		code, _, body := do(t, "GET", s.url+"/v1/preview/training-jobs/"+id+"/events?limit=100&after="+after, bearer, "")
 		page := jsonOf(t, code, body, 200)
 		data := page["data"].([]any)
 		for _, e := range data {
-			types = append(types, e.(map[string]any)["type"].(string))
+			ev := e.(map[string]any)
+			types = append(types, ev["type"].(string))
+			a, _ := ev["data"].(map[string]any)["attempt"].(float64)
+			attempts = append(attempts, int(a))
 		}
 		if page["has_more"] != true || len(data) == 0 {
-			return types
+			return types, attempts
 		}
 		after = data[len(data)-1].(map[string]any)["id"].(string)
 	}
@@ -131,9 +142,22 @@ func TestShutdownDuringTrainingRestarts(t *testing.T) {
 	if j["status"] != "SUCCEEDED" || j["step"] != float64(1) {
 		t.Fatalf("after three restarts the job is %v", j)
 	}
-	types := jobEvents(t, s, bearer, job)
+	types, attempts := jobEventsAttempts(t, s, bearer, job)
 	if n := count(types, "training_interrupted"); n != 3 || types[len(types)-1] != "training_ended" {
 		t.Fatalf("events %v", types)
+	}
+	// Each run's events name it: 1 until the first interruption, ..., 4 for the last run.
+	run := 1
+	for i, ty := range types {
+		if attempts[i] != run {
+			t.Fatalf("event %d (%s) of run %d says attempt %d: %v %v", i, ty, run, attempts[i], types, attempts)
+		}
+		if ty == "training_interrupted" {
+			run++
+		}
+	}
+	if j["attempt"] != float64(4) {
+		t.Fatalf("job attempt %v", j["attempt"])
 	}
 }
 

@@ -552,7 +552,7 @@ func watchJob(ctx context.Context, c *client, id string, stdout, stderr io.Write
 		return fail(fmt.Errorf("%d: %s", resp.StatusCode, bytes.TrimSpace(b)))
 	}
 	tty := isTerminal(stdout)
-	total, done := 0, 0
+	total, done, attempt := 0, 0, 0
 	start := time.Now()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
@@ -567,6 +567,18 @@ func watchJob(ctx context.Context, c *client, id string, stdout, stderr io.Write
 		}
 		if json.Unmarshal([]byte(line[len("data: "):]), &ev) != nil {
 			continue
+		}
+		// A job that runs again (its worker died, or was shut down) starts from its first
+		// step; its events name the run.
+		if a, ok := ev.Data["attempt"].(float64); ok && int(a) > attempt {
+			if attempt > 0 {
+				if tty && done > 0 {
+					fmt.Fprintln(stdout)
+				}
+				fmt.Fprintf(stdout, "attempt %d: the job runs again from its first step\n", int(a))
+				done = 0
+			}
+			attempt = int(a)
 		}
 		switch ev.Type {
 		case "training_started":

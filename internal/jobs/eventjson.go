@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"strconv"
 	"strings"
 )
 
@@ -95,4 +96,28 @@ func finiteTree(v reflect.Value) any {
 		return out
 	}
 	return v.Interface()
+}
+
+// withAttempt adds "attempt": n to an event's data object, unless n is 0 (the job never
+// ran) or the data is not an object or names an attempt of its own.
+func withAttempt(js []byte, n int) []byte {
+	if n <= 0 || len(js) < 2 || js[0] != '{' {
+		return js
+	}
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(js, &keys) != nil {
+		return js
+	}
+	if _, ok := keys["attempt"]; ok {
+		return js
+	}
+	field := `"attempt":` + strconv.Itoa(n)
+	if len(keys) == 0 {
+		return []byte("{" + field + "}")
+	}
+	out := make([]byte, 0, len(js)+len(field)+1)
+	out = append(out, '{')
+	out = append(out, field...)
+	out = append(out, ',')
+	return append(out, js[1:]...)
 }

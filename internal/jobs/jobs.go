@@ -51,7 +51,8 @@ CREATE TABLE train_job_events (
 	PRIMARY KEY (job_id, seq)
 );
 CREATE UNIQUE INDEX train_job_events_id ON train_job_events (job_id, id)`}, {Version: 2, SQLite: `
-CREATE INDEX train_jobs_entity ON train_jobs (entity, id)`}}
+CREATE INDEX train_jobs_entity ON train_jobs (entity, id)`}, {Version: 3, SQLite: `
+ALTER TABLE train_jobs ADD COLUMN runs INTEGER NOT NULL DEFAULT 0`}}
 
 // Statuses.
 const (
@@ -77,6 +78,11 @@ const (
 	EventInterrupted = "training_interrupted"
 )
 
+// Every event written while a job has been claimed at least once carries the number of the
+// run it belongs to as data.attempt (1, 2, 3, ...), counting interrupted runs and runs whose
+// worker died: a job that runs again repeats its step numbers, and the attempt tells the
+// runs apart.
+
 // ErrNotFound is returned for an unknown job or event cursor.
 var ErrNotFound = errors.New("jobs: not found")
 
@@ -94,6 +100,9 @@ type Job struct {
 	ErrorMessage *string         `json:"error_message"`
 	Step         *int            `json:"step"`
 	Attempts     int             `json:"-"`
+	// Attempt is the number of the job's latest run (0 before its first claim); it never
+	// goes down, unlike Attempts, which a clean hand-back does not count.
+	Attempt int `json:"attempt"`
 }
 
 // Event is one event of a job.
@@ -146,14 +155,14 @@ func (q *Queue) Enqueue(ctx context.Context, modelID, entity, kind string, paylo
 	return j, nil
 }
 
-const jobCols = `id, model_id, entity, kind, status, payload, created_at, started_at, finished_at, error_message, step, attempts`
+const jobCols = `id, model_id, entity, kind, status, payload, created_at, started_at, finished_at, error_message, step, attempts, runs`
 
 func scanJob(row interface{ Scan(...any) error }) (Job, error) {
 	var j Job
 	var payload string
 	var started, finished, errMsg sql.NullString
 	var step sql.NullInt64
-	err := row.Scan(&j.ID, &j.ModelID, &j.Entity, &j.Kind, &j.Status, &payload, &j.CreatedAt, &started, &finished, &errMsg, &step, &j.Attempts)
+	err := row.Scan(&j.ID, &j.ModelID, &j.Entity, &j.Kind, &j.Status, &payload, &j.CreatedAt, &started, &finished, &errMsg, &step, &j.Attempts, &j.Attempt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return j, ErrNotFound
 	}
@@ -352,12 +361,13 @@ func (q *Queue) Claim(ctx context.Context, owner string) (Job, error) {
 			return err
 		}
 		until := db.FormatTime(now.Add(q.Lease))
-		if _, err := tx.Exec(ctx, `UPDATE train_jobs SET status = ?, started_at = COALESCE(started_at, ?), attempts = attempts + 1, lease_owner = ?, lease_until = ? WHERE id = ?`,
+		if _, err := tx.Exec(ctx, `UPDATE train_jobs SET status = ?, started_at = COALESCE(started_at, ?), attempts = attempts + 1, runs = runs + 1, lease_owner = ?, lease_until = ? WHERE id = ?`,
 			Running, nowS, owner, until, j.ID); err != nil {
 			return err
 		}
 		j.Status = Running
 		j.Attempts++
+		j.Attempt++
 		claimed, found = j, true
 		return nil
 	})
@@ -424,15 +434,13 @@ func (q *Queue) Finish(ctx context.Context, id, owner, status, errMsg string, st
 // interrupted attempt does not count towards MaxAttempts, and a training_interrupted event
 // marks it, in one transaction.
 //
-// claimAttempts is the job's Attempts as claimed; the event's attempt numbers every run of
-// the job, interrupted ones included (1, 2, 3, ...).
-func (q *Queue) Release(ctx context.Context, id, owner string, claimAttempts int) error {
+// The event's attempt is the run's number (Job.Attempt), interrupted runs included.
+func (q *Queue) Release(ctx context.Context, id, owner string) error {
 	err := q.db.WriteTx(ctx, func(tx *db.Tx) error {
-		var before int
-		if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM train_job_events WHERE job_id = ? AND type = ?`, id, EventInterrupted).Scan(&before); err != nil {
+		var attempt int
+		if err := tx.QueryRow(ctx, `SELECT runs FROM train_jobs WHERE id = ?`, id).Scan(&attempt); err != nil {
 			return err
 		}
-		attempt := before + claimAttempts
 		msg := fmt.Sprintf("attempt %d was stopped by a shutdown of its worker; the job is queued again", attempt)
 		res, err := tx.Exec(ctx, `UPDATE train_jobs SET status = ?, lease_owner = NULL, lease_until = NULL,
 			attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END
@@ -484,6 +492,12 @@ func (q *Queue) addEventTx(ctx context.Context, tx *db.Tx, jobID, typ string, da
 			return Event{}, err
 		}
 	}
+	var attempt int
+	if err := tx.QueryRow(ctx, `SELECT runs FROM train_jobs WHERE id = ?`, jobID).Scan(&attempt); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return Event{}, err
+	}
+	js = withAttempt(js, attempt)
+	ev.Data = js
 	if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM train_job_events WHERE job_id = ?`, jobID).Scan(&ev.seq); err != nil {
 		return Event{}, err
 	}
@@ -620,7 +634,7 @@ func (q *Queue) runOne(ctx context.Context, j Job, owner string, run Runner, log
 		}
 	}()
 	start := time.Now()
-	log.Info("jobs: running", "job", j.ID, "kind", j.Kind, "model", j.ModelID, "attempt", j.Attempts)
+	log.Info("jobs: running", "job", j.ID, "kind", j.Kind, "model", j.ModelID, "attempt", j.Attempt)
 	step, err := run(jctx, j, func(typ string, data any) {
 		if _, err := q.AddEvent(wctx, j.ID, typ, data); err != nil {
 			log.Error("jobs: event not recorded", "job", j.ID, "type", typ, "err", err)
@@ -647,11 +661,11 @@ func (q *Queue) runOne(ctx context.Context, j Job, owner string, run Runner, log
 		// now rather than when its lease expires.
 		rctx, rcancel := context.WithTimeout(wctx, 10*time.Second)
 		defer rcancel()
-		if rerr := q.Release(rctx, j.ID, owner, j.Attempts); rerr != nil {
+		if rerr := q.Release(rctx, j.ID, owner); rerr != nil {
 			log.Error("jobs: not handed back; it runs again when its lease expires", "job", j.ID, "err", rerr)
 			return
 		}
-		log.Info("jobs: handed back to the queue (shutting down)", "job", j.ID, "attempt", j.Attempts)
+		log.Info("jobs: handed back to the queue (shutting down)", "job", j.ID, "attempt", j.Attempt)
 	default:
 		if ferr := q.Finish(wctx, j.ID, owner, Failed, err.Error(), nil); ferr != nil {
 			log.Error("jobs: not finished", "job", j.ID, "err", ferr)

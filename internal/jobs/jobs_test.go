@@ -51,7 +51,7 @@ func TestQueue(t *testing.T) {
 			t.Fatalf("events %+v more %v", evs, more)
 		}
 		evs, more, _ = q.Events(ctx, a1.ID, evs[1].ID, 10)
-		if len(evs) != 1 || more || string(evs[0].Data) != `{"loss":1}` {
+		if len(evs) != 1 || more || string(evs[0].Data) != `{"attempt":1,"loss":1}` {
 			t.Fatalf("after: %+v", evs)
 		}
 		if _, _, err := q.Events(ctx, a1.ID, "nope", 10); !errors.Is(err, ErrNotFound) {

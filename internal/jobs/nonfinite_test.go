@@ -65,14 +65,14 @@ func TestReleaseRequeuesAtOnce(t *testing.T) {
 			if err != nil || c.ID != j.ID || c.Attempts != 1 {
 				t.Fatalf("claim %d: %+v %v", i, c, err)
 			}
-			if err := q.Release(ctx, j.ID, "w", c.Attempts); err != nil {
+			if err := q.Release(ctx, j.ID, "w"); err != nil {
 				t.Fatal(err)
 			}
 			if g, _ := q.Get(ctx, j.ID); g.Status != Queued {
 				t.Fatalf("after release: %s", g.Status)
 			}
 		}
-		if err := q.Release(ctx, j.ID, "w", 1); err == nil {
+		if err := q.Release(ctx, j.ID, "w"); err == nil {
 			t.Fatal("released a job that is not running")
 		}
 		evs, _, _ := q.Events(ctx, j.ID, "", 100)
