@@ -184,10 +184,11 @@ func TestKillServerDuringIngest(t *testing.T) {
 	})
 }
 
-// TestKillWorkerDuringSFT: `kill -9` of a `hone worker` in the middle of an SFT job; the job
-// stays claimed until its lease (--job-lease 2s) runs out, then a second worker runs it to an
-// end (SUCCEEDED, or FAILED with a message); no checkpoint is ever listed that is not whole
-// and finite, and the trained checkpoint answers a chat completion.
+// TestKillWorkerDuringSFT: `kill -9` of a `hone worker` in the middle of an SFT job, and of
+// one in the middle of an RL job; the job stays claimed until its lease (--job-lease 2s) runs
+// out, then a second worker runs it to an end (SUCCEEDED, or FAILED with a message); no
+// checkpoint is ever listed that is not whole and finite, the trained checkpoint answers a
+// chat completion, and the events of the second run say attempt 2.
 func TestKillWorkerDuringSFT(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -198,48 +199,102 @@ func TestKillWorkerDuringSFT(t *testing.T) {
 		lease := []string{"--job-lease", "2s"}
 		s := startServer(t, dir, append(append([]string{"--train-workers", "0"}, lease...), st.args...)...)
 		bearer := "Bearer " + initialKey(t, dir)
-		job := newSFTJob(t, s, bearer, "kill", 40)
-		code, _, body := do(t, "GET", s.url+"/v1/preview/training-jobs/"+job, bearer, "")
-		modelID, _ := jsonOf(t, code, body, 200)["model_id"].(string)
-		worker := func() *exec.Cmd {
-			cmd := exec.Command(bin, append(append([]string{"worker", "--data", dir, "--log-level", "warn"}, lease...), st.args...)...)
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-			return cmd
-		}
-		w := worker()
-		waitSteps(t, s, bearer, job, 0)
-		killed := time.Now()
-		_ = w.Process.Signal(syscall.SIGKILL)
-		_ = w.Wait()
-		checkCheckpoints(t, s, bearer, dir, modelID)
-		code, _, body = do(t, "GET", s.url+"/v1/preview/training-jobs/"+job, bearer, "")
-		if j := jsonOf(t, code, body, 200); j["status"] != "RUNNING" && j["status"] != "QUEUED" {
-			t.Fatalf("after kill -9 the job is %v", j["status"])
-		}
-		w = worker()
-		j := waitJob(t, s, bearer, job)
-		_ = w.Process.Signal(syscall.SIGTERM)
-		_ = w.Wait()
-		t.Logf("kill -9 of a worker during SFT (%s): the job ended %v %.2fs after the kill", st.name, j["status"], time.Since(killed).Seconds())
-		switch j["status"] {
-		case "SUCCEEDED":
-		case "FAILED":
-			if fmt.Sprint(j["error"]) == "" {
-				t.Fatalf("failed without a message: %v", j)
-			}
-		default:
-			t.Fatalf("job %v", j)
-		}
-		for _, step := range checkCheckpoints(t, s, bearer, dir, modelID) {
-			code, _, body := do(t, "POST", s.url+"/v1/chat/completions", bearer, fmt.Sprintf(`{"model":"local/p/kill:step%d","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`, step))
-			if code != 200 {
-				t.Errorf("chat with step %d: %d %s", step, code, body)
-			}
+		for _, kind := range []string{"sft", "rl"} {
+			t.Run(kind, func(t *testing.T) { killWorkerDuringJob(t, bin, st, s, bearer, dir, kind) })
 		}
 	})
+}
+
+func killWorkerDuringJob(t *testing.T, bin string, st faultStore, s *server, bearer, dir, kind string) {
+	lease := []string{"--job-lease", "2s"}
+	name := "kill-" + kind
+	var job string
+	if kind == "sft" {
+		job = newSFTJob(t, s, bearer, name, 40)
+	} else {
+		job = newRLJob(t, s, bearer, name)
+	}
+	code, _, body := do(t, "GET", s.url+"/v1/preview/training-jobs/"+job, bearer, "")
+	modelID, _ := jsonOf(t, code, body, 200)["model_id"].(string)
+	worker := func() *exec.Cmd {
+		cmd := exec.Command(bin, append(append([]string{"worker", "--data", dir, "--log-level", "warn"}, lease...), st.args...)...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd
+	}
+	w := worker()
+	if kind == "sft" {
+		waitSteps(t, s, bearer, job, 0)
+	} else { // one gradient step: kill it while it is being computed
+		waitEvent(t, s, bearer, job, "training_started")
+	}
+	killed := time.Now()
+	_ = w.Process.Signal(syscall.SIGKILL)
+	_ = w.Wait()
+	checkCheckpoints(t, s, bearer, dir, modelID)
+	code, _, body = do(t, "GET", s.url+"/v1/preview/training-jobs/"+job, bearer, "")
+	if j := jsonOf(t, code, body, 200); j["status"] != "RUNNING" && j["status"] != "QUEUED" {
+		t.Fatalf("after kill -9 the job is %v: it was not killed mid-job", j["status"])
+	}
+	w = worker()
+	j := waitJob(t, s, bearer, job)
+	_ = w.Process.Signal(syscall.SIGTERM)
+	_ = w.Wait()
+	t.Logf("kill -9 of a worker during %s (%s): the job ended %v %.2fs after the kill", kind, st.name, j["status"], time.Since(killed).Seconds())
+	switch j["status"] {
+	case "SUCCEEDED":
+	case "FAILED":
+		if fmt.Sprint(j["error"]) == "" {
+			t.Fatalf("failed without a message: %v", j)
+		}
+	default:
+		t.Fatalf("job %v", j)
+	}
+	types, attempts := jobEventsAttempts(t, s, bearer, job)
+	if j["attempt"] != float64(2) || attempts[len(attempts)-1] != 2 || attempts[0] != 1 {
+		t.Fatalf("job attempt %v; events %v of attempts %v", j["attempt"], types, attempts)
+	}
+	for _, step := range checkCheckpoints(t, s, bearer, dir, modelID) {
+		code, _, body := do(t, "POST", s.url+"/v1/chat/completions", bearer, fmt.Sprintf(`{"model":"local/p/%s:step%d","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`, name, step))
+		if code != 200 {
+			t.Errorf("chat with step %d: %d %s", step, code, body)
+		}
+	}
+}
+
+// newRLJob creates a model and queues one RL step large enough to take a while on the demo
+// model (16 groups of 4 trajectories with different rewards).
+func newRLJob(t *testing.T, s *server, bearer, name string) string {
+	t.Helper()
+	u := s.url + "/v1/preview"
+	code, _, body := do(t, "POST", u+"/models", bearer, `{"project":"p","name":"`+name+`","base_model":"demo"}`)
+	id := jsonOf(t, code, body, 200)["id"].(string)
+	long := strings.Repeat("Paris is the capital of France, and it is on the Seine. ", 8)
+	var groups []string
+	for g := 0; g < 16; g++ {
+		var trajs []string
+		for i := 0; i < 4; i++ {
+			trajs = append(trajs, fmt.Sprintf(`{"messages_and_choices":[{"role":"user","content":"Question %d: capital of France?"},{"finish_reason":"stop","index":0,"message":{"role":"assistant","content":%q}}],"reward":%d}`, g, fmt.Sprint(i, long), i))
+		}
+		groups = append(groups, `{"trajectories":[`+strings.Join(trajs, ",")+`]}`)
+	}
+	code, _, body = do(t, "POST", u+"/training-jobs", bearer, `{"model_id":"`+id+`","trajectory_groups":[`+strings.Join(groups, ",")+`],"experimental_config":{"allow_training_without_logprobs":true,"learning_rate":1e-3}}`)
+	return jsonOf(t, code, body, 200)["id"].(string)
+}
+
+// waitEvent waits until the job has an event of type typ.
+func waitEvent(t *testing.T, s *server, bearer, id, typ string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if count(jobEvents(t, s, bearer, id), typ) > 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no %s event", typ)
 }
 
 // checkCheckpoints checks every checkpoint the API lists for model: its adapter file is whole
@@ -289,4 +344,34 @@ func postStatus(c *http.Client, url, authz, body string) int {
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, resp.Body)
 	return resp.StatusCode
+}
+
+// TestKillDuringFirstStart: `kill -9` of the very first `hone serve` on an empty data
+// directory at several moments of its start (creating the store and the first key, writing
+// the demo model); each directory must then start and answer a chat completion with the demo
+// model and the initial key.
+func TestKillDuringFirstStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	for _, delay := range []time.Duration{5, 20, 50, 100, 200, 400} {
+		delay *= time.Millisecond
+		dir := t.TempDir()
+		cmd := exec.Command(bin, "serve", "--data", dir, "--addr", "127.0.0.1:0", "--log-level", "warn")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(delay)
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+		cmd2, url, stderr := startBinary(t, bin, dir, "--train-workers", "0")
+		bearer := "Bearer " + initialKey(t, dir)
+		code := postStatus(newNoRetryClient(), url+"/v1/chat/completions", bearer, `{"model":"demo","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`)
+		if code != 200 {
+			t.Fatalf("killed %v into its first start: the next start answers chat %d\n%s", delay, code, stderr.String())
+		}
+		_ = cmd2.Process.Signal(syscall.SIGTERM)
+		_ = cmd2.Wait()
+	}
 }

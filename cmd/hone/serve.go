@@ -215,12 +215,14 @@ func ensureInitialKey(ctx context.Context, keys *auth.Keys, dataDir string, out 
 	if err != nil || n > 0 {
 		return err
 	}
-	_, secret, err := keys.Create(ctx, "local", "initial key")
-	if err != nil {
-		return err
-	}
+	// The file first: a start killed between the two leaves a file whose key is not stored,
+	// and the next start (still without keys) writes a new one; never a stored key that
+	// nobody was given.
 	path := filepath.Join(dataDir, InitialKeyFile)
-	if err := writeFileAtomic(path, []byte(secret+"\n"), 0o600); err != nil {
+	_, secret, err := keys.CreateAfter(ctx, "local", "initial key", func(key string) error {
+		return writeFileAtomic(path, []byte(key+"\n"), 0o600)
+	})
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "Created an API key for entity \"local\" (also written to %s):\n%s\n", path, secret)

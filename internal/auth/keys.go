@@ -110,6 +110,13 @@ func hashSecret(secret string) []byte {
 // Create makes a new key for entity and returns its record and the full secret key, which is
 // shown once and never stored.
 func (k *Keys) Create(ctx context.Context, entity, name string) (Key, string, error) {
+	return k.CreateAfter(ctx, entity, name, nil)
+}
+
+// CreateAfter is Create that first hands the new key to keep (when not nil), and stores the
+// key only when keep succeeded: a key the caller must not lose (the first start's, written to
+// a file) is never in the store without having been kept.
+func (k *Keys) CreateAfter(ctx context.Context, entity, name string, keep func(key string) error) (Key, string, error) {
 	if !ValidEntity(entity) {
 		return Key{}, "", fmt.Errorf("auth: invalid entity name %q (letters, digits, '_', '.', '-'; at most %d characters)", entity, maxEntityLen)
 	}
@@ -122,10 +129,16 @@ func (k *Keys) Create(ctx context.Context, entity, name string) (Key, string, er
 		return Key{}, "", err
 	}
 	rec := Key{ID: id, Entity: entity, Name: name, CreatedAt: k.now().UTC()}
+	key := keyPrefix + id + "_" + secret
+	if keep != nil {
+		if err := keep(key); err != nil {
+			return Key{}, "", err
+		}
+	}
 	if err := k.store.InsertKey(ctx, rec, hashSecret(secret)); err != nil {
 		return Key{}, "", err
 	}
-	return rec, keyPrefix + id + "_" + secret, nil
+	return rec, key, nil
 }
 
 // splitKey splits `hone_<id>_<secret>`.

@@ -270,7 +270,9 @@ func (r *Registry) Checkpoints(ctx context.Context, modelID, after string, limit
 // the steps that did not exist.
 func (r *Registry) DeleteCheckpoints(ctx context.Context, modelID string, steps []int) (int, []int, error) {
 	deleted, missing := 0, []int{}
+	var gone []int
 	err := r.db.WriteTx(ctx, func(tx *db.Tx) error {
+		deleted, missing, gone = 0, []int{}, nil
 		for _, s := range steps {
 			res, err := tx.Exec(ctx, `DELETE FROM train_checkpoints WHERE model_id = ? AND step = ?`, modelID, s)
 			if err != nil {
@@ -280,6 +282,7 @@ func (r *Registry) DeleteCheckpoints(ctx context.Context, modelID string, steps 
 				missing = append(missing, s)
 			} else {
 				deleted++
+				gone = append(gone, s)
 			}
 		}
 		return nil
@@ -287,7 +290,9 @@ func (r *Registry) DeleteCheckpoints(ctx context.Context, modelID string, steps 
 	if err != nil {
 		return 0, nil, err
 	}
-	for _, s := range steps {
+	// Only the files of registered steps: an unregistered step's directory may be the one a
+	// trainer has just put in place and is about to register.
+	for _, s := range gone {
 		os.RemoveAll(r.CheckpointDir(modelID, s))
 	}
 	return deleted, missing, nil

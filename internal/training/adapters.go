@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strconv"
 	"strings"
 
@@ -32,6 +33,19 @@ func (s *Service) ResolveAdapter(ctx context.Context, entity, name string) (serv
 	if len(parts) != 3 || parts[0] != entity {
 		return serving.Adapter{}, false, nil
 	}
+	// A checkpoint found in the store can be deleted (ART's delete_checkpoints prunes while
+	// training goes on) before its files are read: look again, a few times, rather than fail.
+	for try := 1; ; try++ {
+		a, ok, err := s.resolveAdapter(ctx, ref, tag, parts)
+		if try < 4 && errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		return a, ok, err
+	}
+}
+
+// resolveAdapter is one try of ResolveAdapter.
+func (s *Service) resolveAdapter(ctx context.Context, ref, tag string, parts []string) (serving.Adapter, bool, error) {
 	m, err := s.Reg.ByName(ctx, parts[0], parts[1], parts[2])
 	if errors.Is(err, registry.ErrNotFound) {
 		return serving.Adapter{}, false, nil
