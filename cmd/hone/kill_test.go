@@ -63,8 +63,9 @@ func startBinary(t *testing.T, bin, dir string, args ...string) (*exec.Cmd, stri
 }
 
 // TestKillServerDuringIngest: `kill -9` of `hone serve` while four clients write calls
-// (/call/start then /call/end), three times on the same data directory (and store); after the
-// last restart every acknowledged start is stored and every acknowledged end has ended_at.
+// (/call/start then /call/end), three times on the same data directory (and store), then a
+// SIGTERM under the same load (exit 0); after the last restart every acknowledged start is
+// stored and every acknowledged end has ended_at.
 func TestKillServerDuringIngest(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -78,7 +79,7 @@ func TestKillServerDuringIngest(t *testing.T) {
 			started, ended  = map[string]bool{}, map[string]bool{}
 			kills, attempts int
 		)
-		const rounds = 3
+		const rounds = 4
 		var url string
 		for round := 0; round <= rounds; round++ {
 			cmd, u, stderr := startBinary(t, bin, dir, args...)
@@ -121,12 +122,21 @@ func TestKillServerDuringIngest(t *testing.T) {
 				}()
 			}
 			time.Sleep(1500 * time.Millisecond)
-			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			// kill -9 in every round but the last, which stops it with SIGTERM: exit 0,
+			// and what it acknowledged while stopping is kept too.
+			sig := syscall.SIGKILL
+			if round == rounds-1 {
+				sig = syscall.SIGTERM
+			}
+			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
-			_ = cmd.Wait()
+			err := cmd.Wait()
 			close(stop)
 			wg.Wait()
+			if sig == syscall.SIGTERM && err != nil {
+				t.Errorf("SIGTERM during ingest: %v\n%s", err, stderr.String())
+			}
 			kills++
 			if strings.Contains(stderr.String(), "panic") {
 				t.Errorf("round %d: %s", round, stderr.String())
@@ -176,7 +186,7 @@ func TestKillServerDuringIngest(t *testing.T) {
 				}
 			}
 		}
-		t.Logf("kill -9 during ingest (%s): %d kills survived, %d writes attempted, %d starts and %d ends acknowledged, %d starts and %d ends lost",
+		t.Logf("kill -9 (and a last SIGTERM) during ingest (%s): %d kills survived, %d writes attempted, %d starts and %d ends acknowledged, %d starts and %d ends lost",
 			st.name, kills, attempts, len(started), len(ended), lostStarts, lostEnds)
 		if len(started) < 100 {
 			t.Errorf("only %d starts acknowledged: the kill did not happen under load", len(started))
@@ -374,4 +384,49 @@ func TestKillDuringFirstStart(t *testing.T) {
 		_ = cmd2.Process.Signal(syscall.SIGTERM)
 		_ = cmd2.Wait()
 	}
+}
+
+// TestKillServerDuringTraining: `kill -9` of `hone serve` (training in its own worker) in the
+// middle of an SFT job and of an RL step; after a restart the job runs again when its lease
+// (--job-lease 2s) has run out and ends, its second run's events say attempt 2, and every
+// listed checkpoint is whole, finite and answers chat.
+func TestKillServerDuringTraining(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	forEachFaultStore(t, func(t *testing.T, st faultStore) {
+		dir := t.TempDir()
+		args := append([]string{"--job-lease", "2s"}, st.args...)
+		cmd, url, _ := startBinary(t, bin, dir, args...)
+		s := &server{url: url}
+		bearer := "Bearer " + initialKey(t, dir)
+		for _, kind := range []string{"sft", "rl"} {
+			name := "srv-kill-" + kind
+			var job string
+			if kind == "sft" {
+				job = newSFTJob(t, s, bearer, name, 40)
+				waitSteps(t, s, bearer, job, 0)
+			} else {
+				job = newRLJob(t, s, bearer, name)
+				waitEvent(t, s, bearer, job, "training_started")
+			}
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			_ = cmd.Wait()
+			cmd, url, _ = startBinary(t, bin, dir, args...)
+			s.url = url
+			j := waitJob(t, s, bearer, job)
+			types, attempts := jobEventsAttempts(t, s, bearer, job)
+			if j["status"] != "SUCCEEDED" || j["attempt"] != float64(2) || attempts[len(attempts)-1] != 2 {
+				t.Fatalf("%s after kill -9 of the server: %v; events %v of attempts %v", kind, j, types, attempts)
+			}
+			modelID, _ := j["model_id"].(string)
+			for _, step := range checkCheckpoints(t, s, bearer, dir, modelID) {
+				code, _, body := do(t, "POST", s.url+"/v1/chat/completions", bearer, fmt.Sprintf(`{"model":"local/p/%s:step%d","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`, name, step))
+				if code != 200 {
+					t.Errorf("chat with step %d: %d %s", step, code, body)
+				}
+			}
+		}
+	})
 }
