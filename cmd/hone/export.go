@@ -118,7 +118,11 @@ func exportModel(ctx context.Context, dataDir, dsn, ref, baseDir, out, format, t
 		return "", err
 	}
 	defer store.Close()
-	reg, err := registry.New(ctx, store, filepath.Join(dataDir, "checkpoints"))
+	blobs, err := sharedBlobs(ctx, store, dataDir, nil)
+	if err != nil {
+		return "", err
+	}
+	reg, err := openRegistry(ctx, store, dataDir, blobs)
 	if err != nil {
 		return "", err
 	}
@@ -163,7 +167,10 @@ func exportModel(ctx context.Context, dataDir, dsn, ref, baseDir, out, format, t
 	}
 	var a *model.LoRA
 	if step != 0 {
-		ckpt := reg.CheckpointDir(m.ID, c.Step)
+		ckpt, err := reg.CheckpointPath(ctx, m.ID, c.Step)
+		if err != nil {
+			return "", err
+		}
 		if a, err = model.LoadLoRA(ckpt, cfg); err != nil {
 			return "", fmt.Errorf("checkpoint %s (does --base-dir hold the base %q it was trained on?): %w", ckpt, m.BaseModel, err)
 		}

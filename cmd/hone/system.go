@@ -16,6 +16,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/honeai/hone/internal/auth"
+	"github.com/honeai/hone/internal/blob"
 	"github.com/honeai/hone/internal/db"
 	"github.com/honeai/hone/internal/health"
 	"github.com/honeai/hone/internal/inference"
@@ -47,6 +48,7 @@ type system struct {
 	queue    *jobs.Queue
 	training *training.Service
 	wandb    *wandb.Service
+	blobs    *blob.Cache // the shared blob store on PostgreSQL (shared.go); nil on SQLite
 
 	workers     sync.WaitGroup
 	stopWorking context.CancelFunc
@@ -89,7 +91,10 @@ func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout
 	if err := s.loadModels(); err != nil {
 		return nil, err
 	}
-	if s.reg, err = registry.New(ctx, s.db, filepath.Join(cfg.DataDir, "checkpoints")); err != nil {
+	if s.blobs, err = sharedBlobs(ctx, s.db, cfg.DataDir, logger); err != nil {
+		return nil, err
+	}
+	if s.reg, err = openRegistry(ctx, s.db, cfg.DataDir, s.blobs); err != nil {
 		return nil, err
 	}
 	if s.queue, err = jobs.Open(ctx, s.db); err != nil {
@@ -104,6 +109,9 @@ func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout
 	s.training = &training.Service{Reg: s.reg, Queue: s.queue, Models: s.models, Trace: s.trace, Artifacts: s.wandb,
 		FilesDir: filepath.Join(cfg.DataDir, "files"), DataRoot: cfg.Train.DataRoot, Log: logger,
 		LoRARank: cfg.Train.Rank, LoRAAlpha: cfg.Train.Alpha}
+	if s.blobs != nil {
+		s.training.Blobs = s.blobs
+	}
 	return s, nil
 }
 

@@ -178,3 +178,21 @@ func fileHashes(p, hash string) (bool, error) {
 	}
 	return hex.EncodeToString(h.Sum(nil)) == hash, nil
 }
+
+// Name gives a blob a name in namespace in Remote (a *DB); see DB.Name.
+func (c *Cache) Name(ctx context.Context, namespace, name string, info Info) error {
+	d, ok := c.Remote.(*DB)
+	if !ok {
+		return fmt.Errorf("blob: the cache's store keeps no names")
+	}
+	return d.Name(ctx, namespace, name, info)
+}
+
+// Lookup returns the blob a name was given in Remote (a *DB); see DB.Lookup.
+func (c *Cache) Lookup(ctx context.Context, namespace, name string) (Info, error) {
+	d, ok := c.Remote.(*DB)
+	if !ok {
+		return Info{}, fmt.Errorf("%w: the cache's store keeps no names", ErrNotFound)
+	}
+	return d.Lookup(ctx, namespace, name)
+}

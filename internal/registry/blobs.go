@@ -1,0 +1,195 @@
+package registry
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/honeai/hone/internal/blob"
+	"github.com/honeai/hone/internal/db"
+)
+
+// With a shared store (several nodes on one PostgreSQL), a checkpoint's files are blobs
+// (internal/blob): AddCheckpoint stores every file of the directory the trainer wrote as a
+// blob, then commits the checkpoint's row and its files' rows in one transaction, so no
+// node ever sees a checkpoint whose files are not all stored. CheckpointPath gives any node a
+// local directory of the checkpoint, put together from its blob cache under the checkpoint's
+// id (a checkpoint written again under the same step has a new id, so a stale copy is never
+// answered).
+
+var blobMigrations = []db.Migration{{Version: 1, SQLite: `
+CREATE TABLE train_checkpoint_files (
+	checkpoint_id TEXT NOT NULL,
+	name TEXT NOT NULL,
+	hash TEXT NOT NULL,
+	size INTEGER NOT NULL,
+	PRIMARY KEY (checkpoint_id, name)
+)`, Postgres: `
+CREATE TABLE train_checkpoint_files (
+	checkpoint_id TEXT NOT NULL,
+	name TEXT NOT NULL,
+	hash TEXT NOT NULL,
+	size BIGINT NOT NULL,
+	PRIMARY KEY (checkpoint_id, name)
+)`}}
+
+// BlobCache is the node's view of the shared blob store (blob.Cache).
+type BlobCache interface {
+	PutFile(ctx context.Context, path string) (blob.Info, error)
+	Path(ctx context.Context, hash string) (string, error)
+}
+
+// UseBlobs keeps checkpoint files in blobs, put together for reading under cacheDir; the
+// directories of CheckpointDir become scratch space that AddCheckpoint empties.
+func (r *Registry) UseBlobs(ctx context.Context, b BlobCache, cacheDir string) error {
+	if err := r.db.Migrate(ctx, "registry_blobs", blobMigrations); err != nil {
+		return err
+	}
+	r.blobs, r.cacheDir = b, cacheDir
+	return nil
+}
+
+// addBlobCheckpoint stores the files under dir as blobs, then the checkpoint and its files
+// in one transaction, then removes dir.
+func (r *Registry) addBlobCheckpoint(ctx context.Context, modelID string, c Checkpoint, metrics string) error {
+	dir := r.CheckpointDir(modelID, c.Step)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("registry: checkpoint files: %w", err)
+	}
+	type file struct {
+		name string
+		info blob.Info
+	}
+	var files []file
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			return fmt.Errorf("registry: checkpoint %s: %s is not a regular file", dir, e.Name())
+		}
+		info, err := r.blobs.PutFile(ctx, filepath.Join(dir, e.Name()))
+		if err != nil {
+			return fmt.Errorf("registry: storing %s: %w", e.Name(), err)
+		}
+		files = append(files, file{e.Name(), info})
+	}
+	err = r.db.WriteTx(ctx, func(tx *db.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO train_checkpoints (model_id, step, id, metrics, created_at) VALUES (?, ?, ?, ?, ?)`,
+			modelID, c.Step, c.ID, metrics, c.CreatedAt); err != nil {
+			return err
+		}
+		for _, f := range files {
+			if _, err := tx.Exec(ctx, `INSERT INTO train_checkpoint_files (checkpoint_id, name, hash, size) VALUES (?, ?, ?, ?)`,
+				c.ID, f.name, f.info.Hash, f.info.Size); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return os.RemoveAll(dir)
+}
+
+// CheckpointPath returns a local directory holding the files of a model's checkpoint step:
+// CheckpointDir without a shared blob store, else a copy put together from the node's blob
+// cache (fetched from the store on first use). ErrNotFound when there is no such checkpoint.
+func (r *Registry) CheckpointPath(ctx context.Context, modelID string, step int) (string, error) {
+	if r.blobs == nil {
+		return r.CheckpointDir(modelID, step), nil
+	}
+	var id string
+	err := r.db.QueryRow(ctx, `SELECT id FROM train_checkpoints WHERE model_id = ? AND step = ?`, modelID, step).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("%w: checkpoint step %d of model %s", ErrNotFound, step, modelID)
+	}
+	if err != nil {
+		return "", err
+	}
+	dst := filepath.Join(r.cacheDir, id)
+	if _, err := os.Stat(dst); err == nil {
+		return dst, nil
+	}
+	rows, err := r.db.Query(ctx, `SELECT name, hash FROM train_checkpoint_files WHERE checkpoint_id = ? ORDER BY name`, id)
+	if err != nil {
+		return "", err
+	}
+	var names, hashes []string
+	for rows.Next() {
+		var n, h string
+		if err := rows.Scan(&n, &h); err != nil {
+			rows.Close()
+			return "", err
+		}
+		names, hashes = append(names, n), append(hashes, h)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
+	if len(names) == 0 { // written before the blob store was used: on this node's disk or nowhere
+		return r.CheckpointDir(modelID, step), nil
+	}
+	if err := os.MkdirAll(r.cacheDir, 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(r.cacheDir, ".tmp-"+id+"-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp) // gone after the rename
+	for i, n := range names {
+		if strings.ContainsAny(n, `/\`) || n == "." || n == ".." {
+			return "", fmt.Errorf("registry: checkpoint %s has a file named %q", id, n)
+		}
+		src, err := r.blobs.Path(ctx, hashes[i])
+		if err != nil {
+			return "", fmt.Errorf("registry: checkpoint step %d file %s: %w", step, n, err)
+		}
+		if err := linkOrCopy(src, filepath.Join(tmp, n)); err != nil {
+			return "", err
+		}
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		if _, serr := os.Stat(dst); serr == nil { // another request put it together first
+			return dst, nil
+		}
+		return "", err
+	}
+	return dst, nil
+}
+
+// dropFiles forgets the file rows of checkpoints that are gone (the blobs stay: other
+// checkpoints may share them).
+func (r *Registry) dropFiles(ctx context.Context) {
+	if r.blobs == nil {
+		return
+	}
+	_, _ = r.db.Exec(ctx, `DELETE FROM train_checkpoint_files WHERE checkpoint_id NOT IN (SELECT id FROM train_checkpoints)`)
+}
+
+// linkOrCopy hard-links src to dst, or copies it when a link is not possible.
+func linkOrCopy(src, dst string) error {
+	if err := os.Link(src, dst); err == nil {
+		return nil
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}

@@ -1,0 +1,124 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/honeai/hone/internal/blob"
+	"github.com/honeai/hone/internal/db"
+	"github.com/honeai/hone/internal/db/dbtest"
+)
+
+// Two nodes on one store, each with its own data directory: a checkpoint written on one is
+// read on the other from the blobs, never from the writer's directory (removed before the
+// read); a step written again is read anew; a checkpoint whose files could not all be
+// stored is never visible.
+func TestCheckpointBlobsAcrossNodes(t *testing.T) {
+	dbtest.ForEachDialect(t, func(t *testing.T, d *db.DB) {
+		ctx := context.Background()
+		remote := blob.NewDB(d)
+		if err := remote.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		node := func() (*Registry, string) {
+			dir := t.TempDir()
+			r, err := New(ctx, d, filepath.Join(dir, "checkpoints"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := &blob.Cache{Remote: remote, Dir: blob.Dir{Root: filepath.Join(dir, "cache", "blobs")}}
+			if err := r.UseBlobs(ctx, c, filepath.Join(dir, "cache", "checkpoints")); err != nil {
+				t.Fatal(err)
+			}
+			return r, dir
+		}
+		a, dirA := node()
+		b, _ := node()
+		m, _, err := a.Create(ctx, Model{Entity: "e", Project: "p", Name: "m", BaseModel: "demo"}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write := func(r *Registry, step int, content string) {
+			t.Helper()
+			dir := r.CheckpointDir(m.ID, step)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []string{"adapter_model.safetensors", "adapter_config.json"} {
+				if err := os.WriteFile(filepath.Join(dir, f), []byte(content+f), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		write(a, 1, "one")
+		if _, err := a.AddCheckpoint(ctx, m.ID, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(a.CheckpointDir(m.ID, 1)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the writer's scratch directory is left: %v", err)
+		}
+		if err := os.RemoveAll(dirA); err != nil { // nothing of A's disk can be read by B
+			t.Fatal(err)
+		}
+		p, err := b.CheckpointPath(ctx, m.ID, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(filepath.Join(p, "adapter_config.json")); string(got) != "oneadapter_config.json" {
+			t.Fatalf("read on B: %q", got)
+		}
+
+		// Step 1 deleted and written again: B answers the new files, not its copy.
+		if _, _, err := a.DeleteCheckpoints(ctx, m.ID, []int{1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.CheckpointPath(ctx, m.ID, 1); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("a deleted checkpoint: %v", err)
+		}
+		write(a, 1, "again")
+		if _, err := a.AddCheckpoint(ctx, m.ID, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		p2, err := b.CheckpointPath(ctx, m.ID, 1)
+		if err != nil || p2 == p {
+			t.Fatalf("rewritten step: %s (was %s), %v", p2, p, err)
+		}
+		if got, _ := os.ReadFile(filepath.Join(p2, "adapter_config.json")); string(got) != "againadapter_config.json" {
+			t.Fatalf("rewritten step read on B: %q", got)
+		}
+		var orphans int
+		if err := d.QueryRow(ctx, `SELECT COUNT(*) FROM train_checkpoint_files WHERE checkpoint_id NOT IN (SELECT id FROM train_checkpoints)`).Scan(&orphans); err != nil || orphans != 0 {
+			t.Fatalf("file rows of deleted checkpoints: %d %v", orphans, err)
+		}
+
+		// A store that fails on the second file: no checkpoint row, nothing visible.
+		a.blobs = &failSecond{BlobCache: a.blobs}
+		write(a, 2, "two")
+		if _, err := a.AddCheckpoint(ctx, m.ID, 2, nil); err == nil {
+			t.Fatal("a checkpoint whose files failed to store was recorded")
+		}
+		if c, err := b.Latest(ctx, m.ID); err != nil || c.Step != 1 {
+			t.Fatalf("latest after a failed store: %+v %v (want step 1)", c, err)
+		}
+		if _, err := b.CheckpointPath(ctx, m.ID, 2); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("a half-stored checkpoint: %v", err)
+		}
+	})
+}
+
+type failSecond struct {
+	BlobCache
+	n int
+}
+
+func (f *failSecond) PutFile(ctx context.Context, path string) (blob.Info, error) {
+	f.n++
+	if f.n == 2 {
+		return blob.Info{}, errors.New("connection lost")
+	}
+	return f.BlobCache.PutFile(ctx, path)
+}
+
