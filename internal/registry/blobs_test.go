@@ -121,4 +121,3 @@ func (f *failSecond) PutFile(ctx context.Context, path string) (blob.Info, error
 	}
 	return f.BlobCache.PutFile(ctx, path)
 }
-
