@@ -111,6 +111,7 @@ func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout
 		LoRARank: cfg.Train.Rank, LoRAAlpha: cfg.Train.Alpha}
 	if s.blobs != nil {
 		s.training.Blobs = s.blobs
+		s.wandb.UseBlobs(s.blobs)
 	}
 	return s, nil
 }
