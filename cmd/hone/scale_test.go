@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -25,6 +26,8 @@ import (
 // two `hone worker` processes, the real binary, on loopback and one PostgreSQL schema, each
 // process with its own data directory:
 //
+//  0. A random-weight base model is registered by name (`hone models register`); its
+//     directory is removed before any node starts.
 //  1. On A: a model, an uploaded SFT file, an SFT job, a traced call, and a second API key
 //     (made by `hone keys create` on the same store). A then stops and its data directory is
 //     renamed away: until step 5 no path of A's exists.
@@ -38,7 +41,8 @@ import (
 //     which then stops and whose data directory is removed.
 //  5. A's directory is put back and A started again: it serves step 1 (the same greedy
 //     answer as B) and step 2, written by a worker whose directory no longer exists, refuses
-//     the revoked key, and lists the same /v1/models as B.
+//     the revoked key, and lists the same /v1/models as B (the registered base model among
+//     them, served by B too).
 //
 // What this proves: every read of something another process wrote (the upload by the
 // worker, the checkpoints by B and A, the traced call by B, the keys by both) happened while
@@ -62,6 +66,20 @@ func TestScaleOut(t *testing.T) {
 	serveArgs := append([]string{"--train-workers", "0"}, store...)
 	started := time.Now()
 
+	// 0. A base model registered once by name, its source and the registering machine's
+	// cache removed before any node starts.
+	src, cli := filepath.Join(root, "src-tiny"), filepath.Join(root, "cli")
+	var out, errb bytes.Buffer
+	if rc := runModels([]string{"synth", "--arch", "llama", "--preset", "tiny", "--out", src}, &out, &errb); rc != 0 {
+		t.Fatalf("models synth: %s", errb.String())
+	}
+	if rc := runModels([]string{"register", "--db", dsn, "--data", cli, "tiny", src}, &out, &errb); rc != 0 {
+		t.Fatalf("models register: %s", errb.String())
+	}
+	if err := errors.Join(os.RemoveAll(src), os.RemoveAll(cli)); err != nil {
+		t.Fatal(err)
+	}
+
 	// 1. A takes the requests.
 	cmdA, urlA, _ := startBinary(t, bin, dirA, serveArgs...)
 	a := &server{url: urlA}
@@ -79,7 +97,6 @@ func TestScaleOut(t *testing.T) {
 	if code, _, body := do(t, "POST", a.url+"/call/start", basic("api", key), call); code != 200 {
 		t.Fatalf("call/start on A: %d %s", code, body)
 	}
-	var out, errb bytes.Buffer
 	if rc := runKeys(context.Background(), []string{"create", "--data", filepath.Join(root, "keys"), "--db", dsn, "--entity", "local"}, &out, &errb); rc != 0 {
 		t.Fatalf("keys create: %d %s", rc, errb.String())
 	}
@@ -150,6 +167,9 @@ func TestScaleOut(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dirB, "cache", "checkpoints", ckID, "adapter_model.safetensors")); err != nil {
 		t.Fatalf("B's cache has no copy of the checkpoint it served: %v", err)
 	}
+	if got := chatContent(t, b, bearer, `{"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":3}`); got == "" {
+		t.Log("the registered base model answered an empty completion")
+	}
 	code, _, body = do(t, "POST", b.url+"/call/read", basic("api", key), `{"project_id":"local/scale","id":"call-on-a"}`)
 	if code != 200 || !strings.Contains(string(body), "from A") {
 		t.Fatalf("the call traced on A, read on B: %d %s", code, body)
@@ -196,7 +216,7 @@ func TestScaleOut(t *testing.T) {
 		t.Fatalf("the key revoked through the store, on A: %d", code)
 	}
 	modelsA, modelsB := modelIDs(t, a, bearer), modelIDs(t, b, bearer)
-	if modelsA != modelsB || !strings.Contains(modelsA, "local/p/scale") {
+	if modelsA != modelsB || !strings.Contains(modelsA, "local/p/scale") || !strings.Contains(modelsA, "tiny") {
 		t.Fatalf("/v1/models differ: A %s, B %s", modelsA, modelsB)
 	}
 	t.Logf("scale-out: 2 serve nodes, 2 workers (one killed mid-SFT), SFT and RL, in %.1fs", time.Since(started).Seconds())

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 
 	"github.com/honeai/hone/internal/blob"
 	"github.com/honeai/hone/internal/db"
 	"github.com/honeai/hone/internal/registry"
+	"github.com/honeai/hone/internal/serving"
 )
 
 // Several nodes on one PostgreSQL (docs/deploy.md): what one node writes that another must
@@ -36,5 +38,36 @@ func openRegistry(ctx context.Context, d *db.DB, dataDir string, blobs *blob.Cac
 	if err != nil || blobs == nil {
 		return reg, err
 	}
-	return reg, reg.UseBlobs(ctx, blobs, filepath.Join(dataDir, "cache", "checkpoints"))
+	return reg, reg.UseBlobs(ctx, blobs, filepath.Join(dataDir, "cache"))
+}
+
+// loadRegistered loads the base models registered in the shared store (`hone models
+// register`), each from the node's cache, so that every node serves (and trains) the same
+// base models by name. A --model of a registered name is refused: two nodes could otherwise
+// serve different weights under one name.
+func (s *system) loadRegistered(ctx context.Context, opts serving.LoadOptions, now int64) error {
+	if s.blobs == nil {
+		return nil
+	}
+	list, err := s.reg.BaseModels(ctx)
+	if err != nil {
+		return fmt.Errorf("registered base models: %w", err)
+	}
+	for _, b := range list {
+		if _, ok := s.models.Get(b.Name); ok {
+			return fmt.Errorf("--model %s: a base model %s is registered in the store, which every node serves; drop the flag, or give another name", b.Name, b.Name)
+		}
+		path, err := s.reg.BasePath(ctx, b)
+		if err != nil {
+			return err
+		}
+		m, err := serving.Load(b.Name, path, opts, now)
+		if err != nil {
+			return fmt.Errorf("registered base model %s: %w", b.Name, err)
+		}
+		s.setToolParser(m)
+		s.reportMemory(m)
+		s.models.Add(m)
+	}
+	return nil
 }

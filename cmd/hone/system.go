@@ -88,13 +88,13 @@ func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout
 	}
 	s.trace = trace.NewService(traceStore)
 	s.trace.SetLogger(logger)
-	if err := s.loadModels(); err != nil {
-		return nil, err
-	}
 	if s.blobs, err = sharedBlobs(ctx, s.db, cfg.DataDir, logger); err != nil {
 		return nil, err
 	}
 	if s.reg, err = openRegistry(ctx, s.db, cfg.DataDir, s.blobs); err != nil {
+		return nil, err
+	}
+	if err := s.loadModels(ctx); err != nil {
 		return nil, err
 	}
 	if s.queue, err = jobs.Open(ctx, s.db); err != nil {
@@ -116,8 +116,9 @@ func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout
 	return s, nil
 }
 
-// loadModels loads the --model directories and the demo model (written on first start).
-func (s *system) loadModels() error {
+// loadModels loads the --model directories, the base models registered in a shared store
+// (shared.go), and the demo model (written on first start).
+func (s *system) loadModels(ctx context.Context) error {
 	c := s.cfg.Chat
 	opts := serving.LoadOptions{DType: model.DType(c.DType), Engine: inference.Options{
 		Policy: c.Policy, MaxQueue: c.MaxQueue, MaxRunning: c.MaxRunning,
@@ -143,6 +144,9 @@ func (s *system) loadModels() error {
 		s.setToolParser(m)
 		s.reportMemory(m)
 		s.models.Add(m)
+	}
+	if err := s.loadRegistered(ctx, qopts, now); err != nil {
+		return err
 	}
 	if c.NoDemo {
 		return s.checkToolParsers()

@@ -44,7 +44,8 @@ type BlobCache interface {
 	Path(ctx context.Context, hash string) (string, error)
 }
 
-// UseBlobs keeps checkpoint files in blobs, put together for reading under cacheDir; the
+// UseBlobs keeps checkpoint files (and registered base models, base.go) in blobs, put
+// together for reading under cacheDir (checkpoints/<checkpoint id>, models/<model id>); the
 // directories of CheckpointDir become scratch space that AddCheckpoint empties.
 func (r *Registry) UseBlobs(ctx context.Context, b BlobCache, cacheDir string) error {
 	if err := r.db.Migrate(ctx, "registry_blobs", blobMigrations); err != nil {
@@ -111,57 +112,76 @@ func (r *Registry) CheckpointPath(ctx context.Context, modelID string, step int)
 	if err != nil {
 		return "", err
 	}
-	dst := filepath.Join(r.cacheDir, id)
+	dst := filepath.Join(r.cacheDir, "checkpoints", id)
 	if _, err := os.Stat(dst); err == nil {
 		return dst, nil
 	}
-	rows, err := r.db.Query(ctx, `SELECT name, hash FROM train_checkpoint_files WHERE checkpoint_id = ? ORDER BY name`, id)
+	names, hashes, err := r.fileList(ctx, `SELECT name, hash FROM train_checkpoint_files WHERE checkpoint_id = ? ORDER BY name`, id)
 	if err != nil {
-		return "", err
-	}
-	var names, hashes []string
-	for rows.Next() {
-		var n, h string
-		if err := rows.Scan(&n, &h); err != nil {
-			rows.Close()
-			return "", err
-		}
-		names, hashes = append(names, n), append(hashes, h)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return "", err
 	}
 	if len(names) == 0 { // written before the blob store was used: on this node's disk or nowhere
 		return r.CheckpointDir(modelID, step), nil
 	}
-	if err := os.MkdirAll(r.cacheDir, 0o755); err != nil {
-		return "", err
+	if err := r.assemble(ctx, dst, names, hashes); err != nil {
+		return "", fmt.Errorf("registry: checkpoint step %d: %w", step, err)
 	}
-	tmp, err := os.MkdirTemp(r.cacheDir, ".tmp-"+id+"-")
+	return dst, nil
+}
+
+// fileList runs a query answering (relative path, hash) rows.
+func (r *Registry) fileList(ctx context.Context, q string, args ...any) (names, hashes []string, err error) {
+	rows, err := r.db.Query(ctx, q, args...)
 	if err != nil {
-		return "", err
+		return nil, nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var n, h string
+		if err := rows.Scan(&n, &h); err != nil {
+			return nil, nil, err
+		}
+		names, hashes = append(names, n), append(hashes, h)
+	}
+	return names, hashes, rows.Err()
+}
+
+// assemble puts the blobs hashes together as the files names (relative, '/'-separated)
+// of directory dst: in a temporary directory beside it, renamed whole into place, so a
+// reader sees all of them or none. The files are hard links to the blob cache (read-only).
+func (r *Registry) assemble(ctx context.Context, dst string, names, hashes []string) error {
+	parent := filepath.Dir(dst)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(parent, ".tmp-"+filepath.Base(dst)+"-")
+	if err != nil {
+		return err
 	}
 	defer os.RemoveAll(tmp) // gone after the rename
 	for i, n := range names {
-		if strings.ContainsAny(n, `/\`) || n == "." || n == ".." {
-			return "", fmt.Errorf("registry: checkpoint %s has a file named %q", id, n)
+		if !filepath.IsLocal(filepath.FromSlash(n)) || strings.Contains(n, `\`) {
+			return fmt.Errorf("a stored file is named %q", n)
 		}
 		src, err := r.blobs.Path(ctx, hashes[i])
 		if err != nil {
-			return "", fmt.Errorf("registry: checkpoint step %d file %s: %w", step, n, err)
+			return fmt.Errorf("file %s: %w", n, err)
 		}
-		if err := linkOrCopy(src, filepath.Join(tmp, n)); err != nil {
-			return "", err
+		p := filepath.Join(tmp, filepath.FromSlash(n))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := linkOrCopy(src, p); err != nil {
+			return err
 		}
 	}
 	if err := os.Rename(tmp, dst); err != nil {
 		if _, serr := os.Stat(dst); serr == nil { // another request put it together first
-			return dst, nil
+			return nil
 		}
-		return "", err
+		return err
 	}
-	return dst, nil
+	return nil
 }
 
 // dropFiles forgets the file rows of checkpoints that are gone (the blobs stay: other

@@ -30,7 +30,7 @@ func TestCheckpointBlobsAcrossNodes(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := &blob.Cache{Remote: remote, Dir: blob.Dir{Root: filepath.Join(dir, "cache", "blobs")}}
-			if err := r.UseBlobs(ctx, c, filepath.Join(dir, "cache", "checkpoints")); err != nil {
+			if err := r.UseBlobs(ctx, c, filepath.Join(dir, "cache")); err != nil {
 				t.Fatal(err)
 			}
 			return r, dir
@@ -120,4 +120,84 @@ func (f *failSecond) PutFile(ctx context.Context, path string) (blob.Info, error
 		return blob.Info{}, errors.New("connection lost")
 	}
 	return f.BlobCache.PutFile(ctx, path)
+}
+
+// A base model registered through one node (a directory with a subdirectory, and a GGUF
+// file) is listed and put together on another, whose source is gone; registering the name
+// again needs replace and gives a new id; a registry without blobs refuses.
+func TestBaseModelsAcrossNodes(t *testing.T) {
+	dbtest.ForEachDialect(t, func(t *testing.T, d *db.DB) {
+		ctx := context.Background()
+		remote := blob.NewDB(d)
+		if err := remote.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		node := func() *Registry {
+			dir := t.TempDir()
+			r, err := New(ctx, d, filepath.Join(dir, "checkpoints"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.UseBlobs(ctx, &blob.Cache{Remote: remote, Dir: blob.Dir{Root: filepath.Join(dir, "cache", "blobs")}}, filepath.Join(dir, "cache")); err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		a, b := node(), node()
+		src := t.TempDir()
+		os.MkdirAll(filepath.Join(src, "sub"), 0o755)
+		os.WriteFile(filepath.Join(src, "config.json"), []byte(`{"a":1}`), 0o644)
+		os.WriteFile(filepath.Join(src, "sub", "x.bin"), []byte("xx"), 0o644)
+		gguf := filepath.Join(t.TempDir(), "m.gguf")
+		os.WriteFile(gguf, []byte("GGUF"), 0o644)
+		m1, err := a.RegisterBase(ctx, "hf", src, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.RegisterBase(ctx, "g", gguf, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.RegisterBase(ctx, "hf", src, false); !errors.Is(err, ErrExists) {
+			t.Fatalf("registered twice: %v", err)
+		}
+		if _, err := a.RegisterBase(ctx, "bad/name", src, false); err == nil {
+			t.Fatal("a name with '/' was registered")
+		}
+		os.RemoveAll(src)
+		os.Remove(gguf)
+		list, err := b.BaseModels(ctx)
+		if err != nil || len(list) != 2 || list[0].Name != "g" || list[1].Name != "hf" || list[1].Files != 2 || list[1].Bytes != 9 {
+			t.Fatalf("listed on B: %+v %v", list, err)
+		}
+		p, err := b.BasePath(ctx, list[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(filepath.Join(p, "sub", "x.bin")); string(got) != "xx" {
+			t.Fatalf("a file of the directory on B: %q", got)
+		}
+		p, err = b.BasePath(ctx, list[0])
+		if got, _ := os.ReadFile(p); err != nil || filepath.Base(p) != "m.gguf" || string(got) != "GGUF" {
+			t.Fatalf("the GGUF file on B: %s %q %v", p, got, err)
+		}
+		src2 := t.TempDir()
+		os.WriteFile(filepath.Join(src2, "config.json"), []byte(`{"a":2}`), 0o644)
+		m2, err := a.RegisterBase(ctx, "hf", src2, true)
+		if err != nil || m2.ID == m1.ID {
+			t.Fatalf("replace: %+v %v", m2, err)
+		}
+		if err := b.UnregisterBase(ctx, "g"); err != nil {
+			t.Fatal(err)
+		}
+		if list, _ := a.BaseModels(ctx); len(list) != 1 || list[0].ID != m2.ID {
+			t.Fatalf("after replace and unregister: %+v", list)
+		}
+		plain, err := New(ctx, d, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := plain.BaseModels(ctx); !errors.Is(err, ErrNoBlobs) {
+			t.Fatalf("without blobs: %v", err)
+		}
+	})
 }
