@@ -25,7 +25,7 @@ import (
 )
 
 // startBinary starts `hone serve` (the built binary) and returns it with its URL.
-func startBinary(t *testing.T, bin, dir string, args ...string) (*exec.Cmd, string, *syncBuffer) {
+func startBinary(t testing.TB, bin, dir string, args ...string) (*exec.Cmd, string, *syncBuffer) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve", "--data", dir, "--addr", "127.0.0.1:0", "--log-level", "warn"}, args...)...)
 	stderr := &syncBuffer{}
