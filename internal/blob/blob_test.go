@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/honeai/hone/internal/db"
 	"github.com/honeai/hone/internal/db/dbtest"
@@ -206,6 +207,58 @@ func TestNames(t *testing.T) {
 		}
 		if _, err := s.Lookup(ctx, "upload/other", "file-1"); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("lookup in another namespace: %v", err)
+		}
+	})
+}
+
+// GC deletes unreferenced blobs past the grace period, with their chunks, and keeps
+// referenced ones, named ones, and recent ones; a blob stored again is recent again.
+func TestGC(t *testing.T) {
+	ctx := context.Background()
+	dbtest.ForEachDialect(t, func(t *testing.T, d *db.DB) {
+		s := NewDB(d)
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Exec(ctx, `CREATE TABLE users_of_blobs (hash TEXT NOT NULL)`); err != nil {
+			t.Fatal(err)
+		}
+		old := time.Now().Add(-2 * time.Hour)
+		timeNow = func() time.Time { return old }
+		put := func(b []byte) Info {
+			info, err := s.Put(ctx, bytes.NewReader(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return info
+		}
+		ref, named, orphan, reused := put([]byte("ref")), put([]byte("named")), put(randomBytes(ChunkSize+1, 9)), put([]byte("reused"))
+		timeNow = time.Now
+		t.Cleanup(func() { timeNow = time.Now })
+		recent := put([]byte("recent"))
+		d.Exec(ctx, `INSERT INTO users_of_blobs (hash) VALUES (?)`, ref.Hash)
+		if err := s.Name(ctx, "ns", "n", named); err != nil {
+			t.Fatal(err)
+		}
+		if again := put([]byte("reused")); again != reused {
+			t.Fatal(again)
+		}
+		n, size, err := s.GC(ctx, time.Hour, `SELECT hash FROM users_of_blobs`)
+		if err != nil || n != 1 || size != orphan.Size {
+			t.Fatalf("gc: %d blobs, %d bytes, %v; want the orphan only", n, size, err)
+		}
+		for _, i := range []Info{ref, named, recent, reused} {
+			if _, err := readAll(t, s, i.Hash); err != nil {
+				t.Fatalf("kept blob %s: %v", i.Hash, err)
+			}
+		}
+		if _, err := s.Open(ctx, orphan.Hash); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("the orphan: %v", err)
+		}
+		var chunks int
+		d.QueryRow(ctx, `SELECT COUNT(*) FROM blob_chunks WHERE hash = ?`, orphan.Hash).Scan(&chunks)
+		if chunks != 0 {
+			t.Fatalf("%d chunks of the orphan left", chunks)
 		}
 	})
 }

@@ -45,8 +45,8 @@ func (c *Cache) Put(ctx context.Context, r io.Reader) (Info, error) {
 	defer os.Remove(tmp) // gone after the commit
 	have := false
 	if s, ok := c.Remote.(*DB); ok {
-		if _, _, err := s.Stat(ctx, info.Hash); err == nil {
-			have = true
+		if have, err = s.Touch(ctx, info.Hash); err != nil {
+			return Info{}, err
 		}
 	}
 	if !have {

@@ -109,7 +109,10 @@ func (b *DB) Put(ctx context.Context, r io.Reader) (Info, error) {
 		if err != nil {
 			return err
 		}
-		if n, _ := res.RowsAffected(); n == 0 { // stored already
+		if n, _ := res.RowsAffected(); n == 0 { // stored already: keep it, drop the copy
+			if _, err := tx.Exec(ctx, `UPDATE blobs SET created_at = ? WHERE hash = ?`, db.FormatTime(timeNow()), info.Hash); err != nil {
+				return err
+			}
 			_, err = tx.Exec(ctx, `DELETE FROM blob_chunks WHERE hash = ?`, tmp)
 			return err
 		}
@@ -120,6 +123,18 @@ func (b *DB) Put(ctx context.Context, r io.Reader) (Info, error) {
 		return Info{}, fmt.Errorf("blob: put: %w", err)
 	}
 	return info, nil
+}
+
+// Touch marks a stored blob as stored now (so that GC keeps it a while longer) and reports
+// whether it is stored: a writer that finds its bytes stored already touches them instead of
+// storing them again.
+func (b *DB) Touch(ctx context.Context, hash string) (bool, error) {
+	res, err := b.d.Exec(ctx, `UPDATE blobs SET created_at = ? WHERE hash = ?`, db.FormatTime(timeNow()), hash)
+	if err != nil {
+		return false, err
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
 }
 
 // Stat returns a stored blob's size (ErrNotFound when absent).

@@ -201,3 +201,67 @@ func TestBaseModelsAcrossNodes(t *testing.T) {
 		}
 	})
 }
+
+// GC with the registry's references: a deleted checkpoint's own blobs go, a live
+// checkpoint's and a base model's stay and are read by a fresh node.
+func TestBlobGCKeepsReferenced(t *testing.T) {
+	dbtest.ForEachDialect(t, func(t *testing.T, d *db.DB) {
+		ctx := context.Background()
+		remote := blob.NewDB(d)
+		if err := remote.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		node := func() *Registry {
+			dir := t.TempDir()
+			r, err := New(ctx, d, filepath.Join(dir, "checkpoints"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.UseBlobs(ctx, &blob.Cache{Remote: remote, Dir: blob.Dir{Root: filepath.Join(dir, "cache", "blobs")}}, filepath.Join(dir, "cache")); err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		a := node()
+		m, _, _ := a.Create(ctx, Model{Entity: "e", Project: "p", Name: "m", BaseModel: "demo"}, false)
+		for step, content := range map[int]string{1: "one", 2: "two"} {
+			dir := a.CheckpointDir(m.ID, step)
+			os.MkdirAll(dir, 0o755)
+			os.WriteFile(filepath.Join(dir, "adapter_model.safetensors"), []byte(content), 0o644)
+			os.WriteFile(filepath.Join(dir, "adapter_config.json"), []byte("{}"), 0o644) // shared by both
+			if _, err := a.AddCheckpoint(ctx, m.ID, step, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		src := t.TempDir()
+		os.WriteFile(filepath.Join(src, "config.json"), []byte("base"), 0o644)
+		if _, err := a.RegisterBase(ctx, "b", src, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := a.DeleteCheckpoints(ctx, m.ID, []int{1}); err != nil {
+			t.Fatal(err)
+		}
+		refs, err := a.BlobRefs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, size, err := remote.GC(ctx, 0, refs...)
+		if err != nil || n != 1 || size != 3 {
+			t.Fatalf("gc: %d blobs, %d bytes, %v; want step 1's own file", n, size, err)
+		}
+		fresh := node()
+		p, err := fresh.CheckpointPath(ctx, m.ID, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(filepath.Join(p, "adapter_config.json")); string(got) != "{}" {
+			t.Fatalf("the shared file of step 2: %q", got)
+		}
+		list, _ := fresh.BaseModels(ctx)
+		if p, err := fresh.BasePath(ctx, list[0]); err != nil {
+			t.Fatal(err)
+		} else if got, _ := os.ReadFile(filepath.Join(p, "config.json")); string(got) != "base" {
+			t.Fatalf("the base model's file: %q", got)
+		}
+	})
+}
