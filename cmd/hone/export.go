@@ -152,6 +152,11 @@ func exportModel(ctx context.Context, dataDir, dsn, ref, baseDir, out, format, t
 	if err != nil {
 		return "", err
 	}
+	if baseDir == "" && blobs != nil { // a base model registered in the shared store
+		if baseDir, err = registeredBaseDir(ctx, reg, m.BaseModel); err != nil {
+			return "", err
+		}
+	}
 	if baseDir == "" {
 		if m.BaseModel != "demo" {
 			return "", fmt.Errorf("the base model %q of %s is served from a directory the data directory does not record (hone serve --model %s=DIR); give that directory with --base-dir", m.BaseModel, name, m.BaseModel)

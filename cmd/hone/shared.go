@@ -71,3 +71,18 @@ func (s *system) loadRegistered(ctx context.Context, opts serving.LoadOptions, n
 	}
 	return nil
 }
+
+// registeredBaseDir is where this machine's copy of a registered base model is ("" when
+// no base model of that name is registered).
+func registeredBaseDir(ctx context.Context, reg *registry.Registry, name string) (string, error) {
+	list, err := reg.BaseModels(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, b := range list {
+		if b.Name == name {
+			return reg.BasePath(ctx, b)
+		}
+	}
+	return "", nil
+}
