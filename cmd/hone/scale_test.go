@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,7 +64,7 @@ func TestScaleOut(t *testing.T) {
 	root := t.TempDir()
 	dirA, dirB := filepath.Join(root, "node-a"), filepath.Join(root, "node-b")
 	store := []string{"--db", dsn, "--job-lease", "2s"}
-	serveArgs := append([]string{"--train-workers", "0"}, store...)
+	serveArgs := append([]string{"--train-workers", "0", "--base-model-poll", "200ms"}, store...)
 	started := time.Now()
 
 	// 0. A base model registered once by name, its source and the registering machine's
@@ -179,6 +180,25 @@ func TestScaleOut(t *testing.T) {
 		t.Fatalf("a revoked key on B: %d", code)
 	}
 
+	// A base model registered while B runs is loaded by B without a restart.
+	src2 := filepath.Join(root, "src-tiny2")
+	if rc := runModels([]string{"synth", "--arch", "qwen2", "--preset", "tiny", "--out", src2}, &out, &errb); rc != 0 {
+		t.Fatalf("models synth: %s", errb.String())
+	}
+	if rc := runModels([]string{"register", "--db", dsn, "--data", cli, "tiny2", src2}, &out, &errb); rc != 0 {
+		t.Fatalf("models register: %s", errb.String())
+	}
+	if err := errors.Join(os.RemoveAll(src2), os.RemoveAll(cli)); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(modelIDs(t, b, bearer), "tiny2"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("B did not load the base model registered while it ran: %s", modelIDs(t, b, bearer))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	chatContent(t, b, bearer, `{"model":"tiny2","messages":[{"role":"user","content":"hi"}],"max_tokens":3}`)
+
 	// 4. RL on B's rollouts of step 1, run by the surviving worker.
 	code, _, body = do(t, "POST", b.url+"/v1/chat/completions", bearer, `{"model":"local/p/scale:step1","messages":[{"role":"user","content":"Say something"}],"max_tokens":6,"n":2,"seed":1,"logprobs":true,"return_token_ids":true}`)
 	var trajs []string
@@ -214,7 +234,7 @@ func TestScaleOut(t *testing.T) {
 		t.Fatalf("the key revoked through the store, on A: %d", code)
 	}
 	modelsA, modelsB := modelIDs(t, a, bearer), modelIDs(t, b, bearer)
-	if modelsA != modelsB || !strings.Contains(modelsA, "local/p/scale") || !strings.Contains(modelsA, "tiny") {
+	if modelsA != modelsB || !strings.Contains(modelsA, "local/p/scale") || !strings.Contains(modelsA, "tiny2") {
 		t.Fatalf("/v1/models differ: A %s, B %s", modelsA, modelsB)
 	}
 	// hone export of step 2 (written by a worker whose directory is gone), through the blobs.
@@ -236,7 +256,9 @@ func chatContent(t *testing.T, s *server, bearer, req string) string {
 	return c["message"].(map[string]any)["content"].(string)
 }
 
-// modelIDs lists /v1/models' ids, sorted as served.
+// modelIDs lists /v1/models' ids, sorted (a node lists base models in the order it loaded
+// them, so one that loaded a model while running lists it later than one that started
+// with it).
 func modelIDs(t *testing.T, s *server, bearer string) string {
 	t.Helper()
 	code, _, body := do(t, "GET", s.url+"/v1/models", bearer, "")
@@ -244,6 +266,7 @@ func modelIDs(t *testing.T, s *server, bearer string) string {
 	for _, m := range jsonOf(t, code, body, 200)["data"].([]any) {
 		ids = append(ids, m.(map[string]any)["id"].(string))
 	}
+	sort.Strings(ids)
 	return strings.Join(ids, ",")
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"time"
 
 	"github.com/honeai/hone/internal/blob"
 	"github.com/honeai/hone/internal/db"
@@ -57,19 +58,75 @@ func (s *system) loadRegistered(ctx context.Context, opts serving.LoadOptions, n
 		if _, ok := s.models.Get(b.Name); ok {
 			return fmt.Errorf("--model %s: a base model %s is registered in the store, which every node serves; drop the flag, or give another name", b.Name, b.Name)
 		}
-		path, err := s.reg.BasePath(ctx, b)
-		if err != nil {
+		if err := s.loadBase(ctx, b, opts, now); err != nil {
 			return err
 		}
-		m, err := serving.Load(b.Name, path, opts, now)
-		if err != nil {
-			return fmt.Errorf("registered base model %s: %w", b.Name, err)
-		}
-		s.setToolParser(m)
-		s.reportMemory(m)
-		s.models.Add(m)
 	}
 	return nil
+}
+
+// loadBase loads one registered base model from the node's cache and serves it.
+func (s *system) loadBase(ctx context.Context, b registry.BaseModel, opts serving.LoadOptions, now int64) error {
+	path, err := s.reg.BasePath(ctx, b)
+	if err != nil {
+		return err
+	}
+	m, err := serving.Load(b.Name, path, opts, now)
+	if err != nil {
+		return fmt.Errorf("registered base model %s: %w", b.Name, err)
+	}
+	s.setToolParser(m)
+	s.reportMemory(m)
+	s.models.Add(m)
+	s.loaded.Store(b.Name, b.ID)
+	return nil
+}
+
+// watchBaseModels loads, every --base-model-poll until ctx ends, the base models registered
+// in the shared store since the node started, so that every node serves the same names
+// without a restart. A name registered again (--replace) or unregistered is logged: the node
+// keeps what it loaded until it restarts.
+func (s *system) watchBaseModels(ctx context.Context) {
+	every := s.cfg.BaseModelPoll
+	if s.blobs == nil || every <= 0 {
+		return
+	}
+	s.workers.Add(1)
+	go func() {
+		defer s.workers.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		warned := map[string]bool{}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			list, err := s.reg.BaseModels(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("registered base models: not listed", "err", err)
+				}
+				continue
+			}
+			for _, b := range list {
+				id, seen := s.loaded.Load(b.Name)
+				if _, served := s.models.Get(b.Name); served || seen {
+					if seen && id != b.ID && !warned[b.ID] {
+						warned[b.ID] = true
+						s.log.Warn("a base model this node serves was registered again; restart the node to load it", "model", b.Name)
+					}
+					continue
+				}
+				if err := s.loadBase(ctx, b, s.baseOpts, time.Now().Unix()); err != nil {
+					s.log.Error("registered base model: not loaded", "model", b.Name, "err", err)
+					continue
+				}
+				s.log.Info("loaded a newly registered base model", "model", b.Name)
+			}
+		}
+	}()
 }
 
 // registeredBaseDir is where this machine's copy of a registered base model is ("" when

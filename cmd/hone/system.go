@@ -49,6 +49,8 @@ type system struct {
 	training *training.Service
 	wandb    *wandb.Service
 	blobs    *blob.Cache // the shared blob store on PostgreSQL (shared.go); nil on SQLite
+	baseOpts serving.LoadOptions // how registered base models are loaded (shared.go)
+	loaded   sync.Map            // registered base model name → the id this node loaded
 
 	workers     sync.WaitGroup
 	stopWorking context.CancelFunc
@@ -145,6 +147,7 @@ func (s *system) loadModels(ctx context.Context) error {
 		s.reportMemory(m)
 		s.models.Add(m)
 	}
+	s.baseOpts = qopts
 	if err := s.loadRegistered(ctx, qopts, now); err != nil {
 		return err
 	}
@@ -191,12 +194,13 @@ func (s *system) reportMemory(m *serving.Served) {
 
 // startWorkers runs the configured training workers until stopWorkers (or ctx ends).
 func (s *system) startWorkers(ctx context.Context) {
+	wctx, cancel := context.WithCancel(ctx)
+	s.stopWorking = cancel
+	s.watchBaseModels(wctx) // shared.go: newly registered base models, on a shared store
 	n := s.cfg.Train.Workers
 	if n <= 0 {
 		return
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	s.stopWorking = cancel
 	s.workers.Add(1)
 	go func() {
 		defer s.workers.Done()
