@@ -48,7 +48,7 @@ type system struct {
 	queue    *jobs.Queue
 	training *training.Service
 	wandb    *wandb.Service
-	blobs    *blob.Cache // the shared blob store on PostgreSQL (shared.go); nil on SQLite
+	blobs    *blob.Cache         // the shared blob store on PostgreSQL (shared.go); nil on SQLite
 	baseOpts serving.LoadOptions // how registered base models are loaded (shared.go)
 	loaded   sync.Map            // registered base model name → the id this node loaded
 
