@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/honeai/hone/internal/blob"
 	"github.com/honeai/hone/internal/fault"
@@ -36,14 +37,25 @@ func (s *Service) saveSharedUpload(ctx context.Context, entity, id string, data 
 func (s *Service) sharedUploadExists(ctx context.Context, param, entity, id string) error {
 	_, err := s.Blobs.Lookup(ctx, uploadNamespace(entity), id)
 	if errors.Is(err, blob.ErrNotFound) {
+		if _, lerr := os.Stat(s.localUpload(entity, id)); lerr == nil { // uploaded before the blob store
+			return nil
+		}
 		return fault.NotFound(param, "uploaded file %s not found", id)
 	}
 	return err
 }
 
+// localUpload is where an upload was kept before the shared blob store (FilesDir).
+func (s *Service) localUpload(entity, id string) string {
+	return filepath.Join(s.FilesDir, entity, id+".jsonl")
+}
+
 // readSharedUpload reads an uploaded file from the blob store (through the node's cache).
 func (s *Service) readSharedUpload(ctx context.Context, entity, id string) ([]byte, error) {
 	info, err := s.Blobs.Lookup(ctx, uploadNamespace(entity), id)
+	if errors.Is(err, blob.ErrNotFound) {
+		return os.ReadFile(s.localUpload(entity, id)) // uploaded before the blob store
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/honeai/hone/internal/blob"
 )
@@ -44,6 +45,11 @@ func (s *Service) sharedPath(entity, md5hex string) (string, error) {
 	ctx := context.Background()
 	info, err := s.blobs.Lookup(ctx, blobNamespace(entity), md5hex)
 	if errors.Is(err, blob.ErrNotFound) {
+		// Stored before the blob store was used: on this node's disk, or nowhere.
+		p := filepath.Join(s.dir, entity, "wandb", md5hex)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
 		return "", ErrNotFound
 	}
 	if err != nil {
