@@ -9,6 +9,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,14 +32,15 @@ import (
 //
 //  0. A random-weight base model is registered by name (`hone models register`); its
 //     directory is removed before any node starts.
-//  1. On A: a model, an uploaded SFT file, an SFT job, a traced call, and a second API key
+//  1. On A: a model, an uploaded SFT file, an SFT job, a traced call and a trace file, and a
+//     second API key
 //     (made by `hone keys create` on the same store). A then stops and its data directory is
 //     renamed away: until step 5 no path of A's exists.
 //  2. The workers start; the one holding the job's lease (found by the pid in lease_owner) is
 //     killed with SIGKILL in the middle of the job and its data directory removed; the other
 //     finishes the job (the lease, 2 s, runs out).
 //  3. B, the only data directory left besides the survivor's, serves the checkpoint the
-//     worker wrote (chat with model:step1), reads the call traced on A, and refuses the
+//     worker wrote (chat with model:step1), reads the call and the file traced on A, and refuses the
 //     second key once it is revoked.
 //  4. An RL job sent to B, on rollouts B sampled from step 1, runs on the surviving worker,
 //     which then stops and whose data directory is removed.
@@ -98,6 +102,7 @@ func TestScaleOut(t *testing.T) {
 	if code, _, body := do(t, "POST", a.url+"/call/start", basic("api", key), call); code != 200 {
 		t.Fatalf("call/start on A: %d %s", code, body)
 	}
+	fileDigest := createTraceFile(t, a.url, key, "local/scale", []byte("a file traced on A\n"))
 	if rc := runKeys(context.Background(), []string{"create", "--data", filepath.Join(root, "keys"), "--db", dsn, "--entity", "local"}, &out, &errb); rc != 0 {
 		t.Fatalf("keys create: %d %s", rc, errb.String())
 	}
@@ -172,6 +177,10 @@ func TestScaleOut(t *testing.T) {
 	code, _, body = do(t, "POST", b.url+"/call/read", basic("api", key), `{"project_id":"local/scale","id":"call-on-a"}`)
 	if code != 200 || !strings.Contains(string(body), "from A") {
 		t.Fatalf("the call traced on A, read on B: %d %s", code, body)
+	}
+	code, _, body = do(t, "POST", b.url+"/file/content", basic("api", key), `{"project_id":"local/scale","digest":"`+fileDigest+`"}`)
+	if code != 200 || string(body) != "a file traced on A\n" {
+		t.Fatalf("the trace file created on A, read on B: %d %q", code, body)
 	}
 	if rc := runKeys(context.Background(), []string{"revoke", "--data", filepath.Join(root, "keys"), "--db", dsn, key2}, &out, &errb); rc != 0 {
 		t.Fatalf("keys revoke: %d %s", rc, errb.String())
@@ -301,4 +310,29 @@ func leaseOwnerAfter(t *testing.T, dsn, job string) string {
 		return ""
 	}
 	return *owner
+}
+
+// createTraceFile sends /file/create (multipart) and returns the file's digest.
+func createTraceFile(t *testing.T, url, key, project string, content []byte) string {
+	t.Helper()
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	_ = mw.WriteField("project_id", project)
+	fw, _ := mw.CreateFormFile("file", "notes.txt")
+	_, _ = fw.Write(content)
+	mw.Close()
+	req, _ := http.NewRequest("POST", url+"/file/create", &buf)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("Authorization", basic("api", key))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var res struct{ Digest string }
+	if resp.StatusCode != 200 || json.Unmarshal(body, &res) != nil || res.Digest == "" {
+		t.Fatalf("file/create: %d %s", resp.StatusCode, body)
+	}
+	return res.Digest
 }

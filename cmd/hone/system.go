@@ -88,11 +88,15 @@ func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout
 	if err := traceStore.Migrate(ctx); err != nil {
 		return nil, err
 	}
-	s.trace = trace.NewService(traceStore)
-	s.trace.SetLogger(logger)
 	if s.blobs, err = sharedBlobs(ctx, s.db, cfg.DataDir, logger); err != nil {
 		return nil, err
 	}
+	var traceFiles trace.Store = traceStore
+	if s.blobs != nil { // several nodes: trace files as shared blobs
+		traceFiles = trace.WithFileBlobs(traceStore, s.blobs)
+	}
+	s.trace = trace.NewService(traceFiles)
+	s.trace.SetLogger(logger)
 	if s.reg, err = openRegistry(ctx, s.db, cfg.DataDir, s.blobs); err != nil {
 		return nil, err
 	}
