@@ -2,13 +2,12 @@ package blob
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-
-	"crypto/sha256"
-	"encoding/hex"
 
 	"github.com/google/uuid"
 
