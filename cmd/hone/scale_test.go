@@ -47,7 +47,7 @@ import (
 //  5. A's directory is put back and A started again: it serves step 1 (the same greedy
 //     answer as B) and step 2, written by a worker whose directory no longer exists, refuses
 //     the revoked key, and lists the same /v1/models as B (the registered base model among
-//     them, served by B too).
+//     them, served by B too). A third node started on an empty directory answers the same.
 //
 // What this proves: every read of something another process wrote (the upload by the
 // worker, the checkpoints by B and A, the traced call by B, the keys by both) happened while
@@ -246,6 +246,17 @@ func TestScaleOut(t *testing.T) {
 	if modelsA != modelsB || !strings.Contains(modelsA, "local/p/scale") || !strings.Contains(modelsA, "tiny2") {
 		t.Fatalf("/v1/models differ: A %s, B %s", modelsA, modelsB)
 	}
+	// A third node on an empty directory answers the same: a node needs nothing on disk.
+	dirC := filepath.Join(root, "node-c")
+	_, urlC, _ := startBinary(t, bin, dirC, serveArgs...)
+	c := &server{url: urlC}
+	if got, want := chatContent(t, c, bearer, step2), chatContent(t, b, bearer, step2); got != want {
+		t.Fatalf("step 2 greedy on a node started empty: %q, B %q", got, want)
+	}
+	if modelIDs(t, c, bearer) != modelsB {
+		t.Fatalf("/v1/models on a node started empty: %s, B %s", modelIDs(t, c, bearer), modelsB)
+	}
+
 	// hone export of step 2 (written by a worker whose directory is gone), through the blobs.
 	exported := filepath.Join(root, "export")
 	if rc := runExport(context.Background(), []string{"--data", dirA, "--db", dsn, "--model", "local/p/scale:step2", "--out", exported}, &out, &errb); rc != 0 {
