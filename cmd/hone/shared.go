@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -28,7 +29,29 @@ func sharedBlobs(ctx context.Context, d *db.DB, dataDir string, log *slog.Logger
 	if err := remote.Migrate(ctx); err != nil {
 		return nil, err
 	}
+	removeStaleTemps(filepath.Join(dataDir, "cache"), log)
 	return &blob.Cache{Remote: remote, Dir: blob.Dir{Root: filepath.Join(dataDir, "cache", "blobs")}, Log: log}, nil
+}
+
+// staleTemp is how old a temporary file or directory of the cache must be before a start
+// removes it: another process on the same directory (a worker beside hone serve) may be
+// writing a younger one.
+const staleTemp = time.Hour
+
+// removeStaleTemps removes what an interrupted write left in the cache: .tmp-* under
+// cache/blobs, cache/checkpoints and cache/models, older than staleTemp.
+func removeStaleTemps(cache string, log *slog.Logger) {
+	for _, sub := range []string{"blobs", "checkpoints", "models"} {
+		leftovers, _ := filepath.Glob(filepath.Join(cache, sub, ".tmp-*"))
+		for _, p := range leftovers {
+			if fi, err := os.Lstat(p); err == nil && time.Since(fi.ModTime()) > staleTemp {
+				if log != nil {
+					log.Info("removing an interrupted write from the cache", "path", p)
+				}
+				os.RemoveAll(p)
+			}
+		}
+	}
 }
 
 // openRegistry opens the model registry: checkpoints under DIR/checkpoints, or, with shared
