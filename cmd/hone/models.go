@@ -11,7 +11,7 @@ import (
 )
 
 func init() {
-	register("models", "models: synth (write a tiny random-weight HF model directory), prune (keep the best and latest checkpoints)", func(args []string) int {
+	register("models", "models: synth (write a tiny random-weight HF model directory), prune (keep the best and latest checkpoints), register (base models by name in a shared store)", func(args []string) int {
 		return runModels(args, os.Stdout, os.Stderr)
 	})
 }

@@ -15,7 +15,8 @@ import (
 const modelsStoreUsage = `usage:
   hone models register   --db postgres://... [--data DIR] [--replace] NAME PATH
                          (store a Hugging Face directory or a .gguf file in the shared store as base
-                          model NAME: every hone serve and hone worker on that store loads it at start)
+                          model NAME: every hone serve and hone worker on that store loads it, at start
+                          or within --base-model-poll)
   hone models registered --db postgres://... [--data DIR]        list the registered base models
   hone models unregister --db postgres://... [--data DIR] NAME   remove one (nodes drop it at restart)
 DIR (default ./hone-data) keeps this machine's cache of the store's blobs.

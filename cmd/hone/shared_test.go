@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -28,5 +29,19 @@ func TestRemoveStaleTemps(t *testing.T) {
 		if _, err := os.Stat(p); err != nil {
 			t.Fatalf("%s was removed: %v", p, err)
 		}
+	}
+}
+
+// hone models register needs a PostgreSQL store: without --db it is a usage error, on SQLite
+// it says why.
+func TestModelsRegisterNeedsPostgres(t *testing.T) {
+	var out, errb strings.Builder
+	if rc := runModels([]string{"register", "x", t.TempDir()}, &out, &errb); rc != 2 {
+		t.Fatalf("without --db: exit %d", rc)
+	}
+	dir := t.TempDir()
+	errb.Reset()
+	if rc := runModels([]string{"register", "--data", dir, "--db", filepath.Join(dir, "hone.db"), "x", t.TempDir()}, &out, &errb); rc != 1 || !strings.Contains(errb.String(), "PostgreSQL") {
+		t.Fatalf("on SQLite: exit %d, %s", rc, errb.String())
 	}
 }
