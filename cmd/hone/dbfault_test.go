@@ -138,3 +138,68 @@ func (p *tcpProxy) up() {
 	}
 	p.serve(ln)
 }
+
+// TestStoreLostDuringTraining: the store is cut for two seconds while a node trains; once
+// it is back the job still ends (the worker's writes fail while it is cut; the job runs again
+// when its lease runs out if it must) and the node answers, without a restart.
+func TestStoreLostDuringTraining(t *testing.T) {
+	if testing.Short() {
+		t.Skip("PostgreSQL fault")
+	}
+	if os.Getenv(dbtest.PostgresEnv) == "" {
+		skipOrFail(t, "%s is not set: no PostgreSQL server for this test", dbtest.PostgresEnv)
+	}
+	dsn := pgSchemaDSN(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newTCPProxy(t, u.Host)
+	u.Host = p.addr
+	dir := t.TempDir()
+	s := startServer(t, dir, "--db", u.String(), "--train-workers", "1", "--job-lease", "2s")
+	bearer := "Bearer " + initialKey(t, dir)
+	job := newSFTJob(t, s, bearer, "outage", 40)
+	waitSteps(t, s, bearer, job, 0)
+	p.down()
+	time.Sleep(2 * time.Second)
+	p.up()
+	back := time.Now()
+	var j map[string]any
+	for {
+		code, _, body := do(t, "GET", s.url+"/v1/preview/training-jobs/"+job, bearer, "")
+		if code == 200 {
+			j = jsonOf(t, code, body, 200)
+			if st := j["status"]; st == "SUCCEEDED" || st == "FAILED" || st == "CANCELLED" {
+				break
+			}
+		} else if code != 503 {
+			t.Fatalf("job status after the outage: %d %s", code, body)
+		}
+		if time.Since(back) > 60*time.Second {
+			t.Fatalf("the job did not end after the store came back: %v", j)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if j["status"] != "SUCCEEDED" {
+		t.Fatalf("after a 2 s outage the job is %v", j)
+	}
+	types := jobEvents(t, s, bearer, job)
+	t.Logf("a 2 s store outage mid-SFT: the job SUCCEEDED %.1fs after the store came back; %d gradient steps recorded, events %v",
+		time.Since(back).Seconds(), count(types, "gradient_step"), dedupe(types))
+	code, _, body := do(t, "POST", s.url+"/v1/chat/completions", bearer, `{"model":"local/p/outage:latest","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`)
+	if code != 200 {
+		t.Fatalf("chat with the trained model after the outage: %d %s", code, body)
+	}
+}
+
+// dedupe drops repeats that follow each other.
+func dedupe(xs []string) []string {
+	var out []string
+	for _, x := range xs {
+		if len(out) == 0 || out[len(out)-1] != x {
+			out = append(out, x)
+		}
+	}
+	return out
+}
