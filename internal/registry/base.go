@@ -193,7 +193,7 @@ func (r *Registry) BasePath(ctx context.Context, b BaseModel) (string, error) {
 		return "", err
 	}
 	dst := filepath.Join(r.cacheDir, "models", b.ID)
-	if _, err := os.Stat(dst); err != nil {
+	if !r.isChecked(dst) {
 		names, hashes, err := r.fileList(ctx, `SELECT path, hash FROM base_model_files WHERE model_id = ? ORDER BY path`, b.ID)
 		if err != nil {
 			return "", err
@@ -201,7 +201,7 @@ func (r *Registry) BasePath(ctx context.Context, b BaseModel) (string, error) {
 		if len(names) == 0 {
 			return "", fmt.Errorf("%w: base model %s", ErrNotFound, b.Name)
 		}
-		if err := r.assemble(ctx, dst, names, hashes); err != nil {
+		if err := r.ensureAssembled(ctx, dst, names, hashes); err != nil {
 			return "", fmt.Errorf("registry: base model %s: %w", b.Name, err)
 		}
 	}

@@ -113,7 +113,7 @@ func (r *Registry) CheckpointPath(ctx context.Context, modelID string, step int)
 		return "", err
 	}
 	dst := filepath.Join(r.cacheDir, "checkpoints", id)
-	if _, err := os.Stat(dst); err == nil {
+	if r.isChecked(dst) {
 		return dst, nil
 	}
 	names, hashes, err := r.fileList(ctx, `SELECT name, hash FROM train_checkpoint_files WHERE checkpoint_id = ? ORDER BY name`, id)
@@ -123,10 +123,59 @@ func (r *Registry) CheckpointPath(ctx context.Context, modelID string, step int)
 	if len(names) == 0 { // written before the blob store was used: on this node's disk or nowhere
 		return r.CheckpointDir(modelID, step), nil
 	}
-	if err := r.assemble(ctx, dst, names, hashes); err != nil {
+	if err := r.ensureAssembled(ctx, dst, names, hashes); err != nil {
 		return "", fmt.Errorf("registry: checkpoint step %d: %w", step, err)
 	}
 	return dst, nil
+}
+
+func (r *Registry) isChecked(dst string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.checked[dst]
+}
+
+// ensureAssembled makes dst hold the blobs hashes as the files names, once per process: a
+// directory put together earlier (by this or an earlier process) is kept when each of its
+// files is the cache's checked copy of its blob (the same file: they are hard links), and
+// put together again otherwise (a damaged blob was fetched again, or links were not
+// possible).
+func (r *Registry) ensureAssembled(ctx context.Context, dst string, names, hashes []string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.checked[dst] {
+		return nil
+	}
+	if _, err := os.Stat(dst); err == nil {
+		same := true
+		for i, n := range names {
+			src, err := r.blobs.Path(ctx, hashes[i]) // checks the blob, fetches it again if damaged
+			if err != nil {
+				return fmt.Errorf("file %s: %w", n, err)
+			}
+			a, err1 := os.Stat(src)
+			b, err2 := os.Stat(filepath.Join(dst, filepath.FromSlash(n)))
+			if err1 != nil || err2 != nil || !os.SameFile(a, b) {
+				same = false
+				break
+			}
+		}
+		if !same {
+			if err := os.RemoveAll(dst); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := os.Stat(dst); err != nil {
+		if err := r.assemble(ctx, dst, names, hashes); err != nil {
+			return err
+		}
+	}
+	if r.checked == nil {
+		r.checked = map[string]bool{}
+	}
+	r.checked[dst] = true
+	return nil
 }
 
 // fileList runs a query answering (relative path, hash) rows.

@@ -265,3 +265,49 @@ func TestBlobGCKeepsReferenced(t *testing.T) {
 		}
 	})
 }
+
+// A node's damaged copy of a checkpoint (its cached blob and so the assembled file, one
+// inode) is found by the next process on that directory and replaced from the store.
+func TestDamagedCachedCheckpointRepaired(t *testing.T) {
+	d := dbtest.Postgres(t)
+	ctx := context.Background()
+	remote := blob.NewDB(d)
+	if err := remote.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	open := func() *Registry {
+		r, err := New(ctx, d, filepath.Join(dir, "checkpoints"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.UseBlobs(ctx, &blob.Cache{Remote: remote, Dir: blob.Dir{Root: filepath.Join(dir, "cache", "blobs")}}, filepath.Join(dir, "cache")); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	r := open()
+	m, _, _ := r.Create(ctx, Model{Entity: "e", Project: "p", Name: "m", BaseModel: "demo"}, false)
+	ck := r.CheckpointDir(m.ID, 1)
+	os.MkdirAll(ck, 0o755)
+	os.WriteFile(filepath.Join(ck, "adapter_model.safetensors"), []byte("weights"), 0o644)
+	if _, err := r.AddCheckpoint(ctx, m.ID, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := r.CheckpointPath(ctx, m.ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(p, "adapter_model.safetensors")
+	os.Chmod(f, 0o644)
+	if err := os.WriteFile(f, []byte("damaged"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p2, err := open().CheckpointPath(ctx, m.ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(p2, "adapter_model.safetensors")); string(got) != "weights" {
+		t.Fatalf("the damaged copy was answered: %q", got)
+	}
+}

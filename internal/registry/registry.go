@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -74,6 +75,9 @@ type Registry struct {
 
 	blobs    BlobCache // set by UseBlobs: checkpoint files are shared blobs (blobs.go)
 	cacheDir string    // where CheckpointPath puts checkpoints together from blobs
+
+	mu      sync.Mutex
+	checked map[string]bool // directories under cacheDir checked by this process
 }
 
 // New opens the registry on d, migrating its tables, with checkpoint files under dir.
