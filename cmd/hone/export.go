@@ -118,7 +118,11 @@ func exportModel(ctx context.Context, dataDir, dsn, ref, baseDir, out, format, t
 		return "", err
 	}
 	defer store.Close()
-	reg, err := registry.New(ctx, store, filepath.Join(dataDir, "checkpoints"))
+	blobs, err := sharedBlobs(ctx, store, dataDir, nil)
+	if err != nil {
+		return "", err
+	}
+	reg, err := openRegistry(ctx, store, dataDir, blobs)
 	if err != nil {
 		return "", err
 	}
@@ -148,6 +152,11 @@ func exportModel(ctx context.Context, dataDir, dsn, ref, baseDir, out, format, t
 	if err != nil {
 		return "", err
 	}
+	if baseDir == "" && blobs != nil { // a base model registered in the shared store
+		if baseDir, err = registeredBaseDir(ctx, reg, m.BaseModel); err != nil {
+			return "", err
+		}
+	}
 	if baseDir == "" {
 		if m.BaseModel != "demo" {
 			return "", fmt.Errorf("the base model %q of %s is served from a directory the data directory does not record (hone serve --model %s=DIR); give that directory with --base-dir", m.BaseModel, name, m.BaseModel)
@@ -163,7 +172,10 @@ func exportModel(ctx context.Context, dataDir, dsn, ref, baseDir, out, format, t
 	}
 	var a *model.LoRA
 	if step != 0 {
-		ckpt := reg.CheckpointDir(m.ID, c.Step)
+		ckpt, err := reg.CheckpointPath(ctx, m.ID, c.Step)
+		if err != nil {
+			return "", err
+		}
 		if a, err = model.LoadLoRA(ckpt, cfg); err != nil {
 			return "", fmt.Errorf("checkpoint %s (does --base-dir hold the base %q it was trained on?): %w", ckpt, m.BaseModel, err)
 		}

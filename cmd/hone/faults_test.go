@@ -48,7 +48,7 @@ func forEachFaultStore(t *testing.T, fn func(t *testing.T, st faultStore)) {
 
 // pgSchemaDSN creates a fresh schema on the HONE_TEST_POSTGRES_DSN server, dropped when the
 // test ends, and returns a DSN whose search_path is that schema.
-func pgSchemaDSN(t *testing.T) string {
+func pgSchemaDSN(t testing.TB) string {
 	t.Helper()
 	dsn := os.Getenv(dbtest.PostgresEnv)
 	ctx := context.Background()

@@ -11,7 +11,7 @@ import (
 )
 
 func init() {
-	register("models", "models: synth (write a tiny random-weight HF model directory), prune (keep the best and latest checkpoints)", func(args []string) int {
+	register("models", "models: synth (write a tiny random-weight HF model directory), prune (keep the best and latest checkpoints), register (base models by name in a shared store)", func(args []string) int {
 		return runModels(args, os.Stdout, os.Stderr)
 	})
 }
@@ -19,6 +19,7 @@ func init() {
 const modelsUsage = `usage:
   hone models prune --model ENTITY/PROJECT/NAME [--metric val/reward] [--keep-best N]
                     (on a server: delete every checkpoint but the latest and the N best by metric)
+  hone models register|registered|unregister --db postgres://... (base models by name in a shared store)
   hone models synth --arch llama|qwen2|qwen3|phi3|mistral|gemma2|gemma3|qwen3moe --out DIR [--preset tiny|demo|smollm2-135m|qwen2.5-0.5b]
                     [--layers N --hidden N --heads N --kv-heads N --head-dim N --intermediate N
                      --vocab N --max-pos N --rope-theta F --rope-scaling llama3 --tied --dtype f32|bf16
@@ -41,6 +42,9 @@ func runModels(args []string, stdout, stderr io.Writer) int {
 	}
 	if args[0] == "prune" {
 		return runModelsPrune(context.Background(), args[1:], stdout, stderr)
+	}
+	if args[0] == "register" || args[0] == "registered" || args[0] == "unregister" {
+		return runModelsStore(context.Background(), args[0], args[1:], stdout, stderr)
 	}
 	if args[0] != "synth" {
 		fmt.Fprintf(stderr, "hone models: unknown subcommand %q\n\n%s", args[0], modelsUsage)

@@ -52,6 +52,9 @@ type ServeConfig struct {
 	LogFormat         string
 	Chat              ChatConfig
 	Train             TrainConfig
+	// BaseModelPoll is how often a node on a shared store looks for newly registered base
+	// models (`hone models register`) to load (0: only at start).
+	BaseModelPoll time.Duration
 }
 
 // ChatConfig is how the served models are loaded and scheduled.
@@ -131,6 +134,7 @@ func newServeFlags(cfg *ServeConfig) *flag.FlagSet {
 	fs.IntVar(&cfg.MaxConcurrentKey, "max-concurrent-per-key", 128, "concurrent requests allowed per API key (0 = unlimited); more get 429")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&cfg.LogFormat, "log-format", "text", "log format: text or json")
+	fs.DurationVar(&cfg.BaseModelPoll, "base-model-poll", 10*time.Second, "on a PostgreSQL store, how often to look for newly registered base models to load (0: only at start)")
 	c := &cfg.Chat
 	fs.Var(&c.Models, "model", "serve a Hugging Face model directory as NAME=DIR, or a GGUF file as NAME=FILE.gguf (repeatable); the first is the default")
 	fs.BoolVar(&c.NoDemo, "no-demo-model", false, "do not serve the demo model (written to DATA/models/demo on first start)")

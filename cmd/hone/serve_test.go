@@ -513,7 +513,7 @@ func TestMain(m *testing.M) {
 }
 
 // buildBinary builds the hone binary once per test run.
-func buildBinary(t *testing.T) string {
+func buildBinary(t testing.TB) string {
 	t.Helper()
 	binaryOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "hone-bin-")

@@ -16,6 +16,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/honeai/hone/internal/auth"
+	"github.com/honeai/hone/internal/blob"
 	"github.com/honeai/hone/internal/db"
 	"github.com/honeai/hone/internal/health"
 	"github.com/honeai/hone/internal/inference"
@@ -47,6 +48,9 @@ type system struct {
 	queue    *jobs.Queue
 	training *training.Service
 	wandb    *wandb.Service
+	blobs    *blob.Cache         // the shared blob store on PostgreSQL (shared.go); nil on SQLite
+	baseOpts serving.LoadOptions // how registered base models are loaded (shared.go)
+	loaded   sync.Map            // registered base model name → the id this node loaded
 
 	workers     sync.WaitGroup
 	stopWorking context.CancelFunc
@@ -84,12 +88,19 @@ func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout
 	if err := traceStore.Migrate(ctx); err != nil {
 		return nil, err
 	}
-	s.trace = trace.NewService(traceStore)
-	s.trace.SetLogger(logger)
-	if err := s.loadModels(); err != nil {
+	if s.blobs, err = sharedBlobs(ctx, s.db, cfg.DataDir, logger); err != nil {
 		return nil, err
 	}
-	if s.reg, err = registry.New(ctx, s.db, filepath.Join(cfg.DataDir, "checkpoints")); err != nil {
+	var traceFiles trace.Store = traceStore
+	if s.blobs != nil { // several nodes: trace files as shared blobs
+		traceFiles = trace.WithFileBlobs(traceStore, s.blobs)
+	}
+	s.trace = trace.NewService(traceFiles)
+	s.trace.SetLogger(logger)
+	if s.reg, err = openRegistry(ctx, s.db, cfg.DataDir, s.blobs); err != nil {
+		return nil, err
+	}
+	if err := s.loadModels(ctx); err != nil {
 		return nil, err
 	}
 	if s.queue, err = jobs.Open(ctx, s.db); err != nil {
@@ -104,11 +115,16 @@ func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout
 	s.training = &training.Service{Reg: s.reg, Queue: s.queue, Models: s.models, Trace: s.trace, Artifacts: s.wandb,
 		FilesDir: filepath.Join(cfg.DataDir, "files"), DataRoot: cfg.Train.DataRoot, Log: logger,
 		LoRARank: cfg.Train.Rank, LoRAAlpha: cfg.Train.Alpha}
+	if s.blobs != nil {
+		s.training.Blobs = s.blobs
+		s.wandb.UseBlobs(s.blobs)
+	}
 	return s, nil
 }
 
-// loadModels loads the --model directories and the demo model (written on first start).
-func (s *system) loadModels() error {
+// loadModels loads the --model directories, the base models registered in a shared store
+// (shared.go), and the demo model (written on first start).
+func (s *system) loadModels(ctx context.Context) error {
 	c := s.cfg.Chat
 	opts := serving.LoadOptions{DType: model.DType(c.DType), Engine: inference.Options{
 		Policy: c.Policy, MaxQueue: c.MaxQueue, MaxRunning: c.MaxRunning,
@@ -134,6 +150,10 @@ func (s *system) loadModels() error {
 		s.setToolParser(m)
 		s.reportMemory(m)
 		s.models.Add(m)
+	}
+	s.baseOpts = qopts
+	if err := s.loadRegistered(ctx, qopts, now); err != nil {
+		return err
 	}
 	if c.NoDemo {
 		return s.checkToolParsers()
@@ -178,12 +198,13 @@ func (s *system) reportMemory(m *serving.Served) {
 
 // startWorkers runs the configured training workers until stopWorkers (or ctx ends).
 func (s *system) startWorkers(ctx context.Context) {
+	wctx, cancel := context.WithCancel(ctx)
+	s.stopWorking = cancel
+	s.watchBaseModels(wctx) // shared.go: newly registered base models, on a shared store
 	n := s.cfg.Train.Workers
 	if n <= 0 {
 		return
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	s.stopWorking = cancel
 	s.workers.Add(1)
 	go func() {
 		defer s.workers.Done()

@@ -54,9 +54,13 @@ func waitJob(t *testing.T, s *server, bearer, id string) map[string]any {
 // an uploaded SFT dataset, an SFT job and an RL job (samples taken from the server's own chat
 // completions), their events and checkpoints, chatting with the trained checkpoint, and the
 // error cases.
-func TestTrainingAPIEndToEnd(t *testing.T) {
+func TestTrainingAPIEndToEnd(t *testing.T) { forEachFaultStore(t, testTrainingAPIEndToEnd) }
+
+// testTrainingAPIEndToEnd runs on SQLite and on PostgreSQL, where checkpoints and uploads are
+// shared blobs.
+func testTrainingAPIEndToEnd(t *testing.T, store faultStore) {
 	dir := t.TempDir()
-	s := startServer(t, dir)
+	s := startServer(t, dir, store.args...)
 	bearer := "Bearer " + initialKey(t, dir)
 	u := s.url + "/v1/preview"
 

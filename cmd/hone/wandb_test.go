@@ -128,12 +128,15 @@ func logArtifact(t *testing.T, url, key, entity, project, name, file string, con
 // membership, downloaded by its signed URL and with Basic auth, used as SFT data; and the
 // refusals: unknown root fields, another entity's runs, artifacts and files, bad uploads,
 // missing artifacts and files.
-func TestWandbArtifactAPI(t *testing.T) {
+func TestWandbArtifactAPI(t *testing.T) { forEachFaultStore(t, testWandbArtifactAPI) }
+
+// testWandbArtifactAPI runs on SQLite and on PostgreSQL, where the files are shared blobs.
+func testWandbArtifactAPI(t *testing.T, st faultStore) {
 	dir := t.TempDir()
-	s := startServer(t, dir, "--max-body-bytes", "4096")
+	s := startServer(t, dir, append([]string{"--max-body-bytes", "4096"}, st.args...)...)
 	key := initialKey(t, dir)
 	var out bytes.Buffer
-	if c := runKeys(context.Background(), []string{"create", "--data", dir, "--entity", "other"}, &out, io.Discard); c != 0 {
+	if c := runKeys(context.Background(), append([]string{"create", "--data", dir, "--entity", "other"}, st.args...), &out, io.Discard); c != 0 {
 		t.Fatal("keys create failed")
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")

@@ -20,7 +20,7 @@ func init() {
 // runWorker is `hone worker`: the serve areas on the same store and models, no listener, at
 // least one training worker.
 func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer, ready chan<- string) int {
-	if !hasFlag(args, "train-workers") {
+	if _, env := os.LookupEnv(envName("train-workers")); !hasFlag(args, "train-workers") && !env {
 		args = append([]string{"--train-workers", "1"}, args...)
 	}
 	return runServeMode(ctx, args, stdout, stderr, ready, true)

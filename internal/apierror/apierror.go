@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/honeai/hone/internal/db"
 	"github.com/honeai/hone/internal/fault"
 )
 
@@ -157,6 +158,14 @@ func As(err error) (*Error, bool) {
 // whose message hides the cause; the cause is logged with the request's context.
 func Write(w http.ResponseWriter, r *http.Request, err error) {
 	e, ok := As(err)
+	if !ok && db.IsUnavailable(err) {
+		// The store is out of reach (a lost PostgreSQL connection): a 503 the client may
+		// retry; database/sql reconnects by itself when the server is back.
+		slog.Default().Warn("store unavailable", "err", err)
+		e = Unavailable("The store is unavailable; try again shortly")
+		e.Headers = map[string]string{"Retry-After": "1"}
+		ok = true
+	}
 	if !ok {
 		logger := slog.Default()
 		if r != nil {

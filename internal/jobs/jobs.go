@@ -131,8 +131,12 @@ func Open(ctx context.Context, d *db.DB) (*Queue, error) {
 	if err := d.Migrate(ctx, "jobs", migrations); err != nil {
 		return nil, err
 	}
-	return &Queue{db: d, now: time.Now, Lease: 30 * time.Second, MaxAttempts: 3,
-		waiters: map[string][]chan struct{}{}, wake: make(chan struct{}, 1)}, nil
+	q := &Queue{db: d, now: time.Now, Lease: 30 * time.Second, MaxAttempts: 3,
+		waiters: map[string][]chan struct{}{}, wake: make(chan struct{}, 1)}
+	if d.Dialect() == db.Postgres { // workers on several machines: the server's clock (clock.go)
+		q.now = (&storeClock{d: d, local: time.Now}).now
+	}
+	return q, nil
 }
 
 // Enqueue adds a job.

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -71,6 +72,12 @@ type Registry struct {
 	db  *db.DB
 	dir string // checkpoints live under dir/<model id>/step<N>
 	now func() time.Time
+
+	blobs    BlobCache // set by UseBlobs: checkpoint files are shared blobs (blobs.go)
+	cacheDir string    // where CheckpointPath puts checkpoints together from blobs
+
+	mu      sync.Mutex
+	checked map[string]bool // directories under cacheDir checked by this process
 }
 
 // New opens the registry on d, migrating its tables, with checkpoint files under dir.
@@ -180,16 +187,21 @@ func (r *Registry) Delete(ctx context.Context, id string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	r.dropFiles(ctx)
 	return n, os.RemoveAll(filepath.Join(r.dir, id))
 }
 
-// AddCheckpoint records the adapter written at CheckpointDir(modelID, step).
+// AddCheckpoint records the adapter written at CheckpointDir(modelID, step); with a shared
+// blob store (UseBlobs) its files are stored first and the directory removed.
 func (r *Registry) AddCheckpoint(ctx context.Context, modelID string, step int, metrics map[string]float64) (Checkpoint, error) {
 	if metrics == nil {
 		metrics = map[string]float64{}
 	}
 	c := Checkpoint{ID: uuid.Must(uuid.NewV7()).String(), Step: step, Metrics: metrics, CreatedAt: db.FormatTime(r.now())}
 	js, _ := json.Marshal(metrics)
+	if r.blobs != nil {
+		return c, r.addBlobCheckpoint(ctx, modelID, c, string(js))
+	}
 	_, err := r.db.Exec(ctx, `INSERT INTO train_checkpoints (model_id, step, id, metrics, created_at) VALUES (?, ?, ?, ?, ?)`,
 		modelID, step, c.ID, string(js), c.CreatedAt)
 	return c, err
@@ -290,6 +302,7 @@ func (r *Registry) DeleteCheckpoints(ctx context.Context, modelID string, steps 
 	if err != nil {
 		return 0, nil, err
 	}
+	r.dropFiles(ctx)
 	// Only the files of registered steps: an unregistered step's directory may be the one a
 	// trainer has just put in place and is about to register.
 	for _, s := range gone {

@@ -295,7 +295,7 @@ func (a *API) uploadFile(w http.ResponseWriter, r *http.Request) {
 		}
 		data = b
 	}
-	up, err := a.Svc.SaveUpload(entityOf(r), data)
+	up, err := a.Svc.SaveUploadContext(r.Context(), entityOf(r), data)
 	if err != nil {
 		apierror.Write(w, r, err)
 		return

@@ -37,7 +37,7 @@ func (s *Service) ResolveAdapter(ctx context.Context, entity, name string) (serv
 	// training goes on) before its files are read: look again, a few times, rather than fail.
 	for try := 1; ; try++ {
 		a, ok, err := s.resolveAdapter(ctx, ref, tag, parts)
-		if try < 4 && errors.Is(err, fs.ErrNotExist) {
+		if try < 4 && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, registry.ErrNotFound)) {
 			continue
 		}
 		return a, ok, err
@@ -83,7 +83,7 @@ func (s *Service) resolveAdapter(ctx context.Context, ref, tag string, parts []s
 	if !ok {
 		return serving.Adapter{}, false, fmt.Errorf("the base model %s of %s is not served", m.BaseModel, ref)
 	}
-	a, err := s.loadAdapter(m.ID, c.Step, &base.Model.Config)
+	a, err := s.loadAdapter(ctx, m.ID, c, &base.Model.Config)
 	if err != nil {
 		return serving.Adapter{}, false, err
 	}
@@ -107,14 +107,21 @@ func (s *Service) ListAdapters(ctx context.Context, entity string) ([]serving.Tr
 	return out, nil
 }
 
-// loadAdapter returns checkpoint step of a model, from the cache or its directory.
-func (s *Service) loadAdapter(modelID string, step int, cfg *model.Config) (*model.LoRA, error) {
+// loadAdapter returns checkpoint c of a model, from the cache or its directory. The cache
+// is keyed by model id and step and holds the checkpoint's id: a step written again (on this
+// node or any other sharing the store) has a new id, so a stale adapter is never served.
+func (s *Service) loadAdapter(ctx context.Context, modelID string, c registry.Checkpoint, cfg *model.Config) (*model.LoRA, error) {
+	step := c.Step
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if a, ok := s.adapters[modelID][step]; ok {
-		return a, nil
+	if e, ok := s.adapters[modelID][step]; ok && e.id == c.ID {
+		return e.lora, nil
 	}
-	a, err := model.LoadLoRA(s.Reg.CheckpointDir(modelID, step), cfg)
+	dir, err := s.Reg.CheckpointPath(ctx, modelID, step)
+	if err != nil {
+		return nil, err
+	}
+	a, err := model.LoadLoRA(dir, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +132,7 @@ func (s *Service) loadAdapter(modelID string, step int, cfg *model.Config) (*mod
 		return nil, fault.Invalid("model", "checkpoint step %d cannot be served: %v", step, err)
 	}
 	if s.adapters == nil {
-		s.adapters = map[string]map[int]*model.LoRA{}
+		s.adapters = map[string]map[int]cachedAdapter{}
 	}
 	n := 0
 	for _, steps := range s.adapters {
@@ -135,10 +142,16 @@ func (s *Service) loadAdapter(modelID string, step int, cfg *model.Config) (*mod
 		clear(s.adapters)
 	}
 	if s.adapters[modelID] == nil {
-		s.adapters[modelID] = map[int]*model.LoRA{}
+		s.adapters[modelID] = map[int]cachedAdapter{}
 	}
-	s.adapters[modelID][step] = a
+	s.adapters[modelID][step] = cachedAdapter{id: c.ID, lora: a}
 	return a, nil
+}
+
+// cachedAdapter is a loaded adapter and the id of the checkpoint it was loaded from.
+type cachedAdapter struct {
+	id   string
+	lora *model.LoRA
 }
 
 // forget drops a model's cached adapters: the given steps, or all of them.

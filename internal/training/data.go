@@ -45,6 +45,9 @@ func (s *Service) checkDataURLOf(ctx context.Context, param, entity, u string) e
 		if !strings.HasPrefix(id, "file-") || strings.ContainsAny(id, "/\\.") {
 			return fault.Invalid(param, "%s %q does not name an uploaded file", param, u)
 		}
+		if s.Blobs != nil {
+			return s.sharedUploadExists(ctx, param, entity, id)
+		}
 		if _, err := os.Stat(filepath.Join(s.FilesDir, entity, id+".jsonl")); err != nil {
 			return fault.NotFound(param, "uploaded file %s not found", id)
 		}
@@ -146,6 +149,9 @@ func (s *Service) readData(ctx context.Context, entity, u string) ([]byte, error
 		}
 		return buf.Bytes(), nil
 	case strings.HasPrefix(u, "hone-file:///"):
+		if s.Blobs != nil {
+			return s.readSharedUpload(ctx, entity, strings.TrimPrefix(u, "hone-file:///"))
+		}
 		return os.ReadFile(filepath.Join(s.FilesDir, entity, strings.TrimPrefix(u, "hone-file:///")+".jsonl"))
 	case strings.HasPrefix(u, "wandb-artifact://"):
 		p, err := s.artifactPath(ctx, entity, u)

@@ -88,7 +88,11 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 	var adapter *model.LoRA
 	if c, err := s.Reg.Latest(ctx, m.ID); err == nil {
 		step = c.Step
-		a, o, err := train.LoadCheckpoint(s.Reg.CheckpointDir(m.ID, c.Step), &base.Model.Config)
+		dir, err := s.Reg.CheckpointPath(ctx, m.ID, c.Step)
+		if err != nil {
+			return nil, fmt.Errorf("loading checkpoint step %d: %v", c.Step, err)
+		}
+		a, o, err := train.LoadCheckpoint(dir, &base.Model.Config)
 		if err != nil {
 			return nil, fmt.Errorf("loading checkpoint step %d: %v", c.Step, err)
 		}
@@ -125,7 +129,11 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 				refStep = max(0, step-*plan.KLStepLag)
 			}
 			if refStep > 0 {
-				ref, _, err := train.LoadCheckpoint(s.Reg.CheckpointDir(m.ID, refStep), &base.Model.Config)
+				dir, err := s.Reg.CheckpointPath(ctx, m.ID, refStep)
+				if err != nil {
+					return nil, fmt.Errorf("the KL reference, checkpoint step %d: %v", refStep, err)
+				}
+				ref, _, err := train.LoadCheckpoint(dir, &base.Model.Config)
 				if err != nil {
 					return nil, fmt.Errorf("the KL reference, checkpoint step %d: %v", refStep, err)
 				}

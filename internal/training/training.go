@@ -27,7 +27,6 @@ import (
 
 	"github.com/honeai/hone/internal/fault"
 	"github.com/honeai/hone/internal/jobs"
-	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/registry"
 	"github.com/honeai/hone/internal/serving"
 	"github.com/honeai/hone/internal/trace"
@@ -48,13 +47,16 @@ type Service struct {
 	DataRoot string
 	// FilesDir keeps uploaded training files.
 	FilesDir string
-	Log      *slog.Logger
+	// Blobs, when set, keeps uploaded training files instead of FilesDir, shared by every
+	// node on the store (uploads_blob.go).
+	Blobs SharedFiles
+	Log   *slog.Logger
 	// LoRARank and LoRAAlpha shape the adapters of new models.
 	LoRARank  int
 	LoRAAlpha float64
 
 	mu       sync.Mutex
-	adapters map[string]map[int]*model.LoRA // model id → checkpoint step → loaded adapter
+	adapters map[string]map[int]cachedAdapter // model id → checkpoint step → loaded adapter
 }
 
 // ArtifactFiles finds a file of a W&B artifact in the blob store (internal/wandb.Service).
@@ -267,10 +269,21 @@ type Upload struct {
 
 // SaveUpload stores a training data file of entity.
 func (s *Service) SaveUpload(entity string, data []byte) (Upload, error) {
+	return s.SaveUploadContext(context.Background(), entity, data)
+}
+
+// SaveUploadContext is SaveUpload under ctx (for the shared blob store's writes).
+func (s *Service) SaveUploadContext(ctx context.Context, entity string, data []byte) (Upload, error) {
 	if len(strings.TrimSpace(string(data))) == 0 {
 		return Upload{}, fault.Invalid("file", "the file is empty")
 	}
 	id := "file-" + strings.ReplaceAll(uuid.Must(uuid.NewV7()).String(), "-", "")
+	if s.Blobs != nil {
+		if err := s.saveSharedUpload(ctx, entity, id, data); err != nil {
+			return Upload{}, err
+		}
+		return Upload{ID: id, Bytes: len(data), URL: "hone-file:///" + id}, nil
+	}
 	dir := filepath.Join(s.FilesDir, entity)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Upload{}, err

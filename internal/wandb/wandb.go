@@ -70,6 +70,7 @@ type Service struct {
 	secret []byte // signs download URLs; kept in the store so that every server process agrees
 	dir    string // blobs: dir/<entity>/wandb/<md5 hex>
 	now    func() time.Time
+	blobs  SharedBlobs // set by UseBlobs: files are shared blobs instead (shared.go)
 }
 
 // Open migrates the store and returns the service keeping blobs under filesDir.
@@ -313,6 +314,9 @@ func (s *Service) BlobPath(entity, md5hex string) (string, error) {
 	if len(md5hex) != 32 || strings.Trim(md5hex, "0123456789abcdef") != "" {
 		return "", ErrNotFound
 	}
+	if s.blobs != nil {
+		return s.sharedPath(entity, md5hex)
+	}
 	p := filepath.Join(s.dir, entity, "wandb", md5hex)
 	if _, err := os.Stat(p); err != nil {
 		return "", ErrNotFound
@@ -400,7 +404,12 @@ func (s *Service) PutUpload(ctx context.Context, token string, body io.Reader, c
 		return fault.Invalid("Content-MD5", "the body's MD5 is %s, not the Content-MD5 %s", got, contentMD5)
 	}
 	md5hex := hex.EncodeToString(sum.Sum(nil))
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, md5hex)); err != nil {
+	if s.blobs != nil {
+		err = s.putShared(ctx, u.Entity, md5hex, tmp.Name())
+	} else {
+		err = os.Rename(tmp.Name(), filepath.Join(dir, md5hex))
+	}
+	if err != nil {
 		return err
 	}
 	switch u.Kind {

@@ -1,0 +1,42 @@
+package blob
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/honeai/hone/internal/db"
+)
+
+// timeNow is the clock of stored creation times.
+var timeNow = time.Now
+
+// Name records that name in namespace (e.g. "upload/<entity>") is blob info; a name is
+// written once (a second Name of it is ErrExists unless it names the same blob).
+func (b *DB) Name(ctx context.Context, namespace, name string, info Info) error {
+	_, err := b.d.Exec(ctx, `INSERT INTO blob_names (namespace, name, hash, size, created_at) VALUES (?, ?, ?, ?, ?)`,
+		namespace, name, info.Hash, info.Size, db.FormatTime(timeNow()))
+	if db.IsUniqueViolation(err) {
+		old, lerr := b.Lookup(ctx, namespace, name)
+		if lerr == nil && old == info {
+			return nil
+		}
+		return fmt.Errorf("%w: %s/%s", ErrExists, namespace, name)
+	}
+	return err
+}
+
+// Lookup returns the blob a name was given (ErrNotFound when none).
+func (b *DB) Lookup(ctx context.Context, namespace, name string) (Info, error) {
+	var info Info
+	err := b.d.QueryRow(ctx, `SELECT hash, size FROM blob_names WHERE namespace = ? AND name = ?`, namespace, name).Scan(&info.Hash, &info.Size)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Info{}, fmt.Errorf("%w: %s/%s", ErrNotFound, namespace, name)
+	}
+	return info, err
+}
+
+// ErrExists is a name given to another blob already.
+var ErrExists = errors.New("blob: the name is taken")

@@ -1,0 +1,57 @@
+package trace
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+
+	"github.com/honeai/hone/internal/blob"
+)
+
+// FileBlobs is the blob store (blob.Cache) trace files are kept in when several nodes share
+// one PostgreSQL: a file is a blob in 1 MiB chunks, named by its digest in the namespace
+// "trace/<project>", instead of one row of trace_files.
+type FileBlobs interface {
+	Put(ctx context.Context, r io.Reader) (blob.Info, error)
+	Path(ctx context.Context, hash string) (string, error)
+	Name(ctx context.Context, namespace, name string, info blob.Info) error
+	Lookup(ctx context.Context, namespace, name string) (blob.Info, error)
+}
+
+// WithFileBlobs returns st with its files kept in b; files stored in st before are still
+// read from it. Every other method (the optional ones such as TableSorter included) is st's.
+func WithFileBlobs(st *SQLStore, b FileBlobs) Store { return blobFiles{SQLStore: st, b: b} }
+
+type blobFiles struct {
+	*SQLStore
+	b FileBlobs
+}
+
+func fileNamespace(project string) string { return "trace/" + project }
+
+func (f blobFiles) PutFile(ctx context.Context, project, digest, name string, content []byte, at string) error {
+	info, err := f.b.Put(ctx, bytes.NewReader(content))
+	if err != nil {
+		return err
+	}
+	return f.b.Name(ctx, fileNamespace(project), digest, info)
+}
+
+func (f blobFiles) GetFile(ctx context.Context, project, digest string) ([]byte, error) {
+	info, err := f.b.Lookup(ctx, fileNamespace(project), digest)
+	if errors.Is(err, blob.ErrNotFound) {
+		return f.SQLStore.GetFile(ctx, project, digest) // stored before the blob store
+	}
+	if err != nil {
+		return nil, err
+	}
+	p, err := f.b.Path(ctx, info.Hash)
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(p)
+}
+
+var _ TableSorter = blobFiles{} // the sorted-table cache still finds the SQL store's sorter

@@ -1,0 +1,67 @@
+package training
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/honeai/hone/internal/blob"
+	"github.com/honeai/hone/internal/fault"
+)
+
+// SharedFiles is the blob store uploaded training files are kept in when several nodes
+// share one database (blob.Cache): an upload is a blob named "<id>" in the namespace
+// "upload/<entity>", readable by every node.
+type SharedFiles interface {
+	Put(ctx context.Context, r io.Reader) (blob.Info, error)
+	Path(ctx context.Context, hash string) (string, error)
+	Name(ctx context.Context, namespace, name string, info blob.Info) error
+	Lookup(ctx context.Context, namespace, name string) (blob.Info, error)
+}
+
+func uploadNamespace(entity string) string { return "upload/" + entity }
+
+// saveSharedUpload stores an upload as a named blob.
+func (s *Service) saveSharedUpload(ctx context.Context, entity, id string, data []byte) error {
+	info, err := s.Blobs.Put(ctx, bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	return s.Blobs.Name(ctx, uploadNamespace(entity), id, info)
+}
+
+// sharedUploadExists checks an uploaded file in the blob store.
+func (s *Service) sharedUploadExists(ctx context.Context, param, entity, id string) error {
+	_, err := s.Blobs.Lookup(ctx, uploadNamespace(entity), id)
+	if errors.Is(err, blob.ErrNotFound) {
+		if _, lerr := os.Stat(s.localUpload(entity, id)); lerr == nil { // uploaded before the blob store
+			return nil
+		}
+		return fault.NotFound(param, "uploaded file %s not found", id)
+	}
+	return err
+}
+
+// localUpload is where an upload was kept before the shared blob store (FilesDir).
+func (s *Service) localUpload(entity, id string) string {
+	return filepath.Join(s.FilesDir, entity, id+".jsonl")
+}
+
+// readSharedUpload reads an uploaded file from the blob store (through the node's cache).
+func (s *Service) readSharedUpload(ctx context.Context, entity, id string) ([]byte, error) {
+	info, err := s.Blobs.Lookup(ctx, uploadNamespace(entity), id)
+	if errors.Is(err, blob.ErrNotFound) {
+		return os.ReadFile(s.localUpload(entity, id)) // uploaded before the blob store
+	}
+	if err != nil {
+		return nil, err
+	}
+	p, err := s.Blobs.Path(ctx, info.Hash)
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(p)
+}

@@ -1,0 +1,59 @@
+package wandb
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/honeai/hone/internal/blob"
+)
+
+// SharedBlobs is the blob store (blob.Cache) artifact and run files are kept in when several
+// nodes share one PostgreSQL: a file is a blob named by its MD5 (hex) in the namespace
+// "wandb/<entity>", so a file uploaded through one node is downloaded, or trained on, through
+// any other.
+type SharedBlobs interface {
+	Put(ctx context.Context, r io.Reader) (blob.Info, error)
+	Path(ctx context.Context, hash string) (string, error)
+	Name(ctx context.Context, namespace, name string, info blob.Info) error
+	Lookup(ctx context.Context, namespace, name string) (blob.Info, error)
+}
+
+// UseBlobs keeps the service's files in b instead of the files directory.
+func (s *Service) UseBlobs(b SharedBlobs) { s.blobs = b }
+
+func blobNamespace(entity string) string { return "wandb/" + entity }
+
+// putShared stores an uploaded file (written and checked at tmp) as the blob of md5hex.
+func (s *Service) putShared(ctx context.Context, entity, md5hex, tmp string) error {
+	f, err := os.Open(tmp)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	info, err := s.blobs.Put(ctx, f)
+	if err != nil {
+		return err
+	}
+	return s.blobs.Name(ctx, blobNamespace(entity), md5hex, info)
+}
+
+// sharedPath is BlobPath with shared blobs: the node's cached copy.
+func (s *Service) sharedPath(entity, md5hex string) (string, error) {
+	ctx := context.Background()
+	info, err := s.blobs.Lookup(ctx, blobNamespace(entity), md5hex)
+	if errors.Is(err, blob.ErrNotFound) {
+		// Stored before the blob store was used: on this node's disk, or nowhere.
+		p := filepath.Join(s.dir, entity, "wandb", md5hex)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", err
+	}
+	return s.blobs.Path(ctx, info.Hash)
+}
