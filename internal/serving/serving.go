@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"sync"
 
 	"github.com/honeai/hone/internal/chattemplate"
@@ -260,13 +261,19 @@ func (r *Models) Get(name string) (*Served, bool) {
 	return s, ok
 }
 
-// List returns the served models in the order added.
+// List returns the served models: the default first, then the others by name, so that nodes
+// serving the same models list them alike, whichever order they loaded them in (a node picks
+// up base models registered in the shared store while it runs).
 func (r *Models) List() []*Served {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	out := make([]*Served, 0, len(r.order))
 	for _, n := range r.order {
 		out = append(out, r.models[n])
+	}
+	if len(out) > 1 {
+		rest := out[1:]
+		sort.Slice(rest, func(i, j int) bool { return rest[i].Name < rest[j].Name })
 	}
 	return out
 }
