@@ -37,15 +37,29 @@ func quantizeType(t gguf.TensorType, cols int) (gguf.TensorType, bool) {
 }
 
 // quantizeWeight quantizes w (rows × cols, f32 or 16-bit) to t (or its fallback for cols), or
-// returns it unchanged when no quantized type fits cols.
+// returns it unchanged when no quantized type fits cols. It goes a chunk of rows (about 4 MB
+// of f32) at a time, so the f32 values of a whole matrix (544 MB for Qwen2.5-0.5B's
+// embedding) never exist at once: a quantized load's peak memory stays near the quantized
+// model's.
 func quantizeWeight(w Weight, t gguf.TensorType) (Weight, error) {
 	typ, ok := quantizeType(t, w.Cols)
 	if !ok || w.Q != nil {
 		return w, nil
 	}
-	data, err := quant.Quantize(typ, w.Floats(), w.Cols)
-	if err != nil {
-		return Weight{}, fmt.Errorf("cannot be quantized to %s: %w", typ, err)
+	rowBytes := w.Cols / typ.BlockSize() * typ.BlockBytes()
+	data := make([]byte, 0, w.Rows*rowBytes)
+	chunk := max(1, (1<<20)/w.Cols)
+	buf := make([]float32, min(chunk, w.Rows)*w.Cols)
+	for r0 := 0; r0 < w.Rows; r0 += chunk {
+		n := min(chunk, w.Rows-r0)
+		for r := range n {
+			w.Row(buf[r*w.Cols:], r0+r)
+		}
+		q, err := quant.Quantize(typ, buf[:n*w.Cols], w.Cols)
+		if err != nil {
+			return Weight{}, fmt.Errorf("cannot be quantized to %s: %w", typ, err)
+		}
+		data = append(data, q...)
 	}
 	q, err := quant.NewMatrix(typ, w.Rows, w.Cols, data)
 	if err != nil {
