@@ -8,18 +8,22 @@ import (
 	"github.com/honeai/hone/internal/quant"
 )
 
-// ParseQuantize reads a --quantize value: "" (none: gguf.F32), "q8_0" or "q4_k" (any case).
+// ParseQuantize reads a --quantize value (any case): "" (none: gguf.F32), or one of the types
+// Hone quantizes to and multiplies quantized: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k.
 func ParseQuantize(s string) (gguf.TensorType, error) {
-	switch strings.ToLower(s) {
-	case "":
+	if s == "" {
 		return gguf.F32, nil
-	case "q8_0":
-		return gguf.Q8_0, nil
-	case "q4_k":
-		return gguf.Q4_K, nil
 	}
-	return gguf.F32, fmt.Errorf("model: quantize %q: use q8_0 or q4_k", s)
+	for _, t := range quantizeTypes {
+		if strings.EqualFold(s, t.String()) {
+			return t, nil
+		}
+	}
+	return gguf.F32, fmt.Errorf("model: quantize %q: use q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k", s)
 }
+
+// quantizeTypes are the types ParseQuantize accepts.
+var quantizeTypes = []gguf.TensorType{gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K}
 
 // quantizeType is the type a matrix of cols columns is quantized to when t is asked: t when
 // cols is a multiple of its block size; for a K-quant whose super-block of 256 does not

@@ -91,7 +91,7 @@ func seqLoss(e *Trainer, pk Packed, a *model.LoRA) float64 {
 }
 
 // QLoRA SFT on every architecture Hone trains, on the base quantized at load to Q8_0 and to
-// Q4_K: every matrix stays quantized (embedding and head included); a training pass after
+// Q4_K (and, on Llama, to every other type --quantize serves): every matrix stays quantized (embedding and head included); a training pass after
 // the first allocates less than one dequantized copy of the largest matrix would take (so
 // no pass materialises dequantized weights; the backward products go by quant.MatMulAcc's
 // small tiles); the loss goes down; and the checkpoint is a PEFT adapter that loads on the
@@ -100,7 +100,11 @@ func seqLoss(e *Trainer, pk Packed, a *model.LoRA) float64 {
 func TestQLoRASFT(t *testing.T) {
 	for _, arch := range qloraArchs {
 		dir := qloraDir(t, arch)
-		for _, q := range []gguf.TensorType{gguf.Q8_0, gguf.Q4_K} {
+		types := []gguf.TensorType{gguf.Q8_0, gguf.Q4_K}
+		if arch == "llama" { // the other types --quantize serves, on one architecture
+			types = append(types, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q5_K, gguf.Q6_K)
+		}
+		for _, q := range types {
 			t.Run(arch+"/"+q.String(), func(t *testing.T) {
 				m, err := model.Load(dir, model.LoadOptions{Quantize: q})
 				if err != nil {
