@@ -13,8 +13,8 @@ import (
 )
 
 // TestServeQuantize: --quantize q4_k quantizes a --model directory's matrices at load (the
-// weights line at start says how much less they take) and the model answers; a value other
-// than q8_0 or q4_k is a usage error.
+// weights line at start says how much less they take) and the model answers; a type Hone
+// does not quantize to is a usage error.
 func TestServeQuantize(t *testing.T) {
 	model := t.TempDir()
 	o := synth.Tiny("llama")

@@ -6,14 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/honeai/hone/internal/gguf"
 	"github.com/honeai/hone/internal/model"
+	"github.com/honeai/hone/internal/quant"
 	"github.com/honeai/hone/internal/synth"
 )
 
@@ -277,6 +280,84 @@ func TestQLoRARLStep(t *testing.T) {
 			t.Logf("rewarded tokens' mean logprob on the %s base %.3f -> %.3f; the checkpoint on the unquantized base %.3f -> %.3f", q, before, after, fb, fa)
 			if !(after > before+0.5) || !(fa > fb+0.5) {
 				t.Fatalf("rewarded tokens' logprob %.3f -> %.3f on the %s base, %.3f -> %.3f with the checkpoint on the unquantized one", before, after, q, fb, fa)
+			}
+		})
+	}
+}
+
+// The tiled head of a quantized LM head (headQuant: the vocabulary a tile at a time, an
+// online log-sum-exp) gives the statistics and gradients of the chunked head on the same
+// quantized weights, through both head paths (coefficients after the statistics, and known
+// beforehand), with Seq.Need, and with Gemma 2's final soft-capping; tiles of 7 rows make
+// the running maximum move many times and leave a partial last tile.
+func TestQuantHeadPathsAgree(t *testing.T) {
+	defer func(n int) { headTile, tiledQuantHead, quant.GEMMRows = n, true, -1 }(headTile)
+	// The chunked head's products by dequantized tiles too (exact in the activations, as the
+	// tiled head's are), not on 8-bit activations.
+	headTile, quant.GEMMRows = 7, 1
+	for _, arch := range []string{"llama", "gemma2"} {
+		t.Run(arch, func(t *testing.T) {
+			dir := tinyDir(t, arch, 0.2)
+			m, err := model.Load(dir, model.LoadOptions{Quantize: gguf.Q8_0})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			if m.LMHead.W.Q == nil {
+				t.Fatal("the head is not quantized")
+			}
+			a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 4, Seed: 3})
+			randomise(a, 5)
+			e, _ := NewTrainer(m, a)
+			e.ChunkRows = 5
+			rng := rand.New(rand.NewPCG(2, 2))
+			s := Seq{Tokens: make([]int, 23), Segments: []int{0, 13}}
+			w := make([]float32, len(s.Tokens))
+			need := make([]bool, len(s.Tokens))
+			for i := range s.Tokens {
+				s.Tokens[i] = rng.IntN(m.Config.VocabSize)
+				if i%3 != 0 {
+					w[i], need[i] = float32(rng.Float64()), true
+				}
+			}
+			g := make([]float32, len(w))
+			for i, v := range w {
+				g[i] = -v
+			}
+			sn := s
+			sn.Need = need
+			run := func(tiled bool) ([]TokenStats, [][]float32) {
+				tiledQuantHead = tiled
+				var sts []TokenStats
+				var gs [][]float32
+				for _, f := range []func() TokenStats{
+					func() TokenStats { return e.ForwardBackward(s, weightedNLL(w)) },
+					func() TokenStats { return e.ForwardBackwardWeights(s, g) },
+					func() TokenStats { return e.ForwardBackward(sn, weightedNLL(w)) },
+				} {
+					sts = append(sts, f())
+					for _, x := range e.G.list() {
+						gs = append(gs, slices.Clone(x))
+					}
+					e.G.Zero()
+				}
+				return sts, gs
+			}
+			st0, g0 := run(false)
+			st1, g1 := run(true)
+			for k := range st0 {
+				for i := range s.Tokens {
+					if d, de := math.Abs(float64(st1[k].Logp[i]-st0[k].Logp[i])), math.Abs(float64(st1[k].Entropy[i]-st0[k].Entropy[i])); d > 1e-5 || de > 1e-4 {
+						t.Fatalf("pass %d position %d: logp %v tiled, %v chunked; entropy %v, %v", k, i, st1[k].Logp[i], st0[k].Logp[i], st1[k].Entropy[i], st0[k].Entropy[i])
+					}
+				}
+			}
+			for k := range g0 {
+				for j := range g0[k] {
+					if d := math.Abs(float64(g1[k][j] - g0[k][j])); d > 1e-5+1e-4*math.Abs(float64(g0[k][j])) {
+						t.Fatalf("gradient tensor %d[%d]: %v tiled, %v chunked", k, j, g1[k][j], g0[k][j])
+					}
+				}
 			}
 		})
 	}
