@@ -13,9 +13,9 @@ import (
 var tiledQuantHead = true
 
 // headTile is how many vocabulary rows of a quantized LM head headQuant dequantizes at a
-// time: 256 rows of a 896-wide head are 0.9 MB of f32, which stay in L2 while every needed
-// position meets them.
-var headTile = 256
+// time (3.5 MB of f32 for a 896-wide head): fewer tiles mean fewer passes over the
+// positions' gradient, which every tile's backward product adds into.
+var headTile = 1024
 
 // headQuant is head for a quantized LM head (QLoRA): instead of chunks of positions against
 // the whole vocabulary — which would dequantize the whole head once per chunk and direction,
@@ -39,7 +39,12 @@ func (e *Trainer) headQuant(s Seq, xf []float32, rows []int, st *TokenStats, lse
 	for i, t := range rows {
 		copy(xc[i*H:(i+1)*H], xf[t*H:(t+1)*H])
 	}
+	// The positions are packed once as the GEMM's B operand; each tile's logits come out
+	// transposed (tile × n) and are transposed back, rather than packing the n × H positions
+	// again for every tile.
+	px := gemm.PackB(true, n, H, xc, H)
 	wt := e.ar.raw(tile * H)  // the dequantized tile of head rows
+	lT := e.ar.raw(tile * n)  // the tile's logits, tile × n
 	lt := e.ar.raw(n * tile)  // the tile's logits (then dlogits), n × tile
 	scr := e.ar.raw(n * tile) // exponentials of the first walk
 	var capT []float32        // final soft-capping: tanh of each capped logit of the tile
@@ -49,7 +54,16 @@ func (e *Trainer) headQuant(s Seq, xf []float32, rows []int, st *TokenStats, lse
 	// logits computes the tile [v0, v0+w)'s logits of every position into lt (n × w).
 	logits := func(v0, w int) {
 		kernels.ParallelFor(w, 8, func(r int) { W.Row(wt[r*H:(r+1)*H], v0+r) })
-		gemm.Sgemm(false, true, n, w, H, 1, xc, H, wt, H, 0, lt, w)
+		gemm.GemmPacked(false, w, 1, wt, H, px, 0, lT, n)
+		kernels.ParallelFor((n+15)/16, 1, func(b int) {
+			i0, i1 := 16*b, min(16*b+16, n)
+			for j := range w {
+				src := lT[j*n+i0 : j*n+i1]
+				for k, v := range src {
+					lt[(i0+k)*w+j] = v
+				}
+			}
+		})
 		if capT != nil {
 			kernels.ParallelFor(n, 8, func(i int) {
 				model.Softcap(lt[i*w:(i+1)*w], capT[i*w:(i+1)*w], m.Config.FinalSoftcap)
