@@ -7,7 +7,7 @@
 # shape (1 GB of bf16 weights). QLORA=1 (with QWEN=1) adds, on the Qwen shape, Hone on the
 # bf16 model quantized at load to Q8_0 and to Q4_K (QLoRA), and PyTorch + peft on the base
 # loaded in bitsandbytes 4-bit NF4, run by BNB_PYTHON (a Python that also has bitsandbytes;
-# default PYTHON).
+# default PYTHON). MODELS (e.g. qwen2.5-0.5b-bf16) measures only those models.
 set -eu
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python3}
@@ -18,6 +18,7 @@ go build -o "$WORK/hone" ./cmd/hone
 go test -c -o "$WORK/train.test" ./internal/train
 models="smollm2-135m-f32 smollm2-135m-bf16"
 [ "${QWEN:-}" = 1 ] && models="$models qwen2.5-0.5b-bf16"
+models=${MODELS:-$models}
 for m in $models; do
   dtype=${m##*-}
   preset=${m%-*}
