@@ -27,7 +27,7 @@ var headTile = 1024
 // recomputes each tile's logits, turns them into dlogits = g·(onehot − softmax) and adds
 // dlogits·W_tile into the positions' gradient while the tile is still dequantized. The head is
 // dequantized twice per SFT step, no copy of it outlives a tile, and the logits held are
-// positions × headTile instead of ChunkRows × vocabulary.
+// positions × headTile (logits and exponentials) instead of ChunkRows × vocabulary.
 func (e *Trainer) headQuant(s Seq, xf []float32, rows []int, st *TokenStats, lse, g, dxf []float32) {
 	m := e.M
 	H, V := m.Config.HiddenSize, m.Config.VocabSize
