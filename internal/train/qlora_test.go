@@ -154,7 +154,7 @@ func TestQLoRASFT(t *testing.T) {
 				runtime.ReadMemStats(&m1)
 				alloc := int64(m1.TotalAlloc - m0.TotalAlloc)
 				t.Logf("a training pass allocated %d bytes; the largest matrix dequantized is %d", alloc, largest)
-				if alloc >= largest {
+				if alloc >= largest && !raceEnabled {
 					t.Fatalf("a training pass allocated %d bytes, as much as the largest matrix dequantized (%d)", alloc, largest)
 				}
 				debug.SetGCPercent(100)
