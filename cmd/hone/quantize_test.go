@@ -3,18 +3,21 @@ package main
 import (
 	"context"
 	"io"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/dustin/go-humanize"
 
+	hmodel "github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/synth"
 )
 
 // TestServeQuantize: --quantize q4_k quantizes a --model directory's matrices at load (the
-// weights line at start says how much less they take) and the model answers; a value other
-// than q8_0 or q4_k is a usage error.
+// weights line at start says how much less they take) and the model answers; a type Hone
+// does not quantize to is a usage error. An SFT job on it trains on the quantized weights
+// (QLoRA) and its checkpoint loads on the unquantized model.
 func TestServeQuantize(t *testing.T) {
 	model := t.TempDir()
 	o := synth.Tiny("llama")
@@ -49,6 +52,28 @@ func TestServeQuantize(t *testing.T) {
 	if code != 200 || !strings.Contains(string(body), `"completion_tokens":4`) {
 		t.Fatalf("chat: %d %s", code, body)
 	}
+	// QLoRA: an SFT job on the quantized served model trains on its quantized weights; the
+	// checkpoint serves on it and is a PEFT adapter that loads on the unquantized model.
+	bearer, u := "Bearer "+initialKey(t, dir), s.url+"/v1/preview"
+	code, _, body = do(t, "POST", u+"/models", bearer, `{"project":"p","name":"q","base_model":"tiny"}`)
+	id := jsonOf(t, code, body, 200)["id"].(string)
+	code, _, body = do(t, "POST", u+"/files", bearer, sftData)
+	url := jsonOf(t, code, body, 200)["url"].(string)
+	code, _, body = do(t, "POST", u+"/sft-training-jobs", bearer, `{"model_id":"`+id+`","training_data_url":"`+url+`","config":{"learning_rate":0.01}}`)
+	if j := waitJob(t, s, bearer, jsonOf(t, code, body, 200)["id"].(string)); j["status"] != "SUCCEEDED" {
+		t.Fatalf("sft job on the q4_k base: %v", j)
+	}
+	code, _, body = do(t, "POST", s.url+"/v1/chat/completions", bearer, `{"model":"local/p/q:latest","messages":[{"role":"user","content":"Hi"}],"max_tokens":2}`)
+	jsonOf(t, code, body, 200)
+	full, err := hmodel.Load(model, hmodel.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Close()
+	if _, err := hmodel.LoadLoRA(filepath.Join(dir, "checkpoints", id, "step1"), &full.Config); err != nil {
+		t.Fatalf("the QLoRA checkpoint on the unquantized model: %v", err)
+	}
+
 	var stderr strings.Builder
 	if code := runServe(context.Background(), []string{"--addr", "127.0.0.1:0", "--data", t.TempDir(), "--no-demo-model",
 		"--model", "tiny=" + model, "--quantize", "q3_k"}, io.Discard, &stderr, nil); code == 0 || !strings.Contains(stderr.String(), "--quantize") {

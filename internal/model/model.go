@@ -113,10 +113,10 @@ func (m *Model) bf16Rows(T int) bool {
 // LoadOptions tunes Load.
 type LoadOptions struct {
 	DType DType // weight format in memory (default: as stored)
-	// Quantize, when a quantized type (Q8_0 or Q4_K from --quantize, see ParseQuantize; the
-	// zero value F32 is none), quantizes the
-	// matrices (embedding, projections, LM head) at load with quant.Quantize, one at a time,
-	// to be multiplied as they are (see Weight.Q). A matrix whose row length the type's block
+	// Quantize, when a quantized type (from --quantize, see ParseQuantize; the zero value F32
+	// is none), quantizes the matrices (embedding, projections, experts, LM head) at load with
+	// quant.Quantize, a chunk of rows at a time, to be multiplied as they are (see Weight.Q),
+	// and drops each quantized tensor's mapped pages from memory. A matrix whose row length the type's block
 	// does not divide falls back as llama.cpp does (Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0,
 	// for rows a multiple of 32 but not of 256), else it stays as stored. Matrices already quantized (a GGUF's) stay as
 	// they are. Not with DType f32 or bf16.

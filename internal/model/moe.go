@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/honeai/hone/internal/gemm"
 	"github.com/honeai/hone/internal/gguf"
@@ -436,6 +437,9 @@ func (ld *loader) experts(name string, E, rows, cols int) ([]Weight, error) {
 			v.F32, v.Half, v.Kind = v.Floats(), nil, 0
 		}
 		out[e] = v
+	}
+	if ld.quantize != gguf.F32 && w.Q == nil && !slices.ContainsFunc(out, func(v Weight) bool { return v.Q == nil }) {
+		ld.release(name)
 	}
 	return out, nil
 }

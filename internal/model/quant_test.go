@@ -422,8 +422,15 @@ func TestLoadQuantize(t *testing.T) {
 			compareGreedy(t, q, f, c.tol)
 		})
 	}
-	if _, err := model.ParseQuantize("q4_1"); err == nil {
-		t.Error("ParseQuantize accepts q4_1")
+	for _, s := range []string{"q3_k", "q8_1", "f16", "q4"} {
+		if _, err := model.ParseQuantize(s); err == nil {
+			t.Errorf("ParseQuantize accepts %q", s)
+		}
+	}
+	for _, s := range []string{"q4_0", "Q4_1", "q5_0", "q5_1", "q5_k", "q6_k"} {
+		if typ, err := model.ParseQuantize(s); err != nil || !strings.EqualFold(typ.String(), s) {
+			t.Errorf("ParseQuantize(%q) = %v, %v", s, typ, err)
+		}
 	}
 	_, err = model.Load(dir, model.LoadOptions{Quantize: gguf.Q8_0, DType: model.DTypeBF16})
 	if err == nil || !strings.Contains(err.Error(), "cannot be combined") {

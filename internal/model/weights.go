@@ -326,7 +326,23 @@ func (s safetensorsSource) weight(name string, rows, cols int) (Weight, error) {
 }
 
 func (s safetensorsSource) names() []string { return s.f.Names() }
-func (s safetensorsSource) Close() error    { return s.f.Close() }
+
+// release gives back the memory of the named tensor's mapped pages (safetensors.Tensor.Release).
+func (s safetensorsSource) release(name string) {
+	if t, ok := s.f.Tensor(name); ok {
+		t.Release()
+	}
+}
+
+// release tells the source that the named tensor's stored data is no longer read (it was
+// quantized into a copy), so that its mapped pages stop counting as the process's memory.
+func (ld *loader) release(name string) {
+	if r, ok := ld.src.(interface{ release(string) }); ok {
+		r.release(name)
+	}
+}
+
+func (s safetensorsSource) Close() error { return s.f.Close() }
 
 type loader struct {
 	src      tensorSource
@@ -393,9 +409,12 @@ func (ld *loader) matrix(name string, rows, cols int) (Weight, error) {
 	if err != nil {
 		return Weight{}, fmt.Errorf("model: weight %s %w", name, err)
 	}
-	if ld.quantize != gguf.F32 {
+	if ld.quantize != gguf.F32 && w.Q == nil {
 		if w, err = quantizeWeight(w, ld.quantize); err != nil {
 			return Weight{}, fmt.Errorf("model: weight %s %w", name, err)
+		}
+		if w.Q != nil {
+			ld.release(name)
 		}
 	}
 	switch {

@@ -199,10 +199,10 @@ func TestMatMulTNoGarbage(t *testing.T) {
 func TestMatMulAccMatchesDequantized(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	for _, typ := range allTypes {
-		for _, shape := range [][2]int{{37, 3}, {300, 1}} {
+		for _, shape := range [][2]int{{37, 3}, {1100, 1}} {
 			cols := shape[1] * typ.BlockSize()
 			m, w := randomMatrix(t, r, typ, shape[0], cols)
-			if shape[0] <= accTile(cols) && shape[0] == 300 {
+			if shape[0] <= accTile(cols) && shape[0] == 1100 {
 				t.Fatalf("%d rows fit one tile of %d", shape[0], accTile(cols))
 			}
 			for _, rows := range []int{1, 3, 16} {

@@ -57,6 +57,8 @@ type Tensor struct {
 	Shape []int
 	// Data is the raw little-endian bytes (a view of the mapped file).
 	Data []byte
+
+	mapped bool // Data is a view of a mapped file (see Release)
 }
 
 // Elems is the number of elements.
@@ -266,7 +268,7 @@ func (f *File) add(path string) error {
 		if _, dup := f.tensors[name]; dup {
 			return fmt.Errorf("safetensors: tensor %q appears in more than one shard", name)
 		}
-		f.tensors[name] = &Tensor{Name: name, DType: e.DType, Shape: e.Shape, Data: body[e.DataOffsets[0]:e.DataOffsets[1]]}
+		f.tensors[name] = &Tensor{Name: name, DType: e.DType, Shape: e.Shape, Data: body[e.DataOffsets[0]:e.DataOffsets[1]], mapped: true}
 	}
 	if f.metadata == nil {
 		f.metadata = meta

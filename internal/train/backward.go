@@ -642,6 +642,10 @@ func (e *Trainer) headPackedT() *gemm.PackedB {
 // per position) it also adds the rows' gradient dL/dxf into dxf, from the same logits.
 func (e *Trainer) head(s Seq, xf []float32, rows []int, st *TokenStats, lse, g, dxf []float32) {
 	m := e.M
+	if m.LMHead.W.Q != nil && tiledQuantHead {
+		e.headQuant(s, xf, rows, st, lse, g, dxf)
+		return
+	}
 	H, V := m.Config.HiddenSize, m.Config.VocabSize
 	chunk := max(e.ChunkRows, 1)
 	n0 := min(chunk, len(rows))

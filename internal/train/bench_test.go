@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/honeai/hone/internal/gguf"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/synth"
 )
@@ -20,8 +21,15 @@ var benchModels = map[string]*model.Model{}
 // benchModel writes (once per process) a model of the given preset and dtype into the
 // temporary directory, or uses HONE_BENCH_MODELS/<name>-<dtype> when set, and loads it once.
 func benchModel(b *testing.B, name, dtype string) *model.Model {
+	return benchModelQ(b, name, dtype, gguf.F32)
+}
+
+// benchModelQ is benchModel with the matrices quantized to q at load (gguf.F32: none), as a
+// training job's base_model with "quantize" is.
+func benchModelQ(b *testing.B, name, dtype string, q gguf.TensorType) *model.Model {
 	b.Helper()
-	if m, ok := benchModels[name+"-"+dtype]; ok {
+	key := name + "-" + dtype + "-" + q.String()
+	if m, ok := benchModels[key]; ok {
 		return m
 	}
 	dir := filepath.Join(os.Getenv("HONE_BENCH_MODELS"), name+"-"+dtype)
@@ -38,11 +46,11 @@ func benchModel(b *testing.B, name, dtype string) *model.Model {
 			b.Fatal(err)
 		}
 	}
-	m, err := model.Load(dir, model.LoadOptions{})
+	m, err := model.Load(dir, model.LoadOptions{Quantize: q})
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchModels[name+"-"+dtype] = m
+	benchModels[key] = m
 	return m
 }
 
@@ -66,14 +74,24 @@ func peakRSSMB() float64 {
 }
 
 // BenchmarkSFTStep: one LoRA SFT step (forward, backward, AdamW) on one 512-token sequence,
-// rank 16 on all seven modules, every token learned. Metrics: tokens/s and peak RSS.
+// rank 16 on all seven modules, every token learned. Metrics: tokens/s and peak RSS. The
+// -q8_0 and -q4_k cases train on the bf16 model quantized at load (QLoRA).
 func BenchmarkSFTStep(b *testing.B) {
-	for _, c := range []struct{ name, dtype string }{{"smollm2-135m", "f32"}, {"smollm2-135m", "bf16"}, {"qwen2.5-0.5b", "bf16"}} {
-		b.Run(c.name+"-"+c.dtype, func(b *testing.B) {
+	for _, c := range []struct {
+		name, dtype string
+		q           gguf.TensorType
+	}{{"smollm2-135m", "f32", gguf.F32}, {"smollm2-135m", "bf16", gguf.F32}, {"qwen2.5-0.5b", "bf16", gguf.F32},
+		{"smollm2-135m", "bf16", gguf.Q8_0}, {"smollm2-135m", "bf16", gguf.Q4_K},
+		{"qwen2.5-0.5b", "bf16", gguf.Q8_0}, {"qwen2.5-0.5b", "bf16", gguf.Q4_K}} {
+		sub := c.name + "-" + c.dtype
+		if c.q != gguf.F32 {
+			sub += "-" + strings.ToLower(c.q.String())
+		}
+		b.Run(sub, func(b *testing.B) {
 			if c.name == "qwen2.5-0.5b" && os.Getenv("HONE_BENCH_QWEN") == "" {
 				b.Skip("set HONE_BENCH_QWEN=1 for the Qwen2.5-0.5B shape (2 GB of weights)")
 			}
-			m := benchModel(b, c.name, c.dtype)
+			m := benchModelQ(b, c.name, c.dtype, c.q)
 			a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 16, Alpha: 32, Seed: 1})
 			e, _ := NewTrainer(m, a)
 			rng := rand.New(rand.NewPCG(1, 1))

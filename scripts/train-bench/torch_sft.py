@@ -1,8 +1,10 @@
 """PyTorch + peft reference for BenchmarkSFTStep: one LoRA SFT step (forward, backward,
 AdamW) on one 512-token sequence, rank 16 on all seven modules, on CPU.
 
-Usage: python torch_sft.py MODEL_DIR [STEPS] [DTYPE]   (DTYPE float32 or bfloat16)
-Prints tokens/s (median of the steps after one warm-up) and peak RSS in MB.
+Usage: python torch_sft.py MODEL_DIR [STEPS] [DTYPE] [QUANT]   (DTYPE float32 or bfloat16)
+QUANT nf4 loads the base in bitsandbytes' 4-bit NF4 (QLoRA's recipe: BitsAndBytesConfig with
+load_in_4bit, double quantisation, compute in DTYPE); it needs bitsandbytes (CPU support since
+0.45). Prints tokens/s (median of the steps after one warm-up) and peak RSS in MB.
 """
 import resource
 import statistics
@@ -20,7 +22,16 @@ def main():
     dtype = getattr(torch, sys.argv[3]) if len(sys.argv) > 3 else torch.float32
     torch.set_num_threads(2)
     torch.manual_seed(0)
-    base = AutoModelForCausalLM.from_pretrained(src, torch_dtype=dtype)
+    quant = sys.argv[4] if len(sys.argv) > 4 else ""
+    if quant == "nf4":
+        from transformers import BitsAndBytesConfig
+        q = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                               bnb_4bit_compute_dtype=dtype)
+        base = AutoModelForCausalLM.from_pretrained(src, dtype=dtype, quantization_config=q, device_map="cpu")
+    elif quant:
+        sys.exit(f"QUANT {quant!r}: use nf4")
+    else:
+        base = AutoModelForCausalLM.from_pretrained(src, torch_dtype=dtype)
     cfg = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, bias="none", task_type="CAUSAL_LM",
                      target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
     model = get_peft_model(base, cfg)

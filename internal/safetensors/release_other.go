@@ -1,0 +1,6 @@
+//go:build !unix
+
+package safetensors
+
+// Release does nothing where files are read into memory rather than mapped.
+func (t *Tensor) Release() {}
