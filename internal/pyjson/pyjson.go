@@ -10,8 +10,6 @@
 package pyjson
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -621,11 +619,7 @@ func AppendCompact(b []byte, v Value) []byte {
 	case Int, Float:
 		return append(b, v.Str...)
 	case Raw:
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, []byte(v.Str)); err != nil {
-			return append(b, "null"...)
-		}
-		return append(b, buf.Bytes()...)
+		return AppendCompactText(b, v.Str)
 	case String:
 		return appendJSONString(b, v.Str)
 	case Array:
@@ -650,6 +644,71 @@ func AppendCompact(b []byte, v Value) []byte {
 		return append(b, '}')
 	}
 	return b
+}
+
+// AppendCompactText appends the valid JSON text s without its insignificant whitespace (what
+// encoding/json.Compact does, in one pass with no scanner state machine): whitespace is dropped
+// outside strings, everything else is copied as is.
+func AppendCompactText[T string | []byte](b []byte, s T) []byte {
+	ws := firstInsignificantSpace(s)
+	if ws < 0 {
+		return append(b, s...)
+	}
+	b = append(b, s[:ws]...)
+	inStr := false
+	for i := ws; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case inStr:
+			if c == '\\' {
+				b = append(b, c, s[i+1])
+				i++
+				continue
+			}
+			if c == '"' {
+				inStr = false
+			}
+		case c == '"':
+			inStr = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			continue
+		}
+		b = append(b, c)
+	}
+	return b
+}
+
+// CompactText returns valid JSON text without insignificant whitespace: data itself (not a
+// copy) when it has none.
+func CompactText(data []byte) []byte {
+	if firstInsignificantSpace(data) < 0 {
+		return data
+	}
+	return AppendCompactText(make([]byte, 0, len(data)), data)
+}
+
+// firstInsignificantSpace is the offset of the first whitespace outside strings in the valid
+// JSON text s, or -1.
+func firstInsignificantSpace[T string | []byte](s T) int {
+	inStr := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if inStr {
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				inStr = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inStr = true
+		case ' ', '\t', '\n', '\r':
+			return i
+		}
+	}
+	return -1
 }
 
 // Compact returns AppendCompact(nil, v).

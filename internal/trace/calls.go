@@ -87,12 +87,7 @@ func callValue(raw json.RawMessage, field string, object bool) ([]byte, error) {
 	if object && t[0] != '{' {
 		return nil, badField(field, "must be a JSON object")
 	}
-	var buf bytes.Buffer
-	buf.Grow(len(t))
-	if err := json.Compact(&buf, t); err != nil {
-		return nil, badField(field, "invalid JSON: %v", err)
-	}
-	return buf.Bytes(), nil
+	return pyjson.CompactText(t), nil
 }
 
 func (s *Service) startRow(st StartedCallSchemaForInsert, field string) (*CallStartRow, error) {
@@ -159,7 +154,7 @@ func (s *Service) endRow(e EndedCallSchemaForInsert, field string) (*CallEndRow,
 		return nil, err
 	}
 	row := &CallEndRow{ID: e.ID, TraceID: optString(e.TraceID), EndedAt: ended, Summary: summary,
-		DisplayName: optString(e.DisplayName), WBRunStepEnd: e.WBRunStepEnd}
+		Usage: encodeUsage(summary), DisplayName: optString(e.DisplayName), WBRunStepEnd: e.WBRunStepEnd}
 	if e.Exception != nil {
 		row.HasException, row.Exception = true, *e.Exception
 	}

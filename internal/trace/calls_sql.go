@@ -19,9 +19,10 @@ const (
 		started_at = excluded.started_at, attributes = excluded.attributes, inputs = excluded.inputs,
 		input_refs = excluded.input_refs, otel_dump = excluded.otel_dump, wb_user_id = excluded.wb_user_id,
 		wb_run_id = excluded.wb_run_id, wb_run_step = excluded.wb_run_step, sdk_cumulative = excluded.sdk_cumulative`
-	endCols   = `ended_at, exception, output, summary, output_refs, wb_run_step_end`
+	endCols   = `ended_at, exception, output, summary, summary_usage, output_refs, wb_run_step_end`
 	endUpdate = `ended_at = excluded.ended_at, exception = excluded.exception, output = excluded.output,
-		summary = excluded.summary, output_refs = excluded.output_refs, wb_run_step_end = excluded.wb_run_step_end`
+		summary = excluded.summary, summary_usage = excluded.summary_usage, output_refs = excluded.output_refs,
+		wb_run_step_end = excluded.wb_run_step_end`
 	sizeUpdate = `size_bytes = COALESCE(trace_calls.size_bytes, 0) + excluded.size_bytes`
 )
 
@@ -88,7 +89,7 @@ func (s *SQLStore) UpsertCalls(ctx context.Context, writes []CallWrite) error {
 				args = append(startArgs(w.Project, start), len(start.Attributes)+len(start.Inputs))
 			default:
 				st, err = prepare("end", `INSERT INTO trace_calls (project_id, id, trace_id, op_name, `+endCols+`, display_name, size_bytes)
-					VALUES (?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?)
+					VALUES (?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?)
 					ON CONFLICT (project_id, id) DO UPDATE SET `+endUpdate+`,
 					display_name = COALESCE(excluded.display_name, trace_calls.display_name), `+sizeUpdate)
 				args = append(append([]any{w.Project, end.ID, end.TraceID}, endArgs(end)...), nullStr(end.DisplayName), len(end.Output)+len(end.Summary))
@@ -122,12 +123,12 @@ func endArgs(end *CallEndRow) []any {
 	if end.HasException {
 		exc = end.Exception
 	}
-	return []any{end.EndedAt, exc, nullBytes(end.Output), string(end.Summary), string(end.OutputRefs), end.WBRunStepEnd}
+	return []any{end.EndedAt, exc, nullBytes(end.Output), string(end.Summary), end.Usage, string(end.OutputRefs), end.WBRunStepEnd}
 }
 
 // insertComplete writes whole calls with one multi-row statement (prepared per row count).
 func (s *SQLStore) insertComplete(ctx context.Context, tx *db.Tx, prepare func(kind, q string) (*sql.Stmt, error), ws []CallWrite) error {
-	const cols = 24
+	const cols = 25
 	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", cols), ", ") + ")"
 	st, err := prepare(fmt.Sprintf("complete%d", len(ws)), `INSERT INTO trace_calls (`+startCols+`, `+endCols+`, size_bytes)
 		VALUES `+strings.TrimSuffix(strings.Repeat(row+", ", len(ws)), ", ")+`

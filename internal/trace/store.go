@@ -146,6 +146,7 @@ type CallEndRow struct {
 	HasException                                 bool
 	Output, Summary                              []byte
 	OutputRefs                                   []byte // JSON array
+	Usage                                        string // summary_usage (usagecol.go)
 	WBRunStepEnd                                 *int64
 }
 

@@ -13,7 +13,8 @@ func (s *SQLStore) UsageCalls(ctx context.Context, project string, q CallQuery) 
 	if err != nil {
 		return nil, err
 	}
-	sqlq := `SELECT id, parent_id, summary, ended_at IS NOT NULL, sdk_cumulative, started_at FROM trace_calls WHERE ` + where
+	sqlq := `SELECT id, parent_id, summary_usage, CASE WHEN summary_usage IS NULL THEN summary END,
+		ended_at IS NOT NULL, sdk_cumulative, started_at FROM trace_calls WHERE ` + where
 	if q.Limit >= 0 {
 		sqlq += " LIMIT ?"
 		args = append(args, q.Limit+1)
@@ -26,14 +27,22 @@ func (s *SQLStore) UsageCalls(ctx context.Context, project string, q CallQuery) 
 	var out []UsageCall
 	for rows.Next() {
 		var c UsageCall
-		var parent, summary, started sql.NullString
+		var parent, started sql.NullString
+		var usage, summary sql.RawBytes // valid until the next Next: read here
 		var cum int
-		if err := rows.Scan(&c.ID, &parent, &summary, &c.Ended, &cum, &started); err != nil {
+		if err := rows.Scan(&c.ID, &parent, &usage, &summary, &c.Ended, &cum, &started); err != nil {
 			return nil, err
 		}
 		c.ParentID, c.StartedAt = parent.String, started.String
-		if summary.Valid {
-			c.Summary = json.RawMessage(summary.String)
+		if usage != nil {
+			if u, ok := decodeUsage(usage); ok {
+				c.Usage = u
+				if c.Usage == nil {
+					c.Usage = []ModelCount{} // no usage (nil would mean: read the summary)
+				}
+			}
+		} else if summary != nil {
+			c.Summary = json.RawMessage(string(summary))
 		}
 		c.Cumulative = cum == 1
 		out = append(out, c)
