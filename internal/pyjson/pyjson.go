@@ -69,6 +69,11 @@ type parser struct {
 	i       int
 	buf     []byte
 	shallow int // > 0: containers deeper than this become Raw
+	// members and elems hold the members and elements of the objects and arrays being parsed
+	// (nested ones above their parents'); each is copied out once complete, sized exactly.
+	members []Member
+	elems   []Value
+	keys    map[string]string // short keys seen in this document, shared instead of copied
 }
 
 // Parse parses one JSON value (RFC 8259; surrounding whitespace allowed).
@@ -148,13 +153,15 @@ func (p *parser) object(depth int) (Value, error) {
 		p.i++
 		return v, nil
 	}
-	var index map[string]int // built only for objects with many keys
+	base := len(p.members)
+	defer func() { p.members = p.members[:base] }()
+	var index map[string]int // built only for objects with many keys: key -> offset from base
 	for {
 		p.ws()
 		if p.i >= len(p.s) || p.s[p.i] != '"' {
 			return Value{}, p.err("expected a string key")
 		}
-		k, err := p.str()
+		k, err := p.key()
 		if err != nil {
 			return Value{}, err
 		}
@@ -169,30 +176,31 @@ func (p *parser) object(depth int) (Value, error) {
 			return Value{}, err
 		}
 		// A repeated key keeps its first position and takes the new value (Python dict).
+		obj := p.members[base:]
 		dup := -1
 		if index != nil {
 			if j, ok := index[k]; ok {
 				dup = j
 			}
 		} else {
-			for j := range v.Obj {
-				if v.Obj[j].Key == k {
+			for j := range obj {
+				if obj[j].Key == k {
 					dup = j
 					break
 				}
 			}
 		}
 		if dup >= 0 {
-			v.Obj[dup].Val = val
+			obj[dup].Val = val
 		} else {
-			v.Obj = append(v.Obj, Member{Key: k, Val: val})
-			if index == nil && len(v.Obj) > 16 {
-				index = make(map[string]int, len(v.Obj)*2)
-				for j, m := range v.Obj {
+			p.members = append(p.members, Member{Key: k, Val: val})
+			if n := len(p.members) - base; index == nil && n > 16 {
+				index = make(map[string]int, n*2)
+				for j, m := range p.members[base:] {
 					index[m.Key] = j
 				}
 			} else if index != nil {
-				index[k] = len(v.Obj) - 1
+				index[k] = n - 1
 			}
 		}
 		p.ws()
@@ -205,6 +213,7 @@ func (p *parser) object(depth int) (Value, error) {
 		}
 		if p.s[p.i] == '}' {
 			p.i++
+			v.Obj = append([]Member(nil), p.members[base:]...)
 			return v, nil
 		}
 		return Value{}, p.err("expected ',' or '}'")
@@ -219,13 +228,15 @@ func (p *parser) array(depth int) (Value, error) {
 		p.i++
 		return v, nil
 	}
+	base := len(p.elems)
+	defer func() { p.elems = p.elems[:base] }()
 	for {
 		p.ws()
 		el, err := p.value(depth + 1)
 		if err != nil {
 			return Value{}, err
 		}
-		v.Arr = append(v.Arr, el)
+		p.elems = append(p.elems, el)
 		p.ws()
 		if p.i >= len(p.s) {
 			return Value{}, p.err("unexpected end of input in array")
@@ -236,10 +247,43 @@ func (p *parser) array(depth int) (Value, error) {
 		}
 		if p.s[p.i] == ']' {
 			p.i++
+			v.Arr = append(make([]Value, 0, len(p.elems)-base), p.elems[base:]...)
 			return v, nil
 		}
 		return Value{}, p.err("expected ',' or ']'")
 	}
+}
+
+// key parses an object key; short keys without escapes are shared across the document (the
+// same keys repeat in every element of an array of objects).
+func (p *parser) key() (string, error) {
+	start := p.i + 1
+	end := start
+	for end < len(p.s) && end-start <= 32 {
+		c := p.s[end]
+		if c == '"' {
+			raw := p.s[start:end]
+			if k, ok := p.keys[string(raw)]; ok {
+				p.i = end + 1
+				return k, nil
+			}
+			k, err := p.str()
+			if err == nil {
+				if p.keys == nil {
+					p.keys = make(map[string]string)
+				}
+				if len(p.keys) < 1024 {
+					p.keys[k] = k
+				}
+			}
+			return k, err
+		}
+		if c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
+			break
+		}
+		end++
+	}
+	return p.str()
 }
 
 func (p *parser) number() (Value, error) {
