@@ -447,7 +447,7 @@ func (s *Service) TraceUsage(ctx context.Context, req TraceUsageReq) (UsageRes, 
 	if req.Filter != nil {
 		q.Filter = *req.Filter
 	}
-	calls, err := s.store.UsageCalls(ctx, req.ProjectID, q)
+	calls, err := s.store.UsageCalls(ctx, req.ProjectID, q, req.IncludeCosts)
 	if err != nil {
 		return UsageRes{}, err
 	}
@@ -477,7 +477,7 @@ func (s *Service) CallsUsage(ctx context.Context, req CallsUsageReq) (UsageRes, 
 	}
 	var calls []UsageCall
 	if len(traceIDs) > 0 {
-		calls, err = s.store.UsageCalls(ctx, req.ProjectID, CallQuery{Filter: CallsFilter{TraceIDs: sortedKeys(traceIDs)}, Limit: limit})
+		calls, err = s.store.UsageCalls(ctx, req.ProjectID, CallQuery{Filter: CallsFilter{TraceIDs: sortedKeys(traceIDs)}, Limit: limit}, req.IncludeCosts)
 		if err != nil {
 			return UsageRes{}, err
 		}

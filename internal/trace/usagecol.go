@@ -46,7 +46,11 @@ func encodeUsage(summary []byte) string {
 }
 
 // decodeUsage reads summary_usage text; ok is false when it is malformed.
-func decodeUsage(s []byte) (out []ModelCount, ok bool) {
+func decodeUsage(s []byte) ([]ModelCount, bool) { return decodeUsageInto(nil, s, nil) }
+
+// decodeUsageInto appends the counts in summary_usage text to out; model names are shared
+// through names when it is not nil.
+func decodeUsageInto(out []ModelCount, s []byte, names map[string]string) ([]ModelCount, bool) {
 	for len(s) > 0 {
 		colon := bytes.IndexByte(s, ':')
 		if colon < 0 {
@@ -56,7 +60,15 @@ func decodeUsage(s []byte) (out []ModelCount, ok bool) {
 		if err != nil || n < 0 || colon+1+n > len(s) {
 			return nil, false
 		}
-		mc := ModelCount{Model: string(s[colon+1 : colon+1+n])}
+		var mc ModelCount
+		if name, ok := names[string(s[colon+1:colon+1+n])]; ok {
+			mc.Model = name
+		} else {
+			mc.Model = string(s[colon+1 : colon+1+n])
+			if names != nil && len(names) < 1024 {
+				names[mc.Model] = mc.Model
+			}
+		}
 		s = s[colon+1+n:]
 		for _, p := range [...]*int64{&mc.Requests, &mc.PromptTokens, &mc.CompletionTokens, &mc.TotalTokens, &mc.CacheRead, &mc.CacheCreation} {
 			if len(s) == 0 || s[0] != ' ' {
