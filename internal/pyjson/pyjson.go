@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -73,12 +74,36 @@ type parser struct {
 	// (nested ones above their parents'); each is copied out once complete, sized exactly.
 	members []Member
 	elems   []Value
-	keys    map[string]string // short keys seen in this document, shared instead of copied
+	keys    map[string]string // short keys seen in a large document, shared instead of copied
+	// high-water marks of members and elems, cleared before the parser is reused
+	membersHW, elemsHW int
+}
+
+var parsers = sync.Pool{New: func() any { return new(parser) }}
+
+// getParser returns a parser of data from the pool (its stacks keep their capacity).
+func getParser(data []byte, shallow int) *parser {
+	p := parsers.Get().(*parser)
+	p.s, p.i, p.shallow = data, 0, shallow
+	return p
+}
+
+// putParser returns p to the pool, dropping what could keep parsed values alive.
+func putParser(p *parser) {
+	if cap(p.members) > 4096 || cap(p.elems) > 4096 {
+		return
+	}
+	clear(p.members[:p.membersHW])
+	clear(p.elems[:p.elemsHW])
+	p.members, p.elems, p.membersHW, p.elemsHW = p.members[:0], p.elems[:0], 0, 0
+	p.s, p.keys, p.buf = nil, nil, p.buf[:0]
+	parsers.Put(p)
 }
 
 // Parse parses one JSON value (RFC 8259; surrounding whitespace allowed).
 func Parse(data []byte) (Value, error) {
-	p := &parser{s: data}
+	p := getParser(data, 0)
+	defer putParser(p)
 	p.ws()
 	v, err := p.value(0)
 	if err != nil {
@@ -194,6 +219,7 @@ func (p *parser) object(depth int) (Value, error) {
 			obj[dup].Val = val
 		} else {
 			p.members = append(p.members, Member{Key: k, Val: val})
+			p.membersHW = max(p.membersHW, len(p.members))
 			if n := len(p.members) - base; index == nil && n > 16 {
 				index = make(map[string]int, n*2)
 				for j, m := range p.members[base:] {
@@ -237,6 +263,7 @@ func (p *parser) array(depth int) (Value, error) {
 			return Value{}, err
 		}
 		p.elems = append(p.elems, el)
+		p.elemsHW = max(p.elemsHW, len(p.elems))
 		p.ws()
 		if p.i >= len(p.s) {
 			return Value{}, p.err("unexpected end of input in array")
@@ -254,9 +281,12 @@ func (p *parser) array(depth int) (Value, error) {
 	}
 }
 
-// key parses an object key; short keys without escapes are shared across the document (the
+// key parses an object key; in a large document, short keys without escapes are shared (the
 // same keys repeat in every element of an array of objects).
 func (p *parser) key() (string, error) {
+	if len(p.s) < 8192 {
+		return p.str()
+	}
 	start := p.i + 1
 	end := start
 	for end < len(p.s) && end-start <= 32 {
@@ -980,7 +1010,8 @@ func Check(data []byte) error {
 // not built: they become Raw values holding their (validated) text. Callers that only need
 // the top of a large document and the raw text of its leaves avoid building the rest.
 func ParseShallow(data []byte, depth int) (Value, error) {
-	p := &parser{s: data, shallow: depth}
+	p := getParser(data, depth)
+	defer putParser(p)
 	p.ws()
 	v, err := p.value(0)
 	if err != nil {
