@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/honeai/hone/internal/apierror"
@@ -28,7 +29,107 @@ func BadText(s string) string {
 // maps and pointers) hold a NUL character or invalid UTF-8. Raw JSON values
 // (json.RawMessage, []byte) are not strings and are stored as sent.
 func CheckText(v any) error {
-	return checkText(reflect.ValueOf(v), "")
+	rv := reflect.ValueOf(v)
+	if !anyBadText(rv) {
+		return nil // the common case: one walk that builds no field paths
+	}
+	return checkText(rv, "")
+}
+
+// textPlan is what anyBadText visits of a type: whether any text can be inside it and, for a
+// struct, the indexes of the fields that can hold text.
+type textPlan struct {
+	has    bool
+	fields []int
+}
+
+var textPlans sync.Map // reflect.Type -> *textPlan
+
+func planOf(t reflect.Type) *textPlan {
+	if p, ok := textPlans.Load(t); ok {
+		return p.(*textPlan)
+	}
+	p := buildPlan(t, map[reflect.Type]bool{})
+	textPlans.Store(t, p)
+	return p
+}
+
+// buildPlan computes t's plan; a type met again while it is being planned (a recursive type)
+// is assumed to hold text.
+func buildPlan(t reflect.Type, visiting map[reflect.Type]bool) *textPlan {
+	if p, ok := textPlans.Load(t); ok {
+		return p.(*textPlan)
+	}
+	if visiting[t] {
+		return &textPlan{has: true}
+	}
+	visiting[t] = true
+	defer delete(visiting, t)
+	p := &textPlan{}
+	switch t.Kind() {
+	case reflect.String, reflect.Interface:
+		p.has = true
+	case reflect.Pointer:
+		p.has = buildPlan(t.Elem(), visiting).has
+	case reflect.Slice, reflect.Array:
+		p.has = t.Elem().Kind() != reflect.Uint8 && buildPlan(t.Elem(), visiting).has
+	case reflect.Map:
+		p.has = t.Key().Kind() == reflect.String || buildPlan(t.Key(), visiting).has || buildPlan(t.Elem(), visiting).has
+	case reflect.Struct:
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); tag == "-" {
+				continue
+			}
+			if buildPlan(f.Type, visiting).has {
+				p.fields = append(p.fields, i)
+			}
+		}
+		p.has = len(p.fields) > 0
+	}
+	return p
+}
+
+// anyBadText reports whether checkText would refuse v, without building paths.
+func anyBadText(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		return !v.IsNil() && anyBadText(v.Elem())
+	case reflect.String:
+		return BadText(v.String()) != ""
+	case reflect.Struct:
+		for _, i := range planOf(v.Type()).fields {
+			if anyBadText(v.Field(i)) {
+				return true
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if !planOf(v.Type()).has {
+			return false
+		}
+		for i := 0; i < v.Len(); i++ {
+			if anyBadText(v.Index(i)) {
+				return true
+			}
+		}
+	case reflect.Map:
+		if !planOf(v.Type()).has {
+			return false
+		}
+		it := v.MapRange()
+		for it.Next() {
+			if k := it.Key(); k.Kind() == reflect.String && BadText(k.String()) != "" {
+				return true
+			}
+			if anyBadText(it.Value()) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func checkText(v reflect.Value, path string) error {

@@ -10,12 +10,11 @@
 package pyjson
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -71,11 +70,40 @@ type parser struct {
 	i       int
 	buf     []byte
 	shallow int // > 0: containers deeper than this become Raw
+	// members and elems hold the members and elements of the objects and arrays being parsed
+	// (nested ones above their parents'); each is copied out once complete, sized exactly.
+	members []Member
+	elems   []Value
+	keys    map[string]string // short keys seen in a large document, shared instead of copied
+	// high-water marks of members and elems, cleared before the parser is reused
+	membersHW, elemsHW int
+}
+
+var parsers = sync.Pool{New: func() any { return new(parser) }}
+
+// getParser returns a parser of data from the pool (its stacks keep their capacity).
+func getParser(data []byte, shallow int) *parser {
+	p := parsers.Get().(*parser)
+	p.s, p.i, p.shallow = data, 0, shallow
+	return p
+}
+
+// putParser returns p to the pool, dropping what could keep parsed values alive.
+func putParser(p *parser) {
+	if cap(p.members) > 4096 || cap(p.elems) > 4096 {
+		return
+	}
+	clear(p.members[:p.membersHW])
+	clear(p.elems[:p.elemsHW])
+	p.members, p.elems, p.membersHW, p.elemsHW = p.members[:0], p.elems[:0], 0, 0
+	p.s, p.keys, p.buf = nil, nil, p.buf[:0]
+	parsers.Put(p)
 }
 
 // Parse parses one JSON value (RFC 8259; surrounding whitespace allowed).
 func Parse(data []byte) (Value, error) {
-	p := &parser{s: data}
+	p := getParser(data, 0)
+	defer putParser(p)
 	p.ws()
 	v, err := p.value(0)
 	if err != nil {
@@ -150,13 +178,15 @@ func (p *parser) object(depth int) (Value, error) {
 		p.i++
 		return v, nil
 	}
-	var index map[string]int // built only for objects with many keys
+	base := len(p.members)
+	defer func() { p.members = p.members[:base] }()
+	var index map[string]int // built only for objects with many keys: key -> offset from base
 	for {
 		p.ws()
 		if p.i >= len(p.s) || p.s[p.i] != '"' {
 			return Value{}, p.err("expected a string key")
 		}
-		k, err := p.str()
+		k, err := p.key()
 		if err != nil {
 			return Value{}, err
 		}
@@ -171,30 +201,32 @@ func (p *parser) object(depth int) (Value, error) {
 			return Value{}, err
 		}
 		// A repeated key keeps its first position and takes the new value (Python dict).
+		obj := p.members[base:]
 		dup := -1
 		if index != nil {
 			if j, ok := index[k]; ok {
 				dup = j
 			}
 		} else {
-			for j := range v.Obj {
-				if v.Obj[j].Key == k {
+			for j := range obj {
+				if obj[j].Key == k {
 					dup = j
 					break
 				}
 			}
 		}
 		if dup >= 0 {
-			v.Obj[dup].Val = val
+			obj[dup].Val = val
 		} else {
-			v.Obj = append(v.Obj, Member{Key: k, Val: val})
-			if index == nil && len(v.Obj) > 16 {
-				index = make(map[string]int, len(v.Obj)*2)
-				for j, m := range v.Obj {
+			p.members = append(p.members, Member{Key: k, Val: val})
+			p.membersHW = max(p.membersHW, len(p.members))
+			if n := len(p.members) - base; index == nil && n > 16 {
+				index = make(map[string]int, n*2)
+				for j, m := range p.members[base:] {
 					index[m.Key] = j
 				}
 			} else if index != nil {
-				index[k] = len(v.Obj) - 1
+				index[k] = n - 1
 			}
 		}
 		p.ws()
@@ -207,6 +239,7 @@ func (p *parser) object(depth int) (Value, error) {
 		}
 		if p.s[p.i] == '}' {
 			p.i++
+			v.Obj = append([]Member(nil), p.members[base:]...)
 			return v, nil
 		}
 		return Value{}, p.err("expected ',' or '}'")
@@ -221,13 +254,16 @@ func (p *parser) array(depth int) (Value, error) {
 		p.i++
 		return v, nil
 	}
+	base := len(p.elems)
+	defer func() { p.elems = p.elems[:base] }()
 	for {
 		p.ws()
 		el, err := p.value(depth + 1)
 		if err != nil {
 			return Value{}, err
 		}
-		v.Arr = append(v.Arr, el)
+		p.elems = append(p.elems, el)
+		p.elemsHW = max(p.elemsHW, len(p.elems))
 		p.ws()
 		if p.i >= len(p.s) {
 			return Value{}, p.err("unexpected end of input in array")
@@ -238,10 +274,46 @@ func (p *parser) array(depth int) (Value, error) {
 		}
 		if p.s[p.i] == ']' {
 			p.i++
+			v.Arr = append(make([]Value, 0, len(p.elems)-base), p.elems[base:]...)
 			return v, nil
 		}
 		return Value{}, p.err("expected ',' or ']'")
 	}
+}
+
+// key parses an object key; in a large document, short keys without escapes are shared (the
+// same keys repeat in every element of an array of objects).
+func (p *parser) key() (string, error) {
+	if len(p.s) < 8192 {
+		return p.str()
+	}
+	start := p.i + 1
+	end := start
+	for end < len(p.s) && end-start <= 32 {
+		c := p.s[end]
+		if c == '"' {
+			raw := p.s[start:end]
+			if k, ok := p.keys[string(raw)]; ok {
+				p.i = end + 1
+				return k, nil
+			}
+			k, err := p.str()
+			if err == nil {
+				if p.keys == nil {
+					p.keys = make(map[string]string)
+				}
+				if len(p.keys) < 1024 {
+					p.keys[k] = k
+				}
+			}
+			return k, err
+		}
+		if c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
+			break
+		}
+		end++
+	}
+	return p.str()
 }
 
 func (p *parser) number() (Value, error) {
@@ -621,11 +693,7 @@ func AppendCompact(b []byte, v Value) []byte {
 	case Int, Float:
 		return append(b, v.Str...)
 	case Raw:
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, []byte(v.Str)); err != nil {
-			return append(b, "null"...)
-		}
-		return append(b, buf.Bytes()...)
+		return AppendCompactText(b, v.Str)
 	case String:
 		return appendJSONString(b, v.Str)
 	case Array:
@@ -650,6 +718,71 @@ func AppendCompact(b []byte, v Value) []byte {
 		return append(b, '}')
 	}
 	return b
+}
+
+// AppendCompactText appends the valid JSON text s without its insignificant whitespace (what
+// encoding/json.Compact does, in one pass with no scanner state machine): whitespace is dropped
+// outside strings, everything else is copied as is.
+func AppendCompactText[T string | []byte](b []byte, s T) []byte {
+	ws := firstInsignificantSpace(s)
+	if ws < 0 {
+		return append(b, s...)
+	}
+	b = append(b, s[:ws]...)
+	inStr := false
+	for i := ws; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case inStr:
+			if c == '\\' {
+				b = append(b, c, s[i+1])
+				i++
+				continue
+			}
+			if c == '"' {
+				inStr = false
+			}
+		case c == '"':
+			inStr = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			continue
+		}
+		b = append(b, c)
+	}
+	return b
+}
+
+// CompactText returns valid JSON text without insignificant whitespace: data itself (not a
+// copy) when it has none.
+func CompactText(data []byte) []byte {
+	if firstInsignificantSpace(data) < 0 {
+		return data
+	}
+	return AppendCompactText(make([]byte, 0, len(data)), data)
+}
+
+// firstInsignificantSpace is the offset of the first whitespace outside strings in the valid
+// JSON text s, or -1.
+func firstInsignificantSpace[T string | []byte](s T) int {
+	inStr := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if inStr {
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				inStr = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inStr = true
+		case ' ', '\t', '\n', '\r':
+			return i
+		}
+	}
+	return -1
 }
 
 // Compact returns AppendCompact(nil, v).
@@ -877,7 +1010,8 @@ func Check(data []byte) error {
 // not built: they become Raw values holding their (validated) text. Callers that only need
 // the top of a large document and the raw text of its leaves avoid building the rest.
 func ParseShallow(data []byte, depth int) (Value, error) {
-	p := &parser{s: data, shallow: depth}
+	p := getParser(data, depth)
+	defer putParser(p)
 	p.ws()
 	v, err := p.value(0)
 	if err != nil {

@@ -2,6 +2,7 @@ package pyjson
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -159,5 +160,30 @@ func FuzzParseDumps(f *testing.F) {
 		if string(Dumps(v2)) != string(out) {
 			t.Fatalf("round trip changed %q -> %q", out, Dumps(v2))
 		}
+		checkCompactText(t, data)
 	})
+}
+
+// checkCompactText: CompactText of valid JSON is encoding/json.Compact's text.
+func checkCompactText(t *testing.T, data []byte) {
+	t.Helper()
+	var want bytes.Buffer
+	if err := json.Compact(&want, data); err != nil {
+		return // encoding/json refuses what Python accepts (lone surrogates are fine; NaN is not)
+	}
+	if got := CompactText(data); string(got) != want.String() {
+		t.Fatalf("CompactText(%q) = %q, want %q", data, got, want.String())
+	}
+	if got := AppendCompactText([]byte("x"), string(data)); string(got) != "x"+want.String() {
+		t.Fatalf("AppendCompactText(%q) = %q, want x%q", data, got, want.String())
+	}
+}
+
+func TestCompactText(t *testing.T) {
+	for _, g := range loadGoldens(t) {
+		checkCompactText(t, []byte(g.In))
+	}
+	for _, s := range []string{`{}`, ` { "a" : [ 1 , "x y\" z" , {"b\\":  "\t"} ] } `, "[\n\t1,\r\n2]", `"  "`, ` 1 `} {
+		checkCompactText(t, []byte(s))
+	}
 }

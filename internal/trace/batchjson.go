@@ -2,7 +2,6 @@ package trace
 
 import (
 	"encoding/json"
-	"fmt"
 	"strconv"
 
 	"github.com/honeai/hone/internal/fault"
@@ -44,7 +43,7 @@ func decodeCallBatch(body []byte, unk *[]UnknownField) (CallCreateBatchReq, erro
 		}
 		req.Batch = make([]CallBatchItem, len(m.Val.Arr))
 		for i, it := range m.Val.Arr {
-			if err := decodeBatchItem(it, fmt.Sprintf("batch[%d]", i), &req.Batch[i], unk); err != nil {
+			if err := decodeBatchItem(it, "batch["+strconv.Itoa(i)+"]", &req.Batch[i], unk); err != nil {
 				return CallCreateBatchReq{}, err
 			}
 		}

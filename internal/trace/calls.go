@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/honeai/hone/internal/db"
@@ -67,7 +68,8 @@ func sdkRollsUp(attrs []byte) bool {
 
 // callValue validates a call field (JSON, nested at most pyjson.MaxDepth deep; an object when
 // object is set) and returns it compact. Absent or null: "{}" for objects, nil otherwise.
-func callValue(raw json.RawMessage, field string, object bool) ([]byte, error) {
+func callValue(raw json.RawMessage, parent, name string, object bool) ([]byte, error) {
+	field := func() string { return parent + "." + name } // built only for an error
 	t := bytes.TrimSpace(raw)
 	if len(t) == 0 || string(t) == "null" {
 		if object {
@@ -80,19 +82,14 @@ func callValue(raw json.RawMessage, field string, object bool) ([]byte, error) {
 	}
 	if err := pyjson.Check(t); err != nil {
 		if errors.Is(err, pyjson.ErrTooDeep) {
-			return nil, badField(field, "value nested deeper than %d levels", pyjson.MaxDepth)
+			return nil, badField(field(), "value nested deeper than %d levels", pyjson.MaxDepth)
 		}
-		return nil, badField(field, "invalid JSON: %v", err)
+		return nil, badField(field(), "invalid JSON: %v", err)
 	}
 	if object && t[0] != '{' {
-		return nil, badField(field, "must be a JSON object")
+		return nil, badField(field(), "must be a JSON object")
 	}
-	var buf bytes.Buffer
-	buf.Grow(len(t))
-	if err := json.Compact(&buf, t); err != nil {
-		return nil, badField(field, "invalid JSON: %v", err)
-	}
-	return buf.Bytes(), nil
+	return pyjson.CompactText(t), nil
 }
 
 func (s *Service) startRow(st StartedCallSchemaForInsert, field string) (*CallStartRow, error) {
@@ -109,11 +106,11 @@ func (s *Service) startRow(st StartedCallSchemaForInsert, field string) (*CallSt
 	if err != nil {
 		return nil, err
 	}
-	attrs, err := callValue(st.Attributes, field+".attributes", true)
+	attrs, err := callValue(st.Attributes, field, "attributes", true)
 	if err != nil {
 		return nil, err
 	}
-	inputs, err := callValue(st.Inputs, field+".inputs", true)
+	inputs, err := callValue(st.Inputs, field, "inputs", true)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +122,7 @@ func (s *Service) startRow(st StartedCallSchemaForInsert, field string) (*CallSt
 		WBUserID: optString(st.WBUserID), WBRunID: optString(st.WBRunID), WBRunStep: st.WBRunStep,
 		Cumulative: sdkRollsUp(attrs),
 	}
-	if row.OtelDump, err = callValue(st.OtelDump, field+".otel_dump", false); err != nil {
+	if row.OtelDump, err = callValue(st.OtelDump, field, "otel_dump", false); err != nil {
 		return nil, err
 	}
 	if string(row.OtelDump) == "null" {
@@ -154,16 +151,16 @@ func (s *Service) endRow(e EndedCallSchemaForInsert, field string) (*CallEndRow,
 	if err != nil {
 		return nil, err
 	}
-	summary, err := callValue(e.Summary, field+".summary", true)
+	summary, err := callValue(e.Summary, field, "summary", true)
 	if err != nil {
 		return nil, err
 	}
 	row := &CallEndRow{ID: e.ID, TraceID: optString(e.TraceID), EndedAt: ended, Summary: summary,
-		DisplayName: optString(e.DisplayName), WBRunStepEnd: e.WBRunStepEnd}
+		Usage: encodeUsage(summary), DisplayName: optString(e.DisplayName), WBRunStepEnd: e.WBRunStepEnd}
 	if e.Exception != nil {
 		row.HasException, row.Exception = true, *e.Exception
 	}
-	if row.Output, err = callValue(e.Output, field+".output", false); err != nil {
+	if row.Output, err = callValue(e.Output, field, "output", false); err != nil {
 		return nil, err
 	}
 	row.OutputRefs = refsJSON(row.Output)
@@ -206,19 +203,23 @@ type Authorizer func(projectID, param string) error
 // in the same batch is written together with its start.
 func (s *Service) CallUpsertBatch(ctx context.Context, req CallCreateBatchReq, authorize Authorizer) (CallCreateBatchRes, error) {
 	writes := make([]CallWrite, 0, len(req.Batch))
-	started := map[[2]string]int{} // (project, id) -> index in writes of its start
+	started := make(map[[2]string]int, len(req.Batch)) // (project, id) -> index in writes of its start
 	res := CallCreateBatchRes{Res: make([]any, len(req.Batch))}
 	ex := s.extrasFor(ctx, "")
+	authorized := "" // the project last authorised (a batch is nearly always of one project)
 	for i, item := range req.Batch {
-		p := fmt.Sprintf("batch[%d]", i)
+		p := "batch[" + strconv.Itoa(i) + "]"
 		switch item.Mode {
 		case "start":
 			st := item.Req.Start
 			if st == nil {
 				return CallCreateBatchRes{}, badField(p+".req.start", "is required for mode \"start\"")
 			}
-			if err := authorize(st.ProjectID, p+".req.start.project_id"); err != nil {
-				return CallCreateBatchRes{}, err
+			if st.ProjectID != authorized || i == 0 {
+				if err := authorize(st.ProjectID, p+".req.start.project_id"); err != nil {
+					return CallCreateBatchRes{}, err
+				}
+				authorized = st.ProjectID
 			}
 			row, err := s.startRow(*st, p+".req.start")
 			if err != nil {
@@ -236,8 +237,11 @@ func (s *Service) CallUpsertBatch(ctx context.Context, req CallCreateBatchReq, a
 			if en == nil {
 				return CallCreateBatchRes{}, badField(p+".req.end", "is required for mode \"end\"")
 			}
-			if err := authorize(en.ProjectID, p+".req.end.project_id"); err != nil {
-				return CallCreateBatchRes{}, err
+			if en.ProjectID != authorized || i == 0 {
+				if err := authorize(en.ProjectID, p+".req.end.project_id"); err != nil {
+					return CallCreateBatchRes{}, err
+				}
+				authorized = en.ProjectID
 			}
 			row, err := s.endRow(*en, p+".req.end")
 			if err != nil {

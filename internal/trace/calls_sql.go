@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/honeai/hone/internal/db"
 	"github.com/honeai/hone/internal/fault"
@@ -19,9 +20,10 @@ const (
 		started_at = excluded.started_at, attributes = excluded.attributes, inputs = excluded.inputs,
 		input_refs = excluded.input_refs, otel_dump = excluded.otel_dump, wb_user_id = excluded.wb_user_id,
 		wb_run_id = excluded.wb_run_id, wb_run_step = excluded.wb_run_step, sdk_cumulative = excluded.sdk_cumulative`
-	endCols   = `ended_at, exception, output, summary, output_refs, wb_run_step_end`
+	endCols   = `ended_at, exception, output, summary, summary_usage, output_refs, wb_run_step_end`
 	endUpdate = `ended_at = excluded.ended_at, exception = excluded.exception, output = excluded.output,
-		summary = excluded.summary, output_refs = excluded.output_refs, wb_run_step_end = excluded.wb_run_step_end`
+		summary = excluded.summary, summary_usage = excluded.summary_usage, output_refs = excluded.output_refs,
+		wb_run_step_end = excluded.wb_run_step_end`
 	sizeUpdate = `size_bytes = COALESCE(trace_calls.size_bytes, 0) + excluded.size_bytes`
 )
 
@@ -88,7 +90,7 @@ func (s *SQLStore) UpsertCalls(ctx context.Context, writes []CallWrite) error {
 				args = append(startArgs(w.Project, start), len(start.Attributes)+len(start.Inputs))
 			default:
 				st, err = prepare("end", `INSERT INTO trace_calls (project_id, id, trace_id, op_name, `+endCols+`, display_name, size_bytes)
-					VALUES (?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?)
+					VALUES (?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?)
 					ON CONFLICT (project_id, id) DO UPDATE SET `+endUpdate+`,
 					display_name = COALESCE(excluded.display_name, trace_calls.display_name), `+sizeUpdate)
 				args = append(append([]any{w.Project, end.ID, end.TraceID}, endArgs(end)...), nullStr(end.DisplayName), len(end.Output)+len(end.Summary))
@@ -108,41 +110,64 @@ func (s *SQLStore) UpsertCalls(ctx context.Context, writes []CallWrite) error {
 }
 
 func startArgs(project string, start *CallStartRow) []any {
+	return appendStartArgs(make([]any, 0, 18), project, start)
+}
+
+func appendStartArgs(args []any, project string, start *CallStartRow) []any {
 	cum := 0
 	if start.Cumulative {
 		cum = 1
 	}
-	return []any{project, start.ID, start.TraceID, nullStr(start.ParentID), nullStr(start.ThreadID), nullStr(start.TurnID),
+	return append(args, project, start.ID, start.TraceID, nullStr(start.ParentID), nullStr(start.ThreadID), nullStr(start.TurnID),
 		start.OpName, nullStr(start.DisplayName), start.StartedAt, string(start.Attributes), string(start.Inputs),
-		string(start.InputRefs), nullBytes(start.OtelDump), nullStr(start.WBUserID), nullStr(start.WBRunID), start.WBRunStep, cum}
+		string(start.InputRefs), nullBytes(start.OtelDump), nullStr(start.WBUserID), nullStr(start.WBRunID), start.WBRunStep, cum)
 }
 
-func endArgs(end *CallEndRow) []any {
+func endArgs(end *CallEndRow) []any { return appendEndArgs(make([]any, 0, 7), end) }
+
+func appendEndArgs(args []any, end *CallEndRow) []any {
 	var exc any
 	if end.HasException {
 		exc = end.Exception
 	}
-	return []any{end.EndedAt, exc, nullBytes(end.Output), string(end.Summary), string(end.OutputRefs), end.WBRunStepEnd}
+	return append(args, end.EndedAt, exc, nullBytes(end.Output), string(end.Summary), end.Usage, string(end.OutputRefs), end.WBRunStepEnd)
+}
+
+const completeCols = 25
+
+var completeSQLs sync.Map // rows -> [2]string{kind, statement}
+
+// completeSQL is the statement that writes n whole calls, and its name among prepared ones.
+func completeSQL(n int) (kind, q string) {
+	if v, ok := completeSQLs.Load(n); ok {
+		kq := v.([2]string)
+		return kq[0], kq[1]
+	}
+	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", completeCols), ", ") + ")"
+	kind = fmt.Sprintf("complete%d", n)
+	q = `INSERT INTO trace_calls (` + startCols + `, ` + endCols + `, size_bytes)
+		VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ") + `
+		ON CONFLICT (project_id, id) DO UPDATE SET ` + startUpdate + `, ` + endUpdate + `,
+		display_name = COALESCE(excluded.display_name, trace_calls.display_name), ` + sizeUpdate
+	completeSQLs.Store(n, [2]string{kind, q})
+	return kind, q
 }
 
 // insertComplete writes whole calls with one multi-row statement (prepared per row count).
 func (s *SQLStore) insertComplete(ctx context.Context, tx *db.Tx, prepare func(kind, q string) (*sql.Stmt, error), ws []CallWrite) error {
-	const cols = 24
-	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", cols), ", ") + ")"
-	st, err := prepare(fmt.Sprintf("complete%d", len(ws)), `INSERT INTO trace_calls (`+startCols+`, `+endCols+`, size_bytes)
-		VALUES `+strings.TrimSuffix(strings.Repeat(row+", ", len(ws)), ", ")+`
-		ON CONFLICT (project_id, id) DO UPDATE SET `+startUpdate+`, `+endUpdate+`,
-		display_name = COALESCE(excluded.display_name, trace_calls.display_name), `+sizeUpdate)
+	kind, q := completeSQL(len(ws))
+	st, err := prepare(kind, q)
 	if err != nil {
 		return err
 	}
-	args := make([]any, 0, cols*len(ws))
+	args := make([]any, 0, completeCols*len(ws))
 	for _, w := range ws {
-		a := append(startArgs(w.Project, w.Start), endArgs(w.End)...)
+		row := len(args)
+		args = appendEndArgs(appendStartArgs(args, w.Project, w.Start), w.End)
 		if w.End.DisplayName != "" { // a name given at the end wins
-			a[7] = w.End.DisplayName
+			args[row+7] = w.End.DisplayName
 		}
-		args = append(append(args, a...), len(w.Start.Attributes)+len(w.Start.Inputs)+len(w.End.Output)+len(w.End.Summary))
+		args = append(args, len(w.Start.Attributes)+len(w.Start.Inputs)+len(w.End.Output)+len(w.End.Summary))
 	}
 	_, err = st.ExecContext(ctx, args...)
 	return err

@@ -230,7 +230,12 @@ CREATE INDEX trace_table_entries_row ON trace_table_entries (project_id, table_d
 	{Version: 6, SQLite: feedbackV6 + ";\n" + extraFieldsTable, Postgres: feedbackV6 + ";\n" + extraFieldsTable},
 	// JSON values holding NUL or lone surrogates are queryable on PostgreSQL (pgJSONB).
 	{Version: 7, SQLite: "SELECT 1", Postgres: pgJSONB},
+	// A call's usage counts beside its summary (usagecol.go), so the usage roll-up parses no
+	// JSON; NULL in rows written before (their summary is parsed instead).
+	{Version: 8, SQLite: usageColumn, Postgres: usageColumn},
 }
+
+const usageColumn = `ALTER TABLE trace_calls ADD COLUMN summary_usage TEXT`
 
 const feedbackV6 = `ALTER TABLE trace_feedback ADD COLUMN queue_id TEXT;
 ALTER TABLE trace_feedback ADD COLUMN scorer_tags TEXT NOT NULL DEFAULT '[]';

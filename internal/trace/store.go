@@ -39,7 +39,7 @@ type Store interface {
 	CountCalls(ctx context.Context, project string, q CallQuery) (count int, size int64, err error)
 	UpdateCall(ctx context.Context, project, id string, displayName *string) (bool, error)
 	DeleteCalls(ctx context.Context, project string, ids []string, at string) (int, error)
-	UsageCalls(ctx context.Context, project string, q CallQuery) ([]UsageCall, error)
+	UsageCalls(ctx context.Context, project string, q CallQuery, withStart bool) ([]UsageCall, error)
 
 	// Files.
 	PutFile(ctx context.Context, project, digest, name string, content []byte, at string) error
@@ -146,6 +146,7 @@ type CallEndRow struct {
 	HasException                                 bool
 	Output, Summary                              []byte
 	OutputRefs                                   []byte // JSON array
+	Usage                                        string // summary_usage (usagecol.go)
 	WBRunStepEnd                                 *int64
 }
 

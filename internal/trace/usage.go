@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -15,8 +16,11 @@ import (
 type UsageCall struct {
 	ID       string
 	ParentID string
-	Summary  json.RawMessage
-	Ended    bool
+	// Usage is the call's usage counts (the stored summary_usage); when it is nil they are
+	// read from Summary (rows written before summary_usage existed).
+	Usage   []ModelCount
+	Summary json.RawMessage
+	Ended   bool
 	// Cumulative marks a call written by a Weave SDK, whose summary.usage already includes the
 	// usage of its children (both SDKs roll children into parents before ending a call).
 	Cumulative bool
@@ -90,7 +94,7 @@ func ExtractUsage(summary json.RawMessage) map[string]*ModelUsage {
 	if len(summary) == 0 {
 		return nil
 	}
-	s, err := pyjson.Parse(summary)
+	s, err := pyjson.ParseShallow(summary, 2) // only summary.usage.<model>.<count> is read
 	if err != nil {
 		return nil
 	}
@@ -149,59 +153,71 @@ type Price struct {
 // minus its children's stored usage, so SDK-written and raw traces roll up the same way and
 // nothing is counted twice.
 func RollUp(calls []UsageCall, price Pricer) map[string]map[string]*ModelUsage {
+	agg := rollUp(calls, price)
+	out := make(map[string]map[string]*ModelUsage, len(calls))
+	for i, c := range calls {
+		m := make(map[string]*ModelUsage, len(agg[i]))
+		for j := range agg[i] {
+			m[agg[i][j].Model] = &agg[i][j].ModelUsage
+		}
+		out[c.ID] = m
+	}
+	return out
+}
+
+// rollUp is RollUp with its result as a list per call (calls' order), each in model order.
+func rollUp(calls []UsageCall, price Pricer) [][]ModelCount {
 	n := len(calls)
 	index := make(map[string]int, n)
 	for i, c := range calls {
 		index[c.ID] = i
 	}
-	stored := make([]map[string]*ModelUsage, n)
+	stored := make([][]ModelCount, n)
 	parent := make([]int, n)
 	pending := make([]int, n) // children not merged yet
+	total := 0
 	for i, c := range calls {
-		stored[i] = ExtractUsage(c.Summary)
+		stored[i] = c.Usage
+		if c.Usage == nil && len(c.Summary) > 0 {
+			stored[i] = usageList(c.Summary)
+		}
+		total += len(stored[i])
 		parent[i] = -1
 		if p, ok := index[c.ParentID]; ok && c.ParentID != "" && p != i {
 			parent[i] = p
 			pending[p]++
 		}
 	}
-	// Own usage: the stored usage, less the children's for cumulative (SDK-written) calls.
-	// Subtractions read the children's stored values, so they are copied first where needed.
-	own := make([]map[string]*ModelUsage, n)
+	// Own usage: a copy of the stored usage (one backing array; a list that grows while
+	// merging moves out of it), less the children's for cumulative (SDK-written) calls.
+	own := make([][]ModelCount, n)
+	backing := make([]ModelCount, total)
+	at := 0
 	for i := range calls {
-		if calls[i].Cumulative && pending[i] > 0 {
-			own[i] = make(map[string]*ModelUsage, len(stored[i]))
-			for m, u := range stored[i] {
-				cp := *u
-				own[i][m] = &cp
-			}
-		} else {
-			own[i] = stored[i]
-			if own[i] == nil {
-				own[i] = map[string]*ModelUsage{}
-			}
-		}
+		k := copy(backing[at:], stored[i])
+		own[i] = backing[at : at+k : at+k]
+		at += k
 	}
 	for i := range calls {
 		p := parent[i]
 		if p < 0 || !calls[p].Cumulative {
 			continue
 		}
-		for m, u := range stored[i] {
-			if pu, ok := own[p][m]; ok {
-				pu.add(u, -1)
+		for j := range stored[i] {
+			if pu := findModel(own[p], stored[i][j].Model); pu != nil {
+				pu.add(&stored[i][j].ModelUsage, -1)
 			}
 		}
 	}
 	for i := range calls {
-		for m, u := range own[i] {
+		kept := own[i][:0]
+		for _, u := range own[i] {
 			u.clampNonNegative()
 			if u.zero() {
-				delete(own[i], m)
 				continue
 			}
 			if price != nil {
-				if pr, ok := price(m, calls[i].StartedAt); ok {
+				if pr, ok := price(u.Model, calls[i].StartedAt); ok {
 					u.PromptCost = float64(u.PromptTokens) * pr.Prompt
 					u.CompletionCost = float64(u.CompletionTokens) * pr.Completion
 					u.CacheReadCost = float64(u.CacheRead) * pr.CacheRead
@@ -209,7 +225,9 @@ func RollUp(calls []UsageCall, price Pricer) map[string]map[string]*ModelUsage {
 				}
 				u.HasCost = true
 			}
+			kept = append(kept, u)
 		}
+		own[i] = kept
 	}
 	// Bottom-up merge: start from the leaves; a parent is ready when all its children merged.
 	// Cycles (which valid traces do not have) are broken by treating their calls as roots.
@@ -227,39 +245,71 @@ func RollUp(calls []UsageCall, price Pricer) map[string]map[string]*ModelUsage {
 		if p < 0 {
 			continue
 		}
-		for m, u := range agg[i] {
-			if pu, ok := agg[p][m]; ok {
-				pu.add(u, 1)
+		for j := range agg[i] {
+			if pu := findModel(agg[p], agg[i][j].Model); pu != nil {
+				pu.add(&agg[i][j].ModelUsage, 1)
 			} else {
-				cp := *u
-				agg[p][m] = &cp
+				agg[p] = insertModel(agg[p], agg[i][j])
 			}
 		}
 		if pending[p]--; pending[p] == 0 {
 			queue = append(queue, p)
 		}
 	}
-	out := make(map[string]map[string]*ModelUsage, n)
-	for i, c := range calls {
-		out[c.ID] = agg[i]
-	}
-	return out
+	return agg
 }
 
-// toAggregated converts roll-up results to the response shape.
-func toAggregated(m map[string]*ModelUsage, withCosts bool) map[string]*AggregatedUsage {
-	out := make(map[string]*AggregatedUsage, len(m))
-	for model, u := range m {
-		a := &AggregatedUsage{
-			Requests: u.Requests, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
-			TotalTokens: u.TotalTokens, CacheReadInputTokens: u.CacheRead, CacheCreationInputTokens: u.CacheCreation,
+// findModel returns the entry of model in a list, or nil.
+func findModel(l []ModelCount, model string) *ModelUsage {
+	for j := range l {
+		if l[j].Model == model {
+			return &l[j].ModelUsage
 		}
-		if withCosts {
-			pc, cc, rc, wc := u.PromptCost, u.CompletionCost, u.CacheReadCost, u.CacheCreationCost
-			a.PromptTokensTotalCost, a.CompletionTokensTotalCost = &pc, &cc
-			a.CacheReadInputTokensTotalCost, a.CacheCreationInputTokensTotalCost = &rc, &wc
+	}
+	return nil
+}
+
+// insertModel adds u to a list in model order.
+func insertModel(l []ModelCount, u ModelCount) []ModelCount {
+	j := len(l)
+	for j > 0 && l[j-1].Model > u.Model {
+		j--
+	}
+	return slices.Insert(l, j, u)
+}
+
+// toAggregated converts roll-up results (in model order) to the response shape; one backing
+// array holds the entries of all calls (and their costs).
+func toAggregated(ids []string, agg [][]ModelCount, withCosts bool) map[string]map[string]*AggregatedUsage {
+	total := 0
+	for _, l := range agg {
+		total += len(l)
+	}
+	entries := make([]AggregatedUsage, total)
+	var costs []float64
+	if withCosts {
+		costs = make([]float64, 4*total)
+	}
+	out := make(map[string]map[string]*AggregatedUsage, len(ids))
+	for i, id := range ids {
+		m := make(map[string]*AggregatedUsage, len(agg[i]))
+		for _, u := range agg[i] {
+			a := &entries[0]
+			entries = entries[1:]
+			*a = AggregatedUsage{
+				Requests: u.Requests, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
+				TotalTokens: u.TotalTokens, CacheReadInputTokens: u.CacheRead, CacheCreationInputTokens: u.CacheCreation,
+			}
+			if withCosts {
+				c := costs[:4:4]
+				costs = costs[4:]
+				c[0], c[1], c[2], c[3] = u.PromptCost, u.CompletionCost, u.CacheReadCost, u.CacheCreationCost
+				a.PromptTokensTotalCost, a.CompletionTokensTotalCost = &c[0], &c[1]
+				a.CacheReadInputTokensTotalCost, a.CacheCreationInputTokensTotalCost = &c[2], &c[3]
+			}
+			m[u.Model] = a
 		}
-		out[model] = a
+		out[id] = m
 	}
 	return out
 }
@@ -285,16 +335,24 @@ func (r UsageRes) MarshalJSON() ([]byte, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = strconv.AppendQuote(b, id)
+		b = appendJSONString(b, id)
 		b = append(b, ":{"...)
 		models := r.CallUsage[id]
-		for j, m := range sortedKeys(models) {
-			if j > 0 {
-				b = append(b, ',')
+		if len(models) == 1 { // the common case, without sorting
+			for m, u := range models {
+				b = appendJSONString(b, m)
+				b = append(b, ':')
+				b = u.appendJSON(b)
 			}
-			b = strconv.AppendQuote(b, m)
-			b = append(b, ':')
-			b = models[m].appendJSON(b)
+		} else {
+			for j, m := range sortedKeys(models) {
+				if j > 0 {
+					b = append(b, ',')
+				}
+				b = appendJSONString(b, m)
+				b = append(b, ':')
+				b = models[m].appendJSON(b)
+			}
 		}
 		b = append(b, '}')
 	}
@@ -303,9 +361,23 @@ func (r UsageRes) MarshalJSON() ([]byte, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = strconv.AppendQuote(b, id)
+		b = appendJSONString(b, id)
 	}
 	return append(b, "]}"...), nil
+}
+
+// appendJSONString appends s as a JSON string: printable ASCII without quotes or backslashes
+// as is, anything else as encoding/json writes it.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 func (u *AggregatedUsage) appendJSON(b []byte) []byte {
@@ -375,7 +447,7 @@ func (s *Service) TraceUsage(ctx context.Context, req TraceUsageReq) (UsageRes, 
 	if req.Filter != nil {
 		q.Filter = *req.Filter
 	}
-	calls, err := s.store.UsageCalls(ctx, req.ProjectID, q)
+	calls, err := s.store.UsageCalls(ctx, req.ProjectID, q, req.IncludeCosts)
 	if err != nil {
 		return UsageRes{}, err
 	}
@@ -405,7 +477,7 @@ func (s *Service) CallsUsage(ctx context.Context, req CallsUsageReq) (UsageRes, 
 	}
 	var calls []UsageCall
 	if len(traceIDs) > 0 {
-		calls, err = s.store.UsageCalls(ctx, req.ProjectID, CallQuery{Filter: CallsFilter{TraceIDs: sortedKeys(traceIDs)}, Limit: limit})
+		calls, err = s.store.UsageCalls(ctx, req.ProjectID, CallQuery{Filter: CallsFilter{TraceIDs: sortedKeys(traceIDs)}, Limit: limit}, req.IncludeCosts)
 		if err != nil {
 			return UsageRes{}, err
 		}
@@ -421,16 +493,26 @@ func (s *Service) rollUpResult(ctx context.Context, project string, calls []Usag
 	if withCosts {
 		pricer = s.lazyPricer(ctx, project)
 	}
-	agg := RollUp(calls, pricer)
-	res := UsageRes{CallUsage: map[string]map[string]*AggregatedUsage{}, UnfinishedCallIDs: unfinished(calls)}
+	agg := rollUp(calls, pricer)
+	res := UsageRes{UnfinishedCallIDs: unfinished(calls)}
 	if keys == nil {
-		for id, m := range agg {
-			res.CallUsage[id] = toAggregated(m, withCosts)
+		ids := make([]string, len(calls))
+		for i, c := range calls {
+			ids[i] = c.ID
 		}
+		res.CallUsage = toAggregated(ids, agg, withCosts)
 		return res
 	}
-	for _, id := range keys {
-		res.CallUsage[id] = toAggregated(agg[id], withCosts)
+	at := make(map[string]int, len(calls))
+	for i, c := range calls {
+		at[c.ID] = i
 	}
+	sel := make([][]ModelCount, len(keys))
+	for k, id := range keys {
+		if i, ok := at[id]; ok {
+			sel[k] = agg[i]
+		}
+	}
+	res.CallUsage = toAggregated(keys, sel, withCosts)
 	return res
 }

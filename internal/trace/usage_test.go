@@ -132,10 +132,11 @@ func BenchmarkRollUp10k(b *testing.B) {
 func TestUsageResJSON(t *testing.T) {
 	cost := 0.25
 	r := UsageRes{CallUsage: map[string]map[string]*AggregatedUsage{
-		"b": {"m\"x": {Requests: 1, PromptTokens: 2, CompletionTokens: 3, TotalTokens: 5, PromptTokensTotalCost: &cost, CompletionTokensTotalCost: &cost,
+		"b\x01<é": {"m\"x": {Requests: 1, PromptTokens: 2, CompletionTokens: 3, TotalTokens: 5, PromptTokensTotalCost: &cost, CompletionTokensTotalCost: &cost,
 			CacheReadInputTokensTotalCost: &cost, CacheCreationInputTokensTotalCost: &cost}},
 		"a": {},
-	}, UnfinishedCallIDs: []string{"a"}}
+		"c": {"m2": {Requests: 1}, "m1": {Requests: 2}},
+	}, UnfinishedCallIDs: []string{"a", "\x02"}}
 	got, _ := r.MarshalJSON()
 	type plain UsageRes
 	want, _ := json.Marshal(plain(r))
