@@ -22,7 +22,7 @@ const modelsUsage = `usage:
   hone models synth --arch llama|qwen2|qwen3|phi3|mistral|gemma2|gemma3|qwen3moe --out DIR [--preset tiny|demo|smollm2-135m|qwen2.5-0.5b]
                     [--layers N --hidden N --heads N --kv-heads N --head-dim N --intermediate N
                      --vocab N --max-pos N --rope-theta F --rope-scaling llama3 --tied --dtype f32|bf16
-                     --partial-rotary F (phi3) --std F --seed N]
+                     --partial-rotary F (phi3) --sliding-window N --std F --seed N]
                     [qwen3moe: --experts N --experts-per-tok N --moe-intermediate N --no-norm-topk
                      --mlp-only-layers L,L]
 Writes config.json, generation_config.json, model.safetensors (random weights), tokenizer.json and
@@ -62,6 +62,7 @@ func runModels(args []string, stdout, stderr io.Writer) int {
 	ropeScaling := fs.String("rope-scaling", "", "rope_scaling type (llama3; llama only)")
 	tied := fs.Bool("tied", false, "tie the LM head to the input embedding")
 	partialRotary := fs.Float64("partial-rotary", 0, "partial_rotary_factor (phi3 only; Phi-4-mini: 0.75)")
+	window := fs.Int("sliding-window", 0, "sliding_window (phi3, mistral, gemma2, gemma3; default: none for phi3, 8 otherwise)")
 	dtype := fs.String("dtype", "", "stored weight type: f32 or bf16")
 	std := fs.Float64("std", 0, "standard deviation of the random weights")
 	seed := fs.Uint64("seed", 1, "random seed")
@@ -119,6 +120,9 @@ func runModels(args []string, stdout, stderr io.Writer) int {
 	}
 	if set["partial-rotary"] {
 		o.PartialRotary = *partialRotary
+	}
+	if set["sliding-window"] {
+		o.SlidingWindow = *window
 	}
 	if set["dtype"] {
 		o.DType = *dtype

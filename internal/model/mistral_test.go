@@ -11,10 +11,18 @@ import (
 // window switched off, the first 8 positions (inside the window) still match transformers and
 // later ones do not.
 func TestMistralGoldenNeedsWindow(t *testing.T) {
-	g := readGolden(t, "mistral")
-	dir := t.TempDir()
 	o := synth.Tiny("mistral")
 	o.Std = 0.08
+	checkGoldenNeedsWindow(t, "mistral", o)
+}
+
+// checkGoldenNeedsWindow loads o (written by synth) and checks that the golden's logits are
+// matched inside o's sliding window and missed past it when the window is turned off: the
+// golden exercises the window.
+func checkGoldenNeedsWindow(t *testing.T, golden string, o synth.Options) {
+	t.Helper()
+	g := readGolden(t, golden)
+	dir := t.TempDir()
 	if err := synth.Write(dir, o); err != nil {
 		t.Fatal(err)
 	}
@@ -23,8 +31,9 @@ func TestMistralGoldenNeedsWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if m.Config.SlidingWindow != 8 {
-		t.Fatalf("sliding window %d, want 8", m.Config.SlidingWindow)
+	w := o.SlidingWindow
+	if m.Config.SlidingWindow != w || w == 0 {
+		t.Fatalf("sliding window %d, want %d", m.Config.SlidingWindow, w)
 	}
 	m.Config.SlidingWindow = 0
 	seq := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: 8}).NewSequence()
@@ -35,7 +44,7 @@ func TestMistralGoldenNeedsWindow(t *testing.T) {
 	inside, outside := 0.0, 0.0
 	for p := range g.Logits {
 		e := relErr(out[0][p], g.Logits[p])
-		if p < 8 {
+		if p < w {
 			inside = max(inside, e)
 		} else {
 			outside = max(outside, e)

@@ -58,8 +58,9 @@ type Options struct {
 	// initialises; larger values make logits more peaked).
 	Std  float64
 	Seed uint64
-	// SlidingWindow (gemma2, gemma3, mistral): the window of the sliding layers (every layer
-	// for mistral; default 8 in Tiny, so that tests' sequences cross it).
+	// SlidingWindow (gemma2, gemma3, mistral, phi3): the window of the sliding layers (every
+	// layer for mistral and phi3; default 8 in Tiny for gemma and mistral, so that tests'
+	// sequences cross it; for phi3 0, none).
 	SlidingWindow int
 	// QueryPreAttnScalar (gemma2, gemma3): query_pre_attn_scalar (24 in Tiny: not head_dim,
 	// so that tests notice it).
