@@ -19,7 +19,7 @@ func init() {
 const modelsUsage = `usage:
   hone models prune --model ENTITY/PROJECT/NAME [--metric val/reward] [--keep-best N]
                     (on a server: delete every checkpoint but the latest and the N best by metric)
-  hone models synth --arch llama|qwen2|qwen3|phi3|mistral|gemma2|gemma3|qwen3moe --out DIR [--preset tiny|demo|smollm2-135m|qwen2.5-0.5b]
+  hone models synth --arch llama|qwen2|qwen3|phi3|mistral|ministral|gemma2|gemma3|qwen3moe --out DIR [--preset tiny|demo|smollm2-135m|qwen2.5-0.5b]
                     [--layers N --hidden N --heads N --kv-heads N --head-dim N --intermediate N
                      --vocab N --max-pos N --rope-theta F --rope-scaling llama3 --tied --dtype f32|bf16
                      --partial-rotary F (phi3) --sliding-window N --std F --seed N]
@@ -47,7 +47,7 @@ func runModels(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	fs := newFlagSet("models synth")
-	arch := fs.String("arch", "", "architecture: llama, qwen2, qwen3, qwen3moe, phi3, mistral, gemma2 or gemma3 (required unless the preset gives it)")
+	arch := fs.String("arch", "", "architecture: llama, qwen2, qwen3, qwen3moe, phi3, mistral, ministral, gemma2 or gemma3 (required unless the preset gives it)")
 	out := fs.String("out", "", "output directory (required)")
 	preset := fs.String("preset", "tiny", "starting shape: tiny, demo, smollm2-135m, qwen2.5-0.5b")
 	layers := fs.Int("layers", 0, "decoder layers")
@@ -62,7 +62,7 @@ func runModels(args []string, stdout, stderr io.Writer) int {
 	ropeScaling := fs.String("rope-scaling", "", "rope_scaling type (llama3; llama only)")
 	tied := fs.Bool("tied", false, "tie the LM head to the input embedding")
 	partialRotary := fs.Float64("partial-rotary", 0, "partial_rotary_factor (phi3 only; Phi-4-mini: 0.75)")
-	window := fs.Int("sliding-window", 0, "sliding_window (phi3, mistral, gemma2, gemma3; default: none for phi3, 8 otherwise)")
+	window := fs.Int("sliding-window", 0, "sliding_window (phi3, mistral, ministral, gemma2, gemma3; default: none for phi3, 8 otherwise)")
 	dtype := fs.String("dtype", "", "stored weight type: f32 or bf16")
 	std := fs.Float64("std", 0, "standard deviation of the random weights")
 	seed := fs.Uint64("seed", 1, "random seed")

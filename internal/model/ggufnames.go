@@ -67,7 +67,7 @@ func GGUFTensorName(hf string) (name string, layer int, ok bool) {
 // GGUFPermutedHeads is the number of heads whose rows llama.cpp's converter reorders in the
 // Hugging Face tensor hf (Llama's q and k projections, weights and biases), or 0.
 func GGUFPermutedHeads(c *Config, hf string) int {
-	if c.Arch != "llama" || !strings.HasPrefix(hf, "model.layers.") {
+	if (c.Arch != "llama" && c.Arch != "mistral") || !strings.HasPrefix(hf, "model.layers.") {
 		return 0
 	}
 	switch {
@@ -107,14 +107,22 @@ func PermuteRowsForGGUF(v []float32, rows, cols, heads int) ([]float32, error) {
 // hidden/heads, a linear RoPE scaling, Phi-3's keys), and the 1-D tensors it adds: a llama3
 // rope_scaling's per-frequency divisors (rope_freqs.weight), Phi-3's LongRoPE factors.
 func GGUFMetadata(c *Config) (meta []gguf.KV, vectors []GGUFVector, err error) {
-	switch c.Arch {
+	arch := c.Arch
+	switch arch {
 	case "llama", "qwen2", "qwen3", "qwen3moe", "phi3":
+	case "mistral":
+		// llama.cpp's converter writes MistralForCausalLM as llama, which has no sliding
+		// window: a window that binds has no GGUF form.
+		if c.SlidingWindow > 0 {
+			return nil, nil, fmt.Errorf("model: Mistral's sliding_window %d has no GGUF form: llama.cpp reads Mistral as llama, which attends to every earlier position", c.SlidingWindow)
+		}
+		arch = "llama"
 	default:
-		return nil, nil, fmt.Errorf("model: architecture %q has no GGUF export (llama, qwen2, qwen3, qwen3moe, phi3)", c.Arch)
+		return nil, nil, fmt.Errorf("model: architecture %q has no GGUF export (llama, qwen2, qwen3, qwen3moe, phi3, mistral without a sliding window)", c.Arch)
 	}
-	a := c.Arch + "."
+	a := arch + "."
 	meta = []gguf.KV{
-		{Key: "general.architecture", Value: c.Arch},
+		{Key: "general.architecture", Value: arch},
 		{Key: a + "block_count", Value: uint32(c.NumLayers)},
 		{Key: a + "context_length", Value: uint32(c.MaxPositionEmbeddings)},
 		{Key: a + "embedding_length", Value: uint32(c.HiddenSize)},
@@ -128,7 +136,7 @@ func GGUFMetadata(c *Config) (meta []gguf.KV, vectors []GGUFVector, err error) {
 		meta = append(meta, gguf.KV{Key: a + "attention.key_length", Value: uint32(c.HeadDim)},
 			gguf.KV{Key: a + "attention.value_length", Value: uint32(c.HeadDim)})
 	}
-	if c.Arch == "llama" {
+	if arch == "llama" {
 		meta = append(meta, gguf.KV{Key: a + "vocab_size", Value: uint32(c.VocabSize)},
 			gguf.KV{Key: a + "rope.dimension_count", Value: uint32(c.HeadDim)})
 	}

@@ -233,61 +233,74 @@ func TestPhi3GGUFLayoutMatchesLlamaCpp(t *testing.T) {
 // TestPhi3GGUFLlamaCpp runs llama.cpp (HONE_LLAMA_CPP, built by scripts/test-setup.sh) on a
 // phi3 GGUF written as Hone's export writes it, Phi-3 without RoPE scaling and with LongRoPE
 // (a context of 64, the original one, so that llama.cpp uses the short factors as
-// transformers does for a short sequence), and checks that its greedy continuation of two
-// prompts is Hone's on the same file: 16 tokens of text, compared after both sides' invalid
-// UTF-8 and padding tokens are normalised away (the tiny model writes byte tokens).
+// transformers does for a short sequence), and checks that its greedy continuations are
+// Hone's on the same file.
 func TestPhi3GGUFLlamaCpp(t *testing.T) {
+	bin := llamaCppBin(t)
+	for _, name := range []string{"plain", "phi3"} {
+		o := phi3GGUFModels()[name]
+		o.Std = 0.3 // peaked logits: no near ties between the two engines
+		_, path := phi3GGUF(t, o, gguf.F32)
+		checkLlamaCppGreedy(t, bin, path)
+	}
+}
+
+func llamaCppBin(t *testing.T) string {
+	t.Helper()
 	bin := os.Getenv("HONE_LLAMA_CPP")
 	if bin == "" {
 		t.Skip("HONE_LLAMA_CPP is not set (scripts/test-setup.sh)")
 	}
+	return bin
+}
+
+// checkLlamaCppGreedy checks that llama.cpp's greedy continuation (16 tokens, a context of
+// 64) of two prompts is Hone's on the GGUF file at path, as text compared after both sides'
+// invalid UTF-8 and padding tokens are normalised away (tiny models write byte tokens).
+func checkLlamaCppGreedy(t *testing.T, bin, path string) {
+	t.Helper()
 	// llama-cli prints padding tokens and NUL as nothing and invalid UTF-8 as its bytes; Hone's
 	// Decode names padding tokens and writes U+FFFD for invalid bytes.
 	pad, bad := regexp.MustCompile(`\[PAD\d+\]|\x00`), regexp.MustCompile(`\x{FFFD}+`)
 	clean := func(s string) string {
 		return bad.ReplaceAllString(strings.ToValidUTF8(pad.ReplaceAllString(s, ""), "\uFFFD"), "?")
 	}
-	for _, name := range []string{"plain", "phi3"} {
-		o := phi3GGUFModels()[name]
-		o.Std = 0.3 // peaked logits: no near ties between the two engines
-		_, path := phi3GGUF(t, o, gguf.F32)
-		m, err := model.Load(path, model.LoadOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tok, err := tokenizer.LoadGGUF(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, prompt := range []string{"The quick brown fox", "Hello world, this is a test of"} {
-			toks := tok.Encode(prompt, true)
-			seq := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: 8}).NewSequence()
-			var out []int
-			for range 16 {
-				l, err := m.Forward([]model.Step{{Seq: seq, Tokens: toks, LogitsAt: []int{len(toks) - 1}}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				toks = []int{argmax(l[0][0])}
-				out = append(out, toks[0])
-			}
-			hone := tok.Decode(out, false)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			cmd := exec.CommandContext(ctx, filepath.Join(bin, "llama-cli"), "-m", path, "-p", prompt, "-n", "16", "--temp", "0",
-				"--top-k", "1", "-t", "2", "-c", "64", "-no-cnv", "--no-display-prompt", "--no-warmup", "--simple-io", "-s", "1")
-			cmd.Stdin = strings.NewReader("")
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err = cmd.Run()
-			cancel()
+	m, err := model.Load(path, model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	tok, err := tokenizer.LoadGGUF(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, prompt := range []string{"The quick brown fox", "Hello world, this is a test of"} {
+		toks := tok.Encode(prompt, true)
+		seq := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: 8}).NewSequence()
+		var out []int
+		for range 16 {
+			l, err := m.Forward([]model.Step{{Seq: seq, Tokens: toks, LogitsAt: []int{len(toks) - 1}}})
 			if err != nil {
-				t.Fatalf("llama-cli: %v\n%s", err, stderr.String())
+				t.Fatal(err)
 			}
-			llama := strings.TrimSuffix(strings.TrimRight(stdout.String(), "\n "), "[end of text]")
-			if clean(hone) != clean(llama) {
-				t.Errorf("%s, %q: Hone continues %q, llama.cpp %q", name, prompt, hone, llama)
-			}
+			toks = []int{argmax(l[0][0])}
+			out = append(out, toks[0])
 		}
-		m.Close()
+		hone := tok.Decode(out, false)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, "llama-cli"), "-m", path, "-p", prompt, "-n", "16", "--temp", "0",
+			"--top-k", "1", "-t", "2", "-c", "64", "-no-cnv", "--no-display-prompt", "--no-warmup", "--simple-io", "-s", "1")
+		cmd.Stdin = strings.NewReader("")
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err = cmd.Run()
+		cancel()
+		if err != nil {
+			t.Fatalf("llama-cli: %v\n%s", err, stderr.String())
+		}
+		llama := strings.TrimSuffix(strings.TrimRight(stdout.String(), "\n "), "[end of text]")
+		if clean(hone) != clean(llama) {
+			t.Errorf("%s, %q: Hone continues %q, llama.cpp %q", m.Config.Arch, prompt, hone, llama)
+		}
 	}
 }
