@@ -102,7 +102,7 @@ func Compile(src string) (t *Template, err error) {
 		return nil, err
 	}
 	root := "chat_template"
-	shifted, err := loaders.NewShiftedLoader(root, strings.NewReader(src), loader)
+	shifted, err := loaders.NewShiftedLoader(root, strings.NewReader(rewriteConditionals(src)), loader)
 	if err != nil {
 		return nil, err
 	}
