@@ -52,3 +52,19 @@ func FuzzRewriteConditionals(f *testing.F) {
 		}
 	})
 }
+
+// TestNegativeIndex: x[-n] of a list or string n long is its first item, as in Python
+// (gonja alone needs it longer than n); past the start it is undefined, as before.
+func TestNegativeIndex(t *testing.T) {
+	tpl, err := Compile(`{{ xs[-1] }}|{{ xs[-2] }}|{{ 'a'[-1] }}|{{ xs[i] }}|{{ (xs|list)[-1] }}|{{ [1,2,3][-3] }}|{{ d[k] }}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tpl.Render(Input{Messages: []byte(`[]`), Kwargs: []byte(`{"xs":[7],"i":-1,"d":{"a":"A"},"k":"a"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "7||a|7|7|1|A"; got != want { // jinja2 3 renders the same
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
