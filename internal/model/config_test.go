@@ -57,7 +57,7 @@ func TestParseConfigQwen(t *testing.T) {
 
 func TestParseConfigErrors(t *testing.T) {
 	for cfg, want := range map[string]string{
-		`{"architectures":["FalconForCausalLM"],"hidden_size":8}`:    "FalconForCausalLM",
+		`{"architectures":["FalconForCausalLM"],"hidden_size":8}`:                "FalconForCausalLM",
 		`{"architectures":["Mistral3ForConditionalGeneration"],"hidden_size":8}`: "Mistral3ForConditionalGeneration",
 		`{"model_type":"gpt2"}`: "gpt2",
 		`{}`:                    "(none given)",
