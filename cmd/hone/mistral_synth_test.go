@@ -35,3 +35,20 @@ func TestModelsSynthMistral(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestModelsSynthMinistral: `hone models synth --arch ministral --sliding-window 4` writes a
+// MinistralForCausalLM whose layer_types alternate a windowed layer and a full one.
+func TestModelsSynthMinistral(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	var out, errb bytes.Buffer
+	if code := runModels([]string{"synth", "--arch", "ministral", "--sliding-window", "4", "--out", dir}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	c, err := model.LoadConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Arch != "mistral" || c.SlidingWindow != 4 || !c.IsSliding(0) || c.IsSliding(1) {
+		t.Fatalf("config %+v", c)
+	}
+}

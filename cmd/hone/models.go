@@ -20,10 +20,10 @@ const modelsUsage = `usage:
   hone models prune --model ENTITY/PROJECT/NAME [--metric val/reward] [--keep-best N]
                     (on a server: delete every checkpoint but the latest and the N best by metric)
   hone models register|registered|unregister --db postgres://... (base models by name in a shared store)
-  hone models synth --arch llama|qwen2|qwen3|phi3|mistral|gemma2|gemma3|qwen3moe --out DIR [--preset tiny|demo|smollm2-135m|qwen2.5-0.5b]
+  hone models synth --arch llama|qwen2|qwen3|phi3|mistral|ministral|gemma2|gemma3|qwen3moe --out DIR [--preset tiny|demo|smollm2-135m|qwen2.5-0.5b]
                     [--layers N --hidden N --heads N --kv-heads N --head-dim N --intermediate N
                      --vocab N --max-pos N --rope-theta F --rope-scaling llama3 --tied --dtype f32|bf16
-                     --partial-rotary F (phi3) --std F --seed N]
+                     --partial-rotary F (phi3) --sliding-window N --std F --seed N]
                     [qwen3moe: --experts N --experts-per-tok N --moe-intermediate N --no-norm-topk
                      --mlp-only-layers L,L]
 Writes config.json, generation_config.json, model.safetensors (random weights), tokenizer.json and
@@ -51,7 +51,7 @@ func runModels(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	fs := newFlagSet("models synth")
-	arch := fs.String("arch", "", "architecture: llama, qwen2, qwen3, qwen3moe, phi3, mistral, gemma2 or gemma3 (required unless the preset gives it)")
+	arch := fs.String("arch", "", "architecture: llama, qwen2, qwen3, qwen3moe, phi3, mistral, ministral, gemma2 or gemma3 (required unless the preset gives it)")
 	out := fs.String("out", "", "output directory (required)")
 	preset := fs.String("preset", "tiny", "starting shape: tiny, demo, smollm2-135m, qwen2.5-0.5b")
 	layers := fs.Int("layers", 0, "decoder layers")
@@ -66,6 +66,7 @@ func runModels(args []string, stdout, stderr io.Writer) int {
 	ropeScaling := fs.String("rope-scaling", "", "rope_scaling type (llama3; llama only)")
 	tied := fs.Bool("tied", false, "tie the LM head to the input embedding")
 	partialRotary := fs.Float64("partial-rotary", 0, "partial_rotary_factor (phi3 only; Phi-4-mini: 0.75)")
+	window := fs.Int("sliding-window", 0, "sliding_window (phi3, mistral, ministral, gemma2, gemma3; default: none for phi3, 8 otherwise)")
 	dtype := fs.String("dtype", "", "stored weight type: f32 or bf16")
 	std := fs.Float64("std", 0, "standard deviation of the random weights")
 	seed := fs.Uint64("seed", 1, "random seed")
@@ -123,6 +124,9 @@ func runModels(args []string, stdout, stderr io.Writer) int {
 	}
 	if set["partial-rotary"] {
 		o.PartialRotary = *partialRotary
+	}
+	if set["sliding-window"] {
+		o.SlidingWindow = *window
 	}
 	if set["dtype"] {
 		o.DType = *dtype

@@ -10,6 +10,11 @@
 //
 // `%` follows Python: printf-style formatting when the left side is a string (gonja alone
 // knows only integer modulo, so Compile rewrites each `%` into a filter; see pyformat.go).
+// Two more gaps of gonja are closed the same way: a conditional expression inside brackets
+// (`'x' + (a if b else c)`, as Gemma 3's template writes) is rewritten before parsing
+// (ifexpr.go), and negative subscripts reach the first item (`xs[-1]` of a one-item list;
+// negindex.go).
+//
 // A difference from Python Jinja2 that remains (gonja's): the `format` filter takes Go verbs.
 package chattemplate
 
@@ -65,6 +70,7 @@ func environment() (*exec.Environment, *config.Config) {
 		filters.Replace("items", filterItems)
 		_ = filters.Register(modFilter, filterMod)
 		_ = filters.Register(modTupleFilter, filterModTuple)
+		_ = filters.Register(indexFilter, filterIndex)
 		ctx := exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables)
 		ctx.Set("raise_exception", func(msg string) (string, error) { return "", errors.New(raiseMark + msg + raiseMark) })
 		ctx.Set("strftime_now", func(format string) string { return strftime(time.Now(), format) })
@@ -102,7 +108,7 @@ func Compile(src string) (t *Template, err error) {
 		return nil, err
 	}
 	root := "chat_template"
-	shifted, err := loaders.NewShiftedLoader(root, strings.NewReader(src), loader)
+	shifted, err := loaders.NewShiftedLoader(root, strings.NewReader(rewriteConditionals(src)), loader)
 	if err != nil {
 		return nil, err
 	}

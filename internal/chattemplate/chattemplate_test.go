@@ -43,7 +43,7 @@ func templates(t *testing.T) map[string]string {
 		}
 		out[name] = cfg.ChatTemplate
 	}
-	for _, name := range []string{"llama3_2", "qwen2_5", "smollm2", "phi3_5", "phi4_mini", "gemma2"} {
+	for _, name := range []string{"llama3_2", "qwen2_5", "smollm2", "phi3_5", "phi3_mini", "phi4_mini", "gemma2", "gemma3", "mistral_7b_v03"} {
 		data, err := os.ReadFile("testdata/templates/" + name + ".json")
 		if err != nil {
 			t.Fatal(err)

@@ -25,7 +25,8 @@ const (
 )
 
 // rewriteModulo replaces each binary `%` expression in the parsed template by the filter call
-// `left | __hone_mod(right)`. The tree already encodes precedence, so the rewrite keeps it.
+// `left | __hone_mod(right)`, and gives each subscript Python's negative indices (pythonIndex).
+// The tree already encodes precedence, so the rewrite keeps it.
 // gonja v2.9.1 (pinned) offers no visitor over expressions, so the walk is by reflection.
 func rewriteModulo(root *nodes.Template) {
 	seen := map[uintptr]bool{}
@@ -43,6 +44,9 @@ func rewriteModulo(root *nodes.Template) {
 				return
 			}
 			walk(v.Elem())
+			if g, ok := v.Interface().(*nodes.GetItem); ok {
+				pythonIndex(g) // see negindex.go
+			}
 		case reflect.Interface:
 			if v.IsNil() {
 				return

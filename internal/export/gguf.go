@@ -93,7 +93,7 @@ func WriteGGUF(out, baseDir string, a *model.LoRA, typ, name string) error {
 	if err != nil {
 		return err
 	}
-	meta, ropeFreqs, err := model.GGUFMetadata(cfg)
+	meta, vectors, err := model.GGUFMetadata(cfg)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
@@ -165,10 +165,10 @@ func WriteGGUF(out, baseDir string, a *model.LoRA, typ, name string) error {
 		}
 		entries = append(entries, entry{layer, gname, gguf.TensorData{Name: gname, Dims: dims, Type: tt, Data: data}})
 	}
-	if ropeFreqs != nil {
-		data, _ := quant.Quantize(gguf.F32, ropeFreqs, len(ropeFreqs))
-		entries = append(entries, entry{-1, model.GGUFRopeFreqs, gguf.TensorData{Name: model.GGUFRopeFreqs,
-			Dims: []uint64{uint64(len(ropeFreqs))}, Type: gguf.F32, Data: data}})
+	for _, vec := range vectors {
+		data, _ := quant.Quantize(gguf.F32, vec.Values, len(vec.Values))
+		entries = append(entries, entry{-1, vec.Name, gguf.TensorData{Name: vec.Name,
+			Dims: []uint64{uint64(len(vec.Values))}, Type: gguf.F32, Data: data}})
 	}
 	// llama.cpp's order: the globals first, then layer by layer.
 	sort.SliceStable(entries, func(i, j int) bool {

@@ -95,6 +95,8 @@ var supported = map[string]string{
 	"Qwen3MoeForCausalLM": "qwen3moe",
 	"Phi3ForCausalLM":     "phi3",
 	"MistralForCausalLM":  "mistral",
+	// Ministral is Mistral's block with per-layer attention types (layer_types).
+	"MinistralForCausalLM": "mistral",
 }
 
 // ErrUnsupported is returned for architectures Hone cannot run.
@@ -118,7 +120,7 @@ func intOrList(raw json.RawMessage) []int {
 
 // modelTypes maps config.json's model_type to Hone's architecture, for configs without an
 // architectures list (transformers then picks the model class from model_type).
-var modelTypes = map[string]string{"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3moe", "phi3": "phi3", "mistral": "mistral"}
+var modelTypes = map[string]string{"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3moe", "phi3": "phi3", "mistral": "mistral", "ministral": "mistral"}
 
 // ParseConfig reads config.json contents.
 //
@@ -185,7 +187,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		if name == "" {
 			name = "(none given)"
 		}
-		return nil, fmt.Errorf("%w %s: Hone runs LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Phi3ForCausalLM, MistralForCausalLM, Gemma2ForCausalLM and Gemma3ForCausalLM", ErrUnsupported, name)
+		return nil, fmt.Errorf("%w %s: Hone runs LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Phi3ForCausalLM, MistralForCausalLM, MinistralForCausalLM, Gemma2ForCausalLM and Gemma3ForCausalLM", ErrUnsupported, name)
 	}
 	cfg := &Config{
 		Arch: arch, HiddenSize: c.HiddenSize, IntermediateSize: c.IntermediateSize, NumLayers: c.NumHiddenLayers,
@@ -263,7 +265,8 @@ func ParseConfig(data []byte) (*Config, error) {
 	switch arch {
 	case "llama":
 	case "mistral":
-		if err := parseMistralWindow(raw, layerTypes, cfg); err != nil {
+		ministral := c.ModelType == "ministral" || slices.Contains(c.Architectures, "MinistralForCausalLM")
+		if err := parseMistralWindow(raw, layerTypes, ministral, cfg); err != nil {
 			return nil, err
 		}
 	default:
@@ -313,10 +316,12 @@ func parseLayerTypes(raw map[string]json.RawMessage, layers int) ([]string, erro
 // latest positions (its own included), as transformers' MistralModel masks them; null means
 // full attention, and an absent field MistralConfig's default 4096. A window at least
 // max_position_embeddings long never excludes a position Hone accepts, so it is dropped.
-// MistralModel ignores layer_types (transformers warns and windows every layer); a config
-// whose layer_types mark some layers full_attention means an alternating model (Ministral),
-// which Hone refuses rather than compute differently from what the config says.
-func parseMistralWindow(raw map[string]json.RawMessage, layerTypes []string, cfg *Config) error {
+// MistralModel ignores layer_types (transformers warns and windows every layer); a
+// MistralForCausalLM config whose layer_types mark some layers full_attention is refused
+// rather than computed differently from what it says. Ministral (ministral, or
+// MinistralForCausalLM) reads layer_types, by default every layer sliding when there is a
+// window: its sliding layers are Gemma's mechanism (Config.Sliding).
+func parseMistralWindow(raw map[string]json.RawMessage, layerTypes []string, ministral bool, cfg *Config) error {
 	window := 4096
 	if v, ok := raw["sliding_window"]; ok {
 		if isNullJSON(v) {
@@ -325,7 +330,23 @@ func parseMistralWindow(raw map[string]json.RawMessage, layerTypes []string, cfg
 			return fmt.Errorf("model: config.json: sliding_window must be a positive integer or null")
 		}
 	}
+	if ministral && layerTypes != nil {
+		if window == 0 && slices.Contains(layerTypes, "sliding_attention") {
+			return fmt.Errorf("model: config.json: layer_types has sliding_attention layers but sliding_window is null")
+		}
+		if window == 0 || window >= cfg.MaxPositionEmbeddings || !slices.Contains(layerTypes, "full_attention") {
+			layerTypes = nil // every layer the same: Mistral's rule below
+		}
+	}
 	if window == 0 || window >= cfg.MaxPositionEmbeddings {
+		return nil
+	}
+	if ministral && layerTypes != nil {
+		cfg.SlidingWindow = window
+		cfg.Sliding = make([]bool, len(layerTypes))
+		for i, t := range layerTypes {
+			cfg.Sliding[i] = t == "sliding_attention"
+		}
 		return nil
 	}
 	for i, t := range layerTypes {

@@ -57,8 +57,8 @@ func TestParseConfigQwen(t *testing.T) {
 
 func TestParseConfigErrors(t *testing.T) {
 	for cfg, want := range map[string]string{
-		`{"architectures":["FalconForCausalLM"],"hidden_size":8}`:    "FalconForCausalLM",
-		`{"architectures":["MinistralForCausalLM"],"hidden_size":8}`: "MinistralForCausalLM",
+		`{"architectures":["FalconForCausalLM"],"hidden_size":8}`:                "FalconForCausalLM",
+		`{"architectures":["Mistral3ForConditionalGeneration"],"hidden_size":8}`: "Mistral3ForConditionalGeneration",
 		`{"model_type":"gpt2"}`: "gpt2",
 		`{}`:                    "(none given)",
 		`{"architectures":["LlamaForCausalLM"],"hidden_size":64,"intermediate_size":8,"num_hidden_layers":1,"num_attention_heads":3,"num_key_value_heads":2,"vocab_size":9}`:                       "multiple",

@@ -108,13 +108,14 @@ func (m *Model) SoftcapLogits(logits []float32) {
 	}
 }
 
-// maskScores prepares one query row's attention scores over positions [0, len(row)) for the
-// softmax, for a query at position p of layer l: soft-capping, then −∞ before the window.
-func (m *Model) maskScores(l int, row []float32, p int) {
+// maskScoresFrom prepares one query row's attention scores for the softmax, for a query at
+// position p of layer l, the row's scores being positions lo, lo+1, ...: soft-capping, then
+// −∞ before the window.
+func (m *Model) maskScoresFrom(l int, row []float32, p, lo int) {
 	if c := m.Config.AttnSoftcap; c > 0 {
 		softcap(row, nil, c)
 	}
-	if s := m.WindowStart(l, p); s > 0 {
+	if s := m.WindowStart(l, p) - lo; s > 0 {
 		for j := range row[:min(s, len(row))] {
 			row[j] = float32(math.Inf(-1))
 		}

@@ -36,12 +36,12 @@ func ConfigFromGGUF(f *gguf.File) (*Config, error) {
 		return nil, fmt.Errorf("model: %w", err)
 	}
 	switch arch {
-	case "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3":
+	case "llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3":
 	default:
-		return nil, fmt.Errorf("%w %q in %s (general.architecture): Hone runs llama, qwen2, qwen3, qwen3moe, gemma2 and gemma3", ErrUnsupported, arch, f.Name)
+		return nil, fmt.Errorf("%w %q in %s (general.architecture): Hone runs llama, qwen2, qwen3, qwen3moe, phi3, gemma2 and gemma3", ErrUnsupported, arch, f.Name)
 	}
 	for _, k := range md.Keys() {
-		if rest, ok := strings.CutPrefix(k, arch+"."); ok && !ggufArchKeys[rest] && !(IsGemma(arch) && gemmaGGUFKeys[rest]) && !(arch == "qwen3moe" && ggufMoEKeys[rest]) {
+		if rest, ok := strings.CutPrefix(k, arch+"."); ok && !ggufArchKeys[rest] && !(IsGemma(arch) && gemmaGGUFKeys[rest]) && !(arch == "qwen3moe" && ggufMoEKeys[rest]) && !(arch == "phi3" && phi3GGUFKeys[rest]) {
 			return nil, fmt.Errorf("model: %s: metadata key %s is not supported", f.Name, k)
 		}
 	}
@@ -102,7 +102,8 @@ func ConfigFromGGUF(f *gguf.File) (*Config, error) {
 	if v := num("attention.value_length", c.HeadDim); v != c.HeadDim {
 		return nil, fmt.Errorf("model: %s: %s.attention.value_length %d differs from the key length %d: not supported", f.Name, arch, v, c.HeadDim)
 	}
-	if v := num("rope.dimension_count", c.HeadDim); v != c.HeadDim {
+	rotary := num("rope.dimension_count", c.HeadDim)
+	if v := rotary; v != c.HeadDim && arch != "phi3" {
 		return nil, fmt.Errorf("model: %s: %s.rope.dimension_count %d is not the head size %d: Hone rotates the whole head", f.Name, arch, v, c.HeadDim)
 	}
 	if firstErr != nil {
@@ -151,6 +152,13 @@ func ConfigFromGGUF(f *gguf.File) (*Config, error) {
 		c.AttentionBias = true
 	case "qwen3", "qwen3moe":
 		c.AttentionBias, c.QKNorm = hasBias || hasOBias, true
+	case "phi3":
+		if err := phi3FromGGUF(f, c, rotary, flt, num); err != nil {
+			return nil, err
+		}
+		if firstErr != nil {
+			return nil, firstErr
+		}
 	case "gemma2", "gemma3":
 		c.AttentionBias = hasBias || hasOBias
 		if err := gemmaFromGGUF(md, c, flt, num); err != nil {
@@ -223,6 +231,7 @@ func containsInt(a []int, x int) bool {
 // Q5_1, Q4_K, Q5_K, Q6_K) as views of the mapped file.
 type ggufSource struct {
 	quantized bool
+	arch      string
 	f         *gguf.File
 	hf        map[string]string // Hugging Face name -> GGUF name
 	gg        map[string]string // GGUF name -> Hugging Face name
@@ -230,7 +239,7 @@ type ggufSource struct {
 }
 
 func newGGUFSource(f *gguf.File, c *Config) *ggufSource {
-	s := &ggufSource{f: f, hf: map[string]string{}, gg: map[string]string{}, permut: map[string]int{}}
+	s := &ggufSource{arch: c.Arch, f: f, hf: map[string]string{}, gg: map[string]string{}, permut: map[string]int{}}
 	add := func(hf, gg string) {
 		s.hf[hf], s.gg[gg] = gg, hf
 	}
@@ -239,6 +248,9 @@ func newGGUFSource(f *gguf.File, c *Config) *ggufSource {
 	}
 	for i := 0; i < c.NumLayers; i++ {
 		for hf := range GGUFLayerNames {
+			if !ggufLayerName(c.Arch, hf) {
+				continue
+			}
 			name := fmt.Sprintf("model.layers.%d.%s", i, hf)
 			gg, _, _ := GGUFTensorName(name)
 			add(name, gg)
@@ -329,7 +341,7 @@ func unpermuteRows[E any](v []E, rows, cols, heads int) ([]E, error) {
 func (s *ggufSource) names() []string {
 	var out []string
 	for _, n := range s.f.Names() {
-		if n == ggufRopeFreqs {
+		if n == ggufRopeFreqs || (s.arch == "phi3" && (n == ggufRopeShort || n == ggufRopeLong)) {
 			continue // read into the config by ConfigFromGGUF
 		}
 		if hf, ok := s.gg[n]; ok {

@@ -92,6 +92,9 @@ func synthGGUF(t testing.TB, o synth.Options, edit func(meta []gguf.KV, ts []ggu
 	eos, _ := tok.EOS()
 	pad, _ := tok.TokenID(spec.PadToken)
 	a := cfg.Arch
+	if a == "mistral" {
+		a = "llama" // as llama.cpp's converter writes MistralForCausalLM
+	}
 	meta := []gguf.KV{
 		{Key: "general.architecture", Value: a},
 		{Key: a + ".block_count", Value: uint32(cfg.NumLayers)},

@@ -30,6 +30,9 @@ var GGUFLayerNames = map[string]string{
 	"mlp.up_proj.bias":                "ffn_up.bias",
 	"mlp.down_proj.weight":            "ffn_down.weight",
 	"mlp.down_proj.bias":              "ffn_down.bias",
+	// Phi-3's fused projections (ffn_up holds the gate rows, then the up rows).
+	"self_attn.qkv_proj.weight": "attn_qkv.weight",
+	"mlp.gate_up_proj.weight":   "ffn_up.weight",
 }
 
 // ggufGlobalNames are the tensors outside the layers.
@@ -64,7 +67,7 @@ func GGUFTensorName(hf string) (name string, layer int, ok bool) {
 // GGUFPermutedHeads is the number of heads whose rows llama.cpp's converter reorders in the
 // Hugging Face tensor hf (Llama's q and k projections, weights and biases), or 0.
 func GGUFPermutedHeads(c *Config, hf string) int {
-	if c.Arch != "llama" || !strings.HasPrefix(hf, "model.layers.") {
+	if (c.Arch != "llama" && c.Arch != "mistral") || !strings.HasPrefix(hf, "model.layers.") {
 		return 0
 	}
 	switch {
@@ -98,23 +101,28 @@ func PermuteRowsForGGUF(v []float32, rows, cols, heads int) ([]float32, error) {
 	return out, nil
 }
 
-// GGUFRopeFreqs is the name of the rope_freqs tensor (see GGUFMetadata).
-const GGUFRopeFreqs = ggufRopeFreqs
-
 // GGUFMetadata is the inverse of ConfigFromGGUF: general.architecture and the {arch}.*
 // hyperparameters llama.cpp's convert_hf_to_gguf.py writes for c (vocab_size and
 // rope.dimension_count for llama, key/value lengths when the head size is not
-// hidden/heads, a linear RoPE scaling). A llama3 rope_scaling becomes per-frequency
-// divisors, returned for the rope_freqs.weight tensor (nil otherwise).
-func GGUFMetadata(c *Config) (meta []gguf.KV, ropeFreqs []float32, err error) {
-	switch c.Arch {
-	case "llama", "qwen2", "qwen3", "qwen3moe":
+// hidden/heads, a linear RoPE scaling, Phi-3's keys), and the 1-D tensors it adds: a llama3
+// rope_scaling's per-frequency divisors (rope_freqs.weight), Phi-3's LongRoPE factors.
+func GGUFMetadata(c *Config) (meta []gguf.KV, vectors []GGUFVector, err error) {
+	arch := c.Arch
+	switch arch {
+	case "llama", "qwen2", "qwen3", "qwen3moe", "phi3":
+	case "mistral":
+		// llama.cpp's converter writes MistralForCausalLM as llama, which has no sliding
+		// window: a window that binds has no GGUF form.
+		if c.SlidingWindow > 0 {
+			return nil, nil, fmt.Errorf("model: Mistral's sliding_window %d has no GGUF form: llama.cpp reads Mistral as llama, which attends to every earlier position", c.SlidingWindow)
+		}
+		arch = "llama"
 	default:
-		return nil, nil, fmt.Errorf("model: architecture %q has no GGUF export (llama, qwen2, qwen3, qwen3moe)", c.Arch)
+		return nil, nil, fmt.Errorf("model: architecture %q has no GGUF export (llama, qwen2, qwen3, qwen3moe, phi3, mistral without a sliding window)", c.Arch)
 	}
-	a := c.Arch + "."
+	a := arch + "."
 	meta = []gguf.KV{
-		{Key: "general.architecture", Value: c.Arch},
+		{Key: "general.architecture", Value: arch},
 		{Key: a + "block_count", Value: uint32(c.NumLayers)},
 		{Key: a + "context_length", Value: uint32(c.MaxPositionEmbeddings)},
 		{Key: a + "embedding_length", Value: uint32(c.HiddenSize)},
@@ -128,9 +136,16 @@ func GGUFMetadata(c *Config) (meta []gguf.KV, ropeFreqs []float32, err error) {
 		meta = append(meta, gguf.KV{Key: a + "attention.key_length", Value: uint32(c.HeadDim)},
 			gguf.KV{Key: a + "attention.value_length", Value: uint32(c.HeadDim)})
 	}
-	if c.Arch == "llama" {
+	if arch == "llama" {
 		meta = append(meta, gguf.KV{Key: a + "vocab_size", Value: uint32(c.VocabSize)},
 			gguf.KV{Key: a + "rope.dimension_count", Value: uint32(c.HeadDim)})
+	}
+	if c.Arch == "phi3" {
+		extra, vectors, err := phi3GGUFMetadata(c)
+		if err != nil {
+			return nil, nil, err
+		}
+		return append(meta, extra...), vectors, nil
 	}
 	factors := c.RopeFreqFactors
 	if rs := c.RopeScaling; rs != nil {
@@ -150,8 +165,12 @@ func GGUFMetadata(c *Config) (meta []gguf.KV, ropeFreqs []float32, err error) {
 		return nil, nil, err
 	}
 	meta = append(meta, moe...)
-	for _, f := range factors {
-		ropeFreqs = append(ropeFreqs, float32(f))
+	if factors != nil {
+		v := GGUFVector{Name: ggufRopeFreqs}
+		for _, f := range factors {
+			v.Values = append(v.Values, float32(f))
+		}
+		vectors = append(vectors, v)
 	}
-	return meta, ropeFreqs, nil
+	return meta, vectors, nil
 }

@@ -30,6 +30,8 @@ var goldenVariants = map[string]func() synth.Options{
 	// and the decode steps), head_dim 32 with hidden 64 and 4 heads.
 	"mistral":      func() synth.Options { return synth.Tiny("mistral") },
 	"mistral-lora": func() synth.Options { return synth.Tiny("mistral") },
+	// Ministral: layer_types alternate a layer windowed to 8 positions and a full one.
+	"ministral": func() synth.Options { return synth.Tiny("ministral") },
 }
 
 type golden struct {

@@ -231,6 +231,9 @@ func (c *KVCache) Insert(hashes []BlockHash, blocks []int32) {
 			break
 		}
 		b := blocks[i]
+		if b == noBlock { // released behind a sliding window (kvwindow.go): nothing after it is reachable
+			break
+		}
 		if old, ok := c.prefix[h]; ok {
 			c.lastUse[old] = c.clock
 			continue
@@ -307,7 +310,9 @@ func (c *KVCache) Retain(blocks []int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, b := range blocks {
-		c.retain(b)
+		if b != noBlock {
+			c.retain(b)
+		}
 	}
 }
 
@@ -316,7 +321,9 @@ func (c *KVCache) Release(blocks []int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, b := range blocks {
-		c.release(b)
+		if b != noBlock {
+			c.release(b)
+		}
 	}
 }
 

@@ -66,3 +66,36 @@ func TestParseConfigMistral(t *testing.T) {
 		t.Fatalf("all sliding: %+v, %v", c, err)
 	}
 }
+
+// TestParseConfigMinistral: MinistralForCausalLM (or model_type ministral) reads layer_types:
+// its sliding layers are windowed and its full ones not; without layer_types every layer is
+// windowed (MinistralConfig's default under a window); a sliding layer without a window is
+// refused by name.
+func TestParseConfigMinistral(t *testing.T) {
+	ministral := func(extra string) []byte {
+		s := strings.Replace(string(mistralConfig(`, "max_position_embeddings": 32768`+extra)), `"MistralForCausalLM"`, `"MinistralForCausalLM"`, 1)
+		return []byte(strings.Replace(s, `"model_type": "mistral"`, `"model_type": "ministral"`, 1))
+	}
+	types := `, "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"]`
+	c, err := ParseConfig(ministral(`, "sliding_window": 8` + types))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Arch != "mistral" || c.SlidingWindow != 8 || !c.IsSliding(0) || c.IsSliding(1) || !c.IsSliding(2) || c.IsSliding(3) {
+		t.Fatalf("alternating: %+v", c)
+	}
+	// model_type alone.
+	noArch := strings.Replace(string(ministral(`, "sliding_window": 8`+types)), `"architectures": ["MinistralForCausalLM"], `, ``, 1)
+	if c, err = ParseConfig([]byte(noArch)); err != nil || !c.IsSliding(0) || c.IsSliding(1) {
+		t.Fatalf("model_type ministral: %+v, %v", c, err)
+	}
+	if c, err = ParseConfig(ministral(`, "sliding_window": 8`)); err != nil || c.Sliding != nil || !c.IsSliding(3) {
+		t.Fatalf("no layer_types: %+v, %v", c, err)
+	}
+	if c, err = ParseConfig(ministral(`, "sliding_window": null, "layer_types": ["full_attention", "full_attention", "full_attention", "full_attention"]`)); err != nil || c.SlidingWindow != 0 {
+		t.Fatalf("null window: %+v, %v", c, err)
+	}
+	if _, err = ParseConfig(ministral(`, "sliding_window": null` + types)); err == nil || !strings.Contains(err.Error(), "sliding_window is null") {
+		t.Fatalf("sliding layers without a window: %v", err)
+	}
+}

@@ -404,6 +404,7 @@ func (m *Model) Forward(steps []Step) ([][][]float32, error) {
 	}
 	for _, st := range steps {
 		st.Seq.n += len(st.Tokens)
+		m.releaseBehindWindow(st.Seq)
 	}
 	return out, nil
 }
@@ -506,59 +507,67 @@ func (m *Model) attention(l int, b *batch) {
 			bs := s.c.blockSize
 			kvDim := s.c.kvDim
 			kvOff := t.kvHead * hd
+			// A windowed layer reads from the window's first block on (the blocks before it
+			// may be released, kvwindow.go); S's columns are positions lo, lo+1, ...
 			S := make([]float32, group*ctx)
 			for r := 0; r < n; r++ {
 				limit := b.pos[r0+r] + 1
+				lo := m.windowFrom(l, limit-1, bs)
+				w := limit - lo
 				Q := b.q[(r0+r)*qd+t.kvHead*group*hd:]
-				for p0 := 0; p0 < limit; p0 += bs {
+				for p0 := lo; p0 < limit; p0 += bs {
 					cnt := min(bs, limit-p0)
 					ck, _ := s.at(l, p0)
-					gemm.Sgemm(false, true, group, cnt, hd, scale, Q, hd, ck[kvOff:], kvDim, 0, S[p0:], limit)
+					gemm.Sgemm(false, true, group, cnt, hd, scale, Q, hd, ck[kvOff:], kvDim, 0, S[p0-lo:], w)
 				}
 				for h := 0; h < group; h++ {
-					m.maskScores(l, S[h*limit:(h+1)*limit], limit-1)
-					kernels.Softmax(S[h*limit : (h+1)*limit])
+					m.maskScoresFrom(l, S[h*w:(h+1)*w], limit-1, lo)
+					kernels.Softmax(S[h*w : (h+1)*w])
 				}
 				out := b.attn[(r0+r)*qd+t.kvHead*group*hd:]
-				for p0 := 0; p0 < limit; p0 += bs {
+				for p0 := lo; p0 < limit; p0 += bs {
 					cnt := min(bs, limit-p0)
 					_, cv := s.at(l, p0)
 					beta := float32(1)
-					if p0 == 0 {
+					if p0 == lo {
 						beta = 0
 					}
-					gemm.Sgemm(false, false, group, hd, cnt, 1, S[p0:], limit, cv[kvOff:], kvDim, beta, out, hd)
+					gemm.Sgemm(false, false, group, hd, cnt, 1, S[p0-lo:], w, cv[kvOff:], kvDim, beta, out, hd)
 				}
 			}
 			return
 		}
-		// Prefill: gather this kv head's keys and values for positions [0, ctx) and use GEMM.
-		K := make([]float32, ctx*hd)
-		V := make([]float32, ctx*hd)
+		// Prefill: gather this kv head's keys and values for positions [lo, ctx) and use
+		// GEMM; lo is 0, or for a windowed layer the block where the first row's window
+		// starts (the blocks before it may be released, kvwindow.go).
 		bs, kvDim, kvOff := s.c.blockSize, s.c.kvDim, t.kvHead*hd
-		for p0 := 0; p0 < ctx; p0 += bs {
+		lo := m.windowFrom(l, b.pos[r0], bs)
+		w := ctx - lo
+		K := make([]float32, w*hd)
+		V := make([]float32, w*hd)
+		for p0 := lo; p0 < ctx; p0 += bs {
 			ck, cv := s.at(l, p0)
 			for j := 0; j < min(bs, ctx-p0); j++ {
-				p := p0 + j
+				p := p0 + j - lo
 				copy(K[p*hd:(p+1)*hd], ck[j*kvDim+kvOff:])
 				copy(V[p*hd:(p+1)*hd], cv[j*kvDim+kvOff:])
 			}
 		}
-		S := make([]float32, n*ctx)
+		S := make([]float32, n*w)
 		for qh := t.kvHead * group; qh < (t.kvHead+1)*group; qh++ {
 			Q := b.q[r0*qd+qh*hd:]
 			out := b.attn[r0*qd+qh*hd:]
-			gemm.Sgemm(false, true, n, ctx, hd, scale, Q, qd, K, hd, 0, S, ctx)
+			gemm.Sgemm(false, true, n, w, hd, scale, Q, qd, K, hd, 0, S, w)
 			for r := 0; r < n; r++ {
 				limit := b.pos[r0+r] + 1
-				row := S[r*ctx : (r+1)*ctx]
-				for p := limit; p < ctx; p++ {
+				row := S[r*w : (r+1)*w]
+				for p := limit - lo; p < w; p++ {
 					row[p] = float32(math.Inf(-1))
 				}
-				m.maskScores(l, row[:limit], limit-1)
+				m.maskScoresFrom(l, row[:limit-lo], limit-1, lo)
 				kernels.Softmax(row)
 			}
-			gemm.Sgemm(false, false, n, hd, ctx, 1, S, ctx, V, hd, 0, out, qd)
+			gemm.Sgemm(false, false, n, hd, w, 1, S, w, V, hd, 0, out, qd)
 		}
 	})
 }

@@ -268,6 +268,8 @@ func (m *Model) moeForward(l int, h, x []float32, T int, bf16 bool, b *LayerBuff
 		t := int(a) / K
 		copy(mb.X[j*H:(j+1)*H], h[t*H:(t+1)*H])
 	}
+	// A single row: every routed expert's gate and up in one product (moedecode.go).
+	oneRow := T == 1 && moeGateUpOneRow(ml, mb, h, E, I)
 	for e := range E {
 		j0, j1 := mb.Start[e], mb.Start[e+1]
 		n := j1 - j0
@@ -276,7 +278,9 @@ func (m *Model) moeForward(l int, h, x []float32, T int, bf16 bool, b *LayerBuff
 		}
 		ex := &ml.Experts[e]
 		g, u := mb.Gate[j0*I:j1*I], mb.Up[j0*I:j1*I]
-		ex.gateUp.forward(bf16, mb.X[j0*H:j1*H], n, mb.Tmp, g, u)
+		if !oneRow {
+			ex.gateUp.forward(bf16, mb.X[j0*H:j1*H], n, mb.Tmp, g, u)
+		}
 		var eg []float32
 		if mb.ExpGate != nil {
 			eg = mb.ExpGate[j0*I : j1*I]

@@ -42,15 +42,16 @@ func parsePhi3(raw map[string]json.RawMessage, cfg *Config) error {
 	if v, ok := raw["rms_norm_eps"]; !ok || isNullJSON(v) {
 		cfg.RMSNormEps = 1e-5
 	}
-	// Phi3Attention attends within sliding_window when it is set; a window at least
-	// max_position_embeddings long never excludes a position Hone accepts.
+	// Phi3Attention attends within sliding_window when it is set (every layer, as Mistral's
+	// do); a window at least max_position_embeddings long never excludes a position Hone
+	// accepts, so it is dropped.
 	if v, ok := raw["sliding_window"]; ok && !isNullJSON(v) {
 		var w int
-		if err := json.Unmarshal(v, &w); err != nil {
-			return bad("sliding_window must be an integer")
+		if err := json.Unmarshal(v, &w); err != nil || w <= 0 {
+			return bad("sliding_window must be a positive integer or null")
 		}
 		if w < cfg.MaxPositionEmbeddings {
-			return bad("sliding_window %d (below max_position_embeddings %d) is not supported: Hone attends to every earlier position", w, cfg.MaxPositionEmbeddings)
+			cfg.SlidingWindow = w
 		}
 	}
 	field := "rope_scaling"

@@ -16,6 +16,11 @@ import (
 // phi3Opts are the synthetic Phi-3 models of scripts/model-goldens/phi3.sh (keep in step).
 var phi3Opts = map[string]func() synth.Options{
 	"phi3": func() synth.Options { return synth.Tiny("phi3") },
+	"phi3window": func() synth.Options {
+		o := synth.Tiny("phi3")
+		o.SlidingWindow = 16
+		return o
+	},
 	"phi4mini": func() synth.Options {
 		o := synth.Tiny("phi3")
 		o.PartialRotary, o.Tied = 0.75, true
@@ -25,7 +30,7 @@ var phi3Opts = map[string]func() synth.Options{
 
 // phi3Variants maps each golden to its model.
 var phi3Variants = map[string]string{"phi3": "phi3", "phi3-long": "phi3", "phi4mini": "phi4mini",
-	"phi4mini-long": "phi4mini", "phi3-lora": "phi3"}
+	"phi4mini-long": "phi4mini", "phi3-lora": "phi3", "phi3window": "phi3window"}
 
 func loadPhi3(t *testing.T, name, wantSHA string) *model.Model {
 	t.Helper()
@@ -73,6 +78,14 @@ func TestPhi3LogitsMatchTransformers(t *testing.T) {
 			checkGoldenLogits(t, m, g, filepath.Join("testdata", "goldens"), 16, prefill, 1e-4)
 		})
 	}
+}
+
+// TestPhi3GoldenNeedsWindow: Phi3ForCausalLM's sliding_window (16 here) windows every layer
+// in transformers, and the phi3window golden depends on it.
+func TestPhi3GoldenNeedsWindow(t *testing.T) {
+	o := phi3Opts["phi3window"]()
+	o.Std = 0.08
+	checkGoldenNeedsWindow(t, "phi3window", o)
 }
 
 // TestPhi3MixedBatch runs the adapter's golden and the base golden as one batch (two
@@ -146,7 +159,7 @@ func TestPhi3ConfigRefusals(t *testing.T) {
 	"original_max_position_embeddings":64,%s}`
 	f8 := `[1,1,1,1,1,1,1,1]`
 	for _, c := range []struct{ extra, want string }{
-		{`"sliding_window":100`, "sliding_window 100"},
+		{`"sliding_window":-1`, "sliding_window"},
 		{`"rope_scaling":{"type":"dynamic","factor":2}`, `rope_type "dynamic"`},
 		{`"rope_scaling":{"type":"longrope","short_factor":` + f8 + `,"long_factor":` + f8 + `,"long_mscale":1.2}`, "long_mscale"},
 		{`"rope_scaling":{"type":"longrope","short_factor":[1,1],"long_factor":` + f8 + `}`, "short_factor has 2 values"},

@@ -32,7 +32,10 @@ func phi3Config(o *Options, c map[string]any) {
 	c["model_type"] = "phi3"
 	c["original_max_position_embeddings"] = o.MaxPos / 4
 	c["partial_rotary_factor"] = o.PartialRotary
-	c["sliding_window"] = o.MaxPos
+	c["sliding_window"] = o.MaxPos // no window inside the context
+	if o.SlidingWindow > 0 {
+		c["sliding_window"] = o.SlidingWindow
+	}
 	c["pad_token_id"] = c["bos_token_id"] // Phi3Config defaults it to 32000, past a tiny vocabulary
 	c["resid_pdrop"] = 0.0
 	c["embd_pdrop"] = 0.0

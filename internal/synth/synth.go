@@ -29,7 +29,7 @@ var corpus string
 
 // Options describe the model to write. Zero fields take the defaults of Tiny.
 type Options struct {
-	Arch         string // "llama", "qwen2", "qwen3", "qwen3moe", "phi3", "mistral", "gemma2" or "gemma3"
+	Arch         string // "llama", "qwen2", "qwen3", "qwen3moe", "phi3", "mistral", "ministral", "gemma2" or "gemma3"
 	Layers       int
 	Hidden       int
 	Heads        int
@@ -58,8 +58,10 @@ type Options struct {
 	// initialises; larger values make logits more peaked).
 	Std  float64
 	Seed uint64
-	// SlidingWindow (gemma2, gemma3, mistral): the window of the sliding layers (every layer
-	// for mistral; default 8 in Tiny, so that tests' sequences cross it).
+	// SlidingWindow (gemma2, gemma3, mistral, ministral, phi3): the window of the sliding
+	// layers (every layer for mistral and phi3; for ministral, layer_types alternates sliding
+	// and full, sliding first; default 8 in Tiny for gemma and (mi)mistral, so that tests'
+	// sequences cross it; for phi3 0, none).
 	SlidingWindow int
 	// QueryPreAttnScalar (gemma2, gemma3): query_pre_attn_scalar (24 in Tiny: not head_dim,
 	// so that tests notice it).
@@ -86,7 +88,7 @@ func Tiny(arch string) Options {
 	if arch == "gemma2" || arch == "gemma3" {
 		o.HeadDim, o.Tied, o.SlidingWindow, o.QueryPreAttnScalar = 32, true, 8, 24
 	}
-	if arch == "mistral" {
+	if isMistral(arch) {
 		// An explicit head_dim other than hidden/heads (as Mistral NeMo and Ministral have).
 		o.HeadDim, o.SlidingWindow = 32, 8
 	}
@@ -124,11 +126,11 @@ func Qwen25_05B() Options {
 func (o *Options) fill() error {
 	d := Tiny(o.Arch)
 	switch o.Arch {
-	case "llama", "qwen2", "qwen3", "qwen3moe", "phi3", "mistral", "gemma2", "gemma3":
+	case "llama", "qwen2", "qwen3", "qwen3moe", "phi3", "mistral", "ministral", "gemma2", "gemma3":
 	case "":
-		return errors.New("synth: arch is required (llama, qwen2, qwen3, qwen3moe, phi3, mistral, gemma2 or gemma3)")
+		return errors.New("synth: arch is required (llama, qwen2, qwen3, qwen3moe, phi3, mistral, ministral, gemma2 or gemma3)")
 	default:
-		return fmt.Errorf("synth: unsupported arch %q (use llama, qwen2, qwen3, qwen3moe, phi3, mistral, gemma2 or gemma3)", o.Arch)
+		return fmt.Errorf("synth: unsupported arch %q (use llama, qwen2, qwen3, qwen3moe, phi3, mistral, ministral, gemma2 or gemma3)", o.Arch)
 	}
 	setInt := func(p *int, v int) {
 		if *p == 0 {
@@ -143,7 +145,7 @@ func (o *Options) fill() error {
 	setInt(&o.Vocab, d.Vocab)
 	setInt(&o.MaxPos, d.MaxPos)
 	if o.HeadDim == 0 {
-		if (o.Arch == "qwen3" || o.Arch == "qwen3moe" || o.Arch == "mistral" || isGemma(o.Arch)) && o.Hidden == d.Hidden && o.Heads == d.Heads {
+		if (o.Arch == "qwen3" || o.Arch == "qwen3moe" || isMistral(o.Arch) || isGemma(o.Arch)) && o.Hidden == d.Hidden && o.Heads == d.Heads {
 			o.HeadDim = d.HeadDim
 		} else {
 			o.HeadDim = o.Hidden / o.Heads
@@ -161,7 +163,7 @@ func (o *Options) fill() error {
 	if o.Std == 0 {
 		o.Std = d.Std
 	}
-	if (isGemma(o.Arch) || o.Arch == "mistral") && o.SlidingWindow == 0 {
+	if (isGemma(o.Arch) || isMistral(o.Arch)) && o.SlidingWindow == 0 {
 		o.SlidingWindow = d.SlidingWindow
 	}
 	if isGemma(o.Arch) && o.QueryPreAttnScalar == 0 {
@@ -174,7 +176,7 @@ func (o *Options) fill() error {
 		return fmt.Errorf("synth: heads (%d) must be a multiple of kv-heads (%d)", o.Heads, o.KVHeads)
 	case o.HeadDim%2 != 0:
 		return fmt.Errorf("synth: head dimension %d must be even", o.HeadDim)
-	case o.Arch != "qwen3" && o.Arch != "qwen3moe" && o.Arch != "mistral" && !isGemma(o.Arch) && o.HeadDim*o.Heads != o.Hidden:
+	case o.Arch != "qwen3" && o.Arch != "qwen3moe" && !isMistral(o.Arch) && !isGemma(o.Arch) && o.HeadDim*o.Heads != o.Hidden:
 		return fmt.Errorf("synth: hidden (%d) must equal heads × head_dim (%d × %d) for %s", o.Hidden, o.Heads, o.HeadDim, o.Arch)
 	case o.DType != "f32" && o.DType != "bf16":
 		return fmt.Errorf("synth: dtype %q (use f32 or bf16)", o.DType)
@@ -324,7 +326,7 @@ func Write(dir string, o Options) error {
 
 func configJSON(o *Options, bos, eos int) map[string]any {
 	archName := map[string]string{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-		"qwen3moe": "Qwen3MoeForCausalLM", "phi3": "Phi3ForCausalLM", "mistral": "MistralForCausalLM", "gemma2": "Gemma2ForCausalLM", "gemma3": "Gemma3ForCausalLM"}[o.Arch]
+		"qwen3moe": "Qwen3MoeForCausalLM", "phi3": "Phi3ForCausalLM", "mistral": "MistralForCausalLM", "ministral": "MinistralForCausalLM", "gemma2": "Gemma2ForCausalLM", "gemma3": "Gemma3ForCausalLM"}[o.Arch]
 	dtype := "float32"
 	if o.DType == "bf16" {
 		dtype = "bfloat16"
@@ -381,6 +383,16 @@ func configJSON(o *Options, bos, eos int) map[string]any {
 		// rope_scaling (MistralConfig has neither attention_bias nor mlp_bias).
 		c["sliding_window"] = o.SlidingWindow
 		c["rope_scaling"] = nil
+	case "ministral":
+		// MinistralForCausalLM: Mistral's block with per-layer attention types; here sliding
+		// and full alternate, sliding first.
+		c["sliding_window"] = o.SlidingWindow
+		c["rope_scaling"] = nil
+		types := make([]string, o.Layers)
+		for i := range types {
+			types[i] = []string{"sliding_attention", "full_attention"}[i%2]
+		}
+		c["layer_types"] = types
 	case "gemma2", "gemma3":
 		gemmaConfig(o, c)
 	case "qwen3moe":
@@ -463,3 +475,6 @@ func weights(o *Options) []safetensors.Tensor {
 	}
 	return out
 }
+
+// isMistral reports whether arch is Mistral's block (mistral, ministral).
+func isMistral(arch string) bool { return arch == "mistral" || arch == "ministral" }

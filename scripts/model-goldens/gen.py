@@ -14,7 +14,8 @@ import sys
 import common
 
 VARIANTS = ["llama", "llama-tied-rope3", "llama-bf16", "qwen2", "qwen3", "qwen3-lora",
-            "gemma2", "gemma2-lora", "gemma3", "gemma3-lora", "mistral", "mistral-lora"]
+            "gemma2", "gemma2-lora", "gemma3", "gemma3-lora", "mistral", "mistral-lora",
+            "ministral"]
 # GOLDEN_VARIANTS=a,b regenerates only those (the others' files stay as they are).
 if os.environ.get("GOLDEN_VARIANTS"):
     VARIANTS = os.environ["GOLDEN_VARIANTS"].split(",")

@@ -17,6 +17,7 @@ go build -o "$tmp/hone" ./cmd/hone
 "$tmp/hone" models synth --arch gemma2 --std 0.08 --out "$tmp/m/gemma2"
 "$tmp/hone" models synth --arch gemma3 --std 0.08 --out "$tmp/m/gemma3"
 "$tmp/hone" models synth --arch mistral --std 0.08 --out "$tmp/m/mistral"
+"$tmp/hone" models synth --arch ministral --std 0.08 --out "$tmp/m/ministral"
 rm -rf internal/model/testdata/goldens
 "$PY" scripts/model-goldens/gen.py "$tmp/m" internal/model/testdata/goldens
 rm -f internal/model/testdata/goldens/*-adapter/README.md

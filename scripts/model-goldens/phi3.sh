@@ -10,6 +10,7 @@ trap 'rm -rf "$tmp"' EXIT
 go build -o "$tmp/hone" ./cmd/hone
 # Keep these in step with phi3Variants in internal/model/phi3_test.go.
 "$tmp/hone" models synth --arch phi3 --std 0.08 --out "$tmp/m/phi3"
+"$tmp/hone" models synth --arch phi3 --std 0.08 --sliding-window 16 --out "$tmp/m/phi3window"
 "$tmp/hone" models synth --arch phi3 --std 0.08 --partial-rotary 0.75 --tied --out "$tmp/m/phi4mini"
 g=internal/model/testdata/goldens
 rm -rf "$g"/phi3*.json.gz "$g"/phi4mini*.json.gz "$g/phi3-lora-adapter"

@@ -1,0 +1,70 @@
+package model
+
+// Sliding-window models whose every layer is windowed (Mistral, Phi-3 with a window,
+// Ministral with every layer sliding) never read a position again once it is a window behind
+// the sequence's end, so the blocks that hold only such positions go back to the pool: a
+// sequence holds about window + 2 blocks' worth of positions instead of its whole length. A
+// released block's entry in the block table becomes noBlock; the table keeps its length, so
+// positions keep their blocks. (Gemma 2/3 interleave global layers, which read every
+// position: their blocks stay, since a block holds every layer's keys and values.)
+
+// noBlock marks a block table entry whose block was released (see dropBefore).
+const noBlock int32 = -1
+
+// dropBefore releases the sequence's blocks that hold only positions before pos. Truncating
+// the sequence afterwards to a length whose window would reach a released position is not
+// supported: Forward drops one block later than the window allows, so a truncation by up to
+// a block's worth of positions (speculative decoding's rejected tokens) stays safe.
+func (s *Sequence) dropBefore(pos int) {
+	c := s.c
+	end := min(pos/c.blockSize, len(s.blocks))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := 0; i < end; i++ {
+		if b := s.blocks[i]; b != noBlock {
+			c.release(b)
+			s.blocks[i] = noBlock
+		}
+	}
+}
+
+// HeldBlocks is how many blocks the sequence holds (released ones not counted).
+func (s *Sequence) HeldBlocks() int {
+	n := 0
+	for _, b := range s.blocks {
+		if b != noBlock {
+			n++
+		}
+	}
+	return n
+}
+
+// everyLayerWindowed reports whether every layer attends within a sliding window.
+func (c *Config) everyLayerWindowed() bool {
+	if c.SlidingWindow <= 0 {
+		return false
+	}
+	for _, s := range c.Sliding {
+		if !s {
+			return false
+		}
+	}
+	return true
+}
+
+// releaseBehindWindow drops the blocks of st's sequence that no layer will read again (see
+// above); it runs once the step's positions are stored.
+func (m *Model) releaseBehindWindow(seq *Sequence) {
+	if !m.Config.everyLayerWindowed() {
+		return
+	}
+	// The next query sits at seq.n and reads from seq.n - window + 1; one more block of
+	// margin keeps truncations by up to a block safe.
+	seq.dropBefore(seq.n - m.Config.SlidingWindow + 1 - seq.c.blockSize)
+}
+
+// windowFrom is the first position (a block start) that queries at positions from p on read
+// in layer l.
+func (m *Model) windowFrom(l, p, blockSize int) int {
+	return m.WindowStart(l, p) / blockSize * blockSize
+}
