@@ -196,3 +196,14 @@ func (c *Cache) Lookup(ctx context.Context, namespace, name string) (Info, error
 	}
 	return d.Lookup(ctx, namespace, name)
 }
+
+// Files is what a service keeps its shared files in (trace files, uploads, W&B files): named
+// blobs, readable through a node's cache. *Cache implements it.
+type Files interface {
+	Put(ctx context.Context, r io.Reader) (Info, error)
+	Path(ctx context.Context, hash string) (string, error)
+	Name(ctx context.Context, namespace, name string, info Info) error
+	Lookup(ctx context.Context, namespace, name string) (Info, error)
+}
+
+var _ Files = (*Cache)(nil)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"os"
 
 	"github.com/honeai/hone/internal/blob"
@@ -13,12 +12,7 @@ import (
 // FileBlobs is the blob store (blob.Cache) trace files are kept in when several nodes share
 // one PostgreSQL: a file is a blob in 1 MiB chunks, named by its digest in the namespace
 // "trace/<project>", instead of one row of trace_files.
-type FileBlobs interface {
-	Put(ctx context.Context, r io.Reader) (blob.Info, error)
-	Path(ctx context.Context, hash string) (string, error)
-	Name(ctx context.Context, namespace, name string, info blob.Info) error
-	Lookup(ctx context.Context, namespace, name string) (blob.Info, error)
-}
+type FileBlobs = blob.Files
 
 // WithFileBlobs returns st with its files kept in b; files stored in st before are still
 // read from it. Every other method (the optional ones such as TableSorter included) is st's.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 
@@ -15,12 +14,7 @@ import (
 // SharedFiles is the blob store uploaded training files are kept in when several nodes
 // share one database (blob.Cache): an upload is a blob named "<id>" in the namespace
 // "upload/<entity>", readable by every node.
-type SharedFiles interface {
-	Put(ctx context.Context, r io.Reader) (blob.Info, error)
-	Path(ctx context.Context, hash string) (string, error)
-	Name(ctx context.Context, namespace, name string, info blob.Info) error
-	Lookup(ctx context.Context, namespace, name string) (blob.Info, error)
-}
+type SharedFiles = blob.Files
 
 func uploadNamespace(entity string) string { return "upload/" + entity }
 

@@ -3,7 +3,6 @@ package wandb
 import (
 	"context"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 
@@ -14,12 +13,7 @@ import (
 // nodes share one PostgreSQL: a file is a blob named by its MD5 (hex) in the namespace
 // "wandb/<entity>", so a file uploaded through one node is downloaded, or trained on, through
 // any other.
-type SharedBlobs interface {
-	Put(ctx context.Context, r io.Reader) (blob.Info, error)
-	Path(ctx context.Context, hash string) (string, error)
-	Name(ctx context.Context, namespace, name string, info blob.Info) error
-	Lookup(ctx context.Context, namespace, name string) (blob.Info, error)
-}
+type SharedBlobs = blob.Files
 
 // UseBlobs keeps the service's files in b instead of the files directory.
 func (s *Service) UseBlobs(b SharedBlobs) { s.blobs = b }
