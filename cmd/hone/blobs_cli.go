@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -48,22 +47,11 @@ func runBlobs(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 2
 	}
 	fail := failer(name, stderr)
-	store, _, err := openStore(ctx, *dataDir, *dsn)
+	store, blobs, reg, err := openSharedRegistry(ctx, *dataDir, *dsn, "blobs are kept in a shared PostgreSQL store (--db postgres://...)")
 	if err != nil {
 		return fail(err)
 	}
 	defer store.Close()
-	blobs, err := sharedBlobs(ctx, store, *dataDir, nil)
-	if err != nil {
-		return fail(err)
-	}
-	if blobs == nil {
-		return fail(errors.New("blobs are kept in a shared PostgreSQL store (--db postgres://...)"))
-	}
-	reg, err := openRegistry(ctx, store, *dataDir, blobs)
-	if err != nil {
-		return fail(err)
-	}
 	refs, err := reg.BlobRefs(ctx)
 	if err != nil {
 		return fail(err)

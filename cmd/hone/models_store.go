@@ -40,22 +40,11 @@ func runModelsStore(ctx context.Context, sub string, args []string, stdout, stde
 		return 2
 	}
 	fail := failer(name, stderr)
-	store, _, err := openStore(ctx, *dataDir, *dsn)
+	store, _, reg, err := openSharedRegistry(ctx, *dataDir, *dsn, "base models are registered in a shared PostgreSQL store (--db postgres://...); with SQLite serve a directory with --model NAME=DIR")
 	if err != nil {
 		return fail(err)
 	}
 	defer store.Close()
-	blobs, err := sharedBlobs(ctx, store, *dataDir, nil)
-	if err != nil {
-		return fail(err)
-	}
-	if blobs == nil {
-		return fail(errors.New("base models are registered in a shared PostgreSQL store (--db postgres://...); with SQLite serve a directory with --model NAME=DIR"))
-	}
-	reg, err := openRegistry(ctx, store, *dataDir, blobs)
-	if err != nil {
-		return fail(err)
-	}
 	switch sub {
 	case "register":
 		b, err := reg.RegisterBase(ctx, pos[0], pos[1], *replace)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -165,4 +166,28 @@ func registeredBaseDir(ctx context.Context, reg *registry.Registry, name string)
 		}
 	}
 	return "", nil
+}
+
+// openSharedRegistry opens the shared store of a command that works on blobs only (`hone blobs
+// gc`, `hone models register`): the store, its blob cache and the registry; needs says what
+// needs PostgreSQL when dsn names another store. The caller closes the store.
+func openSharedRegistry(ctx context.Context, dataDir, dsn, needs string) (*db.DB, *blob.Cache, *registry.Registry, error) {
+	store, _, err := openStore(ctx, dataDir, dsn)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	blobs, err := sharedBlobs(ctx, store, dataDir, nil)
+	if err == nil && blobs == nil {
+		err = errors.New(needs)
+	}
+	if err != nil {
+		store.Close()
+		return nil, nil, nil, err
+	}
+	reg, err := openRegistry(ctx, store, dataDir, blobs)
+	if err != nil {
+		store.Close()
+		return nil, nil, nil, err
+	}
+	return store, blobs, reg, nil
 }
