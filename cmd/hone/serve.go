@@ -71,6 +71,9 @@ type ChatConfig struct {
 	Quantize       string // --quantize: q8_0 or q4_k for the --model models, "" none
 	// ToolParsers is --tool-call-parser: PARSER for every model, or NAME=PARSER for one.
 	ToolParsers modelFlags
+	// Speculative is --speculative-config (prompt-lookup speculative decoding for every
+	// request that does not set its own).
+	Speculative specFlag
 }
 
 // TrainConfig is how training jobs run.
@@ -146,6 +149,7 @@ func newServeFlags(cfg *ServeConfig) *flag.FlagSet {
 	fs.IntVar(&c.MaxLogprobs, "max-logprobs", 20, "largest top_logprobs / prompt_logprobs a request may ask")
 	fs.StringVar(&c.DType, "dtype", "", "weights in memory: as stored (default; a GGUF's quantized matrices stay quantized), f32 or bf16 (a GGUF's dequantized)")
 	fs.StringVar(&c.Quantize, "quantize", "", "quantize the --model models' matrices at load: q8_0, or q4_k (matrices whose rows are not a multiple of 256 long: q5_0, as llama.cpp falls back); a GGUF's quantized matrices stay as they are; not with --dtype")
+	fs.Var(&c.Speculative, "speculative-config", `speculative decoding by prompt lookup for every request, as vLLM's flag: '{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4,"prompt_lookup_min":2}' (a request's "speculative" overrides it; default: off)`)
 	fs.Var(&c.ToolParsers, "tool-call-parser", "tool-call parser: hermes, llama3_json, mistral or none, for every model, or NAME=PARSER for one (repeatable); default: detected from each model's chat template")
 	t := &cfg.Train
 	fs.IntVar(&t.Workers, "train-workers", 1, "training jobs run at once in this process (0: none; run 'hone worker' on the same store)")

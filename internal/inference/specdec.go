@@ -142,9 +142,10 @@ func (e *Engine) speculation(req *Request) *Speculative {
 	return e.opts.Speculative
 }
 
-// ProposeNgram returns up to k tokens that followed the most recent earlier occurrence of
-// the longest suffix of prompt+output of between minN and maxN tokens (none when no such
-// suffix occurred before).
+// ProposeNgram returns up to k tokens that followed an earlier occurrence of the longest
+// suffix of prompt+output of between minN and maxN tokens (none when no such suffix occurred
+// before): the most recent occurrence followed by k tokens, else the one followed by the
+// most (in a run of one repeated token the latest occurrence is followed by one token only).
 func ProposeNgram(prompt, output []int, minN, maxN, k int) []int {
 	n := len(prompt) + len(output)
 	at := func(i int) int {
@@ -159,6 +160,7 @@ func ProposeNgram(prompt, output []int, minN, maxN, k int) []int {
 	for size := min(maxN, n-1); size >= minN; size-- {
 		// The suffix is at [n-size, n); look for it at [i, i+size) with i+size < n,
 		// latest first.
+		best := -1
 		for i := n - size - 1; i >= 0; i-- {
 			match := true
 			for j := size - 1; j >= 0; j-- {
@@ -170,13 +172,20 @@ func ProposeNgram(prompt, output []int, minN, maxN, k int) []int {
 			if !match {
 				continue
 			}
-			end := min(i+size+k, n)
-			out := make([]int, 0, end-i-size)
-			for p := i + size; p < end; p++ {
-				out = append(out, at(p))
+			best = i
+			if i+size+k <= n {
+				break
 			}
-			return out
 		}
+		if best < 0 {
+			continue
+		}
+		end := min(best+size+k, n)
+		out := make([]int, 0, end-best-size)
+		for p := best + size; p < end; p++ {
+			out = append(out, at(p))
+		}
+		return out
 	}
 	return nil
 }

@@ -26,8 +26,12 @@ func TestProposeNgram(t *testing.T) {
 		{[]int{1, 2, 3, 4, 5, 6, 9, 2}, []int{3}, 1, 3, 3, []int{4, 5, 6}},
 		// The longest suffix wins: 7 2 3 occurred (followed by 8), 2 3 alone later (followed by 4).
 		{[]int{7, 2, 3, 8, 2, 3, 4, 7, 2}, []int{3}, 1, 3, 2, []int{8, 2}},
-		// Latest occurrence of the same length.
+		// Latest occurrence of the same length followed by k tokens.
 		{[]int{1, 5, 1, 6, 1}, nil, 1, 1, 1, []int{6}},
+		{[]int{1, 5, 7, 1, 6, 1}, nil, 1, 1, 2, []int{6, 1}},
+		{[]int{1, 5, 7, 1, 6, 1}, nil, 1, 1, 3, []int{5, 7, 1}},
+		// A run of one token: a full proposal from further back.
+		{[]int{4, 4, 4, 4, 4, 4}, nil, 1, 2, 3, []int{4, 4, 4}},
 		// Shorter than k at the end of the context.
 		{[]int{1, 2, 1}, nil, 1, 2, 5, []int{2, 1}},
 		// No match of at least minN tokens.
@@ -482,26 +486,33 @@ func TestSpecSmolLM2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := smolPrompt(tok, copyTask)
-	mk := func(spec *Speculative) *Request {
-		return &Request{Prompt: ids, Params: greedy(), MaxTokens: 48, Logprobs: true, Speculative: spec,
-			Output: &Output{Tok: tok, SkipSpecial: true}}
-	}
-	e := New(m, Options{})
-	defer e.Close()
-	want := run(t, e, mk(nil))
-	got := run(t, e, mk(ngram(5, 1, 3)))
-	sameResults(t, "smollm2", got, want)
-	st := e.Stats().Spec
-	t.Logf("spec %+v; output %q", st, got[0][0].text)
-	if st.AcceptedTokens == 0 {
-		t.Fatalf("no proposal accepted: %+v", st)
+	p := greedy()
+	p.EOS = m.Config.EOSIDs()
+	for _, task := range []string{copyTask, jsonTask} {
+		mk := func(spec *Speculative) *Request {
+			return &Request{Prompt: smolPrompt(tok, task), Params: p, MaxTokens: 64, Logprobs: true, Speculative: spec,
+				Output: &Output{Tok: tok, SkipSpecial: true}}
+		}
+		e := New(m, Options{})
+		want := run(t, e, mk(nil))
+		got := run(t, e, mk(ngram(5, 1, 3)))
+		st := e.Stats().Spec
+		e.Close()
+		sameResults(t, "smollm2", got, want)
+		t.Logf("spec %+v; output %q", st, got[0][0].text)
+		if st.AcceptedTokens == 0 {
+			t.Fatalf("no proposal accepted: %+v", st)
+		}
 	}
 }
 
 const copyTask = `Rewrite this paragraph exactly, changing only the word "quick" to "slow":
 
 The quick brown fox jumps over the lazy dog near the river bank. Every morning the fox runs across the field, past the old barn and the tall oak tree, before it returns to its den to sleep.`
+
+const jsonTask = `Extract the order from this email as JSON with the keys "name", "city", "product" and "quantity".
+
+Hello, my name is Maria Gonzalez and I live in Valencia. I would like to order 3 units of the Aurora desk lamp, please deliver them to my home address. Thank you!`
 
 // smolPrompt renders one user message with the model's chat template (SmolLM2's ChatML).
 func smolPrompt(tok *tokenizer.Tokenizer, user string) []int {
