@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
@@ -117,7 +118,7 @@ type result struct {
 	stop     any
 }
 
-func run(t *testing.T, e *Engine, reqs ...*Request) [][]result {
+func run(t testing.TB, e *Engine, reqs ...*Request) [][]result {
 	t.Helper()
 	var hs []*Handle
 	for _, r := range reqs {
@@ -162,7 +163,7 @@ func ngram(k, minN, maxN int) *Speculative {
 	return &Speculative{Method: "ngram", NumSpeculativeTokens: k, PromptLookupMin: minN, PromptLookupMax: maxN}
 }
 
-func sameResults(t *testing.T, what string, got, want [][]result) {
+func sameResults(t testing.TB, what string, got, want [][]result) {
 	t.Helper()
 	for i := range want {
 		for c := range want[i] {
@@ -192,6 +193,7 @@ var specPrompts = [][]int{
 // token budget that splits prefills and caps drafts, and proposals are accepted.
 func TestSpecGreedyMatchesPlain(t *testing.T) {
 	m := tiny(t)
+	lora := randomLoRA(m, "q_proj", "down_proj")
 	reqs := func(spec bool) []*Request {
 		var rs []*Request
 		for i, p := range specPrompts {
@@ -205,6 +207,12 @@ func TestSpecGreedyMatchesPlain(t *testing.T) {
 		r := &Request{Prompt: specPrompts[1], Params: greedy(), MaxTokens: 30, IgnoreEOS: true, N: 2, Logprobs: true}
 		if spec {
 			r.Speculative = ngram(3, 2, 4)
+		}
+		rs = append(rs, r)
+		// A LoRA adapter on q and down.
+		r = &Request{Prompt: specPrompts[0], Params: greedy(), MaxTokens: 40, IgnoreEOS: true, Logprobs: true, Adapter: lora}
+		if spec {
+			r.Speculative = ngram(5, 1, 3)
 		}
 		return append(rs, r)
 	}
@@ -519,4 +527,26 @@ func smolPrompt(tok *tokenizer.Tokenizer, user string) []int {
 	text := "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n<|im_start|>user\n" +
 		user + "<|im_end|>\n<|im_start|>assistant\n"
 	return tok.Encode(text, false)
+}
+
+// randomLoRA is a rank-2 adapter with random weights on the given modules of every layer.
+func randomLoRA(m *model.Model, modules ...string) *model.LoRA {
+	const r = 2
+	rng := rand.New(rand.NewPCG(1, 2))
+	a := &model.LoRA{Name: "random", Rank: r, Alpha: 2, Scaling: 1, Targets: modules, Layers: make([]map[string]*model.LoRAPair, m.Config.NumLayers)}
+	for l := range a.Layers {
+		a.Layers[l] = map[string]*model.LoRAPair{}
+		for _, mod := range modules {
+			out, in, _ := model.ModuleShape(&m.Config, mod)
+			p := &model.LoRAPair{A: make([]float32, r*in), B: make([]float32, out*r), In: in, Out: out}
+			for i := range p.A {
+				p.A[i] = float32(rng.NormFloat64() * 0.1)
+			}
+			for i := range p.B {
+				p.B[i] = float32(rng.NormFloat64() * 0.1)
+			}
+			a.Layers[l][mod] = p
+		}
+	}
+	return a
 }
