@@ -11,8 +11,8 @@ import (
 )
 
 // BenchmarkSpecDecodeSmolLM2: greedy decoding on the real SmolLM2-135M-Instruct
-// (HONE_SMOLLM2_DIR) of two repetitive tasks (rewrite a paragraph with one word changed;
-// extract JSON from an email), plain and with prompt-lookup speculation, in the same run.
+// (HONE_SMOLLM2_DIR) of three repetitive tasks (rewrite a paragraph with one word changed;
+// copy the JSON object out of a log line; extract an email's fields as JSON), plain and with prompt-lookup speculation, in the same run.
 // Reports generated tokens/s, the tokens emitted per forward pass and the fraction of
 // proposed tokens accepted. One request at a time (batch 1) and four at once.
 func BenchmarkSpecDecodeSmolLM2(b *testing.B) {
@@ -32,7 +32,7 @@ func BenchmarkSpecDecodeSmolLM2(b *testing.B) {
 	p.EOS = m.Config.EOSIDs()
 	tasks := []struct {
 		name, text string
-	}{{"edit", copyTask}, {"json", jsonTask}}
+	}{{"edit", copyTask}, {"json-log", logTask}, {"json-fields", jsonTask}}
 	modes := []struct {
 		name string
 		spec *Speculative

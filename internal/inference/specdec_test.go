@@ -496,7 +496,7 @@ func TestSpecSmolLM2(t *testing.T) {
 	}
 	p := greedy()
 	p.EOS = m.Config.EOSIDs()
-	for _, task := range []string{copyTask, jsonTask} {
+	for _, task := range []string{copyTask, jsonTask, logTask} {
 		mk := func(spec *Speculative) *Request {
 			return &Request{Prompt: smolPrompt(tok, task), Params: p, MaxTokens: 64, Logprobs: true, Speculative: spec,
 				Output: &Output{Tok: tok, SkipSpecial: true}}
@@ -517,6 +517,10 @@ func TestSpecSmolLM2(t *testing.T) {
 const copyTask = `Rewrite this paragraph exactly, changing only the word "quick" to "slow":
 
 The quick brown fox jumps over the lazy dog near the river bank. Every morning the fox runs across the field, past the old barn and the tall oak tree, before it returns to its den to sleep.`
+
+const logTask = `Copy the JSON object from this log line, and nothing else:
+
+2024-05-01 12:00:03 INFO order received payload={"order_id": 48213, "customer": {"name": "Maria Gonzalez", "city": "Valencia"}, "items": [{"sku": "AUR-LAMP-01", "quantity": 3}], "express": false} source=web`
 
 const jsonTask = `Extract the order from this email as JSON with the keys "name", "city", "product" and "quantity".
 
