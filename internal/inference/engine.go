@@ -683,9 +683,13 @@ func (e *Engine) applyOutputs(active []*running, b batch, out [][][]float32) {
 func (e *Engine) report(s *sched) {
 	if time.Since(s.lastLog) > 10*time.Second {
 		st := e.Stats()
-		e.log.Info("inference", "running", s.nRunning, "waiting", len(s.waiting),
-			"tokens_per_s", float64(st.GeneratedTokens-s.genSince)/time.Since(s.lastLog).Seconds(),
-			"kv_cache_bytes", e.kv.MemoryBytes())
+		attrs := []any{"running", s.nRunning, "waiting", len(s.waiting),
+			"tokens_per_s", float64(st.GeneratedTokens-s.genSince) / time.Since(s.lastLog).Seconds(),
+			"kv_cache_bytes", e.kv.MemoryBytes()}
+		if st.Spec.Drafts > 0 {
+			attrs = append(attrs, "spec_draft_tokens", st.Spec.DraftTokens, "spec_accepted_tokens", st.Spec.AcceptedTokens)
+		}
+		e.log.Info("inference", attrs...)
 		s.lastLog, s.genSince = time.Now(), st.GeneratedTokens
 	}
 	e.statsMu.Lock()
