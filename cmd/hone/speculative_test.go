@@ -134,3 +134,72 @@ func TestServeSpeculativeConfigFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestChatSpeculativeComposes: structured outputs (proposals verified through the guide) and
+// tool calls (tool_choice required: a guide, then the tool-call parser) give, with seeded
+// sampling, the same choices with speculation as without (logprobs, which differ in the last
+// float bits, are compared within 1e-5 in TestChatSpeculative).
+func TestChatSpeculativeComposes(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir, "--speculative-config", `{"method":"ngram","num_speculative_tokens":5,"prompt_lookup_max":3,"prompt_lookup_min":1}`)
+	bearer := "Bearer " + initialKey(t, dir)
+	url := s.url + "/v1/chat/completions"
+	for _, body := range []string{
+		`"messages":[{"role":"user","content":"List list list the the the cities cities"}],"max_tokens":80,"seed":5,"temperature":0.8,"n":2,` +
+			`"structured_outputs":{"json":{"type":"object","properties":{"cities":{"type":"array","items":{"enum":["Paris","Rome","Oslo"]}}},"required":["cities"],"additionalProperties":false}}`,
+		`"messages":[{"role":"user","content":"Weather in Paris for 3 days?"}],"max_tokens":120,"seed":3,"temperature":1,"tools":` + weatherTools + `,"tool_choice":"required"`,
+		`"messages":[{"role":"user","content":"Weather in Paris for 3 days?"}],"max_tokens":60,"seed":4,"temperature":0.7,"stream":true,"stream_options":{"include_usage":true},"tools":` + weatherTools + `,"tool_choice":"required"`,
+	} {
+		code, _, off := do(t, "POST", url, bearer, `{`+body+`,"speculative":false}`)
+		if code != 200 {
+			t.Fatalf("%d %s", code, off)
+		}
+		code, _, on := do(t, "POST", url, bearer, `{`+body+`}`)
+		if code != 200 {
+			t.Fatalf("%d %s", code, on)
+		}
+		if a, b := choicesOf(t, off), choicesOf(t, on); a != b {
+			t.Fatalf("speculation changed the choices:\nplain       %s\nspeculative %s", a, b)
+		}
+		if !strings.Contains(string(on), `"num_drafts"`) {
+			t.Fatalf("no speculation reported: %s", on)
+		}
+	}
+}
+
+// choicesOf is the choices of a response, or of a stream's chunks (their deltas in order),
+// with ids and timestamps left out.
+func choicesOf(t *testing.T, body []byte) string {
+	t.Helper()
+	var out []string
+	lines := []string{string(body)}
+	if strings.HasPrefix(string(body), "data: ") {
+		lines = strings.Split(string(body), "\n")
+	}
+	for _, line := range lines {
+		line = strings.TrimPrefix(line, "data: ")
+		if line == "" || line == "[DONE]" {
+			continue
+		}
+		var r struct {
+			Choices json.RawMessage `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		out = append(out, stripIDs(string(r.Choices)))
+	}
+	return strings.Join(out, "\n")
+}
+
+// stripIDs blanks tool-call ids (random per response).
+func stripIDs(s string) string {
+	for {
+		i := strings.Index(s, `"id":"`)
+		if i < 0 {
+			return s
+		}
+		j := strings.IndexByte(s[i+6:], '"')
+		s = s[:i] + `"ID":""` + s[i+6+j+1:]
+	}
+}
