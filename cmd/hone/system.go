@@ -129,7 +129,7 @@ func (s *system) loadModels(ctx context.Context) error {
 	opts := serving.LoadOptions{DType: model.DType(c.DType), Engine: inference.Options{
 		Policy: c.Policy, MaxQueue: c.MaxQueue, MaxRunning: c.MaxRunning,
 		MaxBatchTokens: c.MaxBatchTokens, KVCacheBytes: int64(c.KVMemory), KVBlocks: c.KVBlocks,
-		NoPrefixCache: c.NoPrefixCache, Logger: s.log},
+		NoPrefixCache: c.NoPrefixCache, Logger: s.log, Speculative: c.Speculative.spec},
 		Prepack: !s.cfg.WorkerOnly, NoEngine: s.cfg.WorkerOnly, MaxModelLen: c.MaxModelLen}
 	now := time.Now().Unix()
 	// --quantize applies to the --model models, not to the demo model.

@@ -311,7 +311,7 @@ func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 	h, err := pr.served.Engine.Submit(r.Context(), &inference.Request{Guide: gf, ID: id, Prompt: pr.ids, Params: p.params, N: p.n,
 		MaxTokens: p.maxTokens, IgnoreEOS: p.req.IgnoreEOS, Adapter: pr.adapter, Priority: p.priority,
 		Logprobs: p.req.Logprobs, TopLogprobs: p.topLogprobs, PromptLogprobs: p.promptLP, CacheSalt: p.cacheSalt, Repetition: p.repetition, Beam: p.beam,
-		Output: out})
+		Output: out, Speculative: p.spec, NoSpeculative: p.noSpec})
 	switch {
 	case errors.Is(err, inference.ErrQueueFull):
 		apierror.Write(w, r, apierror.TooManyRequests("The server is busy: the waiting queue is full. Retry later."))
@@ -433,6 +433,8 @@ type Usage struct {
 	TotalTokens         int            `json:"total_tokens"`
 	CompletionTokens    int            `json:"completion_tokens"`
 	PromptTokensDetails *PromptDetails `json:"prompt_tokens_details"`
+	// Speculative counts speculative decoding's work when the request speculated.
+	Speculative *SpecUsage `json:"speculative,omitempty"`
 }
 
 // PromptDetails reports prefix-cache hits.
@@ -563,6 +565,7 @@ func (ru *run) usage() Usage {
 		u.CompletionTokens += len(c.tokens)
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	u.Speculative = specUsage(ru.h.Spec)
 	return u
 }
 

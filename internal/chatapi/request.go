@@ -69,6 +69,7 @@ type Request struct {
 	ResponseFormat             json.RawMessage    `json:"response_format"`
 	KVTransferParams           json.RawMessage    `json:"kv_transfer_params"`
 	RepetitionDetection        json.RawMessage    `json:"repetition_detection"`
+	Speculative                json.RawMessage    `json:"speculative"`
 	User                       *string            `json:"user"`
 	ServiceTier                *string            `json:"service_tier"`
 }
@@ -96,6 +97,8 @@ type plan struct {
 	beam        *inference.Beam
 	structured  *structured.Spec
 	tools       *toolPlan
+	spec        *inference.Speculative // speculative (Hone extension)
+	noSpec      bool
 }
 
 // parseRepetition reads repetition_detection {max_pattern_size, min_pattern_size, min_count}
@@ -354,6 +357,12 @@ func (req *Request) validate(vocab int, maxLogprobs int, priorityEnabled bool) (
 			return nil, err
 		}
 		p.repetition = r
+	}
+	if p.spec, p.noSpec, err = parseSpeculative(req.Speculative); err != nil {
+		return nil, err
+	}
+	if p.spec != nil && req.UseBeamSearch {
+		return nil, bad("speculative", "Beam search cannot be combined with speculative decoding.")
 	}
 	if req.CacheSalt != nil {
 		s := *req.CacheSalt

@@ -55,6 +55,9 @@ type Options struct {
 	// NoPrefixCache turns off reuse of cached prompt blocks across requests.
 	NoPrefixCache bool
 	Logger        *slog.Logger
+	// Speculative, when set, speculates by prompt lookup for every request that does not
+	// set its own (see Speculative).
+	Speculative *Speculative
 }
 
 // Request is one chat completion's generation work.
@@ -86,6 +89,11 @@ type Request struct {
 	Guide GuideFactory
 	// Output, when set, has the engine detokenise each choice and stop it at stop strings.
 	Output *Output
+	// Speculative, when set, speculates by prompt lookup for this request (overriding the
+	// engine's Options.Speculative); NoSpeculative turns the engine's off for it. Beam
+	// search never speculates.
+	Speculative   *Speculative
+	NoSpeculative bool
 }
 
 // Guide restricts the next token of one output.
@@ -193,6 +201,8 @@ type Handle struct {
 	// CachedTokens is how many prompt tokens came from the prefix cache; set before the
 	// first event.
 	CachedTokens int
+	// Spec counts the request's speculative decoding; final once Events is closed.
+	Spec SpecStats
 }
 
 type stopReq struct {
@@ -240,6 +250,8 @@ type Stats struct {
 	CompletedRequests int64
 	// CachedPromptTokens counts prompt tokens served from the prefix cache.
 	CachedPromptTokens int64
+	// Spec counts speculative decoding (drafts, proposed and accepted tokens).
+	Spec SpecStats
 }
 
 // New starts an engine for m.
@@ -383,6 +395,7 @@ type choice struct {
 	beam     *beamInfo // beam search only
 	guide    Guide     // structured outputs only
 	mask     []uint64
+	spec     *Speculative // speculative decoding only
 }
 
 // running is one admitted request.
@@ -411,6 +424,7 @@ type batch struct {
 	steps     []model.Step
 	owners    []*choice
 	isPrefill []bool
+	drafts    [][]int // speculative proposals fed after a decode step's token
 }
 
 // loop runs the engine: each turn it takes new requests, admits what fits, ends cancelled
@@ -509,7 +523,7 @@ func (e *Engine) admit(s *sched) {
 		e.dequeue()
 		s.reserved += need
 		s.nRunning += h.req.N
-		parent := &choice{h: h, index: 0, seq: e.kv.NewSequence(), sampler: sample.New(h.req.Params)}
+		parent := &choice{h: h, index: 0, seq: e.kv.NewSequence(), sampler: sample.New(h.req.Params), spec: e.speculation(h.req)}
 		if h.req.Guide != nil {
 			parent.guide = h.req.Guide.NewGuide()
 		}
@@ -568,6 +582,12 @@ func (e *Engine) buildBatch(active []*running) batch {
 				continue
 			}
 			last := c.output[len(c.output)-1]
+			if d := e.draft(c, budget); len(d) > 0 {
+				b.add(model.Step{Seq: c.seq, Tokens: append([]int{last}, d...), LogitsAt: allIdx(len(d) + 1), Adapter: r.h.req.Adapter}, c, false)
+				b.drafts[len(b.drafts)-1] = d
+				budget -= len(d) + 1
+				continue
+			}
 			b.add(model.Step{Seq: c.seq, Tokens: []int{last}, LogitsAt: []int{0}, Adapter: r.h.req.Adapter}, c, false)
 			budget--
 		}
@@ -595,6 +615,7 @@ func (b *batch) add(st model.Step, c *choice, prefill bool) {
 	b.steps = append(b.steps, st)
 	b.owners = append(b.owners, c)
 	b.isPrefill = append(b.isPrefill, prefill)
+	b.drafts = append(b.drafts, nil)
 }
 
 // applyOutputs takes a forward pass's logits: prefill progress (and prompt logprobs), the
@@ -628,7 +649,7 @@ func (e *Engine) applyOutputs(active []*running, b batch, out [][][]float32) {
 			}
 			// Fork the other choices from the prompt's blocks, each with its own sampler.
 			for k := 1; k < req.N; k++ {
-				ch := &choice{h: c.h, index: k, seq: c.seq.Fork(), sampler: c.sampler.Fork(k), prefill: len(req.Prompt)}
+				ch := &choice{h: c.h, index: k, seq: c.seq.Fork(), sampler: c.sampler.Fork(k), prefill: len(req.Prompt), spec: c.spec}
 				if req.Guide != nil {
 					ch.guide = req.Guide.NewGuide()
 				}
@@ -647,6 +668,10 @@ func (e *Engine) applyOutputs(active []*running, b batch, out [][][]float32) {
 			beamLogits[r][c] = out[i][0]
 			continue
 		}
+		if b.drafts[i] != nil {
+			e.verify(c, out[i], b.drafts[i])
+			continue
+		}
 		e.sampleNext(c, out[i][0])
 	}
 	for r, lg := range beamLogits {
@@ -658,9 +683,13 @@ func (e *Engine) applyOutputs(active []*running, b batch, out [][][]float32) {
 func (e *Engine) report(s *sched) {
 	if time.Since(s.lastLog) > 10*time.Second {
 		st := e.Stats()
-		e.log.Info("inference", "running", s.nRunning, "waiting", len(s.waiting),
-			"tokens_per_s", float64(st.GeneratedTokens-s.genSince)/time.Since(s.lastLog).Seconds(),
-			"kv_cache_bytes", e.kv.MemoryBytes())
+		attrs := []any{"running", s.nRunning, "waiting", len(s.waiting),
+			"tokens_per_s", float64(st.GeneratedTokens-s.genSince) / time.Since(s.lastLog).Seconds(),
+			"kv_cache_bytes", e.kv.MemoryBytes()}
+		if st.Spec.Drafts > 0 {
+			attrs = append(attrs, "spec_draft_tokens", st.Spec.DraftTokens, "spec_accepted_tokens", st.Spec.AcceptedTokens)
+		}
+		e.log.Info("inference", attrs...)
 		s.lastLog, s.genSince = time.Now(), st.GeneratedTokens
 	}
 	e.statsMu.Lock()
@@ -741,7 +770,11 @@ func (e *Engine) promptLogprobs(c *choice, start int, tokens []int, logits [][]f
 }
 
 // sampleNext samples the next token of c from raw logits and checks stop conditions.
-func (e *Engine) sampleNext(c *choice, raw []float32) {
+func (e *Engine) sampleNext(c *choice, raw []float32) { e.sampleAt(c, raw, c.seq.Len()) }
+
+// sampleAt samples the token after seqLen cached positions of c (a speculative step caches
+// more) and checks stop conditions; it returns the token (-1 when none was sampled).
+func (e *Engine) sampleAt(c *choice, raw []float32, seqLen int) int {
 	req := c.h.req
 	if bad := nonFiniteLogits(raw); bad > 0 {
 		// Broken weights (an adapter of training that diverged): nothing can be sampled
@@ -753,7 +786,7 @@ func (e *Engine) sampleNext(c *choice, raw []float32) {
 		e.log.Error("inference: non-finite logits; the choice ends with an error", "adapter", adapter,
 			"non_finite", bad, "vocab", len(raw), "generated", len(c.output))
 		e.finish(c, FinishError, nil)
-		return
+		return -1
 	}
 	ev := Event{Choice: c.index, HasToken: true}
 	var rawCopy []float32
@@ -792,7 +825,7 @@ func (e *Engine) sampleNext(c *choice, raw []float32) {
 		ev.Finish = "stop"
 	case slices.Contains(req.Params.StopTokenIDs, tok):
 		ev.Finish, ev.StopReason = "stop", tok
-	case len(c.output) >= req.MaxTokens || c.seq.Len()+1 >= e.m.Config.MaxPositionEmbeddings:
+	case len(c.output) >= req.MaxTokens || seqLen+1 >= e.m.Config.MaxPositionEmbeddings:
 		ev.Finish = "length"
 	case req.Repetition != nil && len(c.output) >= req.Params.MinTokens && req.Repetition.Repeats(c.output):
 		ev.Finish = "repetition"
@@ -807,6 +840,7 @@ func (e *Engine) sampleNext(c *choice, raw []float32) {
 		c.finished = true
 		c.seq.Free()
 	}
+	return tok
 }
 
 func (e *Engine) finish(c *choice, reason string, stopReason any) {

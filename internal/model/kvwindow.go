@@ -58,10 +58,15 @@ func (m *Model) releaseBehindWindow(seq *Sequence) {
 	if !m.Config.everyLayerWindowed() {
 		return
 	}
-	// The next query sits at seq.n and reads from seq.n - window + 1; one more block of
-	// margin keeps truncations by up to a block safe.
-	seq.dropBefore(seq.n - m.Config.SlidingWindow + 1 - seq.c.blockSize)
+	// The next query sits at seq.n and reads from seq.n - window + 1; a margin of
+	// WindowRollback positions (at least a block) keeps truncations by that much safe.
+	seq.dropBefore(seq.n - m.Config.SlidingWindow + 1 - max(seq.c.blockSize, WindowRollback))
 }
+
+// WindowRollback is how many positions a sequence of a model whose every layer is windowed
+// may be truncated back by (speculative decoding removes its rejected proposals): the blocks
+// behind the window are kept that much longer.
+const WindowRollback = 64
 
 // windowFrom is the first position (a block start) that queries at positions from p on read
 // in layer l.

@@ -26,17 +26,17 @@ func TestSlidingWindowReleasesBlocks(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			tokens := make([]int, 90)
+			tokens := make([]int, 200)
 			for i := range tokens {
 				tokens[i] = (i*37 + 11) % o.Vocab
 			}
 			const bs = 4
-			ref := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: bs, NumBlocks: 64}).NewSequence()
+			ref := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: bs, NumBlocks: 128}).NewSequence()
 			want, err := m.Forward([]model.Step{{Seq: ref, Tokens: tokens, LogitsAt: all(len(tokens))}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: bs, NumBlocks: 64})
+			cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: bs, NumBlocks: 128})
 			seq := cache.NewSequence()
 			most := 0
 			for i, tok := range tokens {
@@ -60,13 +60,13 @@ func TestSlidingWindowReleasesBlocks(t *testing.T) {
 				}
 				return
 			}
-			// The window's 8 positions span at most 3 blocks of 4, plus a block of margin and
-			// the one being filled.
-			if limit := (o.SlidingWindow+bs-1)/bs + 2; most > limit {
+			// The window's 8 positions and the WindowRollback margin span at most
+			// (8+64)/4+1 blocks of 4, plus the one being filled.
+			if limit := (o.SlidingWindow+model.WindowRollback+bs-1)/bs + 2; most > limit {
 				t.Fatalf("held up to %d blocks, want at most %d", most, limit)
 			}
-			if free := cache.FreeBlocks(); free != 64-seq.HeldBlocks() {
-				t.Fatalf("%d free blocks with %d held of 64", free, seq.HeldBlocks())
+			if free := cache.FreeBlocks(); free != 128-seq.HeldBlocks() {
+				t.Fatalf("%d free blocks with %d held of 128", free, seq.HeldBlocks())
 			}
 			t.Logf("held at most %d of %d blocks", most, full)
 			f := seq.Fork()
@@ -76,7 +76,7 @@ func TestSlidingWindowReleasesBlocks(t *testing.T) {
 			}
 			f.Free()
 			seq.Free()
-			if free := cache.FreeBlocks(); free != 64 {
+			if free := cache.FreeBlocks(); free != 128 {
 				t.Fatalf("%d free blocks after freeing everything", free)
 			}
 		})
