@@ -87,13 +87,17 @@ func pairKernels(im *impl) []pairFn {
 // runPacked does; each task packs its A rows to bf16 pairs per depth block.
 func runPairs(im *impl, p *problem, nt int) {
 	kern := pairKernels(im)
-	mr := len(kern)
 	pb := p.packed
 	m, n, k := p.m, p.n, p.k
 	kpAll, kpS := (k+1)/2, pairStride(k)
+	kcp := kcBlock / 2 // depth pairs per block
+	if m <= len(im.pairStream) {
+		// Decode: each task streams its panels whole with the prefetching kernels.
+		kern, kcp = im.pairStream, max(kpAll, 1)
+	}
+	mr := len(kern)
 	panels := (n + panelW - 1) / panelW
 	mc := max(mcBlock/mr, 1) * mr
-	kcp := kcBlock / 2 // depth pairs per block
 	tm, tn := grid(m, panels, mr, mc, nt)
 	words := unsafe.Pointer(&pb.u16[0])
 	parallel(tm*tn, nt, func(t int) {
