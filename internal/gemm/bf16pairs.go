@@ -329,6 +329,10 @@ func packAAMX(im *impl, dst []uint32, p *problem, i0, rows, p0, kp int) {
 	}
 }
 
-// FastBF16 reports whether products with a pair-packed B run on hardware that multiplies
-// bf16 faster than f32 (AMX) in the implementation in use.
-func FastBF16() bool { return current.Load().amx }
+// FastBF16 reports whether products of many rows (64 and more: prefill, training) with a
+// pair-packed B run faster than in f32 arithmetic in the implementation in use: on AMX tiles,
+// or with VDPBF16PS where it was measured faster (BF16PairRows).
+func FastBF16() bool {
+	r := BF16PairRows()
+	return r > 0 && r <= amxPairRows
+}
