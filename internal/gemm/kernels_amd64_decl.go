@@ -20,11 +20,11 @@ var avx512Micro = [3][]microFn{
 	{microAVX512F16R1, microAVX512F16R2, microAVX512F16R3, microAVX512F16R4, microAVX512F16R5, microAVX512F16R6, microAVX512F16R7, microAVX512F16R8, microAVX512F16R9, microAVX512F16R10, microAVX512F16R11, microAVX512F16R12, microAVX512F16R13, microAVX512F16R14},
 }
 
-// avx512Stream: micro-kernels for 1..streamMR rows that prefetch a contiguous B ahead.
+// avx512Stream: the micro-kernels of decode (1..streamMR rows).
 var avx512Stream = [3][]microFn{
-	{streamAVX512F32R1, streamAVX512F32R2, streamAVX512F32R3, streamAVX512F32R4},
-	{streamAVX512BF16R1, streamAVX512BF16R2, streamAVX512BF16R3, streamAVX512BF16R4},
-	{streamAVX512F16R1, streamAVX512F16R2, streamAVX512F16R3, streamAVX512F16R4},
+	{microAVX512F32R1, microAVX512F32R2, microAVX512F32R3, microAVX512F32R4},
+	{microAVX512BF16R1, microAVX512BF16R2, microAVX512BF16R3, microAVX512BF16R4},
+	{microAVX512F16R1, microAVX512F16R2, microAVX512F16R3, microAVX512F16R4},
 }
 
 var avx2Micro = [3][]microFn{
@@ -51,7 +51,7 @@ var avx2PackT = [3]packTFn{packTAVX2F32, packTAVX2BF16, packTAVX2F16}
 
 var avx512PairMicro = []pairFn{microPairAVX512R1, microPairAVX512R2, microPairAVX512R3, microPairAVX512R4, microPairAVX512R5, microPairAVX512R6, microPairAVX512R7, microPairAVX512R8, microPairAVX512R9, microPairAVX512R10, microPairAVX512R11, microPairAVX512R12, microPairAVX512R13, microPairAVX512R14}
 
-// avx512PairStream: pair kernels for 1..streamMR rows that prefetch B ahead.
+// avx512PairStream: the pair kernels of decode (1..streamMR rows).
 var avx512PairStream = []pairFn{streamPairAVX512R1, streamPairAVX512R2, streamPairAVX512R3, streamPairAVX512R4}
 
 //go:noescape
@@ -179,42 +179,6 @@ func microAVX512F16R13(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32
 
 //go:noescape
 func microAVX512F16R14(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
-
-//go:noescape
-func streamAVX512F32R1(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
-
-//go:noescape
-func streamAVX512F32R2(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
-
-//go:noescape
-func streamAVX512F32R3(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
-
-//go:noescape
-func streamAVX512F32R4(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
-
-//go:noescape
-func streamAVX512BF16R1(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
-
-//go:noescape
-func streamAVX512BF16R2(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
-
-//go:noescape
-func streamAVX512BF16R3(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
-
-//go:noescape
-func streamAVX512BF16R4(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
-
-//go:noescape
-func streamAVX512F16R1(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
-
-//go:noescape
-func streamAVX512F16R2(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
-
-//go:noescape
-func streamAVX512F16R3(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
-
-//go:noescape
-func streamAVX512F16R4(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
 
 //go:noescape
 func microAVX2F32R1(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)

@@ -62,19 +62,19 @@ func packRowAVX512(name string) {
 
 // microPairAVX512 generates C[rows×32] += Ap·B over kp depth pairs. Accumulators Z4..Z31
 // (two per row), B in Z0/Z1, the broadcast A pair in Z2/Z3.
-func microPairAVX512(name string, rows int) { microPairAVX512PF(name, rows, 0) }
+func microPairAVX512(name string, rows int) { microPairAVX512PF(name, rows, false, 0) }
 
-// microPairAVX512PF is microPairAVX512 that, when pf > 0, prefetches every cache line of B
-// pf bytes ahead (the streaming kernels of decode); with rows <= 2 it keeps two sets of
-// accumulators (even and odd depth pairs) to hide VDPBF16PS's latency.
-func microPairAVX512PF(name string, rows, pf int) {
+// microPairAVX512PF is microPairAVX512 for the streaming kernels of decode (stream): with
+// rows <= 2 it keeps two sets of accumulators (even and odd depth pairs) to hide
+// VDPBF16PS's latency, and when pf > 0 it prefetches every cache line of B pf bytes ahead.
+func microPairAVX512PF(name string, rows int, stream bool, pf int) {
 	TEXT(name, NOSPLIT, pairSigAvo)
 	declare(name, pairSig, "")
 	kp := Load(Param("kp"), RCX)
 	a := Load(Param("a"), RAX)
 	b := Load(Param("b"), RBX)
 	sets := 1
-	if pf > 0 && rows <= 2 {
+	if stream && rows <= 2 {
 		sets = 2
 	}
 	acc := func(s, i, h int) int { return 4 + s*rows*2 + i*2 + h }
@@ -130,10 +130,10 @@ func pairKernels() string {
 		microPairAVX512(name, rows)
 		s += name + ", "
 	}
-	s += "}\n\n// avx512PairStream: pair kernels for 1..streamMR rows that prefetch B ahead.\nvar avx512PairStream = []pairFn{"
+	s += "}\n\n// avx512PairStream: the pair kernels of decode (1..streamMR rows).\nvar avx512PairStream = []pairFn{"
 	for rows := 1; rows <= streamMR; rows++ {
 		name := fmt.Sprintf("streamPairAVX512R%d", rows)
-		microPairAVX512PF(name, rows, streamPF)
+		microPairAVX512PF(name, rows, true, streamPF)
 		s += name + ", "
 	}
 	return s + "}\n"

@@ -40,10 +40,13 @@ const (
 	avx512DotMR = 6
 	avx2DotMR   = 3
 	panelW      = 32
-	// streamMR is the most rows the streaming (prefetching) kernels take; streamPF their
-	// prefetch distance in bytes.
+	// streamMR is the most rows the streaming kernels of decode take; streamPF their software
+	// prefetch distance in bytes, 0 for none. Prefetching every line of B 1, 2, 4 or 8 KiB
+	// ahead (PREFETCHT0) was measured no faster, mostly slower (by up to 40% at 1–2 KiB), than
+	// the hardware prefetcher alone on the AMD EPYC (Zen 4) development VM
+	// (BenchmarkDecodeBandwidth, 2026-11-25), so the streaming kernels do not prefetch.
 	streamMR = 4
-	streamPF = 2048
+	streamPF = 0
 )
 
 // decl collects the Go declarations of the generated functions.
@@ -88,12 +91,15 @@ func main() {
 		}
 		tables.WriteString("},\n")
 	}
-	tables.WriteString("}\n\n// avx512Stream: micro-kernels for 1..streamMR rows that prefetch a contiguous B ahead.\nvar avx512Stream = [3][]microFn{\n")
+	tables.WriteString("}\n\n// avx512Stream: the micro-kernels of decode (1..streamMR rows).\nvar avx512Stream = [3][]microFn{\n")
 	for kind := range kindNames {
 		tables.WriteString("\t{")
 		for rows := 1; rows <= streamMR; rows++ {
-			name := fmt.Sprintf("streamAVX512%sR%d", kindNames[kind], rows)
-			microAVX512PF(name, kind, rows, streamPF)
+			name := fmt.Sprintf("microAVX512%sR%d", kindNames[kind], rows) // no prefetch: the same kernels
+			if streamPF > 0 {
+				name = fmt.Sprintf("streamAVX512%sR%d", kindNames[kind], rows)
+				microAVX512PF(name, kind, rows, streamPF)
+			}
 			fmt.Fprintf(&tables, "%s, ", name)
 		}
 		tables.WriteString("},\n")
