@@ -92,7 +92,7 @@ func runPairs(im *impl, p *problem, nt int) {
 	kpAll, kpS := (k+1)/2, pairStride(k)
 	kcp := kcBlock / 2 // depth pairs per block
 	if m <= len(im.pairStream) {
-		// Decode: each task streams its panels whole with the prefetching kernels.
+		// Decode: each task streams its panels whole (all of the depth at once).
 		kern, kcp = im.pairStream, max(kpAll, 1)
 	}
 	mr := len(kern)

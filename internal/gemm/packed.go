@@ -125,7 +125,7 @@ func runPacked(im *impl, p *problem, nt int) {
 	kc0 := min(kcBlock, k)
 	if st := im.streamIm; st != nil && m <= len(st.microRows[pb.kind]) {
 		// Decode: few rows, B read from memory once; each task streams its panels whole
-		// (contiguous) with the prefetching kernels instead of visiting them per depth block.
+		// (contiguous) instead of visiting them once per depth block.
 		im, kc0 = st, k
 	}
 	mr := im.mr
