@@ -87,13 +87,17 @@ func pairKernels(im *impl) []pairFn {
 // runPacked does; each task packs its A rows to bf16 pairs per depth block.
 func runPairs(im *impl, p *problem, nt int) {
 	kern := pairKernels(im)
-	mr := len(kern)
 	pb := p.packed
 	m, n, k := p.m, p.n, p.k
 	kpAll, kpS := (k+1)/2, pairStride(k)
+	kcp := kcBlock / 2 // depth pairs per block
+	if m <= len(im.pairStream) {
+		// Decode: each task streams its panels whole (all of the depth at once).
+		kern, kcp = im.pairStream, max(kpAll, 1)
+	}
+	mr := len(kern)
 	panels := (n + panelW - 1) / panelW
 	mc := max(mcBlock/mr, 1) * mr
-	kcp := kcBlock / 2 // depth pairs per block
 	tm, tn := grid(m, panels, mr, mc, nt)
 	words := unsafe.Pointer(&pb.u16[0])
 	parallel(tm*tn, nt, func(t int) {
@@ -325,6 +329,10 @@ func packAAMX(im *impl, dst []uint32, p *problem, i0, rows, p0, kp int) {
 	}
 }
 
-// FastBF16 reports whether products with a pair-packed B run on hardware that multiplies
-// bf16 faster than f32 (AMX) in the implementation in use.
-func FastBF16() bool { return current.Load().amx }
+// FastBF16 reports whether products of many rows (64 and more: prefill, training) with a
+// pair-packed B run faster than in f32 arithmetic in the implementation in use: on AMX tiles,
+// or with VDPBF16PS where it was measured faster (BF16PairRows).
+func FastBF16() bool {
+	r := BF16PairRows()
+	return r > 0 && r <= amxPairRows
+}

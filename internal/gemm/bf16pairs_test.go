@@ -17,7 +17,8 @@ func randBF16(rng *rand.Rand, n int) []uint16 {
 	return out
 }
 
-// TestPairKernelsMatchGo: every implementation's bf16 pair micro-kernels give the pure-Go
+// TestPairKernelsMatchGo: every implementation's bf16 pair micro-kernels (and streaming
+// kernels) give the pure-Go
 // kernel's sums (same pair order; the data has no subnormals), for every row count and
 // depths around the unrolling: bit for bit on Intel, within a few roundings of the sum of
 // |terms| anywhere (AMD's VDPBF16PS rounds its pair sums differently).
@@ -29,7 +30,12 @@ func TestPairKernelsMatchGo(t *testing.T) {
 			t.Logf("%s: no native pair kernels (pure Go)", name)
 			continue
 		}
-		for rows := 1; rows <= len(im.pair); rows++ {
+		kerns := append(append([]pairFn(nil), im.pair...), im.pairStream...) // the streaming (decode) kernels too
+		for ki, kern := range kerns {
+			rows := ki + 1
+			if ki >= len(im.pair) {
+				rows = ki - len(im.pair) + 1
+			}
 			for _, kp := range []int{1, 2, 3, 4, 5, 8, 13, 128} {
 				a := make([]uint32, kp*rows)
 				for i := range a {
@@ -55,7 +61,7 @@ func TestPairKernelsMatchGo(t *testing.T) {
 						mag[i*ldc+j] = m
 					}
 				}
-				im.pair[rows-1](kp, &a[0], &b[0], &c0[0], ldc)
+				kern(kp, &a[0], &b[0], &c0[0], ldc)
 				pairGo(rows, kp, &a[0], &b[0], &c1[0], ldc)
 				for i := range c0 {
 					if d := math.Abs(float64(c0[i] - c1[i])); d > float64(2*kp+2)*6e-8*mag[i] { // one rounding per pair step at most
@@ -273,5 +279,57 @@ func TestLargePacksOffHeap(t *testing.T) {
 	}
 	if left := offHeapBytes.Load() - before; left > 0 {
 		t.Fatalf("%d bytes still mapped after the packs were collected", left)
+	}
+}
+
+// BenchmarkBF16Decode: y = x·Wᵀ with bf16 W on the SmolLM2-135M projection shapes (fused
+// q/k/v 960×576, gate/up 3072×576, down 576×1536) for decode and prefill row counts, in bf16
+// arithmetic (pairs) and f32 arithmetic (W widened in registers): the measurements behind
+// the kernel choice (UseBF16Pairs). GB/s counts the weight bytes read once per product.
+func BenchmarkBF16Decode(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 3))
+	for _, s := range [][2]int{{960, 576}, {3072, 576}, {576, 1536}} {
+		n, k := s[0], s[1]
+		w := randBF16(rng, n*k)
+		packs := map[string]*PackedB{"pairs": PackBF16Pairs(true, n, k, w, k), "f32": PackHalfB(BF16, true, n, k, w, k)}
+		for _, m := range []int{1, 2, 4, 8, 16, 64, 512} {
+			x := make([]float32, m*k)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			y := make([]float32, m*n)
+			for _, mode := range []string{"pairs", "f32"} {
+				pb := packs[mode]
+				b.Run(fmt.Sprintf("%s/%dx%dx%d", mode, m, n, k), func(b *testing.B) {
+					start := time.Now()
+					for i := 0; i < b.N; i++ {
+						GemmPacked(false, m, 1, x, k, pb, 0, y, n)
+					}
+					sec := time.Since(start).Seconds()
+					b.ReportMetric(2*float64(m)*float64(n)*float64(k)*float64(b.N)/sec/1e9, "GFLOP/s")
+					b.ReportMetric(2*float64(n)*float64(k)*float64(b.N)/sec/1e9, "GB/s")
+				})
+			}
+		}
+	}
+}
+
+// TestBF16PairRows: the choice is one of its documented answers and honours
+// HONE_BF16_PAIRS.
+func TestBF16PairRows(t *testing.T) {
+	r := BF16PairRows()
+	switch r {
+	case 0, 1, 16, amxPairRows:
+	default:
+		t.Fatalf("BF16PairRows = %d", r)
+	}
+	t.Logf("%s: BF16PairRows = %d", Impl(), r)
+	t.Setenv("HONE_BF16_PAIRS", "off")
+	if BF16PairRows() != 0 {
+		t.Fatal("HONE_BF16_PAIRS=off")
+	}
+	t.Setenv("HONE_BF16_PAIRS", "on")
+	if BF16PairRows() != 1 {
+		t.Fatal("HONE_BF16_PAIRS=on")
 	}
 }

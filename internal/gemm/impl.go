@@ -69,6 +69,12 @@ type impl struct {
 	// optional bf16 pair micro-kernels for 1..len rows (see bf16pairs.go); nil: pure Go.
 	pair []pairFn
 	amx  bool // pair-packed products run on AMX tiles (runAMX)
+	// optional: micro-kernels for 1..len rows for products with few rows whose B comes from
+	// memory once (decode), which run over whole packed panels: streamIm is this
+	// implementation with them as its row-count kernels (runPacked), pairStream the same
+	// for pair-packed B (runPairs).
+	streamIm   *impl
+	pairStream []pairFn
 	// optional: dst[q] = bf16(alpha·src[2q]) | bf16(alpha·src[2q+1])<<16 for q < n (n a
 	// multiple of 16), rounding to nearest even (subnormals flushed)
 	packRow func(n int, src *float32, dst *uint32, alpha float32)

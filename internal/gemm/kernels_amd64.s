@@ -19866,6 +19866,510 @@ microPairAVX512R14_done:
 	VZEROUPPER
 	RET
 
+// func streamPairAVX512R1(kp int, a *uint32, b *uint16, c *float32, ldc int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·streamPairAVX512R1(SB), NOSPLIT, $0-40
+	MOVQ   kp+0(FP), CX
+	MOVQ   a+8(FP), AX
+	MOVQ   b+16(FP), BX
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	MOVQ   CX, R8
+	SHRQ   $0x02, R8
+	JZ     streamPairAVX512R1_tail
+
+streamPairAVX512R1_loop:
+	PREFETCHT0   1024(BX)
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VMOVDQU32    128(BX), Z0
+	VMOVDQU32    192(BX), Z1
+	VPBROADCASTD 4(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xf252
+	LONG         $0x4876f262
+	WORD         $0xfa52
+	VMOVDQU32    256(BX), Z0
+	VMOVDQU32    320(BX), Z1
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VMOVDQU32    384(BX), Z0
+	VMOVDQU32    448(BX), Z1
+	VPBROADCASTD 12(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xf252
+	LONG         $0x4876f262
+	WORD         $0xfa52
+	ADDQ         $0x00000010, AX
+	ADDQ         $0x00000200, BX
+	DECQ         R8
+	JNZ          streamPairAVX512R1_loop
+
+streamPairAVX512R1_tail:
+	ANDQ $0x00000003, CX
+	JZ   streamPairAVX512R1_done
+
+streamPairAVX512R1_tailloop:
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	ADDQ         $0x00000004, AX
+	ADDQ         $0x00000080, BX
+	DECQ         CX
+	JNZ          streamPairAVX512R1_tailloop
+
+streamPairAVX512R1_done:
+	VADDPS  Z6, Z4, Z4
+	VADDPS  Z7, Z5, Z5
+	MOVQ    c+24(FP), DI
+	MOVQ    ldc+32(FP), SI
+	SHLQ    $0x02, SI
+	VADDPS  (DI), Z4, Z4
+	VMOVUPS Z4, (DI)
+	VADDPS  64(DI), Z5, Z5
+	VMOVUPS Z5, 64(DI)
+	VZEROUPPER
+	RET
+
+// func streamPairAVX512R2(kp int, a *uint32, b *uint16, c *float32, ldc int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·streamPairAVX512R2(SB), NOSPLIT, $0-40
+	MOVQ   kp+0(FP), CX
+	MOVQ   a+8(FP), AX
+	MOVQ   b+16(FP), BX
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	MOVQ   CX, R8
+	SHRQ   $0x02, R8
+	JZ     streamPairAVX512R2_tail
+
+streamPairAVX512R2_loop:
+	PREFETCHT0   1024(BX)
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VMOVDQU32    128(BX), Z0
+	VMOVDQU32    192(BX), Z1
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 12(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VMOVDQU32    256(BX), Z0
+	VMOVDQU32    320(BX), Z1
+	VPBROADCASTD 16(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 20(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VMOVDQU32    384(BX), Z0
+	VMOVDQU32    448(BX), Z1
+	VPBROADCASTD 24(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 28(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000200, BX
+	DECQ         R8
+	JNZ          streamPairAVX512R2_loop
+
+streamPairAVX512R2_tail:
+	ANDQ $0x00000003, CX
+	JZ   streamPairAVX512R2_done
+
+streamPairAVX512R2_tailloop:
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	ADDQ         $0x00000008, AX
+	ADDQ         $0x00000080, BX
+	DECQ         CX
+	JNZ          streamPairAVX512R2_tailloop
+
+streamPairAVX512R2_done:
+	VADDPS  Z8, Z4, Z4
+	VADDPS  Z9, Z5, Z5
+	VADDPS  Z10, Z6, Z6
+	VADDPS  Z11, Z7, Z7
+	MOVQ    c+24(FP), DI
+	MOVQ    ldc+32(FP), SI
+	SHLQ    $0x02, SI
+	VADDPS  (DI), Z4, Z4
+	VMOVUPS Z4, (DI)
+	VADDPS  64(DI), Z5, Z5
+	VMOVUPS Z5, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z6, Z6
+	VMOVUPS Z6, (DI)
+	VADDPS  64(DI), Z7, Z7
+	VMOVUPS Z7, 64(DI)
+	VZEROUPPER
+	RET
+
+// func streamPairAVX512R3(kp int, a *uint32, b *uint16, c *float32, ldc int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·streamPairAVX512R3(SB), NOSPLIT, $0-40
+	MOVQ   kp+0(FP), CX
+	MOVQ   a+8(FP), AX
+	MOVQ   b+16(FP), BX
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	MOVQ   CX, R8
+	SHRQ   $0x02, R8
+	JZ     streamPairAVX512R3_tail
+
+streamPairAVX512R3_loop:
+	PREFETCHT0   1024(BX)
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VMOVDQU32    128(BX), Z0
+	VMOVDQU32    192(BX), Z1
+	VPBROADCASTD 12(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 16(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 20(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VMOVDQU32    256(BX), Z0
+	VMOVDQU32    320(BX), Z1
+	VPBROADCASTD 24(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 28(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 32(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VMOVDQU32    384(BX), Z0
+	VMOVDQU32    448(BX), Z1
+	VPBROADCASTD 36(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 40(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 44(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	ADDQ         $0x00000030, AX
+	ADDQ         $0x00000200, BX
+	DECQ         R8
+	JNZ          streamPairAVX512R3_loop
+
+streamPairAVX512R3_tail:
+	ANDQ $0x00000003, CX
+	JZ   streamPairAVX512R3_done
+
+streamPairAVX512R3_tailloop:
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	ADDQ         $0x0000000c, AX
+	ADDQ         $0x00000080, BX
+	DECQ         CX
+	JNZ          streamPairAVX512R3_tailloop
+
+streamPairAVX512R3_done:
+	MOVQ    c+24(FP), DI
+	MOVQ    ldc+32(FP), SI
+	SHLQ    $0x02, SI
+	VADDPS  (DI), Z4, Z4
+	VMOVUPS Z4, (DI)
+	VADDPS  64(DI), Z5, Z5
+	VMOVUPS Z5, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z6, Z6
+	VMOVUPS Z6, (DI)
+	VADDPS  64(DI), Z7, Z7
+	VMOVUPS Z7, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z8, Z8
+	VMOVUPS Z8, (DI)
+	VADDPS  64(DI), Z9, Z9
+	VMOVUPS Z9, 64(DI)
+	VZEROUPPER
+	RET
+
+// func streamPairAVX512R4(kp int, a *uint32, b *uint16, c *float32, ldc int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·streamPairAVX512R4(SB), NOSPLIT, $0-40
+	MOVQ   kp+0(FP), CX
+	MOVQ   a+8(FP), AX
+	MOVQ   b+16(FP), BX
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	MOVQ   CX, R8
+	SHRQ   $0x02, R8
+	JZ     streamPairAVX512R4_tail
+
+streamPairAVX512R4_loop:
+	PREFETCHT0   1024(BX)
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 12(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VMOVDQU32    128(BX), Z0
+	VMOVDQU32    192(BX), Z1
+	VPBROADCASTD 16(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 20(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 24(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 28(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VMOVDQU32    256(BX), Z0
+	VMOVDQU32    320(BX), Z1
+	VPBROADCASTD 32(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 36(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 40(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 44(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	VMOVDQU32    384(BX), Z0
+	VMOVDQU32    448(BX), Z1
+	VPBROADCASTD 48(AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 52(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 56(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 60(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	ADDQ         $0x00000040, AX
+	ADDQ         $0x00000200, BX
+	DECQ         R8
+	JNZ          streamPairAVX512R4_loop
+
+streamPairAVX512R4_tail:
+	ANDQ $0x00000003, CX
+	JZ   streamPairAVX512R4_done
+
+streamPairAVX512R4_tailloop:
+	VMOVDQU32    (BX), Z0
+	VMOVDQU32    64(BX), Z1
+	VPBROADCASTD (AX), Z2
+	LONG         $0x487ef262
+	WORD         $0xe252
+	LONG         $0x4876f262
+	WORD         $0xea52
+	VPBROADCASTD 4(AX), Z3
+	LONG         $0x487ef262
+	WORD         $0xf352
+	LONG         $0x4876f262
+	WORD         $0xfb52
+	VPBROADCASTD 8(AX), Z2
+	LONG         $0x487e7262
+	WORD         $0xc252
+	LONG         $0x48767262
+	WORD         $0xca52
+	VPBROADCASTD 12(AX), Z3
+	LONG         $0x487e7262
+	WORD         $0xd352
+	LONG         $0x48767262
+	WORD         $0xdb52
+	ADDQ         $0x00000010, AX
+	ADDQ         $0x00000080, BX
+	DECQ         CX
+	JNZ          streamPairAVX512R4_tailloop
+
+streamPairAVX512R4_done:
+	MOVQ    c+24(FP), DI
+	MOVQ    ldc+32(FP), SI
+	SHLQ    $0x02, SI
+	VADDPS  (DI), Z4, Z4
+	VMOVUPS Z4, (DI)
+	VADDPS  64(DI), Z5, Z5
+	VMOVUPS Z5, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z6, Z6
+	VMOVUPS Z6, (DI)
+	VADDPS  64(DI), Z7, Z7
+	VMOVUPS Z7, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z8, Z8
+	VMOVUPS Z8, (DI)
+	VADDPS  64(DI), Z9, Z9
+	VMOVUPS Z9, 64(DI)
+	ADDQ    SI, DI
+	VADDPS  (DI), Z10, Z10
+	VMOVUPS Z10, (DI)
+	VADDPS  64(DI), Z11, Z11
+	VMOVUPS Z11, 64(DI)
+	VZEROUPPER
+	RET
+
 // func packRowBF16AVX512(n int, src *float32, dst *uint32, alpha float32)
 // Requires: AVX, AVX512F, SSE
 TEXT ·packRowBF16AVX512(SB), NOSPLIT, $0-28
@@ -19889,6 +20393,41 @@ packRowBF16AVX512_loop:
 	JNZ       packRowBF16AVX512_loop
 
 packRowBF16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func readSumAVX512(n int, p *float32) float32
+// Requires: AVX, AVX512F, SSE
+TEXT ·readSumAVX512(SB), NOSPLIT, $0-20
+	MOVQ   n+0(FP), CX
+	MOVQ   p+8(FP), AX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	SHRQ   $0x06, CX
+	JZ     readSumAVX512_done
+
+readSumAVX512_loop:
+	VADDPS (AX), Z0, Z0
+	VADDPS 64(AX), Z1, Z1
+	VADDPS 128(AX), Z2, Z2
+	VADDPS 192(AX), Z3, Z3
+	ADDQ   $0x00000100, AX
+	DECQ   CX
+	JNZ    readSumAVX512_loop
+
+readSumAVX512_done:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z2, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VHADDPS       X0, X0, X0
+	VHADDPS       X0, X0, X0
+	MOVSS         X0, ret+16(FP)
 	VZEROUPPER
 	RET
 

@@ -11,12 +11,20 @@ const (
 	avx2MR      = 6
 	avx512DotMR = 6
 	avx2DotMR   = 3
+	streamMR    = 4
 )
 
 var avx512Micro = [3][]microFn{
 	{microAVX512F32R1, microAVX512F32R2, microAVX512F32R3, microAVX512F32R4, microAVX512F32R5, microAVX512F32R6, microAVX512F32R7, microAVX512F32R8, microAVX512F32R9, microAVX512F32R10, microAVX512F32R11, microAVX512F32R12, microAVX512F32R13, microAVX512F32R14},
 	{microAVX512BF16R1, microAVX512BF16R2, microAVX512BF16R3, microAVX512BF16R4, microAVX512BF16R5, microAVX512BF16R6, microAVX512BF16R7, microAVX512BF16R8, microAVX512BF16R9, microAVX512BF16R10, microAVX512BF16R11, microAVX512BF16R12, microAVX512BF16R13, microAVX512BF16R14},
 	{microAVX512F16R1, microAVX512F16R2, microAVX512F16R3, microAVX512F16R4, microAVX512F16R5, microAVX512F16R6, microAVX512F16R7, microAVX512F16R8, microAVX512F16R9, microAVX512F16R10, microAVX512F16R11, microAVX512F16R12, microAVX512F16R13, microAVX512F16R14},
+}
+
+// avx512Stream: the micro-kernels of decode (1..streamMR rows).
+var avx512Stream = [3][]microFn{
+	{microAVX512F32R1, microAVX512F32R2, microAVX512F32R3, microAVX512F32R4},
+	{microAVX512BF16R1, microAVX512BF16R2, microAVX512BF16R3, microAVX512BF16R4},
+	{microAVX512F16R1, microAVX512F16R2, microAVX512F16R3, microAVX512F16R4},
 }
 
 var avx2Micro = [3][]microFn{
@@ -42,6 +50,9 @@ var avx512PackT = [3]packTFn{packTAVX512F32, packTAVX512BF16, packTAVX512F16}
 var avx2PackT = [3]packTFn{packTAVX2F32, packTAVX2BF16, packTAVX2F16}
 
 var avx512PairMicro = []pairFn{microPairAVX512R1, microPairAVX512R2, microPairAVX512R3, microPairAVX512R4, microPairAVX512R5, microPairAVX512R6, microPairAVX512R7, microPairAVX512R8, microPairAVX512R9, microPairAVX512R10, microPairAVX512R11, microPairAVX512R12, microPairAVX512R13, microPairAVX512R14}
+
+// avx512PairStream: the pair kernels of decode (1..streamMR rows).
+var avx512PairStream = []pairFn{streamPairAVX512R1, streamPairAVX512R2, streamPairAVX512R3, streamPairAVX512R4}
 
 //go:noescape
 func microAVX512F32R1(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
@@ -365,7 +376,22 @@ func microPairAVX512R13(kp int, a *uint32, b *uint16, c *float32, ldc int)
 func microPairAVX512R14(kp int, a *uint32, b *uint16, c *float32, ldc int)
 
 //go:noescape
+func streamPairAVX512R1(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func streamPairAVX512R2(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func streamPairAVX512R3(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func streamPairAVX512R4(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
 func packRowBF16AVX512(n int, src *float32, dst *uint32, alpha float32)
+
+//go:noescape
+func readSumAVX512(n int, p *float32) float32
 
 //go:noescape
 func packAAVX2(kc int, src *float32, lda int, dst *float32, alpha float32)

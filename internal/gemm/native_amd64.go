@@ -31,8 +31,14 @@ func registerNative() {
 		}
 		if cpu.X86.HasAVX512BF16 {
 			im.pair = avx512PairMicro
+			im.pairStream = avx512PairStream
 			im.packRow = packRowBF16AVX512
 		}
+		st := *im
+		for kind := range 3 {
+			st.microRows[kind] = avx512Stream[kind]
+		}
+		im.streamIm = &st
 		if amxAvailable() {
 			// The same kernels, with pair-packed (bf16) products on AMX tiles.
 			amx := *im

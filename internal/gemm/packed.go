@@ -122,9 +122,14 @@ func GemmPacked(transA bool, m int, alpha float32, a []float32, lda int, pb *Pac
 func runPacked(im *impl, p *problem, nt int) {
 	pb := p.packed
 	m, n, k := p.m, p.n, p.k
+	kc0 := min(kcBlock, k)
+	if st := im.streamIm; st != nil && m <= len(st.microRows[pb.kind]) {
+		// Decode: few rows, B read from memory once; each task streams its panels whole
+		// (contiguous) instead of visiting them once per depth block.
+		im, kc0 = st, k
+	}
 	mr := im.mr
 	mc := max(mcBlock/mr, 1) * mr
-	kc0 := min(kcBlock, k)
 	panels := (n + panelW - 1) / panelW
 	tm, tn := grid(m, panels, mr, mc, nt)
 	var base unsafe.Pointer

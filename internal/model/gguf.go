@@ -380,7 +380,7 @@ func LoadGGUF(path string, opts LoadOptions) (*Model, error) {
 	}
 	m.Dir = path
 	if os.Getenv("HONE_BF16_PREFILL") != "0" {
-		m.BF16MinRows = 64
+		m.BF16MinRows = 1
 	}
 	return m, nil
 }

@@ -71,12 +71,13 @@ type Model struct {
 	// RopeLocal (Gemma 3): the sliding layers' rotary table (RopeAt picks).
 	RopeLocal *kernels.Table
 
-	// BF16MinRows: with bf16 weights, on a CPU that multiplies bf16 fast (AMX;
-	// gemm.FastBF16), forward passes over at least this many rows (prefill) run the layers'
-	// projections in bf16 arithmetic on pair-packed weights (Linear.PairsPacked), rounding
-	// activations to bf16 as they enter a projection, as llama.cpp and vLLM do for bf16
-	// models; smaller passes (decode) stay in f32 arithmetic. 0 turns it off. Load sets 64
-	// (HONE_BF16_PREFILL=0 sets 0).
+	// BF16MinRows: with bf16 weights, forward passes over at least this many rows, and at
+	// least gemm.BF16PairRows (from which the CPU multiplies bf16 faster than f32: 64 on AMX
+	// tiles, so prefill; 1 where VDPBF16PS was measured faster, so decode too), run the
+	// layers' projections in bf16 arithmetic on pair-packed weights (Linear.PairsPacked),
+	// rounding activations to bf16 as they enter a projection, as llama.cpp and vLLM do for
+	// bf16 models; other passes stay in f32 arithmetic. 0 turns bf16 arithmetic off. Load
+	// sets 1 (HONE_BF16_PREFILL=0 sets 0), so gemm's rule decides.
 	BF16MinRows int
 
 	file       io.Closer
@@ -88,14 +89,26 @@ type Model struct {
 // gate/up packs of every layer, the o and down projections and the LM head (quantized
 // weights have none: they are multiplied as they are). Load leaves them
 // to first use, so that a process that only trains bf16 weights on AMX (which uses its own
-// packs) never holds them.
+// packs) never holds them. When every pass runs the projections in bf16 arithmetic (a bf16
+// model on a CPU where gemm.BF16PairRows is 1), it builds their pair packs instead.
 func (m *Model) Prepack() {
+	pairs := m.bf16Rows(1)
 	for i := range m.Layers {
 		L := &m.Layers[i]
-		L.qkv.packed()
-		L.O.Packed()
+		if pairs {
+			L.qkv.pairsPacked()
+			L.O.PairsPacked(true)
+		} else {
+			L.qkv.packed()
+			L.O.Packed()
+		}
 		if L.MoE != nil {
 			L.MoE.prepack()
+			continue
+		}
+		if pairs {
+			L.gateUp.pairsPacked()
+			L.Down.PairsPacked(true)
 			continue
 		}
 		L.gateUp.packed()
@@ -104,10 +117,19 @@ func (m *Model) Prepack() {
 	m.LMHead.Packed()
 }
 
-// bf16Rows reports whether a pass over T rows runs its projections in bf16 arithmetic.
+// bf16Rows reports whether a pass over T rows runs its projections in bf16 arithmetic: bf16
+// weights, and T at least BF16MinRows (not 0) and gemm.BF16PairRows, from which bf16 is
+// the faster arithmetic on this CPU.
 func (m *Model) bf16Rows(T int) bool {
 	w := m.Layers[0].O.W
-	return m.BF16MinRows > 0 && T >= m.BF16MinRows && w.Half != nil && w.Kind == gemm.BF16 && (gemm.FastBF16() || m.bf16Always)
+	if m.BF16MinRows <= 0 || w.Half == nil || w.Kind != gemm.BF16 {
+		return false
+	}
+	if m.bf16Always {
+		return T >= m.BF16MinRows
+	}
+	r := gemm.BF16PairRows()
+	return r > 0 && T >= max(r, m.BF16MinRows)
 }
 
 // LoadOptions tunes Load.
@@ -143,7 +165,7 @@ func Load(dir string, opts LoadOptions) (*Model, error) {
 	}
 	m.Dir = dir
 	if os.Getenv("HONE_BF16_PREFILL") != "0" {
-		m.BF16MinRows = 64
+		m.BF16MinRows = 1
 	}
 	return m, nil
 }

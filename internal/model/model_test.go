@@ -275,6 +275,10 @@ func TestForwardMatchesReference(t *testing.T) {
 	for _, variant := range []string{"llama", "qwen2", "qwen3", "llama-tied-rope3", "llama-bf16"} {
 		t.Run(variant, func(t *testing.T) {
 			m := load(t, variant)
+			// f32 arithmetic, which the reference computes (bf16 arithmetic, which the CPU
+			// may choose for a bf16 model: TestBF16PrefillAgrees, TestBF16DecodeAgrees).
+			defer func(n int) { m.BF16MinRows = n }(m.BF16MinRows)
+			m.BF16MinRows = 0
 			rng := rand.New(rand.NewPCG(1, 2))
 			// 37 tokens: more than two 16-position blocks, and more than 4 rows so that the
 			// GEMM attention path runs; positions past the llama3 original length.
@@ -617,4 +621,31 @@ func TestBF16PrefillAgrees(t *testing.T) {
 			t.Fatalf("decode at %d: relative error %.3g", p, e)
 		}
 	}
+}
+
+// TestBF16DecodeAgrees: decoding a bf16 model one row at a time in bf16 arithmetic (as a CPU
+// whose VDPBF16PS beats its f32 kernels does: gemm.BF16PairRows 1, the streaming pair
+// kernels) gives the reference logits to bf16 precision.
+func TestBF16DecodeAgrees(t *testing.T) {
+	m := load(t, "llama-bf16")
+	defer func(n int) { m.BF16MinRows = n }(m.BF16MinRows)
+	m.BF16MinRows = 1
+	model.ForceBF16Arithmetic(m)
+	rng := rand.New(rand.NewPCG(8, 8))
+	tokens := randTokens(rng, 20, m.Config.VocabSize)
+	want := reference(m, tokens, nil)
+	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: 4})
+	seq := cache.NewSequence()
+	worst := 0.0
+	for p := range tokens {
+		out, err := m.Forward([]model.Step{{Seq: seq, Tokens: tokens[p : p+1], LogitsAt: []int{0}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		worst = max(worst, relErr(out[0][0], want[p]))
+	}
+	if worst > 0.05 || worst < 1e-5 {
+		t.Fatalf("decode in bf16 arithmetic: worst relative error %.3g (want bf16 precision: 1e-5..0.05)", worst)
+	}
+	t.Logf("decode in bf16 arithmetic: worst relative error %.3g", worst)
 }

@@ -40,6 +40,13 @@ const (
 	avx512DotMR = 6
 	avx2DotMR   = 3
 	panelW      = 32
+	// streamMR is the most rows the streaming kernels of decode take; streamPF their software
+	// prefetch distance in bytes, 0 for none. Prefetching every line of B 1, 2, 4 or 8 KiB
+	// ahead (PREFETCHT0) was measured no faster, mostly slower (by up to 40% at 1–2 KiB), than
+	// the hardware prefetcher alone on the AMD EPYC (Zen 4) development VM
+	// (BenchmarkDecodeBandwidth, 2026-11-25), so the streaming kernels do not prefetch.
+	streamMR = 4
+	streamPF = 0
 )
 
 // decl collects the Go declarations of the generated functions.
@@ -80,6 +87,19 @@ func main() {
 		for rows := 1; rows <= avx512MR; rows++ {
 			name := fmt.Sprintf("microAVX512%sR%d", kindNames[kind], rows)
 			microAVX512(name, kind, rows)
+			fmt.Fprintf(&tables, "%s, ", name)
+		}
+		tables.WriteString("},\n")
+	}
+	tables.WriteString("}\n\n// avx512Stream: the micro-kernels of decode (1..streamMR rows).\nvar avx512Stream = [3][]microFn{\n")
+	for kind := range kindNames {
+		tables.WriteString("\t{")
+		for rows := 1; rows <= streamMR; rows++ {
+			name := fmt.Sprintf("microAVX512%sR%d", kindNames[kind], rows) // no prefetch: the same kernels
+			if streamPF > 0 {
+				name = fmt.Sprintf("streamAVX512%sR%d", kindNames[kind], rows)
+				microAVX512PF(name, kind, rows, streamPF)
+			}
 			fmt.Fprintf(&tables, "%s, ", name)
 		}
 		tables.WriteString("},\n")
@@ -129,6 +149,7 @@ func main() {
 	tables.WriteString("}\n\n")
 	tables.WriteString(pairKernels())
 	packRowAVX512("packRowBF16AVX512")
+	readSumAVX512("readSumAVX512")
 	packAAVX2("packAAVX2")
 	packAAVX512("packAAVX512", avx512MR)
 	packAAVX512("packA16AVX512", 16)
@@ -140,7 +161,7 @@ func main() {
 	Generate()
 
 	writeDecl(*declOut, "gemm", "go run . -out ../kernels_amd64.s -decl ../kernels_amd64_decl.go",
-		fmt.Sprintf("const (\n\tavx512MR = %d\n\tavx2MR = %d\n\tavx512DotMR = %d\n\tavx2DotMR = %d\n)\n\n", avx512MR, avx2MR, avx512DotMR, avx2DotMR)+tables.String()+"\n")
+		fmt.Sprintf("const (\n\tavx512MR = %d\n\tavx2MR = %d\n\tavx512DotMR = %d\n\tavx2DotMR = %d\n\tstreamMR = %d\n)\n\n", avx512MR, avx2MR, avx512DotMR, avx2DotMR, streamMR)+tables.String()+"\n")
 }
 
 // writeDecl writes the Go declarations of the generated functions (and any extra source) of
@@ -190,7 +211,12 @@ func eltSize(kind int) int {
 
 // microAVX512 generates C[rows×32] += Ap·B. Accumulators are Z4..Z31; with rows <= 7 two
 // sets (even and odd depth steps) hide the FMA latency.
-func microAVX512(name string, kind, rows int) {
+func microAVX512(name string, kind, rows int) { microAVX512PF(name, kind, rows, 0) }
+
+// microAVX512PF is microAVX512 that, when pf > 0, prefetches every cache line of B pf bytes
+// ahead (B contiguous: a packed panel, ldb = 32): the streaming kernels of decode, whose
+// weights come from memory once, across page boundaries where the hardware prefetcher stops.
+func microAVX512PF(name string, kind, rows, pf int) {
 	TEXT(name, NOSPLIT, microSigAvo)
 	declare(name, microSig, "")
 	kc := Load(Param("kc"), RCX)
@@ -232,7 +258,15 @@ func microAVX512(name string, kind, rows int) {
 	// Main loop: unrolled by 4 depth steps (alternating accumulator sets). The packed A
 	// panel holds rows values per depth step.
 	aStep := 4 * rows
-	unrolledLoop(name, kc, func() { PREFETCHT0(Mem{Base: a, Disp: aStep * 8}) },
+	prefetch := func() { PREFETCHT0(Mem{Base: a, Disp: aStep * 8}) }
+	if pf > 0 {
+		prefetch = func() {
+			for line := 0; line < 4*32*esz; line += 64 {
+				PREFETCHT0(Mem{Base: b, Disp: pf + line})
+			}
+		}
+	}
+	unrolledLoop(name, kc, prefetch,
 		func(u int) { step(u%sets, aStep*u) }, func(steps int) { ADDQ(U32(aStep*steps), a) })
 	if sets == 2 {
 		for i := 0; i < rows; i++ {

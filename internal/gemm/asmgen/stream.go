@@ -1,0 +1,42 @@
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// readSumAVX512 generates the read kernel of the memory bandwidth benchmark: the sum of n
+// floats (n a multiple of 64) with four accumulators, every byte read once (STREAM's
+// read-only pattern).
+func readSumAVX512(name string) {
+	TEXT(name, NOSPLIT, "func(n int, p *float32) float32")
+	declare(name, "(n int, p *float32) float32", "")
+	n := Load(Param("n"), RCX)
+	p := Load(Param("p"), RAX)
+	for i := 0; i < 4; i++ {
+		VPXORD(zreg(i), zreg(i), zreg(i))
+	}
+	SHRQ(U8(6), n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	for i := 0; i < 4; i++ {
+		VADDPS(Mem{Base: p, Disp: 64 * i}, zreg(i), zreg(i))
+	}
+	ADDQ(U32(256), p)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VADDPS(Z1, Z0, Z0)
+	VADDPS(Z3, Z2, Z2)
+	VADDPS(Z2, Z0, Z0)
+	VEXTRACTF64X4(U8(1), Z0, Y1)
+	VADDPS(Y1, Y0, Y0)
+	VEXTRACTF128(U8(1), Y0, X1)
+	VADDPS(X1, X0, X0)
+	VHADDPS(X0, X0, X0)
+	VHADDPS(X0, X0, X0)
+	Store(X0, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
