@@ -15,6 +15,8 @@ type Matrix struct {
 	Type       gguf.TensorType
 	Rows, Cols int
 	Data       []byte
+
+	packed []byte // Data in the packed layout (Pack), nil if not packed
 }
 
 // Supported reports whether t is one of the types a Matrix holds: Q8_0, Q4_0, Q4_1, Q5_0,
@@ -209,12 +211,17 @@ func (w *work) mul(x []float32, rows int, ms []*Matrix, out []float32, ldo int, 
 	w.tasks = w.tasks[:0]
 	off := 0
 	for i, m := range ms {
-		for r := 0; r < m.Rows; r += chunk {
-			w.tasks = append(w.tasks, task{i, r, min(r+chunk, m.Rows), off})
+		c := chunk
+		if m.packed != nil {
+			c = (c + packRows - 1) &^ (packRows - 1) // whole groups
+		}
+		for r := 0; r < m.Rows; r += c {
+			w.tasks = append(w.tasks, task{i, r, min(r+c, m.Rows), off})
 		}
 		off += m.Rows
 	}
 	w.o4 = resize(w.o4, len(w.tasks))
+	w.o64 = resize(w.o64, len(w.tasks))
 	gemm.Parallel(len(w.tasks), w.runFn)
 	w.x, w.ms, w.out = nil, nil, nil
 }
@@ -307,6 +314,7 @@ type work struct {
 	ak             ActsK
 	tasks          []task
 	o4             [][4]float32 // each task's multi-row kernel outputs
+	o64            [][64]float32 // each task's packed kernel outputs
 	one            [1]*Matrix   // MatMulT's ms
 	quantFn, runFn func(int)
 }
@@ -335,6 +343,10 @@ func (w *work) quantize(i int) {
 func (w *work) run(ti int) {
 	t := w.tasks[ti]
 	m := w.ms[t.m]
+	if m.packed != nil {
+		w.runPacked(ti)
+		return
+	}
 	typ, n := m.Type, m.RowBytes()
 	k4, nb := kernel4(typ), w.cols/32
 	k4K, nbK := kernel4K(typ), w.cols/256

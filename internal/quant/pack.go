@@ -1,0 +1,187 @@
+package quant
+
+import (
+	"github.com/honeai/hone/internal/gguf"
+)
+
+// The packed layout (Matrix.Pack): the rows in groups of 16, and per group its nb blocks of
+// 32 columns one after the other, each block holding the 16 rows' scales and then their
+// values interleaved by 4 columns: value j of row r (0 ≤ j < 32) at byte 64·(j/4) + 4·r + j%4
+// of the values, as unsigned bytes u (the weight plus an offset o, or the quantized value of
+// the offset types). One VPDPBUSD of those 64 bytes against 4 activation bytes broadcast
+// then adds 4 columns to each of the 16 rows' sums, with no unpacking across lanes:
+//
+//	Q8_0: 16 float16 d, then 512 bytes u = q + 128 (o = 128); 544 bytes, as 16 rows of 34.
+//	Q5_0: 16 float16 d, then 256 bytes of nibbles: byte p of 64-byte part t holds value
+//	      position p of column step t (low nibble) and step t+4 (high), then 8 × 8 bytes,
+//	      the bits 4 of the 64 values of each step (bit p of qword k: position p of step
+//	      k); u = q (0..31), o = 16; 352 bytes, as 16 rows of 22.
+//
+// A group's blocks are reduced against the activations of Acts32 by the packed kernels
+// (packed16x4 and packed16x1): per block Σ over rows r of d[r]·dx·(Σu·x − o·Σx).
+const packRows = 16
+
+// packable reports whether t has a packed layout.
+func packable(t gguf.TensorType) bool { return t == gguf.Q8_0 || t == gguf.Q5_0 }
+
+// packedBlockBytes is the size of one block of a group of 16 rows.
+func packedBlockBytes(t gguf.TensorType) int { return packRows * t.BlockBytes() }
+
+// packedOffset is the o of t's packed values (what Σu·x overcounts per Σx).
+func packedOffset(t gguf.TensorType) float32 {
+	if t == gguf.Q8_0 {
+		return 128
+	}
+	return 16
+}
+
+// Pack makes the copy of the matrix in the packed layout that MatMulT and MatMulTMany then
+// multiply with (AVX-512 VNNI CPUs, types Q8_0 and Q5_0, Rows a multiple of 16; elsewhere
+// it does nothing) and reports whether it did. Data stays as it was (Row and the other
+// paths read it), so the caller may drop the pages of a mapped file behind it: the
+// products no longer touch them.
+func (m *Matrix) Pack() bool {
+	if !packedKernelsInUse || !packable(m.Type) || m.Rows%packRows != 0 || m.packed != nil {
+		return m.packed != nil
+	}
+	m.packed = packMatrix(m)
+	return true
+}
+
+// Packed reports whether the matrix has a packed copy (Pack).
+func (m *Matrix) Packed() bool { return m.packed != nil }
+
+func packMatrix(m *Matrix) []byte {
+	nb, bb, size := m.Cols/32, packedBlockBytes(m.Type), m.Type.BlockBytes()
+	out := make([]byte, len(m.Data))
+	for g := range m.Rows / packRows {
+		for b := range nb {
+			dst := out[(g*nb+b)*bb : (g*nb+b+1)*bb]
+			var u [packRows][32]byte
+			for r := range packRows {
+				blk := m.Data[(g*packRows+r)*m.RowBytes()+b*size:][:size]
+				copy(dst[2*r:2*r+2], blk[:2])
+				switch m.Type {
+				case gguf.Q8_0:
+					for j := range 32 {
+						u[r][j] = blk[2+j] ^ 0x80
+					}
+				case gguf.Q5_0:
+					qh := le.Uint32(blk[2:])
+					for i, v := range blk[6:22] {
+						u[r][i] = v&15 | byte(qh>>i&1)<<4
+						u[r][i+16] = v>>4 | byte(qh>>(i+16)&1)<<4
+					}
+				}
+			}
+			vals := dst[32:]
+			for r := range packRows {
+				for j := range 32 {
+					step, pos := j/4, 4*r+j%4
+					switch m.Type {
+					case gguf.Q8_0:
+						vals[64*step+pos] = u[r][j]
+					case gguf.Q5_0:
+						nib := u[r][j] & 15
+						if step < 4 {
+							vals[64*step+pos] |= nib
+						} else {
+							vals[64*(step-4)+pos] |= nib << 4
+						}
+						if u[r][j]&16 != 0 {
+							vals[256+8*step+pos/8] |= 1 << (pos % 8)
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// packedValue is the unsigned value u of row r, column j of a packed block's values.
+func packedValue(t gguf.TensorType, vals []byte, r, j int) int32 {
+	step, pos := j/4, 4*r+j%4
+	if t == gguf.Q8_0 {
+		return int32(vals[64*step+pos])
+	}
+	nib := vals[64*(step%4)+pos]
+	if step >= 4 {
+		nib >>= 4
+	}
+	u := int32(nib & 15)
+	if vals[256+8*step+pos/8]>>(pos%8)&1 != 0 {
+		u |= 16
+	}
+	return u
+}
+
+// packed16 is the packed kernels' reference: the products of one packed group of 16 rows
+// (w, nb blocks) with n activation rows stored one after the other (q n rows of 32·nb, d and
+// s n rows of nb), out[16·i+r] for activation row i and weight row r. The assembly ones
+// replace it at init (packed16x4 for n = 4, packed16x1 for n = 1).
+func packed16Go(t gguf.TensorType, w []byte, q []int8, d, s []float32, n int, out []float32) {
+	nb, bb, o := len(d)/n, packedBlockBytes(t), packedOffset(t)
+	for i := range n {
+		for r := range packRows {
+			sum := float32(0)
+			for b := range nb {
+				blk := w[b*bb : (b+1)*bb]
+				x := q[32*(nb*i+b) : 32*(nb*i+b+1)]
+				si := int32(0)
+				for j := range 32 {
+					si += packedValue(t, blk[32:], r, j) * int32(x[j])
+				}
+				dw := f16(blk[2*r:])
+				sum += dw*d[nb*i+b]*float32(si) - o*dw*s[nb*i+b]
+			}
+			out[packRows*i+r] = sum
+		}
+	}
+}
+
+// packedKernel is the kernel MatMulT runs on a packed group against n (4 or 1) activation
+// rows; packedKernelsInUse reports whether Pack packs (an assembly kernel is in use).
+var (
+	packedKernel       = packed16Go
+	packedKernelsInUse = false
+)
+
+// runPacked is work.run over a packed matrix: each group of 16 weight rows against 4
+// activation rows at a time, then the rest one at a time.
+func (w *work) runPacked(ti int) {
+	t := w.tasks[ti]
+	m := w.ms[t.m]
+	typ, nb := m.Type, w.cols/32
+	gb := nb * packedBlockBytes(typ)
+	a, o := &w.a32, w.o64[ti][:]
+	for i0 := 0; i0 < w.rows; i0 += xTile {
+		i1 := min(i0+xTile, w.rows)
+		for g := t.r0 / packRows; g < t.r1/packRows; g++ {
+			wg := m.packed[g*gb : (g+1)*gb]
+			col := t.off + packRows*g
+			i := i0
+			for ; i+4 <= i1; i += 4 {
+				packedKernel(typ, wg, a.Q[32*nb*i:32*nb*(i+4)], a.D[nb*i:nb*(i+4)], a.S[nb*i:nb*(i+4)], 4, o)
+				for j := range 4 {
+					w.store(w.out[(i+j)*w.ldo+col:][:packRows], o[packRows*j:][:packRows])
+				}
+			}
+			for ; i < i1; i++ {
+				packedKernel(typ, wg, a.Q[32*nb*i:32*nb*(i+1)], a.D[nb*i:nb*(i+1)], a.S[nb*i:nb*(i+1)], 1, o)
+				w.store(w.out[i*w.ldo+col:][:packRows], o[:packRows])
+			}
+		}
+	}
+}
+
+// store writes (or adds, accumulating) v to out.
+func (w *work) store(out, v []float32) {
+	if w.acc {
+		for j, x := range v {
+			out[j] += x
+		}
+	} else {
+		copy(out, v)
+	}
+}

@@ -1,0 +1,117 @@
+package quant
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/honeai/hone/internal/gemm"
+	"github.com/honeai/hone/internal/gguf"
+)
+
+var packedTypes = []gguf.TensorType{gguf.Q8_0, gguf.Q5_0}
+
+// packedActs is n rows of random activations of nb blocks, one after the other.
+func packedActs(r *rand.Rand, n, nb int) (q []int8, d, s []float32, rows []testActs) {
+	for range n {
+		a := randomTestActs(r, gguf.Q8_0, 32*nb)
+		q, d, s = append(q, a.q...), append(d, a.d...), append(s, a.s...)
+		rows = append(rows, a)
+	}
+	return q, d, s, rows
+}
+
+// checkPacked runs kernel k (n activation rows) on the packed copy of the 16 rows ws and
+// compares each output with the Go row kernel on the unpacked row.
+func checkPacked(t *testing.T, name string, k func(gguf.TensorType, []byte, []int8, []float32, []float32, int, []float32), typ gguf.TensorType, ws []byte, n int, q []int8, d, s []float32, rows []testActs, what string) {
+	t.Helper()
+	nb := len(d) / n
+	m, err := NewMatrix(typ, packRows, 32*nb, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := packMatrix(m)
+	if len(p) != len(ws) {
+		t.Fatalf("%v: packed %d bytes, unpacked %d", typ, len(p), len(ws))
+	}
+	out := make([]float32, packRows*n)
+	for i := range out {
+		out[i] = 9
+	}
+	k(typ, p, q, d, s, n, out)
+	o := float64(packedOffset(typ))
+	for i, a := range rows {
+		for r := range packRows {
+			row := m.RowData(r)
+			want := goRowKernels.call(typ, row, a)
+			off := 0.0
+			for b := range nb {
+				off += o * math.Abs(float64(f16(row[typ.BlockBytes()*b:]))*float64(a.s[b]))
+			}
+			tol := 1e-5*absDotRef(t, typ, row, a) + 1e-6*off + 1e-6
+			if got := out[packRows*i+r]; !(math.Abs(float64(got)-float64(want)) <= tol) {
+				t.Errorf("%v %s, %s act row %d weight row %d: %g, Go row kernel %g (tolerance %g)", typ, what, name, i, r, got, want, tol)
+			}
+		}
+	}
+}
+
+// TestPackedKernelGo: the Go packed kernel on the packed copy of random blocks equals the Go
+// row kernels (which TestRowKernelsMatchDequantized checks against the dequantized rows).
+func TestPackedKernelGo(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	for _, typ := range packedTypes {
+		for _, nb := range []int{1, 2, 3, 18} {
+			for _, n := range []int{1, 4} {
+				q, d, s, rows := packedActs(r, n, nb)
+				ws := randomBlocks(r, typ, packRows*nb)
+				checkPacked(t, "go", packed16Go, typ, ws, n, q, d, s, rows, fmt.Sprintf("%d blocks", nb))
+			}
+		}
+	}
+}
+
+// TestMatMulTPacked: a packed matrix's products (4-row tiles, single rows, several
+// threads, accumulating) equal the unpacked one's within the kernels' rounding.
+func TestMatMulTPacked(t *testing.T) {
+	if !packedKernelsInUse {
+		t.Skip("no packed kernels on this CPU")
+	}
+	defer gemm.SetThreads(0)
+	r := rand.New(rand.NewPCG(23, 24))
+	for _, typ := range packedTypes {
+		for _, shape := range [][2]int{{16, 32}, {48, 96}, {160, 576}} {
+			m, w := randomMatrix(t, r, typ, shape[0], shape[1])
+			p := *m
+			if !p.Pack() || !p.Packed() || m.Packed() {
+				t.Fatalf("%v %v: Pack did not pack a copy", typ, shape)
+			}
+			for _, rows := range []int{1, 3, 4, 7, 21} {
+				for _, threads := range []int{1, 2} {
+					gemm.SetThreads(threads)
+					x := randomActs(r, rows*shape[1])
+					ldo := shape[0] + 3
+					want, got := make([]float32, rows*ldo), make([]float32, rows*ldo)
+					for i := range got {
+						want[i], got[i] = 1, 1
+					}
+					acc := threads == 2
+					m.MatMulT(x, rows, want, ldo, acc)
+					p.MatMulT(x, rows, got, ldo, acc)
+					for i := range rows {
+						for j := range ldo {
+							bound := 1e-3
+							if j < shape[0] {
+								bound = 1e-5*actsBound(w[j*shape[1]:(j+1)*shape[1]], x[i*shape[1]:(i+1)*shape[1]], 32) + 1e-5
+							}
+							if g, wt := got[i*ldo+j], want[i*ldo+j]; math.Abs(float64(g-wt)) > bound || j >= shape[0] && g != 1 {
+								t.Fatalf("%v %v rows %d threads %d: out[%d][%d] = %g, unpacked %g", typ, shape, rows, threads, i, j, g, wt)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
