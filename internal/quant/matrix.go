@@ -180,7 +180,7 @@ func (w *work) mul(x []float32, rows int, ms []*Matrix, out []float32, ldo int, 
 	w.x, w.rows, w.cols, w.ms, w.out, w.ldo, w.acc = x, rows, cols, ms, out, ldo, accumulate
 	w.need32, w.needK = false, false
 	for _, m := range ms {
-		if kQuant(m.Type) {
+		if kQuant(m.Type) && m.packed == nil {
 			w.needK = true
 		} else {
 			w.need32 = true
@@ -313,9 +313,9 @@ type work struct {
 	a32            Acts32 // the rows of x quantized, one after the other
 	ak             ActsK
 	tasks          []task
-	o4             [][4]float32 // each task's multi-row kernel outputs
+	o4             [][4]float32  // each task's multi-row kernel outputs
 	o64            [][64]float32 // each task's packed kernel outputs
-	one            [1]*Matrix   // MatMulT's ms
+	one            [1]*Matrix    // MatMulT's ms
 	quantFn, runFn func(int)
 }
 

@@ -1,33 +1,45 @@
 package quant
 
 import (
+	"math"
+
 	"github.com/honeai/hone/internal/gguf"
 )
 
 // The packed layout (Matrix.Pack): the rows in groups of 16, and per group its nb blocks of
 // 32 columns one after the other, each block holding the 16 rows' scales and then their
 // values interleaved by 4 columns: value j of row r (0 ≤ j < 32) at byte 64·(j/4) + 4·r + j%4
-// of the values, as unsigned bytes u (the weight plus an offset o, or the quantized value of
-// the offset types). One VPDPBUSD of those 64 bytes against 4 activation bytes broadcast
-// then adds 4 columns to each of the 16 rows' sums, with no unpacking across lanes:
+// of the values, as unsigned bytes u. One VPDPBUSD of those 64 bytes against 4 activation
+// bytes broadcast then adds 4 columns to each of the 16 rows' sums, with no unpacking across
+// lanes. A weight is a·u + c, a and c per row and block:
 //
-//	Q8_0: 16 float16 d, then 512 bytes u = q + 128 (o = 128); 544 bytes, as 16 rows of 34.
+//	Q8_0: 16 float16 d, then 512 bytes u = q + 128 (a = d, c = −128·d); 544 bytes, as 16
+//	      rows of 34.
 //	Q5_0: 16 float16 d, then 256 bytes of nibbles: byte p of 64-byte part t holds value
 //	      position p of column step t (low nibble) and step t+4 (high), then 8 × 8 bytes,
 //	      the bits 4 of the 64 values of each step (bit p of qword k: position p of step
-//	      k); u = q (0..31), o = 16; 352 bytes, as 16 rows of 22.
+//	      k); u = q (0..31), a = d, c = −16·d; 352 bytes, as 16 rows of 22.
+//	Q4_K: per sub-block of 32, 16 float32 a = d·scale and 16 float32 c = −dmin·min (exact:
+//	      a float16 times a 6-bit integer), then the nibbles as Q5_0's; 384 bytes, a third
+//	      more than Q4_K's 16 rows of 18 bytes per 32.
 //
-// A group's blocks are reduced against the activations of Acts32 by the packed kernels
-// (packed16x4 and packed16x1): per block Σ over rows r of d[r]·dx·(Σu·x − o·Σx).
+// A group's blocks are reduced against the activations of Acts32 (also for Q4_K, whose
+// unpacked kernels take ActsK) by the packed kernels: per block Σ over rows r of
+// a[r]·dx·Σu·x + c[r]·dx·Σx (dx·Σx is Acts32.S).
 const packRows = 16
 
 // packable reports whether t has a packed layout.
-func packable(t gguf.TensorType) bool { return t == gguf.Q8_0 || t == gguf.Q5_0 }
+func packable(t gguf.TensorType) bool { return t == gguf.Q8_0 || t == gguf.Q5_0 || t == gguf.Q4_K }
 
-// packedBlockBytes is the size of one block of a group of 16 rows.
-func packedBlockBytes(t gguf.TensorType) int { return packRows * t.BlockBytes() }
+// packedBlockBytes is the size of one block of 32 columns of a group of 16 rows.
+func packedBlockBytes(t gguf.TensorType) int {
+	if t == gguf.Q4_K {
+		return 384
+	}
+	return packRows * t.BlockBytes()
+}
 
-// packedOffset is the o of t's packed values (what Σu·x overcounts per Σx).
+// packedOffset is the o of the types whose c is −o·a.
 func packedOffset(t gguf.TensorType) float32 {
 	if t == gguf.Q8_0 {
 		return 128
@@ -52,51 +64,79 @@ func (m *Matrix) Pack() bool {
 func (m *Matrix) Packed() bool { return m.packed != nil }
 
 func packMatrix(m *Matrix) []byte {
-	nb, bb, size := m.Cols/32, packedBlockBytes(m.Type), m.Type.BlockBytes()
-	out := make([]byte, len(m.Data))
+	nb, bb := m.Cols/32, packedBlockBytes(m.Type)
+	out := make([]byte, m.Rows/packRows*nb*bb)
 	for g := range m.Rows / packRows {
 		for b := range nb {
 			dst := out[(g*nb+b)*bb : (g*nb+b+1)*bb]
 			var u [packRows][32]byte
 			for r := range packRows {
-				blk := m.Data[(g*packRows+r)*m.RowBytes()+b*size:][:size]
-				copy(dst[2*r:2*r+2], blk[:2])
+				row := m.RowData(g*packRows + r)
 				switch m.Type {
 				case gguf.Q8_0:
+					blk := row[34*b : 34*b+34]
+					copy(dst[2*r:2*r+2], blk[:2])
 					for j := range 32 {
 						u[r][j] = blk[2+j] ^ 0x80
 					}
 				case gguf.Q5_0:
+					blk := row[22*b : 22*b+22]
+					copy(dst[2*r:2*r+2], blk[:2])
 					qh := le.Uint32(blk[2:])
 					for i, v := range blk[6:22] {
 						u[r][i] = v&15 | byte(qh>>i&1)<<4
 						u[r][i+16] = v>>4 | byte(qh>>(i+16)&1)<<4
 					}
+				case gguf.Q4_K:
+					blk, j := row[144*(b/8):144*(b/8)+144], b%8
+					sc, mn := gguf.ScaleMin(blk[4:16], j)
+					le.PutUint32(dst[4*r:], math.Float32bits(f16(blk)*float32(sc)))
+					le.PutUint32(dst[64+4*r:], math.Float32bits(-f16(blk[2:])*float32(mn)))
+					chunk, shift := blk[16+32*(j/2):16+32*(j/2)+32], 4*(j%2)
+					for l, v := range chunk {
+						u[r][l] = v >> shift & 15
+					}
 				}
 			}
-			vals := dst[32:]
+			vals := dst[packedScaleBytes(m.Type):]
 			for r := range packRows {
 				for j := range 32 {
 					step, pos := j/4, 4*r+j%4
-					switch m.Type {
-					case gguf.Q8_0:
+					if m.Type == gguf.Q8_0 {
 						vals[64*step+pos] = u[r][j]
-					case gguf.Q5_0:
-						nib := u[r][j] & 15
-						if step < 4 {
-							vals[64*step+pos] |= nib
-						} else {
-							vals[64*(step-4)+pos] |= nib << 4
-						}
-						if u[r][j]&16 != 0 {
-							vals[256+8*step+pos/8] |= 1 << (pos % 8)
-						}
+						continue
+					}
+					nib := u[r][j] & 15
+					if step < 4 {
+						vals[64*step+pos] |= nib
+					} else {
+						vals[64*(step-4)+pos] |= nib << 4
+					}
+					if u[r][j]&16 != 0 {
+						vals[256+8*step+pos/8] |= 1 << (pos % 8)
 					}
 				}
 			}
 		}
 	}
 	return out
+}
+
+// packedScaleBytes is the size of a packed block's scales (before its values).
+func packedScaleBytes(t gguf.TensorType) int {
+	if t == gguf.Q4_K {
+		return 128
+	}
+	return 32
+}
+
+// packedScales is row r's a and c of a packed block.
+func packedScales(t gguf.TensorType, blk []byte, r int) (a, c float32) {
+	if t == gguf.Q4_K {
+		return math.Float32frombits(le.Uint32(blk[4*r:])), math.Float32frombits(le.Uint32(blk[64+4*r:]))
+	}
+	a = f16(blk[2*r:])
+	return a, -packedOffset(t) * a
 }
 
 // packedValue is the unsigned value u of row r, column j of a packed block's values.
@@ -110,7 +150,7 @@ func packedValue(t gguf.TensorType, vals []byte, r, j int) int32 {
 		nib >>= 4
 	}
 	u := int32(nib & 15)
-	if vals[256+8*step+pos/8]>>(pos%8)&1 != 0 {
+	if t == gguf.Q5_0 && vals[256+8*step+pos/8]>>(pos%8)&1 != 0 {
 		u |= 16
 	}
 	return u
@@ -121,7 +161,7 @@ func packedValue(t gguf.TensorType, vals []byte, r, j int) int32 {
 // s n rows of nb), out[16·i+r] for activation row i and weight row r. The assembly ones
 // replace it at init (packed16x4 for n = 4, packed16x1 for n = 1).
 func packed16Go(t gguf.TensorType, w []byte, q []int8, d, s []float32, n int, out []float32) {
-	nb, bb, o := len(d)/n, packedBlockBytes(t), packedOffset(t)
+	nb, bb, sb := len(d)/n, packedBlockBytes(t), packedScaleBytes(t)
 	for i := range n {
 		for r := range packRows {
 			sum := float32(0)
@@ -130,10 +170,10 @@ func packed16Go(t gguf.TensorType, w []byte, q []int8, d, s []float32, n int, ou
 				x := q[32*(nb*i+b) : 32*(nb*i+b+1)]
 				si := int32(0)
 				for j := range 32 {
-					si += packedValue(t, blk[32:], r, j) * int32(x[j])
+					si += packedValue(t, blk[sb:], r, j) * int32(x[j])
 				}
-				dw := f16(blk[2*r:])
-				sum += dw*d[nb*i+b]*float32(si) - o*dw*s[nb*i+b]
+				a, c := packedScales(t, blk, r)
+				sum += a*d[nb*i+b]*float32(si) + c*s[nb*i+b]
 			}
 			out[packRows*i+r] = sum
 		}

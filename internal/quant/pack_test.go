@@ -10,7 +10,7 @@ import (
 	"github.com/honeai/hone/internal/gguf"
 )
 
-var packedTypes = []gguf.TensorType{gguf.Q8_0, gguf.Q5_0}
+var packedTypes = []gguf.TensorType{gguf.Q8_0, gguf.Q5_0, gguf.Q4_K}
 
 // packedActs is n rows of random activations of nb blocks, one after the other.
 func packedActs(r *rand.Rand, n, nb int) (q []int8, d, s []float32, rows []testActs) {
@@ -27,13 +27,16 @@ func packedActs(r *rand.Rand, n, nb int) (q []int8, d, s []float32, rows []testA
 func checkPacked(t *testing.T, name string, k func(gguf.TensorType, []byte, []int8, []float32, []float32, int, []float32), typ gguf.TensorType, ws []byte, n int, q []int8, d, s []float32, rows []testActs, what string) {
 	t.Helper()
 	nb := len(d) / n
+	if nb%(typ.BlockSize()/32) != 0 {
+		t.Fatalf("%v: %d blocks of 32 are not whole blocks", typ, nb)
+	}
 	m, err := NewMatrix(typ, packRows, 32*nb, ws)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := packMatrix(m)
-	if len(p) != len(ws) {
-		t.Fatalf("%v: packed %d bytes, unpacked %d", typ, len(p), len(ws))
+	if len(p) != nb*packedBlockBytes(typ) {
+		t.Fatalf("%v: packed %d bytes, want %d", typ, len(p), nb*packedBlockBytes(typ))
 	}
 	out := make([]float32, packRows*n)
 	for i := range out {
@@ -44,13 +47,20 @@ func checkPacked(t *testing.T, name string, k func(gguf.TensorType, []byte, []in
 	for i, a := range rows {
 		for r := range packRows {
 			row := m.RowData(r)
-			want := goRowKernels.call(typ, row, a)
+			// The K-quants' row kernels take activations in blocks of 256: the reference is
+			// the dequantized row against these activations.
+			var want float64
 			off := 0.0
-			for b := range nb {
-				off += o * math.Abs(float64(f16(row[typ.BlockBytes()*b:]))*float64(a.s[b]))
+			if typ.BlockSize() == 32 {
+				want = float64(goRowKernels.call(typ, row, a))
+				for b := range nb {
+					off += o * math.Abs(float64(f16(row[typ.BlockBytes()*b:]))*float64(a.s[b]))
+				}
+			} else {
+				want = dotRef(t, typ, row, 32*nb, a.q, a.d)
 			}
 			tol := 1e-5*absDotRef(t, typ, row, a) + 1e-6*off + 1e-6
-			if got := out[packRows*i+r]; !(math.Abs(float64(got)-float64(want)) <= tol) {
+			if got := out[packRows*i+r]; !(math.Abs(float64(got)-want) <= tol) {
 				t.Errorf("%v %s, %s act row %d weight row %d: %g, Go row kernel %g (tolerance %g)", typ, what, name, i, r, got, want, tol)
 			}
 		}
@@ -62,10 +72,10 @@ func checkPacked(t *testing.T, name string, k func(gguf.TensorType, []byte, []in
 func TestPackedKernelGo(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	for _, typ := range packedTypes {
-		for _, nb := range []int{1, 2, 3, 18} {
+		for _, nb := range packedBlockCounts(typ) {
 			for _, n := range []int{1, 4} {
 				q, d, s, rows := packedActs(r, n, nb)
-				ws := randomBlocks(r, typ, packRows*nb)
+				ws := randomBlocks(r, typ, packRows*nb*32/typ.BlockSize())
 				checkPacked(t, "go", packed16Go, typ, ws, n, q, d, s, rows, fmt.Sprintf("%d blocks", nb))
 			}
 		}
@@ -81,7 +91,7 @@ func TestMatMulTPacked(t *testing.T) {
 	defer gemm.SetThreads(0)
 	r := rand.New(rand.NewPCG(23, 24))
 	for _, typ := range packedTypes {
-		for _, shape := range [][2]int{{16, 32}, {48, 96}, {160, 576}} {
+		for _, shape := range [][2]int{{16, 256}, {48, 768}, {160, 1536}} {
 			m, w := randomMatrix(t, r, typ, shape[0], shape[1])
 			p := *m
 			if !p.Pack() || !p.Packed() || m.Packed() {
@@ -100,12 +110,27 @@ func TestMatMulTPacked(t *testing.T) {
 					m.MatMulT(x, rows, want, ldo, acc)
 					p.MatMulT(x, rows, got, ldo, acc)
 					for i := range rows {
+						xi := x[i*shape[1] : (i+1)*shape[1]]
 						for j := range ldo {
-							bound := 1e-3
-							if j < shape[0] {
-								bound = 1e-5*actsBound(w[j*shape[1]:(j+1)*shape[1]], x[i*shape[1]:(i+1)*shape[1]], 32) + 1e-5
+							g := float64(got[i*ldo+j])
+							if j >= shape[0] {
+								if g != 1 {
+									t.Fatalf("%v %v: out[%d][%d] beyond the matrix's columns was written", typ, shape, i, j)
+								}
+								continue
 							}
-							if g, wt := got[i*ldo+j], want[i*ldo+j]; math.Abs(float64(g-wt)) > bound || j >= shape[0] && g != 1 {
+							// Within the activations' rounding of the exact product (blocks of
+							// 32 for every packed type), and for the 32-element types within
+							// float rounding of the unpacked kernels (the same activations).
+							wj := w[j*shape[1] : (j+1)*shape[1]]
+							ref := refDot(wj, xi)
+							if acc {
+								ref++
+							}
+							if bound := actsBound(wj, xi, 32); math.Abs(g-ref) > bound {
+								t.Fatalf("%v %v rows %d threads %d: out[%d][%d] = %g, want %g ± %g", typ, shape, rows, threads, i, j, g, ref, bound)
+							}
+							if wt := float64(want[i*ldo+j]); typ.BlockSize() == 32 && math.Abs(g-wt) > 1e-5*actsBound(wj, xi, 32)/(1.0/254)+1e-4 {
 								t.Fatalf("%v %v rows %d threads %d: out[%d][%d] = %g, unpacked %g", typ, shape, rows, threads, i, j, g, wt)
 							}
 						}
@@ -114,4 +139,12 @@ func TestMatMulTPacked(t *testing.T) {
 			}
 		}
 	}
+}
+
+// packedBlockCounts is the numbers of 32-column blocks the packed kernels are tested on.
+func packedBlockCounts(typ gguf.TensorType) []int {
+	if typ.BlockSize() == 256 {
+		return []int{8, 16, 24, 48}
+	}
+	return []int{1, 2, 3, 18}
 }

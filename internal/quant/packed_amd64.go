@@ -26,6 +26,10 @@ func packed16AVX512(t gguf.TensorType, w []byte, q []int8, d, s []float32, n int
 		packed16Q5_0x4AVX512(w, q, d, s, (*[64]float32)(out))
 	case t == gguf.Q5_0:
 		packed16Q5_0x1AVX512(w, q, d, s, (*[16]float32)(out))
+	case t == gguf.Q4_K && n == 4:
+		packed16Q4_Kx4AVX512(w, q, d, s, (*[64]float32)(out))
+	case t == gguf.Q4_K:
+		packed16Q4_Kx1AVX512(w, q, d, s, (*[16]float32)(out))
 	default:
 		panic("quant: packed kernel of type " + t.String())
 	}
@@ -42,3 +46,9 @@ func packed16Q5_0x4AVX512(w []byte, q []int8, d, s []float32, out *[64]float32)
 
 //go:noescape
 func packed16Q5_0x1AVX512(w []byte, q []int8, d, s []float32, out *[16]float32)
+
+//go:noescape
+func packed16Q4_Kx4AVX512(w []byte, q []int8, d, s []float32, out *[64]float32)
+
+//go:noescape
+func packed16Q4_Kx1AVX512(w []byte, q []int8, d, s []float32, out *[16]float32)

@@ -195,3 +195,51 @@ pk50x1_done:
 	VMOVUPS Z16, (DI)
 	VZEROUPPER
 	RET
+
+// Q4_K: the blocks' a and c are float32 (Z20, Z21), the nibbles follow.
+#define PKSCALESK \
+	VMOVUPS (AX), Z20; \
+	VMOVUPS 64(AX), Z21
+
+#define PKQ4K \
+	PKNIB(128, Z0, Z4); \
+	PKNIB(192, Z1, Z5); \
+	PKNIB(256, Z2, Z6); \
+	PKNIB(320, Z3, Z7)
+
+// func packed16Q4_Kx4AVX512(w []byte, q []int8, d, s []float32, out *[64]float32)
+TEXT ·packed16Q4_Kx4AVX512(SB), NOSPLIT, $0-104
+	PKSTART(pkm16<>)
+	PKSTRIDES
+	VPBROADCASTD pk0F<>(SB), Z30
+	TESTQ CX, CX
+	JZ    pk4kx4_done
+
+pk4kx4_loop:
+	PKSCALESK
+	PKQ4K
+	PKROWS4
+	PKNEXT(384)
+	JNZ pk4kx4_loop
+
+pk4kx4_done:
+	PKSTORE4
+
+// func packed16Q4_Kx1AVX512(w []byte, q []int8, d, s []float32, out *[16]float32)
+TEXT ·packed16Q4_Kx1AVX512(SB), NOSPLIT, $0-104
+	PKSTART(pkm16<>)
+	VPBROADCASTD pk0F<>(SB), Z30
+	TESTQ CX, CX
+	JZ    pk4kx1_done
+
+pk4kx1_loop:
+	PKSCALESK
+	PKQ4K
+	PKROW(R9*1, R9*1, Z8, Z9, Z16)
+	PKNEXT(384)
+	JNZ pk4kx1_loop
+
+pk4kx1_done:
+	VMOVUPS Z16, (DI)
+	VZEROUPPER
+	RET

@@ -19,10 +19,11 @@ func TestPackedKernelAsm(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(25, 26))
 	for _, typ := range packedTypes {
-		for _, nb := range asmBlockCounts(typ) {
+		for _, nbt := range asmBlockCounts(typ) {
+			nb := nbt * typ.BlockSize() / 32 // blocks of 32
 			for _, n := range []int{1, 4} {
 				q, d, s, rows := packedActs(r, n, nb)
-				ws := randomBlocks(r, typ, packRows*nb)
+				ws := randomBlocks(r, typ, packRows*nbt)
 				if nb == 0 {
 					out := make([]float32, packRows*n)
 					for i := range out {
@@ -39,7 +40,8 @@ func TestPackedKernelAsm(t *testing.T) {
 				checkPacked(t, "avx512", packed16AVX512, typ, ws, n, q, d, s, rows, fmt.Sprintf("%d blocks", nb))
 			}
 		}
-		for _, nb := range []int{1, 3, 17} {
+		for _, nbt := range []int{1, 3, 17} {
+			nb := nbt * typ.BlockSize() / 32
 			var q []int8
 			var d, s []float32
 			var rows []testActs
@@ -58,7 +60,7 @@ func TestPackedKernelAsm(t *testing.T) {
 			for _, low := range []bool{false, true} {
 				var ws []byte
 				for range packRows {
-					ws = append(ws, extremeTestBlocks(typ, nb, low)...)
+					ws = append(ws, extremeTestBlocks(typ, nbt, low)...)
 				}
 				checkPacked(t, "avx512", packed16AVX512, typ, ws, 4, q, d, s, rows, fmt.Sprintf("%d blocks, weights low=%v", nb, low))
 				checkPacked(t, "avx512", packed16AVX512, typ, ws, 1, q[:32*nb], d[:nb], s[:nb], rows[:1], fmt.Sprintf("%d blocks, weights low=%v", nb, low))
