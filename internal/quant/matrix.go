@@ -16,7 +16,7 @@ type Matrix struct {
 	Rows, Cols int
 	Data       []byte
 
-	packed []byte // Data in the packed layout (Pack), nil if not packed
+	packed *packedMem // Data in the packed layout (Pack), nil if not packed
 }
 
 // Supported reports whether t is one of the types a Matrix holds: Q8_0, Q4_0, Q4_1, Q5_0,

@@ -63,9 +63,15 @@ func (m *Matrix) Pack() bool {
 // Packed reports whether the matrix has a packed copy (Pack).
 func (m *Matrix) Packed() bool { return m.packed != nil }
 
-func packMatrix(m *Matrix) []byte {
+// packedMem is a packed copy; its memory may be mapped outside the Go heap (allocPacked),
+// given back when the packedMem is collected, so Matrix values that share it may be copied.
+type packedMem struct{ b []byte }
+
+func packMatrix(m *Matrix) *packedMem {
 	nb, bb := m.Cols/32, packedBlockBytes(m.Type)
-	out := make([]byte, m.Rows/packRows*nb*bb)
+	p := new(packedMem)
+	p.b = allocPacked(p, m.Rows/packRows*nb*bb)
+	out := p.b
 	for g := range m.Rows / packRows {
 		for b := range nb {
 			dst := out[(g*nb+b)*bb : (g*nb+b+1)*bb]
@@ -119,7 +125,7 @@ func packMatrix(m *Matrix) []byte {
 			}
 		}
 	}
-	return out
+	return p
 }
 
 // packedScaleBytes is the size of a packed block's scales (before its values).
@@ -198,7 +204,7 @@ func (w *work) runPacked(ti int) {
 	for i0 := 0; i0 < w.rows; i0 += xTile {
 		i1 := min(i0+xTile, w.rows)
 		for g := t.r0 / packRows; g < t.r1/packRows; g++ {
-			wg := m.packed[g*gb : (g+1)*gb]
+			wg := m.packed.b[g*gb : (g+1)*gb]
 			col := t.off + packRows*g
 			i := i0
 			for ; i+4 <= i1; i += 4 {

@@ -34,7 +34,7 @@ func checkPacked(t *testing.T, name string, k func(gguf.TensorType, []byte, []in
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := packMatrix(m)
+	p := packMatrix(m).b
 	if len(p) != nb*packedBlockBytes(typ) {
 		t.Fatalf("%v: packed %d bytes, want %d", typ, len(p), nb*packedBlockBytes(typ))
 	}
