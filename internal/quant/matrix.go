@@ -178,13 +178,17 @@ func (w *work) mul(x []float32, rows int, ms []*Matrix, out []float32, ldo int, 
 		return
 	}
 	w.x, w.rows, w.cols, w.ms, w.out, w.ldo, w.acc = x, rows, cols, ms, out, ldo, accumulate
-	w.need32, w.needK = false, false
+	w.need32, w.needK, w.need16 = false, false, false
 	for _, m := range ms {
 		if kQuant(m.Type) && m.packed == nil {
 			w.needK = true
 		} else {
 			w.need32 = true
+			w.need16 = w.need16 || m.packed != nil && m.Type == gguf.Q6_K
 		}
+	}
+	if w.need16 {
+		w.s16 = resize(w.s16, rows*cols/16)
 	}
 	if w.need32 {
 		a, nb := &w.a32, rows*cols/32
@@ -310,6 +314,8 @@ type work struct {
 	ldo            int
 	acc            bool
 	need32, needK  bool
+	need16         bool // a packed Q6_K matrix: s16 holds the activations' sums per 16
+	s16            []float32
 	a32            Acts32 // the rows of x quantized, one after the other
 	ak             ActsK
 	tasks          []task
@@ -333,6 +339,9 @@ func (w *work) quantize(i int) {
 	if w.need32 {
 		a, nb := &w.a32, n/32
 		quantizeActs32(a.Q[i*n:(i+1)*n], a.D[i*nb:(i+1)*nb], a.S[i*nb:(i+1)*nb], x)
+		if w.need16 {
+			w.sums16(i)
+		}
 	}
 	if w.needK {
 		a, nb := &w.ak, n/256

@@ -23,18 +23,29 @@ import (
 //	      a float16 times a 6-bit integer), then the nibbles as Q5_0's; 384 bytes, a third
 //	      more than Q4_K's 16 rows of 18 bytes per 32.
 //
+//	Q6_K: per sub-block of 32, 16 float32 a = d·scale of its first 16 columns and 16 of its
+//	      last 16, then 512 bytes u = q (0..63), a weight a·(u − 32); 640 bytes, half again
+//	      Q6_K's 16 rows of 26.25 bytes per 32. Its offset is per 16 columns, so its
+//	      kernels take the activations' sums per 16 (dx·Σx, computed with the
+//	      activations when a product has a packed Q6_K matrix) instead of per 32.
+//
 // A group's blocks are reduced against the activations of Acts32 (also for Q4_K, whose
 // unpacked kernels take ActsK) by the packed kernels: per block Σ over rows r of
 // a[r]·dx·Σu·x + c[r]·dx·Σx (dx·Σx is Acts32.S).
 const packRows = 16
 
 // packable reports whether t has a packed layout.
-func packable(t gguf.TensorType) bool { return t == gguf.Q8_0 || t == gguf.Q5_0 || t == gguf.Q4_K }
+func packable(t gguf.TensorType) bool {
+	return t == gguf.Q8_0 || t == gguf.Q5_0 || t == gguf.Q4_K || t == gguf.Q6_K
+}
 
 // packedBlockBytes is the size of one block of 32 columns of a group of 16 rows.
 func packedBlockBytes(t gguf.TensorType) int {
-	if t == gguf.Q4_K {
+	switch t {
+	case gguf.Q4_K:
 		return 384
+	case gguf.Q6_K:
+		return 640
 	}
 	return packRows * t.BlockBytes()
 }
@@ -93,6 +104,14 @@ func packMatrix(m *Matrix) *packedMem {
 						u[r][i] = v&15 | byte(qh>>i&1)<<4
 						u[r][i+16] = v>>4 | byte(qh>>(i+16)&1)<<4
 					}
+				case gguf.Q6_K:
+					blk, j := row[210*(b/8):210*(b/8)+210], b%8
+					d := f16(blk[208:])
+					le.PutUint32(dst[4*r:], math.Float32bits(d*float32(int8(blk[192+2*j]))))
+					le.PutUint32(dst[64+4*r:], math.Float32bits(d*float32(int8(blk[192+2*j+1]))))
+					for l := range 32 {
+						u[r][l] = q6KValue(blk, 32*j+l)
+					}
 				case gguf.Q4_K:
 					blk, j := row[144*(b/8):144*(b/8)+144], b%8
 					sc, mn := gguf.ScaleMin(blk[4:16], j)
@@ -108,7 +127,7 @@ func packMatrix(m *Matrix) *packedMem {
 			for r := range packRows {
 				for j := range 32 {
 					step, pos := j/4, 4*r+j%4
-					if m.Type == gguf.Q8_0 {
+					if m.Type == gguf.Q8_0 || m.Type == gguf.Q6_K {
 						vals[64*step+pos] = u[r][j]
 						continue
 					}
@@ -130,7 +149,7 @@ func packMatrix(m *Matrix) *packedMem {
 
 // packedScaleBytes is the size of a packed block's scales (before its values).
 func packedScaleBytes(t gguf.TensorType) int {
-	if t == gguf.Q4_K {
+	if t == gguf.Q4_K || t == gguf.Q6_K {
 		return 128
 	}
 	return 32
@@ -148,7 +167,7 @@ func packedScales(t gguf.TensorType, blk []byte, r int) (a, c float32) {
 // packedValue is the unsigned value u of row r, column j of a packed block's values.
 func packedValue(t gguf.TensorType, vals []byte, r, j int) int32 {
 	step, pos := j/4, 4*r+j%4
-	if t == gguf.Q8_0 {
+	if t == gguf.Q8_0 || t == gguf.Q6_K {
 		return int32(vals[64*step+pos])
 	}
 	nib := vals[64*(step%4)+pos]
@@ -166,6 +185,8 @@ func packedValue(t gguf.TensorType, vals []byte, r, j int) int32 {
 // (w, nb blocks) with n activation rows stored one after the other (q n rows of 32·nb, d and
 // s n rows of nb), out[16·i+r] for activation row i and weight row r. The assembly ones
 // replace it at init (packed16x4 for n = 4, packed16x1 for n = 1).
+//
+// For Q6_K, s holds the activations' sums per 16 columns (2·nb per row).
 func packed16Go(t gguf.TensorType, w []byte, q []int8, d, s []float32, n int, out []float32) {
 	nb, bb, sb := len(d)/n, packedBlockBytes(t), packedScaleBytes(t)
 	for i := range n {
@@ -174,16 +195,38 @@ func packed16Go(t gguf.TensorType, w []byte, q []int8, d, s []float32, n int, ou
 			for b := range nb {
 				blk := w[b*bb : (b+1)*bb]
 				x := q[32*(nb*i+b) : 32*(nb*i+b+1)]
-				si := int32(0)
+				var si [2]int32
 				for j := range 32 {
-					si += packedValue(t, blk[sb:], r, j) * int32(x[j])
+					si[j/16] += packedValue(t, blk[sb:], r, j) * int32(x[j])
+				}
+				dx := d[nb*i+b]
+				if t == gguf.Q6_K {
+					alo := math.Float32frombits(le.Uint32(blk[4*r:]))
+					ahi := math.Float32frombits(le.Uint32(blk[64+4*r:]))
+					sum += alo*dx*float32(si[0]) + ahi*dx*float32(si[1]) - 32*alo*s[2*(nb*i+b)] - 32*ahi*s[2*(nb*i+b)+1]
+					continue
 				}
 				a, c := packedScales(t, blk, r)
-				sum += a*d[nb*i+b]*float32(si) + c*s[nb*i+b]
+				sum += a*dx*float32(si[0]+si[1]) + c*s[nb*i+b]
 			}
 			out[packRows*i+r] = sum
 		}
 	}
+}
+
+// q6KValue is the unsigned 6-bit value e (0 ≤ e < 256) of a Q6_K block.
+func q6KValue(blk []byte, e int) byte {
+	h, k, l := e/128, e%128/32, e%32
+	ql, qh := blk[64*h:64*h+64], blk[128+32*h:128+32*h+32]
+	switch k {
+	case 0:
+		return ql[l]&15 | (qh[l]&3)<<4
+	case 1:
+		return ql[l+32]&15 | (qh[l]>>2&3)<<4
+	case 2:
+		return ql[l]>>4 | (qh[l]>>4&3)<<4
+	}
+	return ql[l+32]>>4 | (qh[l]>>6)<<4
 }
 
 // packedKernel is the kernel MatMulT runs on a packed group against n (4 or 1) activation
@@ -201,6 +244,10 @@ func (w *work) runPacked(ti int) {
 	typ, nb := m.Type, w.cols/32
 	gb := nb * packedBlockBytes(typ)
 	a, o := &w.a32, w.o64[ti][:]
+	s, ns := a.S, nb // the offsets' activation sums and their count per row
+	if typ == gguf.Q6_K {
+		s, ns = w.s16, 2*nb
+	}
 	for i0 := 0; i0 < w.rows; i0 += xTile {
 		i1 := min(i0+xTile, w.rows)
 		for g := t.r0 / packRows; g < t.r1/packRows; g++ {
@@ -208,13 +255,13 @@ func (w *work) runPacked(ti int) {
 			col := t.off + packRows*g
 			i := i0
 			for ; i+4 <= i1; i += 4 {
-				packedKernel(typ, wg, a.Q[32*nb*i:32*nb*(i+4)], a.D[nb*i:nb*(i+4)], a.S[nb*i:nb*(i+4)], 4, o)
+				packedKernel(typ, wg, a.Q[32*nb*i:32*nb*(i+4)], a.D[nb*i:nb*(i+4)], s[ns*i:ns*(i+4)], 4, o)
 				for j := range 4 {
 					w.store(w.out[(i+j)*w.ldo+col:][:packRows], o[packRows*j:][:packRows])
 				}
 			}
 			for ; i < i1; i++ {
-				packedKernel(typ, wg, a.Q[32*nb*i:32*nb*(i+1)], a.D[nb*i:nb*(i+1)], a.S[nb*i:nb*(i+1)], 1, o)
+				packedKernel(typ, wg, a.Q[32*nb*i:32*nb*(i+1)], a.D[nb*i:nb*(i+1)], s[ns*i:ns*(i+1)], 1, o)
 				w.store(w.out[i*w.ldo+col:][:packRows], o[:packRows])
 			}
 		}
@@ -229,5 +276,19 @@ func (w *work) store(out, v []float32) {
 		}
 	} else {
 		copy(out, v)
+	}
+}
+
+// sums16 writes the activations' sums per 16 columns, dx·Σq, of row i (packed Q6_K's
+// offsets) into w.s16.
+func (w *work) sums16(i int) {
+	n, a := w.cols, &w.a32
+	q, s := a.Q[i*n:(i+1)*n], w.s16[i*n/16:(i+1)*n/16]
+	for g := range s {
+		t := int32(0)
+		for _, v := range q[16*g : 16*g+16] {
+			t += int32(v)
+		}
+		s[g] = a.D[i*n/32+g/2] * float32(t)
 	}
 }

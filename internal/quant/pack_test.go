@@ -10,16 +10,34 @@ import (
 	"github.com/honeai/hone/internal/gguf"
 )
 
-var packedTypes = []gguf.TensorType{gguf.Q8_0, gguf.Q5_0, gguf.Q4_K}
+var packedTypes = []gguf.TensorType{gguf.Q8_0, gguf.Q5_0, gguf.Q4_K, gguf.Q6_K}
 
-// packedActs is n rows of random activations of nb blocks, one after the other.
-func packedActs(r *rand.Rand, n, nb int) (q []int8, d, s []float32, rows []testActs) {
+// packedActs is n rows of random activations of nb blocks, one after the other, with the
+// sums typ's packed kernels take.
+func packedActs(r *rand.Rand, typ gguf.TensorType, n, nb int) (q []int8, d, s []float32, rows []testActs) {
 	for range n {
 		a := randomTestActs(r, gguf.Q8_0, 32*nb)
-		q, d, s = append(q, a.q...), append(d, a.d...), append(s, a.s...)
+		q, d, s = append(q, a.q...), append(d, a.d...), append(s, packedSums(typ, a)...)
 		rows = append(rows, a)
 	}
 	return q, d, s, rows
+}
+
+// packedSums is a's sums as typ's packed kernels take them: per 32 (Acts32.S), or per 16
+// for Q6_K.
+func packedSums(typ gguf.TensorType, a testActs) []float32 {
+	if typ != gguf.Q6_K {
+		return a.s
+	}
+	s := make([]float32, len(a.q)/16)
+	for g := range s {
+		t := 0
+		for _, v := range a.q[16*g : 16*g+16] {
+			t += int(v)
+		}
+		s[g] = a.d[g/2] * float32(t)
+	}
+	return s
 }
 
 // checkPacked runs kernel k (n activation rows) on the packed copy of the 16 rows ws and
@@ -74,7 +92,7 @@ func TestPackedKernelGo(t *testing.T) {
 	for _, typ := range packedTypes {
 		for _, nb := range packedBlockCounts(typ) {
 			for _, n := range []int{1, 4} {
-				q, d, s, rows := packedActs(r, n, nb)
+				q, d, s, rows := packedActs(r, typ, n, nb)
 				ws := randomBlocks(r, typ, packRows*nb*32/typ.BlockSize())
 				checkPacked(t, "go", packed16Go, typ, ws, n, q, d, s, rows, fmt.Sprintf("%d blocks", nb))
 			}

@@ -13,8 +13,11 @@ func init() {
 // packed16AVX512 is packed16Go by the assembly kernels, behind a check of the slices'
 // lengths (the assembly reads len(d)/n blocks without bounds checks).
 func packed16AVX512(t gguf.TensorType, w []byte, q []int8, d, s []float32, n int, out []float32) {
-	nb := len(d) / n
-	if len(d) != n*nb || len(w) < packedBlockBytes(t)*nb || len(q) < 32*n*nb || len(s) < n*nb || len(out) < packRows*n || n != 1 && n != 4 {
+	nb, ns := len(d)/n, len(d)
+	if t == gguf.Q6_K {
+		ns *= 2 // sums per 16
+	}
+	if len(d) != n*nb || len(w) < packedBlockBytes(t)*nb || len(q) < 32*n*nb || len(s) < ns || len(out) < packRows*n || n != 1 && n != 4 {
 		panic("quant: packed kernel: weights, activations or out shorter than len(d)/n blocks")
 	}
 	switch {
@@ -30,6 +33,10 @@ func packed16AVX512(t gguf.TensorType, w []byte, q []int8, d, s []float32, n int
 		packed16Q4_Kx4AVX512(w, q, d, s, (*[64]float32)(out))
 	case t == gguf.Q4_K:
 		packed16Q4_Kx1AVX512(w, q, d, s, (*[16]float32)(out))
+	case t == gguf.Q6_K && n == 4:
+		packed16Q6_Kx4AVX512(w, q, d, s, (*[64]float32)(out))
+	case t == gguf.Q6_K:
+		packed16Q6_Kx1AVX512(w, q, d, s, (*[16]float32)(out))
 	default:
 		panic("quant: packed kernel of type " + t.String())
 	}
@@ -52,3 +59,9 @@ func packed16Q4_Kx4AVX512(w []byte, q []int8, d, s []float32, out *[64]float32)
 
 //go:noescape
 func packed16Q4_Kx1AVX512(w []byte, q []int8, d, s []float32, out *[16]float32)
+
+//go:noescape
+func packed16Q6_Kx4AVX512(w []byte, q []int8, d, s []float32, out *[64]float32)
+
+//go:noescape
+func packed16Q6_Kx1AVX512(w []byte, q []int8, d, s []float32, out *[16]float32)

@@ -17,6 +17,8 @@ DATA pkm128<>+0(SB)/4, $0xc3000000
 GLOBL pkm128<>(SB), RODATA|NOPTR, $4
 DATA pkm16<>+0(SB)/4, $0xc1800000
 GLOBL pkm16<>(SB), RODATA|NOPTR, $4
+DATA pkm32<>+0(SB)/4, $0xc2000000
+GLOBL pkm32<>(SB), RODATA|NOPTR, $4
 DATA pk0F<>+0(SB)/4, $0x0f0f0f0f
 GLOBL pk0F<>(SB), RODATA|NOPTR, $4
 DATA pk10<>+0(SB)/4, $0x10101010
@@ -240,6 +242,92 @@ pk4kx1_loop:
 	JNZ pk4kx1_loop
 
 pk4kx1_done:
+	VMOVUPS Z16, (DI)
+	VZEROUPPER
+	RET
+
+// Q6_K: Z20 and Z25 the a of a block's first and last 16 columns, Z21 and Z23 times −32;
+// the values are bytes. The two chains take the two halves (steps 0-3 and 4-7), each with
+// its scale, and s holds the activations' sums per 16 (BX advances 8 bytes a block; its
+// rows are twice d's).
+#define PKSCALES6 \
+	VMOVUPS (AX), Z20;      \
+	VMOVUPS 64(AX), Z25;    \
+	VMULPS  Z31, Z20, Z21;  \
+	VMULPS  Z31, Z25, Z23
+
+#define PKQ6K \
+	VMOVDQU32 128(AX), Z0; \
+	VMOVDQU32 192(AX), Z1; \
+	VMOVDQU32 256(AX), Z2; \
+	VMOVDQU32 320(AX), Z3; \
+	VMOVDQU32 384(AX), Z4; \
+	VMOVDQU32 448(AX), Z5; \
+	VMOVDQU32 512(AX), Z6; \
+	VMOVDQU32 576(AX), Z7
+
+#define PKROW6(qi, di, si, ia, ib, f) \
+	VPXORD            ia, ia, ia;           \
+	VPXORD            ib, ib, ib;           \
+	VPDPBUSD.BCST     (SI)(qi), Z0, ia;     \
+	VPDPBUSD.BCST     16(SI)(qi), Z4, ib;   \
+	VPDPBUSD.BCST     4(SI)(qi), Z1, ia;    \
+	VPDPBUSD.BCST     20(SI)(qi), Z5, ib;   \
+	VPDPBUSD.BCST     8(SI)(qi), Z2, ia;    \
+	VPDPBUSD.BCST     24(SI)(qi), Z6, ib;   \
+	VPDPBUSD.BCST     12(SI)(qi), Z3, ia;   \
+	VPDPBUSD.BCST     28(SI)(qi), Z7, ib;   \
+	VCVTDQ2PS         ia, ia;               \
+	VCVTDQ2PS         ib, ib;               \
+	VBROADCASTSS      (DX)(di), Z22;        \
+	VMULPS            Z22, Z20, Z24;        \
+	VFMADD231PS       Z24, ia, f;           \
+	VMULPS            Z22, Z25, Z24;        \
+	VFMADD231PS       Z24, ib, f;           \
+	VFMADD231PS.BCST  (BX)(si), Z21, f;     \
+	VFMADD231PS.BCST  4(BX)(si), Z23, f
+
+#define PKNEXT6 \
+	ADDQ $640, AX; \
+	ADDQ $32, SI;  \
+	ADDQ $4, DX;   \
+	ADDQ $8, BX;   \
+	DECQ CX
+
+// func packed16Q6_Kx4AVX512(w []byte, q []int8, d, s []float32, out *[64]float32)
+TEXT ·packed16Q6_Kx4AVX512(SB), NOSPLIT, $0-104
+	PKSTART(pkm32<>)
+	PKSTRIDES
+	TESTQ CX, CX
+	JZ    pk6kx4_done
+
+pk6kx4_loop:
+	PKSCALES6
+	PKQ6K
+	PKROW6(R9*1, R9*1, R9*1, Z8, Z9, Z16)
+	PKROW6(R10*1, R12*1, R12*2, Z10, Z11, Z17)
+	PKROW6(R10*2, R12*2, R12*4, Z12, Z13, Z18)
+	PKROW6(R11*1, R13*1, R13*2, Z14, Z15, Z19)
+	PKNEXT6
+	JNZ pk6kx4_loop
+
+pk6kx4_done:
+	PKSTORE4
+
+// func packed16Q6_Kx1AVX512(w []byte, q []int8, d, s []float32, out *[16]float32)
+TEXT ·packed16Q6_Kx1AVX512(SB), NOSPLIT, $0-104
+	PKSTART(pkm32<>)
+	TESTQ CX, CX
+	JZ    pk6kx1_done
+
+pk6kx1_loop:
+	PKSCALES6
+	PKQ6K
+	PKROW6(R9*1, R9*1, R9*1, Z8, Z9, Z16)
+	PKNEXT6
+	JNZ pk6kx1_loop
+
+pk6kx1_done:
 	VMOVUPS Z16, (DI)
 	VZEROUPPER
 	RET

@@ -22,7 +22,7 @@ func TestPackedKernelAsm(t *testing.T) {
 		for _, nbt := range asmBlockCounts(typ) {
 			nb := nbt * typ.BlockSize() / 32 // blocks of 32
 			for _, n := range []int{1, 4} {
-				q, d, s, rows := packedActs(r, n, nb)
+				q, d, s, rows := packedActs(r, typ, n, nb)
 				ws := randomBlocks(r, typ, packRows*nbt)
 				if nb == 0 {
 					out := make([]float32, packRows*n)
@@ -55,7 +55,7 @@ func TestPackedKernelAsm(t *testing.T) {
 					dp[i] = 0.02
 				}
 				a := testActsFrom(qp, dp, 32)
-				q, d, s, rows = append(q, a.q...), append(d, a.d...), append(s, a.s...), append(rows, a)
+				q, d, s, rows = append(q, a.q...), append(d, a.d...), append(s, packedSums(typ, a)...), append(rows, a)
 			}
 			for _, low := range []bool{false, true} {
 				var ws []byte
@@ -63,7 +63,7 @@ func TestPackedKernelAsm(t *testing.T) {
 					ws = append(ws, extremeTestBlocks(typ, nbt, low)...)
 				}
 				checkPacked(t, "avx512", packed16AVX512, typ, ws, 4, q, d, s, rows, fmt.Sprintf("%d blocks, weights low=%v", nb, low))
-				checkPacked(t, "avx512", packed16AVX512, typ, ws, 1, q[:32*nb], d[:nb], s[:nb], rows[:1], fmt.Sprintf("%d blocks, weights low=%v", nb, low))
+				checkPacked(t, "avx512", packed16AVX512, typ, ws, 1, q[:32*nb], d[:nb], s[:len(s)/4], rows[:1], fmt.Sprintf("%d blocks, weights low=%v", nb, low))
 			}
 		}
 	}
