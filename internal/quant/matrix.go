@@ -2,6 +2,7 @@ package quant
 
 import (
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/honeai/hone/internal/gemm"
@@ -242,7 +243,8 @@ func (w *work) mul(x []float32, rows int, ms []*Matrix, out []float32, ldo int, 
 // vs 20.2 at 64, 34.7 vs 42.4 at 512; Q4_K: 40.3 vs 27.7 at 128, 31.9 vs 41.7 at 512; Q6_K:
 // 43.4 vs 22.9 at 128, 25.4 vs 38.1 at 512); for the K-quants reduced a row at a time
 // (AVX2), from 128 rows (Q4_K by its AVX-512 row kernel: 49.2 vs 40.6 at 64, 23.1 vs 28.8
-// at 128; Q6_K: 20.3 vs 9.4 at 32, 22.8 vs 33.1 at 128).
+// at 128; Q6_K: 20.3 vs 9.4 at 32, 22.8 vs 33.1 at 128); for packed matrices (Matrix.Pack)
+// never.
 var GEMMRows = -1
 
 // gemmRows is GEMMRows for a product over ms: the least of its matrices' thresholds.
@@ -254,6 +256,8 @@ func gemmRows(ms []*Matrix) int {
 	for _, m := range ms {
 		t := 512
 		switch {
+		case m.packed != nil:
+			t = math.MaxInt // the packed kernels: about twice the multi-row ones
 		case goKernel(m.Type):
 			t = 2
 		case kernel4(m.Type) == nil && kernel4K(m.Type) == nil:
