@@ -19,6 +19,8 @@ import (
 //	      position p of column step t (low nibble) and step t+4 (high), then 8 × 8 bytes,
 //	      the bits 4 of the 64 values of each step (bit p of qword k: position p of step
 //	      k); u = q (0..31), a = d, c = −16·d; 352 bytes, as 16 rows of 22.
+//	Q4_0: 16 float16 d, then the nibbles as Q5_0's; a = d, c = −8·d; 288 bytes (16 × 18).
+//	Q4_1: 16 float16 d and 16 float16 m, then the nibbles; a = d, c = m; 320 bytes (16 × 20).
 //	Q4_K: per sub-block of 32, 16 float32 a = d·scale and 16 float32 c = −dmin·min (exact:
 //	      a float16 times a 6-bit integer), then the nibbles as Q5_0's; 384 bytes, a third
 //	      more than Q4_K's 16 rows of 18 bytes per 32.
@@ -36,7 +38,11 @@ const packRows = 16
 
 // packable reports whether t has a packed layout.
 func packable(t gguf.TensorType) bool {
-	return t == gguf.Q8_0 || t == gguf.Q5_0 || t == gguf.Q4_K || t == gguf.Q6_K
+	switch t {
+	case gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q4_K, gguf.Q6_K:
+		return true
+	}
+	return false
 }
 
 // packedBlockBytes is the size of one block of 32 columns of a group of 16 rows.
@@ -52,8 +58,11 @@ func packedBlockBytes(t gguf.TensorType) int {
 
 // packedOffset is the o of the types whose c is −o·a.
 func packedOffset(t gguf.TensorType) float32 {
-	if t == gguf.Q8_0 {
+	switch t {
+	case gguf.Q8_0:
 		return 128
+	case gguf.Q4_0:
+		return 8
 	}
 	return 16
 }
@@ -95,6 +104,17 @@ func packMatrix(m *Matrix) *packedMem {
 					copy(dst[2*r:2*r+2], blk[:2])
 					for j := range 32 {
 						u[r][j] = blk[2+j] ^ 0x80
+					}
+				case gguf.Q4_0, gguf.Q4_1:
+					size, hd := 18, 2
+					if m.Type == gguf.Q4_1 {
+						size, hd = 20, 4
+						copy(dst[32+2*r:32+2*r+2], row[size*b+2:size*b+4])
+					}
+					blk := row[size*b : size*b+size]
+					copy(dst[2*r:2*r+2], blk[:2])
+					for i, v := range blk[hd:] {
+						u[r][i], u[r][i+16] = v&15, v>>4
 					}
 				case gguf.Q5_0:
 					blk := row[22*b : 22*b+22]
@@ -149,8 +169,11 @@ func packMatrix(m *Matrix) *packedMem {
 
 // packedScaleBytes is the size of a packed block's scales (before its values).
 func packedScaleBytes(t gguf.TensorType) int {
-	if t == gguf.Q4_K || t == gguf.Q6_K {
+	switch t {
+	case gguf.Q4_K, gguf.Q6_K:
 		return 128
+	case gguf.Q4_1:
+		return 64
 	}
 	return 32
 }
@@ -161,6 +184,9 @@ func packedScales(t gguf.TensorType, blk []byte, r int) (a, c float32) {
 		return math.Float32frombits(le.Uint32(blk[4*r:])), math.Float32frombits(le.Uint32(blk[64+4*r:]))
 	}
 	a = f16(blk[2*r:])
+	if t == gguf.Q4_1 {
+		return a, f16(blk[32+2*r:])
+	}
 	return a, -packedOffset(t) * a
 }
 

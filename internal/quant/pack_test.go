@@ -10,7 +10,7 @@ import (
 	"github.com/honeai/hone/internal/gguf"
 )
 
-var packedTypes = []gguf.TensorType{gguf.Q8_0, gguf.Q5_0, gguf.Q4_K, gguf.Q6_K}
+var packedTypes = []gguf.TensorType{gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q4_K, gguf.Q6_K}
 
 // packedActs is n rows of random activations of nb blocks, one after the other, with the
 // sums typ's packed kernels take.

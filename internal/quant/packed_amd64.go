@@ -33,6 +33,14 @@ func packed16AVX512(t gguf.TensorType, w []byte, q []int8, d, s []float32, n int
 		packed16Q4_Kx4AVX512(w, q, d, s, (*[64]float32)(out))
 	case t == gguf.Q4_K:
 		packed16Q4_Kx1AVX512(w, q, d, s, (*[16]float32)(out))
+	case t == gguf.Q4_0 && n == 4:
+		packed16Q4_0x4AVX512(w, q, d, s, (*[64]float32)(out))
+	case t == gguf.Q4_0:
+		packed16Q4_0x1AVX512(w, q, d, s, (*[16]float32)(out))
+	case t == gguf.Q4_1 && n == 4:
+		packed16Q4_1x4AVX512(w, q, d, s, (*[64]float32)(out))
+	case t == gguf.Q4_1:
+		packed16Q4_1x1AVX512(w, q, d, s, (*[16]float32)(out))
 	case t == gguf.Q6_K && n == 4:
 		packed16Q6_Kx4AVX512(w, q, d, s, (*[64]float32)(out))
 	case t == gguf.Q6_K:
@@ -65,3 +73,15 @@ func packed16Q6_Kx4AVX512(w []byte, q []int8, d, s []float32, out *[64]float32)
 
 //go:noescape
 func packed16Q6_Kx1AVX512(w []byte, q []int8, d, s []float32, out *[16]float32)
+
+//go:noescape
+func packed16Q4_0x4AVX512(w []byte, q []int8, d, s []float32, out *[64]float32)
+
+//go:noescape
+func packed16Q4_0x1AVX512(w []byte, q []int8, d, s []float32, out *[16]float32)
+
+//go:noescape
+func packed16Q4_1x4AVX512(w []byte, q []int8, d, s []float32, out *[64]float32)
+
+//go:noescape
+func packed16Q4_1x1AVX512(w []byte, q []int8, d, s []float32, out *[16]float32)

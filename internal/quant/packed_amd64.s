@@ -19,6 +19,8 @@ DATA pkm16<>+0(SB)/4, $0xc1800000
 GLOBL pkm16<>(SB), RODATA|NOPTR, $4
 DATA pkm32<>+0(SB)/4, $0xc2000000
 GLOBL pkm32<>(SB), RODATA|NOPTR, $4
+DATA pkm8<>+0(SB)/4, $0xc1000000
+GLOBL pkm8<>(SB), RODATA|NOPTR, $4
 DATA pk0F<>+0(SB)/4, $0x0f0f0f0f
 GLOBL pk0F<>(SB), RODATA|NOPTR, $4
 DATA pk10<>+0(SB)/4, $0x10101010
@@ -328,6 +330,91 @@ pk6kx1_loop:
 	JNZ pk6kx1_loop
 
 pk6kx1_done:
+	VMOVUPS Z16, (DI)
+	VZEROUPPER
+	RET
+
+// Q4_0: float16 d (c = −8·d) and nibbles; Q4_1: float16 d and m (c = m) and nibbles.
+#define PKQ4(off) \
+	PKNIB(off, Z0, Z4);      \
+	PKNIB(off+64, Z1, Z5);   \
+	PKNIB(off+128, Z2, Z6);  \
+	PKNIB(off+192, Z3, Z7)
+
+#define PKSCALES41 \
+	VCVTPH2PS (AX), Z20; \
+	VCVTPH2PS 32(AX), Z21
+
+// func packed16Q4_0x4AVX512(w []byte, q []int8, d, s []float32, out *[64]float32)
+TEXT ·packed16Q4_0x4AVX512(SB), NOSPLIT, $0-104
+	PKSTART(pkm8<>)
+	PKSTRIDES
+	VPBROADCASTD pk0F<>(SB), Z30
+	TESTQ CX, CX
+	JZ    pk40x4_done
+
+pk40x4_loop:
+	PKSCALES
+	PKQ4(32)
+	PKROWS4
+	PKNEXT(288)
+	JNZ pk40x4_loop
+
+pk40x4_done:
+	PKSTORE4
+
+// func packed16Q4_0x1AVX512(w []byte, q []int8, d, s []float32, out *[16]float32)
+TEXT ·packed16Q4_0x1AVX512(SB), NOSPLIT, $0-104
+	PKSTART(pkm8<>)
+	VPBROADCASTD pk0F<>(SB), Z30
+	TESTQ CX, CX
+	JZ    pk40x1_done
+
+pk40x1_loop:
+	PKSCALES
+	PKQ4(32)
+	PKROW(R9*1, R9*1, Z8, Z9, Z16)
+	PKNEXT(288)
+	JNZ pk40x1_loop
+
+pk40x1_done:
+	VMOVUPS Z16, (DI)
+	VZEROUPPER
+	RET
+
+// func packed16Q4_1x4AVX512(w []byte, q []int8, d, s []float32, out *[64]float32)
+TEXT ·packed16Q4_1x4AVX512(SB), NOSPLIT, $0-104
+	PKSTART(pkm8<>)
+	PKSTRIDES
+	VPBROADCASTD pk0F<>(SB), Z30
+	TESTQ CX, CX
+	JZ    pk41x4_done
+
+pk41x4_loop:
+	PKSCALES41
+	PKQ4(64)
+	PKROWS4
+	PKNEXT(320)
+	JNZ pk41x4_loop
+
+pk41x4_done:
+	PKSTORE4
+
+// func packed16Q4_1x1AVX512(w []byte, q []int8, d, s []float32, out *[16]float32)
+TEXT ·packed16Q4_1x1AVX512(SB), NOSPLIT, $0-104
+	PKSTART(pkm8<>)
+	VPBROADCASTD pk0F<>(SB), Z30
+	TESTQ CX, CX
+	JZ    pk41x1_done
+
+pk41x1_loop:
+	PKSCALES41
+	PKQ4(64)
+	PKROW(R9*1, R9*1, Z8, Z9, Z16)
+	PKNEXT(320)
+	JNZ pk41x1_loop
+
+pk41x1_done:
 	VMOVUPS Z16, (DI)
 	VZEROUPPER
 	RET

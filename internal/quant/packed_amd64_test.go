@@ -82,7 +82,7 @@ func TestPackedKernelCheckLengths(t *testing.T) {
 			func() { packed16AVX512(typ, w, q, d[:7], s, 4, out) },
 			func() { packed16AVX512(typ, w, q, d, s, 4, out[:63]) },
 			func() { packed16AVX512(typ, w, q, d, s, 2, out) },
-			func() { packed16AVX512(gguf.Q4_0, w, q, d, s, 4, out) },
+			func() { packed16AVX512(gguf.Q5_1, w, q, d, s, 4, out) },
 		} {
 			func() {
 				defer func() {
