@@ -36,6 +36,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"unsafe"
 )
 
 // Magic is the first four bytes of a GGUF file.
@@ -559,4 +560,20 @@ func fill[T any](n int, at func(int) T) []T {
 		out[i] = at(i)
 	}
 	return out
+}
+
+// DropPages releases the resident pages of b, a tensor's data from this mapped file (from
+// Tensor), once the caller keeps a copy it uses instead (a repacked matrix): the pages are
+// read back from the file if b is read again. It does nothing for a file that is not
+// mapped (Parse) or for b outside the file's data.
+func (f *File) DropPages(b []byte) {
+	if !f.mapped || len(b) == 0 || len(f.data) == 0 {
+		return
+	}
+	lo, hi := uintptr(unsafe.Pointer(&f.data[0])), uintptr(unsafe.Pointer(&f.data[0]))+uintptr(len(f.data))
+	p := uintptr(unsafe.Pointer(&b[0]))
+	if p < lo || p+uintptr(len(b)) > hi {
+		return
+	}
+	dropPages(b)
 }

@@ -289,7 +289,9 @@ func (s *ggufSource) weight(name string, rows, cols int) (Weight, error) {
 		// llama.cpp quantized the rows after permuting them, each row on its own (a row is
 		// whole blocks), so undoing the permutation moves whole quantized rows: a copy of the
 		// q and k projections, the rest stays a view of the file.
+		permuted := false
 		if heads, ok := s.permut[name]; ok && cols%t.Type.BlockSize() == 0 {
+			permuted = true
 			if raw, err = unpermuteRows(raw, rows, cols/t.Type.BlockSize()*t.Type.BlockBytes(), heads); err != nil {
 				return Weight{}, fmt.Errorf("(GGUF tensor %s) %w", gname, err)
 			}
@@ -297,6 +299,11 @@ func (s *ggufSource) weight(name string, rows, cols int) (Weight, error) {
 		q, err := quant.NewMatrix(t.Type, rows, cols, raw)
 		if err != nil {
 			return Weight{}, fmt.Errorf("(GGUF tensor %s) %w", gname, err)
+		}
+		// The products read the packed copy (where there is one): the file's pages of a view
+		// can go.
+		if q.Pack() && !permuted {
+			s.f.DropPages(raw)
 		}
 		return Weight{Rows: rows, Cols: cols, Q: q}, nil
 	}

@@ -2,6 +2,7 @@ package quant
 
 import (
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/honeai/hone/internal/gemm"
@@ -15,6 +16,8 @@ type Matrix struct {
 	Type       gguf.TensorType
 	Rows, Cols int
 	Data       []byte
+
+	packed *packedMem // Data in the packed layout (Pack), nil if not packed
 }
 
 // Supported reports whether t is one of the types a Matrix holds: Q8_0, Q4_0, Q4_1, Q5_0,
@@ -176,13 +179,17 @@ func (w *work) mul(x []float32, rows int, ms []*Matrix, out []float32, ldo int, 
 		return
 	}
 	w.x, w.rows, w.cols, w.ms, w.out, w.ldo, w.acc = x, rows, cols, ms, out, ldo, accumulate
-	w.need32, w.needK = false, false
+	w.need32, w.needK, w.need16 = false, false, false
 	for _, m := range ms {
-		if kQuant(m.Type) {
+		if kQuant(m.Type) && m.packed == nil {
 			w.needK = true
 		} else {
 			w.need32 = true
+			w.need16 = w.need16 || m.packed != nil && m.Type == gguf.Q6_K
 		}
+	}
+	if w.need16 {
+		w.s16 = resize(w.s16, rows*cols/16)
 	}
 	if w.need32 {
 		a, nb := &w.a32, rows*cols/32
@@ -209,12 +216,17 @@ func (w *work) mul(x []float32, rows int, ms []*Matrix, out []float32, ldo int, 
 	w.tasks = w.tasks[:0]
 	off := 0
 	for i, m := range ms {
-		for r := 0; r < m.Rows; r += chunk {
-			w.tasks = append(w.tasks, task{i, r, min(r+chunk, m.Rows), off})
+		c := chunk
+		if m.packed != nil {
+			c = (c + packRows - 1) &^ (packRows - 1) // whole groups
+		}
+		for r := 0; r < m.Rows; r += c {
+			w.tasks = append(w.tasks, task{i, r, min(r+c, m.Rows), off})
 		}
 		off += m.Rows
 	}
 	w.o4 = resize(w.o4, len(w.tasks))
+	w.o64 = resize(w.o64, len(w.tasks))
 	gemm.Parallel(len(w.tasks), w.runFn)
 	w.x, w.ms, w.out = nil, nil, nil
 }
@@ -231,7 +243,8 @@ func (w *work) mul(x []float32, rows int, ms []*Matrix, out []float32, ldo int, 
 // vs 20.2 at 64, 34.7 vs 42.4 at 512; Q4_K: 40.3 vs 27.7 at 128, 31.9 vs 41.7 at 512; Q6_K:
 // 43.4 vs 22.9 at 128, 25.4 vs 38.1 at 512); for the K-quants reduced a row at a time
 // (AVX2), from 128 rows (Q4_K by its AVX-512 row kernel: 49.2 vs 40.6 at 64, 23.1 vs 28.8
-// at 128; Q6_K: 20.3 vs 9.4 at 32, 22.8 vs 33.1 at 128).
+// at 128; Q6_K: 20.3 vs 9.4 at 32, 22.8 vs 33.1 at 128); for packed matrices (Matrix.Pack)
+// never.
 var GEMMRows = -1
 
 // gemmRows is GEMMRows for a product over ms: the least of its matrices' thresholds.
@@ -243,6 +256,8 @@ func gemmRows(ms []*Matrix) int {
 	for _, m := range ms {
 		t := 512
 		switch {
+		case m.packed != nil:
+			t = math.MaxInt // the packed kernels: about twice the multi-row ones
 		case goKernel(m.Type):
 			t = 2
 		case kernel4(m.Type) == nil && kernel4K(m.Type) == nil:
@@ -303,11 +318,14 @@ type work struct {
 	ldo            int
 	acc            bool
 	need32, needK  bool
+	need16         bool // a packed Q6_K matrix: s16 holds the activations' sums per 16
+	s16            []float32
 	a32            Acts32 // the rows of x quantized, one after the other
 	ak             ActsK
 	tasks          []task
-	o4             [][4]float32 // each task's multi-row kernel outputs
-	one            [1]*Matrix   // MatMulT's ms
+	o4             [][4]float32  // each task's multi-row kernel outputs
+	o64            [][64]float32 // each task's packed kernel outputs
+	one            [1]*Matrix    // MatMulT's ms
 	quantFn, runFn func(int)
 }
 
@@ -325,6 +343,9 @@ func (w *work) quantize(i int) {
 	if w.need32 {
 		a, nb := &w.a32, n/32
 		quantizeActs32(a.Q[i*n:(i+1)*n], a.D[i*nb:(i+1)*nb], a.S[i*nb:(i+1)*nb], x)
+		if w.need16 {
+			w.sums16(i)
+		}
 	}
 	if w.needK {
 		a, nb := &w.ak, n/256
@@ -335,6 +356,10 @@ func (w *work) quantize(i int) {
 func (w *work) run(ti int) {
 	t := w.tasks[ti]
 	m := w.ms[t.m]
+	if m.packed != nil {
+		w.runPacked(ti)
+		return
+	}
 	typ, n := m.Type, m.RowBytes()
 	k4, nb := kernel4(typ), w.cols/32
 	k4K, nbK := kernel4K(typ), w.cols/256

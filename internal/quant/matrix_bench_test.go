@@ -10,7 +10,8 @@ import (
 
 // BenchmarkMatMulT multiplies a SmolLM2-sized gate projection (1536 × 576) by 1 to 128
 // activation rows, by integer dot products on quantized activations ("int8") and by
-// dequantized tiles and the f32 GEMM ("gemm"): where GEMMRows should lie on this CPU.
+// dequantized tiles and the f32 GEMM ("gemm"), and by the packed kernels ("packed", where
+// Pack packs the type): where GEMMRows should lie on this CPU.
 func BenchmarkMatMulT(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, typ := range []gguf.TensorType{gguf.Q4_1, gguf.Q8_0, gguf.Q5_0, gguf.Q4_K, gguf.Q6_K} {
@@ -20,18 +21,29 @@ func BenchmarkMatMulT(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		p := *m
+		if !p.Pack() {
+			p.packed = nil
+		}
 		for _, rows := range []int{1, 4, 16, 32, 64, 128, 512} {
 			x := randomActs(r, rows*cols)
 			out := make([]float32, rows*rowsW)
-			for _, path := range []string{"int8", "gemm"} {
+			for _, path := range []string{"int8", "gemm", "packed"} {
+				if path == "packed" && !p.Packed() {
+					continue
+				}
 				b.Run(fmt.Sprintf("%s/rows%d/%s", typ, rows, path), func(b *testing.B) {
 					defer func(old int) { GEMMRows = old }(GEMMRows)
 					GEMMRows = 0
 					if path == "gemm" {
 						GEMMRows = 1
 					}
+					mm := m
+					if path == "packed" {
+						mm = &p
+					}
 					for b.Loop() {
-						m.MatMulT(x, rows, out, rowsW, false)
+						mm.MatMulT(x, rows, out, rowsW, false)
 					}
 					b.ReportMetric(float64(b.N)*float64(rows*rowsW*cols)/b.Elapsed().Seconds()/1e9, "GMAC/s")
 				})
