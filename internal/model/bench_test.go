@@ -153,8 +153,15 @@ func BenchmarkDecode(b *testing.B) {
 		for _, batch := range []int{1, 16} {
 			b.Run(fmt.Sprintf("%s/batch%d", dtype, batch), func(b *testing.B) {
 				m := smolLM2(b, dtype)
-				const ctx = 128
-				cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: batch * 48, DType: benchKV(b)})
+				// HONE_BENCH_DECODE_CTX: the context (default 128) to decode 128 tokens from.
+				ctx := 128
+				if v := os.Getenv("HONE_BENCH_DECODE_CTX"); v != "" {
+					var err error
+					if ctx, err = strconv.Atoi(v); err != nil || ctx < 1 {
+						b.Fatalf("HONE_BENCH_DECODE_CTX=%q", v)
+					}
+				}
+				cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: batch * ((ctx+128)/16 + 2), DType: benchKV(b)})
 				rng := rand.New(rand.NewPCG(2, 2))
 				steps := make([]model.Step, batch)
 				var prefill []model.Step
