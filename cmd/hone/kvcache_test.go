@@ -19,7 +19,7 @@ func TestServeKVCacheMemory(t *testing.T) {
 	// block; 256 KiB holds 8 blocks, 128 tokens.
 	s := startServer(t, dir, "--kv-cache-memory", "256KiB")
 	out := s.stdout.String()
-	if !strings.Contains(out, "model demo: weights ") || !strings.Contains(out, "KV cache up to 256 KiB (128 tokens, allocated as used), context 128 tokens (the model's is 2048") {
+	if !strings.Contains(out, "model demo: weights ") || !strings.Contains(out, "KV cache up to 256 KiB (128 tokens in f32, allocated as used), context 128 tokens (the model's is 2048") {
 		t.Fatalf("start-up output:\n%s", out)
 	}
 	bearer := "Bearer " + initialKey(t, dir)
@@ -106,6 +106,31 @@ func TestServeKVCacheMemoryFlag(t *testing.T) {
 		code := runServe(context.Background(), append([]string{"--addr", "127.0.0.1:0", "--data", t.TempDir(), "--no-demo-model"}, args...), io.Discard, &stderr, nil)
 		if code == 0 {
 			t.Errorf("%v: exit 0", args)
+		}
+	}
+}
+
+// TestServeKVCacheDType: --kv-cache-dtype f16 halves a block, so the same --kv-cache-memory
+// holds twice the positions, and the start-up line says so; an unknown value is a usage error
+// naming the flag.
+func TestServeKVCacheDType(t *testing.T) {
+	dir := t.TempDir()
+	// The demo model's block is 32 KiB in f32 (TestServeKVCacheMemory), 16 KiB in f16.
+	s := startServer(t, dir, "--kv-cache-memory", "256KiB", "--kv-cache-dtype", "f16")
+	if out := s.stdout.String(); !strings.Contains(out, "KV cache up to 256 KiB (256 tokens in f16, allocated as used), context 256 tokens") {
+		t.Fatalf("start-up output:\n%s", out)
+	}
+	code, _, body := do(t, "POST", s.url+"/v1/chat/completions", "Bearer "+initialKey(t, dir),
+		`{"messages":[{"role":"user","content":"Hi"}],"max_tokens":40,"ignore_eos":true}`)
+	if code != 200 || !strings.Contains(string(body), `"completion_tokens":40`) {
+		t.Fatalf("chat over an f16 KV cache: %d %s", code, body)
+	}
+	s.stop(t)
+	for _, v := range []string{"fp8", "bf16", "F16"} {
+		var stderr strings.Builder
+		code := runServe(context.Background(), []string{"--addr", "127.0.0.1:0", "--data", t.TempDir(), "--no-demo-model", "--kv-cache-dtype", v}, io.Discard, &stderr, nil)
+		if code != 2 || !strings.Contains(stderr.String(), "kv-cache-dtype") || !strings.Contains(stderr.String(), "auto, f32 or f16") {
+			t.Errorf("--kv-cache-dtype %s: exit %d, stderr %q", v, code, stderr.String())
 		}
 	}
 }

@@ -39,10 +39,17 @@ func TestServeQuantize(t *testing.T) {
 	dir := t.TempDir()
 	s := startServer(t, dir, "--no-demo-model", "--model", "tiny="+model)
 	f32 := weights(s.stdout.String())
+	if out := s.stdout.String(); !strings.Contains(out, " tokens in f32, allocated as used)") {
+		t.Errorf("f32 weights: the KV cache is not f32 by default:\n%s", out)
+	}
 	s.stop(t)
 	s = startServer(t, dir, "--no-demo-model", "--model", "tiny="+model, "--quantize", "q4_k")
 	defer s.stop(t)
 	q := weights(s.stdout.String())
+	// --kv-cache-dtype auto: f16 for quantized matrices (f32 for the f32 load, above).
+	if out := s.stdout.String(); !strings.Contains(out, " tokens in f16, allocated as used)") {
+		t.Errorf("--quantize: the KV cache is not f16 by default:\n%s", out)
+	}
 	t.Logf("weights: %d bytes f32 (packed included), %d with --quantize q4_k", f32, q)
 	if q*5 > f32 {
 		t.Errorf("--quantize q4_k: weights %d bytes, f32 %d", q, f32)

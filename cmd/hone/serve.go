@@ -23,6 +23,7 @@ import (
 	"github.com/honeai/hone/internal/db"
 	"github.com/honeai/hone/internal/httpx"
 	"github.com/honeai/hone/internal/inference"
+	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/version"
 )
 
@@ -65,9 +66,10 @@ type ChatConfig struct {
 	MaxQueue       int
 	MaxRunning     int
 	MaxBatchTokens int
-	KVMemory       byteSize // the most each model's KV cache may hold
-	KVBlocks       int      // instead of KVMemory
-	MaxModelLen    int      // 0: the model's
+	KVMemory       byteSize    // the most each model's KV cache may hold
+	KVBlocks       int         // instead of KVMemory
+	KVDType        kvDTypeFlag // --kv-cache-dtype: auto, f32 or f16
+	MaxModelLen    int         // 0: the model's
 	NoPrefixCache  bool
 	MaxLogprobs    int
 	DType          string
@@ -100,6 +102,20 @@ func (b *byteSize) Set(v string) error {
 		return fmt.Errorf("%q is not a memory size (use bytes or a unit: 512MiB, 1GiB, 2GB)", v)
 	}
 	*b = byteSize(n)
+	return nil
+}
+
+// kvDTypeFlag is --kv-cache-dtype.
+type kvDTypeFlag model.KVDType
+
+func (k *kvDTypeFlag) String() string { return model.KVDType(*k).String() }
+
+func (k *kvDTypeFlag) Set(v string) error {
+	d, err := model.ParseKVDType(v)
+	if err != nil {
+		return fmt.Errorf("%q is not a KV cache dtype (auto, f32 or f16)", v)
+	}
+	*k = kvDTypeFlag(d)
 	return nil
 }
 
@@ -148,6 +164,7 @@ func newServeFlags(cfg *ServeConfig) *flag.FlagSet {
 	c.KVMemory = byteSize(inference.DefaultKVCacheBytes)
 	fs.Var(&c.KVMemory, "kv-cache-memory", "most memory each model's KV cache may hold (1GiB, 512MiB, 2GB or bytes); allocated as sequences grow, not up front; bounds the context (max_model_len) when smaller than the model's")
 	fs.IntVar(&c.KVBlocks, "kv-blocks", 0, "KV cache blocks of 16 positions per model, instead of --kv-cache-memory")
+	fs.Var(&c.KVDType, "kv-cache-dtype", "KV cache element type: auto (f16 for a model with quantized matrices, a quantized GGUF file or --quantize, as llama.cpp; f32 otherwise), f32 or f16 (half the memory: twice the positions in --kv-cache-memory)")
 	fs.IntVar(&c.MaxModelLen, "max-model-len", 0, "longest prompt plus output of a request (default: the model's max_position_embeddings)")
 	fs.BoolVar(&c.NoPrefixCache, "no-prefix-cache", false, "do not reuse cached KV blocks of earlier prompts (prefix caching is on by default)")
 	fs.IntVar(&c.MaxLogprobs, "max-logprobs", 20, "largest top_logprobs / prompt_logprobs a request may ask")

@@ -128,7 +128,7 @@ func (s *system) loadModels(ctx context.Context) error {
 	c := s.cfg.Chat
 	opts := serving.LoadOptions{DType: model.DType(c.DType), Engine: inference.Options{
 		Policy: c.Policy, MaxQueue: c.MaxQueue, MaxRunning: c.MaxRunning,
-		MaxBatchTokens: c.MaxBatchTokens, KVCacheBytes: int64(c.KVMemory), KVBlocks: c.KVBlocks,
+		MaxBatchTokens: c.MaxBatchTokens, KVCacheBytes: int64(c.KVMemory), KVBlocks: c.KVBlocks, KVCacheDType: model.KVDType(c.KVDType),
 		NoPrefixCache: c.NoPrefixCache, Logger: s.log, Speculative: c.Speculative.spec},
 		Prepack: !s.cfg.WorkerOnly, NoEngine: s.cfg.WorkerOnly, MaxModelLen: c.MaxModelLen}
 	now := time.Now().Unix()
@@ -187,9 +187,9 @@ func (s *system) reportMemory(m *serving.Served) {
 	}
 	kv := m.Engine.KVCache()
 	s.log.Info("model loaded", "model", m.Name, "weights_bytes", weights, "kv_cache_max_bytes", kv.MaxBytes,
-		"kv_cache_blocks", kv.Blocks, "kv_cache_tokens", kv.Tokens(), "max_model_len", m.MaxModelLen())
-	line := fmt.Sprintf("model %s: weights %s, KV cache up to %s (%d tokens, allocated as used), context %d tokens",
-		m.Name, humanize.IBytes(uint64(weights)), humanize.IBytes(uint64(kv.MaxBytes)), kv.Tokens(), m.MaxModelLen())
+		"kv_cache_blocks", kv.Blocks, "kv_cache_tokens", kv.Tokens(), "kv_cache_dtype", kv.DType.String(), "max_model_len", m.MaxModelLen())
+	line := fmt.Sprintf("model %s: weights %s, KV cache up to %s (%d tokens in %s, allocated as used), context %d tokens",
+		m.Name, humanize.IBytes(uint64(weights)), humanize.IBytes(uint64(kv.MaxBytes)), kv.Tokens(), kv.DType, m.MaxModelLen())
 	if own := m.Model.Config.MaxPositionEmbeddings; m.MaxModelLen() < own && kv.Tokens() < own && m.MaxModelLen() == kv.Tokens() {
 		line += fmt.Sprintf(" (the model's is %d: a larger --kv-cache-memory allows more)", own)
 	}

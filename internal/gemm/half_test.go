@@ -130,7 +130,15 @@ func testHalfSlices(t *testing.T) {
 	for _, h := range []Half{BF16, F16} {
 		for _, n := range []int{0, 1, 7, 15, 16, 17, 31, 64, 100, 1000} {
 			src := make([]float32, n)
+			// Extreme values first (where n holds them): overflow to ±Inf, the largest
+			// finite half, f16 subnormals and underflow to zero, f32 subnormals, NaN.
+			special := []float32{65520, -65520, 65519.99, 65504, 3e38, float32(math.Inf(-1)), 5.96e-8, -2.98e-8,
+				2.99e-8, 1e-8, 6.1e-5, -3.5e-6, math.Float32frombits(1), float32(math.Copysign(0, -1)), float32(math.NaN())}
 			for i := range src {
+				if n >= len(special) && i < len(special) {
+					src[i] = special[i]
+					continue
+				}
 				switch i % 7 {
 				case 0:
 					src[i] = math.Float32frombits(rng.Uint32())

@@ -103,10 +103,20 @@ var nativeConverters = map[string]*converters{
 		encode: [3]func(*uint16, *float32, int){nil, encodeBF16AVX2, encodeF16AVX2}},
 }
 
+// currentConverters is the current implementation's converters ("amx" is the AVX-512
+// kernels with AMX tiles: the AVX-512 ones); nil for "generic".
+func currentConverters() *converters {
+	name := Impl()
+	if name == "amx" {
+		name = "avx512"
+	}
+	return nativeConverters[name]
+}
+
 // decodeNative widens src into dst with the current implementation's vector kernel and
 // reports whether it did (the scalar tail included).
 func decodeNative(kind elemKind, dst []float32, src []uint16) bool {
-	cv := nativeConverters[Impl()]
+	cv := currentConverters()
 	if cv == nil {
 		return false
 	}
@@ -126,7 +136,7 @@ func decodeNative(kind elemKind, dst []float32, src []uint16) bool {
 
 // encodeNative is decodeNative's inverse (round to nearest even).
 func encodeNative(kind elemKind, dst []uint16, src []float32) bool {
-	cv := nativeConverters[Impl()]
+	cv := currentConverters()
 	if cv == nil {
 		return false
 	}

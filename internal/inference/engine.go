@@ -49,8 +49,11 @@ type Options struct {
 	// cache allocates it as sequences grow, not up front. KVBlocks, when set, gives the
 	// number of blocks instead.
 	KVCacheBytes int64
-	KVBlocks     int    // most KV cache blocks (default: as many as KVCacheBytes holds)
-	BlockSize    int    // positions per block (16)
+	KVBlocks     int // most KV cache blocks (default: as many as KVCacheBytes holds)
+	BlockSize    int // positions per block (16)
+	// KVCacheDType is the KV cache's element type; KVAuto (the zero value) is the model's
+	// Model.AutoKVDType: f16 for quantized matrices, else f32.
+	KVCacheDType model.KVDType
 	Policy       string // "fcfs" (default) or "priority"
 	// NoPrefixCache turns off reuse of cached prompt blocks across requests.
 	NoPrefixCache bool
@@ -271,8 +274,11 @@ func New(m *model.Model, opts Options) *Engine {
 	if opts.KVCacheBytes <= 0 {
 		opts.KVCacheBytes = DefaultKVCacheBytes
 	}
+	if opts.KVCacheDType == model.KVAuto {
+		opts.KVCacheDType = m.AutoKVDType()
+	}
 	if opts.KVBlocks <= 0 {
-		opts.KVBlocks = int(max(1, opts.KVCacheBytes/model.KVBytesPerBlock(&m.Config, opts.BlockSize)))
+		opts.KVBlocks = int(max(1, opts.KVCacheBytes/model.KVBytesPerBlock(&m.Config, opts.BlockSize, opts.KVCacheDType)))
 	}
 	if opts.Policy == "" {
 		opts.Policy = "fcfs"
@@ -281,7 +287,7 @@ func New(m *model.Model, opts Options) *Engine {
 		opts.Logger = slog.Default()
 	}
 	e := &Engine{m: m, opts: opts, log: opts.Logger,
-		kv:     model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: opts.BlockSize, NumBlocks: opts.KVBlocks}),
+		kv:     model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: opts.BlockSize, NumBlocks: opts.KVBlocks, DType: opts.KVCacheDType}),
 		submit: make(chan *Handle, opts.MaxQueue), closed: make(chan struct{}), done: make(chan struct{})}
 	go e.loop()
 	return e
@@ -292,11 +298,12 @@ func (e *Engine) Model() *model.Model { return e.m }
 
 // KVCacheInfo describes an engine's KV cache.
 type KVCacheInfo struct {
-	BlockSize     int   // positions per block
-	Blocks        int   // most blocks the cache holds
-	BytesPerBlock int64 // memory of one block
-	MaxBytes      int64 // memory with every block in use (Blocks × BytesPerBlock)
-	HeldBytes     int64 // memory the cache holds now (grows with use up to MaxBytes)
+	BlockSize     int           // positions per block
+	Blocks        int           // most blocks the cache holds
+	BytesPerBlock int64         // memory of one block
+	MaxBytes      int64         // memory with every block in use (Blocks × BytesPerBlock)
+	HeldBytes     int64         // memory the cache holds now (grows with use up to MaxBytes)
+	DType         model.KVDType // KVF32 or KVF16
 }
 
 // Tokens is how many positions the whole cache holds.
@@ -305,7 +312,7 @@ func (k KVCacheInfo) Tokens() int { return k.Blocks * k.BlockSize }
 // KVCache describes the engine's KV cache.
 func (e *Engine) KVCache() KVCacheInfo {
 	return KVCacheInfo{BlockSize: e.kv.BlockSize(), Blocks: e.kv.NumBlocks(), BytesPerBlock: e.kv.BytesPerBlock(),
-		MaxBytes: e.kv.MaxBytes(), HeldBytes: e.kv.MemoryBytes()}
+		MaxBytes: e.kv.MaxBytes(), HeldBytes: e.kv.MemoryBytes(), DType: e.kv.DType()}
 }
 
 // MaxSequenceLen is the longest sequence (prompt plus output tokens) a request of one choice

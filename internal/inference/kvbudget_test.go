@@ -17,7 +17,7 @@ import (
 func TestKVBudgetBoundsBlocks(t *testing.T) {
 	m := tiny(t)
 	const bs = 4
-	per := model.KVBytesPerBlock(&m.Config, bs)
+	per := model.KVBytesPerBlock(&m.Config, bs, model.KVF32)
 
 	def := New(m, Options{BlockSize: bs})
 	if kv := def.KVCache(); int64(kv.Blocks) != DefaultKVCacheBytes/per || kv.HeldBytes != 0 {

@@ -85,6 +85,20 @@ func smolLM2(b *testing.B, dtype string) *model.Model {
 	return m
 }
 
+// benchKV is the KV cache dtype of the benchmarks: HONE_BENCH_KV_DTYPE (auto, f32 or f16;
+// default f32, what every figure before the f16 cache was measured with).
+func benchKV(b *testing.B) model.KVDType {
+	v := os.Getenv("HONE_BENCH_KV_DTYPE")
+	if v == "" {
+		return model.KVF32
+	}
+	d, err := model.ParseKVDType(v)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
+}
+
 // peakRSSMB reads the process's peak resident set (VmHWM) in MB, 0 where /proc is missing.
 func peakRSSMB() float64 {
 	data, err := os.ReadFile("/proc/self/status")
@@ -109,7 +123,7 @@ func BenchmarkPrefill(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/batch%d", dtype, batch), func(b *testing.B) {
 				m := smolLM2(b, dtype)
 				const n = 128
-				cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: batch * n / 16})
+				cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: batch * n / 16, DType: benchKV(b)})
 				rng := rand.New(rand.NewPCG(1, 1))
 				steps := make([]model.Step, batch)
 				for i := range steps {
@@ -139,8 +153,15 @@ func BenchmarkDecode(b *testing.B) {
 		for _, batch := range []int{1, 16} {
 			b.Run(fmt.Sprintf("%s/batch%d", dtype, batch), func(b *testing.B) {
 				m := smolLM2(b, dtype)
-				const ctx = 128
-				cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: batch * 48})
+				// HONE_BENCH_DECODE_CTX: the context (default 128) to decode 128 tokens from.
+				ctx := 128
+				if v := os.Getenv("HONE_BENCH_DECODE_CTX"); v != "" {
+					var err error
+					if ctx, err = strconv.Atoi(v); err != nil || ctx < 1 {
+						b.Fatalf("HONE_BENCH_DECODE_CTX=%q", v)
+					}
+				}
+				cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: batch * ((ctx+128)/16 + 2), DType: benchKV(b)})
 				rng := rand.New(rand.NewPCG(2, 2))
 				steps := make([]model.Step, batch)
 				var prefill []model.Step

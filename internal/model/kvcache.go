@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"runtime"
 	"sync"
+	"unsafe"
 )
 
 // KVCache is a paged key/value cache: fixed-size blocks of BlockSize positions, shared by all
@@ -32,12 +33,15 @@ type KVCache struct {
 	layers    int
 	kvDim     int
 	maxBlocks int
+	dtype     KVDType
 	// Memory: chunk i holds blocks [i·chunkBlocks, (i+1)·chunkBlocks); a block is its layers'
-	// keys then values, blockElems floats each.
+	// keys then values, blockElems elements each: f32 in chunks, or IEEE half bit patterns in
+	// chunks16 (dtype KVF16; the same memory seen as uint16).
 	chunkBlocks int // a power of two
 	chunkShift  uint
 	blockElems  int // blockSize × kvDim
 	chunks      [][]float32
+	chunks16    [][]uint16
 	frees       []func() // per chunk: gives its memory back (nil: on the Go heap)
 	cleanups    []runtime.Cleanup
 
@@ -84,10 +88,79 @@ func HashBlocks(tokens []int, blockSize int, salt string) []BlockHash {
 // ErrNoBlocks is returned when the cache has too few free blocks for a step.
 var ErrNoBlocks = errors.New("model: KV cache is full")
 
+// KVDType is the element type of a KV cache's keys and values.
+type KVDType uint8
+
+const (
+	// KVAuto is f16 for a model whose matrices are quantized (a quantized GGUF file, or
+	// --quantize), as llama.cpp's default, and f32 otherwise (Model.AutoKVDType); a cache
+	// made without a model (NewKVCache) takes it as f32.
+	KVAuto KVDType = iota
+	// KVF32 stores keys and values as float32.
+	KVF32
+	// KVF16 stores them as IEEE-754 binary16 (rounded to nearest even, overflowing to ±Inf
+	// beyond 65504), widened to f32 inside the attention products: half the memory.
+	KVF16
+)
+
+// String returns "auto", "f32" or "f16".
+func (d KVDType) String() string {
+	switch d {
+	case KVAuto:
+		return "auto"
+	case KVF32:
+		return "f32"
+	case KVF16:
+		return "f16"
+	}
+	return fmt.Sprintf("KVDType(%d)", uint8(d))
+}
+
+// ParseKVDType reads "auto" (or ""), "f32" or "f16" (vLLM's --kv-cache-dtype spelling).
+func ParseKVDType(s string) (KVDType, error) {
+	switch s {
+	case "", "auto":
+		return KVAuto, nil
+	case "f32":
+		return KVF32, nil
+	case "f16":
+		return KVF16, nil
+	}
+	return 0, fmt.Errorf("unknown KV cache dtype %q (auto, f32 or f16)", s)
+}
+
+// size is the bytes of one element (KVAuto counts as f32).
+func (d KVDType) size() int64 {
+	if d == KVF16 {
+		return 2
+	}
+	return 4
+}
+
+// AutoKVDType is what KVAuto means for m: f16 when its matrices are quantized (ggml block
+// types: llama.cpp keeps such models' KV cache in f16 by default), else f32, so that a model
+// served at f32 or bf16 keeps its exact f32 attention.
+func (m *Model) AutoKVDType() KVDType {
+	q := m.Embed.Q != nil || m.LMHead.W.Q != nil
+	for i := range m.Layers {
+		L := &m.Layers[i]
+		for _, l := range []*Linear{&L.Q, &L.K, &L.V, &L.O, &L.Gate, &L.Up, &L.Down} {
+			q = q || l.W.Q != nil
+		}
+	}
+	if q {
+		return KVF16
+	}
+	return KVF32
+}
+
 // KVCacheOptions sizes a cache.
 type KVCacheOptions struct {
 	BlockSize int // positions per block (default 16)
 	NumBlocks int // most blocks in the pool (default 256)
+	// DType is the keys' and values' element type (KVAuto: f32 here; the engine resolves
+	// KVAuto with Model.AutoKVDType).
+	DType KVDType
 	// ChunkBlocks is how many blocks' memory is allocated at a time (default: about
 	// KVChunkBytes' worth, at least one block); rounded down to a power of two.
 	ChunkBlocks int
@@ -97,9 +170,9 @@ type KVCacheOptions struct {
 const KVChunkBytes = 4 << 20
 
 // KVBytesPerBlock is the memory of one block of blockSize positions of cfg's model: keys and
-// values of every layer, f32.
-func KVBytesPerBlock(cfg *Config, blockSize int) int64 {
-	return int64(cfg.NumLayers) * int64(blockSize) * int64(cfg.KVDim()) * 4 * 2
+// values of every layer, in dtype (KVAuto: f32).
+func KVBytesPerBlock(cfg *Config, blockSize int, dtype KVDType) int64 {
+	return int64(cfg.NumLayers) * int64(blockSize) * int64(cfg.KVDim()) * dtype.size() * 2
 }
 
 // NewKVCache returns a cache for cfg; it holds no block memory until sequences grow.
@@ -110,12 +183,15 @@ func NewKVCache(cfg *Config, opts KVCacheOptions) *KVCache {
 	if opts.NumBlocks <= 0 {
 		opts.NumBlocks = 256
 	}
+	if opts.DType == KVAuto {
+		opts.DType = KVF32
+	}
 	if opts.ChunkBlocks <= 0 {
-		opts.ChunkBlocks = int(max(1, KVChunkBytes/KVBytesPerBlock(cfg, opts.BlockSize)))
+		opts.ChunkBlocks = int(max(1, KVChunkBytes/KVBytesPerBlock(cfg, opts.BlockSize, opts.DType)))
 	}
 	// A power of two, so that finding a block's chunk is a shift.
 	shift := bits.Len(uint(min(opts.ChunkBlocks, opts.NumBlocks))) - 1
-	return &KVCache{blockSize: opts.BlockSize, layers: cfg.NumLayers, kvDim: cfg.KVDim(), maxBlocks: opts.NumBlocks,
+	return &KVCache{blockSize: opts.BlockSize, layers: cfg.NumLayers, kvDim: cfg.KVDim(), maxBlocks: opts.NumBlocks, dtype: opts.DType,
 		chunkBlocks: 1 << shift, chunkShift: uint(shift), blockElems: opts.BlockSize * cfg.KVDim(),
 		prefix: map[BlockHash]int32{}, hashOf: map[int32]BlockHash{}}
 }
@@ -128,8 +204,21 @@ func (c *KVCache) grow() bool {
 	if n <= 0 {
 		return false
 	}
-	mem, free := allocKV(n * c.layers * 2 * c.blockElems)
+	elems := n * c.layers * 2 * c.blockElems
+	if c.dtype == KVF16 {
+		mem, free := allocKV((elems + 1) / 2)
+		c.chunks16 = append(c.chunks16, unsafe.Slice((*uint16)(unsafe.Pointer(&mem[0])), elems))
+		c.grown(first, n, free)
+		return true
+	}
+	mem, free := allocKV(elems)
 	c.chunks = append(c.chunks, mem)
+	c.grown(first, n, free)
+	return true
+}
+
+// grown records a new chunk of n blocks from block first, whose memory free gives back.
+func (c *KVCache) grown(first, n int, free func()) {
 	c.frees = append(c.frees, free)
 	if free != nil {
 		c.cleanups = append(c.cleanups, runtime.AddCleanup(c, func(f func()) { f() }, free))
@@ -139,7 +228,6 @@ func (c *KVCache) grow() bool {
 	for b := first + n - 1; b >= first; b-- {
 		c.free = append(c.free, int32(b))
 	}
-	return true
 }
 
 // Close gives the cache's memory back now rather than when the cache is collected; the
@@ -155,7 +243,7 @@ func (c *KVCache) Close() {
 			f()
 		}
 	}
-	c.chunks, c.frees, c.cleanups = nil, nil, nil
+	c.chunks, c.chunks16, c.frees, c.cleanups = nil, nil, nil, nil
 }
 
 // MemoryBytes is the block memory the cache holds now (it grows with use, up to MaxBytes).
@@ -168,12 +256,22 @@ func (c *KVCache) MemoryBytes() int64 {
 // MaxBytes is the memory the cache holds with all NumBlocks blocks in use.
 func (c *KVCache) MaxBytes() int64 { return int64(c.maxBlocks) * c.BytesPerBlock() }
 
-// kv returns layer l's keys and values of block b.
+// kv returns layer l's keys and values of block b (an f32 cache).
 func (c *KVCache) kv(l int, b int32) (k, v []float32) {
 	ch := c.chunks[int(b)>>c.chunkShift]
 	off := ((int(b)&(c.chunkBlocks-1))*c.layers + l) * 2 * c.blockElems
 	return ch[off : off+c.blockElems], ch[off+c.blockElems : off+2*c.blockElems]
 }
+
+// kv16 returns layer l's keys and values of block b (an f16 cache).
+func (c *KVCache) kv16(l int, b int32) (k, v []uint16) {
+	ch := c.chunks16[int(b)>>c.chunkShift]
+	off := ((int(b)&(c.chunkBlocks-1))*c.layers + l) * 2 * c.blockElems
+	return ch[off : off+c.blockElems], ch[off+c.blockElems : off+2*c.blockElems]
+}
+
+// DType is the keys' and values' element type (KVF32 or KVF16).
+func (c *KVCache) DType() KVDType { return c.dtype }
 
 // BlockSize is the number of positions per block.
 func (c *KVCache) BlockSize() int { return c.blockSize }
@@ -268,7 +366,7 @@ func (c *KVCache) evictOne() bool {
 
 // BytesPerBlock is the memory of one block over all layers (keys and values).
 func (c *KVCache) BytesPerBlock() int64 {
-	return int64(c.layers) * int64(c.blockElems) * 4 * 2
+	return int64(c.layers) * int64(c.blockElems) * c.dtype.size() * 2
 }
 
 func (c *KVCache) alloc() (int32, bool) {
@@ -403,6 +501,13 @@ func (s *Sequence) reserve(n int) error {
 		b, _ := c.alloc()
 		used := (s.n % c.blockSize) * c.kvDim
 		for l := 0; l < c.layers; l++ {
+			if c.dtype == KVF16 {
+				sk, sv := c.kv16(l, last)
+				dk, dv := c.kv16(l, b)
+				copy(dk[:used], sk[:used])
+				copy(dv[:used], sv[:used])
+				continue
+			}
 			sk, sv := c.kv(l, last)
 			dk, dv := c.kv(l, b)
 			copy(dk[:used], sk[:used])
@@ -432,6 +537,14 @@ func (s *Sequence) shrink() {
 func (s *Sequence) at(l, pos int) (k, v []float32) {
 	bs := s.c.blockSize
 	k, v = s.c.kv(l, s.blocks[pos/bs])
+	off := (pos % bs) * s.c.kvDim
+	return k[off:], v[off:]
+}
+
+// at16 is at for an f16 cache.
+func (s *Sequence) at16(l, pos int) (k, v []uint16) {
+	bs := s.c.blockSize
+	k, v = s.c.kv16(l, s.blocks[pos/bs])
 	off := (pos % bs) * s.c.kvDim
 	return k[off:], v[off:]
 }

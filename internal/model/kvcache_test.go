@@ -18,7 +18,7 @@ func TestKVCacheGrowsWithUse(t *testing.T) {
 	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: bs, NumBlocks: maxBlocks, ChunkBlocks: chunk})
 	defer cache.Close()
 	per := cache.BytesPerBlock()
-	if per != model.KVBytesPerBlock(&m.Config, bs) || cache.MaxBytes() != maxBlocks*per {
+	if per != model.KVBytesPerBlock(&m.Config, bs, model.KVF32) || cache.MaxBytes() != maxBlocks*per {
 		t.Fatalf("bytes per block %d, max %d", per, cache.MaxBytes())
 	}
 	held := func(blocks int) {

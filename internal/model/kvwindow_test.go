@@ -122,7 +122,7 @@ func BenchmarkSlidingWindowKV(b *testing.B) {
 		held = seq.HeldBlocks()
 		seq.Free()
 	}
-	per := float64(model.KVBytesPerBlock(&m.Config, bs)) / (1 << 20)
+	per := float64(model.KVBytesPerBlock(&m.Config, bs, model.KVF32)) / (1 << 20)
 	b.ReportMetric(float64(held)*per, "kv_MiB_held")
 	b.ReportMetric(float64(n/bs)*per, "kv_MiB_full")
 	b.Logf("%d of %d blocks held", held, n/bs)

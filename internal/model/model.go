@@ -496,6 +496,12 @@ func (m *Model) storeKV(l int, b *batch) {
 		s := st.Seq
 		for j := range st.Tokens {
 			r := b.start[i] + j
+			if s.c.dtype == KVF16 {
+				ck, cv := s.at16(l, b.pos[r])
+				gemm.F16.Encode(ck[:kv], b.k[r*kv:(r+1)*kv])
+				gemm.F16.Encode(cv[:kv], b.v[r*kv:(r+1)*kv])
+				continue
+			}
 			ck, cv := s.at(l, b.pos[r])
 			copy(ck[:kv], b.k[r*kv:(r+1)*kv])
 			copy(cv[:kv], b.v[r*kv:(r+1)*kv])
@@ -523,6 +529,7 @@ func (m *Model) attention(l int, b *batch) {
 		n := len(st.Tokens)
 		r0 := b.start[t.step]
 		ctx := b.pos[r0] + n
+		f16 := s.c.dtype == KVF16 // keys and values widened to f32 inside the products
 		if n <= 4 {
 			// Decode: multiply the group's query heads by the keys and values where they lie
 			// in the cache, one block at a time (rows of a block are kvDim apart).
@@ -539,6 +546,11 @@ func (m *Model) attention(l int, b *batch) {
 				Q := b.q[(r0+r)*qd+t.kvHead*group*hd:]
 				for p0 := lo; p0 < limit; p0 += bs {
 					cnt := min(bs, limit-p0)
+					if f16 {
+						ck, _ := s.at16(l, p0)
+						gemm.GemmHalfB(gemm.F16, false, true, group, cnt, hd, scale, Q, hd, ck[kvOff:], kvDim, 0, S[p0-lo:], w)
+						continue
+					}
 					ck, _ := s.at(l, p0)
 					gemm.Sgemm(false, true, group, cnt, hd, scale, Q, hd, ck[kvOff:], kvDim, 0, S[p0-lo:], w)
 				}
@@ -549,11 +561,16 @@ func (m *Model) attention(l int, b *batch) {
 				out := b.attn[(r0+r)*qd+t.kvHead*group*hd:]
 				for p0 := lo; p0 < limit; p0 += bs {
 					cnt := min(bs, limit-p0)
-					_, cv := s.at(l, p0)
 					beta := float32(1)
 					if p0 == lo {
 						beta = 0
 					}
+					if f16 {
+						_, cv := s.at16(l, p0)
+						gemm.GemmHalfB(gemm.F16, false, false, group, hd, cnt, 1, S[p0-lo:], w, cv[kvOff:], kvDim, beta, out, hd)
+						continue
+					}
+					_, cv := s.at(l, p0)
 					gemm.Sgemm(false, false, group, hd, cnt, 1, S[p0-lo:], w, cv[kvOff:], kvDim, beta, out, hd)
 				}
 			}
@@ -568,6 +585,15 @@ func (m *Model) attention(l int, b *batch) {
 		K := make([]float32, w*hd)
 		V := make([]float32, w*hd)
 		for p0 := lo; p0 < ctx; p0 += bs {
+			if f16 {
+				ck, cv := s.at16(l, p0)
+				for j := 0; j < min(bs, ctx-p0); j++ {
+					p := p0 + j - lo
+					gemm.F16.Decode(K[p*hd:(p+1)*hd], ck[j*kvDim+kvOff:][:hd])
+					gemm.F16.Decode(V[p*hd:(p+1)*hd], cv[j*kvDim+kvOff:][:hd])
+				}
+				continue
+			}
 			ck, cv := s.at(l, p0)
 			for j := 0; j < min(bs, ctx-p0); j++ {
 				p := p0 + j - lo

@@ -2,13 +2,16 @@
 # Resident memory of `hone serve` and llama-server on the same GGUF file, like for like: 2
 # threads, a 2048-position KV cache, after 4 concurrent chat completions of 128 tokens.
 #
-#   scripts/quant-bench/rss.sh HONE_BIN LLAMA_SERVER FILE.gguf
+#   scripts/quant-bench/rss.sh HONE_BIN LLAMA_SERVER FILE.gguf [extra hone serve flags]
+# (e.g. --kv-cache-dtype f32 for the f32 KV cache Hone had before --kv-cache-dtype; the
+# default, auto, is f16 for a quantized file, as llama-server's default.)
 # (llama-server: llama.cpp configured with -DLLAMA_BUILD_SERVER=ON.)
 set -uo pipefail
 hone=$1 server=$2 F=$3
+shift 3
 cd "$(dirname "$0")/../.."
 echo "== hone $F"
-GOMAXPROCS=2 scripts/serve-rss/run.sh "$hone" "$F" 4 128 -- --kv-blocks 128 2>&1 | grep -E "idle|after"
+GOMAXPROCS=2 scripts/serve-rss/run.sh "$hone" "$F" 4 128 -- --kv-blocks 128 "$@" 2>&1 | grep -E "idle|after"
 echo "== llama-server $F"
 port=$(( 20000 + RANDOM % 20000 ))
 log=$(mktemp)
