@@ -2,7 +2,6 @@ package trace
 
 import (
 	"encoding/json"
-	"errors"
 	"runtime"
 	"strconv"
 	"sync"
@@ -34,10 +33,13 @@ func decodeCallBatch(body []byte, unk *[]UnknownField) (CallCreateBatchReq, erro
 	// parsed them. Any error of the first pass is reported by the whole-body parse, so that
 	// messages and offsets stay those of one parse.
 	v, err := pyjson.ParseShallow(body, 1)
+	if err == nil && v.Kind == pyjson.Object && (len(v.Obj) != 1 || v.Obj[0].Key != "batch") {
+		// Members besides the batch (rare) are kept as the whole-body parse reads them.
+		v, err = pyjson.ParseShallow(body, 4)
+	}
 	if err != nil {
-		_, err = pyjson.ParseShallow(body, 4)
-		if err == nil { // not expected: both passes check the same grammar and depth
-			err = errors.New("inconsistent parse")
+		if _, err2 := pyjson.ParseShallow(body, 4); err2 != nil {
+			err = err2
 		}
 		if err == pyjson.ErrTooDeep {
 			return CallCreateBatchReq{}, fault.Invalid("", "Request body nested deeper than %d levels", pyjson.MaxDepth)
