@@ -5,7 +5,9 @@
 // Services write their SQL once with `?` placeholders; Tx and DB rebind them to `$1..$n` on
 // PostgreSQL. On SQLite the store keeps one writer: a pool with a single connection whose
 // transactions start with BEGIN IMMEDIATE, beside a pool of query-only reader connections,
-// with WAL journaling so readers never block the writer. PostgreSQL uses one pool for both.
+// with WAL journaling so readers never block the writer; a connection of its own copies the
+// WAL into the main file after writes (the writer does so itself only past a backstop size).
+// PostgreSQL uses one pool for both.
 //
 // Times are stored as TEXT in a fixed-width UTC format (FormatTime) on both dialects, so that
 // they sort and compare as strings.
