@@ -5,7 +5,9 @@
 // Services write their SQL once with `?` placeholders; Tx and DB rebind them to `$1..$n` on
 // PostgreSQL. On SQLite the store keeps one writer: a pool with a single connection whose
 // transactions start with BEGIN IMMEDIATE, beside a pool of query-only reader connections,
-// with WAL journaling so readers never block the writer. PostgreSQL uses one pool for both.
+// with WAL journaling so readers never block the writer; a connection of its own copies the
+// WAL into the main file after writes (the writer does so itself only past a backstop size).
+// PostgreSQL uses one pool for both.
 //
 // Times are stored as TEXT in a fixed-width UTC format (FormatTime) on both dialects, so that
 // they sort and compare as strings.
@@ -53,6 +55,7 @@ type DB struct {
 	w       *sql.DB // the one writer (SQLite) or the pool (Postgres)
 	r       *sql.DB // query-only readers (SQLite) or the pool (Postgres)
 	where   string  // file path or host, for messages; never a password
+	ckpt    *checkpointer
 }
 
 // BusyTimeout is how long an SQLite connection waits for a lock before failing.
@@ -84,8 +87,89 @@ func sqliteDSN(path string, readOnly bool) string {
 		// A statement that writes many rows inside a transaction (a multi-row INSERT) keeps a
 		// statement journal; in memory it costs no write(2) per page.
 		q.Add("_pragma", "temp_store(MEMORY)")
+		// WAL pages are copied into the main file by a checkpointer beside the writer
+		// (checkpointer below); the writer checkpoints itself only when the WAL grew this far
+		// (40 MB of 4 KiB pages) without one.
+		q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", backstopPages))
 	}
 	return "file:" + path + "?" + q.Encode()
+}
+
+// backstopPages is the WAL size, in pages, at which the SQLite writer checkpoints itself.
+const backstopPages = 10000
+
+// checkpointer copies the WAL into the main SQLite file on its own connection after writes,
+// so that a commit does not wait for it (SQLite's automatic checkpoint runs inside the commit
+// that crosses its threshold). It changes nothing of durability: a checkpoint only copies
+// committed pages, and synchronous(NORMAL) in WAL mode makes every commit durable against a
+// crash of the process either way.
+type checkpointer struct {
+	conn *sql.DB
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+}
+
+// ckptGap is the least time between two background checkpoints.
+const ckptGap = 20 * time.Millisecond
+
+func startCheckpointer(path string) (*checkpointer, error) {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", BusyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	conn, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, err
+	}
+	conn.SetMaxOpenConns(1)
+	conn.SetMaxIdleConns(1)
+	conn.SetConnMaxLifetime(0)
+	if err := conn.Ping(); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	c := &checkpointer{conn: conn, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go c.run()
+	return c, nil
+}
+
+func (c *checkpointer) run() {
+	defer close(c.done)
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-c.kick:
+		}
+		// PASSIVE: copies what no reader still needs, never waits for the writer or readers.
+		_, _ = c.conn.Exec("PRAGMA wal_checkpoint(PASSIVE)")
+		select {
+		case <-c.stop:
+			return
+		case <-time.After(ckptGap):
+		}
+	}
+}
+
+// written tells the checkpointer that a write committed.
+func (c *checkpointer) written() {
+	if c == nil {
+		return
+	}
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (c *checkpointer) close() error {
+	if c == nil {
+		return nil
+	}
+	close(c.stop)
+	<-c.done
+	return c.conn.Close()
 }
 
 func openSQLite(ctx context.Context, path string) (*DB, error) {
@@ -125,7 +209,13 @@ func openSQLite(ctx context.Context, path string) (*DB, error) {
 		r.Close()
 		return nil, fmt.Errorf("db: open %s: %w", path, err)
 	}
-	return &DB{dialect: SQLite, w: w, r: r, where: path}, nil
+	ck, err := startCheckpointer(path)
+	if err != nil {
+		w.Close()
+		r.Close()
+		return nil, fmt.Errorf("db: open %s: %w", path, err)
+	}
+	return &DB{dialect: SQLite, w: w, r: r, where: path, ckpt: ck}, nil
 }
 
 func openPostgres(ctx context.Context, dsn string) (*DB, error) {
@@ -170,6 +260,7 @@ func (d *DB) Ping(ctx context.Context) error {
 func (d *DB) Close() error {
 	var errs []error
 	if d.dialect == SQLite {
+		errs = append(errs, d.ckpt.close())
 		_, _ = d.w.Exec("PRAGMA wal_checkpoint(TRUNCATE)")
 		errs = append(errs, d.r.Close())
 	}
@@ -232,7 +323,11 @@ func rebindDollar(q string) string {
 
 // Exec runs a statement outside an explicit transaction on the writer.
 func (d *DB) Exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	return d.w.ExecContext(ctx, d.Rebind(q), args...)
+	res, err := d.w.ExecContext(ctx, d.Rebind(q), args...)
+	if err == nil {
+		d.ckpt.written()
+	}
+	return res, err
 }
 
 // Query runs a query on the readers.
@@ -280,7 +375,11 @@ func (t *Tx) SQL() *sql.Tx { return t.tx }
 // WriteTx runs fn in a write transaction: committed when fn returns nil, rolled back otherwise
 // (nothing half written). On SQLite it is BEGIN IMMEDIATE on the one writer connection.
 func (d *DB) WriteTx(ctx context.Context, fn func(tx *Tx) error) error {
-	return d.runTx(ctx, d.w, nil, fn)
+	err := d.runTx(ctx, d.w, nil, fn)
+	if err == nil {
+		d.ckpt.written()
+	}
+	return err
 }
 
 // ReadTx runs fn in a read-only transaction: one consistent snapshot for several queries.

@@ -1006,6 +1006,25 @@ func Check(data []byte) error {
 	return nil
 }
 
+// ParseShallowAt is ParseShallow of a value that sits at depth base of a larger document
+// (the text of a Raw value of ParseShallow): depth limits and the shallow depth count from the
+// top of that document, so parsing a Raw value this way gives what ParseShallow of the whole
+// document would have given at its place.
+func ParseShallowAt(data []byte, base, depth int) (Value, error) {
+	p := getParser(data, depth)
+	defer putParser(p)
+	p.ws()
+	v, err := p.value(base)
+	if err != nil {
+		return Value{}, err
+	}
+	p.ws()
+	if p.i != len(p.s) {
+		return Value{}, p.err("unexpected data after the value")
+	}
+	return v, nil
+}
+
 // ParseShallow parses data like Parse, but arrays and objects nested deeper than depth are
 // not built: they become Raw values holding their (validated) text. Callers that only need
 // the top of a large document and the raw text of its leaves avoid building the rest.

@@ -2,7 +2,10 @@ package trace
 
 import (
 	"encoding/json"
+	"runtime"
 	"strconv"
+	"sync"
+	"unsafe"
 
 	"github.com/honeai/hone/internal/fault"
 	"github.com/honeai/hone/internal/pyjson"
@@ -21,9 +24,23 @@ func DecodeCallBatch(body []byte) (CallCreateBatchReq, []UnknownField, error) {
 	return req, unk, nil
 }
 
+// parallelItems is the smallest batch whose items are decoded on several cores.
+const parallelItems = 64
+
 func decodeCallBatch(body []byte, unk *[]UnknownField) (CallCreateBatchReq, error) {
-	v, err := pyjson.ParseShallow(body, 4) // call fields' objects stay raw text
+	// A first pass validates the whole body and leaves each batch item as raw text; the items
+	// are then parsed (on several cores for a large batch) as the whole-body parse would have
+	// parsed them. Any error of the first pass is reported by the whole-body parse, so that
+	// messages and offsets stay those of one parse.
+	v, err := pyjson.ParseShallow(body, 1)
+	if err == nil && v.Kind == pyjson.Object && (len(v.Obj) != 1 || v.Obj[0].Key != "batch") {
+		// Members besides the batch (rare) are kept as the whole-body parse reads them.
+		v, err = pyjson.ParseShallow(body, 4)
+	}
 	if err != nil {
+		if _, err2 := pyjson.ParseShallow(body, 4); err2 != nil {
+			err = err2
+		}
 		if err == pyjson.ErrTooDeep {
 			return CallCreateBatchReq{}, fault.Invalid("", "Request body nested deeper than %d levels", pyjson.MaxDepth)
 		}
@@ -41,14 +58,58 @@ func decodeCallBatch(body []byte, unk *[]UnknownField) (CallCreateBatchReq, erro
 		if m.Val.Kind != pyjson.Array {
 			return CallCreateBatchReq{}, typeErr("batch", "array", m.Val)
 		}
-		req.Batch = make([]CallBatchItem, len(m.Val.Arr))
-		for i, it := range m.Val.Arr {
-			if err := decodeBatchItem(it, "batch["+strconv.Itoa(i)+"]", &req.Batch[i], unk); err != nil {
-				return CallCreateBatchReq{}, err
+		items := m.Val.Arr
+		req.Batch = make([]CallBatchItem, len(items))
+		parts := 1
+		if len(items) >= parallelItems {
+			parts = min(runtime.GOMAXPROCS(0), 4, len(items)/(parallelItems/2))
+		}
+		type part struct {
+			unk []UnknownField
+			err error
+		}
+		res := make([]part, parts)
+		var wg sync.WaitGroup
+		for k := range parts {
+			lo, hi := k*len(items)/parts, (k+1)*len(items)/parts
+			run := func() {
+				r := &res[k]
+				for i := lo; i < hi; i++ {
+					if r.err = decodeRawItem(items[i], i, &req.Batch[i], &r.unk); r.err != nil {
+						return
+					}
+				}
 			}
+			if k == parts-1 {
+				run()
+				continue
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); run() }()
+		}
+		wg.Wait()
+		for _, r := range res { // the first error in item order
+			if r.err != nil {
+				return CallCreateBatchReq{}, r.err
+			}
+			*unk = append(*unk, r.unk...)
 		}
 	}
 	return req, nil
+}
+
+// decodeRawItem decodes batch item i, left raw by the first pass of decodeCallBatch.
+func decodeRawItem(raw pyjson.Value, i int, out *CallBatchItem, unk *[]UnknownField) error {
+	it := raw
+	if raw.Kind == pyjson.Raw {
+		var err error
+		// The text was validated by the first pass; it is read in place, not copied.
+		it, err = pyjson.ParseShallowAt(unsafe.Slice(unsafe.StringData(raw.Str), len(raw.Str)), 2, 4)
+		if err != nil {
+			return fault.Invalid("", "Malformed JSON body: %v", err)
+		}
+	}
+	return decodeBatchItem(it, "batch["+strconv.Itoa(i)+"]", out, unk)
 }
 
 func kindName(v pyjson.Value) string {

@@ -90,3 +90,56 @@ func FuzzDecodeCallBatch(f *testing.F) {
 		}
 	})
 }
+
+// A batch large enough to be decoded on several cores gives what encoding/json gives, its
+// unknown fields in item order, and the error of the first bad item.
+func TestDecodeCallBatchParallel(t *testing.T) {
+	items := strings.TrimSuffix(strings.TrimPrefix(sampleBatch, `{"batch":[`), `]}`)
+	var sb strings.Builder
+	sb.WriteString(`{"batch":[`)
+	const n = 100 // times two items
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(strings.ReplaceAll(items, `"c1"`, `"c`+strings.Repeat("x", i)+`"`))
+	}
+	sb.WriteString(`]}`)
+	body := sb.String()
+	got, unknown, err := DecodeCallBatch([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(unknown) != n {
+		t.Fatalf("%d unknown fields, want %d", len(unknown), n)
+	}
+	for i, u := range unknown {
+		if want := "batch[" + itoa(2*i) + "].req.start.extra"; u.Path != want {
+			t.Fatalf("unknown[%d] = %s, want %s", i, u.Path, want)
+		}
+	}
+	var want CallCreateBatchReq
+	if err := json.Unmarshal([]byte(body), &want); err != nil {
+		t.Fatal(err)
+	}
+	gb, _ := json.Marshal(got)
+	wb, _ := json.Marshal(want)
+	if string(gb) != string(wb) {
+		t.Fatalf("parallel decode differs from encoding/json")
+	}
+	// Two bad items: the first is reported, wherever the parts split.
+	bad := strings.Replace(body, `"wb_run_step":3`, `"wb_run_step":"x"`, 1)
+	bad = strings.Replace(bad, `"wb_run_step":3`, `"wb_run_step":"y"`, 170-1)
+	_, _, err = DecodeCallBatch([]byte(bad))
+	if err == nil || !strings.Contains(err.Error(), "batch[0].req.start.wb_run_step") {
+		t.Fatalf("err = %v, want batch[0]'s", err)
+	}
+	bad = strings.Replace(body, `"wb_run_step_end":4`, `"wb_run_step_end":"z"`, -1)
+	bad = strings.Replace(bad, `"wb_run_step_end":"z"`, `"wb_run_step_end":4`, 60)
+	_, _, err = DecodeCallBatch([]byte(bad))
+	if err == nil || !strings.Contains(err.Error(), "batch[121].req.end.wb_run_step_end") {
+		t.Fatalf("err = %v, want batch[121]'s", err)
+	}
+}
+
+func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/honeai/hone/internal/db"
 	"github.com/honeai/hone/internal/fault"
@@ -207,6 +209,7 @@ func (s *Service) CallUpsertBatch(ctx context.Context, req CallCreateBatchReq, a
 	res := CallCreateBatchRes{Res: make([]any, len(req.Batch))}
 	ex := s.extrasFor(ctx, "")
 	authorized := "" // the project last authorised (a batch is nearly always of one project)
+	pre := s.batchRows(req.Batch)
 	for i, item := range req.Batch {
 		p := "batch[" + strconv.Itoa(i) + "]"
 		switch item.Mode {
@@ -221,7 +224,13 @@ func (s *Service) CallUpsertBatch(ctx context.Context, req CallCreateBatchReq, a
 				}
 				authorized = st.ProjectID
 			}
-			row, err := s.startRow(*st, p+".req.start")
+			var row *CallStartRow
+			var err error
+			if pre != nil && pre[i].done {
+				row, err = pre[i].start, pre[i].err
+			} else {
+				row, err = s.startRow(*st, p+".req.start")
+			}
 			if err != nil {
 				return CallCreateBatchRes{}, err
 			}
@@ -243,7 +252,13 @@ func (s *Service) CallUpsertBatch(ctx context.Context, req CallCreateBatchReq, a
 				}
 				authorized = en.ProjectID
 			}
-			row, err := s.endRow(*en, p+".req.end")
+			var row *CallEndRow
+			var err error
+			if pre != nil && pre[i].done {
+				row, err = pre[i].end, pre[i].err
+			} else {
+				row, err = s.endRow(*en, p+".req.end")
+			}
 			if err != nil {
 				return CallCreateBatchRes{}, err
 			}
@@ -265,6 +280,57 @@ func (s *Service) CallUpsertBatch(ctx context.Context, req CallCreateBatchReq, a
 		return CallCreateBatchRes{}, err
 	}
 	return res, s.keepExtras(ctx, ex)
+}
+
+// batchRow is an item of a batch turned into its row ahead of the ordered pass of
+// CallUpsertBatch (done), or left to that pass.
+type batchRow struct {
+	start *CallStartRow
+	end   *CallEndRow
+	err   error
+	done  bool
+}
+
+// batchRows turns the items of a large batch into rows on several cores; nil for a small
+// batch. Items whose rows need a generated id (a start without id or trace id) are left to the
+// ordered pass, so ids are generated in item order; errors are kept and returned by that pass
+// in item order, after the checks it makes first (mode, authorisation).
+func (s *Service) batchRows(items []CallBatchItem) []batchRow {
+	if len(items) < parallelItems || runtime.GOMAXPROCS(0) < 2 {
+		return nil
+	}
+	out := make([]batchRow, len(items))
+	parts := min(runtime.GOMAXPROCS(0), 4, len(items)/(parallelItems/2))
+	var wg sync.WaitGroup
+	for k := range parts {
+		lo, hi := k*len(items)/parts, (k+1)*len(items)/parts
+		run := func() {
+			for i := lo; i < hi; i++ {
+				it, r := &items[i], &out[i]
+				p := "batch[" + strconv.Itoa(i) + "]"
+				switch {
+				case it.Mode == "start" && it.Req.Start != nil:
+					st := it.Req.Start
+					if st.ID == nil || *st.ID == "" || st.TraceID == nil || *st.TraceID == "" {
+						continue
+					}
+					r.start, r.err = s.startRow(*st, p+".req.start")
+					r.done = true
+				case it.Mode == "end" && it.Req.End != nil:
+					r.end, r.err = s.endRow(*it.Req.End, p+".req.end")
+					r.done = true
+				}
+			}
+		}
+		if k == parts-1 {
+			run()
+			continue
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); run() }()
+	}
+	wg.Wait()
+	return out
 }
 
 func (s *Service) callQuery(filter *CallsFilter, query json.RawMessage, sorts []SortBy, limit, offset *int) (CallQuery, error) {

@@ -27,9 +27,47 @@ const (
 	sizeUpdate = `size_bytes = COALESCE(trace_calls.size_bytes, 0) + excluded.size_bytes`
 )
 
+const (
+	startSQL = `INSERT INTO trace_calls (` + startCols + `, size_bytes)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (project_id, id) DO UPDATE SET ` + startUpdate + `,
+		display_name = COALESCE(trace_calls.display_name, excluded.display_name), ` + sizeUpdate
+	endSQL = `INSERT INTO trace_calls (project_id, id, trace_id, op_name, ` + endCols + `, display_name, size_bytes)
+		VALUES (?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (project_id, id) DO UPDATE SET ` + endUpdate + `,
+		display_name = COALESCE(excluded.display_name, trace_calls.display_name), ` + sizeUpdate
+)
+
+// callsPerStmt is how many whole calls one multi-row INSERT writes.
+const callsPerStmt = 40
+
+// warmStmts prepares, once, the statements of UpsertCalls that nearly every batch runs on the
+// SQLite writer connection, outside any transaction (the writer's one connection is free
+// then); transactions use them instead of preparing their own. Failures are left to the
+// transaction's own prepare.
+func (s *SQLStore) warmStmts(ctx context.Context) {
+	if s.db.Dialect() != db.SQLite {
+		return
+	}
+	if _, ok := s.stmts.Load("start"); ok {
+		return
+	}
+	kind, q := completeSQL(callsPerStmt)
+	for _, kq := range [][2]string{{kind, q}, {"end", endSQL}, {"start", startSQL}} {
+		st, err := s.db.Writer().PrepareContext(ctx, s.db.Rebind(kq[1]))
+		if err != nil {
+			return
+		}
+		if _, loaded := s.stmts.LoadOrStore(kq[0], st); loaded {
+			st.Close()
+		}
+	}
+}
+
 // UpsertCalls writes starts and ends of calls in one transaction. A start and an end may
 // arrive in either order, or together: each fills its own columns of the call's row.
 func (s *SQLStore) UpsertCalls(ctx context.Context, writes []CallWrite) error {
+	s.warmStmts(ctx)
 	return s.db.WriteTx(ctx, func(tx *db.Tx) error {
 		stmts := map[string]*sql.Stmt{}
 		defer func() {
@@ -41,6 +79,11 @@ func (s *SQLStore) UpsertCalls(ctx context.Context, writes []CallWrite) error {
 			if st, ok := stmts[kind]; ok {
 				return st, nil
 			}
+			if v, ok := s.stmts.Load(kind); ok {
+				st := tx.SQL().StmtContext(ctx, v.(*sql.Stmt))
+				stmts[kind] = st
+				return st, nil
+			}
 			st, err := tx.Prepare(ctx, q)
 			if err == nil {
 				stmts[kind] = st
@@ -48,7 +91,7 @@ func (s *SQLStore) UpsertCalls(ctx context.Context, writes []CallWrite) error {
 			return st, err
 		}
 		// Whole calls (start and end together, the common case) go in multi-row INSERTs.
-		const perStmt = 40
+		const perStmt = callsPerStmt
 		var complete []CallWrite
 		inChunk := map[[2]string]bool{} // PostgreSQL refuses to upsert one row twice in a statement
 		flush := func() error {
@@ -83,16 +126,10 @@ func (s *SQLStore) UpsertCalls(ctx context.Context, writes []CallWrite) error {
 			start, end := w.Start, w.End
 			switch {
 			case start != nil:
-				st, err = prepare("start", `INSERT INTO trace_calls (`+startCols+`, size_bytes)
-					VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-					ON CONFLICT (project_id, id) DO UPDATE SET `+startUpdate+`,
-					display_name = COALESCE(trace_calls.display_name, excluded.display_name), `+sizeUpdate)
+				st, err = prepare("start", startSQL)
 				args = append(startArgs(w.Project, start), len(start.Attributes)+len(start.Inputs))
 			default:
-				st, err = prepare("end", `INSERT INTO trace_calls (project_id, id, trace_id, op_name, `+endCols+`, display_name, size_bytes)
-					VALUES (?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?)
-					ON CONFLICT (project_id, id) DO UPDATE SET `+endUpdate+`,
-					display_name = COALESCE(excluded.display_name, trace_calls.display_name), `+sizeUpdate)
+				st, err = prepare("end", endSQL)
 				args = append(append([]any{w.Project, end.ID, end.TraceID}, endArgs(end)...), nullStr(end.DisplayName), len(end.Output)+len(end.Summary))
 			}
 			if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"strings"
+	"sync"
 
 	"github.com/honeai/hone/internal/db"
 )
@@ -11,7 +12,8 @@ import (
 // SQLStore is the Store on internal/db. JSON values are stored as TEXT in both dialects; on
 // PostgreSQL queries read them with ::jsonb.
 type SQLStore struct {
-	db *db.DB
+	db    *db.DB
+	stmts sync.Map // name -> *sql.Stmt prepared on the SQLite writer (warmStmts)
 }
 
 // NewSQLStore returns the store on d; call Migrate first.
