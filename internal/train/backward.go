@@ -384,6 +384,13 @@ func (e *Trainer) linearBackward(ac *acts, lin *model.Linear, module string, x, 
 	if p == nil {
 		return
 	}
+	e.adapterBackward(ac, module, p, in, out, x, dy, dx)
+}
+
+// adapterBackward accumulates the gradients of adapter pair p of module (y gains
+// s·(drop(x)·Aᵀ)·Bᵀ, in → out) from dy, and adds the adapter's path to dx when it is not nil.
+func (e *Trainer) adapterBackward(ac *acts, module string, p *model.LoRAPair, in, out int, x, dy, dx []float32) {
+	T := ac.T
 	gp := e.G.Layers[ac.layer][module]
 	r, s := e.A.Rank, e.A.Scaling
 	xd := ac.dropped(module, x)

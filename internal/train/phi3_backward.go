@@ -1,7 +1,5 @@
 package train
 
-import "github.com/honeai/hone/internal/gemm"
-
 // fusedBackward accumulates the gradients of a fused adapter module (Phi-3's qkv_proj or
 // gate_up_proj): y = [outs...] = x·Wᵀ + s·(drop(x)·Aᵀ)·Bᵀ with the output split by columns
 // into parts whose gradients are dys (T × each part's width; the base weights' share of dx
@@ -27,27 +25,7 @@ func (e *Trainer) fusedBackward(ac *acts, module string, x, dx []float32, dys ..
 		}
 		c += w
 	}
-	gp := e.G.Layers[ac.layer][module]
-	r, s := e.A.Rank, e.A.Scaling
-	xd := ac.dropped(module, x)
-	xa := ac.ar.raw(T * r)
-	gemm.Sgemm(false, true, T, r, in, 1, xd, in, p.A, in, 0, xa, r)
-	dyB := ac.ar.raw(T * r)
-	gemm.Sgemm(false, false, T, r, out, 1, dy, out, p.B, r, 0, dyB, r)
-	gemm.Sgemm(true, false, out, r, T, s, dy, out, xa, r, 1, gp.B, r)
-	gemm.Sgemm(true, false, r, in, T, s, dyB, r, xd, in, 1, gp.A, in)
-	if dx == nil {
-		return
-	}
-	if mask := ac.dropMask[module]; mask != nil {
-		tmp := ac.ar.raw(T * in)
-		gemm.Sgemm(false, false, T, in, r, s, dyB, r, p.A, in, 0, tmp, in)
-		for i, v := range tmp {
-			dx[i] += v * mask[i]
-		}
-		return
-	}
-	gemm.Sgemm(false, false, T, in, r, s, dyB, r, p.A, in, 1, dx, in)
+	e.adapterBackward(ac, module, p, in, out, x, dy, dx)
 }
 
 // ropeContexts is, for each row of the pass, the length of its segment (the sequence a
