@@ -286,23 +286,23 @@ func (s *ggufSource) weight(name string, rows, cols int) (Weight, error) {
 		if err != nil {
 			return Weight{}, fmt.Errorf("(GGUF tensor %s, type %s) cannot be loaded: %w", gname, t.Type, err)
 		}
-		// llama.cpp quantized the rows after permuting them, each row on its own (a row is
-		// whole blocks), so undoing the permutation moves whole quantized rows: a copy of the
-		// q and k projections, the rest stays a view of the file.
-		permuted := false
-		if heads, ok := s.permut[name]; ok && cols%t.Type.BlockSize() == 0 {
-			permuted = true
-			if raw, err = unpermuteRows(raw, rows, cols/t.Type.BlockSize()*t.Type.BlockBytes(), heads); err != nil {
-				return Weight{}, fmt.Errorf("(GGUF tensor %s) %w", gname, err)
-			}
-		}
 		q, err := quant.NewMatrix(t.Type, rows, cols, raw)
 		if err != nil {
 			return Weight{}, fmt.Errorf("(GGUF tensor %s) %w", gname, err)
 		}
-		// The products read the packed copy (where there is one): the file's pages of a view
-		// can go.
-		if q.Pack() && !permuted {
+		// llama.cpp quantized the rows after permuting them, each row on its own (a row is
+		// whole blocks): the matrix reads them in Hone's order from the file, no copy.
+		if heads, ok := s.permut[name]; ok {
+			order, err := unpermuteOrder(rows, heads)
+			if err == nil {
+				err = q.SetRowOrder(order)
+			}
+			if err != nil {
+				return Weight{}, fmt.Errorf("(GGUF tensor %s) %w", gname, err)
+			}
+		}
+		// The products read the packed copy (where there is one): the file's pages can go.
+		if q.Pack() {
 			s.f.DropPages(raw)
 		}
 		return Weight{Rows: rows, Cols: cols, Q: q}, nil
@@ -323,24 +323,35 @@ func (s *ggufSource) weight(name string, rows, cols int) (Weight, error) {
 	return Weight{Rows: rows, Cols: cols, F32: v}, nil
 }
 
-// unpermuteRows undoes llama.cpp's q/k row order: within each head of rows/heads rows, GGUF
-// row 2i+j is Hugging Face row j·(half)+i (j = 0, 1; half = rows/heads/2). A row is cols
-// elements of v (floats, or the bytes of a quantized row).
-func unpermuteRows[E any](v []E, rows, cols, heads int) ([]E, error) {
+// unpermuteOrder is llama.cpp's q/k row order undone: Hugging Face row r is GGUF row
+// order[r]. Within each head of rows/heads rows, GGUF row 2i+j is Hugging Face row
+// j·half+i (j = 0, 1; half = rows/heads/2).
+func unpermuteOrder(rows, heads int) ([]int32, error) {
 	if heads <= 0 || rows%(2*heads) != 0 {
 		return nil, fmt.Errorf("has %d rows, not a multiple of 2×%d heads", rows, heads)
 	}
 	hd := rows / heads
 	half := hd / 2
-	out := make([]E, len(v))
+	order := make([]int32, rows)
 	for h := 0; h < heads; h++ {
 		for i := 0; i < half; i++ {
 			for j := 0; j < 2; j++ {
-				src := (h*hd + 2*i + j) * cols
-				dst := (h*hd + j*half + i) * cols
-				copy(out[dst:dst+cols], v[src:src+cols])
+				order[h*hd+j*half+i] = int32(h*hd + 2*i + j)
 			}
 		}
+	}
+	return order, nil
+}
+
+// unpermuteRows is v (rows of cols elements) in the order of unpermuteOrder, a copy.
+func unpermuteRows(v []float32, rows, cols, heads int) ([]float32, error) {
+	order, err := unpermuteOrder(rows, heads)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, len(v))
+	for r, src := range order {
+		copy(out[r*cols:(r+1)*cols], v[int(src)*cols:(int(src)+1)*cols])
 	}
 	return out, nil
 }

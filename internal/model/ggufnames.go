@@ -83,20 +83,13 @@ func GGUFPermutedHeads(c *Config, hf string) int {
 // gives Llama's q/k projections (its RoPE rotates adjacent pairs, Hone's halves): within
 // each head, Hugging Face row j·half+i becomes row 2i+j.
 func PermuteRowsForGGUF(v []float32, rows, cols, heads int) ([]float32, error) {
-	if heads <= 0 || rows%(2*heads) != 0 || len(v) != rows*cols {
+	order, err := unpermuteOrder(rows, heads)
+	if err != nil || len(v) != rows*cols {
 		return nil, fmt.Errorf("model: %d rows are not a multiple of 2×%d heads", rows, heads)
 	}
-	hd := rows / heads
-	half := hd / 2
 	out := make([]float32, len(v))
-	for h := 0; h < heads; h++ {
-		for i := 0; i < half; i++ {
-			for j := 0; j < 2; j++ {
-				src := (h*hd + j*half + i) * cols
-				dst := (h*hd + 2*i + j) * cols
-				copy(out[dst:dst+cols], v[src:src+cols])
-			}
-		}
+	for r, dst := range order {
+		copy(out[int(dst)*cols:(int(dst)+1)*cols], v[r*cols:(r+1)*cols])
 	}
 	return out, nil
 }

@@ -10,14 +10,18 @@ import (
 )
 
 // Matrix is a Rows × Cols weight matrix in one of ggml's quantized block types, row-major:
-// row r is Data[r·RowBytes() : (r+1)·RowBytes()], Cols/BlockSize blocks of the type. Data may
-// be a view of a mapped GGUF file; a Matrix never writes to it.
+// row r is Data[s·RowBytes() : (s+1)·RowBytes()], Cols/BlockSize blocks of the type, where
+// s is r, or order[r] for a matrix whose rows are stored in another order (SetRowOrder);
+// RowData, Row and the products honour that order, so a matrix is sliced into rows of Data
+// only when it has none. Data may be a view of a mapped GGUF file; a Matrix never writes to
+// it.
 type Matrix struct {
 	Type       gguf.TensorType
 	Rows, Cols int
 	Data       []byte
 
-	packed *packedMem // Data in the packed layout (Pack), nil if not packed
+	order  []int32    // row r is stored as row order[r] of Data; nil: in order
+	packed *packedMem // the rows in the packed layout (Pack), nil if not packed
 }
 
 // Supported reports whether t is one of the types a Matrix holds: Q8_0, Q4_0, Q4_1, Q5_0,
@@ -53,9 +57,35 @@ func NewMatrix(t gguf.TensorType, rows, cols int, data []byte) (*Matrix, error) 
 // RowBytes is the size of one row.
 func (m *Matrix) RowBytes() int { return m.Cols / m.Type.BlockSize() * m.Type.BlockBytes() }
 
+// SetRowOrder makes row r of the matrix row order[r] of Data (order a permutation of the
+// Rows rows), so that a matrix stored with its rows reordered needs no copy in order. It is
+// set before Pack (the packed copy holds the rows in order).
+func (m *Matrix) SetRowOrder(order []int32) error {
+	if m.packed != nil {
+		return fmt.Errorf("quant: SetRowOrder on a packed matrix")
+	}
+	if len(order) != m.Rows {
+		return fmt.Errorf("quant: row order of %d rows for a %d-row matrix", len(order), m.Rows)
+	}
+	seen := make([]bool, m.Rows)
+	for r, s := range order {
+		if s < 0 || int(s) >= m.Rows || seen[s] {
+			return fmt.Errorf("quant: row order of a %d-row matrix: row %d is %d (not a permutation)", m.Rows, r, s)
+		}
+		seen[s] = true
+	}
+	m.order = order
+	return nil
+}
+
 // RowData is row r's blocks (a view of Data).
-func (m *Matrix) RowData(r int) []byte {
-	n := m.RowBytes()
+func (m *Matrix) RowData(r int) []byte { return m.row(r, m.RowBytes()) }
+
+// row is RowData(r) for n = RowBytes().
+func (m *Matrix) row(r, n int) []byte {
+	if m.order != nil {
+		r = int(m.order[r])
+	}
 	return m.Data[r*n : (r+1)*n : (r+1)*n]
 }
 
@@ -367,7 +397,7 @@ func (w *work) run(ti int) {
 	for i0 := 0; i0 < w.rows; i0 += xTile {
 		i1 := min(i0+xTile, w.rows)
 		for r := t.r0; r < t.r1; r++ {
-			row := m.Data[r*n : (r+1)*n]
+			row := m.row(r, n)
 			col := t.off + r
 			i := i0
 			// Four activation rows at a time against the weight row.

@@ -69,9 +69,10 @@ func packedOffset(t gguf.TensorType) float32 {
 
 // Pack makes the copy of the matrix in the packed layout that MatMulT and MatMulTMany then
 // multiply with (AVX-512 VNNI CPUs, types Q8_0, Q4_0, Q4_1, Q5_0, Q4_K and Q6_K, Rows a
-// multiple of 16; elsewhere it does nothing) and reports whether it did. Data stays as it was (Row and the other
-// paths read it), so the caller may drop the pages of a mapped file behind it: the
-// products no longer touch them.
+// multiple of 16; elsewhere it does nothing) and reports whether it did. The copy holds the
+// rows in order (SetRowOrder's, if set). Data stays as it was (Row and the other paths read
+// it), so the caller may drop the pages of a mapped file behind it: the products no longer
+// touch them.
 func (m *Matrix) Pack() bool {
 	if !packedKernelsInUse || !packable(m.Type) || m.Rows%packRows != 0 || m.packed != nil {
 		return m.packed != nil
