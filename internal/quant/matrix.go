@@ -92,10 +92,15 @@ func (m *Matrix) row(r, n int) []byte {
 // Bytes is the memory the matrix holds.
 func (m *Matrix) Bytes() int64 { return int64(len(m.Data)) }
 
-// Row dequantizes row r into out[:Cols] (an embedding lookup).
+// Row dequantizes row r into out[:Cols] (an embedding lookup), from the packed copy if there
+// is one (Pack).
 func (m *Matrix) Row(out []float32, r int) {
 	if r < 0 || r >= m.Rows {
 		panic(fmt.Sprintf("quant: row %d of a %d-row matrix", r, m.Rows))
+	}
+	if m.packed != nil {
+		m.packedRow(out[:m.Cols], r)
+		return
 	}
 	if err := gguf.DequantizeTo(out[:m.Cols], m.Type, m.RowData(r)); err != nil {
 		panic("quant: " + err.Error()) // NewMatrix checked the sizes

@@ -34,7 +34,7 @@ func goKernels(t *testing.T) {
 // TestRowOrder: a matrix over rows stored in another order (SetRowOrder) has the rows,
 // products (by the row and multi-row kernels, the packed ones, dequantized tiles) and
 // backward products of the matrix whose rows were copied into order, bit for bit, with the
-// kernels in use and with the Go ones.
+// kernels in use and with the Go ones; its packed copy's rows (Row) are those too.
 func TestRowOrder(t *testing.T) {
 	for _, kernels := range []string{"in use", "go"} {
 		t.Run(kernels, func(t *testing.T) {
@@ -83,6 +83,13 @@ func testRowOrder(t *testing.T) {
 			pm, pc := *m, *c
 			if pm.Pack() != pc.Pack() {
 				t.Fatalf("%s: one of the two packed", name)
+			}
+			for i := range rows {
+				pm.Row(got, i) // from the packed copy, if there is one
+				c.Row(want, i)
+				if !slices.Equal(got, want) {
+					t.Fatalf("%s: row %d of the packed copy differs", name, i)
+				}
 			}
 			for _, g := range []int{0, 1} {
 				GEMMRows = g

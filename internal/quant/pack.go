@@ -70,9 +70,9 @@ func packedOffset(t gguf.TensorType) float32 {
 // Pack makes the copy of the matrix in the packed layout that MatMulT and MatMulTMany then
 // multiply with (AVX-512 VNNI CPUs, types Q8_0, Q4_0, Q4_1, Q5_0, Q4_K and Q6_K, Rows a
 // multiple of 16; elsewhere it does nothing) and reports whether it did. The copy holds the
-// rows in order (SetRowOrder's, if set). Data stays as it was (Row and the other paths read
-// it), so the caller may drop the pages of a mapped file behind it: the products no longer
-// touch them.
+// rows in order (SetRowOrder's, if set). Data stays as it was, but the products and Row
+// read the copy, so the caller may drop the pages of a mapped file behind it: they are no
+// longer touched.
 func (m *Matrix) Pack() bool {
 	if !packedKernelsInUse || !packable(m.Type) || m.Rows%packRows != 0 || m.packed != nil {
 		return m.packed != nil
@@ -166,6 +166,34 @@ func packMatrix(m *Matrix) *packedMem {
 		}
 	}
 	return p
+}
+
+// packedRow is Row from the packed copy: row r's values, as DequantizeTo gives them from its
+// blocks (the same operations on the same scales).
+func (m *Matrix) packedRow(out []float32, r int) {
+	t, nb, bb, sb := m.Type, m.Cols/32, packedBlockBytes(m.Type), packedScaleBytes(m.Type)
+	g, rr := r/packRows, r%packRows
+	for b := range nb {
+		blk := m.packed.b[(g*nb+b)*bb : (g*nb+b+1)*bb]
+		vals, x := blk[sb:], out[32*b:32*b+32]
+		switch t {
+		case gguf.Q4_1, gguf.Q4_K:
+			a, c := packedScales(t, blk, rr)
+			for j := range x {
+				x[j] = float32(a*float32(packedValue(t, vals, rr, j))) + c
+			}
+		case gguf.Q6_K:
+			a := [2]float32{math.Float32frombits(le.Uint32(blk[4*rr:])), math.Float32frombits(le.Uint32(blk[64+4*rr:]))}
+			for j := range x {
+				x[j] = a[j/16] * float32(packedValue(t, vals, rr, j)-32)
+			}
+		default: // Q8_0, Q4_0, Q5_0: d·(u − o)
+			d, o := f16(blk[2*rr:]), int32(packedOffset(t))
+			for j := range x {
+				x[j] = d * float32(packedValue(t, vals, rr, j)-o)
+			}
+		}
+	}
 }
 
 // packedScaleBytes is the size of a packed block's scales (before its values).
