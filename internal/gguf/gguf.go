@@ -131,6 +131,8 @@ func Open(path string) (*File, error) {
 		return nil, err
 	}
 	f.mapped = true
+	// The header was parsed into copies (Metadata, Tensors): its pages are not read again.
+	dropPages(data[:f.dataStart])
 	return f, nil
 }
 

@@ -311,6 +311,9 @@ func (s *ggufSource) weight(name string, rows, cols int) (Weight, error) {
 	if err != nil {
 		return Weight{}, fmt.Errorf("(GGUF tensor %s, type %s) cannot be loaded: %w", gname, t.Type, err)
 	}
+	if raw, err := s.f.Tensor(gname); err == nil {
+		s.f.DropPages(raw) // v is a copy
+	}
 	if heads, ok := s.permut[name]; ok {
 		pr, pc := rows, cols
 		if rows == 1 { // a bias: its elements are the rows
