@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -103,6 +104,9 @@ func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout
 	if err := s.loadModels(ctx); err != nil {
 		return nil, err
 	}
+	// Loading left garbage (parsed metadata, the tokenizers' JSON, packing scratch) that would
+	// set the collector's first goals: collect it and return its pages before serving.
+	debug.FreeOSMemory()
 	if s.queue, err = jobs.Open(ctx, s.db); err != nil {
 		return nil, err
 	}

@@ -400,6 +400,9 @@ func LoadGGUF(path string, opts LoadOptions) (*Model, error) {
 		return nil, err
 	}
 	m.Dir = path
+	// The model keeps the file mapped for the tensors it views but reads no more metadata:
+	// its strings (the vocabulary and merges, megabytes) need not stay on the heap.
+	f.Metadata = nil
 	if os.Getenv("HONE_BF16_PREFILL") != "0" {
 		m.BF16MinRows = 1
 	}
