@@ -5,7 +5,7 @@
 #   scripts/serve-rss/run.sh BIN MODEL_DIR [CONCURRENT] [MAX_TOKENS] [-- extra serve flags]
 #
 # Example (the figures in docs/performance.md):
-#   go build -o /tmp/hone ./cmd/hone
+#   CGO_ENABLED=0 go build -trimpath -o /tmp/hone ./cmd/hone   # as the Makefile builds it
 #   /tmp/hone models synth --preset smollm2-135m --out /tmp/smol
 #   scripts/serve-rss/run.sh /tmp/hone /tmp/smol 8 128
 set -euo pipefail
