@@ -248,6 +248,16 @@ func packBPanel(im *impl, dst []float32, p *problem, j0, w, p0, kc int) {
 	}
 }
 
+// packBPanel16 is packBPanel for a non-transposed 16-bit B, packed as 16-bit values.
+func packBPanel16(dst []uint16, p *problem, j0, w, p0, kc int) {
+	for q := 0; q < kc; q++ {
+		d := dst[q*panelW : q*panelW+panelW]
+		off := (p0+q)*p.ldb + j0
+		copy(d, p.b16[off:off+w])
+		clear(d[w:])
+	}
+}
+
 // bPtr returns a pointer to element off of the stored B.
 func (p *problem) bPtr(off int) unsafe.Pointer {
 	if p.bKind == kindF32 {
@@ -325,6 +335,14 @@ func runBlocked(im *impl, p *problem, nt int) {
 	bbuf := bufPool.Get().(*floatBuf)
 	defer bufPool.Put(bbuf)
 	bpack := bbuf.aligned(k * nc0)
+	// A non-transposed 16-bit B is copied into 16-bit panels (the kernels widen it, as they
+	// do prepacked ones): no conversion, and half the bytes to pack and read.
+	bKind := kindF32
+	var bpack16 []uint16
+	if !p.transB && p.bKind != kindF32 {
+		bKind, bpack16 = p.bKind, unsafe.Slice((*uint16)(unsafe.Pointer(&bpack[0])), len(bpack))
+	}
+	bBase, esz := unsafe.Pointer(&bpack[0]), bKind.size()
 
 	// Split C among tasks: by rows when there are enough, else by columns too.
 	tm, tn := grid(m, (n+panelW-1)/panelW, mr, mc, nt)
@@ -343,6 +361,10 @@ func runBlocked(im *impl, p *problem, nt int) {
 				pc, q := u/panels*kc0, u%panels
 				kc := min(kc0, k-pc)
 				j := q * panelW
+				if bpack16 != nil {
+					packBPanel16(bpack16[pc*ncp+q*kc*panelW:], p, jc+j, min(panelW, nc-j), pc, kc)
+					continue
+				}
 				packBPanel(im, bpack[pc*ncp+q*kc*panelW:], p, jc+j, min(panelW, nc-j), pc, kc)
 			}
 		})
@@ -361,8 +383,8 @@ func runBlocked(im *impl, p *problem, nt int) {
 				mcc := min(mc, i1-ic)
 				for pc := 0; pc < k; pc += kc0 {
 					kc := min(kc0, k-pc)
-					src := &bSource{kind: kindF32, panelStride: kc * panelW, ldb: panelW,
-						base: unsafe.Pointer(&bpack[pc*ncp+q0*kc*panelW])}
+					src := &bSource{kind: bKind, panelStride: kc * panelW, ldb: panelW,
+						base: unsafe.Add(bBase, uintptr(pc*ncp+q0*kc*panelW)*esz)}
 					packA(im, ap, p, ic, mcc, pc, kc)
 					macro(im, mcc, j1-j0, kc, ap, src, p.c[ic*p.ldc+j0:], p.ldc, &abuf.tile)
 				}

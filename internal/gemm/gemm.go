@@ -2,7 +2,8 @@
 //
 // Matrices are row-major. Sgemm computes C = alpha*op(A)*op(B) + beta*C on f32 operands;
 // GemmHalfB does the same with a B operand (typically weights) stored as bf16 or f16 bit
-// patterns, widened to f32 while packing so that weights stay 16-bit in memory. PackB
+// patterns, widened to f32 by the kernels (or, for a transposed B, while packing) so that
+// weights stay 16-bit in memory. PackB
 // prepacks a B operand once (for weights used by many calls) and GemmPacked multiplies by it.
 //
 // On amd64 the micro-kernels are Go assembly (AVX-512 or AVX2+FMA, chosen at run time from
@@ -54,7 +55,8 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	})
 }
 
-// GemmHalfB is Sgemm with B stored as bf16 or f16 bit patterns (widened to f32 while packing).
+// GemmHalfB is Sgemm with B stored as bf16 or f16 bit patterns, widened to f32 by the kernels
+// (a transposed B, packed from many rows, is widened while packing).
 func GemmHalfB(h Half, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 	b []uint16, ldb int, beta float32, c []float32, ldc int) {
 	kind := halfKind(h, "GemmHalfB")

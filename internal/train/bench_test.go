@@ -106,7 +106,7 @@ func BenchmarkSFTStep(b *testing.B) {
 			plan := &SFTPlan{Batches: [][]Packed{{pk}}, cfg: SFTConfig{LearningRates: []float64{1e-4}, MaxGradNorm: 1}}
 			var o *AdamW
 			b.ResetTimer()
-			start := time.Now()
+			start, cpu0 := time.Now(), cpuSeconds()
 			for i := 0; i < b.N; i++ {
 				var err error
 				if o, err = RunSFT(b.Context(), e, plan, o, nil); err != nil {
@@ -114,6 +114,9 @@ func BenchmarkSFTStep(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(512*b.N)/time.Since(start).Seconds(), "tokens/s")
+			// CPU time per step (all threads): on a machine shared with other work it moves
+			// less than the wall-clock rate does.
+			b.ReportMetric((cpuSeconds()-cpu0)/float64(b.N), "cpu-s/step")
 			b.ReportMetric(peakRSSMB(), "peak-RSS-MB")
 		})
 	}
