@@ -20,11 +20,19 @@ var avx512Micro = [3][]microFn{
 	{microAVX512F16R1, microAVX512F16R2, microAVX512F16R3, microAVX512F16R4, microAVX512F16R5, microAVX512F16R6, microAVX512F16R7, microAVX512F16R8, microAVX512F16R9, microAVX512F16R10, microAVX512F16R11, microAVX512F16R12, microAVX512F16R13, microAVX512F16R14},
 }
 
-// avx512Stream: the micro-kernels of decode (1..streamMR rows).
+// avx512Stream: the micro-kernels of decode (1..streamMR rows), without software
+// prefetch (the same kernels as avx512Micro's).
 var avx512Stream = [3][]microFn{
 	{microAVX512F32R1, microAVX512F32R2, microAVX512F32R3, microAVX512F32R4},
 	{microAVX512BF16R1, microAVX512BF16R2, microAVX512BF16R3, microAVX512BF16R4},
 	{microAVX512F16R1, microAVX512F16R2, microAVX512F16R3, microAVX512F16R4},
+}
+
+// avx512StreamPF: avx512Stream prefetching B streamPF bytes ahead.
+var avx512StreamPF = [3][]microFn{
+	{streamPFAVX512F32R1, streamPFAVX512F32R2, streamPFAVX512F32R3, streamPFAVX512F32R4},
+	{streamPFAVX512BF16R1, streamPFAVX512BF16R2, streamPFAVX512BF16R3, streamPFAVX512BF16R4},
+	{streamPFAVX512F16R1, streamPFAVX512F16R2, streamPFAVX512F16R3, streamPFAVX512F16R4},
 }
 
 var avx2Micro = [3][]microFn{
@@ -53,6 +61,9 @@ var avx512PairMicro = []pairFn{microPairAVX512R1, microPairAVX512R2, microPairAV
 
 // avx512PairStream: the pair kernels of decode (1..streamMR rows).
 var avx512PairStream = []pairFn{streamPairAVX512R1, streamPairAVX512R2, streamPairAVX512R3, streamPairAVX512R4}
+
+// avx512PairStreamPF: avx512PairStream prefetching B streamPF bytes ahead.
+var avx512PairStreamPF = []pairFn{streamPFPairAVX512R1, streamPFPairAVX512R2, streamPFPairAVX512R3, streamPFPairAVX512R4}
 
 //go:noescape
 func microAVX512F32R1(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
@@ -179,6 +190,42 @@ func microAVX512F16R13(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32
 
 //go:noescape
 func microAVX512F16R14(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFAVX512F32R1(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFAVX512F32R2(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFAVX512F32R3(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFAVX512F32R4(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFAVX512BF16R1(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFAVX512BF16R2(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFAVX512BF16R3(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFAVX512BF16R4(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFAVX512F16R1(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFAVX512F16R2(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFAVX512F16R3(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFAVX512F16R4(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
 
 //go:noescape
 func microAVX2F32R1(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
@@ -386,6 +433,18 @@ func streamPairAVX512R3(kp int, a *uint32, b *uint16, c *float32, ldc int)
 
 //go:noescape
 func streamPairAVX512R4(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func streamPFPairAVX512R1(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func streamPFPairAVX512R2(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func streamPFPairAVX512R3(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func streamPFPairAVX512R4(kp int, a *uint32, b *uint16, c *float32, ldc int)
 
 //go:noescape
 func packRowBF16AVX512(n int, src *float32, dst *uint32, alpha float32)

@@ -3,6 +3,8 @@
 package gemm
 
 import (
+	"encoding/binary"
+	"os"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -29,14 +31,18 @@ func registerNative() {
 			im.dot[kind] = avx512Dot[kind]
 			im.packT[kind] = packTWhole(avx512PackT[kind], elemKind(kind), 16)
 		}
+		stream, pairStream := avx512Stream, avx512PairStream
+		if decodePrefetch(vendor()) {
+			stream, pairStream = avx512StreamPF, avx512PairStreamPF
+		}
 		if cpu.X86.HasAVX512BF16 {
 			im.pair = avx512PairMicro
-			im.pairStream = avx512PairStream
+			im.pairStream = pairStream
 			im.packRow = packRowBF16AVX512
 		}
 		st := *im
 		for kind := range 3 {
-			st.microRows[kind] = avx512Stream[kind]
+			st.microRows[kind] = stream[kind]
 		}
 		im.streamIm = &st
 		if amxAvailable() {
@@ -58,6 +64,39 @@ func registerNative() {
 		}
 		register(im)
 	}
+}
+
+// cpuVendor returns CPUID leaf 0's vendor string registers.
+//
+//go:noescape
+func cpuVendor() (ebx, edx, ecx uint32)
+
+// vendor is the CPU's vendor string ("GenuineIntel", "AuthenticAMD", ...).
+func vendor() string {
+	var b [12]byte
+	ebx, edx, ecx := cpuVendor()
+	binary.LittleEndian.PutUint32(b[0:], ebx)
+	binary.LittleEndian.PutUint32(b[4:], edx)
+	binary.LittleEndian.PutUint32(b[8:], ecx)
+	return string(b[:])
+}
+
+// decodePrefetch reports whether the streaming kernels of decode (weights read from memory
+// once) prefetch their weights in software (avx512StreamPF) rather than leave it to the
+// hardware prefetcher. Which is faster was measured per CPU family, as
+// BenchmarkDecodeBandwidth (docs/performance.md, "Decode bandwidth"): on Intel's Xeons
+// (Sapphire Rapids class) prefetching 4 KiB ahead read the weights 1.1–1.3× faster; on
+// AMD's Zen 4 every prefetch distance measured slower. A memory-bound measurement at start-up
+// would need a buffer larger than the last-level cache (hundreds of MB on a server), so the
+// choice follows those measurements by vendor; HONE_DECODE_PREFETCH=on|off overrides it.
+func decodePrefetch(vendor string) bool {
+	switch os.Getenv("HONE_DECODE_PREFETCH") {
+	case "on":
+		return true
+	case "off":
+		return false
+	}
+	return vendor == "GenuineIntel"
 }
 
 // packTWhole wraps a transposing pack kernel (kc a multiple of vec) with a scalar tail.

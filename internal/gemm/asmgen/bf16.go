@@ -133,6 +133,12 @@ func pairKernels() string {
 	s += "}\n\n// avx512PairStream: the pair kernels of decode (1..streamMR rows).\nvar avx512PairStream = []pairFn{"
 	for rows := 1; rows <= streamMR; rows++ {
 		name := fmt.Sprintf("streamPairAVX512R%d", rows)
+		microPairAVX512PF(name, rows, true, 0)
+		s += name + ", "
+	}
+	s += "}\n\n// avx512PairStreamPF: avx512PairStream prefetching B streamPF bytes ahead.\nvar avx512PairStreamPF = []pairFn{"
+	for rows := 1; rows <= streamMR; rows++ {
+		name := fmt.Sprintf("streamPFPairAVX512R%d", rows)
 		microPairAVX512PF(name, rows, true, streamPF)
 		s += name + ", "
 	}

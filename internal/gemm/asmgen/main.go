@@ -40,13 +40,15 @@ const (
 	avx512DotMR = 6
 	avx2DotMR   = 3
 	panelW      = 32
-	// streamMR is the most rows the streaming kernels of decode take; streamPF their software
-	// prefetch distance in bytes, 0 for none. Prefetching every line of B 1, 2, 4 or 8 KiB
-	// ahead (PREFETCHT0) was measured no faster, mostly slower (by up to 40% at 1–2 KiB), than
-	// the hardware prefetcher alone on the AMD EPYC (Zen 4) development VM
-	// (BenchmarkDecodeBandwidth, 2026-11-25), so the streaming kernels do not prefetch.
+	// streamMR is the most rows the streaming kernels of decode take. They come in two sets:
+	// without software prefetch, and prefetching every line of B streamPF bytes ahead
+	// (PREFETCHT0); package gemm picks one per CPU (decodePrefetch). Prefetching 1, 2, 4 or
+	// 8 KiB ahead was measured no faster, mostly slower (by up to 40% at 1–2 KiB), than the
+	// hardware prefetcher alone on an AMD EPYC (Zen 4) (BenchmarkDecodeBandwidth,
+	// 2026-11-25); on an Intel Xeon (Sapphire Rapids class) 4 KiB was the fastest distance,
+	// 1.1–1.3× the kernels without (2026-11-27; docs/performance.md).
 	streamMR = 4
-	streamPF = 0
+	streamPF = 4096
 )
 
 // decl collects the Go declarations of the generated functions.
@@ -91,15 +93,20 @@ func main() {
 		}
 		tables.WriteString("},\n")
 	}
-	tables.WriteString("}\n\n// avx512Stream: the micro-kernels of decode (1..streamMR rows).\nvar avx512Stream = [3][]microFn{\n")
+	tables.WriteString("}\n\n// avx512Stream: the micro-kernels of decode (1..streamMR rows), without software\n// prefetch (the same kernels as avx512Micro's).\nvar avx512Stream = [3][]microFn{\n")
 	for kind := range kindNames {
 		tables.WriteString("\t{")
 		for rows := 1; rows <= streamMR; rows++ {
-			name := fmt.Sprintf("microAVX512%sR%d", kindNames[kind], rows) // no prefetch: the same kernels
-			if streamPF > 0 {
-				name = fmt.Sprintf("streamAVX512%sR%d", kindNames[kind], rows)
-				microAVX512PF(name, kind, rows, streamPF)
-			}
+			fmt.Fprintf(&tables, "microAVX512%sR%d, ", kindNames[kind], rows)
+		}
+		tables.WriteString("},\n")
+	}
+	tables.WriteString("}\n\n// avx512StreamPF: avx512Stream prefetching B streamPF bytes ahead.\nvar avx512StreamPF = [3][]microFn{\n")
+	for kind := range kindNames {
+		tables.WriteString("\t{")
+		for rows := 1; rows <= streamMR; rows++ {
+			name := fmt.Sprintf("streamPFAVX512%sR%d", kindNames[kind], rows)
+			microAVX512PF(name, kind, rows, streamPF)
 			fmt.Fprintf(&tables, "%s, ", name)
 		}
 		tables.WriteString("},\n")
