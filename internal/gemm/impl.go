@@ -119,3 +119,13 @@ func SetImpl(name string) error {
 	}
 	return fmt.Errorf("gemm: implementation %q not available here (have %v)", name, Impls())
 }
+
+// decodePF: the AVX-512 streaming kernels of decode prefetch their weights in software (set
+// by registerNative; see decodePrefetch).
+var decodePF bool
+
+// DecodePrefetch reports whether decode's products (weights read from memory once) are
+// faster on this CPU with software prefetch of the weights than with the hardware
+// prefetcher alone, as gemm's streaming kernels do; package quant follows it for its
+// one-row kernels.
+func DecodePrefetch() bool { return decodePF }

@@ -32,7 +32,7 @@ func registerNative() {
 			im.packT[kind] = packTWhole(avx512PackT[kind], elemKind(kind), 16)
 		}
 		stream, pairStream := avx512Stream, avx512PairStream
-		if decodePrefetch(vendor()) {
+		if decodePF = decodePrefetch(vendor()); decodePF {
 			stream, pairStream = avx512StreamPF, avx512PairStreamPF
 		}
 		if cpu.X86.HasAVX512BF16 {

@@ -2,13 +2,21 @@
 
 package quant
 
-import "github.com/honeai/hone/internal/gguf"
+import (
+	"github.com/honeai/hone/internal/gemm"
+	"github.com/honeai/hone/internal/gguf"
+)
 
 func init() {
 	if asmVNNI {
 		packedKernel, packedKernelsInUse = packed16AVX512, true
+		prefetchX1 = gemm.DecodePrefetch()
 	}
 }
+
+// prefetchX1: the one-row kernels (decode) are the ones that prefetch the weights in
+// software (gemm.DecodePrefetch).
+var prefetchX1 bool
 
 // packed16AVX512 is packed16Go by the assembly kernels, behind a check of the slices'
 // lengths (the assembly reads len(d)/n blocks without bounds checks).
@@ -23,26 +31,38 @@ func packed16AVX512(t gguf.TensorType, w []byte, q []int8, d, s []float32, n int
 	switch {
 	case t == gguf.Q8_0 && n == 4:
 		packed16Q8_0x4AVX512(w, q, d, s, (*[64]float32)(out))
+	case t == gguf.Q8_0 && prefetchX1:
+		packed16Q8_0x1PFAVX512(w, q, d, s, (*[16]float32)(out))
 	case t == gguf.Q8_0:
 		packed16Q8_0x1AVX512(w, q, d, s, (*[16]float32)(out))
 	case t == gguf.Q5_0 && n == 4:
 		packed16Q5_0x4AVX512(w, q, d, s, (*[64]float32)(out))
+	case t == gguf.Q5_0 && prefetchX1:
+		packed16Q5_0x1PFAVX512(w, q, d, s, (*[16]float32)(out))
 	case t == gguf.Q5_0:
 		packed16Q5_0x1AVX512(w, q, d, s, (*[16]float32)(out))
 	case t == gguf.Q4_K && n == 4:
 		packed16Q4_Kx4AVX512(w, q, d, s, (*[64]float32)(out))
+	case t == gguf.Q4_K && prefetchX1:
+		packed16Q4_Kx1PFAVX512(w, q, d, s, (*[16]float32)(out))
 	case t == gguf.Q4_K:
 		packed16Q4_Kx1AVX512(w, q, d, s, (*[16]float32)(out))
 	case t == gguf.Q4_0 && n == 4:
 		packed16Q4_0x4AVX512(w, q, d, s, (*[64]float32)(out))
+	case t == gguf.Q4_0 && prefetchX1:
+		packed16Q4_0x1PFAVX512(w, q, d, s, (*[16]float32)(out))
 	case t == gguf.Q4_0:
 		packed16Q4_0x1AVX512(w, q, d, s, (*[16]float32)(out))
 	case t == gguf.Q4_1 && n == 4:
 		packed16Q4_1x4AVX512(w, q, d, s, (*[64]float32)(out))
+	case t == gguf.Q4_1 && prefetchX1:
+		packed16Q4_1x1PFAVX512(w, q, d, s, (*[16]float32)(out))
 	case t == gguf.Q4_1:
 		packed16Q4_1x1AVX512(w, q, d, s, (*[16]float32)(out))
 	case t == gguf.Q6_K && n == 4:
 		packed16Q6_Kx4AVX512(w, q, d, s, (*[64]float32)(out))
+	case t == gguf.Q6_K && prefetchX1:
+		packed16Q6_Kx1PFAVX512(w, q, d, s, (*[16]float32)(out))
 	case t == gguf.Q6_K:
 		packed16Q6_Kx1AVX512(w, q, d, s, (*[16]float32)(out))
 	default:
@@ -85,3 +105,21 @@ func packed16Q4_1x4AVX512(w []byte, q []int8, d, s []float32, out *[64]float32)
 
 //go:noescape
 func packed16Q4_1x1AVX512(w []byte, q []int8, d, s []float32, out *[16]float32)
+
+//go:noescape
+func packed16Q8_0x1PFAVX512(w []byte, q []int8, d, s []float32, out *[16]float32)
+
+//go:noescape
+func packed16Q5_0x1PFAVX512(w []byte, q []int8, d, s []float32, out *[16]float32)
+
+//go:noescape
+func packed16Q4_Kx1PFAVX512(w []byte, q []int8, d, s []float32, out *[16]float32)
+
+//go:noescape
+func packed16Q4_0x1PFAVX512(w []byte, q []int8, d, s []float32, out *[16]float32)
+
+//go:noescape
+func packed16Q4_1x1PFAVX512(w []byte, q []int8, d, s []float32, out *[16]float32)
+
+//go:noescape
+func packed16Q6_Kx1PFAVX512(w []byte, q []int8, d, s []float32, out *[16]float32)

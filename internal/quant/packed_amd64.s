@@ -418,3 +418,147 @@ pk41x1_done:
 	VMOVUPS Z16, (DI)
 	VZEROUPPER
 	RET
+
+// Decode's kernels (one activation row, weights read from memory once) that prefetch the
+// weights 4 KiB ahead (every line of a block's bytes, PKPFn: n lines), picked where
+// gemm.DecodePrefetch says software prefetch is faster on this CPU. Otherwise the same
+// instructions as the x1 kernels above.
+#define PKPF5 \
+	PREFETCHT0 4096(AX); \
+	PREFETCHT0 4160(AX); \
+	PREFETCHT0 4224(AX); \
+	PREFETCHT0 4288(AX); \
+	PREFETCHT0 4352(AX)
+
+#define PKPF6 \
+	PKPF5;               \
+	PREFETCHT0 4416(AX)
+
+#define PKPF9 \
+	PKPF6;               \
+	PREFETCHT0 4480(AX); \
+	PREFETCHT0 4544(AX); \
+	PREFETCHT0 4608(AX)
+
+#define PKPF10 \
+	PKPF9;               \
+	PREFETCHT0 4672(AX)
+
+// func packed16Q8_0x1PFAVX512(w []byte, q []int8, d, s []float32, out *[16]float32)
+TEXT ·packed16Q8_0x1PFAVX512(SB), NOSPLIT, $0-104
+	PKSTART(pkm128<>)
+	TESTQ CX, CX
+	JZ    pk80x1pf_done
+
+pk80x1pf_loop:
+	PKPF9
+	PKSCALES
+	PKQ80
+	PKROW(R9*1, R9*1, Z8, Z9, Z16)
+	PKNEXT(544)
+	JNZ pk80x1pf_loop
+
+pk80x1pf_done:
+	VMOVUPS Z16, (DI)
+	VZEROUPPER
+	RET
+
+// func packed16Q5_0x1PFAVX512(w []byte, q []int8, d, s []float32, out *[16]float32)
+TEXT ·packed16Q5_0x1PFAVX512(SB), NOSPLIT, $0-104
+	PKSTART(pkm16<>)
+	VPBROADCASTD pk0F<>(SB), Z30
+	VPBROADCASTD pk10<>(SB), Z29
+	TESTQ CX, CX
+	JZ    pk50x1pf_done
+
+pk50x1pf_loop:
+	PKPF6
+	PKSCALES
+	PKQ50
+	PKROW(R9*1, R9*1, Z8, Z9, Z16)
+	PKNEXT(352)
+	JNZ pk50x1pf_loop
+
+pk50x1pf_done:
+	VMOVUPS Z16, (DI)
+	VZEROUPPER
+	RET
+
+// func packed16Q4_Kx1PFAVX512(w []byte, q []int8, d, s []float32, out *[16]float32)
+TEXT ·packed16Q4_Kx1PFAVX512(SB), NOSPLIT, $0-104
+	PKSTART(pkm16<>)
+	VPBROADCASTD pk0F<>(SB), Z30
+	TESTQ CX, CX
+	JZ    pk4kx1pf_done
+
+pk4kx1pf_loop:
+	PKPF6
+	PKSCALESK
+	PKQ4K
+	PKROW(R9*1, R9*1, Z8, Z9, Z16)
+	PKNEXT(384)
+	JNZ pk4kx1pf_loop
+
+pk4kx1pf_done:
+	VMOVUPS Z16, (DI)
+	VZEROUPPER
+	RET
+
+// func packed16Q6_Kx1PFAVX512(w []byte, q []int8, d, s []float32, out *[16]float32)
+TEXT ·packed16Q6_Kx1PFAVX512(SB), NOSPLIT, $0-104
+	PKSTART(pkm32<>)
+	TESTQ CX, CX
+	JZ    pk6kx1pf_done
+
+pk6kx1pf_loop:
+	PKPF10
+	PKSCALES6
+	PKQ6K
+	PKROW6(R9*1, R9*1, R9*1, Z8, Z9, Z16)
+	PKNEXT6
+	JNZ pk6kx1pf_loop
+
+pk6kx1pf_done:
+	VMOVUPS Z16, (DI)
+	VZEROUPPER
+	RET
+
+// func packed16Q4_0x1PFAVX512(w []byte, q []int8, d, s []float32, out *[16]float32)
+TEXT ·packed16Q4_0x1PFAVX512(SB), NOSPLIT, $0-104
+	PKSTART(pkm8<>)
+	VPBROADCASTD pk0F<>(SB), Z30
+	TESTQ CX, CX
+	JZ    pk40x1pf_done
+
+pk40x1pf_loop:
+	PKPF5
+	PKSCALES
+	PKQ4(32)
+	PKROW(R9*1, R9*1, Z8, Z9, Z16)
+	PKNEXT(288)
+	JNZ pk40x1pf_loop
+
+pk40x1pf_done:
+	VMOVUPS Z16, (DI)
+	VZEROUPPER
+	RET
+
+// func packed16Q4_1x1PFAVX512(w []byte, q []int8, d, s []float32, out *[16]float32)
+TEXT ·packed16Q4_1x1PFAVX512(SB), NOSPLIT, $0-104
+	PKSTART(pkm8<>)
+	VPBROADCASTD pk0F<>(SB), Z30
+	TESTQ CX, CX
+	JZ    pk41x1pf_done
+
+pk41x1pf_loop:
+	PKPF5
+	PKSCALES41
+	PKQ4(64)
+	PKROW(R9*1, R9*1, Z8, Z9, Z16)
+	PKNEXT(320)
+	JNZ pk41x1pf_loop
+
+pk41x1pf_done:
+	VMOVUPS Z16, (DI)
+	VZEROUPPER
+	RET
