@@ -10,7 +10,6 @@ import (
 	"github.com/honeai/hone/internal/gemm"
 	"github.com/honeai/hone/internal/gguf"
 	"github.com/honeai/hone/internal/kernels"
-	"github.com/honeai/hone/internal/quant"
 )
 
 // Qwen3-MoE (Qwen3MoeForCausalLM): Qwen3's attention (per-head q/k norms) with, on its sparse
@@ -397,7 +396,7 @@ func (ld *loader) moeLayer(p string, c *Config) (*MoELayer, error) {
 
 // experts loads a merged E × rows × cols tensor as E weights, each a view of its expert's
 // slice (a quantized tensor's experts are whole rows of blocks: per-expert quant.Matrix
-// views of the file).
+// views of the file and of its packed copy, quant.Matrix.RowsView).
 func (ld *loader) experts(name string, E, rows, cols int) ([]Weight, error) {
 	if err := ld.tensor(name, E, rows, cols); err != nil {
 		return nil, err
@@ -412,10 +411,7 @@ func (ld *loader) experts(name string, E, rows, cols int) ([]Weight, error) {
 		v := Weight{Rows: rows, Cols: cols}
 		switch {
 		case w.Q != nil:
-			rb := w.Q.RowBytes()
-			if v.Q, err = quant.NewMatrix(w.Q.Type, rows, cols, w.Q.Data[e*rows*rb:(e+1)*rows*rb:(e+1)*rows*rb]); err != nil {
-				return nil, fmt.Errorf("model: weight %s: %w", name, err)
-			}
+			v.Q = w.Q.RowsView(e*rows, (e+1)*rows) // the merged tensor's packed copy too
 		case w.F32 != nil:
 			v.F32 = w.F32[e*n : (e+1)*n : (e+1)*n]
 		default:
