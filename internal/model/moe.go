@@ -10,6 +10,7 @@ import (
 	"github.com/honeai/hone/internal/gemm"
 	"github.com/honeai/hone/internal/gguf"
 	"github.com/honeai/hone/internal/kernels"
+	"github.com/honeai/hone/internal/quant"
 )
 
 // Qwen3-MoE (Qwen3MoeForCausalLM): Qwen3's attention (per-head q/k norms) with, on its sparse
@@ -172,6 +173,8 @@ type MoEBuffers struct {
 	Act     []float32 // silu(Gate)·Up (may be Gate)
 	Y       []float32 // T·K × hidden: each expert's output, before its weight
 	Tmp     []float32 // T·K × 2·moe_intermediate
+
+	gateUps, downs []*quant.Matrix // a decode step's routed experts' matrices (moeOneRow)
 }
 
 func grow[E any](s []E, n int) []E {
@@ -263,12 +266,14 @@ func (m *Model) moeForward(l int, h, x []float32, T int, bf16 bool, b *LayerBuff
 	mb := b.MoE
 	mb.size(T, E, K, H, I)
 	ml.Route(mc, h, T, H, mb)
+	// A single row: two products for all its experts (moedecode.go).
+	if T == 1 && moeOneRow(ml, mb, h, x, E, K, H, I) {
+		return
+	}
 	for j, a := range mb.Order[:T*K] {
 		t := int(a) / K
 		copy(mb.X[j*H:(j+1)*H], h[t*H:(t+1)*H])
 	}
-	// A single row: every routed expert's gate and up in one product (moedecode.go).
-	oneRow := T == 1 && moeGateUpOneRow(ml, mb, h, E, I)
 	for e := range E {
 		j0, j1 := mb.Start[e], mb.Start[e+1]
 		n := j1 - j0
@@ -277,9 +282,7 @@ func (m *Model) moeForward(l int, h, x []float32, T int, bf16 bool, b *LayerBuff
 		}
 		ex := &ml.Experts[e]
 		g, u := mb.Gate[j0*I:j1*I], mb.Up[j0*I:j1*I]
-		if !oneRow {
-			ex.gateUp.forward(bf16, mb.X[j0*H:j1*H], n, mb.Tmp, g, u)
-		}
+		ex.gateUp.forward(bf16, mb.X[j0*H:j1*H], n, mb.Tmp, g, u)
 		var eg []float32
 		if mb.ExpGate != nil {
 			eg = mb.ExpGate[j0*I : j1*I]
