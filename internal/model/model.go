@@ -33,6 +33,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/honeai/hone/internal/gemm"
 	"github.com/honeai/hone/internal/gguf"
@@ -529,79 +530,43 @@ func (m *Model) attention(l int, b *batch) {
 		n := len(st.Tokens)
 		r0 := b.start[t.step]
 		ctx := b.pos[r0] + n
-		f16 := s.c.dtype == KVF16 // keys and values widened to f32 inside the products
+		// This kv head's keys and values of positions [lo, ctx), gathered into rows of hd
+		// (widened to f32 from an f16 cache); lo is 0, or for a windowed layer the block
+		// where the first row's window starts (the blocks before it may be released,
+		// kvwindow.go).
+		bs := s.c.blockSize
+		lo := m.windowFrom(l, b.pos[r0], bs)
+		w := ctx - lo
+		sc := attnScratchPool.Get().(*attnScratch)
+		defer attnScratchPool.Put(sc)
+		sc.k, sc.v = grow(sc.k, w*hd), grow(sc.v, w*hd)
+		K, V := sc.k, sc.v
+		s.gatherKV(l, lo, ctx, t.kvHead*hd, hd, K, V)
 		if n <= 4 {
-			// Decode: multiply the group's query heads by the keys and values where they lie
-			// in the cache, one block at a time (rows of a block are kvDim apart).
-			bs := s.c.blockSize
-			kvDim := s.c.kvDim
-			kvOff := t.kvHead * hd
-			// A windowed layer reads from the window's first block on (the blocks before it
-			// may be released, kvwindow.go); S's columns are positions lo, lo+1, ...
-			S := make([]float32, group*ctx)
+			// Decode: each row's group of query heads (group × hd, one after the other) times
+			// the keys of its window in one product, and its scores times the values in
+			// another (a product per block of the cache was measured slower: at 16
+			// positions a product's own cost is most of it).
 			for r := 0; r < n; r++ {
 				limit := b.pos[r0+r] + 1
-				lo := m.windowFrom(l, limit-1, bs)
-				w := limit - lo
+				rlo := m.windowFrom(l, limit-1, bs)
+				rw := limit - rlo
+				sc.s = grow(sc.s, group*rw)
+				S := sc.s
 				Q := b.q[(r0+r)*qd+t.kvHead*group*hd:]
-				for p0 := lo; p0 < limit; p0 += bs {
-					cnt := min(bs, limit-p0)
-					if f16 {
-						ck, _ := s.at16(l, p0)
-						gemm.GemmHalfB(gemm.F16, false, true, group, cnt, hd, scale, Q, hd, ck[kvOff:], kvDim, 0, S[p0-lo:], w)
-						continue
-					}
-					ck, _ := s.at(l, p0)
-					gemm.Sgemm(false, true, group, cnt, hd, scale, Q, hd, ck[kvOff:], kvDim, 0, S[p0-lo:], w)
-				}
+				gemm.Sgemm(false, true, group, rw, hd, scale, Q, hd, K[(rlo-lo)*hd:], hd, 0, S, rw)
 				for h := 0; h < group; h++ {
-					m.maskScoresFrom(l, S[h*w:(h+1)*w], limit-1, lo)
-					kernels.Softmax(S[h*w : (h+1)*w])
+					m.maskScoresFrom(l, S[h*rw:(h+1)*rw], limit-1, rlo)
+					kernels.Softmax(S[h*rw : (h+1)*rw])
 				}
 				out := b.attn[(r0+r)*qd+t.kvHead*group*hd:]
-				for p0 := lo; p0 < limit; p0 += bs {
-					cnt := min(bs, limit-p0)
-					beta := float32(1)
-					if p0 == lo {
-						beta = 0
-					}
-					if f16 {
-						_, cv := s.at16(l, p0)
-						gemm.GemmHalfB(gemm.F16, false, false, group, hd, cnt, 1, S[p0-lo:], w, cv[kvOff:], kvDim, beta, out, hd)
-						continue
-					}
-					_, cv := s.at(l, p0)
-					gemm.Sgemm(false, false, group, hd, cnt, 1, S[p0-lo:], w, cv[kvOff:], kvDim, beta, out, hd)
-				}
+				gemm.Sgemm(false, false, group, hd, rw, 1, S, rw, V[(rlo-lo)*hd:], hd, 0, out, hd)
 			}
 			return
 		}
-		// Prefill: gather this kv head's keys and values for positions [lo, ctx) and use
-		// GEMM; lo is 0, or for a windowed layer the block where the first row's window
-		// starts (the blocks before it may be released, kvwindow.go).
-		bs, kvDim, kvOff := s.c.blockSize, s.c.kvDim, t.kvHead*hd
-		lo := m.windowFrom(l, b.pos[r0], bs)
-		w := ctx - lo
-		K := make([]float32, w*hd)
-		V := make([]float32, w*hd)
-		for p0 := lo; p0 < ctx; p0 += bs {
-			if f16 {
-				ck, cv := s.at16(l, p0)
-				for j := 0; j < min(bs, ctx-p0); j++ {
-					p := p0 + j - lo
-					gemm.F16.Decode(K[p*hd:(p+1)*hd], ck[j*kvDim+kvOff:][:hd])
-					gemm.F16.Decode(V[p*hd:(p+1)*hd], cv[j*kvDim+kvOff:][:hd])
-				}
-				continue
-			}
-			ck, cv := s.at(l, p0)
-			for j := 0; j < min(bs, ctx-p0); j++ {
-				p := p0 + j - lo
-				copy(K[p*hd:(p+1)*hd], ck[j*kvDim+kvOff:])
-				copy(V[p*hd:(p+1)*hd], cv[j*kvDim+kvOff:])
-			}
-		}
-		S := make([]float32, n*w)
+		// Prefill: per query head, its rows times the keys with GEMM.
+		sc.s = grow(sc.s, n*w)
+		S := sc.s
 		for qh := t.kvHead * group; qh < (t.kvHead+1)*group; qh++ {
 			Q := b.q[r0*qd+qh*hd:]
 			out := b.attn[r0*qd+qh*hd:]
@@ -618,4 +583,34 @@ func (m *Model) attention(l int, b *batch) {
 			gemm.Sgemm(false, false, n, hd, w, 1, S, w, V, hd, 0, out, qd)
 		}
 	})
+}
+
+// attnScratch is an attention task's gathered keys and values and its scores, pooled so that
+// decode steps allocate none.
+type attnScratch struct{ k, v, s []float32 }
+
+var attnScratchPool = sync.Pool{New: func() any { return new(attnScratch) }}
+
+// gatherKV copies layer l's keys and values of positions [lo, hi), the hd elements from
+// offset off of each position's kvDim, into K and V (rows of hd), widening an f16 cache's.
+func (s *Sequence) gatherKV(l, lo, hi, off, hd int, K, V []float32) {
+	bs, kvDim := s.c.blockSize, s.c.kvDim
+	for p0 := lo; p0 < hi; p0 = (p0/bs + 1) * bs {
+		cnt := min((p0/bs+1)*bs, hi) - p0
+		if s.c.dtype == KVF16 {
+			ck, cv := s.at16(l, p0)
+			for j := range cnt {
+				p := p0 + j - lo
+				gemm.F16.Decode(K[p*hd:(p+1)*hd], ck[j*kvDim+off:][:hd])
+				gemm.F16.Decode(V[p*hd:(p+1)*hd], cv[j*kvDim+off:][:hd])
+			}
+			continue
+		}
+		ck, cv := s.at(l, p0)
+		for j := range cnt {
+			p := p0 + j - lo
+			copy(K[p*hd:(p+1)*hd], ck[j*kvDim+off:][:hd])
+			copy(V[p*hd:(p+1)*hd], cv[j*kvDim+off:][:hd])
+		}
+	}
 }
