@@ -429,6 +429,10 @@ func (m *Model) Forward(steps []Step) ([][][]float32, error) {
 		st.Seq.n += len(st.Tokens)
 		m.releaseBehindWindow(st.Seq)
 	}
+	if T <= pooledRows {
+		b.steps = nil
+		batchPool.Put(b)
+	}
 	return out, nil
 }
 
@@ -445,16 +449,28 @@ type batch struct {
 	buf                        LayerBuffers
 }
 
+// batchPool keeps the working state of passes of at most pooledRows rows (decode steps), so
+// that a steady decode allocates little besides its logits. Every buffer of a batch is
+// written before it is read.
+var batchPool sync.Pool
+
+const pooledRows = 64
+
 func newBatch(m *Model, steps []Step, T int) *batch {
 	c := &m.Config
-	H := c.HiddenSize
-	b := &batch{steps: steps, T: T, start: make([]int, len(steps)), pos: make([]int, T), x: make([]float32, T*H),
-		h: make([]float32, T*H), q: make([]float32, T*c.QDim()), k: make([]float32, T*c.KVDim()), v: make([]float32, T*c.KVDim()),
-		attn: make([]float32, T*c.QDim()), gate: make([]float32, T*c.IntermediateSize), up: make([]float32, T*c.IntermediateSize),
-		tmp: make([]float32, T*max(2*c.IntermediateSize, c.QDim()+2*c.KVDim()))}
+	H, I, qd, kvd := c.HiddenSize, c.IntermediateSize, c.QDim(), c.KVDim()
+	b, _ := batchPool.Get().(*batch)
+	if b == nil {
+		b = &batch{}
+	}
+	b.steps, b.T = steps, T
+	b.start, b.pos, b.x = grow(b.start, len(steps)), grow(b.pos, T), grow(b.x, T*H)
+	b.h, b.q, b.k, b.v = grow(b.h, T*H), grow(b.q, T*qd), grow(b.k, T*kvd), grow(b.v, T*kvd)
+	b.attn, b.gate, b.up = grow(b.attn, T*qd), grow(b.gate, T*I), grow(b.up, T*I)
+	b.tmp = grow(b.tmp, T*max(2*I, qd+2*kvd))
 	// One set of buffers for every layer: h holds each norm's output and then the sublayer's
-	// output, SwiGLU overwrites gate.
-	b.buf = LayerBuffers{H1: b.h, Q: b.q, K: b.k, V: b.v, Attn: b.attn, H2: b.h, Gate: b.gate, Up: b.up, Act: b.gate, Tmp: b.tmp, Out: b.h}
+	// output, SwiGLU overwrites gate. A sparse layer's buffers are kept with the batch.
+	b.buf = LayerBuffers{H1: b.h, Q: b.q, K: b.k, V: b.v, Attn: b.attn, H2: b.h, Gate: b.gate, Up: b.up, Act: b.gate, Tmp: b.tmp, Out: b.h, MoE: b.buf.MoE}
 	b.buf.Ctx = m.rowContexts(steps, T)
 	r := 0
 	for i, st := range steps {
