@@ -539,7 +539,9 @@ func (m *Model) attention(l int, b *batch) {
 			tasks = append(tasks, task{i, g})
 		}
 	}
-	kernels.ParallelFor(len(tasks), 1, func(ti int) {
+	// On gemm's worker pool, which the products before and after keep hot: a decode step's
+	// few tasks would wait longer for new goroutines.
+	gemm.Parallel(len(tasks), func(ti int) {
 		t := tasks[ti]
 		st := b.steps[t.step]
 		s := st.Seq

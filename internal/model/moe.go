@@ -174,6 +174,7 @@ type MoEBuffers struct {
 	Y       []float32 // T·K × hidden: each expert's output, before its weight
 	Tmp     []float32 // T·K × 2·moe_intermediate
 
+	next           []int           // Route's scratch
 	gateUps, downs []*quant.Matrix // a decode step's routed experts' matrices (moeOneRow)
 }
 
@@ -245,11 +246,11 @@ func (ml *MoELayer) Route(mc *MoEConfig, h []float32, T, H int, mb *MoEBuffers) 
 	for e := 0; e < E; e++ {
 		mb.Start[e+1] += mb.Start[e]
 	}
-	next := make([]int, E)
-	copy(next, mb.Start[:E])
+	mb.next = grow(mb.next, E)
+	copy(mb.next, mb.Start[:E])
 	for a, e := range mb.Idx[:T*K] {
-		mb.Order[next[e]] = int32(a)
-		next[e]++
+		mb.Order[mb.next[e]] = int32(a)
+		mb.next[e]++
 	}
 }
 
