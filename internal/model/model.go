@@ -447,6 +447,7 @@ type batch struct {
 	h, q, k, v, attn, gate, up []float32
 	tmp                        []float32 // fused GEMM outputs
 	buf                        LayerBuffers
+	kv                         []attnScratch // per step: a decode step's gathered keys and values (k, v)
 }
 
 // batchPool keeps the working state of passes of at most pooledRows rows (decode steps), so
@@ -539,6 +540,25 @@ func (m *Model) attention(l int, b *batch) {
 			tasks = append(tasks, task{i, g})
 		}
 	}
+	// Each step's keys and values of positions [lo, ctx), gathered into rows (widened to f32
+	// from an f16 cache); lo is 0, or for a windowed layer the block where the first row's
+	// window starts (the blocks before it may be released, kvwindow.go). A decode step's are
+	// gathered here, whole rows of every kv head, a block at a time; a prefill's in its tasks,
+	// a kv head at a time (its context may be long).
+	kvd := c.KVDim()
+	b.kv = grow(b.kv, len(b.steps))
+	gemm.Parallel(len(b.steps), func(i int) {
+		st := b.steps[i]
+		if len(st.Tokens) > 4 {
+			return
+		}
+		r0 := b.start[i]
+		ctx := b.pos[r0] + len(st.Tokens)
+		lo := m.windowFrom(l, b.pos[r0], st.Seq.c.blockSize)
+		g := &b.kv[i]
+		g.k, g.v = g.k.grow((ctx-lo)*kvd), g.v.grow((ctx-lo)*kvd)
+		st.Seq.gatherKV(l, lo, ctx, 0, kvd, g.k, g.v)
+	})
 	// On gemm's worker pool, which the products before and after keep hot: a decode step's
 	// few tasks would wait longer for new goroutines.
 	gemm.Parallel(len(tasks), func(ti int) {
@@ -548,42 +568,41 @@ func (m *Model) attention(l int, b *batch) {
 		n := len(st.Tokens)
 		r0 := b.start[t.step]
 		ctx := b.pos[r0] + n
-		// This kv head's keys and values of positions [lo, ctx), gathered into rows of hd
-		// (widened to f32 from an f16 cache); lo is 0, or for a windowed layer the block
-		// where the first row's window starts (the blocks before it may be released,
-		// kvwindow.go).
 		bs := s.c.blockSize
 		lo := m.windowFrom(l, b.pos[r0], bs)
 		w := ctx - lo
 		sc := attnScratchPool.Get().(*attnScratch)
 		defer attnScratchPool.Put(sc)
-		sc.k, sc.v = grow(sc.k, w*hd), grow(sc.v, w*hd)
-		K, V := sc.k, sc.v
-		s.gatherKV(l, lo, ctx, t.kvHead*hd, hd, K, V)
 		if n <= 4 {
 			// Decode: each row's group of query heads (group × hd, one after the other) times
 			// the keys of its window in one product, and its scores times the values in
 			// another (a product per block of the cache was measured slower: at 16
 			// positions a product's own cost is most of it).
+			g := &b.kv[t.step]
+			K, V := g.k[t.kvHead*hd:], g.v[t.kvHead*hd:]
 			for r := 0; r < n; r++ {
 				limit := b.pos[r0+r] + 1
 				rlo := m.windowFrom(l, limit-1, bs)
 				rw := limit - rlo
-				sc.s = grow(sc.s, group*rw)
+				sc.s = sc.s.grow(group * rw)
 				S := sc.s
 				Q := b.q[(r0+r)*qd+t.kvHead*group*hd:]
-				gemm.Sgemm(false, true, group, rw, hd, scale, Q, hd, K[(rlo-lo)*hd:], hd, 0, S, rw)
+				gemm.Sgemm(false, true, group, rw, hd, scale, Q, hd, K[(rlo-lo)*kvd:], kvd, 0, S, rw)
 				for h := 0; h < group; h++ {
 					m.maskScoresFrom(l, S[h*rw:(h+1)*rw], limit-1, rlo)
 					kernels.Softmax(S[h*rw : (h+1)*rw])
 				}
 				out := b.attn[(r0+r)*qd+t.kvHead*group*hd:]
-				gemm.Sgemm(false, false, group, hd, rw, 1, S, rw, V[(rlo-lo)*hd:], hd, 0, out, hd)
+				gemm.Sgemm(false, false, group, hd, rw, 1, S, rw, V[(rlo-lo)*kvd:], kvd, 0, out, hd)
 			}
 			return
 		}
-		// Prefill: per query head, its rows times the keys with GEMM.
-		sc.s = grow(sc.s, n*w)
+		// Prefill: this kv head's keys and values, then per query head its rows times the
+		// keys with GEMM.
+		sc.k, sc.v = sc.k.grow(w*hd), sc.v.grow(w*hd)
+		K, V := sc.k, sc.v
+		s.gatherKV(l, lo, ctx, t.kvHead*hd, hd, K, V)
+		sc.s = sc.s.grow(n * w)
 		S := sc.s
 		for qh := t.kvHead * group; qh < (t.kvHead+1)*group; qh++ {
 			Q := b.q[r0*qd+qh*hd:]
@@ -603,18 +622,43 @@ func (m *Model) attention(l int, b *batch) {
 	})
 }
 
-// attnScratch is an attention task's gathered keys and values and its scores, pooled so that
-// decode steps allocate none.
-type attnScratch struct{ k, v, s []float32 }
+// attnScratch is a decode step's gathered keys and values (kept with the batch), or an
+// attention task's scores and, in a prefill, its kv head's keys and values (pooled).
+type attnScratch struct{ k, v, s scratch }
+
+// scratch is a buffer that grows with headroom, as a decode step's context grows a position
+// at a time.
+type scratch []float32
+
+func (s scratch) grow(n int) scratch {
+	if cap(s) < n {
+		return make(scratch, n, n+n/4+1024)
+	}
+	return s[:n]
+}
 
 var attnScratchPool = sync.Pool{New: func() any { return new(attnScratch) }}
 
 // gatherKV copies layer l's keys and values of positions [lo, hi), the hd elements from
-// offset off of each position's kvDim, into K and V (rows of hd), widening an f16 cache's.
+// offset off of each position's kvDim, into K and V (rows of hd), widening an f16 cache's;
+// whole rows (hd = kvDim) a block at a time.
 func (s *Sequence) gatherKV(l, lo, hi, off, hd int, K, V []float32) {
 	bs, kvDim := s.c.blockSize, s.c.kvDim
 	for p0 := lo; p0 < hi; p0 = (p0/bs + 1) * bs {
 		cnt := min((p0/bs+1)*bs, hi) - p0
+		if hd == kvDim {
+			dk, dv := K[(p0-lo)*hd:(p0-lo+cnt)*hd], V[(p0-lo)*hd:(p0-lo+cnt)*hd]
+			if s.c.dtype == KVF16 {
+				ck, cv := s.at16(l, p0)
+				gemm.F16.Decode(dk, ck[:cnt*hd])
+				gemm.F16.Decode(dv, cv[:cnt*hd])
+			} else {
+				ck, cv := s.at(l, p0)
+				copy(dk, ck)
+				copy(dv, cv)
+			}
+			continue
+		}
 		if s.c.dtype == KVF16 {
 			ck, cv := s.at16(l, p0)
 			for j := range cnt {
