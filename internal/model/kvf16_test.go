@@ -172,7 +172,9 @@ func TestKVCacheDType(t *testing.T) {
 // largest logit (2.3% to 4.8% measured on the four prompts: SmolLM2's keys are large, so a
 // score's rounding of 2⁻¹¹ of q·|k| moves it by far more than on the tiny models), and 32
 // greedy tokens after each prompt equal, or parting
-// only at a near tie of the f32 run (its two best logits less than half a logit apart),
+// only at a near tie of the f32 run (the f16 run's pick less than half a logit below the f32
+// run's best; three-way ties occur: summing the values a block of the cache at a time or in
+// one product flipped one prompt's step 7 between tokens 10.92, 10.91 and 10.83),
 // which the test logs.
 func TestSmolLM2KVCacheF16(t *testing.T) {
 	path := os.Getenv("HONE_SMOLLM2_GGUF")
@@ -232,10 +234,10 @@ func TestSmolLM2KVCacheF16(t *testing.T) {
 			if ht[i] != ft[i] {
 				a, b := top2(fl[i])
 				report := t.Logf
-				if ht[i] != b || fl[i][a]-fl[i][b] > 0.5 {
+				if fl[i][a]-fl[i][ht[i]] > 0.5 {
 					report = t.Errorf
 				}
-				report("%q: step %d f16 picks %d, f32 %d (f32 logits %d: %.4f, %d: %.4f)", text, i, ht[i], ft[i], a, fl[i][a], b, fl[i][b])
+				report("%q: step %d f16 picks %d, f32 %d (f32 logits %d: %.4f, %d: %.4f, %d: %.4f)", text, i, ht[i], ft[i], a, fl[i][a], b, fl[i][b], ht[i], fl[i][ht[i]])
 				break
 			}
 		}

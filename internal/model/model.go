@@ -33,6 +33,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/honeai/hone/internal/gemm"
 	"github.com/honeai/hone/internal/gguf"
@@ -428,6 +429,10 @@ func (m *Model) Forward(steps []Step) ([][][]float32, error) {
 		st.Seq.n += len(st.Tokens)
 		m.releaseBehindWindow(st.Seq)
 	}
+	if T <= pooledRows {
+		b.steps = nil
+		batchPool.Put(b)
+	}
 	return out, nil
 }
 
@@ -442,18 +447,31 @@ type batch struct {
 	h, q, k, v, attn, gate, up []float32
 	tmp                        []float32 // fused GEMM outputs
 	buf                        LayerBuffers
+	kv                         []attnScratch // per step: a decode step's gathered keys and values (k, v)
 }
+
+// batchPool keeps the working state of passes of at most pooledRows rows (decode steps), so
+// that a steady decode allocates little besides its logits. Every buffer of a batch is
+// written before it is read.
+var batchPool sync.Pool
+
+const pooledRows = 64
 
 func newBatch(m *Model, steps []Step, T int) *batch {
 	c := &m.Config
-	H := c.HiddenSize
-	b := &batch{steps: steps, T: T, start: make([]int, len(steps)), pos: make([]int, T), x: make([]float32, T*H),
-		h: make([]float32, T*H), q: make([]float32, T*c.QDim()), k: make([]float32, T*c.KVDim()), v: make([]float32, T*c.KVDim()),
-		attn: make([]float32, T*c.QDim()), gate: make([]float32, T*c.IntermediateSize), up: make([]float32, T*c.IntermediateSize),
-		tmp: make([]float32, T*max(2*c.IntermediateSize, c.QDim()+2*c.KVDim()))}
+	H, I, qd, kvd := c.HiddenSize, c.IntermediateSize, c.QDim(), c.KVDim()
+	b, _ := batchPool.Get().(*batch)
+	if b == nil {
+		b = &batch{}
+	}
+	b.steps, b.T = steps, T
+	b.start, b.pos, b.x = grow(b.start, len(steps)), grow(b.pos, T), grow(b.x, T*H)
+	b.h, b.q, b.k, b.v = grow(b.h, T*H), grow(b.q, T*qd), grow(b.k, T*kvd), grow(b.v, T*kvd)
+	b.attn, b.gate, b.up = grow(b.attn, T*qd), grow(b.gate, T*I), grow(b.up, T*I)
+	b.tmp = grow(b.tmp, T*max(2*I, qd+2*kvd))
 	// One set of buffers for every layer: h holds each norm's output and then the sublayer's
-	// output, SwiGLU overwrites gate.
-	b.buf = LayerBuffers{H1: b.h, Q: b.q, K: b.k, V: b.v, Attn: b.attn, H2: b.h, Gate: b.gate, Up: b.up, Act: b.gate, Tmp: b.tmp, Out: b.h}
+	// output, SwiGLU overwrites gate. A sparse layer's buffers are kept with the batch.
+	b.buf = LayerBuffers{H1: b.h, Q: b.q, K: b.k, V: b.v, Attn: b.attn, H2: b.h, Gate: b.gate, Up: b.up, Act: b.gate, Tmp: b.tmp, Out: b.h, MoE: b.buf.MoE}
 	b.buf.Ctx = m.rowContexts(steps, T)
 	r := 0
 	for i, st := range steps {
@@ -522,86 +540,70 @@ func (m *Model) attention(l int, b *batch) {
 			tasks = append(tasks, task{i, g})
 		}
 	}
-	kernels.ParallelFor(len(tasks), 1, func(ti int) {
+	// Each step's keys and values of positions [lo, ctx), gathered into rows (widened to f32
+	// from an f16 cache); lo is 0, or for a windowed layer the block where the first row's
+	// window starts (the blocks before it may be released, kvwindow.go). A decode step's are
+	// gathered here, whole rows of every kv head, a block at a time; a prefill's in its tasks,
+	// a kv head at a time (its context may be long).
+	kvd := c.KVDim()
+	b.kv = grow(b.kv, len(b.steps))
+	gemm.Parallel(len(b.steps), func(i int) {
+		st := b.steps[i]
+		if len(st.Tokens) > 4 {
+			return
+		}
+		r0 := b.start[i]
+		ctx := b.pos[r0] + len(st.Tokens)
+		lo := m.windowFrom(l, b.pos[r0], st.Seq.c.blockSize)
+		g := &b.kv[i]
+		g.k, g.v = g.k.grow((ctx-lo)*kvd), g.v.grow((ctx-lo)*kvd)
+		st.Seq.gatherKV(l, lo, ctx, 0, kvd, g.k, g.v)
+	})
+	// On gemm's worker pool, which the products before and after keep hot: a decode step's
+	// few tasks would wait longer for new goroutines.
+	gemm.Parallel(len(tasks), func(ti int) {
 		t := tasks[ti]
 		st := b.steps[t.step]
 		s := st.Seq
 		n := len(st.Tokens)
 		r0 := b.start[t.step]
 		ctx := b.pos[r0] + n
-		f16 := s.c.dtype == KVF16 // keys and values widened to f32 inside the products
+		bs := s.c.blockSize
+		lo := m.windowFrom(l, b.pos[r0], bs)
+		w := ctx - lo
+		sc := attnScratchPool.Get().(*attnScratch)
+		defer attnScratchPool.Put(sc)
 		if n <= 4 {
-			// Decode: multiply the group's query heads by the keys and values where they lie
-			// in the cache, one block at a time (rows of a block are kvDim apart).
-			bs := s.c.blockSize
-			kvDim := s.c.kvDim
-			kvOff := t.kvHead * hd
-			// A windowed layer reads from the window's first block on (the blocks before it
-			// may be released, kvwindow.go); S's columns are positions lo, lo+1, ...
-			S := make([]float32, group*ctx)
+			// Decode: each row's group of query heads (group × hd, one after the other) times
+			// the keys of its window in one product, and its scores times the values in
+			// another (a product per block of the cache was measured slower: at 16
+			// positions a product's own cost is most of it).
+			g := &b.kv[t.step]
+			K, V := g.k[t.kvHead*hd:], g.v[t.kvHead*hd:]
 			for r := 0; r < n; r++ {
 				limit := b.pos[r0+r] + 1
-				lo := m.windowFrom(l, limit-1, bs)
-				w := limit - lo
+				rlo := m.windowFrom(l, limit-1, bs)
+				rw := limit - rlo
+				sc.s = sc.s.grow(group * rw)
+				S := sc.s
 				Q := b.q[(r0+r)*qd+t.kvHead*group*hd:]
-				for p0 := lo; p0 < limit; p0 += bs {
-					cnt := min(bs, limit-p0)
-					if f16 {
-						ck, _ := s.at16(l, p0)
-						gemm.GemmHalfB(gemm.F16, false, true, group, cnt, hd, scale, Q, hd, ck[kvOff:], kvDim, 0, S[p0-lo:], w)
-						continue
-					}
-					ck, _ := s.at(l, p0)
-					gemm.Sgemm(false, true, group, cnt, hd, scale, Q, hd, ck[kvOff:], kvDim, 0, S[p0-lo:], w)
-				}
+				gemm.Sgemm(false, true, group, rw, hd, scale, Q, hd, K[(rlo-lo)*kvd:], kvd, 0, S, rw)
 				for h := 0; h < group; h++ {
-					m.maskScoresFrom(l, S[h*w:(h+1)*w], limit-1, lo)
-					kernels.Softmax(S[h*w : (h+1)*w])
+					m.maskScoresFrom(l, S[h*rw:(h+1)*rw], limit-1, rlo)
+					kernels.Softmax(S[h*rw : (h+1)*rw])
 				}
 				out := b.attn[(r0+r)*qd+t.kvHead*group*hd:]
-				for p0 := lo; p0 < limit; p0 += bs {
-					cnt := min(bs, limit-p0)
-					beta := float32(1)
-					if p0 == lo {
-						beta = 0
-					}
-					if f16 {
-						_, cv := s.at16(l, p0)
-						gemm.GemmHalfB(gemm.F16, false, false, group, hd, cnt, 1, S[p0-lo:], w, cv[kvOff:], kvDim, beta, out, hd)
-						continue
-					}
-					_, cv := s.at(l, p0)
-					gemm.Sgemm(false, false, group, hd, cnt, 1, S[p0-lo:], w, cv[kvOff:], kvDim, beta, out, hd)
-				}
+				gemm.Sgemm(false, false, group, hd, rw, 1, S, rw, V[(rlo-lo)*kvd:], kvd, 0, out, hd)
 			}
 			return
 		}
-		// Prefill: gather this kv head's keys and values for positions [lo, ctx) and use
-		// GEMM; lo is 0, or for a windowed layer the block where the first row's window
-		// starts (the blocks before it may be released, kvwindow.go).
-		bs, kvDim, kvOff := s.c.blockSize, s.c.kvDim, t.kvHead*hd
-		lo := m.windowFrom(l, b.pos[r0], bs)
-		w := ctx - lo
-		K := make([]float32, w*hd)
-		V := make([]float32, w*hd)
-		for p0 := lo; p0 < ctx; p0 += bs {
-			if f16 {
-				ck, cv := s.at16(l, p0)
-				for j := 0; j < min(bs, ctx-p0); j++ {
-					p := p0 + j - lo
-					gemm.F16.Decode(K[p*hd:(p+1)*hd], ck[j*kvDim+kvOff:][:hd])
-					gemm.F16.Decode(V[p*hd:(p+1)*hd], cv[j*kvDim+kvOff:][:hd])
-				}
-				continue
-			}
-			ck, cv := s.at(l, p0)
-			for j := 0; j < min(bs, ctx-p0); j++ {
-				p := p0 + j - lo
-				copy(K[p*hd:(p+1)*hd], ck[j*kvDim+kvOff:])
-				copy(V[p*hd:(p+1)*hd], cv[j*kvDim+kvOff:])
-			}
-		}
-		S := make([]float32, n*w)
+		// Prefill: this kv head's keys and values, then per query head its rows times the
+		// keys with GEMM.
+		sc.k, sc.v = sc.k.grow(w*hd), sc.v.grow(w*hd)
+		K, V := sc.k, sc.v
+		s.gatherKV(l, lo, ctx, t.kvHead*hd, hd, K, V)
+		sc.s = sc.s.grow(n * w)
+		S := sc.s
 		for qh := t.kvHead * group; qh < (t.kvHead+1)*group; qh++ {
 			Q := b.q[r0*qd+qh*hd:]
 			out := b.attn[r0*qd+qh*hd:]
@@ -618,4 +620,59 @@ func (m *Model) attention(l int, b *batch) {
 			gemm.Sgemm(false, false, n, hd, w, 1, S, w, V, hd, 0, out, qd)
 		}
 	})
+}
+
+// attnScratch is a decode step's gathered keys and values (kept with the batch), or an
+// attention task's scores and, in a prefill, its kv head's keys and values (pooled).
+type attnScratch struct{ k, v, s scratch }
+
+// scratch is a buffer that grows with headroom, as a decode step's context grows a position
+// at a time.
+type scratch []float32
+
+func (s scratch) grow(n int) scratch {
+	if cap(s) < n {
+		return make(scratch, n, n+n/4+1024)
+	}
+	return s[:n]
+}
+
+var attnScratchPool = sync.Pool{New: func() any { return new(attnScratch) }}
+
+// gatherKV copies layer l's keys and values of positions [lo, hi), the hd elements from
+// offset off of each position's kvDim, into K and V (rows of hd), widening an f16 cache's;
+// whole rows (hd = kvDim) a block at a time.
+func (s *Sequence) gatherKV(l, lo, hi, off, hd int, K, V []float32) {
+	bs, kvDim := s.c.blockSize, s.c.kvDim
+	for p0 := lo; p0 < hi; p0 = (p0/bs + 1) * bs {
+		cnt := min((p0/bs+1)*bs, hi) - p0
+		if hd == kvDim {
+			dk, dv := K[(p0-lo)*hd:(p0-lo+cnt)*hd], V[(p0-lo)*hd:(p0-lo+cnt)*hd]
+			if s.c.dtype == KVF16 {
+				ck, cv := s.at16(l, p0)
+				gemm.F16.Decode(dk, ck[:cnt*hd])
+				gemm.F16.Decode(dv, cv[:cnt*hd])
+			} else {
+				ck, cv := s.at(l, p0)
+				copy(dk, ck)
+				copy(dv, cv)
+			}
+			continue
+		}
+		if s.c.dtype == KVF16 {
+			ck, cv := s.at16(l, p0)
+			for j := range cnt {
+				p := p0 + j - lo
+				gemm.F16.Decode(K[p*hd:(p+1)*hd], ck[j*kvDim+off:][:hd])
+				gemm.F16.Decode(V[p*hd:(p+1)*hd], cv[j*kvDim+off:][:hd])
+			}
+			continue
+		}
+		ck, cv := s.at(l, p0)
+		for j := range cnt {
+			p := p0 + j - lo
+			copy(K[p*hd:(p+1)*hd], ck[j*kvDim+off:][:hd])
+			copy(V[p*hd:(p+1)*hd], cv[j*kvDim+off:][:hd])
+		}
+	}
 }

@@ -173,6 +173,9 @@ type MoEBuffers struct {
 	Act     []float32 // silu(Gate)·Up (may be Gate)
 	Y       []float32 // T·K × hidden: each expert's output, before its weight
 	Tmp     []float32 // T·K × 2·moe_intermediate
+
+	next           []int           // Route's scratch
+	gateUps, downs []*quant.Matrix // a decode step's routed experts' matrices (moeOneRow)
 }
 
 func grow[E any](s []E, n int) []E {
@@ -243,11 +246,11 @@ func (ml *MoELayer) Route(mc *MoEConfig, h []float32, T, H int, mb *MoEBuffers) 
 	for e := 0; e < E; e++ {
 		mb.Start[e+1] += mb.Start[e]
 	}
-	next := make([]int, E)
-	copy(next, mb.Start[:E])
+	mb.next = grow(mb.next, E)
+	copy(mb.next, mb.Start[:E])
 	for a, e := range mb.Idx[:T*K] {
-		mb.Order[next[e]] = int32(a)
-		next[e]++
+		mb.Order[mb.next[e]] = int32(a)
+		mb.next[e]++
 	}
 }
 
@@ -264,12 +267,14 @@ func (m *Model) moeForward(l int, h, x []float32, T int, bf16 bool, b *LayerBuff
 	mb := b.MoE
 	mb.size(T, E, K, H, I)
 	ml.Route(mc, h, T, H, mb)
+	// A single row: two products for all its experts (moedecode.go).
+	if T == 1 && moeOneRow(ml, mb, h, x, E, K, H, I) {
+		return
+	}
 	for j, a := range mb.Order[:T*K] {
 		t := int(a) / K
 		copy(mb.X[j*H:(j+1)*H], h[t*H:(t+1)*H])
 	}
-	// A single row: every routed expert's gate and up in one product (moedecode.go).
-	oneRow := T == 1 && moeGateUpOneRow(ml, mb, h, E, I)
 	for e := range E {
 		j0, j1 := mb.Start[e], mb.Start[e+1]
 		n := j1 - j0
@@ -278,9 +283,7 @@ func (m *Model) moeForward(l int, h, x []float32, T int, bf16 bool, b *LayerBuff
 		}
 		ex := &ml.Experts[e]
 		g, u := mb.Gate[j0*I:j1*I], mb.Up[j0*I:j1*I]
-		if !oneRow {
-			ex.gateUp.forward(bf16, mb.X[j0*H:j1*H], n, mb.Tmp, g, u)
-		}
+		ex.gateUp.forward(bf16, mb.X[j0*H:j1*H], n, mb.Tmp, g, u)
 		var eg []float32
 		if mb.ExpGate != nil {
 			eg = mb.ExpGate[j0*I : j1*I]
@@ -397,7 +400,7 @@ func (ld *loader) moeLayer(p string, c *Config) (*MoELayer, error) {
 
 // experts loads a merged E × rows × cols tensor as E weights, each a view of its expert's
 // slice (a quantized tensor's experts are whole rows of blocks: per-expert quant.Matrix
-// views of the file).
+// views of the file and of its packed copy, quant.Matrix.RowsView).
 func (ld *loader) experts(name string, E, rows, cols int) ([]Weight, error) {
 	if err := ld.tensor(name, E, rows, cols); err != nil {
 		return nil, err
@@ -412,10 +415,7 @@ func (ld *loader) experts(name string, E, rows, cols int) ([]Weight, error) {
 		v := Weight{Rows: rows, Cols: cols}
 		switch {
 		case w.Q != nil:
-			rb := w.Q.RowBytes()
-			if v.Q, err = quant.NewMatrix(w.Q.Type, rows, cols, w.Q.Data[e*rows*rb:(e+1)*rows*rb:(e+1)*rows*rb]); err != nil {
-				return nil, fmt.Errorf("model: weight %s: %w", name, err)
-			}
+			v.Q = w.Q.RowsView(e*rows, (e+1)*rows) // the merged tensor's packed copy too
 		case w.F32 != nil:
 			v.F32 = w.F32[e*n : (e+1)*n : (e+1)*n]
 		default:

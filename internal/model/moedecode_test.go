@@ -9,8 +9,9 @@ import (
 )
 
 // TestQwen3MoEDecodeOneRow: with quantized experts (Q8_0 and Q4_K), a decode step (one row:
-// the routed experts' gate and up as one product) gives the logits the same positions get in
-// one prefill (each expert's rows as their own product).
+// the routed experts' gate and up as one product, their down projections as another) gives
+// the logits the same positions get in one prefill (each expert's rows as their own
+// products).
 func TestQwen3MoEDecodeOneRow(t *testing.T) {
 	for _, typ := range []gguf.TensorType{gguf.Q8_0, gguf.Q4_K} {
 		t.Run(typ.String(), func(t *testing.T) {

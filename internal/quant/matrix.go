@@ -89,6 +89,27 @@ func (m *Matrix) row(r, n int) []byte {
 	return m.Data[r*n : (r+1)*n : (r+1)*n]
 }
 
+// RowsView is the matrix of rows [r0, r1), a view of m's Data, and of its packed copy when m
+// has one and r0 and r1 are whole groups of it (a multiple of 16 rows; otherwise the view has
+// none, and Pack packs a copy of its own): the experts of a merged GGUF tensor, multiplied
+// as separate matrices from the one packed copy.
+func (m *Matrix) RowsView(r0, r1 int) *Matrix {
+	if r0 < 0 || r1 > m.Rows || r0 >= r1 {
+		panic(fmt.Sprintf("quant: rows [%d, %d) of a %d-row matrix", r0, r1, m.Rows))
+	}
+	n := m.RowBytes()
+	v := &Matrix{Type: m.Type, Rows: r1 - r0, Cols: m.Cols, Data: m.Data[r0*n : r1*n : r1*n]}
+	if p := m.packed; p != nil && r0%packRows == 0 && r1%packRows == 0 {
+		gb := m.Cols / 32 * packedBlockBytes(m.Type)
+		owner := p
+		if p.owner != nil {
+			owner = p.owner
+		}
+		v.packed = &packedMem{b: p.b[r0/packRows*gb : r1/packRows*gb : r1/packRows*gb], owner: owner}
+	}
+	return v
+}
+
 // Bytes is the memory the matrix holds.
 func (m *Matrix) Bytes() int64 { return int64(len(m.Data)) }
 
@@ -180,7 +201,7 @@ func kernel4(t gguf.TensorType) kern4 {
 func (m *Matrix) MatMulT(x []float32, rows int, out []float32, ldo int, accumulate bool) {
 	w := workPool.Get().(*work)
 	w.one[0] = m
-	w.mul(x, rows, w.one[:], out, ldo, accumulate)
+	w.mul(x, rows, w.one[:], out, ldo, accumulate, false)
 	w.one[0] = nil
 	workPool.Put(w)
 }
@@ -191,25 +212,42 @@ func (m *Matrix) MatMulT(x []float32, rows int, out []float32, ldo int, accumula
 // quantized once per activation layout the types need.
 func MatMulTMany(x []float32, rows int, ms []*Matrix, out []float32, ldo int, accumulate bool) {
 	w := workPool.Get().(*work)
-	w.mul(x, rows, ms, out, ldo, accumulate)
+	w.mul(x, rows, ms, out, ldo, accumulate, false)
 	workPool.Put(w)
 }
 
-func (w *work) mul(x []float32, rows int, ms []*Matrix, out []float32, ldo int, accumulate bool) {
+// MatMulTEach computes, for each i, row i of out (stride ldo) = row i of x · ms[i]ᵀ: one row
+// through each of several matrices of the same Cols (a decode step's routed experts, each
+// with its own input), as one product: the rows quantized once, the weight rows of all the
+// matrices split across gemm's worker pool in one parallel section. Rows of out beyond
+// ms[i].Rows are left as they are.
+func MatMulTEach(x []float32, ms []*Matrix, out []float32, ldo int) {
+	w := workPool.Get().(*work)
+	w.mul(x, len(ms), ms, out, ldo, false, true)
+	workPool.Put(w)
+}
+
+// mul is MatMulTMany, or with each MatMulTEach (rows = len(ms)).
+func (w *work) mul(x []float32, rows int, ms []*Matrix, out []float32, ldo int, accumulate, each bool) {
 	if rows <= 0 || len(ms) == 0 {
 		return
 	}
-	cols, total := ms[0].Cols, 0
+	cols, total, widest := ms[0].Cols, 0, 0
 	for _, m := range ms {
 		if m.Cols != cols {
 			panic(fmt.Sprintf("quant: MatMulTMany over matrices of %d and %d columns", cols, m.Cols))
 		}
 		total += m.Rows
+		widest = max(widest, m.Rows)
 	}
-	if len(x) < rows*cols || ldo < total || len(out) < (rows-1)*ldo+total {
-		panic(fmt.Sprintf("quant: MatMulT of %d rows: x has %d of %d×%d, out %d with stride %d for %d columns", rows, len(x), rows, cols, len(out), ldo, total))
+	width := total // the columns of out a row of x writes
+	if each {
+		width = widest
 	}
-	if g := gemmRows(ms); g > 0 && rows >= g {
+	if len(x) < rows*cols || ldo < width || len(out) < (rows-1)*ldo+width {
+		panic(fmt.Sprintf("quant: MatMulT of %d rows: x has %d of %d×%d, out %d with stride %d for %d columns", rows, len(x), rows, cols, len(out), ldo, width))
+	}
+	if g := gemmRows(ms); !each && g > 0 && rows >= g {
 		mulGEMM(x, rows, ms, out, ldo, accumulate)
 		return
 	}
@@ -235,7 +273,7 @@ func (w *work) mul(x []float32, rows int, ms []*Matrix, out []float32, ldo int, 
 		a.Q, a.D, a.BSums = resize(a.Q, rows*cols), resize(a.D, nb), resize(a.BSums, rows*cols/16)
 	}
 	threads := gemm.Threads()
-	if rows >= 4 && threads > 1 {
+	if rows >= 4 && threads > 1 && !each {
 		gemm.Parallel(rows, w.quantFn)
 	} else {
 		for i := range rows {
@@ -255,8 +293,12 @@ func (w *work) mul(x []float32, rows int, ms []*Matrix, out []float32, ldo int, 
 		if m.packed != nil {
 			c = (c + packRows - 1) &^ (packRows - 1) // whole groups
 		}
+		x0, x1 := 0, rows // the activation rows the matrix meets
+		if each {
+			x0, x1, off = i, i+1, 0
+		}
 		for r := 0; r < m.Rows; r += c {
-			w.tasks = append(w.tasks, task{i, r, min(r+c, m.Rows), off})
+			w.tasks = append(w.tasks, task{i, r, min(r+c, m.Rows), off, x0, x1})
 		}
 		off += m.Rows
 	}
@@ -364,7 +406,9 @@ type work struct {
 	quantFn, runFn func(int)
 }
 
-type task struct{ m, r0, r1, off int }
+// task is weight rows [r0, r1) of matrix m against activation rows [x0, x1), written to
+// columns off+r0.. of out.
+type task struct{ m, r0, r1, off, x0, x1 int }
 
 var workPool = sync.Pool{New: func() any {
 	w := &work{}
@@ -399,8 +443,8 @@ func (w *work) run(ti int) {
 	k4, nb := kernel4(typ), w.cols/32
 	k4K, nbK := kernel4K(typ), w.cols/256
 	a, ak, o := &w.a32, &w.ak, &w.o4[ti]
-	for i0 := 0; i0 < w.rows; i0 += xTile {
-		i1 := min(i0+xTile, w.rows)
+	for i0 := t.x0; i0 < t.x1; i0 += xTile {
+		i1 := min(i0+xTile, t.x1)
 		for r := t.r0; r < t.r1; r++ {
 			row := m.row(r, n)
 			col := t.off + r

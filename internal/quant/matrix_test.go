@@ -171,6 +171,91 @@ func TestMatMulTManyIsConcatenation(t *testing.T) {
 	}
 }
 
+// TestMatMulTEachIsPerMatrix: MatMulTEach's row i equals row i of x through ms[i] alone,
+// for matrices of several types and heights (packed ones too where this CPU packs, and
+// row views of a packed matrix), on one and two threads; out beyond each matrix's rows
+// stays as it was.
+func TestMatMulTEachIsPerMatrix(t *testing.T) {
+	defer gemm.SetThreads(0)
+	r := rand.New(rand.NewPCG(11, 12))
+	cols := 512
+	var ms []*Matrix
+	for i, typ := range []gguf.TensorType{gguf.Q4_K, gguf.Q8_0, gguf.Q6_K, gguf.Q4_1, gguf.Q5_K} {
+		m, _ := randomMatrix(t, r, typ, 32+16*i, cols)
+		if i%2 == 0 {
+			m.Pack()
+		}
+		ms = append(ms, m)
+	}
+	big, _ := randomMatrix(t, r, gguf.Q4_K, 96, cols)
+	big.Pack()
+	ms = append(ms, big.RowsView(32, 80), big.RowsView(3, 40))
+	x := randomActs(r, len(ms)*cols)
+	ldo := 0
+	for _, m := range ms {
+		ldo = max(ldo, m.Rows)
+	}
+	ldo += 2
+	for _, threads := range []int{1, 2} {
+		gemm.SetThreads(threads)
+		out := make([]float32, len(ms)*ldo)
+		for i := range out {
+			out[i] = 7
+		}
+		MatMulTEach(x, ms, out, ldo)
+		for i, m := range ms {
+			want := make([]float32, m.Rows)
+			m.MatMulT(x[i*cols:(i+1)*cols], 1, want, m.Rows, false)
+			for j := range ldo {
+				got := out[i*ldo+j]
+				if j >= m.Rows {
+					if got != 7 {
+						t.Fatalf("threads %d: out[%d][%d] beyond matrix %d's %d rows was written", threads, i, j, i, m.Rows)
+					}
+					continue
+				}
+				if got != want[j] {
+					t.Fatalf("threads %d, %s matrix %d (packed %v): out[%d][%d] = %g, alone %g", threads, m.Type, i, m.Packed(), i, j, got, want[j])
+				}
+			}
+		}
+	}
+}
+
+// TestRowsView: a view of rows of a matrix multiplies as those rows of the whole, and
+// shares its packed copy when the rows are whole groups of it.
+func TestRowsView(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	cols := 256
+	for _, typ := range []gguf.TensorType{gguf.Q4_K, gguf.Q8_0} {
+		m, _ := randomMatrix(t, r, typ, 64, cols)
+		packed := m.Pack()
+		x := randomActs(r, cols)
+		// The packed kernels round differently (Q4_K's activations by 32, not 256): a view
+		// that is not packed is compared with the unpacked matrix.
+		whole, unpacked := make([]float32, m.Rows), make([]float32, m.Rows)
+		m.MatMulT(x, 1, whole, m.Rows, false)
+		(&Matrix{Type: m.Type, Rows: m.Rows, Cols: m.Cols, Data: m.Data}).MatMulT(x, 1, unpacked, m.Rows, false)
+		for _, rr := range [][2]int{{16, 48}, {0, 64}, {5, 21}} {
+			v := m.RowsView(rr[0], rr[1])
+			if v.Packed() != (packed && rr[0]%16 == 0) {
+				t.Fatalf("%s rows %v: view packed %v, matrix packed %v", typ, rr, v.Packed(), packed)
+			}
+			ref := whole
+			if !v.Packed() {
+				ref = unpacked
+			}
+			got := make([]float32, v.Rows)
+			v.MatMulT(x, 1, got, v.Rows, false)
+			for j, g := range got {
+				if g != ref[rr[0]+j] {
+					t.Fatalf("%s rows %v: out[%d] = %g, whole matrix %g", typ, rr, j, g, ref[rr[0]+j])
+				}
+			}
+		}
+	}
+}
+
 // TestMatMulTNoGarbage: a steady stream of single-threaded products on quantized activations
 // allocates nothing.
 func TestMatMulTNoGarbage(t *testing.T) {

@@ -86,7 +86,11 @@ func (m *Matrix) Packed() bool { return m.packed != nil }
 
 // packedMem is a packed copy; its memory may be mapped outside the Go heap (allocPacked),
 // given back when the packedMem is collected, so Matrix values that share it may be copied.
-type packedMem struct{ b []byte }
+// A view's (RowsView) b is part of its owner's, which it keeps alive.
+type packedMem struct {
+	b     []byte
+	owner *packedMem
+}
 
 func packMatrix(m *Matrix) *packedMem {
 	nb, bb := m.Cols/32, packedBlockBytes(m.Type)
@@ -303,8 +307,8 @@ func (w *work) runPacked(ti int) {
 	if typ == gguf.Q6_K {
 		s, ns = w.s16, 2*nb
 	}
-	for i0 := 0; i0 < w.rows; i0 += xTile {
-		i1 := min(i0+xTile, w.rows)
+	for i0 := t.x0; i0 < t.x1; i0 += xTile {
+		i1 := min(i0+xTile, t.x1)
 		for g := t.r0 / packRows; g < t.r1/packRows; g++ {
 			wg := m.packed.b[g*gb : (g+1)*gb]
 			col := t.off + packRows*g
