@@ -97,6 +97,9 @@ func (m *Matrix) RowsView(r0, r1 int) *Matrix {
 	if r0 < 0 || r1 > m.Rows || r0 >= r1 {
 		panic(fmt.Sprintf("quant: rows [%d, %d) of a %d-row matrix", r0, r1, m.Rows))
 	}
+	if m.order != nil {
+		panic("quant: RowsView of a matrix with a row order (SetRowOrder)")
+	}
 	n := m.RowBytes()
 	v := &Matrix{Type: m.Type, Rows: r1 - r0, Cols: m.Cols, Data: m.Data[r0*n : r1*n : r1*n]}
 	if p := m.packed; p != nil && r0%packRows == 0 && r1%packRows == 0 {
