@@ -371,6 +371,7 @@ func (e *Trainer) linearBackward(ac *acts, lin *model.Linear, module string, x, 
 			lin.W.Q.MatMulAcc(dy, T, dx)
 		} else if e.BF16 {
 			gemm.GemmPacked(false, T, 1, dy, out, lin.PairsPacked(false), 1, dx, in)
+			lin.ReleasePaired() // both directions are packed now: W's mapped pages are not read
 		} else if lin.W.F32 != nil {
 			gemm.Sgemm(false, false, T, in, out, 1, dy, out, lin.W.F32, in, 1, dx, in)
 		} else {
