@@ -623,7 +623,14 @@ type headPack struct {
 // headPackedT returns the head's weight packed for dlogits·W (the backward product).
 func (e *Trainer) headPackedT() *gemm.PackedB {
 	if e.BF16 {
-		return e.M.LMHead.PairsPacked(false)
+		h := &e.M.LMHead
+		p := h.PairsPacked(false)
+		if w, emb := h.W.Half, e.M.Embed.Half; len(w) > 0 && (len(emb) == 0 || &w[0] != &emb[0]) {
+			// A head of its own (Linear.ReleasePaired); a tied one is the embedding, whose
+			// rows are read for every token.
+			h.ReleasePaired()
+		}
+		return p
 	}
 	e.headOnce.Do(func() {
 		key := weak.Make(e.M)
