@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/honeai/hone/internal/gemm"
 	"github.com/honeai/hone/internal/gguf"
@@ -21,6 +22,19 @@ type Weight struct {
 	Half       []uint16      // set for bf16/f16 weights
 	Kind       gemm.Half     // format of Half
 	Q          *quant.Matrix // set for quantized weights: multiplied without dequantizing
+
+	src *safetensors.Tensor // the file tensor Half was read from (see releaseMapped)
+}
+
+// releaseMapped gives back the memory of the mapped file pages Half views
+// (safetensors.Tensor.ReleaseRange); a no-op when Half is not a view of a mapped file (a
+// copy, or another source's). Reading Half afterwards stays correct: the pages fault back in.
+func (w *Weight) releaseMapped() {
+	if w.src == nil || len(w.Half) == 0 || len(w.src.Data) == 0 {
+		return
+	}
+	off := int(uintptr(unsafe.Pointer(&w.Half[0])) - uintptr(unsafe.Pointer(&w.src.Data[0])))
+	w.src.ReleaseRange(off, 2*len(w.Half))
 }
 
 // Row writes row r as f32 into out.
@@ -67,6 +81,8 @@ type Linear struct {
 	P    *gemm.PackedB
 
 	pairsT, pairsN *gemm.PackedB // bf16-arithmetic packs (see PairsPacked)
+	fusedT         bool          // a fused group's pair pack holds W for y = x·Wᵀ
+	released       bool          // ReleasePaired gave back W's mapped pages
 }
 
 // packMu serialises lazy packing of Linear weights.
@@ -103,6 +119,25 @@ func (l *Linear) PairsPacked(transposed bool) *gemm.PackedB {
 		l.pairsN = gemm.PackBF16Pairs(false, l.W.Cols, l.W.Rows, l.W.Half, l.W.Cols)
 	}
 	return l.pairsN
+}
+
+// ReleasePaired gives back the memory of W's mapped file pages once W has pair packs for both
+// directions: PairsPacked(false) and the transposed one (its own, or its fused group's; see
+// Layer). Training in bf16 arithmetic (train.Trainer.BF16) multiplies by those packs only,
+// so beside them the pages are dead weight (the projections of a 0.5B model: 0.7 GB). Whatever
+// still reads W.Half stays correct, only slower the first time, as the pages fault back in from
+// the file: merging or exporting an adapter, an f32-arithmetic pack (Packed) for a pass in
+// f32, Row. A no-op otherwise, and for a W that is not a view of a mapped safetensors file
+// (a heap copy, quantized, a GGUF's). The caller picks the linears: not the head of a model
+// whose head and embedding are tied, since embedding rows are read for every token.
+func (l *Linear) ReleasePaired() {
+	packMu.Lock()
+	defer packMu.Unlock()
+	if l.released || l.pairsN == nil || l.pairsT == nil && !l.fusedT {
+		return
+	}
+	l.W.releaseMapped()
+	l.released = true
 }
 
 // fused packs several linears with the same input width as one (their outputs side by side),
@@ -180,6 +215,9 @@ func (f *fused) pairsPacked() *gemm.PackedB {
 	defer packMu.Unlock()
 	if f.pairs == nil {
 		f.pairs = gemm.PackBF16Pairs(true, f.n, w0.Cols, f.halves(), w0.Cols)
+		for _, l := range f.parts {
+			l.fusedT = true
+		}
 	}
 	return f.pairs
 }
@@ -192,9 +230,12 @@ func (f *fused) forward(bf16 bool, x []float32, rows int, tmp []float32, outs ..
 	if f.quantized() {
 		f.forwardQuant(x, rows, tmp)
 	} else {
-		pb := f.packed()
+		var pb *gemm.PackedB
 		if bf16 {
 			pb = f.pairsPacked()
+		}
+		if pb == nil { // only the pack this pass multiplies by is built
+			pb = f.packed()
 		}
 		gemm.GemmPacked(false, rows, 1, x, pb.K(), pb, 0, tmp, n)
 	}
@@ -267,9 +308,12 @@ func (l *Linear) Forward(bf16 bool, x []float32, rows int, out []float32, accumu
 	if l.W.Q != nil {
 		l.W.Q.MatMulT(x, rows, out, l.Out(), accumulate)
 	} else {
-		pb := l.Packed()
+		var pb *gemm.PackedB
 		if bf16 {
 			pb = l.PairsPacked(true)
+		}
+		if pb == nil { // only the pack this pass multiplies by is built
+			pb = l.Packed()
 		}
 		beta := float32(0)
 		if accumulate {
@@ -373,10 +417,10 @@ func tensorWeight(t *safetensors.Tensor, rows, cols int) (Weight, error) {
 		w.F32, err = t.F32()
 	case safetensors.BF16:
 		w.Half, err = t.U16()
-		w.Kind = gemm.BF16
+		w.Kind, w.src = gemm.BF16, t
 	case safetensors.F16:
 		w.Half, err = t.U16()
-		w.Kind = gemm.F16
+		w.Kind, w.src = gemm.F16, t
 	default:
 		return Weight{}, fmt.Errorf("has dtype %s (want F32, BF16 or F16)", t.DType)
 	}

@@ -371,6 +371,7 @@ func (e *Trainer) linearBackward(ac *acts, lin *model.Linear, module string, x, 
 			lin.W.Q.MatMulAcc(dy, T, dx)
 		} else if e.BF16 {
 			gemm.GemmPacked(false, T, 1, dy, out, lin.PairsPacked(false), 1, dx, in)
+			lin.ReleasePaired() // both directions are packed now: W's mapped pages are not read
 		} else if lin.W.F32 != nil {
 			gemm.Sgemm(false, false, T, in, out, 1, dy, out, lin.W.F32, in, 1, dx, in)
 		} else {
@@ -622,7 +623,14 @@ type headPack struct {
 // headPackedT returns the head's weight packed for dlogits·W (the backward product).
 func (e *Trainer) headPackedT() *gemm.PackedB {
 	if e.BF16 {
-		return e.M.LMHead.PairsPacked(false)
+		h := &e.M.LMHead
+		p := h.PairsPacked(false)
+		if w, emb := h.W.Half, e.M.Embed.Half; len(w) > 0 && (len(emb) == 0 || &w[0] != &emb[0]) {
+			// A head of its own (Linear.ReleasePaired); a tied one is the embedding, whose
+			// rows are read for every token.
+			h.ReleasePaired()
+		}
+		return p
 	}
 	e.headOnce.Do(func() {
 		key := weak.Make(e.M)

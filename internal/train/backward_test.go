@@ -249,7 +249,8 @@ func TestHeadPackShared(t *testing.T) {
 // TestBF16ArithmeticAgrees: on a bf16 model, a pass in bf16 arithmetic (activations rounded to
 // bf16 as they enter the frozen products; AMX, VDPBF16PS or pure Go, whichever the CPU runs)
 // gives the log-probabilities and adapter gradients of f32 arithmetic to bf16 precision, for
-// every architecture; the packs it uses are the model's own.
+// every architecture; the packs it uses are the model's own, and f32 arithmetic afterwards (on
+// the weights whose pages the bf16 pass gave back) computes what it did before.
 func TestBF16ArithmeticAgrees(t *testing.T) {
 	for _, arch := range []string{"llama", "qwen2", "qwen3"} {
 		t.Run(arch, func(t *testing.T) {
@@ -277,6 +278,11 @@ func TestBF16ArithmeticAgrees(t *testing.T) {
 			st16, g16 := run(true)
 			if m.Layers[0].O.PairsPacked(true) == nil || m.LMHead.PairsPacked(false) == nil {
 				t.Fatal("no bf16 packs")
+			}
+			// The bf16 pass gave back the projections' mapped pages (Linear.ReleasePaired):
+			// f32 arithmetic, which reads them, faults them back and computes the same.
+			if st, gs := run(false); !slices.Equal(st.Logp, st32.Logp) || !slices.EqualFunc(gs, g32, slices.Equal) {
+				t.Fatal("f32 arithmetic after the bf16 pass differs from before")
 			}
 			for i := range s.Tokens {
 				if s.HasTarget(i) && math.Abs(float64(st16.Logp[i]-st32.Logp[i])) > 0.05*(1+math.Abs(float64(st32.Logp[i]))) {

@@ -58,6 +58,7 @@ func (e *Trainer) accT(lin *model.Linear, dy []float32, rows int, dx []float32) 
 		lin.W.Q.MatMulAcc(dy, rows, dx)
 	case e.BF16 && lin.PairsPacked(false) != nil:
 		gemm.GemmPacked(false, rows, 1, dy, out, lin.PairsPacked(false), 1, dx, in)
+		lin.ReleasePaired()
 	case lin.W.F32 != nil:
 		gemm.Sgemm(false, false, rows, in, out, 1, dy, out, lin.W.F32, in, 1, dx, in)
 	default:

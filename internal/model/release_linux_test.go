@@ -1,0 +1,120 @@
+package model
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/honeai/hone/internal/gemm"
+	"github.com/honeai/hone/internal/safetensors"
+)
+
+// mappedRSSKB is the resident memory (kB, /proc/self/smaps) of the mapping that holds p.
+func mappedRSSKB(t *testing.T, p unsafe.Pointer) int {
+	t.Helper()
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		t.Skip(err)
+	}
+	defer f.Close()
+	addr, in := uintptr(p), false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		var lo, hi uintptr
+		if n, _ := fmt.Sscanf(line, "%x-%x", &lo, &hi); n == 2 { // a mapping's first line: its address range
+			in = lo <= addr && addr < hi
+			continue
+		}
+		var kb int
+		if in && strings.HasPrefix(line, "Rss:") {
+			fmt.Sscanf(strings.TrimPrefix(line, "Rss:"), "%d", &kb)
+			return kb
+		}
+	}
+	t.Fatal("no mapping holds the weight")
+	return 0
+}
+
+// TestReleasePaired: once a bf16 linear mapped from a file has both pair packs (its own
+// transposed one, or its fused group's), ReleasePaired drops its pages from the process's
+// memory, and W.Half still reads the right values (faulted back from the file); before both
+// packs exist, and for a heap copy, it does nothing.
+func TestReleasePaired(t *testing.T) {
+	const rows, cols = 64, 512 // 64 KiB each: sixteen pages
+	vals := make([][]uint16, 3)
+	var ts []safetensors.Tensor
+	for i := range vals {
+		f := make([]float32, rows*cols)
+		for j := range f {
+			f[j] = float32((j*7+i*13)%101) / 50
+		}
+		vals[i] = make([]uint16, len(f))
+		gemm.BF16.Encode(vals[i], f)
+		ts = append(ts, safetensors.FromU16(fmt.Sprintf("w%d", i), safetensors.BF16, []int{rows, cols}, vals[i]))
+	}
+	path := filepath.Join(t.TempDir(), "model.safetensors")
+	if err := safetensors.Write(path, ts, nil); err != nil {
+		t.Fatal(err)
+	}
+	file, err := safetensors.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	lins := make([]*Linear, 3)
+	for i := range lins {
+		tn, _ := file.Tensor(fmt.Sprintf("w%d", i))
+		w, err := tensorWeight(tn, rows, cols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lins[i] = &Linear{W: w}
+	}
+	p := unsafe.Pointer(&lins[0].W.Half[0])
+	check := func(when string) {
+		t.Helper()
+		for i, l := range lins {
+			if !slices.Equal(l.W.Half, vals[i]) {
+				t.Fatalf("%s: weight %d reads wrong values", when, i)
+			}
+		}
+	}
+	check("loaded") // every page resident
+	full := mappedRSSKB(t, p)
+	if full < 3*rows*cols*2/1024 {
+		t.Skipf("the mapping holds %d kB after reading every weight", full)
+	}
+
+	lins[0].PairsPacked(false)
+	lins[0].ReleasePaired() // no transposed pack yet: kept
+	if got := mappedRSSKB(t, p); got != full {
+		t.Fatalf("released with one pack: %d kB resident, %d before", got, full)
+	}
+	lins[0].PairsPacked(true)
+	lins[0].ReleasePaired()
+	f := fuse(lins[1], lins[2])
+	f.pairsPacked()
+	for _, l := range lins[1:] {
+		l.PairsPacked(false)
+		l.ReleasePaired()
+	}
+	if got, want := mappedRSSKB(t, p), full-3*(rows*cols*2/1024-8); got > want {
+		t.Fatalf("%d kB resident after ReleasePaired, want at most %d (of %d)", got, want, full)
+	}
+	check("released")
+
+	heap := &Linear{W: lins[0].W}
+	heap.W.Half = slices.Clone(heap.W.Half) // a copy: never released
+	heap.PairsPacked(true)
+	heap.PairsPacked(false)
+	heap.ReleasePaired()
+	if !slices.Equal(heap.W.Half, vals[0]) {
+		t.Fatal("a heap copy changed on ReleasePaired")
+	}
+}
