@@ -92,8 +92,24 @@ type Model struct {
 // to first use, so that a process that only trains bf16 weights on AMX (which uses its own
 // packs) never holds them. When every pass runs the projections in bf16 arithmetic (a bf16
 // model on a CPU where gemm.BF16PairRows is 1), it builds their pair packs instead.
+//
+// Serving's products read only these packs, so the projections' mapped file pages are given
+// back as each pack is built (Linear.serving; an untied LM head's too, not the embedding,
+// whose rows are read for every token): a bf16 model is then resident once, as its packs,
+// not twice. A pack built later from the same weights (a prefill in bf16 arithmetic on AMX,
+// training's) reads them back from the file and gives them back again.
 func (m *Model) Prepack() {
 	pairs := m.bf16Rows(1)
+	packMu.Lock()
+	for i := range m.Layers {
+		L := &m.Layers[i]
+		for _, l := range []*Linear{&L.Q, &L.K, &L.V, &L.O, &L.Gate, &L.Up, &L.Down} {
+			l.serving = true
+		}
+	}
+	m.LMHead.serving = !m.LMHead.W.same(&m.Embed)
+	packMu.Unlock()
+	defer m.releaseServed() // the packs built before (a pass ran before Prepack) included
 	for i := range m.Layers {
 		L := &m.Layers[i]
 		if pairs {
@@ -116,6 +132,18 @@ func (m *Model) Prepack() {
 		L.Down.Packed()
 	}
 	m.LMHead.Packed()
+}
+
+// releaseServed gives back the mapped pages of every linear Prepack marked serving.
+func (m *Model) releaseServed() {
+	packMu.Lock()
+	defer packMu.Unlock()
+	for i := range m.Layers {
+		L := &m.Layers[i]
+		for _, l := range []*Linear{&L.Q, &L.K, &L.V, &L.O, &L.Gate, &L.Up, &L.Down, &m.LMHead} {
+			l.afterPack()
+		}
+	}
 }
 
 // bf16Rows reports whether a pass over T rows runs its projections in bf16 arithmetic: bf16
@@ -295,7 +323,8 @@ func (m *Model) Close() error {
 }
 
 // WeightBytes is the memory held by the weights (packed copies included, the bf16-arithmetic
-// packs of training too once built).
+// packs of training too once built; not the mapped file pages of weights that serving or
+// training gave back, see Prepack and Linear.ReleasePaired).
 func (m *Model) WeightBytes() int64 {
 	n := m.Embed.Bytes()
 	packed := func(p *gemm.PackedB) {
@@ -311,7 +340,9 @@ func (m *Model) WeightBytes() int64 {
 	packMu.Lock()
 	defer packMu.Unlock()
 	add := func(l *Linear) {
-		n += l.W.Bytes()
+		if _, _, mapped := l.W.mappedRange(); !mapped || !l.serving && !l.released {
+			n += l.W.Bytes()
+		}
 		packed(l.P)
 		packed(l.pairsT)
 		packed(l.pairsN)

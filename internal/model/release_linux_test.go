@@ -12,6 +12,7 @@ import (
 
 	"github.com/honeai/hone/internal/gemm"
 	"github.com/honeai/hone/internal/safetensors"
+	"github.com/honeai/hone/internal/synth"
 )
 
 // mappedRSSKB is the resident memory (kB, /proc/self/smaps) of the mapping that holds p.
@@ -116,5 +117,56 @@ func TestReleasePaired(t *testing.T) {
 	heap.ReleasePaired()
 	if !slices.Equal(heap.W.Half, vals[0]) {
 		t.Fatal("a heap copy changed on ReleasePaired")
+	}
+}
+
+// TestPrepackReleasesMappedWeights: serving's Prepack gives back the mapped file pages of
+// every projection (and of an untied LM head) as it packs them, for f32 and bf16 files, so a
+// served model is resident once, as its packs; the embedding stays (its rows are read per
+// token); and a forward pass afterwards gives the logits it gave before.
+func TestPrepackReleasesMappedWeights(t *testing.T) {
+	for _, dtype := range []string{"f32", "bf16"} {
+		t.Run(dtype, func(t *testing.T) {
+			o := synth.Tiny("llama")
+			o.Hidden, o.Intermediate, o.Layers, o.DType = 256, 1024, 2, dtype
+			dir := t.TempDir()
+			if err := synth.Write(dir, o); err != nil {
+				t.Fatal(err)
+			}
+			m, err := Load(dir, LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			forward := func() []float32 {
+				cache := NewKVCache(&m.Config, KVCacheOptions{NumBlocks: 16})
+				logits, err := m.Forward([]Step{{Seq: cache.NewSequence(), Tokens: []int{1, 2, 3, 4, 5}, LogitsAt: []int{4}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return logits[0][0]
+			}
+			ref := forward() // packs lazily, reading (so touching) every projection's pages
+			w := m.Layers[0].Gate.W
+			p, esz := unsafe.Pointer(unsafe.SliceData(w.F32)), 4
+			if dtype == "bf16" {
+				p, esz = unsafe.Pointer(unsafe.SliceData(w.Half)), 2
+			}
+			before := mappedRSSKB(t, p)
+			m.Prepack()
+			after := mappedRSSKB(t, p)
+			projKB := 0
+			for _, L := range m.Layers {
+				for _, l := range []*Linear{&L.Q, &L.K, &L.V, &L.O, &L.Gate, &L.Up, &L.Down} {
+					projKB += esz * l.W.Rows * l.W.Cols / 1024
+				}
+			}
+			if projKB += esz * m.LMHead.W.Rows * m.LMHead.W.Cols / 1024; before-after < projKB*3/4 {
+				t.Fatalf("the mapping's RSS went %d → %d kB; the projections and head are %d kB", before, after, projKB)
+			}
+			if got := forward(); !slices.Equal(got, ref) {
+				t.Fatal("logits changed after Prepack released the mapped pages")
+			}
+		})
 	}
 }

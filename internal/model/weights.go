@@ -23,18 +23,38 @@ type Weight struct {
 	Kind       gemm.Half     // format of Half
 	Q          *quant.Matrix // set for quantized weights: multiplied without dequantizing
 
-	src *safetensors.Tensor // the file tensor Half was read from (see releaseMapped)
+	src *safetensors.Tensor // the file tensor F32 or Half was read from (see releaseMapped)
 }
 
-// releaseMapped gives back the memory of the mapped file pages Half views
+// releaseMapped gives back the memory of the mapped file pages F32 or Half views
 // (safetensors.Tensor.ReleaseRange); a no-op when Half is not a view of a mapped file (a
 // copy, or another source's). Reading Half afterwards stays correct: the pages fault back in.
 func (w *Weight) releaseMapped() {
-	if w.src == nil || len(w.Half) == 0 || len(w.src.Data) == 0 {
-		return
+	if off, n, ok := w.mappedRange(); ok {
+		w.src.ReleaseRange(off, n)
 	}
-	off := int(uintptr(unsafe.Pointer(&w.Half[0])) - uintptr(unsafe.Pointer(&w.src.Data[0])))
-	w.src.ReleaseRange(off, 2*len(w.Half))
+}
+
+// mappedRange is where F32 or Half lies in its mapped file tensor; ok is false when the
+// weight is not a view of a mapped file.
+func (w *Weight) mappedRange() (off, n int, ok bool) {
+	if w.src == nil || len(w.src.Data) == 0 || !w.src.Mapped() {
+		return 0, 0, false
+	}
+	var p unsafe.Pointer
+	switch {
+	case len(w.Half) > 0:
+		p, n = unsafe.Pointer(&w.Half[0]), 2*len(w.Half)
+	case len(w.F32) > 0:
+		p, n = unsafe.Pointer(&w.F32[0]), 4*len(w.F32)
+	default:
+		return 0, 0, false
+	}
+	base := uintptr(unsafe.Pointer(&w.src.Data[0]))
+	if uintptr(p) < base || uintptr(p)-base+uintptr(n) > uintptr(len(w.src.Data)) {
+		return 0, 0, false // a copy, not a view of the file
+	}
+	return int(uintptr(p) - base), n, true
 }
 
 // Row writes row r as f32 into out.
@@ -83,6 +103,17 @@ type Linear struct {
 	pairsT, pairsN *gemm.PackedB // bf16-arithmetic packs (see PairsPacked)
 	fusedT         bool          // a fused group's pair pack holds W for y = x·Wᵀ
 	released       bool          // ReleasePaired gave back W's mapped pages
+	// serving (set by Model.Prepack): W's mapped file pages are given back each time a pack
+	// is built from them (packed), since serving's products read only the packs.
+	serving bool
+}
+
+// afterPack gives back W's mapped pages after a pack was built from them, when serving (see
+// Model.Prepack); a no-op otherwise. Called with packMu held.
+func (l *Linear) afterPack() {
+	if l.serving {
+		l.W.releaseMapped()
+	}
 }
 
 // packMu serialises lazy packing of Linear weights.
@@ -112,6 +143,7 @@ func (l *Linear) PairsPacked(transposed bool) *gemm.PackedB {
 	if transposed {
 		if l.pairsT == nil {
 			l.pairsT = gemm.PackBF16Pairs(true, l.W.Rows, l.W.Cols, l.W.Half, l.W.Cols)
+			l.afterPack()
 		}
 		return l.pairsT
 	}
@@ -193,6 +225,9 @@ func (f *fused) packed() *gemm.PackedB {
 	} else {
 		f.P = gemm.PackHalfB(w0.Kind, true, f.n, in, f.halves(), in)
 	}
+	for _, l := range f.parts {
+		l.afterPack()
+	}
 	return f.P
 }
 
@@ -217,6 +252,7 @@ func (f *fused) pairsPacked() *gemm.PackedB {
 		f.pairs = gemm.PackBF16Pairs(true, f.n, w0.Cols, f.halves(), w0.Cols)
 		for _, l := range f.parts {
 			l.fusedT = true
+			l.afterPack()
 		}
 	}
 	return f.pairs
@@ -296,6 +332,7 @@ func (l *Linear) pack() {
 	} else {
 		l.P = gemm.PackHalfB(l.W.Kind, true, l.W.Rows, l.W.Cols, l.W.Half, l.W.Cols)
 	}
+	l.afterPack()
 }
 
 // Forward computes out (rows × Out) = x (rows × In) · Wᵀ + b, with beta = 0 or 1 for
@@ -415,6 +452,7 @@ func tensorWeight(t *safetensors.Tensor, rows, cols int) (Weight, error) {
 	switch t.DType {
 	case safetensors.F32:
 		w.F32, err = t.F32()
+		w.src = t
 	case safetensors.BF16:
 		w.Half, err = t.U16()
 		w.Kind, w.src = gemm.BF16, t

@@ -61,6 +61,10 @@ type Tensor struct {
 	mapped bool // Data is a view of a mapped file (see Release)
 }
 
+// Mapped reports whether t's Data is a view of a mapped file, whose pages Release and
+// ReleaseRange can give back (false for tensors built in memory, and where files are read).
+func (t *Tensor) Mapped() bool { return t.mapped }
+
 // Elems is the number of elements.
 func (t *Tensor) Elems() int {
 	n := 1
