@@ -144,7 +144,8 @@ func runPacked(im *impl, p *problem, nt int) {
 	if tm == 1 { // one row range (few rows): pack A once for every task
 		abuf := bufPool.Get().(*floatBuf)
 		defer bufPool.Put(abuf)
-		shared = packAAll(im, abuf, p, mc, kc0)
+		a := packAAll(im, abuf, p, mc, kc0)
+		shared = &a
 	}
 	parallel(tm*tn, nt, func(t int) {
 		i0, i1 := split(m, tm, t/tn, mr)
