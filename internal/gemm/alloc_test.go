@@ -3,9 +3,9 @@ package gemm
 import "testing"
 
 // TestSmallProductsDoNotAllocate pins the allocations of the products that run on the calling
-// goroutine alone, attention's in decode (scores = Q·Kᵀ and out = S·V for a group of query
-// heads over one cache block): tens of thousands of them a step, whose garbage made the
-// collector run several times a step. Products large enough for the worker pool may allocate
+// goroutine alone: attention's in decode (scores = Q·Kᵀ and out = S·V for a group of query
+// heads over one cache block), tens of thousands of them a step, whose garbage made the
+// collector run several times a step, and a small model's prepacked projections. Products large enough for the worker pool may allocate
 // (their problem copy, the job), and so may these under the pure-Go implementation, which sends
 // them through the blocked path.
 func TestSmallProductsDoNotAllocate(t *testing.T) {
@@ -15,7 +15,9 @@ func TestSmallProductsDoNotAllocate(t *testing.T) {
 	k16 := make([]uint16, block*hd)
 	s := make([]float32, group*block)
 	out := make([]float32, group*hd)
+	w := make([]float32, block*hd)
 	forEachImpl(t, func(t *testing.T) {
+		pb := PackB(true, block, hd, w, hd)
 		if current.Load() == genericImpl {
 			t.Skip("the pure-Go implementation has no dot kernels for several rows")
 		}
@@ -28,6 +30,7 @@ func TestSmallProductsDoNotAllocate(t *testing.T) {
 			{"scores-f16", func() { GemmHalfB(F16, false, true, group, block, hd, 0.125, q, hd, k16, hd, 0, s, block) }},
 			{"values-f16", func() { GemmHalfB(F16, false, false, group, hd, block, 1, s, block, k16, hd, 1, out, hd) }},
 			{"transposed-a", func() { Sgemm(true, true, group, block, hd, 1, q, group, k32, hd, 0, s, block) }},
+			{"packed", func() { GemmPacked(false, group, 1, q, hd, pb, 0, s, block) }},
 			{"alpha-0", func() { Sgemm(false, true, group, block, hd, 0, q, hd, k32, hd, 0.5, s, block) }},
 		} {
 			if n := testing.AllocsPerRun(100, tc.fn); n != 0 {

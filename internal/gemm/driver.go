@@ -77,7 +77,7 @@ func run(p *problem) {
 	case p.packed != nil && p.packed.kind == kindBF16Pair:
 		runPairs(im, p.shared(), nt)
 	case p.packed != nil:
-		runPacked(im, p.shared(), nt)
+		runPacked(im, p, nt)
 	case p.transB && p.m <= im.dotMaxM && p.m >= tdotMinM && p.bKind == kindF32 && im.tdot != nil:
 		runTdot(im, p.shared(), nt)
 	case p.transB && p.m <= im.dotMaxM:

@@ -33,6 +33,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/honeai/hone/internal/gemm"
 	"github.com/honeai/hone/internal/gguf"
@@ -393,6 +394,7 @@ func (m *Model) Forward(steps []Step) ([][][]float32, error) {
 		}
 	}
 	b := newBatch(m, steps, T)
+	defer b.release()
 	x := b.x
 	for l := range m.Layers {
 		m.layer(l, b)
@@ -444,16 +446,31 @@ type batch struct {
 	buf                        LayerBuffers
 }
 
+// batchPool keeps the batches of small passes (decode steps) for the next pass, so that a
+// step's buffers are not garbage; every buffer is written before it is read.
+var batchPool = sync.Pool{New: func() any { return new(batch) }}
+
+// poolRows bounds the rows of a pooled batch: a prefill's batch is freed, not kept for the
+// decode steps, whose few rows would hold its buffers for good.
+const poolRows = 64
+
 func newBatch(m *Model, steps []Step, T int) *batch {
 	c := &m.Config
-	H := c.HiddenSize
-	b := &batch{steps: steps, T: T, start: make([]int, len(steps)), pos: make([]int, T), x: make([]float32, T*H),
-		h: make([]float32, T*H), q: make([]float32, T*c.QDim()), k: make([]float32, T*c.KVDim()), v: make([]float32, T*c.KVDim()),
-		attn: make([]float32, T*c.QDim()), gate: make([]float32, T*c.IntermediateSize), up: make([]float32, T*c.IntermediateSize),
-		tmp: make([]float32, T*max(2*c.IntermediateSize, c.QDim()+2*c.KVDim()))}
+	H, I, qd, kvd := c.HiddenSize, c.IntermediateSize, c.QDim(), c.KVDim()
+	b := &batch{}
+	if T <= poolRows {
+		b = batchPool.Get().(*batch)
+	}
+	b.steps, b.T = steps, T
+	b.start, b.pos = grow(b.start, len(steps)), grow(b.pos, T)
+	b.x, b.h = grow(b.x, T*H), grow(b.h, T*H)
+	b.q, b.k, b.v, b.attn = grow(b.q, T*qd), grow(b.k, T*kvd), grow(b.v, T*kvd), grow(b.attn, T*qd)
+	b.gate, b.up = grow(b.gate, T*I), grow(b.up, T*I)
+	b.tmp = grow(b.tmp, T*max(2*I, qd+2*kvd))
 	// One set of buffers for every layer: h holds each norm's output and then the sublayer's
-	// output, SwiGLU overwrites gate.
-	b.buf = LayerBuffers{H1: b.h, Q: b.q, K: b.k, V: b.v, Attn: b.attn, H2: b.h, Gate: b.gate, Up: b.up, Act: b.gate, Tmp: b.tmp, Out: b.h}
+	// output, SwiGLU overwrites gate. A sparse layer's buffers are kept with the batch.
+	b.buf = LayerBuffers{H1: b.h, Q: b.q, K: b.k, V: b.v, Attn: b.attn, H2: b.h, Gate: b.gate, Up: b.up, Act: b.gate, Tmp: b.tmp, Out: b.h,
+		MoE: b.buf.MoE}
 	b.buf.Ctx = m.rowContexts(steps, T)
 	r := 0
 	for i, st := range steps {
@@ -465,6 +482,14 @@ func newBatch(m *Model, steps []Step, T int) *batch {
 		}
 	}
 	return b
+}
+
+// release returns a small batch to batchPool once its pass is done.
+func (b *batch) release() {
+	b.steps = nil // the sequences and adapters are not the pool's to keep
+	if b.T <= poolRows {
+		batchPool.Put(b)
+	}
 }
 
 // AddDelta adds each step's adapter delta of module to the step's rows (Adapters).
@@ -538,7 +563,10 @@ func (m *Model) attention(l int, b *batch) {
 			kvOff := t.kvHead * hd
 			// A windowed layer reads from the window's first block on (the blocks before it
 			// may be released, kvwindow.go); S's columns are positions lo, lo+1, ...
-			S := make([]float32, group*ctx)
+			sc := scratchPool.Get().(*attnScratch)
+			defer sc.release()
+			S := grow(sc.s, group*ctx)
+			sc.s = S
 			for r := 0; r < n; r++ {
 				limit := b.pos[r0+r] + 1
 				lo := m.windowFrom(l, limit-1, bs)
@@ -582,8 +610,10 @@ func (m *Model) attention(l int, b *batch) {
 		bs, kvDim, kvOff := s.c.blockSize, s.c.kvDim, t.kvHead*hd
 		lo := m.windowFrom(l, b.pos[r0], bs)
 		w := ctx - lo
-		K := make([]float32, w*hd)
-		V := make([]float32, w*hd)
+		sc := scratchPool.Get().(*attnScratch)
+		defer sc.release()
+		K, V := grow(sc.k, w*hd), grow(sc.v, w*hd)
+		sc.k, sc.v = K, V
 		for p0 := lo; p0 < ctx; p0 += bs {
 			if f16 {
 				ck, cv := s.at16(l, p0)
@@ -601,7 +631,8 @@ func (m *Model) attention(l int, b *batch) {
 				copy(V[p*hd:(p+1)*hd], cv[j*kvDim+kvOff:])
 			}
 		}
-		S := make([]float32, n*w)
+		S := grow(sc.s, n*w)
+		sc.s = S
 		for qh := t.kvHead * group; qh < (t.kvHead+1)*group; qh++ {
 			Q := b.q[r0*qd+qh*hd:]
 			out := b.attn[r0*qd+qh*hd:]
@@ -618,4 +649,21 @@ func (m *Model) attention(l int, b *batch) {
 			gemm.Sgemm(false, false, n, hd, w, 1, S, w, V, hd, 0, out, qd)
 		}
 	})
+}
+
+// attnScratch is one attention task's buffers: the scores, and for a prefill this kv head's
+// keys and values gathered. Pooled, so that a decode step, which runs a task per sequence and
+// kv head in every layer, makes no garbage; every element used is written before it is read.
+type attnScratch struct{ s, k, v []float32 }
+
+var scratchPool = sync.Pool{New: func() any { return new(attnScratch) }}
+
+// scratchKeep bounds the floats of a pooled attnScratch: the buffers of a long prefill are
+// freed rather than held by the decode steps that take the scratch next.
+const scratchKeep = 1 << 20
+
+func (sc *attnScratch) release() {
+	if cap(sc.s)+cap(sc.k)+cap(sc.v) <= scratchKeep {
+		scratchPool.Put(sc)
+	}
 }
