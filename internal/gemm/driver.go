@@ -85,7 +85,7 @@ func run(p *problem) {
 	case !p.transB && p.m <= rawMaxM:
 		runRaw(im, p, nt)
 	default:
-		runBlocked(im, p.shared(), nt)
+		runBlocked(im, p, nt)
 	}
 }
 
@@ -330,57 +330,90 @@ func addEdge(c []float32, ldc int, t []float32, ldt, rows, cols int) {
 // depth block.
 func runBlocked(im *impl, p *problem, nt int) {
 	m, n, k := p.m, p.n, p.k
-	mr := im.mr
-	mc := max(mcBlock/mr, 1) * mr
-	kc0 := min(kcBlock, k)
+	c := blockedCall{p: *p, im: im}
+	c.mc = max(mcBlock/im.mr, 1) * im.mr
+	c.kc0 = min(kcBlock, k)
 	nc0 := min((n+panelW-1)/panelW*panelW, max(panelW, bBlockFloats/k/panelW*panelW))
-	kblocks := (k + kc0 - 1) / kc0
+	c.kblocks = (k + c.kc0 - 1) / c.kc0
 	bbuf := bufPool.Get().(*floatBuf)
 	defer bufPool.Put(bbuf)
-	bpack := bbuf.aligned(k * nc0)
-
+	c.bpack = bbuf.aligned(k * nc0)
 	// Split C among tasks: by rows when there are enough, else by columns too.
-	tm, tn := grid(m, (n+panelW-1)/panelW, mr, mc, nt)
-	tasks := tm * tn
-
+	c.tm, c.tn = grid(m, (n+panelW-1)/panelW, im.mr, c.mc, nt)
+	if nt == 1 { // tm = tn = 1
+		for jc := 0; jc < n; jc += nc0 {
+			c.columns(jc, nc0, 1)
+			for t := range c.packTasks {
+				c.pack(t)
+			}
+			c.task(0)
+		}
+		return
+	}
+	pc := c // the workers' copy: c stays on the stack of a call made on this goroutine alone
 	for jc := 0; jc < n; jc += nc0 {
-		nc := min(nc0, n-jc)
-		panels := (nc + panelW - 1) / panelW
-		ncp := panels * panelW
-		// Depth block pc lives at bpack[pc*ncp:], its panels kc*panelW apart.
-		units := kblocks * panels
-		packTasks := min(units, 2*nt)
-		parallel(packTasks, nt, func(t int) {
-			u0, u1 := split(units, packTasks, t, 1)
-			for u := u0; u < u1; u++ {
-				pc, q := u/panels*kc0, u%panels
-				kc := min(kc0, k-pc)
-				j := q * panelW
-				packBPanel(im, bpack[pc*ncp+q*kc*panelW:], p, jc+j, min(panelW, nc-j), pc, kc)
-			}
-		})
-		parallel(tasks, nt, func(t int) {
-			i0, i1 := split(m, tm, t/tn, mr)
-			q0, q1 := split(panels, tn, t%tn, 1)
-			j0, j1 := jc+q0*panelW, min(jc+q1*panelW, jc+nc)
-			if i0 >= i1 || j0 >= j1 {
-				return
-			}
-			scaleC(p, i0, i1, j0, j1)
-			abuf := bufPool.Get().(*floatBuf)
-			defer bufPool.Put(abuf)
-			ap := abuf.aligned(mc * kc0)
-			for ic := i0; ic < i1; ic += mc {
-				mcc := min(mc, i1-ic)
-				for pc := 0; pc < k; pc += kc0 {
-					kc := min(kc0, k-pc)
-					src := &bSource{kind: kindF32, panelStride: kc * panelW, ldb: panelW,
-						base: unsafe.Pointer(&bpack[pc*ncp+q0*kc*panelW])}
-					packA(im, ap, p, ic, mcc, pc, kc)
-					macro(im, mcc, j1-j0, kc, ap, src, p.c[ic*p.ldc+j0:], p.ldc, &abuf.tile)
-				}
-			}
-		})
+		pc.columns(jc, nc0, nt)
+		parallel(pc.packTasks, nt, pc.pack)
+		parallel(pc.tm*pc.tn, nt, pc.task)
+	}
+}
+
+// blockedCall is one runBlocked call; columns sets the column block that pack and task work
+// on.
+type blockedCall struct {
+	p       problem
+	im      *impl
+	mc, kc0 int
+	kblocks int
+	bpack   []float32 // the column block's packed B: depth block pc at bpack[pc*ncp:]
+	tm, tn  int
+
+	jc, nc, panels, ncp int // the column block: columns [jc, jc+nc), ncp padded to panels
+	packTasks           int
+}
+
+func (c *blockedCall) columns(jc, nc0, nt int) {
+	c.jc, c.nc = jc, min(nc0, c.p.n-jc)
+	c.panels = (c.nc + panelW - 1) / panelW
+	c.ncp = c.panels * panelW
+	c.packTasks = min(c.kblocks*c.panels, 2*nt)
+}
+
+// pack packs the t-th of packTasks shares of the column block's B panels (all depth blocks),
+// panels kc*panelW apart within a depth block.
+func (c *blockedCall) pack(t int) {
+	p, k, kc0 := &c.p, c.p.k, c.kc0
+	u0, u1 := split(c.kblocks*c.panels, c.packTasks, t, 1)
+	for u := u0; u < u1; u++ {
+		pc, q := u/c.panels*kc0, u%c.panels
+		kc := min(kc0, k-pc)
+		j := q * panelW
+		packBPanel(c.im, c.bpack[pc*c.ncp+q*kc*panelW:], p, c.jc+j, min(panelW, c.nc-j), pc, kc)
+	}
+}
+
+// task computes the t-th of tm×tn blocks of the column block of C through every depth block.
+func (c *blockedCall) task(t int) {
+	im, p, k, kc0, mc := c.im, &c.p, c.p.k, c.kc0, c.mc
+	i0, i1 := split(p.m, c.tm, t/c.tn, im.mr)
+	q0, q1 := split(c.panels, c.tn, t%c.tn, 1)
+	j0, j1 := c.jc+q0*panelW, min(c.jc+q1*panelW, c.jc+c.nc)
+	if i0 >= i1 || j0 >= j1 {
+		return
+	}
+	scaleC(p, i0, i1, j0, j1)
+	abuf := bufPool.Get().(*floatBuf)
+	defer bufPool.Put(abuf)
+	ap := abuf.aligned(mc * kc0)
+	for ic := i0; ic < i1; ic += mc {
+		mcc := min(mc, i1-ic)
+		for pc := 0; pc < k; pc += kc0 {
+			kc := min(kc0, k-pc)
+			src := &bSource{kind: kindF32, panelStride: kc * panelW, ldb: panelW,
+				base: unsafe.Pointer(&c.bpack[pc*c.ncp+q0*kc*panelW])}
+			packA(im, ap, p, ic, mcc, pc, kc)
+			macro(im, mcc, j1-j0, kc, ap, src, p.c[ic*p.ldc+j0:], p.ldc, &abuf.tile)
+		}
 	}
 }
 
