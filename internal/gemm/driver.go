@@ -60,21 +60,26 @@ func run(p *problem) {
 		nt = 1
 	}
 	if p.k == 0 || p.alpha == 0 {
+		if nt == 1 {
+			scaleC(p, 0, p.m, 0, p.n)
+			return
+		}
+		q := p.shared()
 		parallel(nt, nt, func(t int) {
-			i0, i1 := split(p.m, nt, t, 1)
-			scaleC(p, i0, i1, 0, p.n)
+			i0, i1 := split(q.m, nt, t, 1)
+			scaleC(q, i0, i1, 0, q.n)
 		})
 		return
 	}
 	switch {
 	case p.packed != nil && p.packed.kind == kindBF16Pair && im.amx:
-		runAMX(im, p, nt)
+		runAMX(im, p.shared(), nt)
 	case p.packed != nil && p.packed.kind == kindBF16Pair:
-		runPairs(im, p, nt)
+		runPairs(im, p.shared(), nt)
 	case p.packed != nil:
 		runPacked(im, p, nt)
 	case p.transB && p.m <= im.dotMaxM && p.m >= tdotMinM && p.bKind == kindF32 && im.tdot != nil:
-		runTdot(im, p, nt)
+		runTdot(im, p.shared(), nt)
 	case p.transB && p.m <= im.dotMaxM:
 		runDot(im, p, nt)
 	case !p.transB && p.m <= rawMaxM:
@@ -82,6 +87,14 @@ func run(p *problem) {
 	default:
 		runBlocked(im, p, nt)
 	}
+}
+
+// shared returns a heap copy of p for closures that the pool's workers run. Capturing p itself
+// would move every call's problem to the heap, so the small products that run on the calling
+// goroutine alone (attention's, in decode: tens of thousands a step) would each allocate one.
+func (p *problem) shared() *problem {
+	q := *p
+	return &q
 }
 
 // tasksPerThread is how many tasks a call makes per thread when the work divides finely:
@@ -327,108 +340,151 @@ func addEdge(c []float32, ldc int, t []float32, ldt, rows, cols int) {
 // depth block.
 func runBlocked(im *impl, p *problem, nt int) {
 	m, n, k := p.m, p.n, p.k
-	mr := im.mr
-	mc := max(mcBlock/mr, 1) * mr
-	kc0 := min(kcBlock, k)
+	c := blockedCall{p: *p, im: im}
+	c.mc = max(mcBlock/im.mr, 1) * im.mr
+	c.kc0 = min(kcBlock, k)
 	nc0 := min((n+panelW-1)/panelW*panelW, max(panelW, bBlockFloats/k/panelW*panelW))
-	kblocks := (k + kc0 - 1) / kc0
+	c.kblocks = (k + c.kc0 - 1) / c.kc0
 	bbuf := bufPool.Get().(*floatBuf)
 	defer bufPool.Put(bbuf)
-	bpack := bbuf.aligned(k * nc0)
+	c.bpack = bbuf.aligned(k * nc0)
 	// A non-transposed 16-bit B is copied into 16-bit panels (the kernels widen it, as they
 	// do prepacked ones): no conversion, and half the bytes to pack and read.
-	bKind := kindF32
-	var bpack16 []uint16
+	c.bKind = kindF32
 	if !p.transB && p.bKind != kindF32 {
-		bKind, bpack16 = p.bKind, unsafe.Slice((*uint16)(unsafe.Pointer(&bpack[0])), len(bpack))
+		c.bKind, c.bpack16 = p.bKind, unsafe.Slice((*uint16)(unsafe.Pointer(&c.bpack[0])), len(c.bpack))
 	}
-	bBase, esz := unsafe.Pointer(&bpack[0]), bKind.size()
-
 	// Split C among tasks: by rows when there are enough, else by columns too.
-	tm, tn := grid(m, (n+panelW-1)/panelW, mr, mc, nt)
-	tasks := tm * tn
-
+	c.tm, c.tn = grid(m, (n+panelW-1)/panelW, im.mr, c.mc, nt)
+	if nt == 1 { // tm = tn = 1
+		for jc := 0; jc < n; jc += nc0 {
+			c.columns(jc, nc0, 1)
+			for t := range c.packTasks {
+				c.pack(t)
+			}
+			c.task(0)
+		}
+		return
+	}
+	pc := c // the workers' copy: c stays on the stack of a call made on this goroutine alone
 	for jc := 0; jc < n; jc += nc0 {
-		nc := min(nc0, n-jc)
-		panels := (nc + panelW - 1) / panelW
-		ncp := panels * panelW
-		// Depth block pc lives at bpack[pc*ncp:], its panels kc*panelW apart.
-		units := kblocks * panels
-		packTasks := min(units, 2*nt)
-		parallel(packTasks, nt, func(t int) {
-			u0, u1 := split(units, packTasks, t, 1)
-			for u := u0; u < u1; u++ {
-				pc, q := u/panels*kc0, u%panels
-				kc := min(kc0, k-pc)
-				j := q * panelW
-				if bpack16 != nil {
-					packBPanel16(bpack16[pc*ncp+q*kc*panelW:], p, jc+j, min(panelW, nc-j), pc, kc)
-					continue
-				}
-				packBPanel(im, bpack[pc*ncp+q*kc*panelW:], p, jc+j, min(panelW, nc-j), pc, kc)
-			}
-		})
-		parallel(tasks, nt, func(t int) {
-			i0, i1 := split(m, tm, t/tn, mr)
-			q0, q1 := split(panels, tn, t%tn, 1)
-			j0, j1 := jc+q0*panelW, min(jc+q1*panelW, jc+nc)
-			if i0 >= i1 || j0 >= j1 {
-				return
-			}
-			scaleC(p, i0, i1, j0, j1)
-			abuf := bufPool.Get().(*floatBuf)
-			defer bufPool.Put(abuf)
-			ap := abuf.aligned(mc * kc0)
-			for ic := i0; ic < i1; ic += mc {
-				mcc := min(mc, i1-ic)
-				for pc := 0; pc < k; pc += kc0 {
-					kc := min(kc0, k-pc)
-					src := &bSource{kind: bKind, panelStride: kc * panelW, ldb: panelW,
-						base: unsafe.Add(bBase, uintptr(pc*ncp+q0*kc*panelW)*esz)}
-					packA(im, ap, p, ic, mcc, pc, kc)
-					macro(im, mcc, j1-j0, kc, ap, src, p.c[ic*p.ldc+j0:], p.ldc, &abuf.tile)
-				}
-			}
-		})
+		pc.columns(jc, nc0, nt)
+		parallel(pc.packTasks, nt, pc.pack)
+		parallel(pc.tm*pc.tn, nt, pc.task)
+	}
+}
+
+// blockedCall is one runBlocked call; columns sets the column block that pack and task work
+// on.
+type blockedCall struct {
+	p       problem
+	im      *impl
+	mc, kc0 int
+	kblocks int
+	bpack   []float32 // the column block's packed B: depth block pc at bpack[pc*ncp:]
+	bKind   elemKind  // of the packed panels: f32, or B's own 16-bit kind (bpack16)
+	bpack16 []uint16  // bpack's memory as 16-bit panels, for a non-transposed 16-bit B
+	tm, tn  int
+
+	jc, nc, panels, ncp int // the column block: columns [jc, jc+nc), ncp padded to panels
+	packTasks           int
+}
+
+func (c *blockedCall) columns(jc, nc0, nt int) {
+	c.jc, c.nc = jc, min(nc0, c.p.n-jc)
+	c.panels = (c.nc + panelW - 1) / panelW
+	c.ncp = c.panels * panelW
+	c.packTasks = min(c.kblocks*c.panels, 2*nt)
+}
+
+// pack packs the t-th of packTasks shares of the column block's B panels (all depth blocks),
+// panels kc*panelW apart within a depth block.
+func (c *blockedCall) pack(t int) {
+	p, k, kc0 := &c.p, c.p.k, c.kc0
+	u0, u1 := split(c.kblocks*c.panels, c.packTasks, t, 1)
+	for u := u0; u < u1; u++ {
+		pc, q := u/c.panels*kc0, u%c.panels
+		kc := min(kc0, k-pc)
+		j := q * panelW
+		if c.bpack16 != nil {
+			packBPanel16(c.bpack16[pc*c.ncp+q*kc*panelW:], p, c.jc+j, min(panelW, c.nc-j), pc, kc)
+			continue
+		}
+		packBPanel(c.im, c.bpack[pc*c.ncp+q*kc*panelW:], p, c.jc+j, min(panelW, c.nc-j), pc, kc)
+	}
+}
+
+// task computes the t-th of tm×tn blocks of the column block of C through every depth block.
+func (c *blockedCall) task(t int) {
+	im, p, k, kc0, mc := c.im, &c.p, c.p.k, c.kc0, c.mc
+	i0, i1 := split(p.m, c.tm, t/c.tn, im.mr)
+	q0, q1 := split(c.panels, c.tn, t%c.tn, 1)
+	j0, j1 := c.jc+q0*panelW, min(c.jc+q1*panelW, c.jc+c.nc)
+	if i0 >= i1 || j0 >= j1 {
+		return
+	}
+	scaleC(p, i0, i1, j0, j1)
+	abuf := bufPool.Get().(*floatBuf)
+	defer bufPool.Put(abuf)
+	ap := abuf.aligned(mc * kc0)
+	for ic := i0; ic < i1; ic += mc {
+		mcc := min(mc, i1-ic)
+		for pc := 0; pc < k; pc += kc0 {
+			kc := min(kc0, k-pc)
+			src := &bSource{kind: c.bKind, panelStride: kc * panelW, ldb: panelW,
+				base: unsafe.Add(unsafe.Pointer(&c.bpack[0]), uintptr(pc*c.ncp+q0*kc*panelW)*c.bKind.size())}
+			packA(im, ap, p, ic, mcc, pc, kc)
+			macro(im, mcc, j1-j0, kc, ap, src, p.c[ic*p.ldc+j0:], p.ldc, &abuf.tile)
+		}
 	}
 }
 
 // runRaw handles few rows with a non-transposed B: the micro-kernels read B in place (f32 or
 // 16-bit), so B is streamed once and never packed; only a last partial panel is packed.
 func runRaw(im *impl, p *problem, nt int) {
-	m, n, k := p.m, p.n, p.k
-	panels := (n + panelW - 1) / panelW
+	panels := (p.n + panelW - 1) / panelW
 	tasks := min(panels, tasksPerThread*nt)
-	kc0 := min(kcBlock, k)
 	abuf := bufPool.Get().(*floatBuf)
 	defer bufPool.Put(abuf)
-	ap := packAAll(im, abuf, p, m, kc0) // few rows: packed once, shared by the tasks
+	ap := packAAll(im, abuf, p, p.m, min(kcBlock, p.k)) // few rows: packed once, shared by the tasks
+	if nt == 1 {
+		rawPanels(im, p, &ap, 0, panels)
+		return
+	}
+	q, a := p.shared(), ap
 	parallel(tasks, nt, func(t int) {
 		q0, q1 := split(panels, tasks, t, 1)
-		j0, j1 := q0*panelW, min(q1*panelW, n)
-		if j0 >= j1 {
-			return
-		}
-		scaleC(p, 0, m, j0, j1)
-		sb := bufPool.Get().(*floatBuf)
-		defer bufPool.Put(sb)
-		edge := sb.aligned(kc0 * panelW)
-		full := (j1 - j0) / panelW * panelW // columns covered by complete panels
-		for pc := 0; pc < k; pc += kc0 {
-			kc := min(kc0, k-pc)
-			a := ap.block(0, pc)
-			if full > 0 {
-				src := &bSource{kind: p.bKind, base: p.bPtr(pc*p.ldb + j0), panelStride: panelW, ldb: p.ldb}
-				macro(im, m, full, kc, a, src, p.c[j0:], p.ldc, &sb.tile)
-			}
-			if j0+full < j1 {
-				w := j1 - j0 - full
-				packBPanel(im, edge, p, j0+full, w, pc, kc)
-				src := &bSource{kind: kindF32, base: unsafe.Pointer(&edge[0]), panelStride: kc * panelW, ldb: panelW}
-				macro(im, m, w, kc, a, src, p.c[j0+full:], p.ldc, &sb.tile)
-			}
-		}
+		rawPanels(im, q, &a, q0, q1)
 	})
+}
+
+// rawPanels is runRaw's work on the column panels [q0,q1) of C.
+func rawPanels(im *impl, p *problem, ap *packedA, q0, q1 int) {
+	m, n, k := p.m, p.n, p.k
+	kc0 := min(kcBlock, k)
+	j0, j1 := q0*panelW, min(q1*panelW, n)
+	if j0 >= j1 {
+		return
+	}
+	scaleC(p, 0, m, j0, j1)
+	sb := bufPool.Get().(*floatBuf)
+	defer bufPool.Put(sb)
+	edge := sb.aligned(kc0 * panelW)
+	full := (j1 - j0) / panelW * panelW // columns covered by complete panels
+	for pc := 0; pc < k; pc += kc0 {
+		kc := min(kc0, k-pc)
+		a := ap.block(0, pc)
+		if full > 0 {
+			src := &bSource{kind: p.bKind, base: p.bPtr(pc*p.ldb + j0), panelStride: panelW, ldb: p.ldb}
+			macro(im, m, full, kc, a, src, p.c[j0:], p.ldc, &sb.tile)
+		}
+		if j0+full < j1 {
+			w := j1 - j0 - full
+			packBPanel(im, edge, p, j0+full, w, pc, kc)
+			src := &bSource{kind: kindF32, base: unsafe.Pointer(&edge[0]), panelStride: kc * panelW, ldb: panelW}
+			macro(im, m, w, kc, a, src, p.c[j0+full:], p.ldc, &sb.tile)
+		}
+	}
 }
 
 // packedA is a whole op(A) (rows [0,m)) packed block by block: the block of rows [ic, ic+mc)
@@ -446,10 +502,10 @@ func (a *packedA) block(ic, pc int) []float32 {
 }
 
 // packAAll packs op(A) rows [0,m) in mc-row, kc0-deep blocks into buf.
-func packAAll(im *impl, buf *floatBuf, p *problem, mc, kc0 int) *packedA {
+func packAAll(im *impl, buf *floatBuf, p *problem, mc, kc0 int) packedA {
 	m, k, mr := p.m, p.k, im.mr
 	mp := (m + mr - 1) / mr * mr
-	a := &packedA{s: buf.aligned(mp * k), m: m, k: k, mc: mc, mr: mr}
+	a := packedA{s: buf.aligned(mp * k), m: m, k: k, mc: mc, mr: mr}
 	for ic := 0; ic < m; ic += mc {
 		mcc := min(mc, m-ic)
 		for pc := 0; pc < k; pc += kc0 {
@@ -462,7 +518,7 @@ func packAAll(im *impl, buf *floatBuf, p *problem, mc, kc0 int) *packedA {
 // runDot handles y = x·Wᵀ with few rows: each group of dotNW rows of W is streamed once and
 // dotted with every row of x while it sits in L1.
 func runDot(im *impl, p *problem, nt int) {
-	m, n, k := p.m, p.n, p.k
+	m, k := p.m, p.k
 	x, ldx := p.a, p.lda
 	if p.transA { // x = Aᵀ: gather it once (m×k, small)
 		xbuf := bufPool.Get().(*floatBuf)
@@ -475,64 +531,76 @@ func runDot(im *impl, p *problem, nt int) {
 		}
 		ldx = k
 	}
-	groups := (n + dotNW - 1) / dotNW
+	groups := (p.n + dotNW - 1) / dotNW
+	if nt == 1 {
+		dotGroups(im, p, x, ldx, 0, groups)
+		return
+	}
 	tasks := min(groups, tasksPerThread*nt)
+	q := p.shared()
+	parallel(tasks, nt, func(t int) {
+		g0, g1 := split(groups, tasks, t, 1)
+		dotGroups(im, q, x, ldx, g0, g1)
+	})
+}
+
+// dotGroups is runDot's work on the groups [g0,g1) of dotNW rows of W; x is op(A), rows ldx
+// apart.
+func dotGroups(im *impl, p *problem, x []float32, ldx, g0, g1 int) {
+	m, n, k := p.m, p.n, p.k
 	kerns := im.dot[p.bKind]
 	// One depth block: blocking k to keep x in L1 was measured slower (more reductions).
 	kb := k
 	esz := p.bKind.size()
-	parallel(tasks, nt, func(t int) {
-		g0, g1 := split(groups, tasks, t, 1)
-		sb := bufPool.Get().(*floatBuf)
-		defer bufPool.Put(sb)
-		out := sb.out[:16*dotNW]
-		for p0 := 0; p0 < k; p0 += kb {
-			kl := min(kb, k-p0)
-			kv := kl / im.dotVec * im.dotVec // the kernels' part; the rest is added by dotTail
-			for g := g0; g < g1; g++ {
-				j := g * dotNW
-				rows := min(dotNW, n-j)
-				for i0 := 0; i0 < m; i0 += im.dotMR {
-					mx := min(im.dotMR, m-i0)
-					kern := kerns[mx-1]
-					xp := &x[i0*ldx+p0]
-					if rows == dotNW {
-						kern(kv, mx, xp, ldx, p.bPtr(j*p.ldb+p0), p.ldb, &out[0], dotNW)
-					} else {
-						// Fewer than dotNW rows left: point every lane at one row (ldw 0).
-						for r := 0; r < rows; r++ {
-							one := sb.one[:16*dotNW]
-							kern(kv, mx, xp, ldx, unsafe.Add(p.bPtr(0), uintptr((j+r)*p.ldb+p0)*esz), 0, &one[0], dotNW)
-							for i := 0; i < mx; i++ {
-								out[i*dotNW+r] = one[i*dotNW]
-							}
+	sb := bufPool.Get().(*floatBuf)
+	defer bufPool.Put(sb)
+	out := sb.out[:16*dotNW]
+	for p0 := 0; p0 < k; p0 += kb {
+		kl := min(kb, k-p0)
+		kv := kl / im.dotVec * im.dotVec // the kernels' part; the rest is added by dotTail
+		for g := g0; g < g1; g++ {
+			j := g * dotNW
+			rows := min(dotNW, n-j)
+			for i0 := 0; i0 < m; i0 += im.dotMR {
+				mx := min(im.dotMR, m-i0)
+				kern := kerns[mx-1]
+				xp := &x[i0*ldx+p0]
+				if rows == dotNW {
+					kern(kv, mx, xp, ldx, p.bPtr(j*p.ldb+p0), p.ldb, &out[0], dotNW)
+				} else {
+					// Fewer than dotNW rows left: point every lane at one row (ldw 0).
+					for r := 0; r < rows; r++ {
+						one := sb.one[:16*dotNW]
+						kern(kv, mx, xp, ldx, unsafe.Add(p.bPtr(0), uintptr((j+r)*p.ldb+p0)*esz), 0, &one[0], dotNW)
+						for i := 0; i < mx; i++ {
+							out[i*dotNW+r] = one[i*dotNW]
 						}
 					}
-					if kv < kl {
-						dotTail(p, x[i0*ldx:], ldx, mx, j, rows, p0+kv, out)
-					}
-					for i := 0; i < mx; i++ {
-						crow := p.c[(i0+i)*p.ldc+j:][:rows]
-						o := out[i*dotNW : i*dotNW+rows]
-						switch {
-						case p0 > 0:
-							for r := range crow {
-								crow[r] += p.alpha * o[r]
-							}
-						case p.beta == 0:
-							for r := range crow {
-								crow[r] = p.alpha * o[r]
-							}
-						default:
-							for r := range crow {
-								crow[r] = p.alpha*o[r] + p.beta*crow[r]
-							}
+				}
+				if kv < kl {
+					dotTail(p, x[i0*ldx:], ldx, mx, j, rows, p0+kv, out)
+				}
+				for i := 0; i < mx; i++ {
+					crow := p.c[(i0+i)*p.ldc+j:][:rows]
+					o := out[i*dotNW : i*dotNW+rows]
+					switch {
+					case p0 > 0:
+						for r := range crow {
+							crow[r] += p.alpha * o[r]
+						}
+					case p.beta == 0:
+						for r := range crow {
+							crow[r] = p.alpha * o[r]
+						}
+					default:
+						for r := range crow {
+							crow[r] = p.alpha*o[r] + p.beta*crow[r]
 						}
 					}
 				}
 			}
 		}
-	})
+	}
 }
 
 // dotTail adds Σ_{p >= k0} x_i[p]·w_j[p] to out[i*dotNW+r] for rows j..j+rows of W.

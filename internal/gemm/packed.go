@@ -121,66 +121,85 @@ func GemmPacked(transA bool, m int, alpha float32, a []float32, lda int, pb *Pac
 // there are many and the columns otherwise.
 func runPacked(im *impl, p *problem, nt int) {
 	pb := p.packed
-	m, n, k := p.m, p.n, p.k
-	kc0 := min(kcBlock, k)
-	if st := im.streamIm; st != nil && m <= len(st.microRows[pb.kind]) {
+	c := packedCall{p: *p, im: im, kc0: min(kcBlock, p.k)}
+	if st := im.streamIm; st != nil && p.m <= len(st.microRows[pb.kind]) {
 		// Decode: few rows, B read from memory once; each task streams its panels whole
 		// (contiguous) instead of visiting them once per depth block.
-		im, kc0 = st, k
+		c.im, c.kc0 = st, p.k
 	}
-	mr := im.mr
-	mc := max(mcBlock/mr, 1) * mr
-	panels := (n + panelW - 1) / panelW
-	tm, tn := grid(m, panels, mr, mc, nt)
-	var base unsafe.Pointer
+	c.mc = max(mcBlock/c.im.mr, 1) * c.im.mr
+	c.panels = (p.n + panelW - 1) / panelW
+	c.tm, c.tn = grid(p.m, c.panels, c.im.mr, c.mc, nt)
 	if pb.kind == kindF32 {
-		base = unsafe.Pointer(&pb.f32[0])
+		c.base = unsafe.Pointer(&pb.f32[0])
 	} else {
-		base = unsafe.Pointer(&pb.u16[0])
+		c.base = unsafe.Pointer(&pb.u16[0])
 	}
-	esz := pb.kind.size()
-	ncPanels := max(ncBlock/panelW, 1)
-	var shared *packedA
-	if tm == 1 { // one row range (few rows): pack A once for every task
+	if c.tm == 1 { // one row range (few rows): pack A once for every task
 		abuf := bufPool.Get().(*floatBuf)
 		defer bufPool.Put(abuf)
-		shared = packAAll(im, abuf, p, mc, kc0)
+		c.shared = packAAll(c.im, abuf, p, c.mc, c.kc0)
 	}
-	parallel(tm*tn, nt, func(t int) {
-		i0, i1 := split(m, tm, t/tn, mr)
-		q0, q1 := split(panels, tn, t%tn, 1)
-		if i0 >= i1 || q0 >= q1 {
-			return
-		}
-		scaleC(p, i0, i1, q0*panelW, min(q1*panelW, n))
-		sb := bufPool.Get().(*floatBuf)
-		defer bufPool.Put(sb)
-		var ap []float32
-		if shared == nil {
-			ap = sb.aligned(min(mc, i1-i0+mr) * kc0)
-		}
-		for qc := q0; qc < q1; qc += ncPanels {
-			qe := min(qc+ncPanels, q1)
-			j0, j1 := qc*panelW, min(qe*panelW, n)
-			for pc := 0; pc < k; pc += kc0 {
-				kc := min(kc0, k-pc)
-				src := &bSource{
-					kind:        pb.kind,
-					base:        unsafe.Add(base, uintptr(qc*k*panelW+pc*panelW)*esz),
-					panelStride: k * panelW,
-					ldb:         panelW,
+	if nt == 1 {
+		c.task(0)
+		return
+	}
+	pc := c // the workers' copy: c stays on the stack of a call made on this goroutine alone
+	parallel(c.tm*c.tn, nt, pc.task)
+}
+
+// packedCall is one runPacked call, split into tm×tn tasks.
+type packedCall struct {
+	p      problem
+	im     *impl
+	base   unsafe.Pointer // the packed B
+	kc0    int
+	mc     int
+	panels int
+	tm, tn int
+	shared packedA // op(A) packed once when tm is 1 (shared.s nil otherwise)
+}
+
+// task computes the t-th block of C.
+func (c *packedCall) task(t int) {
+	im, p := c.im, &c.p
+	pb := p.packed
+	m, n, k, kc0, mc, mr := p.m, p.n, p.k, c.kc0, c.mc, im.mr
+	esz := pb.kind.size()
+	ncPanels := max(ncBlock/panelW, 1)
+	i0, i1 := split(m, c.tm, t/c.tn, mr)
+	q0, q1 := split(c.panels, c.tn, t%c.tn, 1)
+	if i0 >= i1 || q0 >= q1 {
+		return
+	}
+	scaleC(p, i0, i1, q0*panelW, min(q1*panelW, n))
+	sb := bufPool.Get().(*floatBuf)
+	defer bufPool.Put(sb)
+	var ap []float32
+	if c.shared.s == nil {
+		ap = sb.aligned(min(mc, i1-i0+mr) * kc0)
+	}
+	for qc := q0; qc < q1; qc += ncPanels {
+		qe := min(qc+ncPanels, q1)
+		j0, j1 := qc*panelW, min(qe*panelW, n)
+		for pc := 0; pc < k; pc += kc0 {
+			kc := min(kc0, k-pc)
+			src := &bSource{
+				kind:        pb.kind,
+				base:        unsafe.Add(c.base, uintptr(qc*k*panelW+pc*panelW)*esz),
+				panelStride: k * panelW,
+				ldb:         panelW,
+			}
+			for ic := i0; ic < i1; ic += mc {
+				mcc := min(mc, i1-ic)
+				a := ap
+				if c.shared.s != nil {
+					a = c.shared.block(ic, pc)
+				} else {
+					packA(im, ap, p, ic, mcc, pc, kc)
 				}
-				for ic := i0; ic < i1; ic += mc {
-					mcc := min(mc, i1-ic)
-					a := ap
-					if shared != nil {
-						a = shared.block(ic, pc)
-					} else {
-						packA(im, ap, p, ic, mcc, pc, kc)
-					}
-					macro(im, mcc, j1-j0, kc, a, src, p.c[ic*p.ldc+j0:], p.ldc, &sb.tile)
-				}
+				macro(im, mcc, j1-j0, kc, a, src, p.c[ic*p.ldc+j0:], p.ldc, &sb.tile)
 			}
 		}
-	})
+	}
 }

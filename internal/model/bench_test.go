@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -173,6 +174,9 @@ func BenchmarkDecode(b *testing.B) {
 				if _, err := m.Forward(prefill); err != nil {
 					b.Fatal(err)
 				}
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				gcs := ms.NumGC
 				b.ResetTimer()
 				for it := 0; it < b.N; it++ {
 					if _, err := m.Forward(steps); err != nil {
@@ -186,7 +190,12 @@ func BenchmarkDecode(b *testing.B) {
 						b.StartTimer()
 					}
 				}
+				b.StopTimer()
+				runtime.ReadMemStats(&ms)
 				b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tokens/s")
+				// The collections the steps' garbage caused: their cost grows with the live
+				// heap and they stop the workers of the products they interrupt.
+				b.ReportMetric(float64(ms.NumGC-gcs)/float64(b.N*batch), "GCs/token")
 				b.ReportMetric(peakRSSMB(), "peak-RSS-MB")
 			})
 		}

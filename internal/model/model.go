@@ -425,6 +425,7 @@ func (m *Model) Forward(steps []Step) ([][][]float32, error) {
 		}
 	}
 	b := newBatch(m, steps, T)
+	defer b.release()
 	x := b.x
 	for l := range m.Layers {
 		m.layer(l, b)
@@ -459,10 +460,6 @@ func (m *Model) Forward(steps []Step) ([][][]float32, error) {
 	for _, st := range steps {
 		st.Seq.n += len(st.Tokens)
 		m.releaseBehindWindow(st.Seq)
-	}
-	if T <= pooledRows {
-		b.steps = nil
-		batchPool.Put(b)
 	}
 	return out, nil
 }
@@ -514,6 +511,14 @@ func newBatch(m *Model, steps []Step, T int) *batch {
 		}
 	}
 	return b
+}
+
+// release returns a small batch to batchPool once its pass is done.
+func (b *batch) release() {
+	b.steps = nil // the sequences and adapters are not the pool's to keep
+	if b.T <= pooledRows {
+		batchPool.Put(b)
+	}
 }
 
 // AddDelta adds each step's adapter delta of module to the step's rows (Adapters).
@@ -603,7 +608,7 @@ func (m *Model) attention(l int, b *batch) {
 		lo := m.windowFrom(l, b.pos[r0], bs)
 		w := ctx - lo
 		sc := attnScratchPool.Get().(*attnScratch)
-		defer attnScratchPool.Put(sc)
+		defer sc.release()
 		if n <= 4 {
 			// Decode: each row's group of query heads (group × hd, one after the other) times
 			// the keys of its window in one product, and its scores times the values in
@@ -669,6 +674,16 @@ func (s scratch) grow(n int) scratch {
 }
 
 var attnScratchPool = sync.Pool{New: func() any { return new(attnScratch) }}
+
+// scratchKeep bounds the floats of a pooled attnScratch: the buffers of a long prefill are
+// freed rather than held by the decode steps that take the scratch next.
+const scratchKeep = 1 << 20
+
+func (sc *attnScratch) release() {
+	if cap(sc.s)+cap(sc.k)+cap(sc.v) <= scratchKeep {
+		attnScratchPool.Put(sc)
+	}
+}
 
 // gatherKV copies layer l's keys and values of positions [lo, hi), the hd elements from
 // offset off of each position's kvDim, into K and V (rows of hd), widening an f16 cache's;
