@@ -165,6 +165,12 @@ func ngram(k, minN, maxN int) *Speculative {
 
 func sameResults(t testing.TB, what string, got, want [][]result) {
 	t.Helper()
+	sameResultsWithin(t, what, got, want, 1e-5)
+}
+
+// sameResultsWithin is sameResults with logprobs within tol.
+func sameResultsWithin(t testing.TB, what string, got, want [][]result, tol float64) {
+	t.Helper()
 	for i := range want {
 		for c := range want[i] {
 			g, w := got[i][c], want[i][c]
@@ -173,7 +179,7 @@ func sameResults(t testing.TB, what string, got, want [][]result) {
 					g.tokens, g.text, g.finish, g.stop, w.tokens, w.text, w.finish, w.stop)
 			}
 			for j := range w.logprobs {
-				if d := math.Abs(float64(g.logprobs[j] - w.logprobs[j])); d > 1e-5 {
+				if d := math.Abs(float64(g.logprobs[j] - w.logprobs[j])); d > tol {
 					t.Fatalf("%s: request %d choice %d token %d: logprob %v, plain %v", what, i, c, j, g.logprobs[j], w.logprobs[j])
 				}
 			}
@@ -506,7 +512,10 @@ func TestSpecSmolLM2(t *testing.T) {
 		got := run(t, e, mk(ngram(5, 1, 3)))
 		st := e.Stats().Spec
 		e.Close()
-		sameResults(t, "smollm2", got, want)
+		// The real model's 30 layers over contexts of about 100 positions: the verify pass's
+		// products of several rows and plain decoding's one-row products sum in different
+		// orders (up to 1.1e-5 apart seen), where the tiny models stay within 1e-5.
+		sameResultsWithin(t, "smollm2", got, want, 3e-5)
 		t.Logf("spec %+v; output %q", st, got[0][0].text)
 		if st.AcceptedTokens == 0 {
 			t.Fatalf("no proposal accepted: %+v", st)
