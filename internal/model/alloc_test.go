@@ -17,16 +17,8 @@ func TestDecodeStepAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("sync.Pool drops items at random under the race detector")
 	}
-	dir := t.TempDir()
 	o := synth.Tiny("llama")
-	if err := synth.Write(dir, o); err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.Load(dir, model.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := synthModel(t, o)
 	const batch, ctx, runs = 4, 40, 50
 	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: batch * ((ctx+runs+2)/16 + 1)})
 	steps := make([]model.Step, batch)

@@ -44,17 +44,9 @@ func TestGemmaConfig(t *testing.T) {
 func TestGemmaGreedyDecode(t *testing.T) {
 	for _, arch := range []string{"gemma2", "gemma3"} {
 		t.Run(arch, func(t *testing.T) {
-			dir := t.TempDir()
 			o := synth.Tiny(arch)
 			o.Std = 0.2
-			if err := synth.Write(dir, o); err != nil {
-				t.Fatal(err)
-			}
-			m, err := model.Load(dir, model.LoadOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
+			m := synthModel(t, o)
 			cache := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: 64, BlockSize: 4})
 			seq, other := cache.NewSequence(), cache.NewSequence()
 			prompt := []int{5, 17, 200, 3, 99}

@@ -15,17 +15,9 @@ import (
 func TestSlidingWindowReleasesBlocks(t *testing.T) {
 	for _, arch := range []string{"mistral", "gemma2"} {
 		t.Run(arch, func(t *testing.T) {
-			dir := t.TempDir()
 			o := synth.Tiny(arch)
 			o.Std = 0.08
-			if err := synth.Write(dir, o); err != nil {
-				t.Fatal(err)
-			}
-			m, err := model.Load(dir, model.LoadOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
+			m := synthModel(t, o)
 			tokens := make([]int, 200)
 			for i := range tokens {
 				tokens[i] = (i*37 + 11) % o.Vocab

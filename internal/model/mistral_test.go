@@ -25,15 +25,7 @@ func TestMistralGoldenNeedsWindow(t *testing.T) {
 func checkGoldenNeedsWindow(t *testing.T, golden string, o synth.Options) {
 	t.Helper()
 	g := readGolden(t, golden)
-	dir := t.TempDir()
-	if err := synth.Write(dir, o); err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.Load(dir, model.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := synthModel(t, o)
 	w := o.SlidingWindow
 	if m.Config.SlidingWindow != w || w == 0 {
 		t.Fatalf("sliding window %d, want %d", m.Config.SlidingWindow, w)
@@ -65,17 +57,9 @@ func checkGoldenNeedsWindow(t *testing.T, golden string, o synth.Options) {
 // (MistralForCausalLM's rule) and when none is.
 func TestMinistralGoldenNeedsLayerTypes(t *testing.T) {
 	g := readGolden(t, "ministral")
-	dir := t.TempDir()
 	o := synth.Tiny("ministral")
 	o.Std = 0.08
-	if err := synth.Write(dir, o); err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.Load(dir, model.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := synthModel(t, o)
 	if c := m.Config; c.Arch != "mistral" || c.SlidingWindow != 8 || !c.IsSliding(0) || c.IsSliding(1) {
 		t.Fatalf("ministral config: arch %s, window %d, sliding %v", c.Arch, c.SlidingWindow, c.Sliding)
 	}
