@@ -84,7 +84,7 @@ func vendor() string {
 // decodePrefetch reports whether the streaming kernels of decode (weights read from memory
 // once) prefetch their weights in software (avx512StreamPF) rather than leave it to the
 // hardware prefetcher. Which is faster was measured per CPU family, as
-// BenchmarkDecodeBandwidth (docs/performance.md, "Decode bandwidth"): on Intel's Xeons
+// BenchmarkDecodeBandwidth (docs/performance.md, "Decode prefetch per CPU"): on Intel's Xeons
 // (Sapphire Rapids class) prefetching 4 KiB ahead read the weights 1.1–1.3× faster; on
 // AMD's Zen 4 every prefetch distance measured slower. A memory-bound measurement at start-up
 // would need a buffer larger than the last-level cache (hundreds of MB on a server), so the
