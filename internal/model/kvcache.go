@@ -143,8 +143,7 @@ func (d KVDType) size() int64 {
 func (m *Model) AutoKVDType() KVDType {
 	q := m.Embed.Q != nil || m.LMHead.W.Q != nil
 	for i := range m.Layers {
-		L := &m.Layers[i]
-		for _, l := range []*Linear{&L.Q, &L.K, &L.V, &L.O, &L.Gate, &L.Up, &L.Down} {
+		for _, l := range m.Layers[i].linears() {
 			q = q || l.W.Q != nil
 		}
 	}

@@ -102,12 +102,11 @@ func (m *Model) Prepack() {
 	pairs := m.bf16Rows(1)
 	packMu.Lock()
 	for i := range m.Layers {
-		L := &m.Layers[i]
-		for _, l := range []*Linear{&L.Q, &L.K, &L.V, &L.O, &L.Gate, &L.Up, &L.Down} {
+		for _, l := range m.Layers[i].linears() {
 			l.serving = true
 		}
 	}
-	m.LMHead.serving = !m.LMHead.W.same(&m.Embed)
+	m.LMHead.serving = !m.TiedHead()
 	packMu.Unlock()
 	defer m.releaseServed() // the packs built before (a pass ran before Prepack) included
 	for i := range m.Layers {
@@ -139,12 +138,21 @@ func (m *Model) releaseServed() {
 	packMu.Lock()
 	defer packMu.Unlock()
 	for i := range m.Layers {
-		L := &m.Layers[i]
-		for _, l := range []*Linear{&L.Q, &L.K, &L.V, &L.O, &L.Gate, &L.Up, &L.Down, &m.LMHead} {
+		for _, l := range m.Layers[i].linears() {
 			l.afterPack()
 		}
 	}
+	m.LMHead.afterPack()
 }
+
+// linears are the layer's seven projections (a sparse layer's experts not included).
+func (L *Layer) linears() [7]*Linear {
+	return [7]*Linear{&L.Q, &L.K, &L.V, &L.O, &L.Gate, &L.Up, &L.Down}
+}
+
+// TiedHead reports whether the LM head is the input embedding (tied weights): its rows are
+// then read for every token, so its memory is never given back.
+func (m *Model) TiedHead() bool { return m.LMHead.W.same(&m.Embed) }
 
 // bf16Rows reports whether a pass over T rows runs its projections in bf16 arithmetic: bf16
 // weights, and T at least BF16MinRows (not 0) and gemm.BF16PairRows, from which bf16 is
@@ -349,7 +357,7 @@ func (m *Model) WeightBytes() int64 {
 	}
 	for i := range m.Layers {
 		L := &m.Layers[i]
-		for _, l := range []*Linear{&L.Q, &L.K, &L.V, &L.O, &L.Gate, &L.Up, &L.Down} {
+		for _, l := range L.linears() {
 			add(l)
 		}
 		packed(L.qkv.P)
@@ -361,7 +369,7 @@ func (m *Model) WeightBytes() int64 {
 		packed(L.gateUp.P)
 		packed(L.gateUp.pairs)
 	}
-	if m.LMHead.W.same(&m.Embed) {
+	if m.TiedHead() {
 		packed(m.LMHead.P) // tied: the weight is Embed's
 		packed(m.LMHead.pairsT)
 		packed(m.LMHead.pairsN)

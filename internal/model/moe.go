@@ -268,9 +268,18 @@ func (m *Model) moeForward(l int, h, x []float32, T int, bf16 bool, b *LayerBuff
 	mb.size(T, E, K, H, I)
 	ml.Route(mc, h, T, H, mb)
 	// A single row: two products for all its experts (moedecode.go).
-	if T == 1 && moeOneRow(ml, mb, h, x, E, K, H, I) {
-		return
+	if T != 1 || !moeOneRow(ml, mb, h, E, K, H, I) {
+		m.moeExperts(ml, mb, h, T, bf16, E, K, H, I)
 	}
+	for j, a := range mb.Order[:T*K] {
+		t := int(a) / K
+		kernels.Axpy(mb.Wt[a], mb.Y[j*H:(j+1)*H], x[t*H:(t+1)*H])
+	}
+}
+
+// moeExperts computes each routed row's expert output into mb.Y (in Order), each expert
+// multiplying the rows routed to it as one product.
+func (m *Model) moeExperts(ml *MoELayer, mb *MoEBuffers, h []float32, T int, bf16 bool, E, K, H, I int) {
 	for j, a := range mb.Order[:T*K] {
 		t := int(a) / K
 		copy(mb.X[j*H:(j+1)*H], h[t*H:(t+1)*H])
@@ -291,10 +300,6 @@ func (m *Model) moeForward(l int, h, x []float32, T int, bf16 bool, b *LayerBuff
 		act := mb.Act[j0*I : j1*I]
 		kernels.SwiGLU(act, eg, g, u)
 		ex.Down.Forward(bf16, act, n, mb.Y[j0*H:j1*H], false)
-	}
-	for j, a := range mb.Order[:T*K] {
-		t := int(a) / K
-		kernels.Axpy(mb.Wt[a], mb.Y[j*H:(j+1)*H], x[t*H:(t+1)*H])
 	}
 }
 

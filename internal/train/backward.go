@@ -625,9 +625,7 @@ func (e *Trainer) headPackedT() *gemm.PackedB {
 	if e.BF16 {
 		h := &e.M.LMHead
 		p := h.PairsPacked(false)
-		if w, emb := h.W.Half, e.M.Embed.Half; len(w) > 0 && (len(emb) == 0 || &w[0] != &emb[0]) {
-			// A head of its own (Linear.ReleasePaired); a tied one is the embedding, whose
-			// rows are read for every token.
+		if !e.M.TiedHead() { // a tied head is the embedding, whose rows every token reads
 			h.ReleasePaired()
 		}
 		return p
