@@ -83,65 +83,38 @@ func main() {
 	}
 
 	var tables bytes.Buffer
-	tables.WriteString("var avx512Micro = [3][]microFn{\n")
-	for kind := range kindNames {
-		tables.WriteString("\t{")
-		for rows := 1; rows <= avx512MR; rows++ {
-			name := fmt.Sprintf("microAVX512%sR%d", kindNames[kind], rows)
-			microAVX512(name, kind, rows)
-			fmt.Fprintf(&tables, "%s, ", name)
+	// kindTable writes a Go table, one row per element kind of n kernels: name(kind, i) for
+	// i = 1..n, generating each kernel it names. header is the table's doc and declaration.
+	kindTable := func(header string, n int, name func(kind, i int) string) {
+		tables.WriteString(header + "{\n")
+		for kind := range kindNames {
+			tables.WriteString("\t{")
+			for i := 1; i <= n; i++ {
+				fmt.Fprintf(&tables, "%s, ", name(kind, i))
+			}
+			tables.WriteString("},\n")
 		}
-		tables.WriteString("},\n")
+		tables.WriteString("}\n\n")
 	}
-	tables.WriteString("}\n\n// avx512Stream: the micro-kernels of decode (1..streamMR rows), without software\n// prefetch (the same kernels as avx512Micro's).\nvar avx512Stream = [3][]microFn{\n")
-	for kind := range kindNames {
-		tables.WriteString("\t{")
-		for rows := 1; rows <= streamMR; rows++ {
-			fmt.Fprintf(&tables, "microAVX512%sR%d, ", kindNames[kind], rows)
+	kernel := func(format string, gen func(name string, kind, i int)) func(kind, i int) string {
+		return func(kind, i int) string {
+			name := fmt.Sprintf(format, kindNames[kind], i)
+			if gen != nil {
+				gen(name, kind, i)
+			}
+			return name
 		}
-		tables.WriteString("},\n")
 	}
-	tables.WriteString("}\n\n// avx512StreamPF: avx512Stream prefetching B streamPF bytes ahead.\nvar avx512StreamPF = [3][]microFn{\n")
-	for kind := range kindNames {
-		tables.WriteString("\t{")
-		for rows := 1; rows <= streamMR; rows++ {
-			name := fmt.Sprintf("streamPFAVX512%sR%d", kindNames[kind], rows)
-			microAVX512PF(name, kind, rows, streamPF)
-			fmt.Fprintf(&tables, "%s, ", name)
-		}
-		tables.WriteString("},\n")
-	}
-	tables.WriteString("}\n\nvar avx2Micro = [3][]microFn{\n")
-	for kind := range kindNames {
-		tables.WriteString("\t{")
-		for rows := 1; rows <= avx2MR; rows++ {
-			name := fmt.Sprintf("microAVX2%sR%d", kindNames[kind], rows)
-			microAVX2(name, kind, rows)
-			fmt.Fprintf(&tables, "%s, ", name)
-		}
-		tables.WriteString("},\n")
-	}
-	tables.WriteString("}\n\nvar avx512Dot = [3][]dotFn{\n")
-	for kind := range kindNames {
-		tables.WriteString("\t{")
-		for mx := 1; mx <= avx512DotMR; mx++ {
-			name := fmt.Sprintf("dotAVX512%sX%d", kindNames[kind], mx)
-			dotAVX512(name, kind, mx)
-			fmt.Fprintf(&tables, "%s, ", name)
-		}
-		tables.WriteString("},\n")
-	}
-	tables.WriteString("}\n\nvar avx2Dot = [3][]dotFn{\n")
-	for kind := range kindNames {
-		tables.WriteString("\t{")
-		for mx := 1; mx <= avx2DotMR; mx++ {
-			name := fmt.Sprintf("dotAVX2%sX%d", kindNames[kind], mx)
-			dotAVX2(name, kind, mx)
-			fmt.Fprintf(&tables, "%s, ", name)
-		}
-		tables.WriteString("},\n")
-	}
-	tables.WriteString("}\n\nvar avx512PackT = [3]packTFn{")
+	kindTable("var avx512Micro = [3][]microFn", avx512MR, kernel("microAVX512%sR%d", microAVX512))
+	kindTable("// avx512Stream: the micro-kernels of decode (1..streamMR rows), without software\n"+
+		"// prefetch (the same kernels as avx512Micro's).\nvar avx512Stream = [3][]microFn", streamMR,
+		kernel("microAVX512%sR%d", nil))
+	kindTable("// avx512StreamPF: avx512Stream prefetching B streamPF bytes ahead.\nvar avx512StreamPF = [3][]microFn",
+		streamMR, kernel("streamPFAVX512%sR%d", func(name string, kind, rows int) { microAVX512PF(name, kind, rows, streamPF) }))
+	kindTable("var avx2Micro = [3][]microFn", avx2MR, kernel("microAVX2%sR%d", microAVX2))
+	kindTable("var avx512Dot = [3][]dotFn", avx512DotMR, kernel("dotAVX512%sX%d", dotAVX512))
+	kindTable("var avx2Dot = [3][]dotFn", avx2DotMR, kernel("dotAVX2%sX%d", dotAVX2))
+	tables.WriteString("var avx512PackT = [3]packTFn{")
 	for kind := range kindNames {
 		name := fmt.Sprintf("packTAVX512%s", kindNames[kind])
 		packTAVX512(name, kind)
