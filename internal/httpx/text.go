@@ -28,12 +28,19 @@ func BadText(s string) string {
 // string fields (ids, digests, names, keys: every Go string in v, in structs, slices, arrays,
 // maps and pointers) hold a NUL character or invalid UTF-8. Raw JSON values
 // (json.RawMessage, []byte) are not strings and are stored as sent.
-func CheckText(v any) error {
+func CheckText(v any) error { return CheckTextAt(v, "") }
+
+// CheckTextAt is CheckText for a part of a request at path (for example "batch[3]"), named
+// in the error's field.
+func CheckTextAt(v any, path string) error {
 	rv := reflect.ValueOf(v)
 	if !anyBadText(rv) {
 		return nil // the common case: one walk that builds no field paths
 	}
-	return checkText(rv, "")
+	if path != "" {
+		path = "." + path
+	}
+	return checkText(rv, path)
 }
 
 // textPlan is what anyBadText visits of a type: whether any text can be inside it and, for a

@@ -28,10 +28,23 @@ func DecodeCallBatch(body []byte) (CallCreateBatchReq, []UnknownField, error) {
 const parallelItems = 64
 
 func decodeCallBatch(body []byte, unk *[]UnknownField) (CallCreateBatchReq, error) {
-	// A first pass validates the whole body and leaves each batch item as raw text; the items
-	// are then parsed (on several cores for a large batch) as the whole-body parse would have
-	// parsed them. Any error of the first pass is reported by the whole-body parse, so that
-	// messages and offsets stay those of one parse.
+	items, err := batchItems(body, unk)
+	if err != nil || items == nil {
+		return CallCreateBatchReq{}, err
+	}
+	req := CallCreateBatchReq{Batch: make([]CallBatchItem, len(items))}
+	if err := decodeItems(items, 0, req.Batch, unk, runtime.GOMAXPROCS(0)); err != nil {
+		return CallCreateBatchReq{}, err
+	}
+	return req, nil
+}
+
+// batchItems is the first pass of decoding a batch body: it validates the whole body and
+// returns the batch's items, each left as raw text (decodeItems parses them as the
+// whole-body parse would have), and the unknown members besides the batch; nil items when
+// the body has no batch. Any error of the first pass is reported by the whole-body parse, so
+// that messages and offsets stay those of one parse.
+func batchItems(body []byte, unk *[]UnknownField) ([]pyjson.Value, error) {
 	v, err := pyjson.ParseShallow(body, 1)
 	if err == nil && v.Kind == pyjson.Object && (len(v.Obj) != 1 || v.Obj[0].Key != "batch") {
 		// Members besides the batch (rare) are kept as the whole-body parse reads them.
@@ -42,60 +55,69 @@ func decodeCallBatch(body []byte, unk *[]UnknownField) (CallCreateBatchReq, erro
 			err = err2
 		}
 		if err == pyjson.ErrTooDeep {
-			return CallCreateBatchReq{}, fault.Invalid("", "Request body nested deeper than %d levels", pyjson.MaxDepth)
+			return nil, fault.Invalid("", "Request body nested deeper than %d levels", pyjson.MaxDepth)
 		}
-		return CallCreateBatchReq{}, fault.Invalid("", "Malformed JSON body: %v", err)
+		return nil, fault.Invalid("", "Malformed JSON body: %v", err)
 	}
 	if v.Kind != pyjson.Object {
-		return CallCreateBatchReq{}, fault.Invalid("", "Request body must be a JSON object")
+		return nil, fault.Invalid("", "Request body must be a JSON object")
 	}
-	var req CallCreateBatchReq
+	var items []pyjson.Value
 	for _, m := range v.Obj {
 		if m.Key != "batch" {
 			*unk = append(*unk, UnknownField{Path: joinPath("", m.Key), Value: rawValue(m.Val)})
 			continue
 		}
 		if m.Val.Kind != pyjson.Array {
-			return CallCreateBatchReq{}, typeErr("batch", "array", m.Val)
+			return nil, typeErr("batch", "array", m.Val)
 		}
-		items := m.Val.Arr
-		req.Batch = make([]CallBatchItem, len(items))
-		parts := 1
-		if len(items) >= parallelItems {
-			parts = min(runtime.GOMAXPROCS(0), 4, len(items)/(parallelItems/2))
-		}
-		type part struct {
-			unk []UnknownField
-			err error
-		}
-		res := make([]part, parts)
-		var wg sync.WaitGroup
-		for k := range parts {
-			lo, hi := k*len(items)/parts, (k+1)*len(items)/parts
-			run := func() {
-				r := &res[k]
-				for i := lo; i < hi; i++ {
-					if r.err = decodeRawItem(items[i], i, &req.Batch[i], &r.unk); r.err != nil {
-						return
-					}
-				}
-			}
-			if k == parts-1 {
-				run()
-				continue
-			}
-			wg.Add(1)
-			go func() { defer wg.Done(); run() }()
-		}
-		wg.Wait()
-		for _, r := range res { // the first error in item order
-			if r.err != nil {
-				return CallCreateBatchReq{}, r.err
-			}
-			*unk = append(*unk, r.unk...)
+		items = m.Val.Arr
+		if items == nil {
+			items = []pyjson.Value{}
 		}
 	}
-	return req, nil
+	return items, nil
+}
+
+// decodeItems decodes items, the batch's items from index base on, into out, on up to workers
+// goroutines for a large batch; the error is the first in item order, and the unknown fields
+// are appended in item order.
+func decodeItems(items []pyjson.Value, base int, out []CallBatchItem, unk *[]UnknownField, workers int) error {
+	parts := 1
+	if len(items) >= parallelItems {
+		parts = max(1, min(workers, 4, len(items)/(parallelItems/2)))
+	}
+	type part struct {
+		unk []UnknownField
+		err error
+	}
+	res := make([]part, parts)
+	var wg sync.WaitGroup
+	for k := range parts {
+		lo, hi := k*len(items)/parts, (k+1)*len(items)/parts
+		run := func() {
+			r := &res[k]
+			for i := lo; i < hi; i++ {
+				if r.err = decodeRawItem(items[i], base+i, &out[i], &r.unk); r.err != nil {
+					return
+				}
+			}
+		}
+		if k == parts-1 {
+			run()
+			continue
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); run() }()
+	}
+	wg.Wait()
+	for _, r := range res { // the first error in item order
+		if r.err != nil {
+			return r.err
+		}
+		*unk = append(*unk, r.unk...)
+	}
+	return nil
 }
 
 // decodeRawItem decodes batch item i, left raw by the first pass of decodeCallBatch.

@@ -204,82 +204,122 @@ type Authorizer func(projectID, param string) error
 // validated and authorised before anything is written; the end of a call that started earlier
 // in the same batch is written together with its start.
 func (s *Service) CallUpsertBatch(ctx context.Context, req CallCreateBatchReq, authorize Authorizer) (CallCreateBatchRes, error) {
-	writes := make([]CallWrite, 0, len(req.Batch))
-	started := make(map[[2]string]int, len(req.Batch)) // (project, id) -> index in writes of its start
 	res := CallCreateBatchRes{Res: make([]any, len(req.Batch))}
-	ex := s.extrasFor(ctx, "")
-	authorized := "" // the project last authorised (a batch is nearly always of one project)
-	pre := s.batchRows(req.Batch)
-	for i, item := range req.Batch {
+	pass := &batchPass{s: s, authorize: authorize, res: res.Res, ex: s.extrasFor(ctx, ""), started: map[[2]string]int{}}
+	if err := pass.run(req.Batch, 0, s.batchRows(req.Batch, 0, runtime.GOMAXPROCS(0))); err != nil {
+		return CallCreateBatchRes{}, err
+	}
+	if err := s.store.UpsertCalls(ctx, pass.writes); err != nil {
+		return CallCreateBatchRes{}, err
+	}
+	return res, s.keepExtras(ctx, pass.ex)
+}
+
+// batchPass is the ordered pass over a batch's items: modes, authorisation and rows checked
+// item by item (the first error in item order is the one returned), answers filled in, and
+// the writes gathered, the end of a call joined to its start when both are in writes.
+type batchPass struct {
+	s          *Service
+	authorize  Authorizer
+	authorized string // the project last authorised (a batch is nearly always of one project)
+	checked    bool   // whether any item was authorised yet
+	ex         *extras
+	res        []any
+	writes     []CallWrite
+	started    map[[2]string]int // (project, id) -> index in writes of its start
+}
+
+// run passes items, the batch's items from index base on; pre are their rows built ahead
+// (batchRows), or nil.
+func (b *batchPass) run(items []CallBatchItem, base int, pre []batchRow) error {
+	for k := range items {
+		item, i := &items[k], base+k
 		p := "batch[" + strconv.Itoa(i) + "]"
 		switch item.Mode {
 		case "start":
 			st := item.Req.Start
 			if st == nil {
-				return CallCreateBatchRes{}, badField(p+".req.start", "is required for mode \"start\"")
+				return badField(p+".req.start", "is required for mode \"start\"")
 			}
-			if st.ProjectID != authorized || i == 0 {
-				if err := authorize(st.ProjectID, p+".req.start.project_id"); err != nil {
-					return CallCreateBatchRes{}, err
-				}
-				authorized = st.ProjectID
+			if err := b.authorizeOnce(st.ProjectID, p+".req.start.project_id"); err != nil {
+				return err
 			}
 			var row *CallStartRow
 			var err error
-			if pre != nil && pre[i].done {
-				row, err = pre[i].start, pre[i].err
+			if pre != nil && pre[k].done {
+				row, err = pre[k].start, pre[k].err
 			} else {
-				row, err = s.startRow(*st, p+".req.start")
+				row, err = b.s.startRow(*st, p+".req.start")
 			}
 			if err != nil {
-				return CallCreateBatchRes{}, err
+				return err
 			}
-			if ex != nil {
-				ex.project = st.ProjectID
-				ex.claim(p+".", "call:"+row.ID)
+			if b.ex != nil {
+				b.ex.project = st.ProjectID
+				b.ex.claim(p+".", "call:"+row.ID)
 			}
-			started[[2]string{st.ProjectID, row.ID}] = len(writes)
-			writes = append(writes, CallWrite{Project: st.ProjectID, Start: row})
-			res.Res[i] = CallStartRes{ID: row.ID, TraceID: row.TraceID}
+			b.started[[2]string{st.ProjectID, row.ID}] = len(b.writes)
+			b.writes = append(b.writes, CallWrite{Project: st.ProjectID, Start: row})
+			b.res[i] = CallStartRes{ID: row.ID, TraceID: row.TraceID}
 		case "end":
 			en := item.Req.End
 			if en == nil {
-				return CallCreateBatchRes{}, badField(p+".req.end", "is required for mode \"end\"")
+				return badField(p+".req.end", "is required for mode \"end\"")
 			}
-			if en.ProjectID != authorized || i == 0 {
-				if err := authorize(en.ProjectID, p+".req.end.project_id"); err != nil {
-					return CallCreateBatchRes{}, err
-				}
-				authorized = en.ProjectID
+			if err := b.authorizeOnce(en.ProjectID, p+".req.end.project_id"); err != nil {
+				return err
 			}
 			var row *CallEndRow
 			var err error
-			if pre != nil && pre[i].done {
-				row, err = pre[i].end, pre[i].err
+			if pre != nil && pre[k].done {
+				row, err = pre[k].end, pre[k].err
 			} else {
-				row, err = s.endRow(*en, p+".req.end")
+				row, err = b.s.endRow(*en, p+".req.end")
 			}
 			if err != nil {
-				return CallCreateBatchRes{}, err
+				return err
 			}
-			if ex != nil {
-				ex.project = en.ProjectID
-				ex.claim(p+".", "call:"+row.ID)
+			if b.ex != nil {
+				b.ex.project = en.ProjectID
+				b.ex.claim(p+".", "call:"+row.ID)
 			}
-			if j, ok := started[[2]string{en.ProjectID, row.ID}]; ok && writes[j].End == nil {
-				writes[j].End = row
+			if j, ok := b.started[[2]string{en.ProjectID, row.ID}]; ok && b.writes[j].End == nil {
+				b.writes[j].End = row
 			} else {
-				writes = append(writes, CallWrite{Project: en.ProjectID, End: row})
+				b.writes = append(b.writes, CallWrite{Project: en.ProjectID, End: row})
 			}
-			res.Res[i] = Empty{}
+			b.res[i] = Empty{}
 		default:
-			return CallCreateBatchRes{}, badField(p+".mode", "must be \"start\" or \"end\", got %q", item.Mode)
+			return badField(p+".mode", "must be \"start\" or \"end\", got %q", item.Mode)
 		}
 	}
-	if err := s.store.UpsertCalls(ctx, writes); err != nil {
-		return CallCreateBatchRes{}, err
+	return nil
+}
+
+func (b *batchPass) authorizeOnce(project, param string) error {
+	if b.checked && project == b.authorized {
+		return nil
 	}
-	return res, s.keepExtras(ctx, ex)
+	if err := b.authorize(project, param); err != nil {
+		return err
+	}
+	b.authorized, b.checked = project, true
+	return nil
+}
+
+// take returns the writes gathered so far to be written, keeping back a last write that is
+// a start alone: its end, if it is the next item, is then joined to it.
+func (b *batchPass) take() []CallWrite {
+	ws := b.writes
+	clear(b.started)
+	b.writes = nil
+	if n := len(ws); n > 0 && ws[n-1].End == nil && ws[n-1].Start != nil {
+		last := ws[n-1]
+		b.writes = []CallWrite{last}
+		b.started[[2]string{last.Project, last.Start.ID}] = 0
+		ws = ws[:n-1]
+	}
+	return ws
 }
 
 // batchRow is an item of a batch turned into its row ahead of the ordered pass of
@@ -295,19 +335,19 @@ type batchRow struct {
 // batch. Items whose rows need a generated id (a start without id or trace id) are left to the
 // ordered pass, so ids are generated in item order; errors are kept and returned by that pass
 // in item order, after the checks it makes first (mode, authorisation).
-func (s *Service) batchRows(items []CallBatchItem) []batchRow {
-	if len(items) < parallelItems || runtime.GOMAXPROCS(0) < 2 {
+func (s *Service) batchRows(items []CallBatchItem, base, workers int) []batchRow {
+	if len(items) < parallelItems || workers < 2 {
 		return nil
 	}
 	out := make([]batchRow, len(items))
-	parts := min(runtime.GOMAXPROCS(0), 4, len(items)/(parallelItems/2))
+	parts := min(workers, 4, len(items)/(parallelItems/2))
 	var wg sync.WaitGroup
 	for k := range parts {
 		lo, hi := k*len(items)/parts, (k+1)*len(items)/parts
 		run := func() {
 			for i := lo; i < hi; i++ {
 				it, r := &items[i], &out[i]
-				p := "batch[" + strconv.Itoa(i) + "]"
+				p := "batch[" + strconv.Itoa(base+i) + "]"
 				switch {
 				case it.Mode == "start" && it.Req.Start != nil:
 					st := it.Req.Start

@@ -67,83 +67,115 @@ func (s *SQLStore) warmStmts(ctx context.Context) {
 // UpsertCalls writes starts and ends of calls in one transaction. A start and an end may
 // arrive in either order, or together: each fills its own columns of the call's row.
 func (s *SQLStore) UpsertCalls(ctx context.Context, writes []CallWrite) error {
+	return s.UpsertCallStream(ctx, func() ([]CallWrite, error) {
+		ws := writes
+		writes = nil
+		return ws, nil
+	})
+}
+
+// UpsertCallStream is UpsertCalls over the writes next returns; whole calls of successive
+// parts share multi-row statements.
+func (s *SQLStore) UpsertCallStream(ctx context.Context, next func() ([]CallWrite, error)) error {
 	s.warmStmts(ctx)
 	return s.db.WriteTx(ctx, func(tx *db.Tx) error {
-		stmts := map[string]*sql.Stmt{}
+		cw := &callWriter{s: s, ctx: ctx, tx: tx, stmts: map[string]*sql.Stmt{}, inStmt: map[[2]string]bool{}}
 		defer func() {
-			for _, st := range stmts {
+			for _, st := range cw.stmts {
 				st.Close()
 			}
 		}()
-		prepare := func(kind, q string) (*sql.Stmt, error) {
-			if st, ok := stmts[kind]; ok {
-				return st, nil
-			}
-			if v, ok := s.stmts.Load(kind); ok {
-				st := tx.SQL().StmtContext(ctx, v.(*sql.Stmt))
-				stmts[kind] = st
-				return st, nil
-			}
-			st, err := tx.Prepare(ctx, q)
-			if err == nil {
-				stmts[kind] = st
-			}
-			return st, err
-		}
-		// Whole calls (start and end together, the common case) go in multi-row INSERTs.
-		const perStmt = callsPerStmt
-		var complete []CallWrite
-		inChunk := map[[2]string]bool{} // PostgreSQL refuses to upsert one row twice in a statement
-		flush := func() error {
-			clear(inChunk)
-			for len(complete) > 0 {
-				n := min(len(complete), perStmt)
-				if err := s.insertComplete(ctx, tx, prepare, complete[:n]); err != nil {
-					return err
-				}
-				complete = complete[n:]
-			}
-			return nil
-		}
-		for _, w := range writes {
-			if w.Start != nil && w.End != nil {
-				key := [2]string{w.Project, w.Start.ID}
-				if inChunk[key] {
-					if err := flush(); err != nil {
-						return err
-					}
-				}
-				inChunk[key] = true
-				complete = append(complete, w)
-				continue
-			}
-			if err := flush(); err != nil {
-				return err
-			}
-			var args []any
-			var st *sql.Stmt
-			var err error
-			start, end := w.Start, w.End
-			switch {
-			case start != nil:
-				st, err = prepare("start", startSQL)
-				args = append(startArgs(w.Project, start), len(start.Attributes)+len(start.Inputs))
-			default:
-				st, err = prepare("end", endSQL)
-				args = append(append([]any{w.Project, end.ID, end.TraceID}, endArgs(end)...), nullStr(end.DisplayName), len(end.Output)+len(end.Summary))
-			}
+		for {
+			writes, err := next()
 			if err != nil {
 				return err
 			}
-			if _, err := st.ExecContext(ctx, args...); err != nil {
+			if len(writes) == 0 {
+				return cw.flush()
+			}
+			for _, w := range writes {
+				if err := cw.write(w); err != nil {
+					return err
+				}
+			}
+		}
+	})
+}
+
+// callWriter writes calls in one transaction. Whole calls (start and end together, the
+// common case) are gathered and go in multi-row INSERTs of callsPerStmt rows.
+type callWriter struct {
+	s        *SQLStore
+	ctx      context.Context
+	tx       *db.Tx
+	stmts    map[string]*sql.Stmt
+	complete []CallWrite
+	inStmt   map[[2]string]bool // PostgreSQL refuses to upsert one row twice in a statement
+}
+
+func (cw *callWriter) prepare(kind, q string) (*sql.Stmt, error) {
+	if st, ok := cw.stmts[kind]; ok {
+		return st, nil
+	}
+	if v, ok := cw.s.stmts.Load(kind); ok {
+		st := cw.tx.SQL().StmtContext(cw.ctx, v.(*sql.Stmt))
+		cw.stmts[kind] = st
+		return st, nil
+	}
+	st, err := cw.tx.Prepare(cw.ctx, q)
+	if err == nil {
+		cw.stmts[kind] = st
+	}
+	return st, err
+}
+
+// flush writes the gathered whole calls.
+func (cw *callWriter) flush() error {
+	clear(cw.inStmt)
+	for lo := 0; lo < len(cw.complete); lo += callsPerStmt {
+		if err := cw.s.insertComplete(cw.ctx, cw.tx, cw.prepare, cw.complete[lo:min(lo+callsPerStmt, len(cw.complete))]); err != nil {
+			return err
+		}
+	}
+	cw.complete = cw.complete[:0]
+	return nil
+}
+
+func (cw *callWriter) write(w CallWrite) error {
+	if w.Start != nil && w.End != nil {
+		key := [2]string{w.Project, w.Start.ID}
+		if cw.inStmt[key] {
+			if err := cw.flush(); err != nil {
 				return err
 			}
 		}
-		if err := flush(); err != nil {
-			return err
+		cw.inStmt[key] = true
+		cw.complete = append(cw.complete, w)
+		if len(cw.complete) == callsPerStmt {
+			return cw.flush()
 		}
 		return nil
-	})
+	}
+	if err := cw.flush(); err != nil {
+		return err
+	}
+	var args []any
+	var st *sql.Stmt
+	var err error
+	start, end := w.Start, w.End
+	switch {
+	case start != nil:
+		st, err = cw.prepare("start", startSQL)
+		args = append(startArgs(w.Project, start), len(start.Attributes)+len(start.Inputs))
+	default:
+		st, err = cw.prepare("end", endSQL)
+		args = append(append([]any{w.Project, end.ID, end.TraceID}, endArgs(end)...), nullStr(end.DisplayName), len(end.Output)+len(end.Summary))
+	}
+	if err != nil {
+		return err
+	}
+	_, err = st.ExecContext(cw.ctx, args...)
+	return err
 }
 
 func startArgs(project string, start *CallStartRow) []any {

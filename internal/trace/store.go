@@ -35,6 +35,10 @@ type Store interface {
 
 	// Calls.
 	UpsertCalls(ctx context.Context, writes []CallWrite) error
+	// UpsertCallStream writes, in one transaction, the writes next returns, until it returns
+	// none (then commits) or an error (then rolls back and returns it). Ingest decodes a
+	// batch's later items while its earlier ones are written (CallUpsertBatchBody).
+	UpsertCallStream(ctx context.Context, next func() ([]CallWrite, error)) error
 	QueryCalls(ctx context.Context, project string, q CallQuery, each func(CallRow) error) error
 	CountCalls(ctx context.Context, project string, q CallQuery) (count int, size int64, err error)
 	UpdateCall(ctx context.Context, project, id string, displayName *string) (bool, error)

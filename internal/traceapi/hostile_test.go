@@ -2,6 +2,7 @@ package traceapi_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -91,6 +92,29 @@ func TestHostileStrings(t *testing.T) {
 				t.Errorf("%s %s %s: %d %s (want 400 naming %s)", c.method, c.path, c.body, code, out, c.param)
 			}
 		}
+		// The same in a batch, small and large (a large one is written part by part while its
+		// later items are decoded: trace.CallUpsertBatchBody); nothing of the batch is kept.
+		var items []string
+		for i := range 600 {
+			op := "op"
+			if i == 550 {
+				op = `bad\u0000op`
+			}
+			items = append(items, fmt.Sprintf(`{"mode":"start","req":{"start":{"project_id":"ent/big","id":"b%d","trace_id":"t","op_name":"%s","started_at":"2026-01-01T00:00:00Z","attributes":{},"inputs":{}}}}`, i, op))
+		}
+		for _, c := range []struct {
+			items []string
+			param string
+		}{{items[549:551], "batch[1].req.start.op_name"}, {items, "batch[550].req.start.op_name"}} {
+			code, out := e.call(t, "POST", "/call/upsert_batch", e.key, `{"batch":[`+strings.Join(c.items, ",")+`]}`)
+			if code != 400 || errParam(t, out) != c.param {
+				t.Errorf("batch of %d: %d %s (want 400 naming %s)", len(c.items), code, out, c.param)
+			}
+		}
+		if code, out := e.call(t, "POST", "/calls/query_stats", e.key, `{"project_id":"ent/big"}`); code != 200 || !strings.Contains(string(out), `"count":0`) {
+			t.Errorf("after the refused batches: %d %s", code, out)
+		}
+
 		// A query literal or field with a lone surrogate is no 500.
 		query(`{"project_id":"ent/p","query":{"$expr":{"$eq":[{"$getField":"inputs.s"},{"$literal":"\ud800"}]}}}`)
 		code, out := e.call(t, "POST", "/calls/query", e.key, `{"project_id":"ent/p","query":{"$expr":{"$eq":[{"$getField":"inputs.\ud800"},{"$literal":"x"}]}}}`)

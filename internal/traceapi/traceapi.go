@@ -15,6 +15,7 @@ import (
 	"mime"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/honeai/hone/internal/apierror"
@@ -391,21 +392,17 @@ func (a *API) upsertBatch(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, err)
 		return
 	}
-	req, unknown, err := trace.DecodeCallBatch(body)
-	if err == nil {
-		err = httpx.CheckText(&req)
-	}
-	if err != nil {
-		apierror.Write(w, r, err)
-		return
-	}
-	for _, it := range req.Batch {
-		if it.Req.Start != nil {
-			setStartUser(r.Context(), it.Req.Start)
+	ctx := r.Context()
+	check := func(i int, it *trace.CallBatchItem) error {
+		if err := httpx.CheckTextAt(it, "batch["+strconv.Itoa(i)+"]"); err != nil {
+			return err
 		}
+		if it.Req.Start != nil {
+			setStartUser(ctx, it.Req.Start)
+		}
+		return nil
 	}
-	ctx := trace.WithUnknownFields(r.Context(), routeName(r), unknown)
-	res, err := a.svc.CallUpsertBatch(ctx, req, authorizer(ctx))
+	res, err := a.svc.CallUpsertBatchBody(ctx, routeName(r), body, check, authorizer(ctx))
 	if err != nil {
 		apierror.Write(w, r, err)
 		return
