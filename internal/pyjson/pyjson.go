@@ -10,8 +10,10 @@
 package pyjson
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"strings"
 	"sync"
@@ -910,85 +912,264 @@ func TopLevelKeys(data []byte) ([]string, error) {
 	return keys, nil
 }
 
-// skip scans one value without building it.
+// skip scans one value without building it. It gives the results and the errors (messages
+// and offsets) of the recursive scan it replaced (kept in skipref_test.go as refSkip), which
+// scanned strings byte by byte and scalars with value: containers are walked with an explicit
+// stack, strings a word at a time, and numbers and literals in place (no allocation).
 func (p *parser) skip(depth int) error {
-	if depth > MaxDepth {
-		return ErrTooDeep
-	}
-	if p.i >= len(p.s) {
-		return p.err("unexpected end of input")
-	}
-	switch c := p.s[p.i]; c {
-	case '{', '[':
-		closer := byte('}')
-		if c == '[' {
-			closer = ']'
+	s, i := p.s, p.i
+	// objs has bit n set when the container opened n levels below the value skipped is an
+	// object; n counts them. depth is the depth of the value about to be scanned.
+	var objs [(MaxDepth + 2 + 63) / 64]uint64
+	n := 0
+	for {
+		// A value at s[i] (whitespace before it skipped).
+		if depth > MaxDepth {
+			p.i = i
+			return ErrTooDeep
 		}
-		p.i++
-		p.ws()
-		if p.i < len(p.s) && p.s[p.i] == closer {
-			p.i++
-			return nil
+		if i >= len(s) {
+			p.i = i
+			return p.err("unexpected end of input")
 		}
-		for {
-			p.ws()
-			if c == '{' {
-				if p.i >= len(p.s) || p.s[p.i] != '"' {
-					return p.err("expected a string key")
-				}
-				if err := p.skipString(); err != nil {
+		switch c := s[i]; c {
+		case '"':
+			j, ok := skipStringFast(s, i)
+			if !ok {
+				p.i = i
+				if _, err := p.str(); err != nil {
 					return err
 				}
-				p.ws()
-				if p.i >= len(p.s) || p.s[p.i] != ':' {
-					return p.err("expected ':'")
+				j = p.i
+			}
+			i = j
+		case '{', '[':
+			closer := byte('}')
+			if c == '[' {
+				closer = ']'
+			}
+			i = skipWS(s, i+1)
+			if i < len(s) && s[i] == closer {
+				i++
+				break
+			}
+			if c == '{' {
+				objs[n>>6] |= 1 << (n & 63)
+			} else {
+				objs[n>>6] &^= 1 << (n & 63)
+			}
+			n++
+			depth++
+			if c == '{' {
+				var err error
+				if i, err = p.skipKey(s, i); err != nil {
+					return err
 				}
-				p.i++
-				p.ws()
 			}
-			if err := p.skip(depth + 1); err != nil {
-				return err
+			continue
+		case 't', 'f', 'n':
+			w := "null"
+			if c == 't' {
+				w = "true"
+			} else if c == 'f' {
+				w = "false"
 			}
-			p.ws()
-			if p.i >= len(p.s) {
-				return p.err("unexpected end of input")
+			if len(s)-i < len(w) || string(s[i:i+len(w)]) != w {
+				p.i = i
+				return p.err("invalid literal")
 			}
-			if p.s[p.i] == ',' {
-				p.i++
-				continue
+			i += len(w)
+		default:
+			if c != '-' && c-'0' > 9 {
+				p.i = i
+				return p.err("invalid character")
 			}
-			if p.s[p.i] == closer {
-				p.i++
+			var msg string
+			if i, msg = skipNumber(s, i); msg != "" {
+				p.i = i
+				return p.err(msg)
+			}
+		}
+		// The value ended at i: close the containers it completes, then go to the next
+		// element (or return when the value skipped is complete).
+		for {
+			if n == 0 {
+				p.i = i
 				return nil
 			}
+			i = skipWS(s, i)
+			if i >= len(s) {
+				p.i = i
+				return p.err("unexpected end of input")
+			}
+			obj := objs[(n-1)>>6]&(1<<((n-1)&63)) != 0
+			if s[i] == ',' {
+				i = skipWS(s, i+1)
+				if obj {
+					var err error
+					if i, err = p.skipKey(s, i); err != nil {
+						return err
+					}
+				}
+				break
+			}
+			closer := byte(']')
+			if obj {
+				closer = '}'
+			}
+			if s[i] == closer {
+				i++
+				n--
+				depth--
+				continue
+			}
+			p.i = i
 			return p.err("expected ',' or a closing bracket")
 		}
-	case '"':
-		return p.skipString()
 	}
-	_, err := p.value(depth)
-	return err
 }
 
-// skipString scans a string, checking escapes and UTF-8 lazily (only where needed).
-func (p *parser) skipString() error {
-	start := p.i
-	p.i++
-	for p.i < len(p.s) {
-		c := p.s[p.i]
-		switch {
-		case c == '"':
-			p.i++
-			return nil
-		case c == '\\' || c < 0x20 || c >= utf8.RuneSelf:
-			// Rare or non-ASCII: validate with the full string parser.
-			p.i = start
-			_, err := p.str()
-			return err
-		}
-		p.i++
+// skipKey scans an object's key, the ':' after it and the whitespace around them, from s[i]
+// (whitespace before the key already skipped); it returns where the value starts.
+func (p *parser) skipKey(s []byte, i int) (int, error) {
+	if i >= len(s) || s[i] != '"' {
+		p.i = i
+		return 0, p.err("expected a string key")
 	}
-	return p.err("unterminated string")
+	j, ok := skipStringFast(s, i)
+	if !ok {
+		p.i = i
+		if _, err := p.str(); err != nil {
+			return 0, err
+		}
+		j = p.i
+	}
+	i = skipWS(s, j)
+	if i >= len(s) || s[i] != ':' {
+		p.i = i
+		return 0, p.err("expected ':'")
+	}
+	return skipWS(s, i+1), nil
+}
+
+// skipWS returns the index of the first byte at or after i that is not JSON whitespace.
+func skipWS(s []byte, i int) int {
+	for i < len(s) && s[i] <= ' ' && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+// skipNumber scans a number at s[i] (a '-' or a digit) as number does: it returns the index
+// after it, or the offset and message of number's error.
+func skipNumber(s []byte, i int) (int, string) {
+	if s[i] == '-' {
+		i++
+	}
+	if i < len(s) && s[i] == '0' {
+		i++
+	} else {
+		j := skipDigits(s, i)
+		if j == i {
+			return i, "invalid number"
+		}
+		i = j
+	}
+	if i < len(s) && s[i] == '.' {
+		j := skipDigits(s, i+1)
+		if j == i+1 {
+			return j, "invalid number: digits expected after '.'"
+		}
+		i = j
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		j := skipDigits(s, i)
+		if j == i {
+			return i, "invalid number: digits expected in exponent"
+		}
+		i = j
+	}
+	return i, ""
+}
+
+func skipDigits(s []byte, i int) int {
+	for i < len(s) && s[i]-'0' <= 9 {
+		i++
+	}
+	return i
+}
+
+// Bytes of a word that need a look in a string: SWAR constants.
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// stringStops returns a word with the high bit set in each byte of w that is '"', '\\' or a
+// control character (below 0x20). A set bit above the lowest one may be a false positive (a
+// borrow); the lowest is exact.
+func stringStops(w uint64) uint64 {
+	q := w ^ (ones * '"')
+	b := w ^ (ones * '\\')
+	return ((q-ones)&^q | (b-ones)&^b | (w-ones*0x20)&^w) & highs
+}
+
+// skipStringFast scans the string that starts at s[i] (its opening quote) and returns the index
+// after its closing quote, with ok. It returns ok false, and leaves the error to str, for any
+// string str rejects (unterminated, a control character, a bad escape, invalid UTF-8), and
+// may for others; for a string it accepts, it ends where str ends.
+func skipStringFast(s []byte, i int) (end int, ok bool) {
+	start := i + 1
+	i = start
+	var seen uint64 // OR of the words scanned: a high bit says the string may hold non-ASCII bytes
+	for {
+		for i+8 <= len(s) {
+			w := binary.LittleEndian.Uint64(s[i:])
+			seen |= w
+			if m := stringStops(w); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				goto stop
+			}
+			i += 8
+		}
+		for ; i < len(s); i++ {
+			c := s[i]
+			seen |= uint64(c)
+			if c == '"' || c == '\\' || c < 0x20 {
+				goto stop
+			}
+		}
+		return 0, false
+	stop:
+		switch s[i] {
+		case '"':
+			if seen&highs != 0 && !utf8.Valid(s[start:i]) {
+				return 0, false
+			}
+			return i + 1, true
+		case '\\':
+			if i+1 >= len(s) {
+				return 0, false
+			}
+			switch s[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if len(s)-(i+2) < 4 || hexVal(s[i+2]) < 0 || hexVal(s[i+3]) < 0 || hexVal(s[i+4]) < 0 || hexVal(s[i+5]) < 0 {
+					return 0, false
+				}
+				i += 6
+			default:
+				return 0, false
+			}
+		default: // a control character
+			return 0, false
+		}
+	}
 }
 
 // Check validates that data is one JSON value nested at most MaxDepth deep, without building
