@@ -153,6 +153,9 @@ func TestChatEndToEnd(t *testing.T) {
 		{`{"messages":[{"role":"user","content":"x"}],"max_tokens":100000}`, "max_tokens", 400, "cannot be greater than max_model_len"},
 		{`{"messages":[{"role":"user","content":"x"}],"temperature":"hot"}`, "temperature", 400, "temperature"},
 		{`{"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"tokenize":true}}`, "chat_template_kwargs", 400, "Found unexpected chat template kwargs"},
+		// An image (or audio, video, file) for a text-only model, as vLLM refuses it.
+		{`{"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"what is it?"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}]}`, "messages[1].content[1]", 400, "is not a multimodal model"},
+		{`{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}]}]}`, "messages[0].content[0]", 400, "is not a multimodal model"},
 	} {
 		code, _, body := do(t, "POST", url, bearer, c.body)
 		if code != c.status {

@@ -230,6 +230,11 @@ func (a *API) prepare(r *http.Request) (*prepared, error) {
 		if errors.As(err, &te) {
 			return nil, apierror.BadRequest("messages", "%s", te.Msg)
 		}
+		var mp *chattemplate.MediaPartError
+		if errors.As(err, &mp) {
+			// vLLM's words for a text-only model given an image, audio or video part.
+			return nil, apierror.BadRequest(mp.Path, "%s is not a multimodal model", name)
+		}
 		return nil, err
 	}
 	maxLen := served.MaxModelLen()

@@ -42,6 +42,23 @@ type TemplateError struct{ Msg string }
 
 func (e *TemplateError) Error() string { return e.Msg }
 
+// MediaPartError is a message content part that is not text (an image, audio, video or
+// file): the models Hone serves read text only. Path names the part
+// ("messages[1].content[0]"); Type is its type.
+type MediaPartError struct{ Path, Type string }
+
+func (e *MediaPartError) Error() string {
+	return fmt.Sprintf("%s: a content part of type %q needs a multimodal model", e.Path, e.Type)
+}
+
+// mediaParts are the content part types of images, audio, video and files in the OpenAI API
+// and vLLM's extensions.
+var mediaParts = map[string]bool{
+	"image_url": true, "input_image": true, "image_embeds": true, "image_pil": true,
+	"audio_url": true, "input_audio": true, "audio_embeds": true, "video_url": true,
+	"file": true, "input_file": true,
+}
+
 // Template is a compiled chat template. It is safe for concurrent use.
 type Template struct {
 	src string

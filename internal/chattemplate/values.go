@@ -93,6 +93,15 @@ func parseMessages(data []byte, keepParts bool) ([]any, error) {
 		if !ok {
 			return nil, &TemplateError{Msg: fmt.Sprintf("messages[%d] must be an object", i)}
 		}
+		if parts, ok := dictGet(d, "content").([]any); ok {
+			for j, p := range parts {
+				if pd, ok := p.(exec.Dict); ok {
+					if t, _ := dictGet(pd, "type").(string); mediaParts[t] {
+						return nil, &MediaPartError{Path: fmt.Sprintf("messages[%d].content[%d]", i, j), Type: t}
+					}
+				}
+			}
+		}
 		if parts, ok := dictGet(d, "content").([]any); ok && !keepParts {
 			var texts []string
 			for _, p := range parts {
