@@ -92,25 +92,14 @@ func decodeItems(items []pyjson.Value, base int, out []CallBatchItem, unk *[]Unk
 		err error
 	}
 	res := make([]part, parts)
-	var wg sync.WaitGroup
-	for k := range parts {
-		lo, hi := k*len(items)/parts, (k+1)*len(items)/parts
-		run := func() {
-			r := &res[k]
-			for i := lo; i < hi; i++ {
-				if r.err = decodeRawItem(items[i], base+i, &out[i], &r.unk); r.err != nil {
-					return
-				}
+	inParts(len(items), parts, func(k, lo, hi int) {
+		r := &res[k]
+		for i := lo; i < hi; i++ {
+			if r.err = decodeRawItem(items[i], base+i, &out[i], &r.unk); r.err != nil {
+				return
 			}
 		}
-		if k == parts-1 {
-			run()
-			continue
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); run() }()
-	}
-	wg.Wait()
+	})
 	for _, r := range res { // the first error in item order
 		if r.err != nil {
 			return r.err
@@ -118,6 +107,22 @@ func decodeItems(items []pyjson.Value, base int, out []CallBatchItem, unk *[]Unk
 		*unk = append(*unk, r.unk...)
 	}
 	return nil
+}
+
+// inParts runs fn on parts contiguous ranges [lo, hi) of [0, n), the last on the calling
+// goroutine, and waits for all of them.
+func inParts(n, parts int, fn func(k, lo, hi int)) {
+	var wg sync.WaitGroup
+	for k := range parts {
+		lo, hi := k*n/parts, (k+1)*n/parts
+		if k == parts-1 {
+			fn(k, lo, hi)
+			continue
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); fn(k, lo, hi) }()
+	}
+	wg.Wait()
 }
 
 // decodeRawItem decodes batch item i, left raw by the first pass of decodeCallBatch.

@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/honeai/hone/internal/db"
 	"github.com/honeai/hone/internal/fault"
@@ -341,35 +340,24 @@ func (s *Service) batchRows(items []CallBatchItem, base, workers int) []batchRow
 	}
 	out := make([]batchRow, len(items))
 	parts := min(workers, 4, len(items)/(parallelItems/2))
-	var wg sync.WaitGroup
-	for k := range parts {
-		lo, hi := k*len(items)/parts, (k+1)*len(items)/parts
-		run := func() {
-			for i := lo; i < hi; i++ {
-				it, r := &items[i], &out[i]
-				p := "batch[" + strconv.Itoa(base+i) + "]"
-				switch {
-				case it.Mode == "start" && it.Req.Start != nil:
-					st := it.Req.Start
-					if st.ID == nil || *st.ID == "" || st.TraceID == nil || *st.TraceID == "" {
-						continue
-					}
-					r.start, r.err = s.startRow(*st, p+".req.start")
-					r.done = true
-				case it.Mode == "end" && it.Req.End != nil:
-					r.end, r.err = s.endRow(*it.Req.End, p+".req.end")
-					r.done = true
+	inParts(len(items), parts, func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			it, r := &items[i], &out[i]
+			p := "batch[" + strconv.Itoa(base+i) + "]"
+			switch {
+			case it.Mode == "start" && it.Req.Start != nil:
+				st := it.Req.Start
+				if st.ID == nil || *st.ID == "" || st.TraceID == nil || *st.TraceID == "" {
+					continue
 				}
+				r.start, r.err = s.startRow(*st, p+".req.start")
+				r.done = true
+			case it.Mode == "end" && it.Req.End != nil:
+				r.end, r.err = s.endRow(*it.Req.End, p+".req.end")
+				r.done = true
 			}
 		}
-		if k == parts-1 {
-			run()
-			continue
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); run() }()
-	}
-	wg.Wait()
+	})
 	return out
 }
 
