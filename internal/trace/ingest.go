@@ -54,8 +54,14 @@ func (s *Service) CallUpsertBatchBody(ctx context.Context, route string, body []
 	abort := make(chan struct{})
 	written := make(chan struct{})
 	var werr error
+	var wpanic any // a panic of the writer, raised again on the request's goroutine
 	go func() {
 		defer close(written)
+		defer func() {
+			if wpanic = recover(); wpanic != nil {
+				werr = errBatchAborted
+			}
+		}()
 		werr = s.store.UpsertCallStream(ctx, func() ([]CallWrite, error) {
 			select {
 			case ws, ok := <-parts:
@@ -111,9 +117,15 @@ func (s *Service) CallUpsertBatchBody(ctx context.Context, route string, body []
 			}
 		}
 	}
+	wait := func() {
+		<-written
+		if wpanic != nil {
+			panic(wpanic)
+		}
+	}
 	if failed != 0 {
 		close(abort)
-		<-written
+		wait()
 		if failed == writing {
 			return CallCreateBatchRes{}, werr
 		}
@@ -126,7 +138,7 @@ func (s *Service) CallUpsertBatchBody(ctx context.Context, route string, body []
 		}
 	}
 	close(parts)
-	<-written
+	wait()
 	if werr != nil {
 		return CallCreateBatchRes{}, werr
 	}

@@ -228,3 +228,35 @@ func TestCallUpsertBatchBodyErrors(t *testing.T) {
 		})
 	}
 }
+
+// panickingStore panics in the middle of a stream of call writes.
+type panickingStore struct{ Store }
+
+func (p panickingStore) UpsertCallStream(ctx context.Context, next func() ([]CallWrite, error)) error {
+	return p.Store.UpsertCallStream(ctx, func() ([]CallWrite, error) {
+		if _, err := next(); err != nil {
+			return nil, err
+		}
+		panic("store bug")
+	})
+}
+
+// A panic of the writer goroutine is raised again on the request's goroutine (where the HTTP
+// layer's recovery answers 500), not left to crash the process, and nothing is written.
+func TestCallUpsertBatchBodyWriterPanic(t *testing.T) {
+	d := dbtest.SQLite(t)
+	s := newService(t, d)
+	s.store = panickingStore{Store: s.store}
+	func() {
+		defer func() {
+			if p := recover(); p != "store bug" {
+				t.Fatalf("recovered %v, want the store's panic", p)
+			}
+		}()
+		s.CallUpsertBatchBody(context.Background(), "/call/upsert_batch", []byte(bigBatch("ent/panic", 400, nil)), checkOp, allow)
+		t.Fatal("no panic")
+	}()
+	if calls := projectCalls(t, s, "ent/panic"); len(calls) != 0 {
+		t.Fatalf("%d calls written", len(calls))
+	}
+}
