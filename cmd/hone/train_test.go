@@ -505,10 +505,7 @@ func TestTrainingDataRefs(t *testing.T) {
 	u := s.url + "/v1/preview"
 	code, _, body := do(t, "POST", u+"/models", bearer, `{"project":"p","name":"sft","base_model":"demo"}`)
 	id := jsonOf(t, code, body, 200)["id"].(string)
-	var rows []string
-	for _, l := range strings.Split(strings.TrimSpace(sftData), "\n") {
-		rows = append(rows, l)
-	}
+	rows := strings.Split(strings.TrimSpace(sftData), "\n")
 	code, _, body = do(t, "POST", s.url+"/table/create", basic("api", key), `{"table":{"project_id":"local/p","rows":[`+strings.Join(rows, ",")+`]}}`)
 	table := jsonOf(t, code, body, 200)["digest"].(string)
 	tableRef := "weave:///local/p/table/" + table

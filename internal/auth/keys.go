@@ -30,7 +30,6 @@ type Key struct {
 	CreatedAt  time.Time  `json:"created_at"`
 	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
 	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
-	hash       []byte
 }
 
 // Store is what the key service needs from storage.

@@ -157,9 +157,7 @@ func rewriteItems(toks []ctok, inGroup bool) string {
 			}
 		}
 		if depth > 0 { // unbalanced: leave the rest to the parser's error
-			for _, r := range toks[i:] {
-				items = append(items, r)
-			}
+			items = append(items, toks[i:]...)
 			break
 		}
 		inner := rewriteItems(toks[i+1:k-1], t.kind != '{')

@@ -397,7 +397,6 @@ type choice struct {
 	sampler  *sample.Sampler
 	output   []int
 	prefill  int // prompt tokens already in the cache (parent only)
-	children bool
 	finished bool
 	beam     *beamInfo // beam search only
 	guide    Guide     // structured outputs only

@@ -141,9 +141,7 @@ func (st *outputState) delta(finished bool) Text {
 // nil when the text has none; an unclosed block is all reasoning.
 func SplitReasoning(text string) (reasoning *string, content string) {
 	t := strings.TrimLeft(text, " \n")
-	if strings.HasPrefix(t, "<think>") {
-		t = t[len("<think>"):]
-	}
+	t = strings.TrimPrefix(t, "<think>")
 	end := strings.Index(t, "</think>")
 	if end < 0 {
 		if strings.HasPrefix(strings.TrimLeft(text, " \n"), "<think>") {

@@ -132,7 +132,7 @@ func TestEngineStopsAtStopString(t *testing.T) {
 			stop = a[len(a)-1:] + b[:1]
 		}
 	}
-	if stop == "" || strings.Index(full, stop) < 0 {
+	if stop == "" || !strings.Contains(full, stop) {
 		t.Fatalf("no stop string to try in %q", full)
 	}
 	text, evs := run(&Output{Tok: tok, Stops: []string{stop}})

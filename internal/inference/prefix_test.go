@@ -2,7 +2,6 @@ package inference
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"testing"
 
@@ -113,7 +112,7 @@ func TestPrefixCacheEviction(t *testing.T) {
 	}
 	for i, h := range hs {
 		if got, want := collect(t, h)[0], greedyDirect(m, append(slices.Clone(base), 20+i), 3); !slices.Equal(got, want) {
-			t.Fatal(fmt.Sprintf("concurrent %d: %v want %v", i, got, want))
+			t.Fatalf("concurrent %d: %v want %v", i, got, want)
 		}
 	}
 }

@@ -86,12 +86,10 @@ func randSchema(rng *rand.Rand, depth int) map[string]any {
 		return map[string]any{"type": "string", "pattern": []string{"^[a-z]{1,3}$", "[0-9]+-x", "(ab|c)*"}[rng.IntN(3)]}
 	case 8: // object
 		props := map[string]any{}
-		var order []string
 		var req []string
 		for _, n := range names {
 			if rng.IntN(3) == 0 {
 				props[n] = randSchema(rng, depth-1)
-				order = append(order, n)
 				if rng.IntN(2) == 0 {
 					req = append(req, n)
 				}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/parser"
@@ -252,13 +251,4 @@ func (e *gqlExec) value(f *ast.Field, v any, path []string) any {
 		return out
 	}
 	return v
-}
-
-// rootFieldNames lists the root fields of op (for error messages and logs).
-func rootFieldNames(fs []*ast.Field) string {
-	names := make([]string, len(fs))
-	for i, f := range fs {
-		names[i] = f.Name
-	}
-	return strings.Join(names, ", ")
 }

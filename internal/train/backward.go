@@ -152,7 +152,6 @@ type acts struct {
 	training         bool
 	seed             uint64
 	dropoutRate      float64
-	dropoutScale     float32
 	hd, qd, kvd, hid int
 }
 

@@ -18,14 +18,10 @@ import (
 // is that of one model.
 var benchModels = map[string]*model.Model{}
 
-// benchModel writes (once per process) a model of the given preset and dtype into the
-// temporary directory, or uses HONE_BENCH_MODELS/<name>-<dtype> when set, and loads it once.
-func benchModel(b *testing.B, name, dtype string) *model.Model {
-	return benchModelQ(b, name, dtype, gguf.F32)
-}
-
-// benchModelQ is benchModel with the matrices quantized to q at load (gguf.F32: none), as a
-// training job's base_model with "quantize" is.
+// benchModelQ writes (once per process) a model of the given preset and dtype into the
+// temporary directory, or uses HONE_BENCH_MODELS/<name>-<dtype> when set, and loads it once,
+// with the matrices quantized to q at load (gguf.F32: none), as a training job's base_model
+// with "quantize" is.
 func benchModelQ(b *testing.B, name, dtype string, q gguf.TensorType) *model.Model {
 	b.Helper()
 	key := name + "-" + dtype + "-" + q.String()
