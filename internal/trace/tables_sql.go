@@ -379,19 +379,59 @@ func (s *SQLStore) SortedTablePositions(ctx context.Context, project, digest str
 	for k, sb := range sorts {
 		desc[k] = strings.EqualFold(sb.Dir(), "desc")
 	}
-	out := make([]int32, n)
-	for i := range out {
-		out[i] = int32(i)
+	return sortPositions(keys, nk, desc), nil
+}
+
+// keyedPos is a row position with its first sort key beside it, so that the sort reads the
+// key it compares most from the slice it moves.
+type keyedPos struct {
+	first sortVal
+	pos   int32
+}
+
+// sortPositions returns the positions 0..n-1 ordered by their keys (keys[p*nk : p*nk+nk]),
+// ties by position. The halves are sorted on two cores and merged.
+func sortPositions(keys []sortVal, nk int, desc []bool) []int32 {
+	n := len(keys) / max(nk, 1)
+	items := make([]keyedPos, n)
+	for p := range items {
+		items[p] = keyedPos{first: keys[p*nk], pos: int32(p)}
 	}
-	slices.SortFunc(out, func(a, b int32) int {
-		for k := 0; k < nk; k++ {
-			if c := compareSortVals(keys[int(a)*nk+k], keys[int(b)*nk+k], desc[k]); c != 0 {
+	cmp := func(a, b keyedPos) int {
+		if c := compareSortVals(a.first, b.first, desc[0]); c != 0 {
+			return c
+		}
+		for k := 1; k < nk; k++ {
+			if c := compareSortVals(keys[int(a.pos)*nk+k], keys[int(b.pos)*nk+k], desc[k]); c != 0 {
 				return c
 			}
 		}
-		return int(a) - int(b)
-	})
-	return out, nil
+		return int(a.pos) - int(b.pos)
+	}
+	out := make([]int32, n)
+	if n < 4096 || runtime.GOMAXPROCS(0) < 2 {
+		slices.SortFunc(items, cmp)
+		for i, it := range items {
+			out[i] = it.pos
+		}
+		return out
+	}
+	lo, hi := items[:n/2], items[n/2:]
+	done := make(chan struct{})
+	go func() { slices.SortFunc(lo, cmp); close(done) }()
+	slices.SortFunc(hi, cmp)
+	<-done
+	i, j := 0, 0
+	for k := range out {
+		if j == len(hi) || i < len(lo) && cmp(lo[i], hi[j]) <= 0 {
+			out[k] = lo[i].pos
+			i++
+		} else {
+			out[k] = hi[j].pos
+			j++
+		}
+	}
+	return out
 }
 
 func nativeSortVal(v any) sortVal {
