@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/honeai/hone/internal/db"
+	"github.com/honeai/hone/internal/pyjson"
 )
 
 // InsertTable stores rows (new ones only) and the table (when new), in one transaction.
@@ -321,50 +323,26 @@ func (s *SQLStore) SortedTablePositions(ctx context.Context, project, digest str
 	}
 	nk := len(sorts)
 	keys := make([]sortVal, n*nk) // keys of position p at keys[p*nk : p*nk+nk]
+	from := ` FROM trace_table_entries e JOIN trace_rows r ON r.id = e.row_id
+		WHERE e.project_id = ? AND e.table_digest = ?`
 	parts := max(1, min(runtime.GOMAXPROCS(0), n/5000+1))
 	errs := make(chan error, parts)
+	fallback := make([][]int32, parts)
 	for p := 0; p < parts; p++ {
 		lo, hi := p*n/parts, (p+1)*n/parts
 		go func() {
-			q := `SELECT e.idx, ` + strings.Join(cols, ", ") + ` FROM trace_table_entries e
-				JOIN trace_rows r ON r.id = e.row_id
-				WHERE e.project_id = ? AND e.table_digest = ? AND e.idx >= ? AND e.idx < ?`
-			args := append(append([]any{}, colArgs...), project, digest, lo, hi)
-			rs, err := s.db.Query(ctx, q, args...)
-			if err != nil {
+			if d == db.SQLite && !slices.ContainsFunc(sorts, func(sb SortBy) bool { return strings.Contains(sb.Field, `\`) }) {
+				// The keys are read from each row's text in Go (json_extract parsing every row
+				// was most of a cold sort); what Go cannot read exactly as json_extract does
+				// (escapes, arrays, objects, NaN, long numbers) is left to json_extract below.
+				left, err := s.sortKeysInGo(ctx, `SELECT e.idx, r.val`+from+` AND e.idx >= ? AND e.idx < ?`,
+					[]any{project, digest, lo, hi}, sorts, keys)
+				fallback[p] = left
 				errs <- err
 				return
 			}
-			defer rs.Close()
-			typ := make([]sql.NullString, len(sorts))
-			val := make([]sql.NullString, len(sorts))
-			native := make([]any, len(sorts))
-			dest := []any{new(int32)}
-			for k := range sorts {
-				if d == db.Postgres {
-					dest = append(dest, &typ[k], &val[k])
-				} else {
-					dest = append(dest, &native[k])
-				}
-			}
-			for rs.Next() {
-				if err := rs.Scan(dest...); err != nil {
-					errs <- err
-					return
-				}
-				pos := int(*(dest[0].(*int32)))
-				if pos < 0 || pos >= n {
-					continue
-				}
-				for k := range sorts {
-					if d == db.Postgres {
-						keys[pos*nk+k] = toSortVal(typ[k], val[k])
-					} else {
-						keys[pos*nk+k] = nativeSortVal(native[k])
-					}
-				}
-			}
-			errs <- rs.Err()
+			errs <- s.scanSortKeys(ctx, `SELECT e.idx, `+strings.Join(cols, ", ")+from+` AND e.idx >= ? AND e.idx < ?`,
+				append(append([]any{}, colArgs...), project, digest, lo, hi), d, nk, keys)
 		}()
 	}
 	for p := 0; p < parts; p++ {
@@ -375,11 +353,92 @@ func (s *SQLStore) SortedTablePositions(ctx context.Context, project, digest str
 	if err != nil {
 		return nil, err
 	}
+	left := slices.Concat(fallback...)
+	for len(left) > 0 && err == nil {
+		chunk := left[:min(len(left), 500)]
+		left = left[len(chunk):]
+		args := append(append([]any{}, colArgs...), project, digest)
+		for _, pos := range chunk {
+			args = append(args, pos)
+		}
+		err = s.scanSortKeys(ctx, `SELECT e.idx, `+strings.Join(cols, ", ")+from+` AND e.idx IN (`+
+			strings.TrimSuffix(strings.Repeat("?, ", len(chunk)), ", ")+`)`, args, d, nk, keys)
+	}
+	if err != nil {
+		return nil, err
+	}
 	desc := make([]bool, nk)
 	for k, sb := range sorts {
 		desc[k] = strings.EqualFold(sb.Dir(), "desc")
 	}
 	return sortPositions(keys, nk, desc), nil
+}
+
+// numPos is a row position with its numeric sort key.
+type numPos struct {
+	num float64
+	pos int32
+}
+
+// sortNumbers is sortPositions for the common case of one key that is a number or missing in
+// every row: the numbers sorted as 16-byte pairs (on two cores, then merged), the missing
+// after them in position order. ok is false in other cases.
+func sortNumbers(keys []sortVal, nk int, desc []bool) ([]int32, bool) {
+	if nk != 1 {
+		return nil, false
+	}
+	nums := make([]numPos, 0, len(keys))
+	var missing []int32
+	for p, k := range keys {
+		switch k.kind {
+		case 1:
+			nums = append(nums, numPos{k.num, int32(p)})
+		case 3:
+			missing = append(missing, int32(p))
+		default:
+			return nil, false
+		}
+	}
+	d := desc[0]
+	cmp := func(a, b numPos) int {
+		switch {
+		case a.num < b.num:
+			if d {
+				return 1
+			}
+			return -1
+		case a.num > b.num:
+			if d {
+				return -1
+			}
+			return 1
+		}
+		return int(a.pos) - int(b.pos)
+	}
+	out := make([]int32, 0, len(keys))
+	if len(nums) < 4096 || runtime.GOMAXPROCS(0) < 2 {
+		slices.SortFunc(nums, cmp)
+		for _, x := range nums {
+			out = append(out, x.pos)
+		}
+		return append(out, missing...), true
+	}
+	lo, hi := nums[:len(nums)/2], nums[len(nums)/2:]
+	done := make(chan struct{})
+	go func() { slices.SortFunc(lo, cmp); close(done) }()
+	slices.SortFunc(hi, cmp)
+	<-done
+	i, j := 0, 0
+	for i < len(lo) || j < len(hi) {
+		if j == len(hi) || i < len(lo) && cmp(lo[i], hi[j]) <= 0 {
+			out = append(out, lo[i].pos)
+			i++
+		} else {
+			out = append(out, hi[j].pos)
+			j++
+		}
+	}
+	return append(out, missing...), true
 }
 
 // keyedPos is a row position with its first sort key beside it, so that the sort reads the
@@ -393,6 +452,9 @@ type keyedPos struct {
 // ties by position. The halves are sorted on two cores and merged.
 func sortPositions(keys []sortVal, nk int, desc []bool) []int32 {
 	n := len(keys) / max(nk, 1)
+	if out, ok := sortNumbers(keys, nk, desc); ok {
+		return out
+	}
 	items := make([]keyedPos, n)
 	for p := range items {
 		items[p] = keyedPos{first: keys[p*nk], pos: int32(p)}
@@ -432,6 +494,175 @@ func sortPositions(keys []sortVal, nk int, desc []bool) []int32 {
 		}
 	}
 	return out
+}
+
+// scanSortKeys reads the rows of q (a position, then each sort key as the dialect's columns
+// give it: SQLite json_extract's typed value, PostgreSQL's type and text) into keys.
+func (s *SQLStore) scanSortKeys(ctx context.Context, q string, args []any, d db.Dialect, nk int, keys []sortVal) error {
+	rs, err := s.db.Query(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	n := len(keys) / nk
+	typ := make([]sql.NullString, nk)
+	val := make([]sql.NullString, nk)
+	native := make([]any, nk)
+	var pos int32
+	dest := []any{&pos}
+	for k := range nk {
+		if d == db.Postgres {
+			dest = append(dest, &typ[k], &val[k])
+		} else {
+			dest = append(dest, &native[k])
+		}
+	}
+	for rs.Next() {
+		if err := rs.Scan(dest...); err != nil {
+			return err
+		}
+		if pos < 0 || int(pos) >= n {
+			continue
+		}
+		for k := range nk {
+			if d == db.Postgres {
+				keys[int(pos)*nk+k] = toSortVal(typ[k], val[k])
+			} else {
+				keys[int(pos)*nk+k] = nativeSortVal(native[k])
+			}
+		}
+	}
+	return rs.Err()
+}
+
+// sortKeysInGo reads the rows of q (a position and the row's JSON text) and fills keys with
+// what SQLite's json_extract would give for each sort field (goSortVal); the positions of rows
+// it cannot read so are returned, for json_extract.
+func (s *SQLStore) sortKeysInGo(ctx context.Context, q string, args []any, sorts []SortBy, keys []sortVal) ([]int32, error) {
+	nk := len(sorts)
+	segs := make([][]string, nk)
+	index := make([][]bool, nk)
+	for k, sb := range sorts {
+		segs[k] = strings.Split(sb.Field, ".")
+		index[k] = make([]bool, len(segs[k]))
+		for i, seg := range segs[k] {
+			index[k][i] = isDigits(seg)
+		}
+	}
+	rs, err := s.db.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	n := len(keys) / nk
+	var pos int32
+	var val sql.RawBytes
+	var left []int32
+	for rs.Next() {
+		if err := rs.Scan(&pos, &val); err != nil {
+			return nil, err
+		}
+		if pos < 0 || int(pos) >= n {
+			continue
+		}
+		for k := range nk {
+			v, ok := goSortVal(val, segs[k], index[k])
+			if !ok {
+				left = append(left, pos)
+				break
+			}
+			keys[int(pos)*nk+k] = v
+		}
+	}
+	return left, rs.Err()
+}
+
+// goSortVal is the sort key SQLite's json_extract gives for the value at path in the JSON text
+// doc (nativeSortVal of it), for the values Go reads exactly as SQLite does: missing or null,
+// booleans (1 and 0), strings without escapes, integers of up to 18 digits, and decimals of up
+// to 15 significant digits scaled by at most 10^±22 (one correctly rounded operation, whatever
+// the algorithm). ok is false for the rest.
+func goSortVal(doc []byte, path []string, index []bool) (sortVal, bool) {
+	raw, found, err := pyjson.Lookup(doc, path, index)
+	switch {
+	case err != nil:
+		return sortVal{}, false
+	case !found:
+		return sortVal{kind: 3}, true
+	}
+	switch c := raw[0]; {
+	case c == '"':
+		body := raw[1 : len(raw)-1]
+		if bytes.IndexByte(body, '\\') >= 0 {
+			return sortVal{}, false
+		}
+		return sortVal{kind: 2, text: string(body)}, true
+	case string(raw) == "true":
+		return sortVal{kind: 1, num: 1}, true
+	case string(raw) == "false":
+		return sortVal{kind: 1, num: 0}, true
+	case string(raw) == "null":
+		return sortVal{kind: 3}, true
+	case c == '-' || c >= '0' && c <= '9':
+		return plainNumber(raw)
+	}
+	return sortVal{}, false
+}
+
+// plainNumber parses a JSON number that Go and SQLite convert alike (see goSortVal).
+func plainNumber(raw []byte) (sortVal, bool) {
+	digits, frac, exp := 0, 0, 0
+	i := 0
+	if raw[0] == '-' {
+		i++
+	}
+	lead := true // leading zeros are not significant
+	for ; i < len(raw) && raw[i] >= '0' && raw[i] <= '9'; i++ {
+		if lead && raw[i] == '0' {
+			continue
+		}
+		lead = false
+		digits++
+	}
+	isInt := i == len(raw)
+	if i < len(raw) && raw[i] == '.' {
+		for i++; i < len(raw) && raw[i] >= '0' && raw[i] <= '9'; i++ {
+			frac++
+			if lead && raw[i] == '0' {
+				continue
+			}
+			lead = false
+			digits++
+		}
+	}
+	if i < len(raw) && (raw[i] == 'e' || raw[i] == 'E') {
+		e, err := strconv.Atoi(strings.TrimPrefix(string(raw[i+1:]), "+"))
+		if err != nil || e > 400 || e < -400 {
+			return sortVal{}, false
+		}
+		exp, i = e, len(raw)
+	}
+	if i != len(raw) {
+		return sortVal{}, false
+	}
+	if isInt {
+		if digits > 18 {
+			return sortVal{}, false
+		}
+		v, err := strconv.ParseInt(string(raw), 10, 64)
+		if err != nil {
+			return sortVal{}, false
+		}
+		return sortVal{kind: 1, num: float64(v)}, true
+	}
+	if scale := exp - frac; digits > 15 || scale > 22 || scale < -22 {
+		return sortVal{}, false
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil {
+		return sortVal{}, false
+	}
+	return sortVal{kind: 1, num: f}, true
 }
 
 func nativeSortVal(v any) sortVal {
