@@ -415,15 +415,21 @@ func sortNumbers(keys []sortVal, nk int, desc []bool) ([]int32, bool) {
 		}
 		return int(a.pos) - int(b.pos)
 	}
-	out := make([]int32, 0, len(keys))
-	if len(nums) < 4096 || runtime.GOMAXPROCS(0) < 2 {
-		slices.SortFunc(nums, cmp)
-		for _, x := range nums {
-			out = append(out, x.pos)
+	out := sortedPositions(nums, cmp, func(x numPos) int32 { return x.pos }, make([]int32, 0, len(keys)))
+	return append(out, missing...), true
+}
+
+// sortedPositions sorts items by cmp, the halves of a large slice on two goroutines and then
+// merged, and appends their positions in that order to out.
+func sortedPositions[T any](items []T, cmp func(a, b T) int, pos func(T) int32, out []int32) []int32 {
+	if len(items) < 4096 || runtime.GOMAXPROCS(0) < 2 {
+		slices.SortFunc(items, cmp)
+		for _, it := range items {
+			out = append(out, pos(it))
 		}
-		return append(out, missing...), true
+		return out
 	}
-	lo, hi := nums[:len(nums)/2], nums[len(nums)/2:]
+	lo, hi := items[:len(items)/2], items[len(items)/2:]
 	done := make(chan struct{})
 	go func() { slices.SortFunc(lo, cmp); close(done) }()
 	slices.SortFunc(hi, cmp)
@@ -431,14 +437,14 @@ func sortNumbers(keys []sortVal, nk int, desc []bool) ([]int32, bool) {
 	i, j := 0, 0
 	for i < len(lo) || j < len(hi) {
 		if j == len(hi) || i < len(lo) && cmp(lo[i], hi[j]) <= 0 {
-			out = append(out, lo[i].pos)
+			out = append(out, pos(lo[i]))
 			i++
 		} else {
-			out = append(out, hi[j].pos)
+			out = append(out, pos(hi[j]))
 			j++
 		}
 	}
-	return append(out, missing...), true
+	return out
 }
 
 // keyedPos is a row position with its first sort key beside it, so that the sort reads the
@@ -470,30 +476,7 @@ func sortPositions(keys []sortVal, nk int, desc []bool) []int32 {
 		}
 		return int(a.pos) - int(b.pos)
 	}
-	out := make([]int32, n)
-	if n < 4096 || runtime.GOMAXPROCS(0) < 2 {
-		slices.SortFunc(items, cmp)
-		for i, it := range items {
-			out[i] = it.pos
-		}
-		return out
-	}
-	lo, hi := items[:n/2], items[n/2:]
-	done := make(chan struct{})
-	go func() { slices.SortFunc(lo, cmp); close(done) }()
-	slices.SortFunc(hi, cmp)
-	<-done
-	i, j := 0, 0
-	for k := range out {
-		if j == len(hi) || i < len(lo) && cmp(lo[i], hi[j]) <= 0 {
-			out[k] = lo[i].pos
-			i++
-		} else {
-			out[k] = hi[j].pos
-			j++
-		}
-	}
-	return out
+	return sortedPositions(items, cmp, func(x keyedPos) int32 { return x.pos }, make([]int32, 0, n))
 }
 
 // scanSortKeys reads the rows of q (a position, then each sort key as the dialect's columns
