@@ -18,8 +18,9 @@
 #   trace    ingest of 100,000 calls and the 10,000-call usage roll-up (3 rounds)
 # Usage: scripts/bench-cpu.sh [OUT]    (OUT default /tmp/hone-bench-cpu; PARTS="decode prefill
 # train trace" picks parts; R rounds, default 2). Each part's output goes to OUT/<part>.txt,
-# the machine (lscpu, go version, commit) to OUT/machine.txt. Takes about 40 minutes on 2 vCPUs
-# the first time (most of it the Python packages and the training part), less afterwards.
+# the machine (lscpu, go version, commit) to OUT/machine.txt; scripts/bench-cpu-summary.py OUT
+# prints them as tables with the ratios. Takes about 40 minutes on 2 vCPUs the first time (most
+# of it the Python packages and the training part), less afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE=${CACHE:-$HOME/.cache/hone}
@@ -112,3 +113,4 @@ for part in $PARTS; do
 	esac
 done
 say "done: $OUT"
+python3 scripts/bench-cpu-summary.py "$OUT" | tee "$OUT/summary.md"

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Summarises the output of scripts/bench-cpu.sh (OUT/decode.txt, prefill.txt, train.txt,
+trace.txt, machine.txt) as Markdown tables: Hone against its reference round by round (only
+same-round ratios mean anything on a shared machine), with the issue 19 goals beside them.
+
+Usage: scripts/bench-cpu-summary.py OUT
+"""
+import os
+import re
+import statistics
+import sys
+
+MODELS = {"smollm2-f32.gguf": "f32", "smollm2-bf16.gguf": "bf16", "smol-q8_0.gguf": "q8_0",
+          "smol-q4_k_m.gguf": "q4_k_m", "smol-q4_1.gguf": "q4_1"}
+ORDER = ["f32", "bf16", "q8_0", "q4_k_m", "q4_1"]
+
+
+def read(out, name):
+    path = os.path.join(out, name)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def ratio(a, b):
+    return f"{a / b:.2f}" if a and b else "—"
+
+
+def num(s):
+    return float(s.replace(",", ""))
+
+
+def decode(text):
+    """Rounds of {(model, batch): {"off":, "on":, "tg":, "s1":, "s16":}} and bandwidths."""
+    rounds, bw = [], []
+    cur = pf = model = None
+    for line in text.splitlines():
+        if m := re.match(r"BenchmarkMemoryBandwidth/threads2-\d+\s.*?([\d.]+) GB/s", line):
+            bw.append(("STREAM read, 2 threads", float(m[1])))
+        if line.startswith("== round"):
+            cur, pf, model = {}, None, None
+            rounds.append(cur)
+            continue
+        if cur is None:
+            continue
+        if m := re.match(r"Hone, HONE_DECODE_PREFETCH=(\w+)", line):
+            pf, model = m[1], None
+        elif line.startswith("llama.cpp"):
+            pf, model = "llama", None
+        elif m := re.match(r"^ (q8_0|q4_k_m|q4_1)$", line):
+            model = m[1]
+        elif m := re.match(r"\s+BenchmarkDecodeBandwidth/([\w-]+)/batch1-\d+\s+([\d.]+) GB/s", line):
+            bw.append((f"products of decode, {m[1]}, prefetch {pf}", float(m[2])))
+        elif m := re.match(r"\s+BenchmarkDecode/(f32|bf16|gguf)/batch(\d+)-\d+\s+([\d.]+) tokens/s", line):
+            mdl = model if m[1] == "gguf" else m[1]
+            cur.setdefault((mdl, int(m[2])), {})[pf] = float(m[3])
+        elif m := re.match(r"^ (\S+\.gguf) tg64 \|\s+([\d.]+)", line):
+            model = MODELS.get(m[1])
+            cur.setdefault((model, 1), {})["tg"] = float(m[2])
+        elif m := re.match(r"\s+batched B=\s*(\d+)\s+S_TG\s+([\d.]+)", line):
+            if model:
+                key = "s1" if m[1] == "1" else "s16"
+                cur.setdefault((model, 1 if m[1] == "1" else 16), {})[key] = float(m[2])
+    return rounds, bw
+
+
+def prefill(text):
+    rounds, cur = [], None
+    for line in text.splitlines():
+        if line.startswith("== round"):
+            cur = {}
+            rounds.append(cur)
+        elif cur is None:
+            continue
+        elif m := re.match(r"(?:(q8_0|q4_k_m|q4_1) )?BenchmarkPrefill/(f32|bf16|gguf)/batch(\d+)-\d+\s.*?([\d.]+) tokens/s", line):
+            mdl = m[1] or m[2]
+            cur.setdefault((mdl, int(m[3])), {})["hone"] = float(m[4])
+        elif m := re.match(r"llama\.cpp (\S+\.gguf) pp128 \|\s+([\d.]+)", line):
+            cur.setdefault((MODELS[m[1]], 1), {})["ref"] = float(m[2])
+            last = MODELS[m[1]]
+        elif m := re.match(r"\s+batched B=\s*16\s+S_PP\s+([\d.]+)", line):
+            cur.setdefault((last, 16), {})["ref"] = float(m[1])
+    return rounds
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    out = sys.argv[1]
+    machine = read(out, "machine.txt")
+    if machine:
+        name = re.search(r"Model name:\s*(.*)", machine)
+        flags = re.search(r"Flags:\s*(.*)", machine)
+        keep = [f for f in (flags[1].split() if flags else []) if f.startswith(("avx512", "amx", "avx_vnni", "avx2"))]
+        print(f"Machine: {name[1] if name else '?'}; flags {' '.join(keep)}")
+        for line in machine.splitlines():
+            if line.startswith(("go version", "commit", "CPU(s)", "Vendor")):
+                print(f"- {line}")
+        print()
+
+    text = read(out, "decode.txt")
+    if text:
+        rounds, bw = decode(text)
+        print("## Decode (tokens/s; goal: batch 1 f32 and bf16, and batch 16 bf16, at least 1.0× llama.cpp)\n")
+        print("| round | model | batch | Hone, no prefetch | Hone, prefetch | llama.cpp (tg64 / batched) | prefetch ÷ tg64 or batched-16 | no prefetch ÷ same |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|")
+        for r, cur in enumerate(rounds, 1):
+            for mdl in ORDER:
+                for b in (1, 16):
+                    v = cur.get((mdl, b), {})
+                    ref = v.get("tg") if b == 1 else v.get("s16")
+                    refs = f"{v.get('tg', 0):.1f} / {v.get('s1', 0):.1f}" if b == 1 else f"{v.get('s16', 0):.1f}"
+                    print(f"| {r} | {mdl} | {b} | {v.get('off', 0):.1f} | {v.get('on', 0):.1f} | {refs} | "
+                          f"{ratio(v.get('on'), ref)} | {ratio(v.get('off'), ref)} |")
+        if bw:
+            stream = max((v for k, v in bw if k.startswith("STREAM")), default=None)
+            print("\n| bandwidth | GB/s | ÷ best STREAM |\n|---|---:|---:|")
+            for k, v in bw:
+                print(f"| {k} | {v:.1f} | {ratio(v, stream)} |")
+        print()
+
+    text = read(out, "prefill.txt")
+    if text:
+        print("## Prefill of 128 tokens (tokens/s; llama.cpp: pp128 at batch 1, batched-bench S_PP at 16)\n")
+        print("| round | model | batch | Hone | llama.cpp | ratio |\n|---|---|---:|---:|---:|---:|")
+        for r, cur in enumerate(prefill(text), 1):
+            for mdl in ORDER:
+                for b in (1, 16):
+                    v = cur.get((mdl, b), {})
+                    print(f"| {r} | {mdl} | {b} | {v.get('hone', 0):.1f} | {v.get('ref', 0):.1f} | {ratio(v.get('hone'), v.get('ref'))} |")
+        print()
+
+    text = read(out, "train.txt")
+    if text:
+        print("## SFT step against PyTorch + peft (goal on the Qwen2.5-0.5B shape: at least 1.2× tokens/s, peak memory at most PyTorch's)\n")
+        print("| model | Hone tokens/s | PyTorch tokens/s | ratio | Hone peak RSS MB | PyTorch peak RSS MB | memory ratio |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        model = hone = None
+        for line in text.splitlines():
+            if m := re.match(r"== (\S+)", line):
+                model = m[1]
+            elif m := re.match(r"BenchmarkSFTStep/(\S+?)-\d+\s.*?([\d.]+) peak-RSS-MB\s+([\d.]+) tokens/s", line):
+                hone = (m[1], float(m[3]), float(m[2]))
+            elif (m := re.search(r"PyTorch \+ peft \(2 threads\): tokens/s ([\d.]+) peak-RSS-MB ([\d.]+)", line)) and hone:
+                pt, pm = float(m[1]), float(m[2])
+                print(f"| {hone[0]} | {hone[1]:.1f} | {pt:.1f} | {ratio(hone[1], pt)} | {hone[2]:.0f} | {pm:.0f} | {ratio(hone[2], pm)} |")
+        print()
+
+    text = read(out, "trace.txt")
+    if text:
+        ingest = [num(m) for m in re.findall(r"IngestUpsertBatch/sqlite\S*\s.*?([\d.]+) calls/s", text)]
+        chain = [num(m) for m in re.findall(r"TraceUsage10k/sqlite/chain\S*\s.*?([\d.]+) ms/rollup", text)]
+        wide = [num(m) for m in re.findall(r"TraceUsage10k/sqlite/wide\S*\s.*?([\d.]+) ms/rollup", text)]
+        print("## Trace store (SQLite; goals: ingest at least 50,000 calls/s, a 10,000-call roll-up under 50 ms)\n")
+        print("| workload | rounds | median | goal |\n|---|---|---:|---|")
+        for name, vals, goal in (("ingest, calls/s", ingest, "≥ 50,000"), ("roll-up, chain, ms", chain, "≤ 50"), ("roll-up, wide, ms", wide, "≤ 50")):
+            if vals:
+                print(f"| {name} | {', '.join(f'{v:,.1f}' for v in vals)} | {statistics.median(vals):,.1f} | {goal} |")
+
+
+if __name__ == "__main__":
+    main()
