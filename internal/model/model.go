@@ -32,6 +32,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -484,7 +485,12 @@ type batch struct {
 	tmp                        []float32 // fused GEMM outputs
 	buf                        LayerBuffers
 	kv                         []attnScratch // per step: a decode step's gathered keys and values (k, v)
+	gather                     []gatherPart  // the parts of the decode steps' gathers
 }
+
+// gatherPart is a range of a decode step's cached positions [lo, hi) to gather, from base,
+// the first position the step gathers.
+type gatherPart struct{ step, base, lo, hi int }
 
 // batchPool keeps the working state of passes of at most pooledRows rows (decode steps), so
 // that a steady decode allocates little besides its logits. Every buffer of a batch is
@@ -589,19 +595,33 @@ func (m *Model) attention(l int, b *batch) {
 	// window starts (the blocks before it may be released, kvwindow.go). A decode step's are
 	// gathered here, whole rows of every kv head, a block at a time; a prefill's in its tasks,
 	// a kv head at a time (its context may be long).
+	// With fewer decode steps than cores, each step's gather is split at block boundaries so
+	// that every core copies a part (at batch 1 one core would copy while the others wait).
 	kvd := c.KVDim()
 	b.kv = grow(b.kv, len(b.steps))
-	gemm.Parallel(len(b.steps), func(i int) {
-		st := b.steps[i]
+	b.gather = b.gather[:0]
+	per := max(1, runtime.GOMAXPROCS(0)/len(b.steps))
+	for i, st := range b.steps {
 		if len(st.Tokens) > 4 {
-			return
+			continue
 		}
 		r0 := b.start[i]
 		ctx := b.pos[r0] + len(st.Tokens)
-		lo := m.windowFrom(l, b.pos[r0], st.Seq.c.blockSize)
+		bs := st.Seq.c.blockSize
+		lo := m.windowFrom(l, b.pos[r0], bs)
 		g := &b.kv[i]
 		g.k, g.v = g.k.grow((ctx-lo)*kvd), g.v.grow((ctx-lo)*kvd)
-		st.Seq.gatherKV(l, lo, ctx, 0, kvd, g.k, g.v)
+		nb := (ctx - lo + bs - 1) / bs
+		parts := min(per, max(1, nb/2))
+		for k := range parts {
+			b.gather = append(b.gather, gatherPart{step: i, base: lo, lo: lo + k*nb/parts*bs, hi: min(ctx, lo+(k+1)*nb/parts*bs)})
+		}
+	}
+	gemm.Parallel(len(b.gather), func(t int) {
+		gp := b.gather[t]
+		g := &b.kv[gp.step]
+		off := (gp.lo - gp.base) * kvd
+		b.steps[gp.step].Seq.gatherKV(l, gp.lo, gp.hi, 0, kvd, g.k[off:], g.v[off:])
 	})
 	// On gemm's worker pool, which the products before and after keep hot: a decode step's
 	// few tasks would wait longer for new goroutines.
