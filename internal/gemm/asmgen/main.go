@@ -221,9 +221,24 @@ func microAVX512PF(name string, kind, rows, pf int) {
 			}
 		}
 	}
+	// bf16 with few rows (decode's streaming kernels): a B row of 32 values is widened by
+	// interleaving it with zeros (each value becomes the high half of an f32), two shuffles
+	// with the row as a memory operand, instead of two widening loads and two shifts. The
+	// accumulators then hold the columns in the unpack's order (128-bit lanes of 4 columns:
+	// 0, 8, 16, 24 and 4, 12, 20, 28) and are put back in order before C is updated. Z31
+	// holds the zeros (free below 7 rows).
+	unpack := kind == 1 && rows <= 6
+	if unpack {
+		VPXORD(Z31, Z31, Z31)
+	}
 	step := func(s int, aOff int) {
-		loadB(kind, Mem{Base: b}, Z0, true)
-		loadB(kind, Mem{Base: b, Disp: 16 * esz}, Z1, true)
+		if unpack {
+			VPUNPCKLWD(Mem{Base: b}, Z31, Z0)
+			VPUNPCKHWD(Mem{Base: b}, Z31, Z1)
+		} else {
+			loadB(kind, Mem{Base: b}, Z0, true)
+			loadB(kind, Mem{Base: b, Disp: 16 * esz}, Z1, true)
+		}
 		for i := 0; i < rows; i++ {
 			t := Z2
 			if i%2 == 1 {
@@ -253,6 +268,15 @@ func microAVX512PF(name string, kind, rows, pf int) {
 			for h := 0; h < 2; h++ {
 				VADDPS(acc(1, i, h), acc(0, i, h), acc(0, i, h))
 			}
+		}
+	}
+	if unpack {
+		for i := 0; i < rows; i++ {
+			lo, hi := acc(0, i, 0), acc(0, i, 1)
+			VSHUFF32X4(U8(0x44), hi, lo, Z0) // lanes lo0 lo1 hi0 hi1
+			VSHUFF32X4(U8(0xEE), hi, lo, Z1) // lo2 lo3 hi2 hi3
+			VSHUFF32X4(U8(0xD8), Z0, Z0, lo) // lo0 hi0 lo1 hi1: columns 0..15
+			VSHUFF32X4(U8(0xD8), Z1, Z1, hi) // lo2 hi2 lo3 hi3: columns 16..31
 		}
 	}
 	addToC(rows, 64, func(i, h int) VecPhysical { return acc(0, i, h) })
