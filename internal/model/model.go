@@ -32,7 +32,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 
@@ -600,7 +599,7 @@ func (m *Model) attention(l int, b *batch) {
 	kvd := c.KVDim()
 	b.kv = grow(b.kv, len(b.steps))
 	b.gather = b.gather[:0]
-	per := max(1, runtime.GOMAXPROCS(0)/len(b.steps))
+	per := max(1, gemm.Threads()/len(b.steps))
 	for i, st := range b.steps {
 		if len(st.Tokens) > 4 {
 			continue
