@@ -28,19 +28,20 @@ func BadText(s string) string {
 // string fields (ids, digests, names, keys: every Go string in v, in structs, slices, arrays,
 // maps and pointers) hold a NUL character or invalid UTF-8. Raw JSON values
 // (json.RawMessage, []byte) are not strings and are stored as sent.
-func CheckText(v any) error { return CheckTextAt(v, "") }
+func CheckText(v any) error { return CheckTextAt(v, nil) }
 
-// CheckTextAt is CheckText for a part of a request at path (for example "batch[3]"), named
-// in the error's field.
-func CheckTextAt(v any, path string) error {
+// CheckTextAt is CheckText for a part of a request whose JSON path path returns (for example
+// "batch[3]"), named in the error's field; path is called only when v is refused.
+func CheckTextAt(v any, path func() string) error {
 	rv := reflect.ValueOf(v)
 	if !anyBadText(rv) {
 		return nil // the common case: one walk that builds no field paths
 	}
-	if path != "" {
-		path = "." + path
+	prefix := ""
+	if path != nil {
+		prefix = "." + path()
 	}
-	return checkText(rv, path)
+	return checkText(rv, prefix)
 }
 
 // textPlan is what anyBadText visits of a type: whether any text can be inside it and, for a

@@ -394,7 +394,7 @@ func (a *API) upsertBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	check := func(i int, it *trace.CallBatchItem) error {
-		if err := httpx.CheckTextAt(it, "batch["+strconv.Itoa(i)+"]"); err != nil {
+		if err := httpx.CheckTextAt(it, func() string { return "batch[" + strconv.Itoa(i) + "]" }); err != nil {
 			return err
 		}
 		if it.Req.Start != nil {
