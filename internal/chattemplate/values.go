@@ -94,18 +94,12 @@ func parseMessages(data []byte, keepParts bool) ([]any, error) {
 			return nil, &TemplateError{Msg: fmt.Sprintf("messages[%d] must be an object", i)}
 		}
 		if parts, ok := dictGet(d, "content").([]any); ok {
+			var texts []string
 			for j, p := range parts {
 				if pd, ok := p.(exec.Dict); ok {
 					if t, _ := dictGet(pd, "type").(string); mediaParts[t] {
 						return nil, &MediaPartError{Path: fmt.Sprintf("messages[%d].content[%d]", i, j), Type: t}
 					}
-				}
-			}
-		}
-		if parts, ok := dictGet(d, "content").([]any); ok && !keepParts {
-			var texts []string
-			for _, p := range parts {
-				if pd, ok := p.(exec.Dict); ok {
 					if t, ok := dictGet(pd, "text").(string); ok {
 						texts = append(texts, t)
 					}
@@ -113,7 +107,9 @@ func parseMessages(data []byte, keepParts bool) ([]any, error) {
 					texts = append(texts, s)
 				}
 			}
-			dictSet(&d, "content", strings.Join(texts, "\n"))
+			if !keepParts {
+				dictSet(&d, "content", strings.Join(texts, "\n"))
+			}
 		}
 		if calls, ok := dictGet(d, "tool_calls").([]any); ok {
 			for _, c := range calls {
