@@ -305,12 +305,23 @@ func (s *SQLStore) SortedTablePositions(ctx context.Context, project, digest str
 	d := s.db.Dialect()
 	var cols []string
 	var colArgs []any
-	for _, sb := range sorts {
-		segs := strings.Split(sb.Field, ".")
+	// The keys are read from each row's text in Go on SQLite (json_extract parsing every row
+	// was most of a cold sort); what Go cannot read exactly as json_extract does (escapes,
+	// arrays, objects, NaN, long numbers) is left to json_extract below. A backslash in a
+	// field is a bad JSON path to SQLite: such sorts keep json_extract for every row.
+	inGo := d == db.SQLite
+	segs, index := make([][]string, len(sorts)), make([][]bool, len(sorts))
+	for k, sb := range sorts {
+		segs[k] = strings.Split(sb.Field, ".")
 		if err := checkFieldPath(sb.Field); err != nil {
 			return nil, err
 		}
-		path := JSONPathArg(d, segs)
+		inGo = inGo && !strings.Contains(sb.Field, `\`)
+		index[k] = make([]bool, len(segs[k]))
+		for i, seg := range segs[k] {
+			index[k][i] = isDigits(seg)
+		}
+		path := JSONPathArg(d, segs[k])
 		if d == db.Postgres {
 			cols = append(cols, "jsonb_typeof(hone_jsonb(r.val) #> ?::text[])", "(hone_jsonb(r.val) #>> ?::text[])")
 			colArgs = append(colArgs, path, path)
@@ -331,12 +342,9 @@ func (s *SQLStore) SortedTablePositions(ctx context.Context, project, digest str
 	for p := 0; p < parts; p++ {
 		lo, hi := p*n/parts, (p+1)*n/parts
 		go func() {
-			if d == db.SQLite && !slices.ContainsFunc(sorts, func(sb SortBy) bool { return strings.Contains(sb.Field, `\`) }) {
-				// The keys are read from each row's text in Go (json_extract parsing every row
-				// was most of a cold sort); what Go cannot read exactly as json_extract does
-				// (escapes, arrays, objects, NaN, long numbers) is left to json_extract below.
+			if inGo {
 				left, err := s.sortKeysInGo(ctx, `SELECT e.idx, r.val`+from+` AND e.idx >= ? AND e.idx < ?`,
-					[]any{project, digest, lo, hi}, sorts, keys)
+					[]any{project, digest, lo, hi}, segs, index, keys)
 				fallback[p] = left
 				errs <- err
 				return
@@ -521,17 +529,8 @@ func (s *SQLStore) scanSortKeys(ctx context.Context, q string, args []any, d db.
 // sortKeysInGo reads the rows of q (a position and the row's JSON text) and fills keys with
 // what SQLite's json_extract would give for each sort field (goSortVal); the positions of rows
 // it cannot read so are returned, for json_extract.
-func (s *SQLStore) sortKeysInGo(ctx context.Context, q string, args []any, sorts []SortBy, keys []sortVal) ([]int32, error) {
-	nk := len(sorts)
-	segs := make([][]string, nk)
-	index := make([][]bool, nk)
-	for k, sb := range sorts {
-		segs[k] = strings.Split(sb.Field, ".")
-		index[k] = make([]bool, len(segs[k]))
-		for i, seg := range segs[k] {
-			index[k][i] = isDigits(seg)
-		}
-	}
+func (s *SQLStore) sortKeysInGo(ctx context.Context, q string, args []any, segs [][]string, index [][]bool, keys []sortVal) ([]int32, error) {
+	nk := len(segs)
 	rs, err := s.db.Query(ctx, q, args...)
 	if err != nil {
 		return nil, err
