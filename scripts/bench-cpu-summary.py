@@ -84,6 +84,14 @@ def prefill(text):
     return rounds
 
 
+def cells(rounds):
+    """Each round's measurements per model and batch, in table order."""
+    for r, cur in enumerate(rounds, 1):
+        for mdl in ORDER:
+            for b in (1, 16):
+                yield r, mdl, b, cur.get((mdl, b), {})
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -105,14 +113,11 @@ def main():
         print("## Decode (tokens/s; goal: batch 1 f32 and bf16, and batch 16 bf16, at least 1.0× llama.cpp)\n")
         print("| round | model | batch | Hone, no prefetch | Hone, prefetch | llama.cpp (tg64 / batched) | prefetch ÷ tg64 or batched-16 | no prefetch ÷ same |")
         print("|---|---|---:|---:|---:|---:|---:|---:|")
-        for r, cur in enumerate(rounds, 1):
-            for mdl in ORDER:
-                for b in (1, 16):
-                    v = cur.get((mdl, b), {})
-                    ref = v.get("tg") if b == 1 else v.get("s16")
-                    refs = f"{v.get('tg', 0):.1f} / {v.get('s1', 0):.1f}" if b == 1 else f"{v.get('s16', 0):.1f}"
-                    print(f"| {r} | {mdl} | {b} | {v.get('off', 0):.1f} | {v.get('on', 0):.1f} | {refs} | "
-                          f"{ratio(v.get('on'), ref)} | {ratio(v.get('off'), ref)} |")
+        for r, mdl, b, v in cells(rounds):
+            ref = v.get("tg") if b == 1 else v.get("s16")
+            refs = f"{v.get('tg', 0):.1f} / {v.get('s1', 0):.1f}" if b == 1 else f"{v.get('s16', 0):.1f}"
+            print(f"| {r} | {mdl} | {b} | {v.get('off', 0):.1f} | {v.get('on', 0):.1f} | {refs} | "
+                  f"{ratio(v.get('on'), ref)} | {ratio(v.get('off'), ref)} |")
         if bw:
             stream = max((v for k, v in bw if k.startswith("STREAM")), default=None)
             print("\n| bandwidth | GB/s | ÷ best STREAM |\n|---|---:|---:|")
@@ -124,11 +129,8 @@ def main():
     if text:
         print("## Prefill of 128 tokens (tokens/s; llama.cpp: pp128 at batch 1, batched-bench S_PP at 16)\n")
         print("| round | model | batch | Hone | llama.cpp | ratio |\n|---|---|---:|---:|---:|---:|")
-        for r, cur in enumerate(prefill(text), 1):
-            for mdl in ORDER:
-                for b in (1, 16):
-                    v = cur.get((mdl, b), {})
-                    print(f"| {r} | {mdl} | {b} | {v.get('hone', 0):.1f} | {v.get('ref', 0):.1f} | {ratio(v.get('hone'), v.get('ref'))} |")
+        for r, mdl, b, v in cells(prefill(text)):
+            print(f"| {r} | {mdl} | {b} | {v.get('hone', 0):.1f} | {v.get('ref', 0):.1f} | {ratio(v.get('hone'), v.get('ref'))} |")
         print()
 
     text = read(out, "train.txt")
