@@ -32,7 +32,7 @@ def num(s):
 
 
 def decode(text):
-    """Rounds of {(model, batch): {"off":, "on":, "tg":, "s1":, "s16":}} and bandwidths."""
+    """Rounds of {(model, batch): {"off":, "on":, "measured":, "tg":, "s1":, "s16":}} and bandwidths."""
     rounds, bw = [], []
     cur = pf = model = None
     for line in text.splitlines():
@@ -110,14 +110,20 @@ def main():
     text = read(out, "decode.txt")
     if text:
         rounds, bw = decode(text)
+        choices = [m[1] for m in re.finditer(r"decode prefetch measured (.*)", text)]
         print("## Decode (tokens/s; goal: batch 1 f32 and bf16, and batch 16 bf16, at least 1.0× llama.cpp)\n")
-        print("| round | model | batch | Hone, no prefetch | Hone, prefetch | llama.cpp (tg64 / batched) | prefetch ÷ tg64 or batched-16 | no prefetch ÷ same |")
-        print("|---|---|---:|---:|---:|---:|---:|---:|")
+        print("| round | model | batch | Hone, no prefetch | Hone, prefetch | Hone, measured (default) | llama.cpp (tg64 / batched) "
+              "| measured ÷ tg64 or batched-16 | prefetch ÷ same | no prefetch ÷ same |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r, mdl, b, v in cells(rounds):
             ref = v.get("tg") if b == 1 else v.get("s16")
             refs = f"{v.get('tg', 0):.1f} / {v.get('s1', 0):.1f}" if b == 1 else f"{v.get('s16', 0):.1f}"
-            print(f"| {r} | {mdl} | {b} | {v.get('off', 0):.1f} | {v.get('on', 0):.1f} | {refs} | "
-                  f"{ratio(v.get('on'), ref)} | {ratio(v.get('off'), ref)} |")
+            print(f"| {r} | {mdl} | {b} | {v.get('off', 0):.1f} | {v.get('on', 0):.1f} | {v.get('measured', 0):.1f} | {refs} | "
+                  f"{ratio(v.get('measured'), ref)} | {ratio(v.get('on'), ref)} | {ratio(v.get('off'), ref)} |")
+        if choices:
+            print("\nThe tuners' choices with HONE_DECODE_PREFETCH unset (gemm.PrefetchTuner):\n")
+            for c in choices:
+                print(f"- {c}")
         if bw:
             stream = max((v for k, v in bw if k.startswith("STREAM")), default=None)
             print("\n| bandwidth | GB/s | ÷ best STREAM |\n|---|---:|---:|")

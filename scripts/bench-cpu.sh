@@ -9,7 +9,8 @@
 # SmolLM2-135M-Instruct's GGUF as Q8_0, Q4_K_M and Q4_1); then runs, each inside
 # /tmp/hone-bench.lock:
 #   decode   memory bandwidth, then scripts/bench-model/prefetch.sh: decode at batch 1 and 16,
-#            f32, bf16 and the three GGUFs, with HONE_DECODE_PREFETCH off and on, against
+#            f32, bf16 and the three GGUFs, with HONE_DECODE_PREFETCH off, on and unset (the
+#            tuners measure), against
 #            llama.cpp (R rounds)
 #   prefill  prefill of 128 tokens at batch 1 and 16 on the same files against llama-bench
 #            and llama-batched-bench (R rounds)

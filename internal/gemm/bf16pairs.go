@@ -92,8 +92,14 @@ func runPairs(im *impl, p *problem, nt int) {
 	kpAll, kpS := (k+1)/2, pairStride(k)
 	kcp := kcBlock / 2 // depth pairs per block
 	if m <= len(im.pairStream) {
-		// Decode: each task streams its panels whole (all of the depth at once).
+		// Decode: each task streams its panels whole (all of the depth at once), with or
+		// without software prefetch as the pairs' tuner has measured faster.
 		kern, kcp = im.pairStream, max(kpAll, 1)
+		probe := decodeTuners[tunePairsIdx].Begin([3]int{n, k, m}, 2*n*k)
+		defer probe.End()
+		if probe.PF() && im.pairStreamPF != nil {
+			kern = im.pairStreamPF
+		}
 	}
 	mr := len(kern)
 	panels := (n + panelW - 1) / panelW

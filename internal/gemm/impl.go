@@ -75,6 +75,10 @@ type impl struct {
 	// for pair-packed B (runPairs).
 	streamIm   *impl
 	pairStream []pairFn
+	// the same kernels prefetching B in software, where the implementation has them; a
+	// PrefetchTuner picks between the two sets (decodeTuners)
+	streamPF     *impl
+	pairStreamPF []pairFn
 	// optional: dst[q] = bf16(alpha·src[2q]) | bf16(alpha·src[2q+1])<<16 for q < n (n a
 	// multiple of 16), rounding to nearest even (subnormals flushed)
 	packRow func(n int, src *float32, dst *uint32, alpha float32)
@@ -120,12 +124,33 @@ func SetImpl(name string) error {
 	return fmt.Errorf("gemm: implementation %q not available here (have %v)", name, Impls())
 }
 
-// decodePF: the AVX-512 streaming kernels of decode prefetch their weights in software (set
-// by registerNative; see decodePrefetch).
-var decodePF bool
+// decodePrior is the choice of software prefetch in decode's products before a
+// PrefetchTuner has measured: the rule measured per CPU vendor (docs/performance.md, "Decode
+// prefetch per CPU"): Intel's Xeons prefetch, AMD's EPYCs do not.
+var decodePrior bool
 
-// DecodePrefetch reports whether decode's products (weights read from memory once) are
-// faster on this CPU with software prefetch of the weights than with the hardware
-// prefetcher alone, as gemm's streaming kernels do; package quant follows it for its
-// one-row kernels.
-func DecodePrefetch() bool { return decodePF }
+// decodeTuners choose, per kind of B (index elemKind, and tunePairsIdx for pair-packed bf16),
+// between decode's streaming kernels with and without software prefetch; nil where the
+// implementations have no prefetching kernels.
+var decodeTuners [4]*PrefetchTuner
+
+const tunePairsIdx = 3
+
+// DecodePrefetchPrior reports the prior of decode's prefetch tuners on this CPU (see
+// PrefetchTuner), for the tuners of other packages' decode kernels (package quant).
+func DecodePrefetchPrior() bool { return decodePrior }
+
+// DecodePrefetch reports, per kind of weights ("f32", "bf16", "f16", "bf16 pairs"), whether
+// decode's products prefetch the weights in software, and whether that is settled (measured
+// or forced by HONE_DECODE_PREFETCH) rather than the prior; kinds without prefetching kernels
+// are absent.
+func DecodePrefetch() map[string][2]bool {
+	out := map[string][2]bool{}
+	for _, t := range decodeTuners {
+		if t != nil {
+			pf, settled, _ := t.Choice()
+			out[t.name] = [2]bool{pf, settled}
+		}
+	}
+	return out
+}

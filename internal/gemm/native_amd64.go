@@ -4,7 +4,6 @@ package gemm
 
 import (
 	"encoding/binary"
-	"os"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -31,20 +30,22 @@ func registerNative() {
 			im.dot[kind] = avx512Dot[kind]
 			im.packT[kind] = packTWhole(avx512PackT[kind], elemKind(kind), 16)
 		}
-		stream, pairStream := avx512Stream, avx512PairStream
-		if decodePF = decodePrefetch(vendor()); decodePF {
-			stream, pairStream = avx512StreamPF, avx512PairStreamPF
-		}
+		decodePrior = vendor() == "GenuineIntel"
 		if cpu.X86.HasAVX512BF16 {
 			im.pair = avx512PairMicro
-			im.pairStream = pairStream
+			im.pairStream, im.pairStreamPF = avx512PairStream, avx512PairStreamPF
 			im.packRow = packRowBF16AVX512
+			decodeTuners[tunePairsIdx] = NewPrefetchTuner("bf16 pairs", decodePrior)
 		}
-		st := *im
+		st, pf := *im, *im
 		for kind := range 3 {
-			st.microRows[kind] = stream[kind]
+			st.microRows[kind] = avx512Stream[kind]
+			pf.microRows[kind] = avx512StreamPF[kind]
 		}
-		im.streamIm = &st
+		im.streamIm, im.streamPF = &st, &pf
+		decodeTuners[kindF32] = NewPrefetchTuner("f32", decodePrior)
+		decodeTuners[kindBF16] = NewPrefetchTuner("bf16", decodePrior)
+		decodeTuners[kindF16] = NewPrefetchTuner("f16", decodePrior)
 		if amxAvailable() {
 			// The same kernels, with pair-packed (bf16) products on AMX tiles.
 			amx := *im
@@ -79,24 +80,6 @@ func vendor() string {
 	binary.LittleEndian.PutUint32(b[4:], edx)
 	binary.LittleEndian.PutUint32(b[8:], ecx)
 	return string(b[:])
-}
-
-// decodePrefetch reports whether the streaming kernels of decode (weights read from memory
-// once) prefetch their weights in software (avx512StreamPF) rather than leave it to the
-// hardware prefetcher. Which is faster was measured per CPU family, as
-// BenchmarkDecodeBandwidth (docs/performance.md, "Decode prefetch per CPU"): on Intel's Xeons
-// (Sapphire Rapids class) prefetching 4 KiB ahead read the weights 1.1–1.3× faster; on
-// AMD's Zen 4 every prefetch distance measured slower. A memory-bound measurement at start-up
-// would need a buffer larger than the last-level cache (hundreds of MB on a server), so the
-// choice follows those measurements by vendor; HONE_DECODE_PREFETCH=on|off overrides it.
-func decodePrefetch(vendor string) bool {
-	switch os.Getenv("HONE_DECODE_PREFETCH") {
-	case "on":
-		return true
-	case "off":
-		return false
-	}
-	return vendor == "GenuineIntel"
 }
 
 // packTWhole wraps a transposing pack kernel (kc a multiple of vec) with a scalar tail.

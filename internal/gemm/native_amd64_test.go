@@ -92,19 +92,46 @@ func implHasPairs() bool {
 	return false
 }
 
-// TestDecodePrefetchChoice: the vendor rule and its override; logs this CPU's choice.
-func TestDecodePrefetchChoice(t *testing.T) {
-	t.Logf("CPU vendor %q: decode prefetch %v", vendor(), decodePrefetch(vendor()))
+// TestDecodePrefetchLive: decode's f32 products run under a fresh tuner, which settles after
+// its warm-up and pairs exactly (the first product made the warm-up one longer); every
+// product, in either mode, gives the same result bit for bit.
+func TestDecodePrefetchLive(t *testing.T) {
+	if !hasAVX512 || current.Load().streamPF == nil {
+		t.Skip("no prefetching decode kernels here")
+	}
+	t.Logf("CPU vendor %q: prior %v", vendor(), decodePrior)
 	t.Setenv("HONE_DECODE_PREFETCH", "")
-	if !decodePrefetch("GenuineIntel") || decodePrefetch("AuthenticAMD") {
-		t.Fatal("by vendor: Intel prefetches, AMD does not")
+	defer func(old *PrefetchTuner) { decodeTuners[kindF32] = old }(decodeTuners[kindF32])
+	tuner := NewPrefetchTuner("f32 (test)", decodePrior)
+	decodeTuners[kindF32] = tuner
+	rng := rand.New(rand.NewPCG(13, 14))
+	n, k := 512, 160 // 320 KiB of weights
+	w := make([]float32, n*k)
+	for i := range w {
+		w[i] = float32(rng.NormFloat64())
 	}
-	t.Setenv("HONE_DECODE_PREFETCH", "off")
-	if decodePrefetch("GenuineIntel") {
-		t.Fatal("HONE_DECODE_PREFETCH=off ignored")
+	pb := PackB(true, n, k, w, k)
+	x := make([]float32, k)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
 	}
-	t.Setenv("HONE_DECODE_PREFETCH", "on")
-	if !decodePrefetch("AuthenticAMD") {
-		t.Fatal("HONE_DECODE_PREFETCH=on ignored")
+	want := make([]float32, n)
+	GemmPacked(false, 1, 1, x, k, pb, 0, want, n)
+	got := make([]float32, n)
+	for it := 0; it < tuneWarm+2*tunePairs-1; it++ { // the first product was one of the warm-up
+		if _, settled, _ := tuner.Choice(); settled {
+			t.Fatalf("settled after %d products, before its pairs", it)
+		}
+		GemmPacked(false, 1, 1, x, k, pb, 0, got, n)
+		for j := range got {
+			if got[j] != want[j] {
+				t.Fatalf("product %d: y[%d] = %v, first product %v", it, j, got[j], want[j])
+			}
+		}
 	}
+	pf, settled, ratio := tuner.Choice()
+	if !settled || ratio <= 0 {
+		t.Fatalf("after %d products: settled %v, ratio %v", tuneWarm+2*tunePairs, settled, ratio)
+	}
+	t.Logf("f32 decode products in L2: prefetch %v, time with ÷ without %.3f", pf, ratio)
 }

@@ -124,7 +124,13 @@ func runPacked(im *impl, p *problem, nt int) {
 	c := packedCall{p: *p, im: im, kc0: min(kcBlock, p.k)}
 	if st := im.streamIm; st != nil && p.m <= len(st.microRows[pb.kind]) {
 		// Decode: few rows, B read from memory once; each task streams its panels whole
-		// (contiguous) instead of visiting them once per depth block.
+		// (contiguous) instead of visiting them once per depth block, with or without
+		// software prefetch as the kind's tuner has measured faster.
+		probe := decodeTuners[pb.kind].Begin([3]int{p.n, p.k, p.m}, p.n*p.k*int(pb.kind.size()))
+		defer probe.End()
+		if probe.PF() && im.streamPF != nil {
+			st = im.streamPF
+		}
 		c.im, c.kc0 = st, p.k
 	}
 	c.mc = max(mcBlock/c.im.mr, 1) * c.im.mr

@@ -307,7 +307,15 @@ func (w *work) mul(x []float32, rows int, ms []*Matrix, out []float32, ldo int, 
 	}
 	w.o4 = resize(w.o4, len(w.tasks))
 	w.o64 = resize(w.o64, len(w.tasks))
+	// Fewer than 4 rows run the one-row packed kernels only (decode), with or without
+	// software prefetch as the type's tuner has measured faster.
+	var probe gemm.Probe
+	if m := ms[0]; rows < 4 && m.packed != nil {
+		probe = x1Tuners[m.Type].Begin([3]int{total, cols, rows}, len(m.packed.b)*total/m.Rows)
+	}
+	w.pf = probe.PF()
 	gemm.Parallel(len(w.tasks), w.runFn)
+	probe.End()
 	w.x, w.ms, w.out = nil, nil, nil
 }
 
@@ -406,6 +414,7 @@ type work struct {
 	o4             [][4]float32  // each task's multi-row kernel outputs
 	o64            [][64]float32 // each task's packed kernel outputs
 	one            [1]*Matrix    // MatMulT's ms
+	pf             bool          // the one-row packed kernels prefetch (x1Tuners)
 	quantFn, runFn func(int)
 }
 

@@ -3,6 +3,7 @@ package quant
 import (
 	"math"
 
+	"github.com/honeai/hone/internal/gemm"
 	"github.com/honeai/hone/internal/gguf"
 )
 
@@ -289,10 +290,14 @@ func q6KValue(blk []byte, e int) byte {
 }
 
 // packedKernel is the kernel MatMulT runs on a packed group against n (4 or 1) activation
-// rows; packedKernelsInUse reports whether Pack packs (an assembly kernel is in use).
+// rows; packedKernelPF, where not nil, the same whose one-row kernels prefetch the weights in
+// software (decode), which x1Tuners choose per type by measurement (gemm.PrefetchTuner);
+// packedKernelsInUse reports whether Pack packs (an assembly kernel is in use).
 var (
 	packedKernel       = packed16Go
+	packedKernelPF     func(t gguf.TensorType, w []byte, q []int8, d, s []float32, n int, out []float32)
 	packedKernelsInUse = false
+	x1Tuners           = map[gguf.TensorType]*gemm.PrefetchTuner{} // written by init only
 )
 
 // runPacked is work.run over a packed matrix: each group of 16 weight rows against 4
@@ -304,6 +309,10 @@ func (w *work) runPacked(ti int) {
 	gb := nb * packedBlockBytes(typ)
 	a, o := &w.a32, w.o64[ti][:]
 	s, ns := a.S, nb // the offsets' activation sums and their count per row
+	kernel := packedKernel
+	if w.pf && packedKernelPF != nil {
+		kernel = packedKernelPF
+	}
 	if typ == gguf.Q6_K {
 		s, ns = w.s16, 2*nb
 	}
@@ -314,13 +323,13 @@ func (w *work) runPacked(ti int) {
 			col := t.off + packRows*g
 			i := i0
 			for ; i+4 <= i1; i += 4 {
-				packedKernel(typ, wg, a.Q[32*nb*i:32*nb*(i+4)], a.D[nb*i:nb*(i+4)], s[ns*i:ns*(i+4)], 4, o)
+				kernel(typ, wg, a.Q[32*nb*i:32*nb*(i+4)], a.D[nb*i:nb*(i+4)], s[ns*i:ns*(i+4)], 4, o)
 				for j := range 4 {
 					w.store(w.out[(i+j)*w.ldo+col:][:packRows], o[packRows*j:][:packRows])
 				}
 			}
 			for ; i < i1; i++ {
-				packedKernel(typ, wg, a.Q[32*nb*i:32*nb*(i+1)], a.D[nb*i:nb*(i+1)], s[ns*i:ns*(i+1)], 1, o)
+				kernel(typ, wg, a.Q[32*nb*i:32*nb*(i+1)], a.D[nb*i:nb*(i+1)], s[ns*i:ns*(i+1)], 1, o)
 				w.store(w.out[i*w.ldo+col:][:packRows], o[:packRows])
 			}
 		}

@@ -9,18 +9,27 @@ import (
 
 func init() {
 	if asmVNNI {
-		packedKernel, packedKernelsInUse = packed16AVX512, true
-		prefetchX1 = gemm.DecodePrefetch()
+		packedKernel, packedKernelPF, packedKernelsInUse = packed16AVX512, packed16AVX512PF, true
+		for _, t := range []gguf.TensorType{gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q4_K, gguf.Q6_K} {
+			if packable(t) {
+				x1Tuners[t] = gemm.NewPrefetchTuner(t.String(), gemm.DecodePrefetchPrior())
+			}
+		}
 	}
 }
-
-// prefetchX1: the one-row kernels (decode) are the ones that prefetch the weights in
-// software (gemm.DecodePrefetch).
-var prefetchX1 bool
 
 // packed16AVX512 is packed16Go by the assembly kernels, behind a check of the slices'
 // lengths (the assembly reads len(d)/n blocks without bounds checks).
 func packed16AVX512(t gguf.TensorType, w []byte, q []int8, d, s []float32, n int, out []float32) {
+	packed16Asm(t, w, q, d, s, n, out, false)
+}
+
+// packed16AVX512PF is packed16AVX512 whose one-row kernels prefetch the weights in software.
+func packed16AVX512PF(t gguf.TensorType, w []byte, q []int8, d, s []float32, n int, out []float32) {
+	packed16Asm(t, w, q, d, s, n, out, true)
+}
+
+func packed16Asm(t gguf.TensorType, w []byte, q []int8, d, s []float32, n int, out []float32, prefetchX1 bool) {
 	nb, ns := len(d)/n, len(d)
 	if t == gguf.Q6_K {
 		ns *= 2 // sums per 16

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Decode with and without software prefetch of the weights (HONE_DECODE_PREFETCH=off|on, the
-# same binaries), against llama.cpp on the same files, R rounds inside one hold of
+# same binaries) and as measured per process (the variable unset: the default), against llama.cpp on the same files, R rounds inside one hold of
 # /tmp/hone-bench.lock (docs/performance.md, "Decode prefetch per CPU"). Needs WORK prepared
 # by run.sh (the synthetic SmolLM2 f32/bf16 models and their GGUF conversions), QBENCH (a
 # directory with smol-q8_0.gguf, smol-q4_k_m.gguf, smol-q4_1.gguf: see the "Quantized GGUF
@@ -16,17 +16,20 @@ go test -c -o "$W/gemm.test" ./internal/gemm
 exec flock /tmp/hone-bench.lock bash -c '
 W=$1 Q=$2 LB=$3 R=$4
 lscpu | grep -E "Model name|Flags"
-tps() { grep -o "^Benchmark[^ ]*\|[0-9.]* tokens/s\|[0-9.]* GB/s" | paste - - | sed "s/^/  /"; }
+tps() { grep -o "^Benchmark[^ ]*\|[0-9.]* tokens/s\|[0-9.]* GB/s\|decode prefetch measured.*" | awk "/^Benchmark/ {n = \$0; next} /^decode/ {print \"  \" \$0; next} {print \"  \" n \"\t\" \$0}"; }
 for r in $(seq "$R"); do
 	echo "== round $r $(date -u +%T) load $(cut -d" " -f1 /proc/loadavg)"
-	for pf in off on; do
+	for pf in off on measured; do
+		# measured: the variable unset, the default (each kind of weights times both kernel
+		# sets on its first decode products and keeps the faster; gemm.PrefetchTuner)
 		echo "Hone, HONE_DECODE_PREFETCH=$pf"
 		export HONE_DECODE_PREFETCH=$pf
-		GOMAXPROCS=2 "$W/gemm.test" -test.run xxx -test.bench "DecodeBandwidth" -test.benchtime 10x | tps
-		HONE_BENCH_MODELS="$W" GOMAXPROCS=2 "$W/model.test" -test.run xxx -test.bench "^BenchmarkDecode\$/(f32|bf16)/" -test.benchtime 20x | tps
+		[ "$pf" = measured ] && unset HONE_DECODE_PREFETCH
+		GOMAXPROCS=2 "$W/gemm.test" -test.run xxx -test.bench "DecodeBandwidth" -test.benchtime 10x 2>&1 | tps
+		HONE_BENCH_MODELS="$W" GOMAXPROCS=2 "$W/model.test" -test.run xxx -test.bench "^BenchmarkDecode\$/(f32|bf16)/" -test.benchtime 20x 2>&1 | tps
 		for f in q8_0 q4_k_m q4_1; do
 			echo " $f"
-			HONE_BENCH_GGUF="$Q/smol-$f.gguf" GOMAXPROCS=2 "$W/model.test" -test.run xxx -test.bench "^BenchmarkDecode\$/^gguf\$/" -test.benchtime 40x | tps
+			HONE_BENCH_GGUF="$Q/smol-$f.gguf" GOMAXPROCS=2 "$W/model.test" -test.run xxx -test.bench "^BenchmarkDecode\$/^gguf\$/" -test.benchtime 40x 2>&1 | tps
 		done
 		unset HONE_DECODE_PREFETCH
 	done
