@@ -337,6 +337,11 @@ func runServeMode(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		fmt.Fprintln(stderr, "hone serve:", err)
 		return 2
 	}
+	if stderr == io.Writer(os.Stderr) {
+		// The process's own log (not a test's buffer): what packages log without a logger of
+		// their own (the engine's decode prefetch choice, package gemm) goes through it too.
+		slog.SetDefault(logger)
+	}
 	if err := serve(ctx, cfg, logger, stdout, ready); err != nil {
 		logger.Error("hone serve failed", "err", err)
 		return 1
