@@ -139,18 +139,3 @@ const tunePairsIdx = 3
 // DecodePrefetchPrior reports the prior of decode's prefetch tuners on this CPU (see
 // PrefetchTuner), for the tuners of other packages' decode kernels (package quant).
 func DecodePrefetchPrior() bool { return decodePrior }
-
-// DecodePrefetch reports, per kind of weights ("f32", "bf16", "f16", "bf16 pairs"), whether
-// decode's products prefetch the weights in software, and whether that is settled (measured
-// or forced by HONE_DECODE_PREFETCH) rather than the prior; kinds without prefetching kernels
-// are absent.
-func DecodePrefetch() map[string][2]bool {
-	out := map[string][2]bool{}
-	for _, t := range decodeTuners {
-		if t != nil {
-			pf, settled, _ := t.Choice()
-			out[t.name] = [2]bool{pf, settled}
-		}
-	}
-	return out
-}
