@@ -21,6 +21,7 @@ import (
 
 	"github.com/honeai/hone/internal/auth"
 	"github.com/honeai/hone/internal/db"
+	"github.com/honeai/hone/internal/gemm"
 	"github.com/honeai/hone/internal/httpx"
 	"github.com/honeai/hone/internal/inference"
 	"github.com/honeai/hone/internal/model"
@@ -367,6 +368,7 @@ func serve(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout io.
 	defer sys.close()
 	if cfg.WorkerOnly {
 		sys.startWorkers(ctx)
+		logger.Info("engine kernels", gemm.LogAttrs()...)
 		logger.Info("hone worker running training jobs", "data", cfg.DataDir, "store", sys.db.String(), "workers", cfg.Train.Workers, "version", version.String())
 		fmt.Fprintf(stdout, "Hone %s worker: running training jobs from %s\n", version.Version, sys.db.String())
 		if ready != nil {
@@ -394,6 +396,7 @@ func serve(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout io.
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	addr := ln.Addr().String()
+	logger.Info("engine kernels", gemm.LogAttrs()...)
 	logger.Info("hone listening", "addr", addr, "data", cfg.DataDir, "store", sys.db.String(), "version", version.String())
 	fmt.Fprintf(stdout, "Hone %s listening on http://%s\n", version.Version, addr)
 	if ready != nil {

@@ -2,6 +2,7 @@ package gemm
 
 import (
 	"fmt"
+	"os"
 	"sync/atomic"
 	"unsafe"
 )
@@ -139,3 +140,23 @@ const tunePairsIdx = 3
 // DecodePrefetchPrior reports the prior of decode's prefetch tuners on this CPU (see
 // PrefetchTuner), for the tuners of other packages' decode kernels (package quant).
 func DecodePrefetchPrior() bool { return decodePrior }
+
+// cpuVendorName is the CPU's vendor string where the build reads it (set by registerNative).
+var cpuVendorName = "unknown"
+
+// LogAttrs describes the kernels this process runs with, as log attributes: the
+// implementation, the worker threads, the CPU vendor, the fewest rows from which bf16 weights
+// multiply in bf16 arithmetic (BF16PairRows; 0: never, f32 widening), and how decode's
+// software prefetch is chosen (PrefetchTuner).
+func LogAttrs() []any {
+	prefetch := "measured per kind on the first decode products"
+	switch os.Getenv("HONE_DECODE_PREFETCH") {
+	case "on", "off":
+		prefetch = "forced " + os.Getenv("HONE_DECODE_PREFETCH") + " (HONE_DECODE_PREFETCH)"
+	}
+	if decodeTuners[kindF32] == nil {
+		prefetch = "no prefetching kernels here"
+	}
+	return []any{"kernels", Impl(), "threads", Threads(), "cpu_vendor", cpuVendorName,
+		"bf16_arithmetic_from_rows", BF16PairRows(), "decode_prefetch", prefetch}
+}

@@ -30,7 +30,8 @@ func registerNative() {
 			im.dot[kind] = avx512Dot[kind]
 			im.packT[kind] = packTWhole(avx512PackT[kind], elemKind(kind), 16)
 		}
-		decodePrior = vendor() == "GenuineIntel"
+		cpuVendorName = vendor()
+		decodePrior = cpuVendorName == "GenuineIntel"
 		if cpu.X86.HasAVX512BF16 {
 			im.pair = avx512PairMicro
 			im.pairStream, im.pairStreamPF = avx512PairStream, avx512PairStreamPF

@@ -134,3 +134,31 @@ func TestPrefetchTunerConcurrent(t *testing.T) {
 		t.Fatal("not settled")
 	}
 }
+
+// TestLogAttrs: the start-up description names the implementation in use and how decode's
+// prefetch is chosen, the variable's override included.
+func TestLogAttrs(t *testing.T) {
+	attrs := func() map[string]any {
+		a := LogAttrs()
+		m := map[string]any{}
+		for i := 0; i+1 < len(a); i += 2 {
+			m[a[i].(string)] = a[i+1]
+		}
+		return m
+	}
+	t.Setenv("HONE_DECODE_PREFETCH", "")
+	m := attrs()
+	t.Log(m)
+	if m["kernels"] != Impl() || m["threads"] != Threads() || m["bf16_arithmetic_from_rows"] != BF16PairRows() {
+		t.Fatalf("attrs %v", m)
+	}
+	if decodeTuners[kindF32] != nil {
+		if m["decode_prefetch"] != "measured per kind on the first decode products" {
+			t.Fatalf("decode_prefetch %v", m["decode_prefetch"])
+		}
+		t.Setenv("HONE_DECODE_PREFETCH", "off")
+		if m := attrs(); m["decode_prefetch"] != "forced off (HONE_DECODE_PREFETCH)" {
+			t.Fatalf("with HONE_DECODE_PREFETCH=off: decode_prefetch %v", m["decode_prefetch"])
+		}
+	}
+}
