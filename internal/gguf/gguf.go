@@ -131,8 +131,9 @@ func Open(path string) (*File, error) {
 		return nil, err
 	}
 	f.mapped = true
-	// The header was parsed into copies (Metadata, Tensors): its pages are not read again.
-	dropPages(data[:f.dataStart])
+	// The header was parsed into copies (Metadata, Tensors): its pages are not read again. A
+	// file without tensors (a vocabulary-only GGUF) may end before its aligned data start.
+	dropPages(data[:min(f.dataStart, uint64(len(data)))])
 	return f, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -345,5 +346,37 @@ func TestWriteErrors(t *testing.T) {
 		if err := Write(&bytes.Buffer{}, c.meta, c.tensors); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Write: %v, want %q", err, c.want)
 		}
+	}
+}
+
+// TestOpenMetadataOnly: a GGUF without tensors that ends right after its metadata, before the
+// aligned start of its (empty) data section, opens: gguf-py writes vocabulary-only files so
+// (llama.cpp's convert_hf_to_gguf.py --vocab-only).
+func TestOpenMetadataOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vocab.gguf")
+	if err := WriteFile(path, []KV{{Key: "general.architecture", Value: "llama"}, {Key: "tokenizer.ggml.model", Value: "llama"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := len(b)
+	for end > 0 && b[end-1] == 0 {
+		end--
+	}
+	if end%32 == 0 {
+		t.Fatalf("the metadata ends at %d, aligned: the test needs an unaligned end", end)
+	}
+	if err := os.WriteFile(path, b[:end], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if s, err := f.Metadata.String("tokenizer.ggml.model"); err != nil || s != "llama" {
+		t.Fatalf("tokenizer.ggml.model = %q, %v", s, err)
 	}
 }
