@@ -13,6 +13,7 @@ require (
 	github.com/vektah/gqlparser/v2 v2.5.64
 	golang.org/x/sys v0.49.0
 	golang.org/x/text v0.41.0
+	google.golang.org/protobuf v1.36.12
 	modernc.org/sqlite v1.61.1
 )
 

@@ -97,7 +97,7 @@ func WriteGGUF(out, baseDir string, a *model.LoRA, typ, name string) error {
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	tok, err := tokenizer.GGUFMetadata(baseDir, cfg.VocabSize)
+	tok, err := tokenizer.GGUFMetadata(baseDir, cfg.VocabSize, cfg.Arch)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}

@@ -318,15 +318,26 @@ const ggufTokenUnused = 5
 
 // GGUFMetadata is the tokenizer.* metadata llama.cpp's convert_hf_to_gguf.py writes for the
 // tokenizer of a Hugging Face model directory (tokenizer.json, tokenizer_config.json,
-// chat_template.jinja, config.json), for a model of vocabSize embeddings: the inverse of
-// FromGGUF. The vocabulary must be byte-level BPE and its normalizer and pre-tokenizer one of
-// FromGGUF's tokenizer.ggml.pre values; anything else is refused (llama.cpp identifies
-// pre-tokenizers by name and would tokenize differently).
+// chat_template.jinja, config.json; tokenizer.model and added_tokens.json for SentencePiece),
+// for a model of architecture arch (as config.json names it: "phi3" converts its SentencePiece
+// added tokens its own way) and vocabSize embeddings: the inverse of FromGGUF. Two kinds of
+// vocabulary are written, as the converter writes them:
 //
-// Token types: the added tokens that are special, or look special (<|...|>, <pad>), are
-// control tokens (3), other added tokens user-defined (4), the rest normal (1); ids below
-// vocabSize that the vocabulary lacks become "[PAD<id>]" of type unused (5).
-func GGUFMetadata(dir string, vocabSize int) ([]gguf.KV, error) {
+//   - byte-level BPE (tokenizer.ggml.model "gpt2"), whose normalizer and pre-tokenizer must be
+//     one of FromGGUF's tokenizer.ggml.pre values (llama.cpp identifies pre-tokenizers by name
+//     and would tokenize differently). Token types: the added tokens that are special, or
+//     look special (<|...|>, <pad>), are control tokens (3), other added tokens
+//     user-defined (4), the rest normal (1).
+//   - SentencePiece BPE (tokenizer.json's BPE with byte fallback, as transformers converts
+//     Llama 2, Mistral, Gemma and Phi-3 vocabularies; tokenizer.ggml.model "llama"): the
+//     pieces, scores and types of tokenizer.model, which must be there (tokenizer.json drops
+//     the scores), then the added tokens as _create_vocab_sentencepiece rewrites them (see
+//     spmGGUFVocab).
+//
+// Either way ids below vocabSize that the vocabulary lacks become "[PAD<id>]" of type
+// unused (5), and the special token ids, add_bos/eos/sep_token flags and chat template follow
+// gguf.SpecialVocab.
+func GGUFMetadata(dir string, vocabSize int, arch string) ([]gguf.KV, error) {
 	raw, err := os.ReadFile(filepath.Join(dir, "tokenizer.json"))
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
@@ -351,58 +362,6 @@ func GGUFMetadata(dir string, vocabSize int) ([]gguf.KV, error) {
 	if err := json.Unmarshal(raw, &tj); err != nil {
 		return nil, fmt.Errorf("tokenizer: %s/tokenizer.json: %w", dir, err)
 	}
-	if tj.Model.Type != "BPE" || tj.Model.ByteFallback {
-		return nil, fmt.Errorf("tokenizer: %s/tokenizer.json: a %q model (byte fallback %v) has no GGUF export: only byte-level BPE (tokenizer.ggml.model gpt2)", dir, tj.Model.Type, tj.Model.ByteFallback)
-	}
-	pre, err := ggufPreName(tj.Normalizer, tj.PreTokenizer, tj.Model.IgnoreMerges)
-	if err != nil {
-		return nil, fmt.Errorf("tokenizer: %s/tokenizer.json: %w", dir, err)
-	}
-	if vocabSize <= 0 {
-		vocabSize = len(tj.Model.Vocab)
-	}
-	byID := make([]string, vocabSize)
-	has := make([]bool, vocabSize)
-	types := make([]int32, vocabSize)
-	put := func(id int, tok string, typ int32) error {
-		if id < 0 || id >= vocabSize {
-			return fmt.Errorf("tokenizer: %s/tokenizer.json: token %q has id %d, outside the model's %d embeddings", dir, tok, id, vocabSize)
-		}
-		byID[id], has[id], types[id] = tok, true, typ
-		return nil
-	}
-	for tok, id := range tj.Model.Vocab {
-		if err := put(id, tok, ggufTokenNormal); err != nil {
-			return nil, err
-		}
-	}
-	for _, at := range tj.AddedTokens {
-		typ := int32(ggufTokenUserDefined)
-		if at.Special || looksSpecial(at.Content) {
-			typ = ggufTokenControl
-		}
-		if err := put(at.ID, at.Content, typ); err != nil {
-			return nil, err
-		}
-	}
-	for i := range byID {
-		if !has[i] {
-			byID[i], types[i] = fmt.Sprintf("[PAD%d]", i), ggufTokenUnused
-		}
-	}
-	merges := make([]string, len(tj.Model.Merges))
-	for i, m := range tj.Model.Merges {
-		var s string
-		var pair []string
-		switch {
-		case json.Unmarshal(m, &s) == nil:
-			merges[i] = s
-		case json.Unmarshal(m, &pair) == nil && len(pair) == 2:
-			merges[i] = pair[0] + " " + pair[1]
-		default:
-			return nil, fmt.Errorf("tokenizer: %s/tokenizer.json: merge %d is %s, neither \"a b\" nor [\"a\", \"b\"]", dir, i, m)
-		}
-	}
 	var tc map[string]json.RawMessage
 	if b, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json")); err == nil {
 		if err := json.Unmarshal(b, &tc); err != nil {
@@ -413,19 +372,85 @@ func GGUFMetadata(dir string, vocabSize int) ([]gguf.KV, error) {
 	if b, err := os.ReadFile(filepath.Join(dir, "config.json")); err == nil {
 		_ = json.Unmarshal(b, &cfg)
 	}
+	var meta []gguf.KV
+	var byID []string
+	spm := tj.Model.Type == "BPE" && tj.Model.ByteFallback
+	switch {
+	case spm:
+		added := make([]addedToken, len(tj.AddedTokens))
+		for i, at := range tj.AddedTokens {
+			added[i] = addedToken{at.ID, at.Content, at.Special}
+		}
+		if byID, meta, err = spmGGUFVocab(dir, tc, added, vocabSize, arch == "phi3"); err != nil {
+			return nil, err
+		}
+	case tj.Model.Type == "BPE":
+		pre, err := ggufPreName(tj.Normalizer, tj.PreTokenizer, tj.Model.IgnoreMerges)
+		if err != nil {
+			return nil, fmt.Errorf("tokenizer: %s/tokenizer.json: %w", dir, err)
+		}
+		if vocabSize <= 0 {
+			vocabSize = len(tj.Model.Vocab)
+		}
+		byID = make([]string, vocabSize)
+		has := make([]bool, vocabSize)
+		types := make([]int32, vocabSize)
+		put := func(id int, tok string, typ int32) error {
+			if id < 0 || id >= vocabSize {
+				return fmt.Errorf("tokenizer: %s/tokenizer.json: token %q has id %d, outside the model's %d embeddings", dir, tok, id, vocabSize)
+			}
+			byID[id], has[id], types[id] = tok, true, typ
+			return nil
+		}
+		for tok, id := range tj.Model.Vocab {
+			if err := put(id, tok, ggufTokenNormal); err != nil {
+				return nil, err
+			}
+		}
+		for _, at := range tj.AddedTokens {
+			typ := int32(ggufTokenUserDefined)
+			if at.Special || looksSpecial(at.Content) {
+				typ = ggufTokenControl
+			}
+			if err := put(at.ID, at.Content, typ); err != nil {
+				return nil, err
+			}
+		}
+		for i := range byID {
+			if !has[i] {
+				byID[i], types[i] = fmt.Sprintf("[PAD%d]", i), ggufTokenUnused
+			}
+		}
+		merges := make([]string, len(tj.Model.Merges))
+		for i, m := range tj.Model.Merges {
+			var s string
+			var pair []string
+			switch {
+			case json.Unmarshal(m, &s) == nil:
+				merges[i] = s
+			case json.Unmarshal(m, &pair) == nil && len(pair) == 2:
+				merges[i] = pair[0] + " " + pair[1]
+			default:
+				return nil, fmt.Errorf("tokenizer: %s/tokenizer.json: merge %d is %s, neither \"a b\" nor [\"a\", \"b\"]", dir, i, m)
+			}
+		}
+		meta = []gguf.KV{
+			{Key: "tokenizer.ggml.model", Value: "gpt2"},
+			{Key: "tokenizer.ggml.pre", Value: pre},
+			{Key: "tokenizer.ggml.tokens", Value: byID},
+			{Key: "tokenizer.ggml.token_type", Value: types},
+			{Key: "tokenizer.ggml.merges", Value: merges},
+		}
+	default:
+		return nil, fmt.Errorf("tokenizer: %s/tokenizer.json: a %q model has no GGUF export: byte-level BPE (tokenizer.ggml.model gpt2) or SentencePiece BPE with byte fallback (llama)", dir, tj.Model.Type)
+	}
+	vocabSize = len(byID)
 	ids := map[string]int{}
 	for tok, id := range tj.Model.Vocab {
 		ids[tok] = id
 	}
 	for _, at := range tj.AddedTokens {
 		ids[at.Content] = at.ID
-	}
-	meta := []gguf.KV{
-		{Key: "tokenizer.ggml.model", Value: "gpt2"},
-		{Key: "tokenizer.ggml.pre", Value: pre},
-		{Key: "tokenizer.ggml.tokens", Value: byID},
-		{Key: "tokenizer.ggml.token_type", Value: types},
-		{Key: "tokenizer.ggml.merges", Value: merges},
 	}
 	special := map[string]int{}
 	for _, k := range []struct{ typ, key string }{{"bos", "bos_token_id"}, {"eos", "eos_token_id"},
@@ -452,20 +477,8 @@ func GGUFMetadata(dir string, vocabSize int) ([]gguf.KV, error) {
 			meta = append(meta, gguf.KV{Key: "tokenizer.ggml." + k.key, Value: uint32(id)})
 		}
 	}
-	// add_bos_token / add_eos_token: tokenizer_config.json's flags, else whether the
-	// post-processor's template puts the token before (after) the text.
-	first, last := templateEnds(tj.PostProcessor)
-	for _, k := range []struct {
-		typ, tok string
-	}{{"bos", first}, {"eos", last}} {
-		var on bool
-		if v, ok := tc["add_"+k.typ+"_token"]; !ok || json.Unmarshal(v, &on) != nil {
-			id, ok := special[k.typ]
-			on = ok && k.tok != "" && byID[id] == k.tok
-		}
-		if on || k.typ == "bos" {
-			meta = append(meta, gguf.KV{Key: "tokenizer.ggml.add_" + k.typ + "_token", Value: on})
-		}
+	for _, a := range specialAdds(tj.PostProcessor, tc) {
+		meta = append(meta, gguf.KV{Key: "tokenizer.ggml.add_" + a.typ + "_token", Value: a.on})
 	}
 	var addPrefix bool
 	if v, ok := tc["add_prefix_space"]; ok && json.Unmarshal(v, &addPrefix) == nil {
@@ -490,7 +503,29 @@ func GGUFMetadata(dir string, vocabSize int) ([]gguf.KV, error) {
 	if tpl != "" {
 		meta = append(meta, gguf.KV{Key: "tokenizer.chat_template", Value: tpl})
 	}
+	// The architectures' own rules (the model classes' set_vocab): LlamaModel (llama, mistral)
+	// turns add_bos_token off for a vocabulary of 49152 (Granite's small models; SmolLM2's
+	// size too); Gemma 2 and 3 turn the space prefix off.
+	switch arch {
+	case "llama", "mistral":
+		if vocabSize == 49152 {
+			meta = setKV(meta, "tokenizer.ggml.add_bos_token", false)
+		}
+	case "gemma2", "gemma3":
+		meta = setKV(meta, "tokenizer.ggml.add_space_prefix", false)
+	}
 	return meta, nil
+}
+
+// setKV replaces key's value in meta, or appends it.
+func setKV(meta []gguf.KV, key string, v any) []gguf.KV {
+	for i := range meta {
+		if meta[i].Key == key {
+			meta[i].Value = v
+			return meta
+		}
+	}
+	return append(meta, gguf.KV{Key: key, Value: v})
 }
 
 // looksSpecial is convert_hf_to_gguf.py's test for added tokens it makes control tokens
@@ -503,40 +538,135 @@ func looksSpecial(s string) bool {
 	return strings.HasPrefix(s, "<|") && strings.HasSuffix(s, "|>") ||
 		strings.HasPrefix(s, "<｜") && strings.HasSuffix(s, "｜>") ||
 		strings.HasPrefix(s, "<start_of_") && strings.HasSuffix(s, ">") ||
-		strings.HasPrefix(s, "<end_of_") && strings.HasSuffix(s, ">")
+		strings.HasPrefix(s, "<end_of_") && strings.HasSuffix(s, ">") ||
+		strings.HasPrefix(s, "<unused") && strings.HasSuffix(s, ">")
 }
 
-// templateEnds returns the special tokens a TemplateProcessing post-processor (alone or in
-// a Sequence) puts first and last around a single text ("" where the text is at that end).
-func templateEnds(raw json.RawMessage) (first, last string) {
-	var pp struct {
-		Type       string
-		Processors []json.RawMessage
-		Single     []struct {
-			SpecialToken *struct{ ID string } `json:"SpecialToken"`
-		}
-	}
-	if json.Unmarshal(raw, &pp) != nil {
-		return "", ""
-	}
-	if pp.Type == "Sequence" {
-		for _, p := range pp.Processors {
-			if f, l := templateEnds(p); f != "" || l != "" {
-				return f, l
+// specialAdd is one add_<typ>_token flag.
+type specialAdd struct {
+	typ string
+	on  bool
+}
+
+// specialAdds are the add_<typ>_token flags gguf.SpecialVocab derives, in its order: from
+// the post-processor (RobertaProcessing adds bos, eos and sep; TemplateProcessing adds bos
+// when its single template starts with the bos or cls token, eos when it ends with the eos
+// token, and sep when its pair template puts the sep or eos token between A and B), then
+// tokenizer_config.json's add_<typ>_token booleans, which override.
+func specialAdds(post json.RawMessage, tc map[string]json.RawMessage) []specialAdd {
+	var out []specialAdd
+	set := func(typ string, on bool) {
+		for i := range out {
+			if out[i].typ == typ {
+				out[i].on = on
+				return
 			}
 		}
-		return "", ""
+		out = append(out, specialAdd{typ, on})
 	}
-	if pp.Type != "TemplateProcessing" || len(pp.Single) == 0 {
-		return "", ""
+	tok := func(typ string) string {
+		var s string
+		var obj struct{ Content string }
+		if v, ok := tc[typ+"_token"]; ok && json.Unmarshal(v, &s) != nil && json.Unmarshal(v, &obj) == nil {
+			s = obj.Content
+		}
+		return s
 	}
-	if s := pp.Single[0].SpecialToken; s != nil {
-		first = s.ID
+	bos, cls, eos, sep := tok("bos"), tok("cls"), tok("eos"), tok("sep")
+	if bos == "" && cls != "" && tc != nil {
+		bos = cls
 	}
-	if s := pp.Single[len(pp.Single)-1].SpecialToken; s != nil {
-		last = s.ID
+	if eos == "" && sep != "" && tc != nil {
+		eos = sep
 	}
-	return first, last
+	type piece struct {
+		SpecialToken *struct{ ID string } `json:"SpecialToken"`
+		Sequence     *struct{ ID string } `json:"Sequence"`
+	}
+	special := func(p piece) string {
+		if p.SpecialToken != nil {
+			return p.SpecialToken.ID
+		}
+		return ""
+	}
+	var pp struct {
+		Type         string
+		Processors   []json.RawMessage
+		Single, Pair []piece
+	}
+	if json.Unmarshal(post, &pp) == nil && pp.Type != "" {
+		procs := []json.RawMessage{post}
+		if pp.Processors != nil {
+			procs = pp.Processors
+		}
+		for _, raw := range procs {
+			var p struct {
+				Type         string
+				Single, Pair []piece
+			}
+			if json.Unmarshal(raw, &p) != nil {
+				continue
+			}
+			switch p.Type {
+			case "RobertaProcessing":
+				set("bos", true)
+				set("eos", true)
+				set("sep", true)
+				continue
+			case "TemplateProcessing":
+			default:
+				continue
+			}
+			first, last := "", ""
+			if len(p.Single) > 1 {
+				if first = special(p.Single[0]); first != "" {
+					if tc == nil {
+						bos = first
+					}
+					set("bos", first == bos || first == cls)
+				}
+				if last = special(p.Single[len(p.Single)-1]); last != "" {
+					if tc == nil {
+						eos = last
+					} else if last != eos {
+						eos = last
+					}
+					set("eos", last == eos)
+				}
+			}
+			pair := p.Pair
+			if len(pair) > 0 && first != "" && special(pair[0]) == first {
+				pair = pair[1:]
+			}
+			if len(pair) > 0 && last != "" && special(pair[len(pair)-1]) == last {
+				pair = pair[:len(pair)-1]
+			}
+			if len(pair) < 3 || pair[0].Sequence == nil || pair[0].Sequence.ID != "A" ||
+				pair[len(pair)-1].Sequence == nil || pair[len(pair)-1].Sequence.ID != "B" {
+				continue
+			}
+			mid := pair[1 : len(pair)-1]
+			addSep := false
+			if e := special(mid[0]); e != "" && (e == sep || e == eos) && last == "" {
+				addSep = true
+			}
+			if len(mid) == 2 {
+				if e := special(mid[1]); e != "" && (e == sep || e == eos) {
+					addSep = true
+				}
+			}
+			set("sep", addSep)
+		}
+	}
+	if tc != nil {
+		for _, typ := range []string{"bos", "eos", "unk", "sep", "pad", "cls", "mask"} {
+			var on bool
+			if v, ok := tc["add_"+typ+"_token"]; ok && json.Unmarshal(v, &on) == nil {
+				set(typ, on)
+			}
+		}
+	}
+	return out
 }
 
 // ggufPreName finds the tokenizer.ggml.pre value whose normalizer, pre-tokenizer and
