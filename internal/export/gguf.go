@@ -128,7 +128,7 @@ func WriteGGUF(out, baseDir string, a *model.LoRA, typ, name string) error {
 	var entries []entry
 	for i := range tensors {
 		t := &tensors[i]
-		gname, layer, ok := model.GGUFTensorName(t.Name)
+		gname, layer, ok := model.GGUFTensorNameFor(cfg, t.Name)
 		if !ok {
 			return fmt.Errorf("export: tensor %s has no llama.cpp name", t.Name)
 		}
@@ -138,6 +138,15 @@ func WriteGGUF(out, baseDir string, a *model.LoRA, typ, name string) error {
 		v, err := tensorF32(t)
 		if err != nil {
 			return err
+		}
+		if cfg.NormPlusOne && strings.HasSuffix(t.Name, "norm.weight") {
+			// Gemma scales by 1 + weight; llama.cpp's files hold the sum (the converter adds
+			// 1 in the checkpoint's own type, Hone in f32, as transformers computes it). An f32
+			// tensor's values are a view of the read-only file: add into a copy.
+			v = append([]float32(nil), v...)
+			for i := range v {
+				v[i]++
+			}
 		}
 		rows, cols := 1, len(v)
 		if len(t.Shape) == 2 {
@@ -207,7 +216,13 @@ func WriteGGUFAdapter(out, baseDir string, a *model.LoRA, name string) error {
 	if len(a.Layers) != cfg.NumLayers {
 		return fmt.Errorf("export: the adapter has %d layers, the base %d", len(a.Layers), cfg.NumLayers)
 	}
-	meta := []gguf.KV{{Key: "general.architecture", Value: cfg.Arch}, {Key: "general.type", Value: "adapter"}}
+	// The base's GGUF architecture (a Mistral is written as llama): llama.cpp refuses an
+	// adapter of another one.
+	arch := cfg.Arch
+	if bm, _, err := model.GGUFMetadata(cfg); err == nil {
+		arch, _ = bm[0].Value.(string)
+	}
+	meta := []gguf.KV{{Key: "general.architecture", Value: arch}, {Key: "general.type", Value: "adapter"}}
 	if name != "" {
 		meta = append(meta, gguf.KV{Key: "general.name", Value: name})
 	}
@@ -225,7 +240,7 @@ func WriteGGUFAdapter(out, baseDir string, a *model.LoRA, name string) error {
 		for _, m := range keys {
 			p := mods[m]
 			hf := fmt.Sprintf("model.layers.%d.%s.%s.weight", l, moduleBlock(m), m)
-			gname, _, ok := model.GGUFTensorName(hf)
+			gname, _, ok := model.GGUFTensorNameFor(cfg, hf)
 			if !ok {
 				return fmt.Errorf("export: adapted module %s has no llama.cpp name", hf)
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/honeai/hone/internal/gguf"
 	"github.com/honeai/hone/internal/kernels"
 )
 
@@ -439,6 +440,88 @@ var gemmaGGUFNames = map[string]string{
 	"post_attention_layernorm.weight":   "post_attention_norm.weight",
 	"pre_feedforward_layernorm.weight":  "ffn_norm.weight",
 	"post_feedforward_layernorm.weight": "post_ffw_norm.weight",
+}
+
+// gemmaGGUFMetadata is GGUFMetadata for Gemma 2 and 3: the keys llama.cpp's converter
+// writes (Gemma2Model, Gemma3Model: key and value lengths always; Gemma 2's soft-caps and no
+// RoPE base, whose default of 10000 llama.cpp assumes; Gemma 3's global RoPE base and a
+// linear scaling), after checking that the model is one llama.cpp computes: it fixes what the
+// metadata cannot say (sliding layers all but every second for Gemma 2 and every sixth for
+// Gemma 3, Gemma 3's local RoPE base 10000, a query scale of head_dim, or hidden/heads for
+// the 27B shapes, no soft-caps on Gemma 3), so a model that differs has no GGUF form.
+func gemmaGGUFMetadata(c *Config) ([]gguf.KV, []GGUFVector, error) {
+	gemma3 := c.Arch == "gemma3"
+	bad := func(format string, args ...any) ([]gguf.KV, []GGUFVector, error) {
+		return nil, nil, fmt.Errorf("model: %s has no GGUF form: %s", c.Arch, fmt.Sprintf(format, args...))
+	}
+	pattern, big := 2, 46
+	if gemma3 {
+		pattern, big = 6, 62
+	}
+	if c.SlidingWindow <= 0 {
+		return bad("llama.cpp's %s attends within a sliding window on its sliding layers, and this model has none", c.Arch)
+	}
+	for l := 0; l < c.NumLayers; l++ {
+		if c.IsSliding(l) != (l%pattern < pattern-1) {
+			return bad("llama.cpp's sliding layers are all but every %s one (layer %d is %s here)", map[int]string{2: "second", 6: "sixth"}[pattern], l, map[bool]string{true: "sliding", false: "global"}[c.IsSliding(l)])
+		}
+	}
+	scale := float64(c.HeadDim)
+	if c.NumLayers == big {
+		scale = float64(c.HiddenSize / c.NumHeads)
+	}
+	if c.QueryPreAttnScalar != scale {
+		return bad("llama.cpp scales queries by %g^-1/2 for this shape (head_dim, or hidden/heads for the 27B one), not query_pre_attn_scalar %g", scale, c.QueryPreAttnScalar)
+	}
+	a := c.Arch + "."
+	meta := []gguf.KV{
+		{Key: "general.architecture", Value: c.Arch},
+		{Key: a + "context_length", Value: uint32(c.MaxPositionEmbeddings)},
+		{Key: a + "embedding_length", Value: uint32(c.HiddenSize)},
+		{Key: a + "block_count", Value: uint32(c.NumLayers)},
+		{Key: a + "feed_forward_length", Value: uint32(c.IntermediateSize)},
+		{Key: a + "attention.head_count", Value: uint32(c.NumHeads)},
+		{Key: a + "attention.head_count_kv", Value: uint32(c.NumKVHeads)},
+		{Key: a + "attention.layer_norm_rms_epsilon", Value: float32(c.RMSNormEps)},
+		{Key: a + "attention.key_length", Value: uint32(c.HeadDim)},
+		{Key: a + "attention.value_length", Value: uint32(c.HeadDim)},
+		{Key: a + "attention.sliding_window", Value: uint32(c.SlidingWindow)},
+	}
+	kind := ""
+	if c.RopeScaling != nil {
+		kind = c.RopeScaling.Kind()
+	}
+	if !gemma3 {
+		if c.AttnSoftcap <= 0 || c.FinalSoftcap <= 0 {
+			return bad("llama.cpp's gemma2 caps the attention and final logits, and this model leaves one uncapped")
+		}
+		if kind != "" && kind != "default" {
+			return bad("llama.cpp's gemma2 reads no RoPE scaling (rope_scaling %q)", kind)
+		}
+		meta = append(meta, gguf.KV{Key: a + "attn_logit_softcapping", Value: float32(c.AttnSoftcap)},
+			gguf.KV{Key: a + "final_logit_softcapping", Value: float32(c.FinalSoftcap)})
+		if c.RopeTheta != 10000 {
+			// The converter writes none (llama.cpp then assumes 10000); llama.cpp reads it.
+			meta = append(meta, gguf.KV{Key: a + "rope.freq_base", Value: float32(c.RopeTheta)})
+		}
+		return meta, nil, nil
+	}
+	if c.AttnSoftcap != 0 || c.FinalSoftcap != 0 {
+		return bad("llama.cpp's gemma3 caps no logits (attn_logit_softcapping %g, final_logit_softcapping %g)", c.AttnSoftcap, c.FinalSoftcap)
+	}
+	if c.RopeLocalTheta != 10000 {
+		return bad("llama.cpp's gemma3 rotates its sliding layers with base 10000, not rope_local_base_freq %g", c.RopeLocalTheta)
+	}
+	meta = append(meta, gguf.KV{Key: a + "rope.freq_base", Value: float32(c.RopeTheta)})
+	switch kind {
+	case "", "default":
+	case "linear":
+		meta = append(meta, gguf.KV{Key: a + "rope.scaling.type", Value: "linear"},
+			gguf.KV{Key: a + "rope.scaling.factor", Value: float32(c.RopeScaling.Factor)})
+	default:
+		return bad("llama.cpp's gemma3 reads a linear RoPE scaling only (rope_scaling %q)", kind)
+	}
+	return meta, nil, nil
 }
 
 // gemmaGGUFKeys are the {arch}.* keys Hone reads for gemma2 and gemma3 beyond ggufArchKeys.

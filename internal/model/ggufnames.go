@@ -42,6 +42,23 @@ var ggufGlobalNames = map[string]string{
 	"lm_head.weight":            "output.weight",
 }
 
+// GGUFTensorNameFor is GGUFTensorName for a model of c's architecture: Gemma's four norms a
+// layer have names of their own (gemmaGGUFNames).
+func GGUFTensorNameFor(c *Config, hf string) (name string, layer int, ok bool) {
+	if IsGemma(c.Arch) {
+		if rest, found := strings.CutPrefix(hf, "model.layers."); found {
+			if num, suffix, found := strings.Cut(rest, "."); found {
+				if g, ok := gemmaGGUFNames[suffix]; ok {
+					if l, err := strconv.Atoi(num); err == nil && l >= 0 {
+						return fmt.Sprintf("blk.%d.%s", l, g), l, true
+					}
+				}
+			}
+		}
+	}
+	return GGUFTensorName(hf)
+}
+
 // GGUFTensorName is llama.cpp's name for a Hugging Face tensor name, and the layer it
 // belongs to (-1 for none); ok is false for a name llama.cpp's converter does not know.
 func GGUFTensorName(hf string) (name string, layer int, ok bool) {
@@ -103,6 +120,8 @@ func GGUFMetadata(c *Config) (meta []gguf.KV, vectors []GGUFVector, err error) {
 	arch := c.Arch
 	switch arch {
 	case "llama", "qwen2", "qwen3", "qwen3moe", "phi3":
+	case "gemma2", "gemma3":
+		return gemmaGGUFMetadata(c)
 	case "mistral":
 		// llama.cpp's converter writes MistralForCausalLM as llama, which has no sliding
 		// window: a window that binds has no GGUF form.
@@ -111,7 +130,7 @@ func GGUFMetadata(c *Config) (meta []gguf.KV, vectors []GGUFVector, err error) {
 		}
 		arch = "llama"
 	default:
-		return nil, nil, fmt.Errorf("model: architecture %q has no GGUF export (llama, qwen2, qwen3, qwen3moe, phi3, mistral without a sliding window)", c.Arch)
+		return nil, nil, fmt.Errorf("model: architecture %q has no GGUF export (llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, mistral without a sliding window)", c.Arch)
 	}
 	a := arch + "."
 	meta = []gguf.KV{
