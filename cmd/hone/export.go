@@ -32,7 +32,9 @@ in f32) and writes it in one of three formats (--format):
              dtype). OUT must not exist or be empty.
   gguf       one GGUF file OUT for llama.cpp, Ollama and hone serve --model NAME=OUT, with the
              metadata convert_hf_to_gguf.py writes; --type picks the weights' encoding: f16
-             (default), q8_0, q4_k (llama-quantize's Q4_K_M mix), or f32.
+             (default), q8_0, q4_k (llama-quantize's Q4_K_M mix), or f32. From a GGUF base
+             (--base-dir FILE.gguf): the base's metadata and tensors, the adapted weights
+             merged, each tensor in the base's type unless --type says otherwise.
   gguf-lora  the adapter alone (not merged) as a llama.cpp LoRA adapter GGUF file OUT (f32),
              for llama-cli -m BASE.gguf --lora OUT or an Ollama Modelfile's ADAPTER OUT; the
              base is the base model as GGUF: hone export --model NAME:step0 --format gguf
@@ -43,7 +45,8 @@ all; a GGUF OUT must not exist.
 
 The base model's directory: --base-dir, or DATA/models/demo for the demo model. The server's
 --model NAME=DIR mapping is not stored in the data directory, so a trained model on any other
-base needs --base-dir (the DIR of hone serve --model NAME=DIR; a GGUF base is not supported).
+base needs --base-dir (the DIR or FILE.gguf of hone serve --model NAME=...; a GGUF base exports
+as gguf or gguf-lora only).
 `
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -70,10 +73,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return 2
 		}
 	case "gguf":
-		if *typ == "" {
-			*typ = "f16"
-		}
-		if _, ok := export.GGUFTypes[*typ]; !ok {
+		if _, ok := export.GGUFTypes[*typ]; !ok && *typ != "" {
 			fmt.Fprintf(stderr, "hone export: --type %q: use f16, q8_0, q4_k or f32\n", *typ)
 			return 2
 		}
@@ -163,10 +163,13 @@ func exportModel(ctx context.Context, dataDir, dsn, ref, baseDir, out, format, t
 		}
 		baseDir = filepath.Join(dataDir, "models", "demo")
 	}
-	if model.IsGGUF(baseDir) {
-		return "", fmt.Errorf("--base-dir %s is a GGUF file; export needs a Hugging Face directory (config.json and safetensors) as base", baseDir)
+	if model.IsGGUF(baseDir) && format == "hf" {
+		return "", fmt.Errorf("--base-dir %s is a GGUF file: it exports as --format gguf (merged, the base's metadata and tensor types unless --type) or gguf-lora; a Hugging Face directory needs a Hugging Face base", baseDir)
 	}
-	cfg, err := model.LoadConfig(baseDir)
+	if format == "gguf" && typ == "" && !model.IsGGUF(baseDir) {
+		typ = "f16"
+	}
+	cfg, err := export.BaseConfig(baseDir)
 	if err != nil {
 		return "", fmt.Errorf("base model %s: %w", baseDir, err)
 	}

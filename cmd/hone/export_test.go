@@ -131,6 +131,7 @@ func TestExportEndToEnd(t *testing.T) {
 		{[]string{"--data", dir, "--modle", "x"}, 2, "Did you mean --model?"},
 		{[]string{"--data", dir, "--model", "local/p/agent", "--out", filepath.Join(dir, "o8.gguf"), "--format", "gguf", "--type", "q3_k"}, 2, `--type "q3_k"`},
 		{[]string{"--data", dir, "--model", "local/p/agent", "--out", filepath.Join(dir, "o9"), "--type", "q8_0"}, 2, "--type applies to --format gguf only"},
+		{[]string{"--data", dir, "--model", "local/p/agent", "--out", filepath.Join(dir, "o13"), "--base-dir", filepath.Join(dir, "base.gguf")}, 1, "exports as --format gguf"},
 		{[]string{"--data", dir, "--model", "local/p/agent", "--out", filepath.Join(dir, "o10.gguf"), "--format", "gguf-lora", "--type", "f16"}, 2, "--type applies to --format gguf only"},
 		{[]string{"--data", dir, "--model", "local/p/agent", "--out", filepath.Join(dir, "o11"), "--format", "onnx"}, 2, `--format "onnx"`},
 		{[]string{"--data", dir, "--model", "local/p/agent:step0", "--out", filepath.Join(dir, "o12.gguf"), "--format", "gguf-lora"}, 1, "base model demo itself"},

@@ -58,6 +58,26 @@ func writeGemmaFixture(t testing.TB, arch, dir string) {
 		}
 	}
 	cfg["layer_types"] = types
+	raw, _ = json.MarshalIndent(cfg, "", " ")
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	useSPMTokenizer(t, dir)
+}
+
+// useSPMTokenizer gives the synthetic model in dir (of 800 embeddings) internal/tokenizer's
+// SentencePiece test vocabulary: its tokenizer.model, tokenizer.json and tokenizer_config.json,
+// and config.json's special token ids (<s> 1, </s> 2, <unk> 0).
+func useSPMTokenizer(t testing.TB, dir string) {
+	t.Helper()
+	var cfg map[string]any
+	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
 	cfg["bos_token_id"], cfg["eos_token_id"], cfg["pad_token_id"] = 1, 2, 0
 	raw, _ = json.MarshalIndent(cfg, "", " ")
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644); err != nil {

@@ -81,13 +81,19 @@ func GGUFTensorType(typ, name string, dims, ne0, layer, layers int, tied bool) g
 // tokenizer.json, the tensors under llama.cpp's names (Llama's q/k rows reordered for its
 // RoPE) in the types GGUFTensorType gives. out must not exist; it appears whole or not at
 // all.
+//
+// A GGUF base (baseDir a .gguf file) is written from itself (writeGGUFFromGGUF): its metadata,
+// its tensors, the adapted ones merged; typ "" keeps its tensors' types.
 func WriteGGUF(out, baseDir string, a *model.LoRA, typ, name string) error {
 	fileType, ok := GGUFTypes[typ]
-	if !ok {
+	if !ok && !(typ == "" && model.IsGGUF(baseDir)) {
 		return fmt.Errorf("export: GGUF type %q is not one of %s", typ, ggufTypeList())
 	}
 	if err := checkOutFile(out); err != nil {
 		return err
+	}
+	if model.IsGGUF(baseDir) {
+		return writeGGUFFromGGUF(out, baseDir, a, typ, name)
 	}
 	cfg, err := model.LoadConfig(baseDir)
 	if err != nil {
@@ -209,7 +215,7 @@ func WriteGGUFAdapter(out, baseDir string, a *model.LoRA, name string) error {
 	if err := checkOutFile(out); err != nil {
 		return err
 	}
-	cfg, err := model.LoadConfig(baseDir)
+	cfg, err := BaseConfig(baseDir)
 	if err != nil {
 		return err
 	}
@@ -219,7 +225,17 @@ func WriteGGUFAdapter(out, baseDir string, a *model.LoRA, name string) error {
 	// The base's GGUF architecture (a Mistral is written as llama): llama.cpp refuses an
 	// adapter of another one.
 	arch := cfg.Arch
-	if bm, _, err := model.GGUFMetadata(cfg); err == nil {
+	if model.IsGGUF(baseDir) {
+		f, err := gguf.Open(baseDir)
+		if err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+		arch, err = f.Metadata.String("general.architecture")
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("export: %s: %w", baseDir, err)
+		}
+	} else if bm, _, err := model.GGUFMetadata(cfg); err == nil {
 		arch, _ = bm[0].Value.(string)
 	}
 	meta := []gguf.KV{{Key: "general.architecture", Value: arch}, {Key: "general.type", Value: "adapter"}}

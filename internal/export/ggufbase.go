@@ -1,0 +1,170 @@
+package export
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/honeai/hone/internal/gguf"
+	"github.com/honeai/hone/internal/model"
+	"github.com/honeai/hone/internal/quant"
+)
+
+// A GGUF base (a model served and trained from one GGUF file, quantized or not) exports as
+// GGUF only: its merged model as a GGUF file whose metadata (tokenizer included) is the base's,
+// or the adapter alone as a GGUF LoRA. A Hugging Face directory would need the tokenizer.json
+// and safetensors the file does not hold.
+
+// BaseConfig is the config of a base model: a Hugging Face directory's config.json, or a GGUF
+// file's metadata.
+func BaseConfig(base string) (*model.Config, error) {
+	if !model.IsGGUF(base) {
+		return model.LoadConfig(base)
+	}
+	f, err := gguf.Open(base)
+	if err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	defer f.Close()
+	return model.ConfigFromGGUF(f)
+}
+
+// adaptedTensors maps the GGUF name of each weight adapter a adapts (in c's layout) to its
+// layer, module and Hugging Face name.
+func adaptedTensors(c *model.Config, a *model.LoRA) (map[string]adaptedTensor, error) {
+	out := map[string]adaptedTensor{}
+	if a == nil {
+		return out, nil
+	}
+	if len(a.Layers) != c.NumLayers {
+		return nil, fmt.Errorf("export: the adapter has %d layers, the base %d", len(a.Layers), c.NumLayers)
+	}
+	for l, mods := range a.Layers {
+		for m := range mods {
+			hf := fmt.Sprintf("model.layers.%d.%s.%s.weight", l, moduleBlock(m), m)
+			g, _, ok := model.GGUFTensorNameFor(c, hf)
+			if !ok {
+				return nil, fmt.Errorf("export: adapted module %s has no llama.cpp name", hf)
+			}
+			out[g] = adaptedTensor{l, m, hf}
+		}
+	}
+	return out, nil
+}
+
+type adaptedTensor struct {
+	layer  int
+	module string
+	hf     string
+}
+
+// writeGGUFFromGGUF is WriteGGUF for a GGUF base: every metadata key of the base (its
+// tokenizer and hyperparameters as they are) with general.file_type and general.name set,
+// and its tensors in its order; an adapted weight is dequantized, merged (the adapter's
+// product in the base's row order: Llama's q/k rows as llama.cpp's converter reorders them)
+// and quantized again. typ "" keeps every tensor's type (an adapted one quantized back to its
+// own); otherwise each tensor takes the type GGUFTensorType gives, requantized from its
+// dequantized values when that differs from the base's.
+func writeGGUFFromGGUF(out, base string, a *model.LoRA, typ, name string) error {
+	f, err := gguf.Open(base)
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	defer f.Close()
+	cfg, err := model.ConfigFromGGUF(f)
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	adapted, err := adaptedTensors(cfg, a)
+	if err != nil {
+		return err
+	}
+	var meta []gguf.KV
+	hasName := false
+	for _, k := range f.Metadata.Keys() {
+		v, _ := f.Metadata.Get(k)
+		switch {
+		case k == "general.file_type" && typ != "":
+			v = GGUFTypes[typ]
+		case k == "general.name" && name != "":
+			v, hasName = name, true
+		}
+		meta = append(meta, gguf.KV{Key: k, Value: v})
+	}
+	if name != "" && !hasName {
+		meta = append(meta, gguf.KV{Key: "general.name", Value: name})
+	}
+	if typ != "" && !f.Metadata.Has("general.file_type") {
+		meta = append(meta, gguf.KV{Key: "general.file_type", Value: GGUFTypes[typ]})
+	}
+	_, untied := f.Tensors["output.weight"]
+	var tds []gguf.TensorData
+	merged := 0
+	for _, tn := range f.Names() {
+		ti := f.Tensors[tn]
+		raw, err := f.Tensor(tn)
+		if err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+		target := ti.Type
+		if typ != "" {
+			target = GGUFTensorType(typ, tn, len(ti.Dims), int(ti.Dims[0]), ggufLayer(tn), cfg.NumLayers, !untied)
+		}
+		ad, isAdapted := adapted[tn]
+		if !isAdapted && target == ti.Type {
+			tds = append(tds, gguf.TensorData{Name: tn, Dims: ti.Dims, Type: ti.Type, Data: raw})
+			continue
+		}
+		v, err := f.Float32(tn)
+		if err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+		if isAdapted {
+			p := a.Layers[ad.layer][ad.module]
+			if len(ti.Dims) != 2 || int(ti.Dims[1]) != p.Out || int(ti.Dims[0]) != p.In {
+				return fmt.Errorf("export: weight %s has dimensions %v, the adapter's module %s is %d×%d", tn, ti.Dims, ad.hf, p.Out, p.In)
+			}
+			d := make([]float32, p.Out*p.In)
+			if _, err := a.Merge(ad.layer, ad.module, d); err != nil {
+				return err
+			}
+			if heads := model.GGUFPermutedHeads(cfg, ad.hf); heads > 0 {
+				if d, err = model.PermuteRowsForGGUF(d, p.Out, p.In, heads); err != nil {
+					return fmt.Errorf("export: %s: %w", tn, err)
+				}
+			}
+			for i := range v {
+				v[i] += d[i]
+			}
+			merged++
+		}
+		data, err := quant.Quantize(target, v, int(ti.Dims[0]))
+		if err != nil {
+			return fmt.Errorf("export: tensor %s (%s in the base): %w; choose --type f16, q8_0, q4_k or f32", tn, ti.Type, err)
+		}
+		tds = append(tds, gguf.TensorData{Name: tn, Dims: ti.Dims, Type: target, Data: data})
+	}
+	if merged != len(adapted) {
+		return fmt.Errorf("export: merged %d of the adapter's %d modules: the base lacks some adapted weights", merged, len(adapted))
+	}
+	if err := os.MkdirAll(filepath.Dir(filepath.Clean(out)), 0o755); err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	return gguf.WriteFile(out, meta, tds)
+}
+
+// ggufLayer is the layer of a GGUF tensor name (blk.N.…), or -1.
+func ggufLayer(name string) int {
+	rest, ok := strings.CutPrefix(name, "blk.")
+	if !ok {
+		return -1
+	}
+	num, _, _ := strings.Cut(rest, ".")
+	l, err := strconv.Atoi(num)
+	if err != nil {
+		return -1
+	}
+	return l
+}
