@@ -41,7 +41,18 @@ var ggufPreTokenizers = map[string]ggufPre{
 	"llama-bpe": {pre: splitThenByteLevel(PatternLlama3), ignoreMerges: true},
 	// Qwen2, Qwen2.5, Qwen3.
 	"qwen2": {normalizer: map[string]any{"type": "NFC"}, pre: splitThenByteLevel(PatternQwen2)},
+	// GPT-4o's o200k split: Phi-4-mini. llama.cpp runs an ASCII approximation of the letter
+	// classes; Hone runs the tokenizer.json pattern, as transformers does.
+	"gpt-4o": {pre: splitThenByteLevel(patternO200k)},
+	// Mistral NeMo's tekken split (the o200k classes, digits one by one, no contractions).
+	"tekken": {pre: splitThenByteLevel(patternTekken), ignoreMerges: true},
 }
+
+// The split patterns of the gpt-4o and tekken pre-tokenizers (run on the regex engine).
+const (
+	patternO200k  = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	patternTekken = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+)
 
 func splitThenByteLevel(pattern string) any {
 	return map[string]any{"type": "Sequence", "pretokenizers": []any{

@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"compress/gzip"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -209,4 +210,65 @@ func FuzzParseSPMModel(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestGGUFPreO200kAndTekken: a byte-level tokenizer.json with GPT-4o's o200k split (Phi-4-mini)
+// or Mistral NeMo's tekken split (with ignore_merges) exports as tokenizer.ggml.pre gpt-4o or
+// tekken, and FromGGUF reads that back into a tokenizer that encodes the whole test corpus as
+// the tokenizer.json does (whose ids equal Hugging Face tokenizers', TestVariantGoldens).
+func TestGGUFPreO200kAndTekken(t *testing.T) {
+	var corpus []string
+	data, err := os.ReadFile(filepath.Join(testdataDir(), "corpus.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &corpus); err != nil {
+		t.Fatal(err)
+	}
+	var variants []variant
+	data, err = os.ReadFile(filepath.Join(testdataDir(), "variants.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &variants); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range variants {
+		if v.Name != "gpt-4o" && v.Name != "tekken" {
+			continue
+		}
+		t.Run(v.Name, func(t *testing.T) {
+			var doc map[string]any
+			if err := json.Unmarshal(variantJSON(t, v), &doc); err != nil {
+				t.Fatal(err)
+			}
+			doc["model"].(map[string]any)["ignore_merges"] = v.Name == "tekken"
+			raw, _ := json.Marshal(doc)
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), raw, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			want, err := FromJSON(raw, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			meta, err := GGUFMetadata(dir, want.VocabSize(), "qwen2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			md := writtenMeta(t, meta)
+			if pre, _ := md.String("tokenizer.ggml.pre"); pre != v.Name {
+				t.Fatalf("tokenizer.ggml.pre %q, want %q", pre, v.Name)
+			}
+			got, err := FromGGUF(md)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range corpus {
+				if g, w := got.Encode(s, false), want.Encode(s, false); !slices.Equal(g, w) {
+					t.Fatalf("%q: ids %v from the GGUF, %v from tokenizer.json", s, g, w)
+				}
+			}
+		})
+	}
 }
