@@ -277,8 +277,23 @@ func New(m *model.Model, opts Options) *Engine {
 	if opts.KVCacheDType == model.KVAuto {
 		opts.KVCacheDType = m.AutoKVDType()
 	}
+	windowBlocks := 0
+	perBlock := model.KVBytesPerBlock(&m.Config, opts.BlockSize, opts.KVCacheDType)
+	if global, sliding := model.KVLayerSplit(&m.Config); global != nil {
+		// The sliding layers keep their window only (model.NewKVCache): their cache needs
+		// a window's blocks per running sequence; the global layers' takes the rest.
+		perG := perBlock / int64(m.Config.NumLayers) * int64(len(global))
+		perS := perBlock / int64(m.Config.NumLayers) * int64(len(sliding))
+		windowBlocks = opts.MaxRunning * model.KVWindowBlocks(&m.Config, opts.BlockSize, opts.MaxBatchTokens)
+		if opts.KVBlocks <= 0 {
+			windowBlocks = min(windowBlocks, int(max(1, opts.KVCacheBytes/(perG+perS))))
+			opts.KVBlocks = int(max(1, (opts.KVCacheBytes-int64(windowBlocks)*perS)/perG))
+		} else {
+			windowBlocks = min(windowBlocks, opts.KVBlocks)
+		}
+	}
 	if opts.KVBlocks <= 0 {
-		opts.KVBlocks = int(max(1, opts.KVCacheBytes/model.KVBytesPerBlock(&m.Config, opts.BlockSize, opts.KVCacheDType)))
+		opts.KVBlocks = int(max(1, opts.KVCacheBytes/perBlock))
 	}
 	if opts.Policy == "" {
 		opts.Policy = "fcfs"
@@ -287,7 +302,8 @@ func New(m *model.Model, opts Options) *Engine {
 		opts.Logger = slog.Default()
 	}
 	e := &Engine{m: m, opts: opts, log: opts.Logger,
-		kv:     model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: opts.BlockSize, NumBlocks: opts.KVBlocks, DType: opts.KVCacheDType}),
+		kv: model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: opts.BlockSize, NumBlocks: opts.KVBlocks,
+			WindowBlocks: windowBlocks, DType: opts.KVCacheDType}),
 		submit: make(chan *Handle, opts.MaxQueue), closed: make(chan struct{}), done: make(chan struct{})}
 	go e.loop()
 	return e
@@ -301,7 +317,7 @@ type KVCacheInfo struct {
 	BlockSize     int           // positions per block
 	Blocks        int           // most blocks the cache holds
 	BytesPerBlock int64         // memory of one block
-	MaxBytes      int64         // memory with every block in use (Blocks × BytesPerBlock)
+	MaxBytes      int64         // memory with every block in use (Blocks × BytesPerBlock, plus the sliding layers' cache of a model with one)
 	HeldBytes     int64         // memory the cache holds now (grows with use up to MaxBytes)
 	DType         model.KVDType // KVF32 or KVF16
 }
@@ -354,7 +370,7 @@ func (e *Engine) Submit(ctx context.Context, req *Request) (*Handle, error) {
 	if len(req.Prompt) == 0 {
 		return nil, fmt.Errorf("inference: empty prompt")
 	}
-	if e.blocksFor(req) > e.kv.NumBlocks() {
+	if !e.fits(kvNeed{}, e.blocksFor(req)) {
 		return nil, ErrTooLarge
 	}
 	h := &Handle{req: req, ctx: ctx, events: make(chan Event, req.N*(req.MaxTokens+2)+1), stops: make(chan stopReq, req.N*2), Queued: time.Now()}
@@ -373,20 +389,45 @@ func (e *Engine) Submit(ctx context.Context, req *Request) (*Handle, error) {
 	}
 }
 
+// kvNeed is a number of KV blocks: of the cache, and of its sliding layers' cache (a model
+// mixing global and sliding-window layers; 0 otherwise).
+type kvNeed struct{ main, window int }
+
+func (a kvNeed) add(b kvNeed) kvNeed { return kvNeed{a.main + b.main, a.window + b.window} }
+func (a kvNeed) sub(b kvNeed) kvNeed { return kvNeed{a.main - b.main, a.window - b.window} }
+
+// fits reports whether need blocks fit beside the reserved ones.
+func (e *Engine) fits(reserved, need kvNeed) bool {
+	if reserved.main+need.main > e.kv.NumBlocks() {
+		return false
+	}
+	w := e.kv.Window()
+	return w == nil || reserved.window+need.window <= w.NumBlocks()
+}
+
 // blocksFor is how many KV blocks admission reserves for req: all its choices may need at
-// their longest.
-func (e *Engine) blocksFor(req *Request) int {
+// once; a sliding layers' cache holds at most a window's blocks per sequence.
+func (e *Engine) blocksFor(req *Request) kvNeed {
 	bs := e.opts.BlockSize
+	total := (len(req.Prompt) + req.MaxTokens + bs - 1) / bs
+	var need kvNeed
+	seqs := 1
 	if req.N == 1 && req.Beam == nil {
 		// One sequence, never forked: its own blocks and the full cached prefix blocks it
 		// starts from (never written, so never copied).
-		return (len(req.Prompt) + req.MaxTokens + bs - 1) / bs
+		need.main = total
+	} else {
+		n := req.N
+		if req.Beam != nil {
+			n *= 2 // old and new beams overlap while a step's beams are forked
+		}
+		need.main = (len(req.Prompt)+bs-1)/bs + n*((req.MaxTokens+bs-1)/bs+1)
+		seqs = n + 1
 	}
-	n := req.N
-	if req.Beam != nil {
-		n *= 2 // old and new beams overlap while a step's beams are forked
+	if e.kv.Window() != nil {
+		need.window = seqs * min(total+1, model.KVWindowBlocks(&e.m.Config, bs, e.opts.MaxBatchTokens))
 	}
-	return (len(req.Prompt)+bs-1)/bs + n*((req.MaxTokens+bs-1)/bs+1)
+	return need
 }
 
 // choice is one sequence being generated.
@@ -408,7 +449,7 @@ type choice struct {
 type running struct {
 	h        *Handle
 	choices  []*choice
-	reserved int
+	reserved kvNeed
 	admitted time.Time
 	hashes   []model.BlockHash // the prompt's full blocks, for the prefix cache
 	beams    *beamState        // beam search only
@@ -419,7 +460,7 @@ type running struct {
 type sched struct {
 	waiting  []*Handle
 	active   []*running
-	reserved int
+	reserved kvNeed
 	nRunning int // choices in the running batch
 	lastLog  time.Time
 	genSince int64
@@ -522,12 +563,12 @@ func (e *Engine) admit(s *sched) {
 	for len(s.waiting) > 0 {
 		h := s.waiting[0]
 		need := e.blocksFor(h.req)
-		if s.reserved+need > e.kv.NumBlocks() || s.nRunning+h.req.N > e.opts.MaxRunning && s.nRunning > 0 {
+		if !e.fits(s.reserved, need) || s.nRunning+h.req.N > e.opts.MaxRunning && s.nRunning > 0 {
 			break
 		}
 		s.waiting = s.waiting[1:]
 		e.dequeue()
-		s.reserved += need
+		s.reserved = s.reserved.add(need)
 		s.nRunning += h.req.N
 		parent := &choice{h: h, index: 0, seq: e.kv.NewSequence(), sampler: sample.New(h.req.Params), spec: e.speculation(h.req)}
 		if h.req.Guide != nil {
@@ -647,7 +688,7 @@ func (e *Engine) applyOutputs(active []*running, b batch, out [][][]float32) {
 			logits := out[i][len(out[i])-1]
 			r := e.find(active, c.h)
 			if r.hashes != nil {
-				e.kv.Insert(r.hashes, c.seq.Blocks())
+				e.kv.InsertSequence(r.hashes, c.seq)
 			}
 			if r.beams != nil {
 				beamLogits[r] = map[*choice][]float32{c: logits}
@@ -720,13 +761,13 @@ func (e *Engine) usePrefixCache(r *running) {
 	if n := (len(req.Prompt) - 1) / bs; n < len(usable) {
 		usable = usable[:n]
 	}
-	blocks := e.kv.Lookup(usable)
-	if len(blocks) == 0 {
+	p := e.kv.LookupPrefix(usable)
+	if p.Blocks() == 0 {
 		return
 	}
 	c := r.choices[0]
-	c.seq = e.kv.NewSequenceFrom(blocks, len(blocks)*bs)
-	c.prefill = len(blocks) * bs
+	c.seq = e.kv.NewSequenceFromPrefix(p, p.Blocks()*bs)
+	c.prefill = p.Blocks() * bs
 	r.h.CachedTokens = c.prefill
 	e.statsMu.Lock()
 	e.stats.CachedPromptTokens += int64(c.prefill)
@@ -869,7 +910,7 @@ func (e *Engine) finishAll(r *running, reason string) {
 }
 
 // retire removes requests whose choices have all finished, closing their event channels.
-func (e *Engine) retire(active []*running, reserved *int) []*running {
+func (e *Engine) retire(active []*running, reserved *kvNeed) []*running {
 	return slices.DeleteFunc(active, func(r *running) bool {
 		forked := len(r.choices) == r.h.req.N
 		for _, c := range r.choices {
@@ -880,7 +921,7 @@ func (e *Engine) retire(active []*running, reserved *int) []*running {
 		if !forked && r.choices[0].prefill < len(r.h.req.Prompt) && !r.choices[0].finished {
 			return false
 		}
-		*reserved -= r.reserved
+		*reserved = reserved.sub(r.reserved)
 		close(r.h.events)
 		e.statsMu.Lock()
 		e.stats.CompletedRequests++

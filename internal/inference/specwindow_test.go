@@ -8,13 +8,23 @@ import (
 	"github.com/honeai/hone/internal/synth"
 )
 
-// TestSpecOnWindowedModel: a model whose every layer is windowed releases the KV blocks
-// behind its window; speculation with the most proposals (64) rolls rejected ones back, which
-// must never reach a released block: the output equals plain decoding's far past the window.
+// TestSpecOnWindowedModel: a model whose every layer is windowed (Mistral), or whose sliding
+// layers have a window cache of their own (Gemma 3), releases the KV blocks behind its
+// window; speculation with the most proposals (64) rolls rejected ones back, which must never
+// reach a released block: the output equals plain decoding's far past the window.
 func TestSpecOnWindowedModel(t *testing.T) {
+	for _, arch := range []string{"mistral", "gemma3"} {
+		t.Run(arch, func(t *testing.T) { specOnWindowedModel(t, arch) })
+	}
+}
+
+func specOnWindowedModel(t *testing.T, arch string) {
 	dir := filepath.Join(t.TempDir(), "m")
-	o := synth.Tiny("mistral") // window 8
+	o := synth.Tiny(arch) // window 8
 	o.Std = 0.1
+	if arch == "gemma3" {
+		o.Std = 0.2 // at 0.1 every proposal is accepted: nothing would roll back
+	}
 	if err := synth.Write(dir, o); err != nil {
 		t.Fatal(err)
 	}

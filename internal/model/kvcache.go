@@ -55,6 +55,14 @@ type KVCache struct {
 	clock     int64
 	evictable int // indexed blocks whose only reference is the index's
 	hits      int64
+
+	// A model mixing global and sliding-window layers: swa holds the sliding layers
+	// (layerSWA), this cache the global ones; slot is each model layer's index in its cache.
+	// window is the sliding layers' window.
+	swa      *KVCache
+	layerSWA []bool
+	slot     []int
+	window   int
 }
 
 // BlockHash identifies a full block of tokens by everything before it: see HashBlocks.
@@ -163,6 +171,11 @@ type KVCacheOptions struct {
 	// ChunkBlocks is how many blocks' memory is allocated at a time (default: about
 	// KVChunkBytes' worth, at least one block); rounded down to a power of two.
 	ChunkBlocks int
+	// WindowBlocks is the most blocks of the sliding layers' cache of a model that mixes
+	// sliding-window and global layers (Gemma 2 and 3, Ministral; see KVLayerSplit), default
+	// NumBlocks. NoWindowSplit keeps every layer in one cache (tests compare the two).
+	WindowBlocks  int
+	NoWindowSplit bool
 }
 
 // KVChunkBytes is the memory a cache allocates at a time by default.
@@ -174,7 +187,39 @@ func KVBytesPerBlock(cfg *Config, blockSize int, dtype KVDType) int64 {
 	return int64(cfg.NumLayers) * int64(blockSize) * int64(cfg.KVDim()) * dtype.size() * 2
 }
 
-// NewKVCache returns a cache for cfg; it holds no block memory until sequences grow.
+// KVLayerSplit returns the global and the sliding-window layers of a model that mixes the
+// two (Gemma 2 and 3, Ministral), whose KV cache is two caches: the global layers keep every
+// position, the sliding ones only their window (NewKVCache). Both are nil for a model whose
+// layers are all global or all windowed.
+func KVLayerSplit(cfg *Config) (global, sliding []int) {
+	if cfg.SlidingWindow <= 0 || cfg.everyLayerWindowed() {
+		return nil, nil
+	}
+	for l := 0; l < cfg.NumLayers; l++ {
+		if cfg.IsSliding(l) {
+			sliding = append(sliding, l)
+		} else {
+			global = append(global, l)
+		}
+	}
+	if len(sliding) == 0 || len(global) == 0 {
+		return nil, nil
+	}
+	return global, sliding
+}
+
+// KVWindowBlocks is the most blocks a sequence's sliding layers hold when each forward pass
+// adds at most stepTokens positions: the window, the rollback margin, the step's new
+// positions, and a partly filled block at either end.
+func KVWindowBlocks(cfg *Config, blockSize, stepTokens int) int {
+	return (cfg.SlidingWindow+max(blockSize, WindowRollback)+stepTokens+blockSize-1)/blockSize + 2
+}
+
+// NewKVCache returns a cache for cfg; it holds no block memory until sequences grow. For a
+// model that mixes global and sliding-window layers (KVLayerSplit) it is the global layers'
+// cache and holds a second one, of opts.WindowBlocks blocks, for the sliding layers: their
+// sequences give back the blocks behind the window (kvwindow.go), so a long sequence holds
+// its global layers' keys and values in full and its sliding layers' for the window only.
 func NewKVCache(cfg *Config, opts KVCacheOptions) *KVCache {
 	if opts.BlockSize <= 0 {
 		opts.BlockSize = 16
@@ -185,15 +230,42 @@ func NewKVCache(cfg *Config, opts KVCacheOptions) *KVCache {
 	if opts.DType == KVAuto {
 		opts.DType = KVF32
 	}
+	global, sliding := KVLayerSplit(cfg)
+	if global == nil || opts.NoWindowSplit {
+		return newKVCache(cfg.NumLayers, cfg.KVDim(), opts)
+	}
+	c := newKVCache(len(global), cfg.KVDim(), opts)
+	wopts := opts
+	if wopts.NumBlocks = opts.WindowBlocks; wopts.NumBlocks <= 0 {
+		wopts.NumBlocks = opts.NumBlocks
+	}
+	c.swa = newKVCache(len(sliding), cfg.KVDim(), wopts)
+	c.window = cfg.SlidingWindow
+	c.layerSWA, c.slot = make([]bool, cfg.NumLayers), make([]int, cfg.NumLayers)
+	for i, l := range global {
+		c.slot[l] = i
+	}
+	for i, l := range sliding {
+		c.layerSWA[l], c.slot[l] = true, i
+	}
+	return c
+}
+
+// newKVCache is a cache of the given layers, with opts' defaults filled in.
+func newKVCache(layers, kvDim int, opts KVCacheOptions) *KVCache {
 	if opts.ChunkBlocks <= 0 {
-		opts.ChunkBlocks = int(max(1, KVChunkBytes/KVBytesPerBlock(cfg, opts.BlockSize, opts.DType)))
+		opts.ChunkBlocks = int(max(1, KVChunkBytes/(int64(layers)*int64(opts.BlockSize)*int64(kvDim)*opts.DType.size()*2)))
 	}
 	// A power of two, so that finding a block's chunk is a shift.
 	shift := bits.Len(uint(min(opts.ChunkBlocks, opts.NumBlocks))) - 1
-	return &KVCache{blockSize: opts.BlockSize, layers: cfg.NumLayers, kvDim: cfg.KVDim(), maxBlocks: opts.NumBlocks, dtype: opts.DType,
-		chunkBlocks: 1 << shift, chunkShift: uint(shift), blockElems: opts.BlockSize * cfg.KVDim(),
+	return &KVCache{blockSize: opts.BlockSize, layers: layers, kvDim: kvDim, maxBlocks: opts.NumBlocks, dtype: opts.DType,
+		chunkBlocks: 1 << shift, chunkShift: uint(shift), blockElems: opts.BlockSize * kvDim,
 		prefix: map[BlockHash]int32{}, hashOf: map[int32]BlockHash{}}
 }
+
+// Window is the cache of the sliding layers of a model that mixes global and sliding-window
+// layers (see NewKVCache), or nil.
+func (c *KVCache) Window() *KVCache { return c.swa }
 
 // grow allocates the next chunk's memory and puts its blocks on the free list (the lowest
 // first to be taken); false when the cache holds NumBlocks already.
@@ -243,17 +315,32 @@ func (c *KVCache) Close() {
 		}
 	}
 	c.chunks, c.chunks16, c.frees, c.cleanups = nil, nil, nil, nil
+	if c.swa != nil {
+		c.swa.Close()
+	}
 }
 
-// MemoryBytes is the block memory the cache holds now (it grows with use, up to MaxBytes).
+// MemoryBytes is the block memory the cache holds now (it grows with use, up to MaxBytes),
+// the sliding layers' cache included.
 func (c *KVCache) MemoryBytes() int64 {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return int64(len(c.ref)) * c.BytesPerBlock()
+	n := int64(len(c.ref)) * c.BytesPerBlock()
+	c.mu.Unlock()
+	if c.swa != nil {
+		n += c.swa.MemoryBytes()
+	}
+	return n
 }
 
-// MaxBytes is the memory the cache holds with all NumBlocks blocks in use.
-func (c *KVCache) MaxBytes() int64 { return int64(c.maxBlocks) * c.BytesPerBlock() }
+// MaxBytes is the memory the cache holds with all NumBlocks blocks in use (and all of the
+// sliding layers' cache's).
+func (c *KVCache) MaxBytes() int64 {
+	n := int64(c.maxBlocks) * c.BytesPerBlock()
+	if c.swa != nil {
+		n += c.swa.MaxBytes()
+	}
+	return n
+}
 
 // kv returns layer l's keys and values of block b (an f32 cache).
 func (c *KVCache) kv(l int, b int32) (k, v []float32) {
@@ -344,6 +431,101 @@ func (c *KVCache) Insert(hashes []BlockHash, blocks []int32) {
 	}
 }
 
+// Prefix is a cached prompt prefix found by LookupPrefix: its blocks, and for a cache with a
+// sliding layers' cache those of the sliding layers (noBlock behind the window).
+type Prefix struct {
+	blocks, swa []int32
+}
+
+// Blocks is the number of full blocks the prefix holds.
+func (p Prefix) Blocks() int { return len(p.blocks) }
+
+// LookupPrefix is Lookup for any cache: for one with a sliding layers' cache, the longest
+// cached prefix whose last window of positions the sliding layers' cache also holds (its
+// blocks behind the window are not needed; a prefix whose window was given back is cut to
+// one that still has it, or to nothing).
+func (c *KVCache) LookupPrefix(hashes []BlockHash) Prefix {
+	blocks := c.Lookup(hashes)
+	if c.swa == nil || len(blocks) == 0 {
+		return Prefix{blocks: blocks}
+	}
+	w := c.swa
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.clock++
+	bs := c.blockSize
+	for n := len(blocks); n > 0; n-- {
+		lo := max(0, n*bs-c.window+1) / bs // the first block the next position's window reads
+		ok := true
+		for _, h := range hashes[lo:n] {
+			if _, found := w.prefix[h]; !found {
+				ok = false
+				break
+			}
+		}
+		if !ok {
+			continue
+		}
+		swa := make([]int32, n)
+		for i := range swa {
+			swa[i] = noBlock
+		}
+		for i := lo; i < n; i++ {
+			swa[i] = w.prefix[hashes[i]]
+			w.lastUse[swa[i]] = w.clock
+		}
+		w.hits++
+		return Prefix{blocks: blocks[:n], swa: swa}
+	}
+	return Prefix{}
+}
+
+// NewSequenceFromPrefix returns a sequence whose first n positions are the prefix's blocks
+// (n within its last block), adding a reference to each.
+func (c *KVCache) NewSequenceFromPrefix(p Prefix, n int) *Sequence {
+	s := c.newSequenceFrom(p.blocks, n)
+	if c.swa != nil {
+		if len(p.swa) != len(p.blocks) {
+			panic("model: a prefix without the sliding layers' blocks")
+		}
+		s.swa = c.swa.newSequenceFrom(p.swa, n)
+	}
+	return s
+}
+
+// InsertSequence adds the sequence's full blocks to the prefix index (Insert), the sliding
+// layers' too: those it still holds, each under its own hash (LookupPrefix asks for the
+// window's only).
+func (c *KVCache) InsertSequence(hashes []BlockHash, s *Sequence) {
+	c.Insert(hashes, s.blocks)
+	if c.swa == nil || s.swa == nil {
+		return
+	}
+	w := c.swa
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.clock++
+	for i, h := range hashes {
+		if i >= len(s.swa.blocks) {
+			break
+		}
+		b := s.swa.blocks[i]
+		if b == noBlock {
+			continue
+		}
+		if old, ok := w.prefix[h]; ok {
+			w.lastUse[old] = w.clock
+			continue
+		}
+		if _, ok := w.hashOf[b]; ok || w.ref[b] == 0 {
+			continue
+		}
+		w.prefix[h], w.hashOf[b] = b, h
+		w.ref[b]++
+		w.lastUse[b] = w.clock
+	}
+}
+
 // evictOne drops the least recently used block that only the index holds; false if none.
 func (c *KVCache) evictOne() bool {
 	best, bestUse := int32(-1), int64(0)
@@ -363,7 +545,8 @@ func (c *KVCache) evictOne() bool {
 	return true
 }
 
-// BytesPerBlock is the memory of one block over all layers (keys and values).
+// BytesPerBlock is the memory of one block over the cache's layers (keys and values; for a
+// model mixing global and sliding layers, the global ones: see Window).
 func (c *KVCache) BytesPerBlock() int64 {
 	return int64(c.layers) * int64(c.blockElems) * c.dtype.size() * 2
 }
@@ -431,19 +614,36 @@ func (c *KVCache) RefCount(b int32) int {
 	return int(c.ref[b])
 }
 
-// Sequence is one sequence's view of the cache: its block table and length.
+// Sequence is one sequence's view of the cache: its block table and length (and, for a
+// model mixing global and sliding layers, its view of the sliding layers' cache).
 type Sequence struct {
 	c      *KVCache
 	blocks []int32
 	n      int
+	swa    *Sequence
 }
 
 // NewSequence returns an empty sequence.
-func (c *KVCache) NewSequence() *Sequence { return &Sequence{c: c} }
+func (c *KVCache) NewSequence() *Sequence {
+	s := &Sequence{c: c}
+	if c.swa != nil {
+		s.swa = c.swa.NewSequence()
+	}
+	return s
+}
 
 // NewSequenceFrom returns a sequence whose first n positions are the given (full or partly
-// filled) blocks, adding a reference to each; used to start from cached prefix blocks.
+// filled) blocks, adding a reference to each; used to start from cached prefix blocks. A
+// cache with a sliding layers' cache takes its prefixes with LookupPrefix and
+// NewSequenceFromPrefix instead.
 func (c *KVCache) NewSequenceFrom(blocks []int32, n int) *Sequence {
+	if c.swa != nil {
+		panic("model: NewSequenceFrom on a cache with a sliding layers' cache (use NewSequenceFromPrefix)")
+	}
+	return c.newSequenceFrom(blocks, n)
+}
+
+func (c *KVCache) newSequenceFrom(blocks []int32, n int) *Sequence {
 	if n > len(blocks)*c.blockSize || n < (len(blocks)-1)*c.blockSize {
 		panic(fmt.Sprintf("model: %d positions do not fill %d blocks", n, len(blocks)))
 	}
@@ -457,20 +657,33 @@ func (s *Sequence) Len() int { return s.n }
 // Blocks is the block table (do not modify).
 func (s *Sequence) Blocks() []int32 { return s.blocks }
 
+// Window is the sequence's view of the sliding layers' cache, or nil (see KVCache.Window).
+func (s *Sequence) Window() *Sequence { return s.swa }
+
 // Fork returns a new sequence sharing every block of s.
 func (s *Sequence) Fork() *Sequence {
 	s.c.Retain(s.blocks)
-	return &Sequence{c: s.c, blocks: append([]int32(nil), s.blocks...), n: s.n}
+	f := &Sequence{c: s.c, blocks: append([]int32(nil), s.blocks...), n: s.n}
+	if s.swa != nil {
+		f.swa = s.swa.Fork()
+	}
+	return f
 }
 
 // Free releases the sequence's blocks; the sequence is empty afterwards.
 func (s *Sequence) Free() {
 	s.c.Release(s.blocks)
 	s.blocks, s.n = nil, 0
+	if s.swa != nil {
+		s.swa.Free()
+	}
 }
 
 // Truncate shortens the sequence to n positions, releasing blocks no longer needed.
 func (s *Sequence) Truncate(n int) {
+	if s.swa != nil {
+		s.swa.Truncate(n)
+	}
 	if n >= s.n {
 		return
 	}
@@ -480,9 +693,31 @@ func (s *Sequence) Truncate(n int) {
 	s.n = n
 }
 
+// advance counts k more positions stored.
+func (s *Sequence) advance(k int) {
+	s.n += k
+	if s.swa != nil {
+		s.swa.n += k
+	}
+}
+
 // reserve makes room for n more positions: new blocks, and a private copy of a shared,
 // partly filled last block. It changes nothing when the pool is too small.
 func (s *Sequence) reserve(n int) error {
+	if err := s.reserveOwn(n); err != nil {
+		return err
+	}
+	if s.swa != nil {
+		if err := s.swa.reserveOwn(n); err != nil {
+			s.shrink()
+			return err
+		}
+	}
+	return nil
+}
+
+// reserveOwn is reserve in the sequence's own cache.
+func (s *Sequence) reserveOwn(n int) error {
 	c := s.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -529,11 +764,26 @@ func (s *Sequence) shrink() {
 		s.c.Release(s.blocks[keep:])
 		s.blocks = s.blocks[:keep]
 	}
+	if s.swa != nil {
+		s.swa.shrink()
+	}
+}
+
+// layer returns the sequence and the layer index within its cache that hold model layer l.
+func (s *Sequence) layer(l int) (*Sequence, int) {
+	if s.c.slot == nil {
+		return s, l
+	}
+	if s.c.layerSWA[l] {
+		return s.swa, s.c.slot[l]
+	}
+	return s, s.c.slot[l]
 }
 
 // at returns layer l's keys and values of the sequence from position pos to the end of the
 // block holding it (rows of kvDim floats).
 func (s *Sequence) at(l, pos int) (k, v []float32) {
+	s, l = s.layer(l)
 	bs := s.c.blockSize
 	k, v = s.c.kv(l, s.blocks[pos/bs])
 	off := (pos % bs) * s.c.kvDim
@@ -542,6 +792,7 @@ func (s *Sequence) at(l, pos int) (k, v []float32) {
 
 // at16 is at for an f16 cache.
 func (s *Sequence) at16(l, pos int) (k, v []uint16) {
+	s, l = s.layer(l)
 	bs := s.c.blockSize
 	k, v = s.c.kv16(l, s.blocks[pos/bs])
 	off := (pos % bs) * s.c.kvDim

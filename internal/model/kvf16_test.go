@@ -65,8 +65,12 @@ func TestKVCacheF16(t *testing.T) {
 				t.Fatal(err)
 			}
 			cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: bs, NumBlocks: 64, DType: model.KVF16})
+			perBlock := cache.BytesPerBlock() // every layer's: a split cache's two parts together
+			if w := cache.Window(); w != nil {
+				perBlock += w.BytesPerBlock()
+			}
 			if cache.DType() != model.KVF16 || 2*cache.BytesPerBlock() != f32.BytesPerBlock() ||
-				cache.BytesPerBlock() != model.KVBytesPerBlock(&m.Config, bs, model.KVF16) {
+				perBlock != model.KVBytesPerBlock(&m.Config, bs, model.KVF16) {
 				t.Fatalf("f16 cache: dtype %v, %d bytes a block (f32: %d)", cache.DType(), cache.BytesPerBlock(), f32.BytesPerBlock())
 			}
 			one := cache.NewSequence()

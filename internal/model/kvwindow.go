@@ -5,8 +5,9 @@ package model
 // the sequence's end, so the blocks that hold only such positions go back to the pool: a
 // sequence holds about window + 2 blocks' worth of positions instead of its whole length. A
 // released block's entry in the block table becomes noBlock; the table keeps its length, so
-// positions keep their blocks. (Gemma 2/3 interleave global layers, which read every
-// position: their blocks stay, since a block holds every layer's keys and values.)
+// positions keep their blocks. Models that interleave global layers, which read every
+// position (Gemma 2/3, Ministral), keep their sliding layers in a cache of their own
+// (KVCache.Window), whose sequences drop their blocks the same way.
 
 // noBlock marks a block table entry whose block was released (see dropBefore).
 const noBlock int32 = -1
@@ -55,7 +56,12 @@ func (c *Config) everyLayerWindowed() bool {
 // releaseBehindWindow drops the blocks of st's sequence that no layer will read again (see
 // above); it runs once the step's positions are stored.
 func (m *Model) releaseBehindWindow(seq *Sequence) {
-	if !m.Config.everyLayerWindowed() {
+	switch {
+	case m.Config.everyLayerWindowed():
+	case seq.swa != nil:
+		// A model mixing global and sliding layers: the sliding layers' cache only.
+		seq = seq.swa
+	default:
 		return
 	}
 	// The next query sits at seq.n and reads from seq.n - window + 1; a margin of

@@ -466,7 +466,7 @@ func (m *Model) Forward(steps []Step) ([][][]float32, error) {
 		}
 	}
 	for _, st := range steps {
-		st.Seq.n += len(st.Tokens)
+		st.Seq.advance(len(st.Tokens))
 		m.releaseBehindWindow(st.Seq)
 	}
 	return out, nil
