@@ -227,10 +227,11 @@ func (h *Handle) Stop(choice int, stopString string) {
 
 // Engine schedules requests on one model.
 type Engine struct {
-	m    *model.Model
-	opts Options
-	kv   *model.KVCache
-	log  *slog.Logger
+	m     *model.Model
+	opts  Options
+	kv    *model.KVCache
+	split *kvSplit // the model's sliding layers have a cache of their own, or nil
+	log   *slog.Logger
 
 	submit chan *Handle
 	mu     sync.Mutex
@@ -277,23 +278,32 @@ func New(m *model.Model, opts Options) *Engine {
 	if opts.KVCacheDType == model.KVAuto {
 		opts.KVCacheDType = m.AutoKVDType()
 	}
-	windowBlocks := 0
 	perBlock := model.KVBytesPerBlock(&m.Config, opts.BlockSize, opts.KVCacheDType)
+	kvOpts := model.KVCacheOptions{BlockSize: opts.BlockSize, DType: opts.KVCacheDType}
+	var split *kvSplit
 	if global, sliding := model.KVLayerSplit(&m.Config); global != nil {
-		// The sliding layers keep their window only (model.NewKVCache): their cache needs
-		// a window's blocks per running sequence; the global layers' takes the rest.
-		perG := perBlock / int64(m.Config.NumLayers) * int64(len(global))
-		perS := perBlock / int64(m.Config.NumLayers) * int64(len(sliding))
-		windowBlocks = opts.MaxRunning * model.KVWindowBlocks(&m.Config, opts.BlockSize, opts.MaxBatchTokens)
-		if opts.KVBlocks <= 0 {
-			windowBlocks = min(windowBlocks, int(max(1, opts.KVCacheBytes/(perG+perS))))
-			opts.KVBlocks = int(max(1, (opts.KVCacheBytes-int64(windowBlocks)*perS)/perG))
-		} else {
-			windowBlocks = min(windowBlocks, opts.KVBlocks)
+		// The sliding layers keep their window only, in a cache of their own
+		// (model.NewKVCache); the two share the KV memory, each growing as it needs, and
+		// admission counts a request's blocks of both in bytes.
+		split = &kvSplit{
+			perG:   perBlock / int64(m.Config.NumLayers) * int64(len(global)),
+			perS:   perBlock / int64(m.Config.NumLayers) * int64(len(sliding)),
+			perSeq: model.KVWindowBlocks(&m.Config, opts.BlockSize, opts.MaxBatchTokens),
+			bytes:  opts.KVCacheBytes,
 		}
-	}
-	if opts.KVBlocks <= 0 {
-		opts.KVBlocks = int(max(1, opts.KVCacheBytes/perBlock))
+		if opts.KVBlocks > 0 {
+			split.bytes = int64(opts.KVBlocks) * perBlock
+		}
+		kvOpts.NumBlocks = int(max(1, split.bytes/split.perG))
+		kvOpts.WindowBlocks = int(max(1, split.bytes/split.perS))
+		kvOpts.MaxBytes = split.bytes
+		// The longest sequence: its blocks of the global layers beside a window's.
+		opts.KVBlocks = int(max(1, (split.bytes-int64(split.perSeq)*split.perS)/split.perG))
+	} else {
+		if opts.KVBlocks <= 0 {
+			opts.KVBlocks = int(max(1, opts.KVCacheBytes/perBlock))
+		}
+		kvOpts.NumBlocks = opts.KVBlocks
 	}
 	if opts.Policy == "" {
 		opts.Policy = "fcfs"
@@ -301,9 +311,8 @@ func New(m *model.Model, opts Options) *Engine {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	e := &Engine{m: m, opts: opts, log: opts.Logger,
-		kv: model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: opts.BlockSize, NumBlocks: opts.KVBlocks,
-			WindowBlocks: windowBlocks, DType: opts.KVCacheDType}),
+	e := &Engine{m: m, opts: opts, log: opts.Logger, split: split,
+		kv:     model.NewKVCache(&m.Config, kvOpts),
 		submit: make(chan *Handle, opts.MaxQueue), closed: make(chan struct{}), done: make(chan struct{})}
 	go e.loop()
 	return e
@@ -326,15 +335,18 @@ type KVCacheInfo struct {
 func (k KVCacheInfo) Tokens() int { return k.Blocks * k.BlockSize }
 
 // KVCache describes the engine's KV cache.
+// For a model whose sliding layers have a cache of their own, Blocks counts the global
+// layers' blocks of the longest sequence the shared memory holds (beside a window's blocks of
+// the sliding layers).
 func (e *Engine) KVCache() KVCacheInfo {
-	return KVCacheInfo{BlockSize: e.kv.BlockSize(), Blocks: e.kv.NumBlocks(), BytesPerBlock: e.kv.BytesPerBlock(),
+	return KVCacheInfo{BlockSize: e.kv.BlockSize(), Blocks: e.opts.KVBlocks, BytesPerBlock: e.kv.BytesPerBlock(),
 		MaxBytes: e.kv.MaxBytes(), HeldBytes: e.kv.MemoryBytes(), DType: e.kv.DType()}
 }
 
 // MaxSequenceLen is the longest sequence (prompt plus output tokens) a request of one choice
 // can have: the model's context, or less when the KV cache holds fewer positions.
 func (e *Engine) MaxSequenceLen() int {
-	return min(e.m.Config.MaxPositionEmbeddings, e.kv.NumBlocks()*e.opts.BlockSize)
+	return min(e.m.Config.MaxPositionEmbeddings, e.opts.KVBlocks*e.opts.BlockSize)
 }
 
 // Stats returns a snapshot of the counters.
@@ -396,13 +408,23 @@ type kvNeed struct{ main, window int }
 func (a kvNeed) add(b kvNeed) kvNeed { return kvNeed{a.main + b.main, a.window + b.window} }
 func (a kvNeed) sub(b kvNeed) kvNeed { return kvNeed{a.main - b.main, a.window - b.window} }
 
-// fits reports whether need blocks fit beside the reserved ones.
+// kvSplit is the KV memory of a model whose sliding layers have a cache of their own: the
+// bytes of a block of the global and of the sliding layers, the most blocks a sequence's
+// sliding layers hold, and the memory the two caches share.
+type kvSplit struct {
+	perG, perS int64
+	perSeq     int
+	bytes      int64
+}
+
+// fits reports whether need blocks fit beside the reserved ones: in the cache's blocks, or
+// for a split cache in the bytes its two parts share.
 func (e *Engine) fits(reserved, need kvNeed) bool {
-	if reserved.main+need.main > e.kv.NumBlocks() {
-		return false
+	t := reserved.add(need)
+	if s := e.split; s != nil {
+		return int64(t.main)*s.perG+int64(t.window)*s.perS <= s.bytes
 	}
-	w := e.kv.Window()
-	return w == nil || reserved.window+need.window <= w.NumBlocks()
+	return t.main <= e.kv.NumBlocks()
 }
 
 // blocksFor is how many KV blocks admission reserves for req: all its choices may need at
@@ -424,8 +446,8 @@ func (e *Engine) blocksFor(req *Request) kvNeed {
 		need.main = (len(req.Prompt)+bs-1)/bs + n*((req.MaxTokens+bs-1)/bs+1)
 		seqs = n + 1
 	}
-	if e.kv.Window() != nil {
-		need.window = seqs * min(total+1, model.KVWindowBlocks(&e.m.Config, bs, e.opts.MaxBatchTokens))
+	if e.split != nil {
+		need.window = seqs * min(total+1, e.split.perSeq)
 	}
 	return need
 }

