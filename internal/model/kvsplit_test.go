@@ -1,6 +1,7 @@
 package model_test
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -134,4 +135,43 @@ func TestWindowSplitPrefix(t *testing.T) {
 	}
 	a.Free()
 	b.Free()
+}
+
+// BenchmarkGemmaKVMemory: the KV memory a sequence holds on Gemma 3 1B's cache layout (26
+// layers, every sixth global, one KV head of 256, window 512; f16, blocks of 16) with a
+// tiny hidden size, prefilled to 2,048 and 8,192 positions in chunks of 512: with the sliding
+// layers in a window cache of their own (split) against one cache of every layer.
+func BenchmarkGemmaKVMemory(b *testing.B) {
+	o := synth.Tiny("gemma3")
+	o.Layers, o.Hidden, o.Heads, o.KVHeads, o.HeadDim, o.Intermediate = 26, 64, 4, 1, 256, 128
+	o.MaxPos, o.SlidingWindow, o.QueryPreAttnScalar = 8192, 512, 256
+	m := synthModel(b, o)
+	for l := range m.Config.Sliding {
+		m.Config.Sliding[l] = l%6 < 5 // Gemma 3's pattern (synth writes every second)
+	}
+	for _, n := range []int{2048, 8192} {
+		b.Run(fmt.Sprintf("positions%d", n), func(b *testing.B) {
+			for range b.N {
+				held := map[bool]int64{}
+				for _, one := range []bool{false, true} {
+					c := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: n / 16, DType: model.KVF16, NoWindowSplit: one})
+					s := c.NewSequence()
+					for p := 0; p < n; p += 512 {
+						tokens := make([]int, 512)
+						for i := range tokens {
+							tokens[i] = (p + i*7) % o.Vocab
+						}
+						if _, err := m.Forward([]model.Step{{Seq: s, Tokens: tokens}}); err != nil {
+							b.Fatal(err)
+						}
+					}
+					held[one] = c.MemoryBytes()
+					c.Close()
+				}
+				b.ReportMetric(float64(held[false])/(1<<20), "MiB-split")
+				b.ReportMetric(float64(held[true])/(1<<20), "MiB-one-cache")
+				b.ReportMetric(float64(held[true])/float64(held[false]), "ratio")
+			}
+		})
+	}
 }
