@@ -42,33 +42,21 @@ func writeGemmaFixture(t testing.TB, arch, dir string) {
 	if err := synth.Write(dir, o); err != nil {
 		t.Fatal(err)
 	}
-	var cfg map[string]any
-	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	types := make([]string, o.Layers)
-	for l := range types {
-		types[l] = "sliding_attention"
-		if l%pattern == pattern-1 {
-			types[l] = "full_attention"
+	editConfig(t, dir, func(cfg map[string]any) {
+		types := make([]string, o.Layers)
+		for l := range types {
+			types[l] = "sliding_attention"
+			if l%pattern == pattern-1 {
+				types[l] = "full_attention"
+			}
 		}
-	}
-	cfg["layer_types"] = types
-	raw, _ = json.MarshalIndent(cfg, "", " ")
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
+		cfg["layer_types"] = types
+	})
 	useSPMTokenizer(t, dir)
 }
 
-// useSPMTokenizer gives the synthetic model in dir (of 800 embeddings) internal/tokenizer's
-// SentencePiece test vocabulary: its tokenizer.model, tokenizer.json and tokenizer_config.json,
-// and config.json's special token ids (<s> 1, </s> 2, <unk> 0).
-func useSPMTokenizer(t testing.TB, dir string) {
+// editConfig rewrites dir's config.json through edit.
+func editConfig(t testing.TB, dir string, edit func(cfg map[string]any)) {
 	t.Helper()
 	var cfg map[string]any
 	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
@@ -78,11 +66,21 @@ func useSPMTokenizer(t testing.TB, dir string) {
 	if err := json.Unmarshal(raw, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	cfg["bos_token_id"], cfg["eos_token_id"], cfg["pad_token_id"] = 1, 2, 0
+	edit(cfg)
 	raw, _ = json.MarshalIndent(cfg, "", " ")
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// useSPMTokenizer gives the synthetic model in dir (of 800 embeddings) internal/tokenizer's
+// SentencePiece test vocabulary: its tokenizer.model, tokenizer.json and tokenizer_config.json,
+// and config.json's special token ids (<s> 1, </s> 2, <unk> 0).
+func useSPMTokenizer(t testing.TB, dir string) {
+	t.Helper()
+	editConfig(t, dir, func(cfg map[string]any) {
+		cfg["bos_token_id"], cfg["eos_token_id"], cfg["pad_token_id"] = 1, 2, 0
+	})
 	os.Remove(filepath.Join(dir, "generation_config.json"))
 	for _, f := range []string{"tokenizer.model", "legacy/tokenizer_config.json", "legacy/tokenizer.json.gz"} {
 		in, err := os.Open(filepath.Join(spmFixture, f))
@@ -346,16 +344,7 @@ func TestExportGGUFGemmaRefusals(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			writeGemmaFixture(t, c.arch, dir)
-			var cfg map[string]any
-			raw, _ := os.ReadFile(filepath.Join(dir, "config.json"))
-			if err := json.Unmarshal(raw, &cfg); err != nil {
-				t.Fatal(err)
-			}
-			c.edit(cfg)
-			raw, _ = json.Marshal(cfg)
-			if err := os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			editConfig(t, dir, c.edit)
 			out := filepath.Join(t.TempDir(), "x.gguf")
 			err := export.WriteGGUF(out, dir, nil, "f32", "")
 			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "no GGUF form") {

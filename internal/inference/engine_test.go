@@ -61,8 +61,12 @@ func collect(t *testing.T, h *Handle) map[int][]int {
 
 // greedyDirect decodes greedily with the model alone, for comparison.
 func greedyDirect(m *model.Model, prompt []int, n int) []int {
-	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: 64})
-	seq := cache.NewSequence()
+	return greedyOn(m, model.KVCacheOptions{NumBlocks: 64}, prompt, n)
+}
+
+// greedyOn is greedyDirect on a cache made with opts.
+func greedyOn(m *model.Model, opts model.KVCacheOptions, prompt []int, n int) []int {
+	seq := model.NewKVCache(&m.Config, opts).NewSequence()
 	toks := prompt
 	var out []int
 	for i := 0; i < n; i++ {

@@ -27,25 +27,6 @@ func gemmaTiny(t *testing.T) *model.Model {
 	return m
 }
 
-// greedyOneCache decodes greedily with the model alone on a cache holding every layer.
-func greedyOneCache(m *model.Model, prompt []int, n int) []int {
-	seq := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 4, NumBlocks: 256, NoWindowSplit: true}).NewSequence()
-	toks := prompt
-	var out []int
-	for range n {
-		l, _ := m.Forward([]model.Step{{Seq: seq, Tokens: toks, LogitsAt: []int{len(toks) - 1}}})
-		best := 0
-		for j, v := range l[0][0] {
-			if v > l[0][0][best] {
-				best = j
-			}
-		}
-		out = append(out, best)
-		toks = []int{best}
-	}
-	return out
-}
-
 // TestWindowSplitServing: an engine serving a model with global and sliding layers keeps the
 // sliding layers in a window cache: far past the window its greedy output is the model's on
 // one cache holding every layer, a repeated prompt starts from the prefix cache (with the
@@ -64,7 +45,7 @@ func TestWindowSplitServing(t *testing.T) {
 	for i := range prompt {
 		prompt[i] = 3 + i*7%50
 	}
-	want := greedyOneCache(m, prompt, 80)
+	want := greedyOn(m, model.KVCacheOptions{BlockSize: 4, NumBlocks: 256, NoWindowSplit: true}, prompt, 80)
 	req := func() *Request {
 		return &Request{Prompt: prompt, Params: greedy(), MaxTokens: 80, IgnoreEOS: true, PromptLogprobs: -1}
 	}

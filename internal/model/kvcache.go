@@ -465,13 +465,23 @@ func (c *KVCache) Lookup(hashes []BlockHash) []int32 {
 func (c *KVCache) Insert(hashes []BlockHash, blocks []int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.index(hashes, blocks, false)
+}
+
+// index is Insert under c.mu. At a block released behind a sliding window (kvwindow.go) it
+// stops (nothing after it is reachable by a prefix chain), or with pastReleased skips it
+// (the sliding layers' cache, whose blocks are looked up by their own hashes).
+func (c *KVCache) index(hashes []BlockHash, blocks []int32, pastReleased bool) {
 	c.clock++
 	for i, h := range hashes {
 		if i >= len(blocks) {
 			break
 		}
 		b := blocks[i]
-		if b == noBlock { // released behind a sliding window (kvwindow.go): nothing after it is reachable
+		if b == noBlock {
+			if pastReleased {
+				continue
+			}
 			break
 		}
 		if old, ok := c.prefix[h]; ok {
@@ -557,29 +567,9 @@ func (c *KVCache) InsertSequence(hashes []BlockHash, s *Sequence) {
 	if c.swa == nil || s.swa == nil {
 		return
 	}
-	w := c.swa
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.clock++
-	for i, h := range hashes {
-		if i >= len(s.swa.blocks) {
-			break
-		}
-		b := s.swa.blocks[i]
-		if b == noBlock {
-			continue
-		}
-		if old, ok := w.prefix[h]; ok {
-			w.lastUse[old] = w.clock
-			continue
-		}
-		if _, ok := w.hashOf[b]; ok || w.ref[b] == 0 {
-			continue
-		}
-		w.prefix[h], w.hashOf[b] = b, h
-		w.ref[b]++
-		w.lastUse[b] = w.clock
-	}
+	c.swa.mu.Lock()
+	defer c.swa.mu.Unlock()
+	c.swa.index(hashes, s.swa.blocks, true)
 }
 
 // evictOne drops the least recently used block that only the index holds; false if none.

@@ -217,23 +217,8 @@ func FuzzParseSPMModel(f *testing.F) {
 // tekken, and FromGGUF reads that back into a tokenizer that encodes the whole test corpus as
 // the tokenizer.json does (whose ids equal Hugging Face tokenizers', TestVariantGoldens).
 func TestGGUFPreO200kAndTekken(t *testing.T) {
-	var corpus []string
-	data, err := os.ReadFile(filepath.Join(testdataDir(), "corpus.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &corpus); err != nil {
-		t.Fatal(err)
-	}
-	var variants []variant
-	data, err = os.ReadFile(filepath.Join(testdataDir(), "variants.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &variants); err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range variants {
+	corpus := readCorpus(t)
+	for _, v := range readVariants(t) {
 		if v.Name != "gpt-4o" && v.Name != "tekken" {
 			continue
 		}

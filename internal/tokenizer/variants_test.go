@@ -15,6 +15,34 @@ import (
 	"github.com/dlclark/regexp2"
 )
 
+// readCorpus reads testdata/corpus.json, the strings the goldens encode.
+func readCorpus(t *testing.T) []string {
+	t.Helper()
+	var corpus []string
+	data, err := os.ReadFile(filepath.Join(testdataDir(), "corpus.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &corpus); err != nil {
+		t.Fatal(err)
+	}
+	return corpus
+}
+
+// readVariants reads testdata/variants.json.
+func readVariants(t *testing.T) []variant {
+	t.Helper()
+	var variants []variant
+	data, err := os.ReadFile(filepath.Join(testdataDir(), "variants.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &variants); err != nil {
+		t.Fatal(err)
+	}
+	return variants
+}
+
 // variant is one entry of testdata/variants.json: a real tokenizer.json with some top-level
 // parts replaced, to cover a component or option (scripts/tokenizer-goldens/gen.py makes the
 // goldens of each with the tokenizers library).
@@ -58,22 +86,7 @@ func variantJSON(t *testing.T, v variant) []byte {
 // ByteLevel's own regex, a pattern on the regex engine) and Llama 3.1's TemplateProcessing
 // give the ids of the tokenizers library.
 func TestVariantGoldens(t *testing.T) {
-	var corpus []string
-	data, err := os.ReadFile(filepath.Join(testdataDir(), "corpus.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &corpus); err != nil {
-		t.Fatal(err)
-	}
-	var variants []variant
-	data, err = os.ReadFile(filepath.Join(testdataDir(), "variants.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &variants); err != nil {
-		t.Fatal(err)
-	}
+	corpus, variants := readCorpus(t), readVariants(t)
 	tks := map[string]*Tokenizer{}
 	for _, v := range variants {
 		tk, err := FromJSON(variantJSON(t, v), nil)
