@@ -106,6 +106,18 @@ func useSPMTokenizer(t testing.TB, dir string) {
 	}
 }
 
+// gemmaExport writes the arch fixture and its f32 GGUF export, and returns both paths.
+func gemmaExport(t *testing.T, arch string) (dir, path string) {
+	t.Helper()
+	dir = t.TempDir()
+	writeGemmaFixture(t, arch, dir)
+	path = filepath.Join(t.TempDir(), arch+".gguf")
+	if err := export.WriteGGUF(path, dir, nil, "f32", ""); err != nil {
+		t.Fatal(err)
+	}
+	return dir, path
+}
+
 // TestWriteGemmaFixtures writes the fixtures into $HONE_GEMMA_FIXTURES/<arch> for
 // scripts/gguf-goldens/gemma_layout.sh, which runs llama.cpp's converter on them; without the
 // variable it does nothing.
@@ -148,12 +160,7 @@ func TestExportGGUFGemmaMatchesConverter(t *testing.T) {
 	}
 	for _, arch := range []string{"gemma2", "gemma3"} {
 		t.Run(arch, func(t *testing.T) {
-			dir := t.TempDir()
-			writeGemmaFixture(t, arch, dir)
-			path := filepath.Join(t.TempDir(), arch+".gguf")
-			if err := export.WriteGGUF(path, dir, nil, "f32", ""); err != nil {
-				t.Fatal(err)
-			}
+			dir, path := gemmaExport(t, arch)
 			f, err := gguf.Open(path)
 			if err != nil {
 				t.Fatal(err)
@@ -302,12 +309,7 @@ func TestExportGGUFGemmaLlamaCpp(t *testing.T) {
 	bin := fixture(t, "HONE_LLAMA_CPP", "llama.cpp's binaries")
 	for _, arch := range []string{"gemma2", "gemma3"} {
 		t.Run(arch, func(t *testing.T) {
-			dir := t.TempDir()
-			writeGemmaFixture(t, arch, dir)
-			path := filepath.Join(t.TempDir(), arch+".gguf")
-			if err := export.WriteGGUF(path, dir, nil, "f32", ""); err != nil {
-				t.Fatal(err)
-			}
+			_, path := gemmaExport(t, arch)
 			// llama-cli prints a byte token that is not whole UTF-8 as its byte, Hone's Decode as
 			// U+FFFD: both become "?".
 			bad := regexp.MustCompile(`\x{FFFD}+`)

@@ -33,6 +33,11 @@ func tiny(t *testing.T) *model.Model {
 			t.Fatal(err)
 		}
 	})
+	return load(t, dir)
+}
+
+func load(t *testing.T, dir string) *model.Model {
+	t.Helper()
 	m, err := model.Load(dir, model.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -19,10 +19,7 @@ func gemmaTiny(t *testing.T) *model.Model {
 	if err := synth.Write(dir, o); err != nil {
 		t.Fatal(err)
 	}
-	m, err := model.Load(dir, model.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := load(t, dir)
 	t.Cleanup(func() { m.Close() })
 	return m
 }
