@@ -283,28 +283,27 @@ func New(m *model.Model, opts Options) *Engine {
 	var split *kvSplit
 	if global, sliding := model.KVLayerSplit(&m.Config); global != nil {
 		// The sliding layers keep their window only, in a cache of their own
-		// (model.NewKVCache); the two share the KV memory, each growing as it needs, and
-		// admission counts a request's blocks of both in bytes.
-		split = &kvSplit{
-			perG:   perBlock / int64(m.Config.NumLayers) * int64(len(global)),
-			perS:   perBlock / int64(m.Config.NumLayers) * int64(len(sliding)),
-			perSeq: model.KVWindowBlocks(&m.Config, opts.BlockSize, opts.MaxBatchTokens),
-			bytes:  opts.KVCacheBytes,
-		}
+		// (model.NewKVCache). Their cache gets a window's blocks for each of MaxRunning
+		// sequences, or the blocks a cache of every layer would have if fewer (short
+		// sequences then fit as before); the global layers' cache takes the rest, so that
+		// long sequences hold more positions. Each cache has its share for good: memory one
+		// leaves unused is never the other's, and an admitted request always fits.
+		perG := perBlock / int64(m.Config.NumLayers) * int64(len(global))
+		perS := perBlock / int64(m.Config.NumLayers) * int64(len(sliding))
+		split = &kvSplit{perSeq: model.KVWindowBlocks(&m.Config, opts.BlockSize, opts.MaxBatchTokens)}
+		bytes := opts.KVCacheBytes
 		if opts.KVBlocks > 0 {
-			split.bytes = int64(opts.KVBlocks) * perBlock
+			bytes = int64(opts.KVBlocks) * perBlock
 		}
-		kvOpts.NumBlocks = int(max(1, split.bytes/split.perG))
-		kvOpts.WindowBlocks = int(max(1, split.bytes/split.perS))
-		kvOpts.MaxBytes = split.bytes
-		// The longest sequence: its blocks of the global layers beside a window's.
-		opts.KVBlocks = int(max(1, (split.bytes-int64(split.perSeq)*split.perS)/split.perG))
+		kvOpts.WindowBlocks = int(min(int64(opts.MaxRunning*split.perSeq), max(1, bytes/(perG+perS))))
+		kvOpts.NumBlocks = int(max(1, (bytes-int64(kvOpts.WindowBlocks)*perS)/perG))
 	} else {
 		if opts.KVBlocks <= 0 {
 			opts.KVBlocks = int(max(1, opts.KVCacheBytes/perBlock))
 		}
 		kvOpts.NumBlocks = opts.KVBlocks
 	}
+	opts.KVBlocks = kvOpts.NumBlocks
 	if opts.Policy == "" {
 		opts.Policy = "fcfs"
 	}
@@ -335,9 +334,8 @@ type KVCacheInfo struct {
 func (k KVCacheInfo) Tokens() int { return k.Blocks * k.BlockSize }
 
 // KVCache describes the engine's KV cache.
-// For a model whose sliding layers have a cache of their own, Blocks counts the global
-// layers' blocks of the longest sequence the shared memory holds (beside a window's blocks of
-// the sliding layers).
+// For a model whose sliding layers have a cache of their own, Blocks and BytesPerBlock are
+// the global layers' cache's; MaxBytes and HeldBytes count both.
 func (e *Engine) KVCache() KVCacheInfo {
 	return KVCacheInfo{BlockSize: e.kv.BlockSize(), Blocks: e.opts.KVBlocks, BytesPerBlock: e.kv.BytesPerBlock(),
 		MaxBytes: e.kv.MaxBytes(), HeldBytes: e.kv.MemoryBytes(), DType: e.kv.DType()}
@@ -408,23 +406,20 @@ type kvNeed struct{ main, window int }
 func (a kvNeed) add(b kvNeed) kvNeed { return kvNeed{a.main + b.main, a.window + b.window} }
 func (a kvNeed) sub(b kvNeed) kvNeed { return kvNeed{a.main - b.main, a.window - b.window} }
 
-// kvSplit is the KV memory of a model whose sliding layers have a cache of their own: the
-// bytes of a block of the global and of the sliding layers, the most blocks a sequence's
-// sliding layers hold, and the memory the two caches share.
+// kvSplit describes a model whose sliding layers have a cache of their own: the most blocks
+// a sequence's sliding layers hold.
 type kvSplit struct {
-	perG, perS int64
-	perSeq     int
-	bytes      int64
+	perSeq int
 }
 
-// fits reports whether need blocks fit beside the reserved ones: in the cache's blocks, or
-// for a split cache in the bytes its two parts share.
+// fits reports whether need blocks fit beside the reserved ones, in each cache.
 func (e *Engine) fits(reserved, need kvNeed) bool {
 	t := reserved.add(need)
-	if s := e.split; s != nil {
-		return int64(t.main)*s.perG+int64(t.window)*s.perS <= s.bytes
+	if t.main > e.kv.NumBlocks() {
+		return false
 	}
-	return t.main <= e.kv.NumBlocks()
+	w := e.kv.Window()
+	return w == nil || t.window <= w.NumBlocks()
 }
 
 // blocksFor is how many KV blocks admission reserves for req: all its choices may need at

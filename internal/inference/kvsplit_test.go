@@ -64,9 +64,8 @@ func TestWindowSplitServing(t *testing.T) {
 	}
 }
 
-// TestWindowSplitMemory: the global and sliding layers' caches share the KV memory: a long
-// sequence takes most of it for its global layers, many short ones for both, and the bytes
-// held never pass the budget.
+// TestWindowSplitMemory: the global and sliding layers' caches split the KV memory: as many
+// short sequences as the running limit all fit, and the bytes held never pass the budget.
 func TestWindowSplitMemory(t *testing.T) {
 	m := gemmaTiny(t)
 	const budget = 1 << 20

@@ -63,7 +63,6 @@ type KVCache struct {
 	layerSWA []bool
 	slot     []int
 	window   int
-	budget   *kvBudget // memory shared with the other cache of a split model, or nil
 }
 
 // BlockHash identifies a full block of tokens by everything before it: see HashBlocks.
@@ -177,9 +176,6 @@ type KVCacheOptions struct {
 	// NumBlocks. NoWindowSplit keeps every layer in one cache (tests compare the two).
 	WindowBlocks  int
 	NoWindowSplit bool
-	// MaxBytes, for a split cache, is the block memory its two caches share (0: each holds
-	// up to its own NumBlocks).
-	MaxBytes int64
 }
 
 // KVChunkBytes is the memory a cache allocates at a time by default.
@@ -238,22 +234,12 @@ func NewKVCache(cfg *Config, opts KVCacheOptions) *KVCache {
 	if global == nil || opts.NoWindowSplit {
 		return newKVCache(cfg.NumLayers, cfg.KVDim(), opts)
 	}
-	if opts.MaxBytes > 0 && opts.ChunkBlocks <= 0 {
-		// Chunks of at most a 32nd of the shared memory: neither cache takes the other's
-		// share in one allocation.
-		per := KVBytesPerBlock(cfg, opts.BlockSize, opts.DType) / int64(cfg.NumLayers) * int64(max(len(global), len(sliding)))
-		opts.ChunkBlocks = int(max(1, min(KVChunkBytes, opts.MaxBytes/32)/per))
-	}
 	c := newKVCache(len(global), cfg.KVDim(), opts)
 	wopts := opts
 	if wopts.NumBlocks = opts.WindowBlocks; wopts.NumBlocks <= 0 {
 		wopts.NumBlocks = opts.NumBlocks
 	}
 	c.swa = newKVCache(len(sliding), cfg.KVDim(), wopts)
-	if opts.MaxBytes > 0 {
-		c.budget = &kvBudget{max: opts.MaxBytes}
-		c.swa.budget = c.budget
-	}
 	c.window = cfg.SlidingWindow
 	c.layerSWA, c.slot = make([]bool, cfg.NumLayers), make([]int, cfg.NumLayers)
 	for i, l := range global {
@@ -285,13 +271,9 @@ func (c *KVCache) Window() *KVCache { return c.swa }
 // first to be taken); false when the cache holds NumBlocks already.
 func (c *KVCache) grow() bool {
 	first := len(c.ref)
-	n := c.growable()
+	n := min(c.chunkBlocks, c.maxBlocks-first)
 	if n <= 0 {
 		return false
-	}
-	n = min(n, c.chunkBlocks)
-	if c.budget != nil {
-		c.budget.take(int64(n) * c.BytesPerBlock())
 	}
 	elems := n * c.layers * 2 * c.blockElems
 	if c.dtype == KVF16 {
@@ -351,11 +333,8 @@ func (c *KVCache) MemoryBytes() int64 {
 }
 
 // MaxBytes is the memory the cache holds with all NumBlocks blocks in use (and all of the
-// sliding layers' cache's), or the memory a split cache's two parts share (MaxBytes).
+// sliding layers' cache's).
 func (c *KVCache) MaxBytes() int64 {
-	if c.budget != nil {
-		return c.budget.max
-	}
 	n := int64(c.maxBlocks) * c.BytesPerBlock()
 	if c.swa != nil {
 		n += c.swa.MaxBytes()
@@ -394,42 +373,7 @@ func (c *KVCache) FreeBlocks() int {
 	return c.available()
 }
 
-func (c *KVCache) available() int { return len(c.free) + c.evictable + c.growable() }
-
-// growable is how many blocks the cache can still allocate memory for: up to NumBlocks,
-// within the memory it shares with the other cache of a split model, and not past a chunk
-// that memory cut short (chunks hold chunkBlocks blocks but the last).
-func (c *KVCache) growable() int {
-	n := c.maxBlocks - len(c.ref)
-	if c.budget == nil || n <= 0 {
-		return max(n, 0)
-	}
-	if len(c.ref)%c.chunkBlocks != 0 {
-		return 0
-	}
-	return min(n, c.budget.fit(c.BytesPerBlock()))
-}
-
-// kvBudget is the block memory the two caches of a model mixing global and sliding layers
-// share (KVCacheOptions.MaxBytes): each allocates from it as it grows, so that whichever
-// needs it gets it, up to the total.
-type kvBudget struct {
-	mu        sync.Mutex
-	used, max int64
-}
-
-// fit is how many more blocks of perBlock bytes the budget holds.
-func (b *kvBudget) fit(perBlock int64) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return int(max(0, (b.max-b.used)/perBlock))
-}
-
-func (b *kvBudget) take(n int64) {
-	b.mu.Lock()
-	b.used += n
-	b.mu.Unlock()
-}
+func (c *KVCache) available() int { return len(c.free) + c.evictable + c.maxBlocks - len(c.ref) }
 
 // CachedBlocks is how many blocks the prefix index holds.
 func (c *KVCache) CachedBlocks() int {
