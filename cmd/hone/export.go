@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
 
 	"github.com/honeai/hone/internal/export"
 	"github.com/honeai/hone/internal/model"
@@ -81,7 +84,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "hone export: --format %q: use hf, gguf or gguf-lora\n", *format)
 		return 2
 	}
-	dir, err := exportModel(ctx, *dataDir, *dsn, *ref, *baseDir, *out, *format, *typ)
+	dir, err := exportModel(ctx, *dataDir, *dsn, *ref, *baseDir, *out, *format, *typ, exportProgress(stderr))
 	if err != nil {
 		fmt.Fprintln(stderr, "hone export:", err)
 		return 1
@@ -92,7 +95,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 // exportModel resolves ref in the data directory's registry and writes the merged model to
 // out; it returns the exported name with its step.
-func exportModel(ctx context.Context, dataDir, dsn, ref, baseDir, out, format, typ string) (string, error) {
+func exportModel(ctx context.Context, dataDir, dsn, ref, baseDir, out, format, typ string, progress export.Progress) (string, error) {
 	name, tag, _ := strings.Cut(strings.TrimPrefix(ref, "wandb-artifact:///"), ":")
 	if tag == "" {
 		tag = "latest"
@@ -186,7 +189,7 @@ func exportModel(ctx context.Context, dataDir, dsn, ref, baseDir, out, format, t
 	full := fmt.Sprintf("%s:step%d", name, c.Step)
 	switch format {
 	case "gguf":
-		err = export.WriteGGUF(out, baseDir, a, typ, full)
+		err = export.WriteGGUFProgress(out, baseDir, a, typ, full, progress)
 	case "gguf-lora":
 		err = export.WriteGGUFAdapter(out, baseDir, a, full)
 	default:
@@ -196,4 +199,28 @@ func exportModel(ctx context.Context, dataDir, dsn, ref, baseDir, out, format, t
 		return "", err
 	}
 	return full, nil
+}
+
+// exportProgress shows a GGUF export's progress on w: a bar redrawn in place on a terminal,
+// else a line every few seconds and the last one; with the bytes written and their rate.
+func exportProgress(w io.Writer) export.Progress {
+	tty := isTerminal(w)
+	start, last := time.Now(), time.Time{}
+	return func(done, total int, bytes int64) {
+		now := time.Now()
+		if done < total && now.Sub(last) < map[bool]time.Duration{true: 200 * time.Millisecond, false: 5 * time.Second}[tty] {
+			return
+		}
+		last = now
+		rate := float64(bytes) / max(now.Sub(start).Seconds(), 1e-3)
+		line := fmt.Sprintf("%s tensors, %s, %s/s", bar(done, total, 30), humanize.IBytes(uint64(bytes)), humanize.IBytes(uint64(rate)))
+		switch {
+		case tty && done < total:
+			fmt.Fprintf(w, "\r%s", line)
+		case tty:
+			fmt.Fprintf(w, "\r%s\n", line)
+		default:
+			fmt.Fprintf(w, "export: %s\n", line)
+		}
+	}
 }

@@ -163,3 +163,17 @@ func TestExportHelpListsGGUFFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestExportProgressLines: off a terminal the export's progress is a line every few seconds
+// and the last one, with the tensors done, the bytes and their rate.
+func TestExportProgressLines(t *testing.T) {
+	var buf bytes.Buffer
+	p := exportProgress(&buf)
+	for i := 1; i <= 50; i++ {
+		p(i, 50, int64(i)<<20)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "export: [") || !strings.Contains(lines[1], "50/50 tensors, 50 MiB, ") || !strings.HasSuffix(lines[1], "/s") {
+		t.Fatalf("progress output %q", buf.String())
+	}
+}

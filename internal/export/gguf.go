@@ -85,6 +85,19 @@ func GGUFTensorType(typ, name string, dims, ne0, layer, layers int, tied bool) g
 // A GGUF base (baseDir a .gguf file) is written from itself (writeGGUFFromGGUF): its metadata,
 // its tensors, the adapted ones merged; typ "" keeps its tensors' types.
 func WriteGGUF(out, baseDir string, a *model.LoRA, typ, name string) error {
+	return WriteGGUFProgress(out, baseDir, a, typ, name, nil)
+}
+
+// Progress is told, after each tensor a GGUF export has converted (merged, quantized), how
+// many of how many it has done and the bytes written so far; the file is written after the
+// last.
+type Progress func(done, total int, bytes int64)
+
+// WriteGGUFProgress is WriteGGUF telling progress (nil: nothing) about each tensor.
+func WriteGGUFProgress(out, baseDir string, a *model.LoRA, typ, name string, progress Progress) error {
+	if progress == nil {
+		progress = func(int, int, int64) {}
+	}
 	fileType, ok := GGUFTypes[typ]
 	if !ok && !(typ == "" && model.IsGGUF(baseDir)) {
 		return fmt.Errorf("export: GGUF type %q is not one of %s", typ, ggufTypeList())
@@ -93,7 +106,7 @@ func WriteGGUF(out, baseDir string, a *model.LoRA, typ, name string) error {
 		return err
 	}
 	if model.IsGGUF(baseDir) {
-		return writeGGUFFromGGUF(out, baseDir, a, typ, name)
+		return writeGGUFFromGGUF(out, baseDir, a, typ, name, progress)
 	}
 	cfg, err := model.LoadConfig(baseDir)
 	if err != nil {
@@ -132,6 +145,7 @@ func WriteGGUF(out, baseDir string, a *model.LoRA, typ, name string) error {
 		td    gguf.TensorData
 	}
 	var entries []entry
+	var written int64
 	for i := range tensors {
 		t := &tensors[i]
 		gname, layer, ok := model.GGUFTensorNameFor(cfg, t.Name)
@@ -139,6 +153,7 @@ func WriteGGUF(out, baseDir string, a *model.LoRA, typ, name string) error {
 			return fmt.Errorf("export: tensor %s has no llama.cpp name", t.Name)
 		}
 		if tied && gname == "output.weight" {
+			progress(i+1, len(tensors), written)
 			continue
 		}
 		v, err := tensorF32(t)
@@ -179,6 +194,8 @@ func WriteGGUF(out, baseDir string, a *model.LoRA, typ, name string) error {
 			dims = append(dims, uint64(rows))
 		}
 		entries = append(entries, entry{layer, gname, gguf.TensorData{Name: gname, Dims: dims, Type: tt, Data: data}})
+		written += int64(len(data))
+		progress(i+1, len(tensors), written)
 	}
 	for _, vec := range vectors {
 		data, _ := quant.Quantize(gguf.F32, vec.Values, len(vec.Values))

@@ -67,7 +67,7 @@ type adaptedTensor struct {
 // and quantized again. typ "" keeps every tensor's type (an adapted one quantized back to its
 // own); otherwise each tensor takes the type GGUFTensorType gives, requantized from its
 // dequantized values when that differs from the base's.
-func writeGGUFFromGGUF(out, base string, a *model.LoRA, typ, name string) error {
+func writeGGUFFromGGUF(out, base string, a *model.LoRA, typ, name string, progress Progress) error {
 	f, err := gguf.Open(base)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
@@ -101,8 +101,14 @@ func writeGGUFFromGGUF(out, base string, a *model.LoRA, typ, name string) error 
 	}
 	_, untied := f.Tensors["output.weight"]
 	var tds []gguf.TensorData
+	var written int64
 	merged := 0
-	for _, tn := range f.Names() {
+	names := f.Names()
+	for i, tn := range names {
+		if i > 0 {
+			written += int64(len(tds[i-1].Data))
+			progress(i, len(names), written)
+		}
 		ti := f.Tensors[tn]
 		raw, err := f.Tensor(tn)
 		if err != nil {
@@ -145,6 +151,9 @@ func writeGGUFFromGGUF(out, base string, a *model.LoRA, typ, name string) error 
 			return fmt.Errorf("export: tensor %s (%s in the base): %w; choose --type f16, q8_0, q4_k or f32", tn, ti.Type, err)
 		}
 		tds = append(tds, gguf.TensorData{Name: tn, Dims: ti.Dims, Type: target, Data: data})
+	}
+	if len(tds) > 0 {
+		progress(len(names), len(names), written+int64(len(tds[len(tds)-1].Data)))
 	}
 	if merged != len(adapted) {
 		return fmt.Errorf("export: merged %d of the adapter's %d modules: the base lacks some adapted weights", merged, len(adapted))

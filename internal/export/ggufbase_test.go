@@ -178,3 +178,37 @@ func tensorBytes(t *testing.T, path, name string) []byte {
 	}
 	return append([]byte(nil), raw...)
 }
+
+// TestWriteGGUFProgress: a GGUF export tells its progress after each tensor, from either kind
+// of base and with a tied head, ending at every tensor with the bytes of all the tensor data
+// written.
+func TestWriteGGUFProgress(t *testing.T) {
+	dir, _ := spmLlama(t)
+	tmp := t.TempDir()
+	gemma, _ := gemmaExport(t, "gemma3") // tied: the head is the embedding, not written twice
+	for _, c := range []struct{ base, out, typ string }{
+		{dir, filepath.Join(tmp, "a.gguf"), "q8_0"},
+		{filepath.Join(tmp, "a.gguf"), filepath.Join(tmp, "b.gguf"), ""},
+		{gemma, filepath.Join(tmp, "g.gguf"), "f16"},
+	} {
+		var calls, last, lastTotal int
+		var bytes int64
+		err := export.WriteGGUFProgress(c.out, c.base, nil, c.typ, "x", func(done, total int, b int64) {
+			if done != last+1 || b < bytes {
+				t.Fatalf("progress %d/%d (%d bytes) after %d (%d bytes)", done, total, b, last, bytes)
+			}
+			calls, last, lastTotal, bytes = calls+1, done, total, b
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts, _ := tensorsOf(t, c.out)
+		var want int64
+		for _, td := range ts {
+			want += int64(len(td.Data))
+		}
+		if last != lastTotal || bytes != want {
+			t.Fatalf("%s: progress ended at %d/%d with %d bytes; the file has %d tensors, %d bytes", c.out, last, lastTotal, bytes, len(ts), want)
+		}
+	}
+}
