@@ -57,6 +57,10 @@ type Options struct {
 	Policy       string // "fcfs" (default) or "priority"
 	// NoPrefixCache turns off reuse of cached prompt blocks across requests.
 	NoPrefixCache bool
+	// NoWindowSplit keeps a model's sliding layers in the one KV cache of every layer
+	// (model.KVCacheOptions.NoWindowSplit), as before they had a window cache of their own:
+	// for comparisons.
+	NoWindowSplit bool
 	Logger        *slog.Logger
 	// Speculative, when set, speculates by prompt lookup for every request that does not
 	// set its own (see Speculative).
@@ -281,7 +285,7 @@ func New(m *model.Model, opts Options) *Engine {
 	perBlock := model.KVBytesPerBlock(&m.Config, opts.BlockSize, opts.KVCacheDType)
 	kvOpts := model.KVCacheOptions{BlockSize: opts.BlockSize, DType: opts.KVCacheDType}
 	var split *kvSplit
-	if global, sliding := model.KVLayerSplit(&m.Config); global != nil {
+	if global, sliding := model.KVLayerSplit(&m.Config); global != nil && !opts.NoWindowSplit {
 		// The sliding layers keep their window only, in a cache of their own
 		// (model.NewKVCache). Their cache gets a window's blocks for each of MaxRunning
 		// sequences, or the blocks a cache of every layer would have if fewer (short
@@ -301,7 +305,7 @@ func New(m *model.Model, opts Options) *Engine {
 		if opts.KVBlocks <= 0 {
 			opts.KVBlocks = int(max(1, opts.KVCacheBytes/perBlock))
 		}
-		kvOpts.NumBlocks = opts.KVBlocks
+		kvOpts.NumBlocks, kvOpts.NoWindowSplit = opts.KVBlocks, opts.NoWindowSplit
 	}
 	opts.KVBlocks = kvOpts.NumBlocks
 	if opts.Policy == "" {
@@ -460,6 +464,8 @@ type choice struct {
 	guide    Guide     // structured outputs only
 	mask     []uint64
 	spec     *Speculative // speculative decoding only
+	// promptLPs gathers the prompt's logprobs over its prefill chunks (PromptLogprobs >= 0).
+	promptLPs []PromptLogprob
 }
 
 // running is one admitted request.
@@ -814,12 +820,14 @@ func (e *Engine) find(active []*running, h *Handle) *running {
 	return nil
 }
 
-// promptLogprobs reports the logprob of each prompt token given the ones before it.
+// promptLogprobs gathers the logprob of each prompt token given the ones before it, a prefill
+// chunk at a time, and sends them all in one event once the prompt's last chunk is done (a
+// long prompt, or one sharing a step's token budget, takes several chunks).
 func (e *Engine) promptLogprobs(c *choice, start int, tokens []int, logits [][]float32) {
 	req := c.h.req
-	var lps []PromptLogprob
+	lps := c.promptLPs
 	if start == 0 {
-		lps = append(lps, PromptLogprob{Token: req.Prompt[0], Rank: 0})
+		lps = append(lps[:0], PromptLogprob{Token: req.Prompt[0], Rank: 0})
 	}
 	for j := range tokens {
 		pos := start + j + 1 // the token these logits predict
@@ -830,7 +838,11 @@ func (e *Engine) promptLogprobs(c *choice, start int, tokens []int, logits [][]f
 		lp, rank, top := sample.Logprobs(logits[j], tok, req.PromptLogprobs)
 		lps = append(lps, PromptLogprob{Token: tok, Logprob: lp, Rank: rank, Top: top})
 	}
-	e.emit(c.h, Event{Choice: -1, PromptLogprobs: lps})
+	c.promptLPs = lps
+	if start+len(tokens) >= len(req.Prompt) {
+		e.emit(c.h, Event{Choice: -1, PromptLogprobs: lps})
+		c.promptLPs = nil
+	}
 }
 
 // sampleNext samples the next token of c from raw logits and checks stop conditions.

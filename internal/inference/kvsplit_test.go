@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/honeai/hone/internal/model"
+	"github.com/honeai/hone/internal/sample"
 	"github.com/honeai/hone/internal/synth"
 )
 
@@ -89,4 +90,63 @@ func TestWindowSplitMemory(t *testing.T) {
 		t.Fatalf("the caches hold %d bytes, more than the %d they share", held, budget)
 	}
 	t.Logf("held %d of %d bytes after 16 sequences of 67 positions", e.KVCache().HeldBytes, budget)
+}
+
+// TestWindowSplitEngineMatchesOneCache: the same mix of requests (batched chunked prefills,
+// n > 1, beam search, speculative decoding, a repeated prompt hitting the prefix cache), far
+// past the window, gives the same tokens and logprobs on an engine whose sliding layers have
+// a window cache of their own as on one whose cache holds every layer.
+func TestWindowSplitEngineMatchesOneCache(t *testing.T) {
+	m := gemmaTiny(t)
+	prompt := func(seed, n int) []int {
+		p := make([]int, n)
+		for i := range p {
+			p[i] = 3 + (i*seed+seed)%60
+		}
+		return p
+	}
+	reqs := func() []*Request {
+		long := prompt(7, 45)
+		return []*Request{
+			{Prompt: long, Params: greedy(), MaxTokens: 70, IgnoreEOS: true, Logprobs: true, PromptLogprobs: -1},
+			{Prompt: prompt(5, 20), Params: seeded(3), MaxTokens: 50, IgnoreEOS: true, N: 3, Logprobs: true, PromptLogprobs: -1},
+			{Prompt: prompt(11, 33), Params: greedy(), MaxTokens: 60, IgnoreEOS: true, Logprobs: true, Speculative: ngram(8, 1, 3), PromptLogprobs: -1},
+		}
+	}
+	opts := Options{BlockSize: 4, MaxBatchTokens: 16}
+	one := New(m, Options{BlockSize: 4, MaxBatchTokens: 16, NoWindowSplit: true})
+	want := run(t, one, reqs()...)
+	one.Close()
+	e := New(m, opts)
+	got := run(t, e, reqs()...)
+	// The long prompt again, once its blocks are in the prefix cache.
+	again := run(t, e, &Request{Prompt: prompt(7, 45), Params: greedy(), MaxTokens: 70, IgnoreEOS: true, Logprobs: true, PromptLogprobs: -1})
+	st := e.Stats()
+	e.Close()
+	sameResults(t, "window cache", got, want)
+	sameResults(t, "window cache, from the prefix cache", again, want[:1])
+	if st.CachedPromptTokens == 0 {
+		t.Fatal("the repeated prompt did not hit the prefix cache")
+	}
+
+	beam := func(e *Engine) []int {
+		defer e.Close()
+		p := greedy()
+		h, err := e.Submit(context.Background(), &Request{Prompt: prompt(13, 25), Params: p, MaxTokens: 40, IgnoreEOS: true, Beam: &Beam{Width: 3, LengthPenalty: 1}, PromptLogprobs: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return collect(t, h)[0]
+	}
+	if g, w := beam(New(m, opts)), beam(New(m, Options{BlockSize: 4, MaxBatchTokens: 16, NoWindowSplit: true})); !slices.Equal(g, w) {
+		t.Fatalf("beam search: %v with the window cache, %v without", g, w)
+	}
+}
+
+// seeded is sampling at temperature 0.8 with a seed.
+func seeded(seed int64) sample.Params {
+	p := sample.Defaults()
+	p.Temperature = 0.8
+	p.Seed = &seed
+	return p
 }
