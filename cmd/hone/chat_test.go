@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -174,5 +175,37 @@ func TestChatEndToEnd(t *testing.T) {
 	code, _, body = do(t, "POST", url+"/bogus", bearer, `{}`)
 	if code != 404 || !strings.Contains(string(body), "render") {
 		t.Fatalf("unknown segment: %d %s", code, body)
+	}
+}
+
+// TestPromptLogprobsLongPrompt: prompt_logprobs over HTTP for a prompt that takes several
+// prefill chunks (--max-batch-tokens 8): one entry per prompt token, the first null and
+// every other one holding the token itself.
+func TestPromptLogprobsLongPrompt(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir, "--max-batch-tokens", "8")
+	bearer := "Bearer " + initialKey(t, dir)
+	req := `{"model":"demo","messages":[{"role":"user","content":"Tell me about the sea, the wind, the long grey waves and the gulls above the harbour."}],"max_tokens":2,"prompt_logprobs":1,"return_token_ids":true}`
+	code, _, body := do(t, "POST", s.url+"/v1/chat/completions", bearer, req)
+	if code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	var r struct {
+		PromptLogprobs []map[string]json.RawMessage `json:"prompt_logprobs"`
+		PromptTokenIDs []int                        `json:"prompt_token_ids"`
+		Usage          struct {
+			PromptTokens int `json:"prompt_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Usage.PromptTokens <= 16 || len(r.PromptLogprobs) != r.Usage.PromptTokens || r.PromptLogprobs[0] != nil {
+		t.Fatalf("%d prompt tokens, %d prompt_logprobs (first %v): %s", r.Usage.PromptTokens, len(r.PromptLogprobs), r.PromptLogprobs[0], body)
+	}
+	for i := 1; i < len(r.PromptLogprobs); i++ {
+		if _, ok := r.PromptLogprobs[i][strconv.Itoa(r.PromptTokenIDs[i])]; !ok {
+			t.Fatalf("prompt_logprobs[%d] lacks prompt token %d: %v", i, r.PromptTokenIDs[i], r.PromptLogprobs[i])
+		}
 	}
 }
