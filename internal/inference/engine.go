@@ -301,13 +301,18 @@ func New(m *model.Model, opts Options) *Engine {
 		}
 		kvOpts.WindowBlocks = int(min(int64(opts.MaxRunning*split.perSeq), max(1, bytes/(perG+perS))))
 		kvOpts.NumBlocks = int(max(1, (bytes-int64(kvOpts.WindowBlocks)*perS)/perG))
+		// The longest sequence: its global layers' blocks, and a window cache (tiny budgets
+		// only) that may hold fewer than a window's blocks.
+		opts.KVBlocks = kvOpts.NumBlocks
+		if kvOpts.WindowBlocks < split.perSeq {
+			opts.KVBlocks = max(1, min(opts.KVBlocks, kvOpts.WindowBlocks-1))
+		}
 	} else {
 		if opts.KVBlocks <= 0 {
 			opts.KVBlocks = int(max(1, opts.KVCacheBytes/perBlock))
 		}
 		kvOpts.NumBlocks, kvOpts.NoWindowSplit = opts.KVBlocks, opts.NoWindowSplit
 	}
-	opts.KVBlocks = kvOpts.NumBlocks
 	if opts.Policy == "" {
 		opts.Policy = "fcfs"
 	}
@@ -427,7 +432,7 @@ func (e *Engine) fits(reserved, need kvNeed) bool {
 }
 
 // blocksFor is how many KV blocks admission reserves for req: all its choices may need at
-// once; a sliding layers' cache holds at most a window's blocks per sequence.
+// their longest; a sliding layers' cache holds at most a window's blocks per sequence.
 func (e *Engine) blocksFor(req *Request) kvNeed {
 	bs := e.opts.BlockSize
 	total := (len(req.Prompt) + req.MaxTokens + bs - 1) / bs
