@@ -337,6 +337,9 @@ type KVCacheInfo struct {
 	MaxBytes      int64         // memory with every block in use (Blocks × BytesPerBlock, plus the sliding layers' cache of a model with one)
 	HeldBytes     int64         // memory the cache holds now (grows with use up to MaxBytes)
 	DType         model.KVDType // KVF32 or KVF16
+	// Window, for a model whose sliding layers have a cache of their own, is their window
+	// (positions), and WindowSequences how many sequences' windows that cache holds at once.
+	Window, WindowSequences int
 }
 
 // Tokens is how many positions the whole cache holds.
@@ -346,8 +349,12 @@ func (k KVCacheInfo) Tokens() int { return k.Blocks * k.BlockSize }
 // For a model whose sliding layers have a cache of their own, Blocks and BytesPerBlock are
 // the global layers' cache's; MaxBytes and HeldBytes count both.
 func (e *Engine) KVCache() KVCacheInfo {
-	return KVCacheInfo{BlockSize: e.kv.BlockSize(), Blocks: e.opts.KVBlocks, BytesPerBlock: e.kv.BytesPerBlock(),
+	info := KVCacheInfo{BlockSize: e.kv.BlockSize(), Blocks: e.opts.KVBlocks, BytesPerBlock: e.kv.BytesPerBlock(),
 		MaxBytes: e.kv.MaxBytes(), HeldBytes: e.kv.MemoryBytes(), DType: e.kv.DType()}
+	if w := e.kv.Window(); w != nil {
+		info.Window, info.WindowSequences = e.m.Config.SlidingWindow, w.NumBlocks()/e.split.perSeq
+	}
+	return info
 }
 
 // MaxSequenceLen is the longest sequence (prompt plus output tokens) a request of one choice
