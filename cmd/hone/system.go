@@ -195,11 +195,11 @@ func (s *system) reportMemory(m *serving.Served) {
 		"kv_window", kv.Window, "kv_window_sequences", kv.WindowSequences)
 	line := fmt.Sprintf("model %s: weights %s, KV cache up to %s (%d tokens in %s, allocated as used), context %d tokens",
 		m.Name, humanize.IBytes(uint64(weights)), humanize.IBytes(uint64(kv.MaxBytes)), kv.Tokens(), kv.DType, m.MaxModelLen())
-	if kv.Window > 0 {
-		line += fmt.Sprintf("; its sliding layers keep %d-token windows, %d sequences' at once", kv.Window, kv.WindowSequences)
-	}
 	if own := m.Model.Config.MaxPositionEmbeddings; m.MaxModelLen() < own && kv.Tokens() < own && m.MaxModelLen() == kv.Tokens() {
 		line += fmt.Sprintf(" (the model's is %d: a larger --kv-cache-memory allows more)", own)
+	}
+	if kv.Window > 0 {
+		line += fmt.Sprintf("; its sliding layers keep %d-token windows, %d sequences' at once", kv.Window, kv.WindowSequences)
 	}
 	fmt.Fprintln(s.stdout, line)
 }
