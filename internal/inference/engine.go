@@ -288,7 +288,7 @@ func New(m *model.Model, opts Options) *Engine {
 	if global, sliding := model.KVLayerSplit(&m.Config); global != nil && !opts.NoWindowSplit {
 		// The sliding layers keep their window only, in a cache of their own
 		// (model.NewKVCache). Their cache gets a window's blocks for each of MaxRunning
-		// sequences, or the blocks a cache of every layer would have if fewer (short
+		// sequences and a parent (n > 1 forks the prompt's sequence), or the blocks a cache of every layer would have if fewer (short
 		// sequences then fit as before); the global layers' cache takes the rest, so that
 		// long sequences hold more positions. Each cache has its share for good: memory one
 		// leaves unused is never the other's, and an admitted request always fits.
@@ -299,7 +299,7 @@ func New(m *model.Model, opts Options) *Engine {
 		if opts.KVBlocks > 0 {
 			bytes = int64(opts.KVBlocks) * perBlock
 		}
-		kvOpts.WindowBlocks = int(min(int64(opts.MaxRunning*split.perSeq), max(1, bytes/(perG+perS))))
+		kvOpts.WindowBlocks = int(min(int64((opts.MaxRunning+1)*split.perSeq), max(1, bytes/(perG+perS))))
 		kvOpts.NumBlocks = int(max(1, (bytes-int64(kvOpts.WindowBlocks)*perS)/perG))
 		// The longest sequence: its global layers' blocks, and a window cache (tiny budgets
 		// only) that may hold fewer than a window's blocks.
