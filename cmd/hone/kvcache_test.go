@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/honeai/hone/internal/synth"
 )
 
 // TestServeKVCacheMemory: --kv-cache-memory sizes each model's KV cache; `hone serve` says at
@@ -132,5 +135,26 @@ func TestServeKVCacheDType(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr.String(), "kv-cache-dtype") || !strings.Contains(stderr.String(), "auto, f32 or f16") {
 			t.Errorf("--kv-cache-dtype %s: exit %d, stderr %q", v, code, stderr.String())
 		}
+	}
+}
+
+// TestKVWindowCacheStartLine: a model whose sliding layers have a window cache of their own
+// says so at start, and serves a completion far past its window.
+func TestKVWindowCacheStartLine(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "g3")
+	o := synth.Tiny("gemma3")
+	o.Std = 0.1
+	if err := synth.Write(model, o); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, dir, "--model", "g3="+model, "--no-demo-model", "--max-running", "4")
+	if out := s.stdout.String(); !strings.Contains(out, "its sliding layers keep 8-token windows, 5 sequences' at once") {
+		t.Fatalf("start-up output:\n%s", out)
+	}
+	code, _, body := do(t, "POST", s.url+"/v1/chat/completions", "Bearer "+initialKey(t, dir),
+		`{"model":"g3","messages":[{"role":"user","content":"Tell me a long story."}],"max_tokens":100,"ignore_eos":true,"temperature":0}`)
+	if code != 200 || !strings.Contains(string(body), `"completion_tokens":100`) {
+		t.Fatalf("%d %s", code, body)
 	}
 }
