@@ -262,8 +262,10 @@ func newGGUFSource(f *gguf.File, c *Config) *ggufSource {
 			}
 		}
 		if c.PostNorms {
-			for hf, gg := range gemmaGGUFNames {
-				add(fmt.Sprintf("model.layers.%d.%s", i, hf), fmt.Sprintf("blk.%d.%s", i, gg))
+			for hf := range gemmaGGUFNames {
+				name := fmt.Sprintf("model.layers.%d.%s", i, hf)
+				gg, _, _ := GGUFTensorNameFor(c, name)
+				add(name, gg)
 			}
 		}
 	}

@@ -45,23 +45,15 @@ var ggufGlobalNames = map[string]string{
 // GGUFTensorNameFor is GGUFTensorName for a model of c's architecture: Gemma's four norms a
 // layer have names of their own (gemmaGGUFNames).
 func GGUFTensorNameFor(c *Config, hf string) (name string, layer int, ok bool) {
-	if IsGemma(c.Arch) {
-		if rest, found := strings.CutPrefix(hf, "model.layers."); found {
-			if num, suffix, found := strings.Cut(rest, "."); found {
-				if g, ok := gemmaGGUFNames[suffix]; ok {
-					if l, err := strconv.Atoi(num); err == nil && l >= 0 {
-						return fmt.Sprintf("blk.%d.%s", l, g), l, true
-					}
-				}
-			}
-		}
-	}
-	return GGUFTensorName(hf)
+	return ggufTensorName(hf, c.PostNorms)
 }
 
 // GGUFTensorName is llama.cpp's name for a Hugging Face tensor name, and the layer it
 // belongs to (-1 for none); ok is false for a name llama.cpp's converter does not know.
-func GGUFTensorName(hf string) (name string, layer int, ok bool) {
+func GGUFTensorName(hf string) (name string, layer int, ok bool) { return ggufTensorName(hf, false) }
+
+// ggufTensorName is GGUFTensorName, with Gemma's norm names when postNorms.
+func ggufTensorName(hf string, postNorms bool) (name string, layer int, ok bool) {
 	if g, ok := ggufGlobalNames[hf]; ok {
 		return g, -1, true
 	}
@@ -75,6 +67,9 @@ func GGUFTensorName(hf string) (name string, layer int, ok bool) {
 		return "", 0, false
 	}
 	g, ok := GGUFLayerNames[suffix]
+	if pg, isGemma := gemmaGGUFNames[suffix]; postNorms && isGemma {
+		g, ok = pg, true
+	}
 	if !ok {
 		return "", 0, false
 	}
