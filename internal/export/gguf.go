@@ -236,23 +236,14 @@ func WriteGGUFAdapter(out, baseDir string, a *model.LoRA, name string) error {
 	if err != nil {
 		return err
 	}
-	if len(a.Layers) != cfg.NumLayers {
-		return fmt.Errorf("export: the adapter has %d layers, the base %d", len(a.Layers), cfg.NumLayers)
+	list, err := adaptedTensors(cfg, a)
+	if err != nil {
+		return err
 	}
-	// The base's GGUF architecture (a Mistral is written as llama): llama.cpp refuses an
-	// adapter of another one.
+	// The base's GGUF architecture (a Mistral is written as llama; a GGUF base's is its
+	// own): llama.cpp refuses an adapter of another one.
 	arch := cfg.Arch
-	if model.IsGGUF(baseDir) {
-		f, err := gguf.Open(baseDir)
-		if err != nil {
-			return fmt.Errorf("export: %w", err)
-		}
-		arch, err = f.Metadata.String("general.architecture")
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("export: %s: %w", baseDir, err)
-		}
-	} else if bm, _, err := model.GGUFMetadata(cfg); err == nil {
+	if bm, _, err := model.GGUFMetadata(cfg); err == nil {
 		arch, _ = bm[0].Value.(string)
 	}
 	meta := []gguf.KV{{Key: "general.architecture", Value: arch}, {Key: "general.type", Value: "adapter"}}
@@ -264,31 +255,19 @@ func WriteGGUFAdapter(out, baseDir string, a *model.LoRA, name string) error {
 		gguf.KV{Key: "general.file_type", Value: uint32(0)},
 		gguf.KV{Key: "general.quantization_version", Value: uint32(2)})
 	var tds []gguf.TensorData
-	for l, mods := range a.Layers {
-		keys := make([]string, 0, len(mods))
-		for m := range mods {
-			keys = append(keys, m)
-		}
-		sort.Strings(keys)
-		for _, m := range keys {
-			p := mods[m]
-			hf := fmt.Sprintf("model.layers.%d.%s.%s.weight", l, moduleBlock(m), m)
-			gname, _, ok := model.GGUFTensorNameFor(cfg, hf)
-			if !ok {
-				return fmt.Errorf("export: adapted module %s has no llama.cpp name", hf)
+	for _, at := range list {
+		p, hf, gname := a.Layers[at.layer][at.module], at.hf, at.name
+		b := p.B
+		if heads := model.GGUFPermutedHeads(cfg, hf); heads > 0 {
+			if b, err = model.PermuteRowsForGGUF(b, p.Out, a.Rank, heads); err != nil {
+				return fmt.Errorf("export: %s: %w", hf, err)
 			}
-			b := p.B
-			if heads := model.GGUFPermutedHeads(cfg, hf); heads > 0 {
-				if b, err = model.PermuteRowsForGGUF(b, p.Out, a.Rank, heads); err != nil {
-					return fmt.Errorf("export: %s: %w", hf, err)
-				}
-			}
-			da, _ := quant.Quantize(gguf.F32, p.A, p.In)
-			db, _ := quant.Quantize(gguf.F32, b, a.Rank)
-			tds = append(tds,
-				gguf.TensorData{Name: gname + ".lora_a", Dims: []uint64{uint64(p.In), uint64(a.Rank)}, Type: gguf.F32, Data: da},
-				gguf.TensorData{Name: gname + ".lora_b", Dims: []uint64{uint64(a.Rank), uint64(p.Out)}, Type: gguf.F32, Data: db})
 		}
+		da, _ := quant.Quantize(gguf.F32, p.A, p.In)
+		db, _ := quant.Quantize(gguf.F32, b, a.Rank)
+		tds = append(tds,
+			gguf.TensorData{Name: gname + ".lora_a", Dims: []uint64{uint64(p.In), uint64(a.Rank)}, Type: gguf.F32, Data: da},
+			gguf.TensorData{Name: gname + ".lora_b", Dims: []uint64{uint64(a.Rank), uint64(p.Out)}, Type: gguf.F32, Data: db})
 	}
 	if err := os.MkdirAll(filepath.Dir(filepath.Clean(out)), 0o755); err != nil {
 		return fmt.Errorf("export: %w", err)

@@ -2,8 +2,10 @@ package export
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -31,33 +33,33 @@ func BaseConfig(base string) (*model.Config, error) {
 	return model.ConfigFromGGUF(f)
 }
 
-// adaptedTensors maps the GGUF name of each weight adapter a adapts (in c's layout) to its
-// layer, module and Hugging Face name.
-func adaptedTensors(c *model.Config, a *model.LoRA) (map[string]adaptedTensor, error) {
-	out := map[string]adaptedTensor{}
+// adaptedTensors lists the weights adapter a adapts, by layer and then module, with their
+// Hugging Face and GGUF names in c's layout.
+func adaptedTensors(c *model.Config, a *model.LoRA) ([]adaptedTensor, error) {
 	if a == nil {
-		return out, nil
+		return nil, nil
 	}
 	if len(a.Layers) != c.NumLayers {
 		return nil, fmt.Errorf("export: the adapter has %d layers, the base %d", len(a.Layers), c.NumLayers)
 	}
+	var out []adaptedTensor
 	for l, mods := range a.Layers {
-		for m := range mods {
+		for _, m := range slices.Sorted(maps.Keys(mods)) {
 			hf := fmt.Sprintf("model.layers.%d.%s.%s.weight", l, moduleBlock(m), m)
 			g, _, ok := model.GGUFTensorNameFor(c, hf)
 			if !ok {
 				return nil, fmt.Errorf("export: adapted module %s has no llama.cpp name", hf)
 			}
-			out[g] = adaptedTensor{l, m, hf}
+			out = append(out, adaptedTensor{l, m, hf, g})
 		}
 	}
 	return out, nil
 }
 
 type adaptedTensor struct {
-	layer  int
-	module string
-	hf     string
+	layer    int
+	module   string
+	hf, name string // the weight's Hugging Face and GGUF names
 }
 
 // writeGGUFFromGGUF is WriteGGUF for a GGUF base: every metadata key of the base (its
@@ -77,9 +79,13 @@ func writeGGUFFromGGUF(out, base string, a *model.LoRA, typ, name string, progre
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	adapted, err := adaptedTensors(cfg, a)
+	list, err := adaptedTensors(cfg, a)
 	if err != nil {
 		return err
+	}
+	adapted := map[string]adaptedTensor{}
+	for _, at := range list {
+		adapted[at.name] = at
 	}
 	var meta []gguf.KV
 	hasName := false
@@ -102,13 +108,14 @@ func writeGGUFFromGGUF(out, base string, a *model.LoRA, typ, name string, progre
 	_, untied := f.Tensors["output.weight"]
 	var tds []gguf.TensorData
 	var written int64
-	merged := 0
 	names := f.Names()
-	for i, tn := range names {
-		if i > 0 {
-			written += int64(len(tds[i-1].Data))
-			progress(i, len(names), written)
-		}
+	add := func(td gguf.TensorData) {
+		tds = append(tds, td)
+		written += int64(len(td.Data))
+		progress(len(tds), len(names), written)
+	}
+	merged := 0
+	for _, tn := range names {
 		ti := f.Tensors[tn]
 		raw, err := f.Tensor(tn)
 		if err != nil {
@@ -120,7 +127,7 @@ func writeGGUFFromGGUF(out, base string, a *model.LoRA, typ, name string, progre
 		}
 		ad, isAdapted := adapted[tn]
 		if !isAdapted && target == ti.Type {
-			tds = append(tds, gguf.TensorData{Name: tn, Dims: ti.Dims, Type: ti.Type, Data: raw})
+			add(gguf.TensorData{Name: tn, Dims: ti.Dims, Type: ti.Type, Data: raw})
 			continue
 		}
 		v, err := f.Float32(tn)
@@ -150,10 +157,7 @@ func writeGGUFFromGGUF(out, base string, a *model.LoRA, typ, name string, progre
 		if err != nil {
 			return fmt.Errorf("export: tensor %s (%s in the base): %w; choose --type f16, q8_0, q4_k or f32", tn, ti.Type, err)
 		}
-		tds = append(tds, gguf.TensorData{Name: tn, Dims: ti.Dims, Type: target, Data: data})
-	}
-	if len(tds) > 0 {
-		progress(len(names), len(names), written+int64(len(tds[len(tds)-1].Data)))
+		add(gguf.TensorData{Name: tn, Dims: ti.Dims, Type: target, Data: data})
 	}
 	if merged != len(adapted) {
 		return fmt.Errorf("export: merged %d of the adapter's %d modules: the base lacks some adapted weights", merged, len(adapted))
