@@ -2,7 +2,6 @@ package gemm
 
 import (
 	"fmt"
-	"os"
 	"sync/atomic"
 	"unsafe"
 )
@@ -149,13 +148,12 @@ var cpuVendorName = "unknown"
 // multiply in bf16 arithmetic (BF16PairRows; 0: never, f32 widening), and how decode's
 // software prefetch is chosen (PrefetchTuner).
 func LogAttrs() []any {
-	prefetch := "measured per kind on the first decode products"
-	switch os.Getenv("HONE_DECODE_PREFETCH") {
-	case "on", "off":
-		prefetch = "forced " + os.Getenv("HONE_DECODE_PREFETCH") + " (HONE_DECODE_PREFETCH)"
-	}
-	if decodeTuners[kindF32] == nil {
-		prefetch = "no prefetching kernels here"
+	prefetch := "no prefetching kernels here"
+	if t := decodeTuners[kindF32]; t != nil {
+		prefetch = "measured per kind on the first decode products"
+		if t.forced {
+			prefetch = fmt.Sprintf("forced %s (HONE_DECODE_PREFETCH)", map[bool]string{true: "on", false: "off"}[t.state.Load() == tuneOn])
+		}
 	}
 	return []any{"kernels", Impl(), "threads", Threads(), "cpu_vendor", cpuVendorName,
 		"bf16_arithmetic_from_rows", BF16PairRows(), "decode_prefetch", prefetch}

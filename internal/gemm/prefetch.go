@@ -47,9 +47,10 @@ const (
 // product takes the faster mode, at the cost of one atomic load. HONE_DECODE_PREFETCH=on or
 // off decides at once, without measuring. Safe for concurrent use.
 type PrefetchTuner struct {
-	name  string
-	prior bool
-	state atomic.Uint32
+	name   string
+	prior  bool
+	forced bool // by HONE_DECODE_PREFETCH
+	state  atomic.Uint32
 	// Measurement, under mu.
 	mu     sync.Mutex
 	seen   int
@@ -73,8 +74,10 @@ func NewPrefetchTuner(name string, prior bool) *PrefetchTuner {
 	switch os.Getenv("HONE_DECODE_PREFETCH") {
 	case "on":
 		t.state.Store(tuneOn)
+		t.forced = true
 	case "off":
 		t.state.Store(tuneOff)
+		t.forced = true
 	}
 	return t
 }

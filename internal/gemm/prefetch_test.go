@@ -136,7 +136,7 @@ func TestPrefetchTunerConcurrent(t *testing.T) {
 }
 
 // TestLogAttrs: the start-up description names the implementation in use and how decode's
-// prefetch is chosen, the variable's override included.
+// prefetch is chosen, the variable's override included (as the tuners took it).
 func TestLogAttrs(t *testing.T) {
 	attrs := func() map[string]any {
 		a := LogAttrs()
@@ -156,7 +156,10 @@ func TestLogAttrs(t *testing.T) {
 		if m["decode_prefetch"] != "measured per kind on the first decode products" {
 			t.Fatalf("decode_prefetch %v", m["decode_prefetch"])
 		}
+		// The tuners read the variable when they are made (at start-up): make one under it.
 		t.Setenv("HONE_DECODE_PREFETCH", "off")
+		defer func(old *PrefetchTuner) { decodeTuners[kindF32] = old }(decodeTuners[kindF32])
+		decodeTuners[kindF32] = NewPrefetchTuner("f32", decodePrior)
 		if m := attrs(); m["decode_prefetch"] != "forced off (HONE_DECODE_PREFETCH)" {
 			t.Fatalf("with HONE_DECODE_PREFETCH=off: decode_prefetch %v", m["decode_prefetch"])
 		}

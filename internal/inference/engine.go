@@ -231,11 +231,13 @@ func (h *Handle) Stop(choice int, stopString string) {
 
 // Engine schedules requests on one model.
 type Engine struct {
-	m     *model.Model
-	opts  Options
-	kv    *model.KVCache
-	split *kvSplit // the model's sliding layers have a cache of their own, or nil
-	log   *slog.Logger
+	m    *model.Model
+	opts Options
+	kv   *model.KVCache
+	// windowBlocks, for a model whose sliding layers have a cache of their own, is the most
+	// blocks a sequence holds there (model.KVWindowBlocks); 0 otherwise.
+	windowBlocks int
+	log          *slog.Logger
 
 	submit chan *Handle
 	mu     sync.Mutex
@@ -284,7 +286,7 @@ func New(m *model.Model, opts Options) *Engine {
 	}
 	perBlock := model.KVBytesPerBlock(&m.Config, opts.BlockSize, opts.KVCacheDType)
 	kvOpts := model.KVCacheOptions{BlockSize: opts.BlockSize, DType: opts.KVCacheDType}
-	var split *kvSplit
+	windowBlocks := 0
 	if global, sliding := model.KVLayerSplit(&m.Config); global != nil && !opts.NoWindowSplit {
 		// The sliding layers keep their window only, in a cache of their own
 		// (model.NewKVCache). Their cache gets a window's blocks for each of MaxRunning
@@ -294,17 +296,17 @@ func New(m *model.Model, opts Options) *Engine {
 		// leaves unused is never the other's, and an admitted request always fits.
 		perG := perBlock / int64(m.Config.NumLayers) * int64(len(global))
 		perS := perBlock / int64(m.Config.NumLayers) * int64(len(sliding))
-		split = &kvSplit{perSeq: model.KVWindowBlocks(&m.Config, opts.BlockSize, opts.MaxBatchTokens)}
+		windowBlocks = model.KVWindowBlocks(&m.Config, opts.BlockSize, opts.MaxBatchTokens)
 		bytes := opts.KVCacheBytes
 		if opts.KVBlocks > 0 {
 			bytes = int64(opts.KVBlocks) * perBlock
 		}
-		kvOpts.WindowBlocks = int(min(int64((opts.MaxRunning+1)*split.perSeq), max(1, bytes/(perG+perS))))
+		kvOpts.WindowBlocks = int(min(int64((opts.MaxRunning+1)*windowBlocks), max(1, bytes/(perG+perS))))
 		kvOpts.NumBlocks = int(max(1, (bytes-int64(kvOpts.WindowBlocks)*perS)/perG))
 		// The longest sequence: its global layers' blocks, and a window cache (tiny budgets
 		// only) that may hold fewer than a window's blocks.
 		opts.KVBlocks = kvOpts.NumBlocks
-		if kvOpts.WindowBlocks < split.perSeq {
+		if kvOpts.WindowBlocks < windowBlocks {
 			opts.KVBlocks = max(1, min(opts.KVBlocks, kvOpts.WindowBlocks-1))
 		}
 	} else {
@@ -319,7 +321,7 @@ func New(m *model.Model, opts Options) *Engine {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	e := &Engine{m: m, opts: opts, log: opts.Logger, split: split,
+	e := &Engine{m: m, opts: opts, log: opts.Logger, windowBlocks: windowBlocks,
 		kv:     model.NewKVCache(&m.Config, kvOpts),
 		submit: make(chan *Handle, opts.MaxQueue), closed: make(chan struct{}), done: make(chan struct{})}
 	go e.loop()
@@ -352,7 +354,7 @@ func (e *Engine) KVCache() KVCacheInfo {
 	info := KVCacheInfo{BlockSize: e.kv.BlockSize(), Blocks: e.opts.KVBlocks, BytesPerBlock: e.kv.BytesPerBlock(),
 		MaxBytes: e.kv.MaxBytes(), HeldBytes: e.kv.MemoryBytes(), DType: e.kv.DType()}
 	if w := e.kv.Window(); w != nil {
-		info.Window, info.WindowSequences = e.m.Config.SlidingWindow, w.NumBlocks()/e.split.perSeq
+		info.Window, info.WindowSequences = e.m.Config.SlidingWindow, w.NumBlocks()/e.windowBlocks
 	}
 	return info
 }
@@ -422,12 +424,6 @@ type kvNeed struct{ main, window int }
 func (a kvNeed) add(b kvNeed) kvNeed { return kvNeed{a.main + b.main, a.window + b.window} }
 func (a kvNeed) sub(b kvNeed) kvNeed { return kvNeed{a.main - b.main, a.window - b.window} }
 
-// kvSplit describes a model whose sliding layers have a cache of their own: the most blocks
-// a sequence's sliding layers hold.
-type kvSplit struct {
-	perSeq int
-}
-
 // fits reports whether need blocks fit beside the reserved ones, in each cache.
 func (e *Engine) fits(reserved, need kvNeed) bool {
 	t := reserved.add(need)
@@ -457,8 +453,8 @@ func (e *Engine) blocksFor(req *Request) kvNeed {
 		need.main = (len(req.Prompt)+bs-1)/bs + n*((req.MaxTokens+bs-1)/bs+1)
 		seqs = n + 1
 	}
-	if e.split != nil {
-		need.window = seqs * min(total+1, e.split.perSeq)
+	if e.windowBlocks > 0 {
+		need.window = seqs * min(total+1, e.windowBlocks)
 	}
 	return need
 }

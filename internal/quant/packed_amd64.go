@@ -10,10 +10,8 @@ import (
 func init() {
 	if asmVNNI {
 		packedKernel, packedKernelPF, packedKernelsInUse = packed16AVX512, packed16AVX512PF, true
-		for _, t := range []gguf.TensorType{gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q4_K, gguf.Q6_K} {
-			if packable(t) {
-				x1Tuners[t] = gemm.NewPrefetchTuner(t.String(), gemm.DecodePrefetchPrior())
-			}
+		for _, t := range []gguf.TensorType{gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q4_K, gguf.Q6_K} { // packable's
+			x1Tuners[t] = gemm.NewPrefetchTuner(t.String(), gemm.DecodePrefetchPrior())
 		}
 	}
 }

@@ -601,9 +601,8 @@ func specialAdds(post json.RawMessage, tc map[string]json.RawMessage) []specialA
 		return ""
 	}
 	var pp struct {
-		Type         string
-		Processors   []json.RawMessage
-		Single, Pair []piece
+		Type       string
+		Processors []json.RawMessage
 	}
 	if json.Unmarshal(post, &pp) == nil && pp.Type != "" {
 		procs := []json.RawMessage{post}
