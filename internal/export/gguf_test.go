@@ -98,12 +98,7 @@ func honeGreedyOn(t *testing.T, path, prompt string, n int) ([]int, string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		best := 0
-		for j, v := range l[0][0] {
-			if v > l[0][0][best] {
-				best = j
-			}
-		}
+		best := argmaxOf(l[0][0])
 		out = append(out, best)
 		toks = []int{best}
 	}
