@@ -20,6 +20,7 @@ import (
 	"github.com/honeai/hone/internal/gguf"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/synth"
+	"github.com/honeai/hone/internal/tokenizer"
 )
 
 // The Gemma fixtures: a tiny random Gemma 2 and Gemma 3 in the shape llama.cpp computes (its
@@ -119,15 +120,36 @@ func gemmaExport(t *testing.T, arch string) (dir, path string) {
 }
 
 // TestWriteGemmaFixtures writes the fixtures into $HONE_GEMMA_FIXTURES/<arch> for
-// scripts/gguf-goldens/gemma_layout.sh, which runs llama.cpp's converter on them; without the
-// variable it does nothing.
+// scripts/gguf-goldens/gemma_layout.sh, which runs llama.cpp's converter on them (into a
+// temporary directory without the variable), and checks what it wrote: a model Hone loads with
+// llama.cpp's sliding-layer pattern and the SentencePiece vocabulary.
 func TestWriteGemmaFixtures(t *testing.T) {
 	out := os.Getenv("HONE_GEMMA_FIXTURES")
 	if out == "" {
-		t.Skip("HONE_GEMMA_FIXTURES is not set (scripts/gguf-goldens/gemma_layout.sh sets it)")
+		out = t.TempDir()
 	}
-	for _, arch := range []string{"gemma2", "gemma3"} {
-		writeGemmaFixture(t, arch, filepath.Join(out, arch))
+	for arch, pattern := range map[string]int{"gemma2": 2, "gemma3": 6} {
+		dir := filepath.Join(out, arch)
+		writeGemmaFixture(t, arch, dir)
+		cfg, err := model.LoadConfig(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for l := range cfg.NumLayers {
+			if cfg.IsSliding(l) != (l%pattern < pattern-1) {
+				t.Fatalf("%s: layer %d sliding %v, not llama.cpp's pattern of %d", arch, l, cfg.IsSliding(l), pattern)
+			}
+		}
+		tok, err := tokenizer.Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tok.VocabSize() != cfg.VocabSize {
+			t.Fatalf("%s: %d tokens for %d embeddings", arch, tok.VocabSize(), cfg.VocabSize)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "tokenizer.model")); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
