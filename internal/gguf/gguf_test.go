@@ -380,3 +380,19 @@ func TestOpenMetadataOnly(t *testing.T) {
 		t.Fatalf("tokenizer.ggml.model = %q, %v", s, err)
 	}
 }
+
+// TestWriteFileMode: a written GGUF file is readable by all, as llama.cpp or Ollama running as
+// another user need (the temporary file it starts as is 0600).
+func TestWriteFileMode(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	if err := WriteFile(path, []KV{{Key: "general.architecture", Value: "llama"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o644 {
+		t.Fatalf("mode %v, want 0644", st.Mode().Perm())
+	}
+}

@@ -90,7 +90,8 @@ func Write(w io.Writer, meta []KV, tensors []TensorData) error {
 }
 
 // WriteFile writes a GGUF file atomically (a temporary file in the same directory, fsync,
-// rename).
+// rename), readable by all (0644, as the other model files Hone writes: a temporary file is
+// made 0600).
 func WriteFile(path string, meta []KV, tensors []TensorData) (err error) {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
 	if err != nil {
@@ -104,6 +105,9 @@ func WriteFile(path string, meta []KV, tensors []TensorData) (err error) {
 	}()
 	if err = Write(tmp, meta, tensors); err != nil {
 		return err
+	}
+	if err = tmp.Chmod(0o644); err != nil {
+		return fmt.Errorf("gguf: %w", err)
 	}
 	if err = tmp.Sync(); err != nil {
 		return fmt.Errorf("gguf: %w", err)
