@@ -228,7 +228,8 @@ func killWorkerDuringJob(t *testing.T, bin string, st faultStore, s *server, bea
 	code, _, body := do(t, "GET", s.url+"/v1/preview/training-jobs/"+job, bearer, "")
 	modelID, _ := jsonOf(t, code, body, 200)["model_id"].(string)
 	worker := func() *exec.Cmd {
-		cmd := exec.Command(bin, append(append([]string{"worker", "--data", dir, "--log-level", "warn"}, lease...), st.args...)...)
+		// --sft-save-every 1ms: the SFT job saves its resume state after every step.
+		cmd := exec.Command(bin, append(append([]string{"worker", "--data", dir, "--log-level", "warn", "--sft-save-every", "1ms"}, lease...), st.args...)...)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -237,7 +238,8 @@ func killWorkerDuringJob(t *testing.T, bin string, st faultStore, s *server, bea
 	}
 	w := worker()
 	if kind == "sft" {
-		waitSteps(t, s, bearer, job, 0)
+		// After two steps, the first one's state is saved (the second step starts after it).
+		waitEvents(t, s, bearer, job, "gradient_step", 2)
 	} else { // one gradient step: kill it while it is being computed
 		waitEvent(t, s, bearer, job, "training_started")
 	}
@@ -266,6 +268,11 @@ func killWorkerDuringJob(t *testing.T, bin string, st faultStore, s *server, bea
 	types, attempts := jobEventsAttempts(t, s, bearer, job)
 	if j["attempt"] != float64(2) || attempts[len(attempts)-1] != 2 || attempts[0] != 1 {
 		t.Fatalf("job attempt %v; events %v of attempts %v", j["attempt"], types, attempts)
+	}
+	if kind == "sft" && j["status"] == "SUCCEEDED" {
+		if n := checkResumedSteps(t, jobEventList(t, s, bearer, job), 3*40, true); n != 1 {
+			t.Fatalf("the second run did not resume (%d)", n)
+		}
 	}
 	for _, step := range checkCheckpoints(t, s, bearer, dir, modelID) {
 		code, _, body := do(t, "POST", s.url+"/v1/chat/completions", bearer, fmt.Sprintf(`{"model":"local/p/%s:step%d","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`, name, step))
@@ -298,14 +305,20 @@ func newRLJob(t *testing.T, s *server, bearer, name string) string {
 // waitEvent waits until the job has an event of type typ.
 func waitEvent(t *testing.T, s *server, bearer, id, typ string) {
 	t.Helper()
+	waitEvents(t, s, bearer, id, typ, 1)
+}
+
+// waitEvents waits until the job has n events of type typ.
+func waitEvents(t *testing.T, s *server, bearer, id, typ string, n int) {
+	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		if count(jobEvents(t, s, bearer, id), typ) > 0 {
+		if count(jobEvents(t, s, bearer, id), typ) >= n {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("no %s event", typ)
+	t.Fatalf("not %d %s events", n, typ)
 }
 
 // checkCheckpoints checks every checkpoint the API lists for model: its adapter file is whole
@@ -394,8 +407,9 @@ func TestKillDuringFirstStart(t *testing.T) {
 
 // TestKillServerDuringTraining: `kill -9` of `hone serve` (training in its own worker) in the
 // middle of an SFT job and of an RL step; after a restart the job runs again when its lease
-// (--job-lease 2s) has run out and ends, its second run's events say attempt 2, and every
-// listed checkpoint is whole, finite and answers chat.
+// (--job-lease 2s) has run out and ends (the SFT job from the last state it saved), its
+// second run's events say attempt 2, and every listed checkpoint is whole, finite and
+// answers chat.
 func TestKillServerDuringTraining(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -403,7 +417,8 @@ func TestKillServerDuringTraining(t *testing.T) {
 	bin := buildBinary(t)
 	forEachFaultStore(t, func(t *testing.T, st faultStore) {
 		dir := t.TempDir()
-		args := append([]string{"--job-lease", "2s"}, st.args...)
+		// --sft-save-every 1ms: the SFT job saves its resume state after every step.
+		args := append([]string{"--job-lease", "2s", "--sft-save-every", "1ms"}, st.args...)
 		cmd, url, _ := startBinary(t, bin, dir, args...)
 		s := &server{url: url}
 		bearer := "Bearer " + initialKey(t, dir)
@@ -412,7 +427,7 @@ func TestKillServerDuringTraining(t *testing.T) {
 			var job string
 			if kind == "sft" {
 				job = newSFTJob(t, s, bearer, name, 40)
-				waitSteps(t, s, bearer, job, 0)
+				waitEvents(t, s, bearer, job, "gradient_step", 2)
 			} else {
 				job = newRLJob(t, s, bearer, name)
 				waitEvent(t, s, bearer, job, "training_started")
@@ -427,6 +442,11 @@ func TestKillServerDuringTraining(t *testing.T) {
 				t.Fatalf("%s after kill -9 of the server: %v; events %v of attempts %v", kind, j, types, attempts)
 			}
 			modelID, _ := j["model_id"].(string)
+			if kind == "sft" && j["status"] == "SUCCEEDED" {
+				if n := checkResumedSteps(t, jobEventList(t, s, bearer, job), 3*40, true); n != 1 {
+					t.Fatalf("the second run did not resume (%d)", n)
+				}
+			}
 			for _, step := range checkCheckpoints(t, s, bearer, dir, modelID) {
 				code, _, body := do(t, "POST", s.url+"/v1/chat/completions", bearer, fmt.Sprintf(`{"model":"local/p/%s:step%d","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`, name, step))
 				if code != 200 {

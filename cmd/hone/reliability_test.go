@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -62,21 +64,61 @@ func jobEventsAttempts(t *testing.T, s *server, bearer, id string) ([]string, []
 	t.Helper()
 	var types []string
 	var attempts []int
+	for _, ev := range jobEventList(t, s, bearer, id) {
+		types = append(types, ev["type"].(string))
+		a, _ := ev["data"].(map[string]any)["attempt"].(float64)
+		attempts = append(attempts, int(a))
+	}
+	return types, attempts
+}
+
+// jobEventList lists a job's events, every page.
+func jobEventList(t *testing.T, s *server, bearer, id string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
 	for after := ""; ; {
 		code, _, body := do(t, "GET", s.url+"/v1/preview/training-jobs/"+id+"/events?limit=100&after="+after, bearer, "")
 		page := jsonOf(t, code, body, 200)
 		data := page["data"].([]any)
 		for _, e := range data {
-			ev := e.(map[string]any)
-			types = append(types, ev["type"].(string))
-			a, _ := ev["data"].(map[string]any)["attempt"].(float64)
-			attempts = append(attempts, int(a))
+			out = append(out, e.(map[string]any))
 		}
 		if page["has_more"] != true || len(data) == 0 {
-			return types, attempts
+			return out
 		}
 		after = data[len(data)-1].(map[string]any)["id"].(string)
 	}
+}
+
+// checkResumedSteps checks that each run of an SFT job of steps steps after the first went
+// on from where the previous one stopped (a training_resumed event, then the next step
+// numbers), so that every step was trained exactly once; it returns how many runs resumed.
+// With redo, a run may resume from an earlier step than the last one reported (a worker
+// killed after a step and before its state was saved), but never from step 0.
+func checkResumedSteps(t *testing.T, evs []map[string]any, steps int, redo bool) int {
+	t.Helper()
+	next, resumed := 1, 0
+	for _, ev := range evs {
+		data, _ := ev["data"].(map[string]any)
+		switch ev["type"] {
+		case "training_resumed":
+			from, _ := data["from_step"].(float64)
+			if int(from) != next-1 && !(redo && from >= 1 && int(from) < next) || data["num_sequences"] != float64(steps) {
+				t.Fatalf("resumed from step %v of %v after step %d", data["from_step"], data["num_sequences"], next-1)
+			}
+			next = int(from) + 1
+			resumed++
+		case "gradient_step":
+			if data["step"] != float64(next) {
+				t.Fatalf("gradient step %v, want %d (a step trained twice or skipped)", data["step"], next)
+			}
+			next++
+		}
+	}
+	if next != steps+1 {
+		t.Fatalf("%d steps trained, want %d", next-1, steps)
+	}
+	return resumed
 }
 
 func count(xs []string, x string) int {
@@ -124,8 +166,9 @@ func newSFTJob(t *testing.T, s *server, bearer, name string, epochs int) string 
 
 // TestShutdownDuringTrainingRestarts: three clean shutdowns of `hone serve` in a row, each
 // in the middle of an SFT job, exit 0; each hands the job back to the queue at once (a
-// training_interrupted event; the next start runs it without waiting for the lease), and
-// the job then completes instead of failing for its attempts.
+// training_interrupted event; the next start runs it without waiting for the lease), each
+// next run goes on from the step the shutdown stopped at (training_resumed; every step is
+// trained once), and the job then completes instead of failing for its attempts.
 func TestShutdownDuringTrainingRestarts(t *testing.T) {
 	dir := t.TempDir()
 	s := startServer(t, dir)
@@ -158,6 +201,30 @@ func TestShutdownDuringTrainingRestarts(t *testing.T) {
 	}
 	if j["attempt"] != float64(4) {
 		t.Fatalf("job attempt %v", j["attempt"])
+	}
+	if n := checkResumedSteps(t, jobEventList(t, s, bearer, job), 3*40, false); n != 3 {
+		t.Fatalf("%d of 3 runs resumed", n)
+	}
+	// `hone jobs watch` counts the steps on from where each run resumed.
+	var out, errb bytes.Buffer
+	if code := runJobs(context.Background(), []string{"watch", "--url", s.url, "--data", dir, job}, &out, &errb); code != 0 {
+		t.Fatalf("watch: exit %d %s", code, errb.String())
+	}
+	next := 1
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "step ") && !strings.HasPrefix(line, fmt.Sprintf("step %d/120 ", next)) {
+			t.Fatalf("watch printed %q where step %d was next:\n%s", line, next, out.String())
+		} else if strings.HasPrefix(line, "step ") {
+			next++
+		}
+	}
+	if next != 121 || strings.Count(out.String(), "resumed after step") != 3 || strings.Count(out.String(), "the job runs again") != 3 {
+		t.Fatalf("watch:\n%s", out.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "checkpoints", j["model_id"].(string), "resume")); err == nil {
+		if es, _ := os.ReadDir(filepath.Join(dir, "checkpoints", j["model_id"].(string), "resume")); len(es) > 0 {
+			t.Fatalf("the finished job's resume state is left: %v", es)
+		}
 	}
 }
 
@@ -200,6 +267,9 @@ func TestWorkerSIGTERMDuringTraining(t *testing.T) {
 		if j := jsonOf(t, code, body, 200); j["status"] != "QUEUED" {
 			t.Fatalf("after SIGTERM %d the job is %v, not queued again", i+1, j["status"])
 		}
+	}
+	if n := checkResumedSteps(t, jobEventList(t, s, bearer, job), 3*40, false); n != 3 {
+		t.Fatalf("%d of 3 runs resumed", n)
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/honeai/hone/internal/httpx"
 	"github.com/honeai/hone/internal/inference"
 	"github.com/honeai/hone/internal/model"
+	"github.com/honeai/hone/internal/training"
 	"github.com/honeai/hone/internal/version"
 )
 
@@ -89,6 +90,8 @@ type TrainConfig struct {
 	Rank     int           // LoRA rank of new models
 	Alpha    float64       // LoRA alpha of new models
 	Lease    time.Duration // how long a claimed job stays claimed without renewal
+	// SFTSaveEvery is how often a running SFT job saves the state it resumes from.
+	SFTSaveEvery time.Duration
 }
 
 // byteSize is a flag of a memory size: bytes, or a number with a unit (KiB, MiB, GiB, TiB
@@ -178,6 +181,7 @@ func newServeFlags(cfg *ServeConfig) *flag.FlagSet {
 	fs.StringVar(&t.DataRoot, "train-data-root", "", "directory under which local training_data_url paths are allowed (default: none)")
 	fs.IntVar(&t.Rank, "lora-rank", 8, "LoRA rank of new trainable models")
 	fs.Float64Var(&t.Alpha, "lora-alpha", 16, "LoRA alpha of new trainable models")
+	fs.DurationVar(&t.SFTSaveEvery, "sft-save-every", training.DefaultSFTSaveEvery, "how often a running SFT job saves the state it goes on from if its worker stops (a clean shutdown always saves it; 0: only then)")
 	fs.DurationVar(&t.Lease, "job-lease", 30*time.Second, "how long a training job claimed by a process that died stays claimed before another runs it (renewed every third of it while running)")
 	return fs
 }

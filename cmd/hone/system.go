@@ -118,7 +118,7 @@ func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout
 	}
 	s.training = &training.Service{Reg: s.reg, Queue: s.queue, Models: s.models, Trace: s.trace, Artifacts: s.wandb,
 		FilesDir: filepath.Join(cfg.DataDir, "files"), DataRoot: cfg.Train.DataRoot, Log: logger,
-		LoRARank: cfg.Train.Rank, LoRAAlpha: cfg.Train.Alpha}
+		LoRARank: cfg.Train.Rank, LoRAAlpha: cfg.Train.Alpha, SFTSaveEvery: cfg.Train.SFTSaveEvery}
 	if s.blobs != nil {
 		s.training.Blobs = s.blobs
 		s.wandb.UseBlobs(s.blobs)

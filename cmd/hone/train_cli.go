@@ -569,13 +569,13 @@ func watchJob(ctx context.Context, c *client, id string, stdout, stderr io.Write
 			continue
 		}
 		// A job that runs again (its worker died, or was shut down) starts from its first
-		// step; its events name the run.
+		// step, or goes on from a saved state (training_resumed); its events name the run.
 		if a, ok := ev.Data["attempt"].(float64); ok && int(a) > attempt {
 			if attempt > 0 {
 				if tty && done > 0 {
 					fmt.Fprintln(stdout)
 				}
-				fmt.Fprintf(stdout, "attempt %d: the job runs again from its first step\n", int(a))
+				fmt.Fprintf(stdout, "attempt %d: the job runs again\n", int(a))
 				done = 0
 			}
 			attempt = int(a)
@@ -603,7 +603,13 @@ func watchJob(ctx context.Context, c *client, id string, stdout, stderr io.Write
 				fmt.Fprintln(stdout)
 			}
 			fmt.Fprintln(stdout, msg)
-			done = 0 // the next attempt starts from the first step
+			done = 0 // the next attempt starts from the first step, or says where it resumes
+		case "training_resumed":
+			msg, _ := ev.Data["message"].(string)
+			fmt.Fprintln(stdout, msg)
+			if n, ok := ev.Data["from_step"].(float64); ok {
+				done = int(n)
+			}
 		case "group_skipped":
 			msg, _ := ev.Data["message"].(string)
 			if tty && done > 0 {

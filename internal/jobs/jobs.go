@@ -73,9 +73,12 @@ const (
 	EventEnded        = "training_ended"
 	EventFailed       = "training_failed"
 	// EventInterrupted marks the end of an attempt that a worker's clean shutdown stopped
-	// at a step boundary: {attempt, message}; the job is queued again at once and runs
-	// from its start (the steps before it made no checkpoint).
+	// at a step boundary: {attempt, message}; the job is queued again at once.
 	EventInterrupted = "training_interrupted"
+	// EventResumed follows EventStarted when a run goes on from the state an earlier run
+	// of the job saved: {from_step, num_sequences, message}; its first gradient step is
+	// from_step+1.
+	EventResumed = "training_resumed"
 )
 
 // Every event written while a job has been claimed at least once carries the number of the

@@ -225,10 +225,10 @@ func CheckBaseName(name string) error {
 }
 
 // BlobRefs returns the queries that answer the blobs the registry references (checkpoint
-// files and base model files), for blob.DB.GC.
+// files, resume states and base model files), for blob.DB.GC.
 func (r *Registry) BlobRefs(ctx context.Context) ([]string, error) {
 	if err := r.baseReady(ctx); err != nil {
 		return nil, err
 	}
-	return []string{`SELECT hash FROM train_checkpoint_files`, `SELECT hash FROM base_model_files`}, nil
+	return []string{`SELECT hash FROM train_checkpoint_files`, `SELECT hash FROM train_resume_files`, `SELECT hash FROM base_model_files`}, nil
 }

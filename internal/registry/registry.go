@@ -22,7 +22,7 @@ import (
 	"github.com/honeai/hone/internal/db"
 )
 
-var migrations = []db.Migration{{Version: 1, SQLite: `
+var modelsMigration = db.Migration{Version: 1, SQLite: `
 CREATE TABLE train_models (
 	id TEXT PRIMARY KEY,
 	entity TEXT NOT NULL,
@@ -40,7 +40,7 @@ CREATE TABLE train_checkpoints (
 	metrics TEXT NOT NULL,
 	created_at TEXT NOT NULL,
 	PRIMARY KEY (model_id, step)
-)`}}
+)`}
 
 // Errors.
 var (
@@ -82,7 +82,7 @@ type Registry struct {
 
 // New opens the registry on d, migrating its tables, with checkpoint files under dir.
 func New(ctx context.Context, d *db.DB, dir string) (*Registry, error) {
-	if err := d.Migrate(ctx, "registry", migrations); err != nil {
+	if err := d.Migrate(ctx, "registry", []db.Migration{modelsMigration, resumeMigration}); err != nil {
 		return nil, err
 	}
 	return &Registry{db: d, dir: dir, now: time.Now}, nil
@@ -164,8 +164,8 @@ func (r *Registry) List(ctx context.Context, entity string) ([]Model, error) {
 	return out, rows.Err()
 }
 
-// Delete removes a model, its checkpoints and their files; it returns how many checkpoints
-// went.
+// Delete removes a model, its checkpoints and their files (and its jobs' resume states); it
+// returns how many checkpoints went.
 func (r *Registry) Delete(ctx context.Context, id string) (int, error) {
 	n := 0
 	err := r.db.WriteTx(ctx, func(tx *db.Tx) error {
@@ -173,6 +173,9 @@ func (r *Registry) Delete(ctx context.Context, id string) (int, error) {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM train_checkpoints WHERE model_id = ?`, id); err != nil {
+			return err
+		}
+		if err := deleteResumeTx(ctx, tx, `model_id = ?`, id); err != nil {
 			return err
 		}
 		res, err := tx.Exec(ctx, `DELETE FROM train_models WHERE id = ?`, id)

@@ -25,6 +25,8 @@ type Checkpoint struct {
 	BaseModel string  // base_model_name_or_path
 	Dropout   float64 // lora_dropout recorded in the config
 	Optimizer *AdamW  // saved beside the adapter when not nil
+	// Files are more files of the directory (name → contents), written with the rest.
+	Files map[string][]byte
 }
 
 // SaveCheckpoint writes adapter a to dir in PEFT's layout — adapter_config.json and
@@ -71,6 +73,14 @@ func SaveCheckpoint(dir string, a *model.LoRA, c Checkpoint) error {
 	}
 	if c.Optimizer != nil && c.Optimizer.m != nil {
 		if err := c.Optimizer.Save(tmp); err != nil {
+			return err
+		}
+	}
+	for name, data := range c.Files {
+		if !filepath.IsLocal(name) || filepath.Base(name) != name {
+			return fmt.Errorf("train: checkpoint file name %q", name)
+		}
+		if err := safetensors.WriteFileAtomic(filepath.Join(tmp, name), data, 0o644); err != nil {
 			return err
 		}
 	}

@@ -4,10 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -300,13 +304,65 @@ func (p *SFTPlan) lr(i int) float64 {
 	return Schedule{Kind: p.cfg.Schedule, Peak: p.cfg.LearningRates[0], Warmup: p.cfg.Warmup, Total: len(p.Batches)}.At(i)
 }
 
+// Fingerprint identifies the plan's steps: their tokens, which tokens are learned, where the
+// packed examples start, and each step's learning rate, clipping and weight decay. A run
+// resumed from a saved state (RunSFTFrom) is the run it continues only when the plans'
+// fingerprints are equal.
+func (p *SFTPlan) Fingerprint() string {
+	h := sha256.New()
+	var b [8]byte
+	put := func(v uint64) {
+		binary.LittleEndian.PutUint64(b[:], v)
+		h.Write(b[:])
+	}
+	put(uint64(len(p.Batches)))
+	put(math.Float64bits(p.cfg.MaxGradNorm))
+	put(math.Float64bits(p.cfg.WeightDecay))
+	for i, batch := range p.Batches {
+		put(math.Float64bits(p.lr(i)))
+		put(uint64(len(batch)))
+		for _, pk := range batch {
+			put(uint64(len(pk.Seq.Tokens)))
+			for t, tok := range pk.Seq.Tokens {
+				v := uint64(uint32(tok)) << 1
+				if pk.Train[t] {
+					v |= 1
+				}
+				put(v)
+			}
+			put(uint64(len(pk.Seq.Segments)))
+			for _, s := range pk.Seq.Segments {
+				put(uint64(s))
+			}
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
 // RunSFT trains e's adapter on the plan with optimizer o (created when nil), calling onStep
 // after each step. The loss of a step is the mean cross-entropy over its learned tokens.
 func RunSFT(ctx context.Context, e *Trainer, p *SFTPlan, o *AdamW, onStep func(StepMetrics) error) (*AdamW, error) {
+	return RunSFTFrom(ctx, e, p, o, 0, func(m StepMetrics, _ *AdamW) error {
+		if onStep == nil {
+			return nil
+		}
+		return onStep(m)
+	})
+}
+
+// RunSFTFrom is RunSFT from step first+1 of the plan on: e's adapter and o must be those
+// after its first steps (as saved when an earlier run stopped there), and the result equals
+// the uninterrupted run's. onStep also gets the optimizer, whose state (with the adapter)
+// is the run's after that step.
+func RunSFTFrom(ctx context.Context, e *Trainer, p *SFTPlan, o *AdamW, first int, onStep func(StepMetrics, *AdamW) error) (*AdamW, error) {
 	if o == nil {
 		o = NewAdamW(p.cfg.WeightDecay)
 	}
-	for i, batch := range p.Batches {
+	if first < 0 || first > len(p.Batches) {
+		return o, fmt.Errorf("the run cannot start after step %d of %d", first, len(p.Batches))
+	}
+	for i := first; i < len(p.Batches); i++ {
+		batch := p.Batches[i]
 		if err := ctx.Err(); err != nil {
 			return o, err
 		}
@@ -354,14 +410,14 @@ func RunSFT(ctx context.Context, e *Trainer, p *SFTPlan, o *AdamW, onStep func(S
 			}
 			if err != nil { // the step is reported, then the run stops
 				if onStep != nil {
-					_ = onStep(m)
+					_ = onStep(m, o)
 				}
 				return o, fmt.Errorf("step %d: %w", i+1, err)
 			}
 		}
 		m.TokensPerSecond = float64(tokens) / time.Since(start).Seconds()
 		if onStep != nil {
-			if err := onStep(m); err != nil {
+			if err := onStep(m, o); err != nil {
 				return o, err
 			}
 		}

@@ -158,3 +158,117 @@ func logSoftmax64(x []float32) []float64 {
 	}
 	return out
 }
+
+// TestRunSFTFromEqualsUninterrupted: a run stopped after some steps (cancelled at a step
+// boundary), its adapter and optimizer saved and loaded again, then continued with
+// RunSFTFrom, ends with the adapter, optimizer state and step metrics of the run never
+// stopped, bit for bit; the plan's fingerprint tells plans of other steps apart.
+func TestRunSFTFromEqualsUninterrupted(t *testing.T) {
+	dir := tinyDir(t, "llama", 0.2)
+	m, err := model.Load(dir, model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadChat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xs, err := ReadSFT(strings.NewReader(capitals), c, "all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := SFTConfig{Epochs: 3, BatchSize: 1, LearningRates: []float64{1e-2}, Schedule: "cosine", Warmup: 2,
+		MaxSeqLen: 512, WeightDecay: 0.01, Shuffle: true, Seed: 9}
+	plan := func(c SFTConfig) *SFTPlan {
+		p, err := PlanSFT(xs, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	newAdapter := func() *model.LoRA { a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 4, Alpha: 8, Seed: 3}); return a }
+	// The run never stopped.
+	a := newAdapter()
+	e, _ := NewTrainer(m, a)
+	var want []StepMetrics
+	o, err := RunSFT(context.Background(), e, plan(cfg), nil, func(s StepMetrics) error { want = append(want, s); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stopped after step 5 as a shutdown stops it: the context ends during step 5.
+	p := plan(cfg)
+	b := newAdapter()
+	e2, _ := NewTrainer(m, b)
+	ctx, cancel := context.WithCancel(context.Background())
+	var got []StepMetrics
+	o2, err := RunSFTFrom(ctx, e2, p, nil, 0, func(s StepMetrics, _ *AdamW) error {
+		got = append(got, s)
+		if s.Step == 5 {
+			cancel()
+		}
+		return nil
+	})
+	if err == nil || len(got) != 5 {
+		t.Fatalf("stopped run: %v after %d steps", err, len(got))
+	}
+	ck := filepath.Join(t.TempDir(), "resume")
+	if err := SaveCheckpoint(ck, b, Checkpoint{Optimizer: o2, Files: map[string][]byte{"resume.json": []byte("{}\n")}}); err != nil {
+		t.Fatal(err)
+	}
+	b2, o3, err := LoadCheckpoint(ck, &m.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e3, _ := NewTrainer(m, b2)
+	o4, err := RunSFTFrom(context.Background(), e3, plan(cfg), o3, 5, func(s StepMetrics, _ *AdamW) error { got = append(got, s); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d steps, want %d", len(got), len(want))
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		g.TokensPerSecond, w.TokensPerSecond = 0, 0
+		if g != w {
+			t.Fatalf("step %d: %+v, uninterrupted %+v", i+1, g, w)
+		}
+	}
+	pa, pb := params(a), params(b2)
+	for i := range pa {
+		for j := range pa[i] {
+			if math.Float32bits(pa[i][j]) != math.Float32bits(pb[i][j]) {
+				t.Fatalf("adapter tensor %d value %d: %g, uninterrupted %g", i, j, pb[i][j], pa[i][j])
+			}
+		}
+	}
+	if o4.Step != o.Step {
+		t.Fatalf("optimizer step %d, uninterrupted %d", o4.Step, o.Step)
+	}
+	for i := range o.m {
+		for j := range o.m[i] {
+			if o.m[i][j] != o4.m[i][j] || o.v[i][j] != o4.v[i][j] {
+				t.Fatalf("optimizer moments %d/%d differ", i, j)
+			}
+		}
+	}
+	// A plan of other steps has another fingerprint; the same plan, the same one.
+	fp := plan(cfg).Fingerprint()
+	if plan(cfg).Fingerprint() != fp {
+		t.Fatal("the fingerprint of one plan changed")
+	}
+	for name, c := range map[string]SFTConfig{
+		"seed":          func() SFTConfig { c := cfg; c.Seed = 10; return c }(),
+		"learning rate": func() SFTConfig { c := cfg; c.LearningRates = []float64{2e-2}; return c }(),
+		"epochs":        func() SFTConfig { c := cfg; c.Epochs = 2; return c }(),
+		"max_seq_len":   func() SFTConfig { c := cfg; c.MaxSeqLen = 20; return c }(),
+		"weight decay":  func() SFTConfig { c := cfg; c.WeightDecay = 0; return c }(),
+	} {
+		if plan(c).Fingerprint() == fp {
+			t.Errorf("a plan with another %s has the same fingerprint", name)
+		}
+	}
+	if _, err := RunSFTFrom(context.Background(), e3, plan(cfg), nil, len(want)+1, nil); err == nil {
+		t.Error("a run starting after the plan's last step was not refused")
+	}
+}

@@ -1,7 +1,6 @@
 package training
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -109,10 +108,6 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 			return nil, err
 		}
 	}
-	e, err := train.NewTrainer(base.Model, adapter)
-	if err != nil {
-		return nil, err
-	}
 	metrics := map[string]float64{}
 	switch {
 	case q.RL != nil:
@@ -158,6 +153,10 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 				progress(jobs.EventGroupSkipped, skippedGroup(i, g))
 			}
 		}
+		e, err := train.NewTrainer(base.Model, adapter)
+		if err != nil {
+			return nil, err
+		}
 		met, o, err := train.RLStep(ctx, e, chat, groups, cfg, opt)
 		switch {
 		case errors.Is(err, train.ErrNothingToTrain):
@@ -178,32 +177,7 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 			metrics = map[string]float64{"reward": met.Reward, "reward_std_dev": met.RewardStdDev, "loss": met.Loss, "grad_norm": met.GradNorm}
 		}
 	case q.SFT != nil:
-		sp := *q.SFT
-		data, err := s.readData(ctx, m.Entity, sp.DataURL)
-		if err != nil {
-			return nil, fmt.Errorf("training data: %v", err)
-		}
-		xs, err := train.ReadSFT(bytes.NewReader(data), chat, sp.Turns)
-		if err != nil {
-			return nil, fmt.Errorf("training data: %v", err)
-		}
-		plan, err := train.PlanSFT(xs, sp.Config)
-		if err != nil {
-			return nil, err
-		}
-		progress(jobs.EventStarted, map[string]any{"num_sequences": plan.Steps()})
-		opt, err = train.RunSFT(ctx, e, plan, opt, func(sm train.StepMetrics) error {
-			progress(jobs.EventStep, sm)
-			metrics = map[string]float64{"loss": sm.Loss, "grad_norm": sm.GradNorm}
-			return nil
-		})
-		if err != nil {
-			if ctx.Err() != nil && !errors.Is(err, train.ErrDiverged) {
-				return nil, jobs.ErrCancelled
-			}
-			if errors.Is(err, train.ErrDiverged) {
-				return nil, fmt.Errorf("%v; no checkpoint was saved", err)
-			}
+		if adapter, opt, metrics, err = s.runSFT(ctx, j, m, base, chat, step, adapter, opt, *q.SFT, progress); err != nil {
 			return nil, err
 		}
 	}
@@ -216,6 +190,9 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 	}
 	if _, err := s.Reg.AddCheckpoint(ctx, m.ID, next, metrics); err != nil {
 		return nil, err
+	}
+	if q.SFT != nil {
+		s.dropResume(ctx, m.ID, j.ID)
 	}
 	return &next, nil
 }

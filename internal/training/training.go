@@ -22,6 +22,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -54,6 +55,9 @@ type Service struct {
 	// LoRARank and LoRAAlpha shape the adapters of new models.
 	LoRARank  int
 	LoRAAlpha float64
+	// SFTSaveEvery is how often a running SFT job saves its resume state (resume.go); 0
+	// saves it only when a shutdown stops the job.
+	SFTSaveEvery time.Duration
 
 	mu       sync.Mutex
 	adapters map[string]map[int]cachedAdapter // model id → checkpoint step → loaded adapter
