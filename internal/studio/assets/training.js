@@ -123,7 +123,11 @@ export async function jobView(root, [entity, project, id]) {
     events.append(h('tr', { 'data-type': e.type }, h('td', {}, fmtTime(e.created_at)), h('td', {}, e.type), h('td', {}, jsonView(e.data, 0))));
     if (e.type === 'training_started') expected = e.data.num_sequences || 0;
     if (e.type !== 'gradient_step') return;
+    const prev = step;
     step = e.data.step ?? step + 1;
+    // A job that ran again repeats steps (from its first, or from where it resumed): the
+    // latest run's points replace the earlier run's from there on.
+    if (step <= prev) for (const g of Object.values(points)) for (const k of Object.keys(g)) g[k] = g[k].filter(([x]) => x < step);
     for (const [k, v] of Object.entries(e.data || {})) {
       if (typeof v !== 'number' || k === 'step') continue;
       const g = groupOf(k);
@@ -202,7 +206,12 @@ export async function modelView(root, [entity, project, name]) {
     const pts = [];
     for (let page = 0; page < 100; page++) {
       const r = await v1('GET', `/v1/preview/training-jobs/${enc(j.id)}/events?limit=100${after ? '&after=' + enc(after) : ''}`);
-      for (const e of r.data) if (e.type === 'gradient_step' && typeof e.data.loss === 'number') pts.push([e.data.step ?? ++i, e.data.loss]);
+      for (const e of r.data) {
+        if (e.type !== 'gradient_step' || typeof e.data.loss !== 'number') continue;
+        const x = e.data.step ?? ++i;
+        while (pts.length && pts[pts.length - 1][0] >= x) pts.pop(); // a run again: the latest run's points
+        pts.push([x, e.data.loss]);
+      }
       if (!r.has_more) break;
       after = r.last_id;
     }
