@@ -57,6 +57,14 @@ func (e *Engine) beamStep(r *running, logits map[*choice][]float32) {
 		cum    float64
 		score  float64
 	}
+	for _, c := range r.choices {
+		if raw, ok := logits[c]; ok && !c.finished {
+			if bad := nonFiniteLogits(raw); bad > 0 {
+				e.beamFail(r, bad, len(raw))
+				return
+			}
+		}
+	}
 	var cands []cand
 	for _, c := range r.choices {
 		raw, ok := logits[c]
@@ -145,6 +153,29 @@ func (e *Engine) beamFinish(r *running) {
 	// Fewer beams than choices (every candidate ended at once): the rest end empty.
 	for i := len(all); i < req.N; i++ {
 		e.emit(r.h, Event{Choice: i, Finish: "stop"})
+		r.choices = append(r.choices, &choice{h: r.h, index: i, finished: true, prefill: len(req.Prompt)})
+	}
+}
+
+// beamFail ends a search whose logits were not finite (broken weights: nothing can be ranked
+// by NaN), as sampleAt ends a sampled choice: every choice ends with FinishError, no token.
+func (e *Engine) beamFail(r *running, bad, vocab int) {
+	req := r.h.req
+	adapter := ""
+	if req.Adapter != nil {
+		adapter = req.Adapter.Name
+	}
+	e.log.Error("inference: non-finite logits in beam search; the request ends with an error", "adapter", adapter,
+		"non_finite", bad, "vocab", vocab)
+	for _, c := range r.choices {
+		if !c.finished {
+			c.finished = true
+			c.seq.Free()
+		}
+	}
+	r.choices = nil
+	for i := 0; i < req.N; i++ {
+		e.emit(r.h, Event{Choice: i, Finish: FinishError})
 		r.choices = append(r.choices, &choice{h: r.h, index: i, finished: true, prefill: len(req.Prompt)})
 	}
 }
