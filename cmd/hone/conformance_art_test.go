@@ -65,6 +65,16 @@ func TestConformanceARTClient(t *testing.T) {
 		SFTDataURL  string    `json:"sft_data_url"`
 		SFTLines    int       `json:"sft_downloaded_lines"`
 		Checkpoints []int     `json:"checkpoints"`
+		// The checkpoints as W&B lora artifacts.
+		LoRAArtifact     string   `json:"lora_artifact"`
+		LoRAAliases      []string `json:"lora_aliases"`
+		LoRAVersions     []string `json:"lora_versions"`
+		LatestProvenance []string `json:"latest_provenance"`
+		LatestAliases    []string `json:"latest_aliases"`
+		PulledFiles      []string `json:"pulled_files"`
+		PulledRank       int      `json:"pulled_rank"`
+		ForkStep         int      `json:"fork_step"`
+		ForkVersions     []string `json:"fork_versions"`
 	}
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
 		t.Fatalf("scenario printed %q: %v\n%s", stdout.String(), err, stderr.String())
@@ -79,6 +89,23 @@ func TestConformanceARTClient(t *testing.T) {
 	// delete_checkpoints kept the latest (3) and the best val/reward step (1, from model.log).
 	if fmt.Sprint(res.Checkpoints) != "[1 3]" {
 		t.Fatalf("checkpoints after delete_checkpoints: %v", res.Checkpoints)
+	}
+	// Every checkpoint is a W&B lora artifact as W&B Training keeps them: step 2's (the train
+	// result names it) is read back by name, and after delete_checkpoints the collection holds
+	// steps 1 and 3; ART recorded its provenance on the latest (SFT's step 3);
+	// _experimental_pull_model_checkpoint downloads the PEFT adapter; a model forked from step 3
+	// trains on from it (its step 4), its collection holding the forked and the trained steps.
+	// (Step 2 was the latest when it was read.)
+	if res.LoRAArtifact != "local/art/art-agent:step2" || fmt.Sprint(res.LoRAAliases) != "[latest step2]" ||
+		fmt.Sprint(res.LoRAVersions) != "[step1 step3]" || fmt.Sprint(res.LatestAliases) != "[latest step3]" ||
+		fmt.Sprint(res.LatestProvenance) != "[serverless-sft]" {
+		t.Fatalf("lora artifacts: %+v", res)
+	}
+	if fmt.Sprint(res.PulledFiles) != "[adapter_config.json adapter_model.safetensors]" || res.PulledRank != 8 {
+		t.Fatalf("pulled checkpoint: %v, rank %d", res.PulledFiles, res.PulledRank)
+	}
+	if res.ForkStep != 4 || fmt.Sprint(res.ForkVersions) != "[step3 step4]" {
+		t.Fatalf("forked model: step %d, versions %v", res.ForkStep, res.ForkVersions)
 	}
 	// The capture API recorded both turns of the 8 rollouts as sampled choices.
 	zeros := 0

@@ -119,6 +119,7 @@ func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout
 	s.training = &training.Service{Reg: s.reg, Queue: s.queue, Models: s.models, Trace: s.trace, Artifacts: s.wandb,
 		FilesDir: filepath.Join(cfg.DataDir, "files"), DataRoot: cfg.Train.DataRoot, Log: logger,
 		LoRARank: cfg.Train.Rank, LoRAAlpha: cfg.Train.Alpha, SFTSaveEvery: cfg.Train.SFTSaveEvery}
+	s.training.LoRA = s.wandb // checkpoints are W&B lora artifacts too
 	if s.blobs != nil {
 		s.training.Blobs = s.blobs
 		s.wandb.UseBlobs(s.blobs)
@@ -209,6 +210,15 @@ func (s *system) startWorkers(ctx context.Context) {
 	wctx, cancel := context.WithCancel(ctx)
 	s.stopWorking = cancel
 	s.watchBaseModels(wctx) // shared.go: newly registered base models, on a shared store
+	// Checkpoints made before they were published as W&B lora artifacts (or while that
+	// failed) are published now.
+	s.workers.Add(1)
+	go func() {
+		defer s.workers.Done()
+		if err := s.training.SyncAllLoRA(wctx); err != nil && wctx.Err() == nil {
+			s.log.Warn("training: checkpoints not published as W&B lora artifacts", "err", err)
+		}
+	}()
 	n := s.cfg.Train.Workers
 	if n <= 0 {
 		return

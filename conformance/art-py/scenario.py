@@ -10,10 +10,16 @@ and posts an SFT job with training_data_url wandb-artifact:///.../<name>:v0. The
 then downloads that artifact again with wandb.Api, logs validation trajectories with
 model.log (parquet files here, metrics to the W&B run's history on Hone: WANDB_API_KEY is
 set), deletes checkpoints with model.delete_checkpoints (keeps the latest and the best
-val/reward step), reads the checkpoint list back, and chats with the SFT checkpoint.
+val/reward step), reads the checkpoint list back, and chats with the SFT checkpoint. Last, the
+checkpoints as W&B lora artifacts: the train result's artifact_name read with wandb.Api, the
+model's versions after delete_checkpoints, the provenance ART recorded on the latest,
+_experimental_pull_model_checkpoint, and _experimental_fork_checkpoint into a second model
+that then trains one step from the forked checkpoint.
 Environment: HONE_URL, HONE_KEY, WANDB_BASE_URL, WANDB_API_KEY.
 Prints {"steps": [...], "final_step": N, "rewards": [...], "turns": N, "served_model": "...",
-"sft_data_url": "...", "sft_downloaded_lines": N, "checkpoints": [...]} as its last line.
+"sft_data_url": "...", "sft_downloaded_lines": N, "checkpoints": [...], "lora_artifact": "...",
+"lora_aliases": [...], "lora_versions": [...], "latest_provenance": [...], "latest_aliases": [...],
+"pulled_files": [...], "pulled_rank": N, "fork_step": N, "fork_versions": [...]} as its last line.
 """
 import asyncio
 import contextlib
@@ -77,6 +83,9 @@ async def main():
     rewards += [t.reward for g in groups for t in g.trajectories]
     result = await backend.train(model, groups)
     steps.append(result.step)
+    # The result names the step's checkpoint as a W&B lora artifact.
+    api = wandb.Api()
+    lora = api.artifact(result.artifact_name, type="lora")
 
     # Validation metrics for steps 1 and 2 through model.log: step 1 is the best by val/reward.
     await model.log([art.TrajectoryGroup([art.Trajectory(messages_and_choices=[{"role": "user", "content": "x"}], reward=1.0)])],
@@ -113,9 +122,35 @@ async def main():
     final = await model.get_step()
     reply = await client.chat.completions.create(
         model=model.get_inference_name(), messages=[{"role": "user", "content": "Hello"}], max_tokens=4)
+
+    # The checkpoints as W&B lora artifacts: the versions of the model's collection after
+    # delete_checkpoints, the provenance ART recorded on the
+    # latest, and _experimental_pull_model_checkpoint's download.
+    lora_versions = sorted(sorted(a for a in v.aliases if a.startswith("step"))[0]
+                           for v in api.artifacts("lora", "local/art/art-agent"))
+    latest = api.artifact("local/art/art-agent:latest", type="lora")
+    with tempfile.TemporaryDirectory() as d:
+        os.environ["WANDB_CACHE_DIR"] = os.path.join(d, "cache")
+        pulled = await backend._experimental_pull_model_checkpoint(model, step=final, local_path=os.path.join(d, "pulled"))
+        pulled_files = sorted(os.listdir(pulled))
+        with open(os.path.join(pulled, "adapter_config.json")) as f:
+            pulled_rank = json.load(f)["r"]
+
+        # A second model forked from the first's latest checkpoint (the fork logs it as a lora
+        # artifact of the new model), then trained one step on top of it.
+        fork = art.TrainableModel(name="art-fork", project="art", entity="local", base_model="demo")
+        await fork.register(backend)
+        await backend._experimental_fork_checkpoint(fork, from_model="art-agent")
+        fork_result = await backend.train(fork, groups)
+    fork_versions = sorted(sorted(a for a in v.aliases if a.startswith("step"))[0]
+                           for v in api.artifacts("lora", "local/art/art-fork"))
     print(json.dumps({"steps": steps, "final_step": final, "rewards": rewards, "turns": turns,
                       "served_model": reply.model, "sft_data_url": sft_url,
-                      "sft_downloaded_lines": len(downloaded), "checkpoints": checkpoints}))
+                      "sft_downloaded_lines": len(downloaded), "checkpoints": checkpoints,
+                      "lora_artifact": result.artifact_name, "lora_aliases": sorted(lora.aliases),
+                      "lora_versions": lora_versions, "latest_provenance": latest.metadata.get("wandb.provenance"),
+                      "latest_aliases": sorted(latest.aliases), "pulled_files": pulled_files, "pulled_rank": pulled_rank,
+                      "fork_step": fork_result.step, "fork_versions": fork_versions}))
 
 
 if __name__ == "__main__":

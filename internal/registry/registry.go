@@ -164,6 +164,24 @@ func (r *Registry) List(ctx context.Context, entity string) ([]Model, error) {
 	return out, rows.Err()
 }
 
+// AllModels lists every model of every entity, oldest first.
+func (r *Registry) AllModels(ctx context.Context) ([]Model, error) {
+	rows, err := r.db.Query(ctx, `SELECT `+modelCols+` FROM train_models ORDER BY created_at, id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Model
+	for rows.Next() {
+		m, err := scanModel(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
 // Delete removes a model, its checkpoints and their files (and its jobs' resume states); it
 // returns how many checkpoints went.
 func (r *Registry) Delete(ctx context.Context, id string) (int, error) {

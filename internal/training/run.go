@@ -81,6 +81,8 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 		return nil, err
 	}
 	defer release()
+	// A lora artifact a client logged into the model (ART's fork) is taken up now.
+	s.syncLoRALogged(ctx, m, true)
 	chat := &train.ChatTokenizer{Template: base.Template, Tok: base.Tok, Special: base.Tok.Config().SpecialTokens, Vocab: base.Model.Config.VocabSize}
 	step := 0
 	var opt *train.AdamW
@@ -194,6 +196,7 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 	if q.SFT != nil {
 		s.dropResume(ctx, m.ID, j.ID)
 	}
+	s.syncLoRALogged(ctx, m, false)
 	return &next, nil
 }
 

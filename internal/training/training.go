@@ -44,6 +44,8 @@ type Service struct {
 	Trace  *trace.Service  // trajectory logs and weave:/// training data (may be nil)
 	// Artifacts resolves wandb-artifact:/// training data (may be nil: such URLs are refused).
 	Artifacts ArtifactFiles
+	// LoRA, when set, keeps the checkpoints as W&B "lora" artifacts (lora_artifacts.go).
+	LoRA LoRAArtifacts
 	// DataRoot is the directory local training_data_url paths must lie under ("" = none allowed).
 	DataRoot string
 	// FilesDir keeps uploaded training files.
@@ -140,6 +142,7 @@ func (s *Service) DeleteModel(ctx context.Context, m registry.Model) (int, error
 		return 0, err
 	}
 	s.forget(m.ID)
+	s.syncLoRALogged(ctx, m, false) // its checkpoints are gone: so are their versions
 	return n, nil
 }
 
@@ -154,6 +157,7 @@ func (s *Service) DeleteCheckpoints(ctx context.Context, m registry.Model, steps
 		return 0, nil, err
 	}
 	s.forget(m.ID, steps...)
+	s.syncLoRALogged(ctx, m, false)
 	return deleted, missing, nil
 }
 
@@ -196,6 +200,7 @@ func (s *Service) PruneCheckpoints(ctx context.Context, m registry.Model, metric
 		return res, err
 	}
 	s.forget(m.ID, res.Deleted...)
+	s.syncLoRALogged(ctx, m, false)
 	return res, nil
 }
 

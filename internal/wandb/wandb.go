@@ -3,7 +3,8 @@
 // files the run uploads), artifacts (versions, aliases, manifests) and their files in a blob
 // store on disk (content-addressed by MD5, as W&B names them, one folder per entity). The HTTP
 // side (GraphQL answerer, upload and download routes, file stream) is internal/traceapi;
-// training reads an artifact's files through Service.ResolveFile. No HTTP here.
+// training reads an artifact's files through Service.ResolveFile and publishes its
+// checkpoints as "lora" artifacts through Service.Publish (publish.go). No HTTP here.
 package wandb
 
 import (
@@ -617,6 +618,9 @@ func (s *Service) CommitArtifact(ctx context.Context, entity, id string) (Artifa
 		}
 	}
 	err = s.db.WriteTx(ctx, func(tx *db.Tx) error {
+		if err := lockCollection(ctx, tx, entity, a.Project, a.Collection); err != nil {
+			return err
+		}
 		var pending string
 		var next int
 		if err := tx.QueryRow(ctx, `SELECT pending_aliases FROM wandb_artifacts WHERE id = ?`, id).Scan(&pending); err != nil {
