@@ -131,7 +131,7 @@ func TestLoRAArtifacts(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "adapter_model.safetensors")
 	os.WriteFile(bad, []byte("not safetensors"), 0o644)
 	if _, err := w.Publish(ctx, wandb.PublishInput{Entity: "e", Project: "p", Type: "lora", Collection: "g",
-		Files: []wandb.PublishFile{{Name: "adapter_model.safetensors", Path: bad}, {Name: "adapter_config.json", Path: files["adapter_config.json"]}},
+		Files:   []wandb.PublishFile{{Name: "adapter_model.safetensors", Path: bad}, {Name: "adapter_config.json", Path: files["adapter_config.json"]}},
 		Aliases: []string{"step5"}, Latest: true}); err != nil {
 		t.Fatal(err)
 	}
