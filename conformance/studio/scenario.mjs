@@ -65,15 +65,24 @@ async function seed() {
   // A dataset (a table and a Dataset object), and an object with two versions.
   const rows = [{ question: 'capital of France?', answer: 'Paris', difficulty: 2 }, { question: '2+2?', answer: '4', difficulty: 1 }, { question: 'largest planet?', answer: 'Jupiter', difficulty: 3 }];
   const table = await api('/table/create', { table: { project_id: P, rows } });
-  await api('/obj/create', { obj: { project_id: P, object_id: 'questions', val: { _type: 'Dataset', name: 'questions', description: 'three questions', rows: `weave:///${P}/table/${table.digest}`, _class_name: 'Dataset', _bases: ['Object', 'BaseModel'] } } });
+  const questions = await api('/obj/create', { obj: { project_id: P, object_id: 'questions', val: { _type: 'Dataset', name: 'questions', description: 'three questions', rows: `weave:///${P}/table/${table.digest}`, _class_name: 'Dataset', _bases: ['Object', 'BaseModel'] } } });
   await api('/obj/create', { obj: { project_id: P, object_id: 'prompt', val: { system: 'You are terse.', temperature: 0.2, stop: ['\n'] } } });
   await api('/obj/create', { obj: { project_id: P, object_id: 'prompt', val: { system: 'You are terse and kind.', temperature: 0.7, max_tokens: 64 } } });
 
-  // Two evaluation runs (as the SDKs record Evaluation.evaluate), to compare.
+  // Two evaluation runs (as the SDKs record Evaluation.evaluate), to compare, each with a
+  // predict_and_score call per question as the Python SDK records them (the example a
+  // reference to its row): run 0 gets the planet wrong, run 1 the sum.
   const ev = [];
   for (const [i, frac] of [[0, 0.5], [1, 0.75]]) {
-    ev.push(...call(uuid(), uuid(), null, `weave:///${P}/op/Evaluation.evaluate:digest${i}`, t0 + 2000 + i * 1000, 800,
+    const run = uuid(), trace = uuid();
+    ev.push(...call(run, trace, null, `weave:///${P}/op/Evaluation.evaluate:digest${i}`, t0 + 2000 + i * 1000, 800,
       { inputs: { self: `weave:///${P}/object/eval:d`, model: `weave:///${P}/object/model-${i}:d` }, output: { exact: { correct: { true_count: frac * 4, true_fraction: frac } }, model_latency: { mean: 0.1 + i / 10 } } }));
+    rows.forEach((r, k) => {
+      const correct = i === 0 ? k !== 2 : k !== 1;
+      ev.push(...call(uuid(), trace, run, `weave:///${P}/op/Evaluation.predict_and_score:pas`, t0 + 2010 + i * 1000 + k * 100, 50, {
+        inputs: { self: `weave:///${P}/object/eval:d`, model: `weave:///${P}/object/model-${i}:d`, example: `weave:///${P}/object/questions:${questions.digest}/attr/rows/id/${table.row_digests[k]}` },
+        output: { output: correct ? r.answer : 'no idea', scores: { exact: { correct } }, model_latency: 0.05 } }));
+    });
   }
   await api('/call/upsert_batch', { batch: ev });
 
@@ -216,6 +225,16 @@ try {
   const cmp = await page.$$eval('table.compare tbody tr', (trs) => trs.map((t) => [...t.cells].map((c) => c.textContent)));
   check(cmp.some((r) => r[0] === 'exact.correct.true_fraction' && r[3] !== ''), 'two runs side by side: ' + JSON.stringify(cmp));
   check(page.url().includes('compare='), 'comparison in the URL');
+  // By example: the rows read through their references, each run's output and score (run 1,
+  // the newer, on the left).
+  await page.waitForSelector('table.examples tbody tr');
+  const exRows = await page.$$eval('table.examples tbody tr', (trs) => trs.map((t) => ({ cls: t.className, cells: [...t.cells].map((c) => c.textContent), up: !!t.querySelector('td.up'), down: !!t.querySelector('td.down') })));
+  const exRow = (q) => exRows.find((r) => r.cells[0].includes(q)) || { cells: [] };
+  check(exRows.length === 3 && exRows.filter((r) => r.cls === 'differs').length === 2 && /3 examples, 2 differ/.test(await text('#examples-count')), 'by example: ' + JSON.stringify(exRows));
+  check(exRow('largest planet?').cells.slice(1).join('|') === 'Jupiter|no idea|true → false' && exRow('largest planet?').down, 'the planet, right then wrong: ' + JSON.stringify(exRow('largest planet?')));
+  check(exRow('2+2?').cells.slice(1).join('|') === 'no idea|4|false → true' && exRow('2+2?').up, 'the sum, wrong then right: ' + JSON.stringify(exRow('2+2?')));
+  await page.click('input[name=only-differing]');
+  check(await page.$$eval('table.examples tbody tr', (trs) => trs.filter((t) => t.offsetParent !== null).length) === 2, 'only the examples that differ');
   await shot('03c-evaluations');
 
   // A dataset's rows, sorted; an object's diff.
@@ -306,7 +325,7 @@ try {
   }
   await page.goto(`${base}/${P}/weave?all=1`, { waitUntil: 'networkidle0' });
   await page.waitForSelector('#calls-count');
-  check((await page.$eval('#calls-count', (e) => e.textContent)).includes('10,066'), 'all calls counted');
+  check((await page.$eval('#calls-count', (e) => e.textContent)).includes('10,072'), 'all calls counted (with the evaluations\' 6 predict_and_score calls)');
   // 100,000 calls: the first page, sorted by latency, and the last page.
   for (const [name, q] of [['calls_table_100k', ''], ['calls_table_100k_by_latency', '?sort=summary.weave.latency_ms'], ['calls_table_100k_last_page', '?page=1999']]) {
     const t = [];

@@ -1,6 +1,6 @@
 // Traces: the calls table (filters, query language, sort, server-side paging), the call page
 // (virtualised trace tree, inputs/outputs, conversation, exceptions, usage roll-up, feedback)
-// and evaluations (scorer summaries, two runs side by side).
+// and evaluations (scorer summaries, two runs side by side, in total and by example).
 import { calls, tr } from './api.js';
 import { h, clear, enc, jsonView, fmtTime, fmtMs, fmtNum, fmtCost, usageTotals, errorBox, loading } from './dom.js';
 import { navigate, setQuery, projectBase } from './app.js';
@@ -396,7 +396,81 @@ export async function evaluationsView(root, [entity, project], q) {
         return h('tr', {}, h('td', {}, k), h('td.num', {}, fmtVal(a[k])), h('td.num', {}, fmtVal(b[k])),
           h('td.num' + (d > 0 ? '.up' : d < 0 ? '.down' : ''), {}, d === null ? '' : (d > 0 ? '+' : '') + +d.toFixed(4)));
       }))));
+    const ex = h('div.examples-wrap');
+    cmp.append(ex);
+    loading(ex, async () => { const d = h('div'); await renderExamples(pid, runs, d); return d; });
   }
   renderCompare();
 }
 const fmtVal = (v) => (typeof v === 'number' ? String(+v.toFixed(6)) : v === undefined ? '—' : JSON.stringify(v));
+
+// ---- Per-example comparison of two evaluation runs ----------------------------------------
+
+// stableJSON is JSON with object keys sorted, so that one example is one key in both runs.
+const stableJSON = (v) => JSON.stringify(v, (k, x) => (x && typeof x === 'object' && !Array.isArray(x)
+  ? Object.fromEntries(Object.keys(x).sort().map((key) => [key, x[key]])) : x));
+
+// examplesOf reads an evaluation run's predict-and-score calls (Python's
+// Evaluation.predict_and_score, TypeScript's Evaluation.predictAndScore), by example: a row
+// reference, or the row itself. With several trials of one example, the last one counts.
+async function examplesOf(pid, run) {
+  const kids = await calls({ project_id: pid, filter: { parent_ids: [run.id] }, sort_by: [{ field: 'started_at', direction: 'asc' }], limit: 100000 });
+  const out = new Map();
+  for (const c of kids) {
+    if (!/predict_?and_?score$/i.test(opName(c.op_name))) continue;
+    const ex = c.inputs ? c.inputs.example : undefined;
+    const o = c.output && typeof c.output === 'object' ? c.output : {};
+    out.set(typeof ex === 'string' ? ex : stableJSON(ex), { call: c, example: ex, output: 'output' in o ? o.output : o.model_output, scores: flatten(o.scores || {}) });
+  }
+  return out;
+}
+
+const preview = (v, n = 160) => {
+  const s = typeof v === 'string' ? v : v === undefined ? '—' : JSON.stringify(v);
+  return s.length > n ? s.slice(0, n) + '…' : s;
+};
+const asNum = (v) => (typeof v === 'boolean' ? +v : v);
+
+// renderExamples puts the two runs' results side by side, one row per example (in either
+// run): its row (read through its reference), each run's output, and each numeric or boolean
+// score as "a → b", green where it went up, red where it went down.
+async function renderExamples(pid, runs, into) {
+  const [ea, eb] = await Promise.all(runs.map((r) => examplesOf(pid, r)));
+  const keys = [...new Set([...ea.keys(), ...eb.keys()])];
+  if (!keys.length) { clear(into, h('p.muted', {}, 'Neither run recorded per-example calls.')); return; }
+  const rows = {};
+  const refs = keys.filter((k) => k.startsWith('weave:///'));
+  if (refs.length) {
+    try {
+      const r = await tr('/refs/read_batch', { refs });
+      refs.forEach((k, i) => { rows[k] = r.vals[i]; });
+    } catch { /* the references are shown as they are */ }
+  }
+  const scoreKeys = [...new Set([...ea.values(), ...eb.values()].flatMap((x) => Object.entries(x.scores)
+    .filter(([, v]) => typeof v === 'number' || typeof v === 'boolean').map(([k]) => k)))].sort();
+  let differ = 0;
+  const body = keys.map((key) => {
+    const a = ea.get(key), b = eb.get(key);
+    const ex = key in rows ? rows[key] : (a || b).example;
+    let changed = !a || !b || stableJSON(a.output) !== stableJSON(b.output);
+    const cells = scoreKeys.map((k) => {
+      const x = a ? asNum(a.scores[k]) : undefined, y = b ? asNum(b.scores[k]) : undefined;
+      const d = typeof x === 'number' && typeof y === 'number' ? y - x : null;
+      if (d) changed = true;
+      return h('td.num' + (d > 0 ? '.up' : d < 0 ? '.down' : ''), { 'data-score': k }, `${fmtVal(a && a.scores[k])} → ${fmtVal(b && b.scores[k])}`);
+    });
+    if (changed) differ++;
+    return h('tr' + (changed ? '.differs' : '.same'), {},
+      h('td.example', { title: typeof ex === 'string' ? ex : JSON.stringify(ex) }, preview(ex, 120)),
+      h('td.out', {}, a ? h('a', { href: `${projectBase()}/weave/calls/${enc(a.call.id)}` }, preview(a.output)) : '—'),
+      h('td.out', {}, b ? h('a', { href: `${projectBase()}/weave/calls/${enc(b.call.id)}` }, preview(b.output)) : '—'),
+      cells);
+  });
+  const table = h('table.grid.examples', {},
+    h('thead', {}, h('tr', {}, h('th', {}, 'Example'), runs.map((c) => h('th', {}, 'Output: ' + (c.display_name || c.id.slice(0, 8)))), scoreKeys.map((k) => h('th', {}, k)))),
+    h('tbody', {}, body));
+  const only = h('input', { type: 'checkbox', name: 'only-differing', onchange: (e) => table.classList.toggle('only-differing', e.target.checked) });
+  clear(into, h('h2', {}, 'By example'),
+    h('p', {}, h('span#examples-count', {}, `${keys.length} examples, ${differ} differ`), ' · ', h('label', {}, only, ' only those that differ')),
+    table);
+}
