@@ -383,6 +383,11 @@ func RunSFTFrom(ctx context.Context, e *Trainer, p *SFTPlan, o *AdamW, first int
 			if n == 0 {
 				break
 			}
+			// A shutdown does not wait for the rest of a long step: the step is dropped
+			// (nothing of it applied) and the run stops after the one before.
+			if err := ctx.Err(); err != nil {
+				return o, err
+			}
 			g := make([]float32, len(pk.Seq.Tokens))
 			for t := 0; t+1 < len(g); t++ {
 				if pk.Train[t+1] {

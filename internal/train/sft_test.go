@@ -272,3 +272,68 @@ func TestRunSFTFromEqualsUninterrupted(t *testing.T) {
 		t.Error("a run starting after the plan's last step was not refused")
 	}
 }
+
+// errAfter is a context whose Err reports it cancelled from its n-th call on.
+type errAfter struct {
+	context.Context
+	calls, n int
+}
+
+func (c *errAfter) Err() error {
+	if c.calls++; c.calls >= c.n {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestRunSFTStopsWithinAStep: a shutdown in the middle of a step of several sequences stops
+// the run before the step's next sequence; nothing of the step is applied, so the adapter is
+// the one after the step before (and a run resumed from there equals the uninterrupted one).
+func TestRunSFTStopsWithinAStep(t *testing.T) {
+	dir := tinyDir(t, "llama", 0.2)
+	m, err := model.Load(dir, model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadChat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xs, err := ReadSFT(strings.NewReader(capitals), c, "all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Four examples per step, each its own sequence (max_seq_len 24 packs none together).
+	cfg := SFTConfig{Epochs: 2, BatchSize: 4, LearningRates: []float64{1e-2}, MaxSeqLen: 24}
+	plan, err := PlanSFT(xs, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Batches[1]) < 3 {
+		t.Fatalf("step 2 has %d sequences", len(plan.Batches[1]))
+	}
+	newAdapter := func() *model.LoRA { a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 4, Alpha: 8, Seed: 3}); return a }
+	want := newAdapter()
+	e, _ := NewTrainer(m, want)
+	if _, err := RunSFT(context.Background(), e, &SFTPlan{Batches: plan.Batches[:1], cfg: plan.cfg}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Err is asked at the top of each step and before each sequence: call 1 + len(step 1) + 1
+	// is the top of step 2, the next its first sequence; cancelled before its second.
+	got := newAdapter()
+	e2, _ := NewTrainer(m, got)
+	steps := 0
+	ctx := &errAfter{Context: context.Background(), n: 1 + len(plan.Batches[0]) + 3}
+	_, err = RunSFTFrom(ctx, e2, plan, nil, 0, func(StepMetrics, *AdamW) error { steps++; return nil })
+	if err == nil || steps != 1 {
+		t.Fatalf("run: %v after %d steps", err, steps)
+	}
+	pw, pg := params(want), params(got)
+	for i := range pw {
+		for j := range pw[i] {
+			if math.Float32bits(pw[i][j]) != math.Float32bits(pg[i][j]) {
+				t.Fatalf("adapter tensor %d value %d: %g, after step 1 %g (the stopped step was applied)", i, j, pg[i][j], pw[i][j])
+			}
+		}
+	}
+}
