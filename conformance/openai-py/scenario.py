@@ -279,6 +279,38 @@ try:
 except openai.NotFoundError as e:
     check(e.status_code == 404 and "no-such-model" in str(e.body), "unknown model: NotFoundError naming it", e.body)
 
+# Text completions (client.completions): a string prompt, several prompts with n, echo with
+# logprobs scoring a text (lm-evaluation-harness's local-completions asks exactly this), a
+# stream, and errors.
+from openai.types import Completion
+
+tc = client.completions.create(model=model, prompt="Once upon a time", max_tokens=5, temperature=0, logprobs=2)
+check(isinstance(tc, Completion) and tc.object == "text_completion" and len(tc.choices) == 1, "completions: a Completion", tc)
+lp = tc.choices[0].logprobs
+check("".join(lp.tokens) == tc.choices[0].text and len(lp.token_logprobs) == len(lp.tokens) == len(lp.text_offset) == tc.usage.completion_tokens,
+      "completions: tokens make the text, one logprob and offset each", lp)
+check(all(1 <= len(top) <= 3 for top in lp.top_logprobs), "completions: top_logprobs of logprobs=2", lp.top_logprobs)
+many = client.completions.create(model=model, prompt=["Red, green,", "One, two,"], max_tokens=3, n=2, seed=3, temperature=1)
+check([c.index for c in many.choices] == [0, 1, 2, 3], "completions: two prompts, n=2, indexed prompt*n+choice", many.choices)
+text = "Once upon a time" + tc.choices[0].text
+scored = client.completions.create(model=model, prompt=text, max_tokens=1, temperature=0, echo=True, logprobs=1)
+slp = scored.choices[0].logprobs
+check(scored.choices[0].text.startswith(text) and slp.token_logprobs[0] is None and slp.top_logprobs[0] is None,
+      "completions: echo puts the prompt first, its first token's logprob null", scored.choices[0])
+n = tc.usage.completion_tokens
+got = slp.token_logprobs[-1 - n:-1]
+check(len(got) == n and all(abs(a - b) < 1e-3 for a, b in zip(got, lp.token_logprobs)),
+      "completions: echoed logprobs of the greedy continuation equal those when generated", (got, lp.token_logprobs))
+stream = client.completions.create(model=model, prompt="Once upon a time", max_tokens=5, temperature=0, stream=True, stream_options={"include_usage": True})
+parts = list(stream)
+check("".join(p.choices[0].text for p in parts if p.choices) == tc.choices[0].text and parts[-1].usage.completion_tokens == n,
+      "completions: a stream adds up to the text, usage last", parts)
+try:
+    client.completions.create(model=model, prompt="x", suffix="y")
+    raise AssertionError("suffix: expected an error")
+except openai.BadRequestError as e:
+    check(e.status_code == 400 and e.body.get("param") == "suffix", "completions: suffix is a 400 naming it", e.body)
+
 report.update(ok=True, checks=checks)
 print(json.dumps(report))
 sys.stdout.flush()

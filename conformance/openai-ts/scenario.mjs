@@ -243,6 +243,24 @@ await expectError(400, { stream_options: { include_usage: true } }, "stream_opti
 await expectError(400, { seed: -(2 ** 63) - 4096 }, "seed out of range", "seed");
 await expectError(400, { truncate_prompt_tokens: -2 }, "truncate_prompt_tokens -2", "truncate_prompt_tokens");
 
+// Text completions (client.completions): text and logprobs, echo scoring a text, a stream.
+const tc = await client.completions.create({ model, prompt: "Once upon a time", max_tokens: 5, temperature: 0, logprobs: 1 });
+check(tc.object === "text_completion" && tc.choices[0].logprobs.tokens.join("") === tc.choices[0].text, "completions: tokens make the text", tc);
+const scored = await client.completions.create({ model, prompt: "Once upon a time" + tc.choices[0].text, max_tokens: 1, temperature: 0, echo: true, logprobs: 1 });
+const slp = scored.choices[0].logprobs;
+check(slp.token_logprobs[0] === null && scored.choices[0].text.startsWith("Once upon a time"), "completions: echo with the prompt's logprobs", slp);
+let streamedText = "";
+for await (const chunk of await client.completions.create({ model, prompt: "Once upon a time", max_tokens: 5, temperature: 0, stream: true })) {
+  streamedText += chunk.choices.map((c) => c.text).join("");
+}
+check(streamedText === tc.choices[0].text, "completions: a stream adds up to the text", streamedText);
+try {
+  await client.completions.create({ model, prompt: "x", suffix: "y" });
+  check(false, "completions: suffix refused");
+} catch (e) {
+  check(e instanceof OpenAI.BadRequestError && e.param === "suffix", "completions: suffix is a 400 naming it", e);
+}
+
 // Raw HTTP: malformed JSON is a 400 in the same envelope.
 const raw = await fetch(process.env.HONE_URL + "/v1/chat/completions", {
   method: "POST", headers: { "Content-Type": "application/json", Authorization: "Bearer " + process.env.HONE_KEY }, body: "{not json",

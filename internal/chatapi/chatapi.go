@@ -1,6 +1,7 @@
 // Package chatapi serves the OpenAI/vLLM-compatible chat completions routes on the served
 // models of internal/serving: POST /v1/chat/completions (and its trailing-slash form), POST
-// /v1/chat/completions/render, and GET /v1/models.
+// /v1/chat/completions/render, POST /v1/completions (text completions, completions.go) and
+// GET /v1/models.
 package chatapi
 
 import (
@@ -80,6 +81,8 @@ func (a *API) Register(r *httpx.Router, bearer httpx.Middleware) {
 	g.HandleFunc("POST /v1/chat/completions/{segment}", func(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, apierror.NotFound("", "Unknown route /v1/chat/completions/%s: the chat completions routes are /v1/chat/completions, /v1/chat/completions/ and /v1/chat/completions/render.", r.PathValue("segment")))
 	}, &openapi.Operation{Summary: "Unknown chat completions segment (404)", Tags: []string{"chat"}})
+	g.HandleFunc("POST /v1/completions", a.completions, &openapi.Operation{Summary: "Create a text completion", Tags: []string{"chat"}, Request: CompletionRequest{}, Response: CompletionResponse{},
+		Description: "OpenAI/vLLM-compatible (legacy) text completions: prompts continued without a chat template; `echo` with `logprobs` scores a text's tokens; `stream: true` answers with server-sent events."})
 	g.HandleFunc("GET /v1/models", a.models, &openapi.Operation{Summary: "List the served models", Tags: []string{"chat"}, Response: ModelList{}})
 }
 
@@ -163,29 +166,12 @@ func (a *API) prepare(r *http.Request) (*prepared, error) {
 			return nil, err
 		}
 	}
-	served, ok := a.Models.Get(req.Model)
-	name := req.Model
-	if ok {
-		name = served.Name
+	served, name, adapter, err := a.resolveModel(r, req.Model)
+	if err != nil {
+		return nil, err
 	}
-	var adapter *model.LoRA
-	if !ok && a.Adapters != nil && looksLikeCheckpoint(req.Model) {
-		entity := ""
-		if pr, ok := auth.FromContext(r.Context()); ok {
-			entity = pr.Entity
-		}
-		ad, found, err := a.Adapters.ResolveAdapter(r.Context(), entity, req.Model)
-		if err != nil {
-			return nil, err
-		}
-		if found {
-			if served, ok = a.Models.Get(ad.Base); ok {
-				adapter, name = ad.LoRA, ad.Name
-			}
-		}
-	}
-	if !ok {
-		return nil, apierror.NotFound("model", "The model `%s` does not exist.", req.Model)
+	if len(req.Messages) == 0 || string(req.Messages) == "null" {
+		return nil, bad("messages", "Field required: `messages`")
 	}
 	p, err := req.validate(served.Model.Config.VocabSize, a.MaxLogprobs, a.PriorityEnabled)
 	if err != nil {
@@ -293,6 +279,35 @@ func (a *API) prepare(r *http.Request) (*prepared, error) {
 	}
 	return &prepared{plan: p, served: served, name: name, adapter: adapter, prompt: prompt, ids: ids,
 		traceProject: traceProject, body: body, started: time.Now()}, nil
+}
+
+// resolveModel finds the served model a request names: a base model, or a trained
+// checkpoint of the caller's entity on one (its adapter); name is the name to report.
+func (a *API) resolveModel(r *http.Request, ref string) (served *serving.Served, name string, adapter *model.LoRA, err error) {
+	served, ok := a.Models.Get(ref)
+	name = ref
+	if ok {
+		name = served.Name
+	}
+	if !ok && a.Adapters != nil && looksLikeCheckpoint(ref) {
+		entity := ""
+		if pr, ok := auth.FromContext(r.Context()); ok {
+			entity = pr.Entity
+		}
+		ad, found, err := a.Adapters.ResolveAdapter(r.Context(), entity, ref)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		if found {
+			if served, ok = a.Models.Get(ad.Base); ok {
+				adapter, name = ad.LoRA, ad.Name
+			}
+		}
+	}
+	if !ok {
+		return nil, "", nil, apierror.NotFound("model", "The model `%s` does not exist.", ref)
+	}
+	return served, name, adapter, nil
 }
 
 func (a *API) complete(w http.ResponseWriter, r *http.Request) {

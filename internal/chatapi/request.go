@@ -144,12 +144,10 @@ func bad(param, format string, args ...any) error {
 	return apierror.BadRequest(param, format, args...)
 }
 
-// validate checks the request with vLLM's rules and messages (vllm-chat.md §1.3).
+// validate checks the request with vLLM's rules and messages (vllm-chat.md §1.3), all but
+// its messages (the caller's: completions have none).
 func (req *Request) validate(vocab int, maxLogprobs int, priorityEnabled bool) (*plan, error) {
 	p := &plan{req: req, n: 1, promptLP: -1, agp: true}
-	if len(req.Messages) == 0 || string(req.Messages) == "null" {
-		return nil, bad("messages", "Field required: `messages`")
-	}
 	if req.AddGenerationPrompt != nil {
 		p.agp = *req.AddGenerationPrompt
 	}
