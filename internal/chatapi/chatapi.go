@@ -1,7 +1,7 @@
 // Package chatapi serves the OpenAI/vLLM-compatible chat completions routes on the served
 // models of internal/serving: POST /v1/chat/completions (and its trailing-slash form), POST
-// /v1/chat/completions/render, POST /v1/completions (text completions, completions.go) and
-// GET /v1/models.
+// /v1/chat/completions/render, POST /v1/completions (text completions, completions.go), POST
+// /v1/responses (the Responses API, responses.go) and GET /v1/models.
 package chatapi
 
 import (
@@ -81,6 +81,8 @@ func (a *API) Register(r *httpx.Router, bearer httpx.Middleware) {
 	g.HandleFunc("POST /v1/chat/completions/{segment}", func(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, apierror.NotFound("", "Unknown route /v1/chat/completions/%s: the chat completions routes are /v1/chat/completions, /v1/chat/completions/ and /v1/chat/completions/render.", r.PathValue("segment")))
 	}, &openapi.Operation{Summary: "Unknown chat completions segment (404)", Tags: []string{"chat"}})
+	g.HandleFunc("POST /v1/responses", a.responses, &openapi.Operation{Summary: "Create a response (Responses API)", Tags: []string{"chat"}, Request: ResponsesRequest{}, Response: ResponseObject{},
+		Description: "OpenAI's Responses API, stateless: input items and function tools run as a chat completion; `stream: true` answers with the Responses events. Nothing is stored (previous_response_id is refused)."})
 	g.HandleFunc("POST /v1/completions", a.completions, &openapi.Operation{Summary: "Create a text completion", Tags: []string{"chat"}, Request: CompletionRequest{}, Response: CompletionResponse{},
 		Description: "OpenAI/vLLM-compatible (legacy) text completions: prompts continued without a chat template; `echo` with `logprobs` scores a text's tokens; `stream: true` answers with server-sent events."})
 	g.HandleFunc("GET /v1/models", a.models, &openapi.Operation{Summary: "List the served models", Tags: []string{"chat"}, Response: ModelList{}})
@@ -157,6 +159,12 @@ func (a *API) prepare(r *http.Request) (*prepared, error) {
 	if err := httpx.Unmarshal(body, &req, httpx.DecodeOptions{}); err != nil {
 		return nil, err
 	}
+	return a.prepareRequest(r, &req, body)
+}
+
+// prepareRequest checks, renders and tokenises a chat request (body: as received, traced).
+func (a *API) prepareRequest(r *http.Request, reqp *Request, body []byte) (*prepared, error) {
+	req := *reqp
 	traceProject := r.Header.Get(TraceHeader)
 	if traceProject != "" {
 		if a.Tracer == nil {
@@ -316,14 +324,49 @@ func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, err)
 		return
 	}
+	run, ok := a.submit(w, r, pr, completionID(r, pr.plan.req))
+	if !ok {
+		return
+	}
+	if pr.plan.req.Stream {
+		run.stream(w, r, a.trace)
+		return
+	}
+	resp, ok := a.finish(w, r, run)
+	if ok {
+		httpx.WriteJSON(w, http.StatusOK, resp)
+	}
+}
+
+// finish collects a run's completion; when the client went away or a choice failed it
+// answers (or not) itself and ok is false. The completion is traced when asked.
+func (a *API) finish(w http.ResponseWriter, r *http.Request, run *run) (*Response, bool) {
+	resp := run.collect()
+	if r.Context().Err() != nil {
+		a.trace(r, run, resp, "the client went away before the completion finished")
+		return nil, false
+	}
+	if run.failed() {
+		err := fault.Invalid("model", "the model %s produced non-finite logits (NaN or infinity), so no token can be sampled: its weights or adapter are broken (for a trained checkpoint: its training diverged)", run.pr.name)
+		a.Logger.ErrorContext(r.Context(), "chat completion failed: non-finite logits", "model", run.pr.name)
+		a.trace(r, run, resp, err.Error())
+		apierror.Write(w, r, err)
+		return nil, false
+	}
+	a.trace(r, run, resp, "")
+	return resp, true
+}
+
+// submit starts a prepared request on its model's engine; on failure it answers the error
+// and ok is false.
+func (a *API) submit(w http.ResponseWriter, r *http.Request, pr *prepared, id string) (*run, bool) {
 	p := pr.plan
-	id := completionID(r, p.req)
 	var gf inference.GuideFactory
 	if p.structured != nil {
 		c, err := pr.served.Guides().Compile(p.structured)
 		if err != nil {
 			apierror.Write(w, r, apierror.BadRequest("structured_outputs", "Invalid structured output constraint: %v", err))
-			return
+			return nil, false
 		}
 		gf = pr.served.GuideFactory(c)
 	}
@@ -335,38 +378,20 @@ func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, inference.ErrQueueFull):
 		apierror.Write(w, r, apierror.TooManyRequests("The server is busy: the waiting queue is full. Retry later."))
-		return
+		return nil, false
 	case errors.Is(err, inference.ErrPriorityNotEnabled):
 		apierror.Write(w, r, apierror.BadRequest("priority", "Got priority %d but Priority scheduling is not enabled.", p.priority))
-		return
+		return nil, false
 	case errors.Is(err, inference.ErrTooLarge):
 		kv := pr.served.Engine.KVCache()
 		apierror.Write(w, r, apierror.BadRequest("n", "The KV cache holds %d tokens; %d sequences of up to %d tokens (a %d-token prompt and up to %d output tokens each) do not fit in it. Please request fewer choices or fewer output tokens.",
 			kv.Tokens(), p.n, len(pr.ids)+p.maxTokens, len(pr.ids), p.maxTokens))
-		return
+		return nil, false
 	case err != nil:
 		apierror.Write(w, r, err)
-		return
+		return nil, false
 	}
-	run := newRun(pr, h, id, out.Reasoning)
-	if p.req.Stream {
-		run.stream(w, r, a.trace)
-		return
-	}
-	resp := run.collect()
-	if r.Context().Err() != nil {
-		a.trace(r, run, resp, "the client went away before the completion finished")
-		return
-	}
-	if run.failed() {
-		err := fault.Invalid("model", "the model %s produced non-finite logits (NaN or infinity), so no token can be sampled: its weights or adapter are broken (for a trained checkpoint: its training diverged)", run.pr.name)
-		a.Logger.ErrorContext(r.Context(), "chat completion failed: non-finite logits", "model", run.pr.name)
-		a.trace(r, run, resp, err.Error())
-		apierror.Write(w, r, err)
-		return
-	}
-	a.trace(r, run, resp, "")
-	httpx.WriteJSON(w, http.StatusOK, resp)
+	return newRun(pr, h, id, out.Reasoning), true
 }
 
 // trace records a finished completion when its request asked for it. A failure to record is

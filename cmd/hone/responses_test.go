@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestResponsesEndToEnd: POST /v1/responses over HTTP on the demo model: a message answer
+// with its usage; a required function call (parallel calls off) and the turn after it with
+// the call and its output as input items; a json_schema text format; a stream whose events
+// come in order, numbered, each named in its event line, adding up to the final response;
+// and the 400s, naming the Responses request's fields.
+func TestResponsesEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir)
+	bearer := "Bearer " + initialKey(t, dir)
+	url := s.url + "/v1/responses"
+	post := func(body string) map[string]any {
+		t.Helper()
+		code, _, b := do(t, "POST", url, bearer, body)
+		return jsonOf(t, code, b, 200)
+	}
+	outputText := func(r map[string]any) string {
+		var b strings.Builder
+		for _, o := range r["output"].([]any) {
+			item := o.(map[string]any)
+			if item["type"] == "message" {
+				for _, c := range item["content"].([]any) {
+					b.WriteString(c.(map[string]any)["text"].(string))
+				}
+			}
+		}
+		return b.String()
+	}
+
+	r := post(`{"model":"demo","input":"Hello","instructions":"Be brief.","max_output_tokens":5,"seed":1}`)
+	usage, _ := r["usage"].(map[string]any)
+	if r["object"] != "response" || !strings.HasPrefix(r["id"].(string), "resp_") || (r["status"] != "completed" && r["status"] != "incomplete") ||
+		usage == nil || usage["output_tokens"].(float64) < 1 || usage["total_tokens"].(float64) != usage["input_tokens"].(float64)+usage["output_tokens"].(float64) ||
+		r["output"].([]any)[0].(map[string]any)["type"] != "message" || r["instructions"] != "Be brief." {
+		t.Fatalf("response %v", r)
+	}
+	if r["status"] == "incomplete" && r["incomplete_details"].(map[string]any)["reason"] != "max_output_tokens" {
+		t.Fatalf("incomplete without its reason: %v", r)
+	}
+
+	tools := `[{"type":"function","name":"get_weather","description":"The weather","parameters":{"type":"object","properties":{"city":{"type":"string","enum":["Paris","Rome"]}},"required":["city"],"additionalProperties":false},"strict":true}]`
+	r = post(`{"model":"demo","input":[{"role":"user","content":[{"type":"input_text","text":"Weather in Paris?"}]}],"tools":` + tools + `,"tool_choice":"required","parallel_tool_calls":false,"max_output_tokens":60}`)
+	out := r["output"].([]any)
+	call := out[len(out)-1].(map[string]any)
+	var args map[string]string
+	if r["status"] != "completed" || call["type"] != "function_call" || call["name"] != "get_weather" || !strings.HasPrefix(call["call_id"].(string), "call_") ||
+		json.Unmarshal([]byte(call["arguments"].(string)), &args) != nil || (args["city"] != "Paris" && args["city"] != "Rome") {
+		t.Fatalf("function call: %v", r)
+	}
+	next, _ := json.Marshal([]any{
+		map[string]any{"role": "user", "content": "Weather in Paris?"},
+		map[string]any{"type": "function_call", "call_id": call["call_id"], "name": "get_weather", "arguments": call["arguments"]},
+		map[string]any{"type": "function_call_output", "call_id": call["call_id"], "output": "sunny"},
+	})
+	r = post(`{"model":"demo","input":` + string(next) + `,"tools":` + tools + `,"max_output_tokens":4}`)
+	if len(r["output"].([]any)) == 0 {
+		t.Fatalf("the turn after the call: %v", r)
+	}
+
+	r = post(`{"model":"demo","input":"Pick","max_output_tokens":40,"text":{"format":{"type":"json_schema","name":"pick","strict":true,"schema":{"type":"object","properties":{"c":{"type":"string","enum":["a","b"]}},"required":["c"],"additionalProperties":false}}}}`)
+	var pick map[string]string
+	if err := json.Unmarshal([]byte(outputText(r)), &pick); err != nil || (pick["c"] != "a" && pick["c"] != "b") {
+		t.Fatalf("json_schema format: %q (%v)", outputText(r), err)
+	}
+
+	// A stream.
+	req, _ := http.NewRequest("POST", url, strings.NewReader(`{"model":"demo","input":"Hello","max_output_tokens":6,"stream":true,"temperature":0}`))
+	req.Header.Set("Authorization", bearer)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var types []string
+	var deltas strings.Builder
+	var last map[string]any
+	event := ""
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if e, ok := strings.CutPrefix(line, "event: "); ok {
+			event = e
+			continue
+		}
+		d, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(d), &ev); err != nil {
+			t.Fatalf("event %q: %v", d, err)
+		}
+		if ev["type"] != event || ev["sequence_number"] != float64(len(types)) {
+			t.Fatalf("event %d: line %q, data %v", len(types), event, ev)
+		}
+		types = append(types, event)
+		if event == "response.output_text.delta" {
+			deltas.WriteString(ev["delta"].(string))
+		}
+		last = ev
+	}
+	end := types[len(types)-1]
+	if len(types) < 8 || types[0] != "response.created" || types[1] != "response.in_progress" || types[2] != "response.output_item.added" ||
+		types[3] != "response.content_part.added" || (end != "response.completed" && end != "response.incomplete") {
+		t.Fatalf("events %v", types)
+	}
+	if final := last["response"].(map[string]any); outputText(final) != deltas.String() || final["usage"] == nil {
+		t.Fatalf("the deltas %q, the final response %v", deltas.String(), final)
+	}
+
+	for _, tc := range []struct{ body, param string }{
+		{`{"model":"demo"}`, "input"},
+		{`{"model":"demo","input":"x","previous_response_id":"resp_1"}`, "previous_response_id"},
+		{`{"model":"demo","input":"x","conversation":"conv_1"}`, "conversation"},
+		{`{"model":"demo","input":[{"type":"item_reference","id":"msg_1"}]}`, "input[0].type"},
+		{`{"model":"demo","input":[{"type":"web_search_call"}]}`, "input[0].type"},
+		{`{"model":"demo","input":[{"role":"robot","content":"x"}]}`, "input[0].role"},
+		{`{"model":"demo","input":"x","tools":[{"type":"web_search"}]}`, "tools[0].type"},
+		{`{"model":"demo","input":"x","tool_choice":{"type":"mcp"}}`, "tool_choice"},
+		{`{"model":"demo","input":"x","text":{"format":{"type":"xml"}}}`, "text.format.type"},
+		{`{"model":"demo","input":"x","max_output_tokens":0}`, "max_output_tokens"},
+		{`{"model":"demo","input":"x","text":{"format":{"type":"json_schema"}}}`, "text.format.schema"},
+		{`{"model":"nope","input":"x"}`, "model"},
+	} {
+		code, _, body := do(t, "POST", url, bearer, tc.body)
+		if e := envelope(t, body); code/100 != 4 || e.Param == nil || *e.Param != tc.param {
+			t.Errorf("%s: %d %s", tc.body, code, body)
+		}
+	}
+}

@@ -1,0 +1,609 @@
+package chatapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/honeai/hone/internal/apierror"
+	"github.com/honeai/hone/internal/httpx"
+)
+
+// POST /v1/responses: OpenAI's Responses API, the interface of OpenAI's newer SDK examples
+// and of agent frameworks (the OpenAI Agents SDK), without its stored state: a request is
+// turned into a chat request (instructions as the system message, input items as messages,
+// function calls and their outputs as assistant tool calls and tool messages, function
+// tools, tool_choice, text.format as response_format) and run as one; its answer is turned
+// into output items (reasoning, a message of output_text, function calls), streamed as the
+// Responses events when asked. Nothing is stored: previous_response_id, conversation,
+// background and stored prompts are refused, naming the field.
+
+// ResponsesRequest is the body of POST /v1/responses (unknown fields are ignored).
+type ResponsesRequest struct {
+	Model              string            `json:"model"`
+	Input              json.RawMessage   `json:"input"`
+	Instructions       *string           `json:"instructions"`
+	MaxOutputTokens    *int              `json:"max_output_tokens"`
+	Temperature        *float64          `json:"temperature"`
+	TopP               *float64          `json:"top_p"`
+	TopLogprobs        *int              `json:"top_logprobs"`
+	Include            []string          `json:"include"`
+	Tools              []json.RawMessage `json:"tools"`
+	ToolChoice         json.RawMessage   `json:"tool_choice"`
+	ParallelToolCalls  *bool             `json:"parallel_tool_calls"`
+	Text               *struct {
+		Format    json.RawMessage `json:"format"`
+		Verbosity *string         `json:"verbosity"`
+	} `json:"text"`
+	Reasoning *struct {
+		Effort *string `json:"effort"`
+	} `json:"reasoning"`
+	Stream             bool            `json:"stream"`
+	Store              *bool           `json:"store"`
+	PreviousResponseID *string         `json:"previous_response_id"`
+	Conversation       json.RawMessage `json:"conversation"`
+	Background         bool            `json:"background"`
+	Prompt             json.RawMessage `json:"prompt"`
+	Metadata           json.RawMessage `json:"metadata"`
+	User               *string         `json:"user"`
+	Truncation         *string         `json:"truncation"`
+	ServiceTier        *string         `json:"service_tier"`
+	// vLLM's extras.
+	Seed     *json.Number `json:"seed"`
+	TopK     *int         `json:"top_k"`
+	MinP     *float64     `json:"min_p"`
+	Priority json.Number  `json:"priority"`
+}
+
+// ResponseObject is a response of the Responses API.
+type ResponseObject struct {
+	ID                 string           `json:"id"`
+	Object             string           `json:"object"`
+	CreatedAt          int64            `json:"created_at"`
+	Status             string           `json:"status"`
+	Model              string           `json:"model"`
+	Output             []map[string]any `json:"output"`
+	Usage              *ResponsesUsage  `json:"usage"`
+	Error              any              `json:"error"`
+	IncompleteDetails  any              `json:"incomplete_details"`
+	Instructions       *string          `json:"instructions"`
+	MaxOutputTokens    *int             `json:"max_output_tokens"`
+	Temperature        *float64         `json:"temperature"`
+	TopP               *float64         `json:"top_p"`
+	Tools              []any            `json:"tools"`
+	ToolChoice         any              `json:"tool_choice"`
+	ParallelToolCalls  bool             `json:"parallel_tool_calls"`
+	Text               map[string]any   `json:"text"`
+	Reasoning          map[string]any   `json:"reasoning"`
+	PreviousResponseID *string          `json:"previous_response_id"`
+	Store              bool             `json:"store"`
+	Truncation         string           `json:"truncation"`
+	Metadata           json.RawMessage  `json:"metadata"`
+	User               *string          `json:"user"`
+}
+
+// ResponsesUsage is a response's token usage.
+type ResponsesUsage struct {
+	InputTokens         int            `json:"input_tokens"`
+	InputTokensDetails  map[string]int `json:"input_tokens_details"`
+	OutputTokens        int            `json:"output_tokens"`
+	OutputTokensDetails map[string]int `json:"output_tokens_details"`
+	TotalTokens         int            `json:"total_tokens"`
+}
+
+// textOf reads the text of a content: a string, or a list of text parts (input_text,
+// output_text, text); another part (an image) is kept as an image_url part for the chat
+// template to refuse on a text-only model.
+func textOf(raw json.RawMessage, where string) (json.RawMessage, error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return json.Marshal(s)
+	}
+	var parts []map[string]any
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return nil, bad(where, "`%s` must be a string or a list of content parts.", where)
+	}
+	var out []map[string]any
+	for i, p := range parts {
+		switch p["type"] {
+		case "input_text", "output_text", "text":
+			t, _ := p["text"].(string)
+			out = append(out, map[string]any{"type": "text", "text": t})
+		case "input_image":
+			out = append(out, map[string]any{"type": "image_url", "image_url": map[string]any{"url": p["image_url"]}})
+		default:
+			return nil, bad(fmt.Sprintf("%s[%d].type", where, i), "Content part type %v is not supported (input_text, output_text).", p["type"])
+		}
+	}
+	return json.Marshal(out)
+}
+
+// chatRequest turns a Responses request into the chat request it runs as.
+func (rr *ResponsesRequest) chatRequest() (*Request, error) {
+	switch {
+	case rr.PreviousResponseID != nil && *rr.PreviousResponseID != "":
+		return nil, bad("previous_response_id", "previous_response_id is not supported: Hone stores no responses; send the conversation in `input`.")
+	case len(rr.Conversation) > 0 && string(rr.Conversation) != "null":
+		return nil, bad("conversation", "conversation is not supported: Hone stores no conversations; send the conversation in `input`.")
+	case rr.Background:
+		return nil, bad("background", "background responses are not supported.")
+	case len(rr.Prompt) > 0 && string(rr.Prompt) != "null":
+		return nil, bad("prompt", "stored prompts are not supported.")
+	}
+	var msgs []map[string]any
+	if rr.Instructions != nil && *rr.Instructions != "" {
+		msgs = append(msgs, map[string]any{"role": "system", "content": *rr.Instructions})
+	}
+	if len(rr.Input) == 0 || string(rr.Input) == "null" {
+		return nil, bad("input", "Field required: `input`")
+	}
+	var one string
+	if json.Unmarshal(rr.Input, &one) == nil {
+		msgs = append(msgs, map[string]any{"role": "user", "content": one})
+	} else {
+		var items []map[string]json.RawMessage
+		if err := json.Unmarshal(rr.Input, &items); err != nil {
+			return nil, bad("input", "`input` must be a string or a list of input items.")
+		}
+		for i, it := range items {
+			where := fmt.Sprintf("input[%d]", i)
+			var typ, role string
+			json.Unmarshal(it["type"], &typ)
+			json.Unmarshal(it["role"], &role)
+			switch {
+			case typ == "message" || typ == "" && role != "":
+				switch role {
+				case "user", "system", "assistant":
+				case "developer":
+					role = "system"
+				default:
+					return nil, bad(where+".role", "Input message role %q is not supported (user, system, developer, assistant).", role)
+				}
+				content, err := textOf(it["content"], where+".content")
+				if err != nil {
+					return nil, err
+				}
+				msgs = append(msgs, map[string]any{"role": role, "content": content})
+			case typ == "function_call":
+				var name, args, callID string
+				json.Unmarshal(it["name"], &name)
+				json.Unmarshal(it["arguments"], &args)
+				json.Unmarshal(it["call_id"], &callID)
+				if name == "" || callID == "" {
+					return nil, bad(where, "A function_call item needs name and call_id.")
+				}
+				call := map[string]any{"id": callID, "type": "function", "function": map[string]any{"name": name, "arguments": args}}
+				// Calls in a row are one assistant turn.
+				if n := len(msgs); n > 0 && msgs[n-1]["role"] == "assistant" && msgs[n-1]["tool_calls"] != nil {
+					msgs[n-1]["tool_calls"] = append(msgs[n-1]["tool_calls"].([]any), call)
+				} else {
+					msgs = append(msgs, map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{call}})
+				}
+			case typ == "function_call_output":
+				var callID string
+				json.Unmarshal(it["call_id"], &callID)
+				output, err := textOf(it["output"], where+".output")
+				if err != nil {
+					return nil, err
+				}
+				msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": callID, "content": output})
+			case typ == "reasoning":
+				// The model's earlier reasoning: chat templates drop it from past turns.
+			case typ == "item_reference":
+				return nil, bad(where+".type", "item_reference is not supported: Hone stores no items; send the item itself.")
+			default:
+				return nil, bad(where+".type", "Input item type %q is not supported (message, function_call, function_call_output, reasoning).", typ)
+			}
+		}
+	}
+	messages, err := json.Marshal(msgs)
+	if err != nil {
+		return nil, err
+	}
+	req := &Request{Model: rr.Model, Messages: messages, Stream: rr.Stream, MaxTokens: rr.MaxOutputTokens, Temperature: rr.Temperature,
+		TopP: rr.TopP, TopK: rr.TopK, MinP: rr.MinP, Seed: rr.Seed, ParallelToolCalls: rr.ParallelToolCalls, User: rr.User,
+		Priority: rr.Priority, ServiceTier: rr.ServiceTier}
+	if rr.Reasoning != nil {
+		req.ReasoningEffort = rr.Reasoning.Effort
+	}
+	for _, inc := range rr.Include {
+		if inc == "message.output_text.logprobs" {
+			req.Logprobs = true
+		}
+	}
+	if rr.TopLogprobs != nil && *rr.TopLogprobs > 0 {
+		req.Logprobs = true
+		k := json.Number(fmt.Sprint(*rr.TopLogprobs))
+		req.TopLogprobs = &k
+	}
+	if len(rr.Tools) > 0 {
+		var tools []map[string]any
+		for i, raw := range rr.Tools {
+			var t map[string]any
+			if err := json.Unmarshal(raw, &t); err != nil {
+				return nil, bad(fmt.Sprintf("tools[%d]", i), "A tool must be an object.")
+			}
+			if t["type"] != "function" {
+				return nil, bad(fmt.Sprintf("tools[%d].type", i), "Tool type %v is not supported: Hone runs function tools only.", t["type"])
+			}
+			fn := map[string]any{}
+			for _, k := range []string{"name", "description", "parameters", "strict"} {
+				if v, ok := t[k]; ok {
+					fn[k] = v
+				}
+			}
+			tools = append(tools, map[string]any{"type": "function", "function": fn})
+		}
+		req.Tools, _ = json.Marshal(tools)
+	}
+	if len(rr.ToolChoice) > 0 && string(rr.ToolChoice) != "null" {
+		var s string
+		if json.Unmarshal(rr.ToolChoice, &s) == nil {
+			req.ToolChoice = rr.ToolChoice
+		} else {
+			var tc struct {
+				Type string `json:"type"`
+				Name string `json:"name"`
+			}
+			if json.Unmarshal(rr.ToolChoice, &tc) != nil || tc.Type != "function" || tc.Name == "" {
+				return nil, bad("tool_choice", "tool_choice must be auto, none, required or {\"type\": \"function\", \"name\": ...}.")
+			}
+			req.ToolChoice, _ = json.Marshal(map[string]any{"type": "function", "function": map[string]any{"name": tc.Name}})
+		}
+	}
+	forced := string(rr.ToolChoice) == `"required"` || len(req.ToolChoice) > 0 && req.ToolChoice[0] == '{'
+	// text.format shapes a text answer, which a required or named tool call leaves out: as
+	// OpenAI takes the two together (the Agents SDK sends both), the call's constraint wins.
+	if rr.Text != nil && len(rr.Text.Format) > 0 && string(rr.Text.Format) != "null" && !forced {
+		var f map[string]any
+		if err := json.Unmarshal(rr.Text.Format, &f); err != nil {
+			return nil, bad("text.format", "text.format must be an object.")
+		}
+		switch f["type"] {
+		case "text":
+		case "json_object":
+			req.ResponseFormat = json.RawMessage(`{"type":"json_object"}`)
+		case "json_schema":
+			if _, ok := f["schema"].(map[string]any); !ok {
+				return nil, bad("text.format.schema", "text.format of type json_schema needs a `schema` object.")
+			}
+			js := map[string]any{}
+			for _, k := range []string{"name", "schema", "strict", "description"} {
+				if v, ok := f[k]; ok {
+					js[k] = v
+				}
+			}
+			req.ResponseFormat, _ = json.Marshal(map[string]any{"type": "json_schema", "json_schema": js})
+		default:
+			return nil, bad("text.format.type", "text.format type %v is not supported (text, json_object, json_schema).", f["type"])
+		}
+	}
+	return req, nil
+}
+
+// renameParam turns a chat request's field names in an error into the Responses request's.
+func renameParam(err error) error {
+	ae, ok := apierror.As(err)
+	if !ok || ae.Param == "" {
+		return err
+	}
+	for _, ft := range [][2]string{{"max_tokens", "max_output_tokens"}, {"response_format.json_schema", "text.format"}, {"response_format", "text.format"}, {"messages", "input"}} {
+		from, to := ft[0], ft[1]
+		if ae.Param == from || strings.HasPrefix(ae.Param, from+".") {
+			ae.Param = to + strings.TrimPrefix(ae.Param, from)
+			if from == "max_tokens" {
+				ae.Message = strings.ReplaceAll(ae.Message, "max_tokens", "max_output_tokens")
+			}
+			break
+		}
+	}
+	return ae
+}
+
+func (a *API) responses(w http.ResponseWriter, r *http.Request) {
+	var rr ResponsesRequest
+	if err := httpx.CheckJSONContentType(r); err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	body, err := httpx.ReadBody(r)
+	if err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	if err := httpx.Unmarshal(body, &rr, httpx.DecodeOptions{}); err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	req, err := rr.chatRequest()
+	if err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	pr, err := a.prepareRequest(r, req, body)
+	if err != nil {
+		apierror.Write(w, r, renameParam(err))
+		return
+	}
+	id := "resp_" + strings.ReplaceAll(httpx.RequestID(r.Context()), "-", "")
+	run, ok := a.submit(w, r, pr, id)
+	if !ok {
+		return
+	}
+	rs := &responseState{rr: &rr, run: run, id: id, created: time.Now().Unix()}
+	if rr.Stream {
+		rs.stream(w, r, a)
+		return
+	}
+	resp, ok := a.finish(w, r, run)
+	if !ok {
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, rs.object(resp))
+}
+
+// responseState builds a response's output from its chat run.
+type responseState struct {
+	rr      *ResponsesRequest
+	run     *run
+	id      string
+	created int64
+	seq     int
+}
+
+// object is the response: status completed (incomplete at max_output_tokens) and its
+// output items, or, before the run finished (resp nil), in progress with none.
+func (rs *responseState) object(resp *Response) *ResponseObject {
+	rr := rs.rr
+	o := &ResponseObject{ID: rs.id, Object: "response", CreatedAt: rs.created, Status: "in_progress", Model: rs.run.pr.name,
+		Output: []map[string]any{}, Instructions: rr.Instructions, MaxOutputTokens: rr.MaxOutputTokens, Temperature: rr.Temperature,
+		TopP: rr.TopP, Tools: []any{}, ToolChoice: "auto", ParallelToolCalls: rr.ParallelToolCalls == nil || *rr.ParallelToolCalls,
+		Text: map[string]any{"format": map[string]any{"type": "text"}}, Reasoning: map[string]any{"effort": nil, "summary": nil},
+		Store: rr.Store == nil || *rr.Store, Truncation: "disabled", Metadata: rr.Metadata, User: rr.User}
+	if len(o.Metadata) == 0 {
+		o.Metadata = json.RawMessage("{}")
+	}
+	for _, t := range rr.Tools {
+		o.Tools = append(o.Tools, t)
+	}
+	if len(rr.ToolChoice) > 0 && string(rr.ToolChoice) != "null" {
+		o.ToolChoice = rr.ToolChoice
+	}
+	if rr.Text != nil && len(rr.Text.Format) > 0 && string(rr.Text.Format) != "null" {
+		o.Text["format"] = rr.Text.Format
+	}
+	if rr.Reasoning != nil && rr.Reasoning.Effort != nil {
+		o.Reasoning["effort"] = *rr.Reasoning.Effort
+	}
+	if resp == nil {
+		return o
+	}
+	ch := resp.Choices[0]
+	o.Status = "completed"
+	if ch.FinishReason == "length" {
+		o.Status = "incomplete"
+		o.IncompleteDetails = map[string]any{"reason": "max_output_tokens"}
+	}
+	u := resp.Usage
+	o.Usage = &ResponsesUsage{InputTokens: u.PromptTokens, InputTokensDetails: map[string]int{"cached_tokens": 0},
+		OutputTokens: u.CompletionTokens, OutputTokensDetails: map[string]int{"reasoning_tokens": 0}, TotalTokens: u.TotalTokens}
+	if u.PromptTokensDetails != nil {
+		o.Usage.InputTokensDetails["cached_tokens"] = u.PromptTokensDetails.CachedTokens
+	}
+	if ch.Message.Reasoning != nil && *ch.Message.Reasoning != "" {
+		o.Output = append(o.Output, rs.reasoningItem(*ch.Message.Reasoning))
+	}
+	itemStatus := "completed"
+	if o.Status == "incomplete" {
+		itemStatus = "incomplete"
+	}
+	if ch.Message.Content != nil && (*ch.Message.Content != "" || len(ch.Message.ToolCalls) == 0) {
+		o.Output = append(o.Output, rs.messageItem(*ch.Message.Content, ch.Logprobs, itemStatus))
+	}
+	for i, tc := range ch.Message.ToolCalls {
+		o.Output = append(o.Output, rs.callItem(i, tc.ID, tc.Function.Name, tc.Function.Arguments, "completed"))
+	}
+	return o
+}
+
+func (rs *responseState) reasoningItem(text string) map[string]any {
+	return map[string]any{"type": "reasoning", "id": "rs_" + rs.id[5:], "summary": []any{},
+		"content": []any{map[string]any{"type": "reasoning_text", "text": text}}, "status": "completed"}
+}
+
+func (rs *responseState) messageItem(text string, lps *Logprobs, status string) map[string]any {
+	part := rs.textPart(text, lps)
+	content := []any{}
+	if status != "in_progress" {
+		content = append(content, part)
+	}
+	return map[string]any{"type": "message", "id": "msg_" + rs.id[5:], "status": status, "role": "assistant", "content": content}
+}
+
+func (rs *responseState) textPart(text string, lps *Logprobs) map[string]any {
+	part := map[string]any{"type": "output_text", "text": text, "annotations": []any{}}
+	if lps != nil {
+		part["logprobs"] = responseLogprobs(lps.Content)
+	}
+	return part
+}
+
+func responseLogprobs(lps []TokenLogprob) []any {
+	out := []any{}
+	for _, l := range lps {
+		top := []any{}
+		for _, t := range l.TopLogprobs {
+			top = append(top, map[string]any{"token": t.Token, "logprob": t.Logprob, "bytes": t.Bytes})
+		}
+		out = append(out, map[string]any{"token": l.Token, "logprob": l.Logprob, "bytes": l.Bytes, "top_logprobs": top})
+	}
+	return out
+}
+
+func (rs *responseState) callItem(i int, callID, name, args, status string) map[string]any {
+	return map[string]any{"type": "function_call", "id": fmt.Sprintf("fc_%s_%d", rs.id[5:], i), "call_id": callID, "name": name,
+		"arguments": args, "status": status}
+}
+
+// stream answers with the Responses API's server-sent events: response.created and
+// .in_progress, then per output item its .added, its deltas (output_text.delta,
+// function_call_arguments.delta, reasoning_text.delta), its .done events, and
+// response.completed with the whole response; each event numbered (sequence_number).
+func (rs *responseState) stream(w http.ResponseWriter, r *http.Request, a *API) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	gone := false
+	emit := func(typ string, ev map[string]any) {
+		if gone {
+			return
+		}
+		ev["type"], ev["sequence_number"] = typ, rs.seq
+		rs.seq++
+		b, err := json.Marshal(ev)
+		if err == nil {
+			_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, b)
+		}
+		if err != nil {
+			gone = true
+			return
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	emit("response.created", map[string]any{"response": rs.object(nil)})
+	emit("response.in_progress", map[string]any{"response": rs.object(nil)})
+	ru := rs.run
+	req := ru.pr.plan.req
+	// The items as they open: a reasoning item, a message, function calls.
+	next := 0
+	reasoningAt, messageAt := -1, -1
+	var reasoning, text strings.Builder
+	sentLP := 0
+	type callState struct {
+		at               int
+		id, callID, name string
+		args             strings.Builder
+	}
+	var calls []*callState
+	closeReasoning := func() {
+		if reasoningAt < 0 {
+			return
+		}
+		item := rs.reasoningItem(reasoning.String())
+		emit("response.reasoning_text.done", map[string]any{"item_id": item["id"], "output_index": reasoningAt, "content_index": 0, "text": reasoning.String()})
+		emit("response.output_item.done", map[string]any{"output_index": reasoningAt, "item": item})
+		reasoningAt = -2
+	}
+	closeMessage := func() {
+		if messageAt < 0 {
+			return
+		}
+		var lps *Logprobs
+		if req.Logprobs {
+			lps = &Logprobs{Content: ru.choices[0].logprobs}
+		}
+		item := rs.messageItem(text.String(), lps, "completed")
+		part := rs.textPart(text.String(), lps)
+		emit("response.output_text.done", map[string]any{"item_id": item["id"], "output_index": messageAt, "content_index": 0, "text": text.String(), "logprobs": []any{}})
+		emit("response.content_part.done", map[string]any{"item_id": item["id"], "output_index": messageAt, "content_index": 0, "part": part})
+		emit("response.output_item.done", map[string]any{"output_index": messageAt, "item": item})
+		messageAt = -2
+	}
+	for ev := range ru.h.Events() {
+		if ru.apply(ev) < 0 || gone {
+			continue
+		}
+		if d := ev.Text.Reasoning; d != "" && reasoningAt != -2 {
+			if reasoningAt < 0 {
+				reasoningAt, next = next, next+1
+				item := rs.reasoningItem("")
+				item["content"], item["status"] = []any{}, "in_progress"
+				emit("response.output_item.added", map[string]any{"output_index": reasoningAt, "item": item})
+			}
+			reasoning.WriteString(d)
+			emit("response.reasoning_text.delta", map[string]any{"item_id": "rs_" + rs.id[5:], "output_index": reasoningAt, "content_index": 0, "delta": d})
+		}
+		if d := ev.Text.Content; d != "" {
+			closeReasoning()
+			if messageAt == -1 {
+				messageAt, next = next, next+1
+				item := rs.messageItem("", nil, "in_progress")
+				emit("response.output_item.added", map[string]any{"output_index": messageAt, "item": item})
+				emit("response.content_part.added", map[string]any{"item_id": item["id"], "output_index": messageAt, "content_index": 0,
+					"part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}})
+			}
+			if messageAt >= 0 {
+				text.WriteString(d)
+				lps := []any{}
+				if req.Logprobs && len(ru.choices[0].logprobs) > sentLP {
+					lps = responseLogprobs(ru.choices[0].logprobs[sentLP:])
+					sentLP = len(ru.choices[0].logprobs)
+				}
+				emit("response.output_text.delta", map[string]any{"item_id": "msg_" + rs.id[5:], "output_index": messageAt, "content_index": 0, "delta": d, "logprobs": lps})
+			}
+		}
+		for _, cd := range ev.Text.Calls {
+			closeReasoning()
+			closeMessage()
+			if cd.ID != "" {
+				cs := &callState{at: next, callID: cd.ID, name: cd.Name}
+				next++
+				cs.id = fmt.Sprintf("fc_%s_%d", rs.id[5:], len(calls))
+				calls = append(calls, cs)
+				item := rs.callItem(len(calls)-1, cs.callID, cs.name, "", "in_progress")
+				emit("response.output_item.added", map[string]any{"output_index": cs.at, "item": item})
+			}
+			if cd.Arguments != "" && cd.Index < len(calls) {
+				cs := calls[cd.Index]
+				cs.args.WriteString(cd.Arguments)
+				emit("response.function_call_arguments.delta", map[string]any{"item_id": cs.id, "output_index": cs.at, "delta": cd.Arguments})
+			}
+		}
+	}
+	if r.Context().Err() != nil || gone {
+		a.trace(r, ru, ru.response(), "the client went away before the completion finished")
+		return
+	}
+	resp := ru.response()
+	a.trace(r, ru, resp, "")
+	closeReasoning()
+	if messageAt == -1 && len(calls) == 0 {
+		// Nothing was said: an empty message, as the whole response has.
+		messageAt, next = next, next+1
+		item := rs.messageItem("", nil, "in_progress")
+		emit("response.output_item.added", map[string]any{"output_index": messageAt, "item": item})
+		emit("response.content_part.added", map[string]any{"item_id": item["id"], "output_index": messageAt, "content_index": 0,
+			"part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}})
+	}
+	closeMessage()
+	for i, cs := range calls {
+		item := rs.callItem(i, cs.callID, cs.name, cs.args.String(), "completed")
+		emit("response.function_call_arguments.done", map[string]any{"item_id": cs.id, "output_index": cs.at, "name": cs.name, "arguments": cs.args.String()})
+		emit("response.output_item.done", map[string]any{"output_index": cs.at, "item": item})
+	}
+	final := rs.object(resp)
+	// The calls as streamed (the whole response's parse names them anew).
+	k := 0
+	for _, item := range final.Output {
+		if item["type"] == "function_call" && k < len(calls) {
+			item["id"], item["call_id"] = calls[k].id, calls[k].callID
+			k++
+		}
+	}
+	if ru.failed() {
+		final.Status = "failed"
+		final.Error = map[string]any{"code": "server_error", "message": fmt.Sprintf("the model %s produced non-finite logits (NaN or infinity), so no token can be sampled", ru.pr.name)}
+		emit("response.failed", map[string]any{"response": final})
+		return
+	}
+	if final.Status == "incomplete" {
+		emit("response.incomplete", map[string]any{"response": final})
+		return
+	}
+	emit("response.completed", map[string]any{"response": final})
+}
