@@ -22,18 +22,18 @@ import (
 
 // ResponsesRequest is the body of POST /v1/responses (unknown fields are ignored).
 type ResponsesRequest struct {
-	Model              string            `json:"model"`
-	Input              json.RawMessage   `json:"input"`
-	Instructions       *string           `json:"instructions"`
-	MaxOutputTokens    *int              `json:"max_output_tokens"`
-	Temperature        *float64          `json:"temperature"`
-	TopP               *float64          `json:"top_p"`
-	TopLogprobs        *int              `json:"top_logprobs"`
-	Include            []string          `json:"include"`
-	Tools              []json.RawMessage `json:"tools"`
-	ToolChoice         json.RawMessage   `json:"tool_choice"`
-	ParallelToolCalls  *bool             `json:"parallel_tool_calls"`
-	Text               *struct {
+	Model             string            `json:"model"`
+	Input             json.RawMessage   `json:"input"`
+	Instructions      *string           `json:"instructions"`
+	MaxOutputTokens   *int              `json:"max_output_tokens"`
+	Temperature       *float64          `json:"temperature"`
+	TopP              *float64          `json:"top_p"`
+	TopLogprobs       *int              `json:"top_logprobs"`
+	Include           []string          `json:"include"`
+	Tools             []json.RawMessage `json:"tools"`
+	ToolChoice        json.RawMessage   `json:"tool_choice"`
+	ParallelToolCalls *bool             `json:"parallel_tool_calls"`
+	Text              *struct {
 		Format    json.RawMessage `json:"format"`
 		Verbosity *string         `json:"verbosity"`
 	} `json:"text"`
