@@ -29,7 +29,7 @@ func TestConformanceOpenAIAgents(t *testing.T) {
 		Responses []string `json:"responses"`
 		Chat      []string `json:"chat"`
 	}
-	if err := json.Unmarshal(line, &res); err != nil || !res.OK || res.Checks != 8 || len(res.Responses) < 3 || len(res.Chat) < 3 {
+	if err := json.Unmarshal(line, &res); err != nil || !res.OK || res.Checks != 10 || len(res.Responses) < 3 || len(res.Chat) < 3 {
 		t.Fatalf("scenario printed %s (err %v)", line, err)
 	}
 	t.Logf("openai-agents %s: %d checks passed; items %v (Responses API), %v (chat completions)", res.Version, res.Checks, res.Responses, res.Chat)

@@ -2,7 +2,10 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,7 +15,8 @@ import (
 // with its usage; a required function call (parallel calls off) and the turn after it with
 // the call and its output as input items; a json_schema text format; a stream whose events
 // come in order, numbered, each named in its event line, adding up to the final response;
-// and the 400s, naming the Responses request's fields.
+// stored responses (read, input items, continued, private to their entity, deleted); and the
+// 4xx, naming the Responses request's fields.
 func TestResponsesEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	s := startServer(t, dir)
@@ -48,7 +52,7 @@ func TestResponsesEndToEnd(t *testing.T) {
 	}
 
 	tools := `[{"type":"function","name":"get_weather","description":"The weather","parameters":{"type":"object","properties":{"city":{"type":"string","enum":["Paris","Rome"]}},"required":["city"],"additionalProperties":false},"strict":true}]`
-	r = post(`{"model":"demo","input":[{"role":"user","content":[{"type":"input_text","text":"Weather in Paris?"}]}],"tools":` + tools + `,"tool_choice":"required","parallel_tool_calls":false,"max_output_tokens":60}`)
+	r = post(`{"model":"demo","input":[{"role":"user","content":[{"type":"input_text","text":"Weather in Paris?"}]}],"tools":` + tools + `,"tool_choice":"required","parallel_tool_calls":false,"max_output_tokens":200}`)
 	out := r["output"].([]any)
 	call := out[len(out)-1].(map[string]any)
 	var args map[string]string
@@ -66,7 +70,7 @@ func TestResponsesEndToEnd(t *testing.T) {
 		t.Fatalf("the turn after the call: %v", r)
 	}
 
-	r = post(`{"model":"demo","input":"Pick","max_output_tokens":40,"text":{"format":{"type":"json_schema","name":"pick","strict":true,"schema":{"type":"object","properties":{"c":{"type":"string","enum":["a","b"]}},"required":["c"],"additionalProperties":false}}}}`)
+	r = post(`{"model":"demo","input":"Pick","max_output_tokens":200,"text":{"format":{"type":"json_schema","name":"pick","strict":true,"schema":{"type":"object","properties":{"c":{"type":"string","enum":["a","b"]}},"required":["c"],"additionalProperties":false}}}}`)
 	var pick map[string]string
 	if err := json.Unmarshal([]byte(outputText(r)), &pick); err != nil || (pick["c"] != "a" && pick["c"] != "b") {
 		t.Fatalf("json_schema format: %q (%v)", outputText(r), err)
@@ -117,6 +121,50 @@ func TestResponsesEndToEnd(t *testing.T) {
 	}
 	if final := last["response"].(map[string]any); outputText(final) != deltas.String() || final["usage"] == nil {
 		t.Fatalf("the deltas %q, the final response %v", deltas.String(), final)
+	}
+
+	// Stored responses: read back, their input items, continued with previous_response_id
+	// (the stored conversation goes before the new input), private to their entity, deleted;
+	// store false keeps nothing.
+	first := post(`{"model":"demo","input":"My name is Ada.","instructions":"Be brief.","max_output_tokens":3,"seed":2}`)
+	id := first["id"].(string)
+	code, _, b := do(t, "GET", url+"/"+id, bearer, "")
+	if got := jsonOf(t, code, b, 200); got["id"] != id || outputText(got) != outputText(first) {
+		t.Fatalf("stored %v, answered %v", got, first)
+	}
+	code, _, b = do(t, "GET", url+"/"+id+"/input_items", bearer, "")
+	items := jsonOf(t, code, b, 200)["data"].([]any)
+	if len(items) != 1 || items[0].(map[string]any)["content"].([]any)[0].(map[string]any)["text"] != "My name is Ada." {
+		t.Fatalf("input items %v", items)
+	}
+	second := post(`{"model":"demo","input":"What is my name?","previous_response_id":"` + id + `","max_output_tokens":3}`)
+	u1, u2 := first["usage"].(map[string]any), second["usage"].(map[string]any)
+	alone := post(`{"model":"demo","input":"What is my name?","max_output_tokens":3}`)["usage"].(map[string]any)
+	if second["previous_response_id"] != id || u2["input_tokens"].(float64) < alone["input_tokens"].(float64)+u1["output_tokens"].(float64)+4 {
+		t.Fatalf("continued: %v input tokens, alone %v, the first response's output %v", u2["input_tokens"], alone["input_tokens"], u1["output_tokens"])
+	}
+	var keys bytes.Buffer
+	if c := runKeys(context.Background(), []string{"create", "--data", dir, "--entity", "other"}, &keys, io.Discard); c != 0 {
+		t.Fatal("keys create failed")
+	}
+	lines := strings.Split(strings.TrimSpace(keys.String()), "\n")
+	otherKey := "Bearer " + lines[len(lines)-1]
+	if code, _, b := do(t, "GET", url+"/"+id, otherKey, ""); code != 404 {
+		t.Fatalf("another entity read the response: %d %s", code, b)
+	}
+	if code, _, b := do(t, "POST", url, otherKey, `{"model":"demo","input":"x","previous_response_id":"`+id+`"}`); code != 404 || *envelope(t, b).Param != "previous_response_id" {
+		t.Fatalf("another entity continued the response: %d %s", code, b)
+	}
+	unstored := post(`{"model":"demo","input":"x","max_output_tokens":2,"store":false}`)
+	if code, _, _ := do(t, "GET", url+"/"+unstored["id"].(string), bearer, ""); code != 404 {
+		t.Fatalf("store false was stored: %d", code)
+	}
+	code, _, b = do(t, "DELETE", url+"/"+id, bearer, "")
+	if got := jsonOf(t, code, b, 200); got["deleted"] != true {
+		t.Fatalf("delete: %v", got)
+	}
+	if code, _, _ := do(t, "GET", url+"/"+id, bearer, ""); code != 404 {
+		t.Fatalf("after delete: %d", code)
 	}
 
 	for _, tc := range []struct{ body, param string }{

@@ -35,7 +35,7 @@ func (s *system) handler() (http.Handler, *httpx.Router, error) {
 	traces.RegisterGraphQL(r, basic, bearer)
 
 	chat := &chatapi.API{Models: s.models, Adapters: s.training, MaxLogprobs: s.cfg.Chat.MaxLogprobs,
-		PriorityEnabled: s.cfg.Chat.Policy == "priority", Logger: s.log, Tracer: chatTracer{svc: s.trace}}
+		PriorityEnabled: s.cfg.Chat.Policy == "priority", Logger: s.log, Tracer: chatTracer{svc: s.trace}, Responses: s.responses}
 	chat.Register(r, bearer)
 
 	train := &trainapi.API{Svc: s.training}

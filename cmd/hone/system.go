@@ -24,6 +24,7 @@ import (
 	"github.com/honeai/hone/internal/jobs"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/registry"
+	"github.com/honeai/hone/internal/respstore"
 	"github.com/honeai/hone/internal/serving"
 	"github.com/honeai/hone/internal/synth"
 	"github.com/honeai/hone/internal/trace"
@@ -49,9 +50,11 @@ type system struct {
 	queue    *jobs.Queue
 	training *training.Service
 	wandb    *wandb.Service
-	blobs    *blob.Cache         // the shared blob store on PostgreSQL (shared.go); nil on SQLite
-	baseOpts serving.LoadOptions // how registered base models are loaded (shared.go)
-	loaded   sync.Map            // registered base model name → the id this node loaded
+	// responses keeps the Responses API's stored responses.
+	responses *respstore.Store
+	blobs     *blob.Cache         // the shared blob store on PostgreSQL (shared.go); nil on SQLite
+	baseOpts  serving.LoadOptions // how registered base models are loaded (shared.go)
+	loaded    sync.Map            // registered base model name → the id this node loaded
 
 	workers     sync.WaitGroup
 	stopWorking context.CancelFunc
@@ -114,6 +117,9 @@ func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout
 		s.queue.Lease = cfg.Train.Lease
 	}
 	if s.wandb, err = wandb.Open(ctx, s.db, filepath.Join(cfg.DataDir, "files")); err != nil {
+		return nil, err
+	}
+	if s.responses, err = respstore.Open(ctx, s.db); err != nil {
 		return nil, err
 	}
 	s.training = &training.Service{Reg: s.reg, Queue: s.queue, Models: s.models, Trace: s.trace, Artifacts: s.wandb,

@@ -3,7 +3,8 @@ TestConformanceOpenAIAgents), unchanged and called as its users call it: agents 
 Responses API (OpenAIResponsesModel) and on its chat completions (OpenAIChatCompletionsModel)
 with a function tool (tool_choice required, stop at the first tool, so the tool's result is
 the final output), streamed runs, a structured output_type, and a two-turn tool loop in which
-the model reads the tool's result and answers.
+the model reads the tool's result and answers, also chained on the server
+(auto_previous_response_id) and read back with client.responses.retrieve.
 
 Environment: HONE_URL, HONE_KEY, HONE_MODEL (default "demo"). The demo model has random
 weights: the checks are on what the SDK makes of the answers, not on what the text says.
@@ -53,7 +54,7 @@ async def main():
     for kind, model in [("responses", OpenAIResponsesModel(model=model_name, openai_client=client)),
                         ("chat", OpenAIChatCompletionsModel(model=model_name, openai_client=client))]:
         tool_agent = Agent(name="weather", instructions="Use the tool.", tools=[get_weather], model=model,
-                           model_settings=ModelSettings(tool_choice="required", parallel_tool_calls=False, max_tokens=60),
+                           model_settings=ModelSettings(tool_choice="required", parallel_tool_calls=False, max_tokens=200),
                            tool_use_behavior="stop_on_first_tool")
         before = len(calls)
         res = await Runner.run(tool_agent, "What is the weather in Paris?")
@@ -72,7 +73,7 @@ async def main():
         # output_type's JSON, which a random-weight model completes (free text would run to
         # max_output_tokens, a response the SDK raises on). Chat completions refuse a
         # response_format beside a required tool, as vLLM does, so there the answer is text.
-        settings = ModelSettings(tool_choice="required", parallel_tool_calls=False, max_tokens=60)
+        settings = ModelSettings(tool_choice="required", parallel_tool_calls=False, max_tokens=200)
         loop_agent = Agent(name="loop", instructions="Use the tool, then answer.", tools=[get_weather], model=model,
                            output_type=Pick if kind == "responses" else str, model_settings=settings, reset_tool_choice=True)
         res = await Runner.run(loop_agent, "Weather in Paris?", max_turns=4)
@@ -80,6 +81,15 @@ async def main():
         check(items[:2] == ["tool_call_item", "tool_call_output_item"] and isinstance(res.final_output, Pick if kind == "responses" else str),
               f"{kind}: tool call, its output, then an answer", (items, res.final_output))
         report[kind] = items
+        if kind == "responses":
+            # The same loop chained on the server: each turn sends previous_response_id and
+            # only its new items (Hone keeps the conversation).
+            res = await Runner.run(loop_agent, "Weather in Rome?", max_turns=4, auto_previous_response_id=True)
+            chained = [it.type for it in res.new_items]
+            check(chained[:2] == ["tool_call_item", "tool_call_output_item"] and isinstance(res.final_output, Pick) and res.last_response_id,
+                  "responses: a tool loop chained by previous_response_id", (chained, res.final_output))
+            stored = await client.responses.retrieve(res.last_response_id)
+            check(stored.id == res.last_response_id and stored.previous_response_id, "responses: the last response is stored, with the one it continued", stored)
     report.update(ok=True, checks=checks, tool_calls=calls)
     print(json.dumps(report))
     sys.stdout.flush()

@@ -38,6 +38,9 @@ type API struct {
 	// Tracer, when set, records completions whose request names a trace project in the
 	// TraceHeader header.
 	Tracer Tracer
+	// Responses, when set, keeps the Responses API's stored responses (previous_response_id,
+	// GET and DELETE /v1/responses/{id}); nil stores none.
+	Responses ResponseStore
 }
 
 // TraceHeader names the trace project (`<entity>/<project>`, the key's own entity) a chat
@@ -82,7 +85,10 @@ func (a *API) Register(r *httpx.Router, bearer httpx.Middleware) {
 		apierror.Write(w, r, apierror.NotFound("", "Unknown route /v1/chat/completions/%s: the chat completions routes are /v1/chat/completions, /v1/chat/completions/ and /v1/chat/completions/render.", r.PathValue("segment")))
 	}, &openapi.Operation{Summary: "Unknown chat completions segment (404)", Tags: []string{"chat"}})
 	g.HandleFunc("POST /v1/responses", a.responses, &openapi.Operation{Summary: "Create a response (Responses API)", Tags: []string{"chat"}, Request: ResponsesRequest{}, Response: ResponseObject{},
-		Description: "OpenAI's Responses API, stateless: input items and function tools run as a chat completion; `stream: true` answers with the Responses events. Nothing is stored (previous_response_id is refused)."})
+		Description: "OpenAI's Responses API: input items and function tools run as a chat completion; `stream: true` answers with the Responses events; stored responses (`store`, default true) are continued with `previous_response_id`."})
+	g.HandleFunc("GET /v1/responses/{response_id}", a.getResponse, &openapi.Operation{Summary: "Get a stored response", Tags: []string{"chat"}, Response: ResponseObject{}})
+	g.HandleFunc("DELETE /v1/responses/{response_id}", a.deleteResponse, &openapi.Operation{Summary: "Delete a stored response", Tags: []string{"chat"}})
+	g.HandleFunc("GET /v1/responses/{response_id}/input_items", a.responseInputItems, &openapi.Operation{Summary: "List a stored response's input items", Tags: []string{"chat"}})
 	g.HandleFunc("POST /v1/completions", a.completions, &openapi.Operation{Summary: "Create a text completion", Tags: []string{"chat"}, Request: CompletionRequest{}, Response: CompletionResponse{},
 		Description: "OpenAI/vLLM-compatible (legacy) text completions: prompts continued without a chat template; `echo` with `logprobs` scores a text's tokens; `stream: true` answers with server-sent events."})
 	g.HandleFunc("GET /v1/models", a.models, &openapi.Operation{Summary: "List the served models", Tags: []string{"chat"}, Response: ModelList{}})

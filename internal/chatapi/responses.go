@@ -1,24 +1,31 @@
 package chatapi
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/honeai/hone/internal/apierror"
+	"github.com/honeai/hone/internal/auth"
 	"github.com/honeai/hone/internal/httpx"
+	"github.com/honeai/hone/internal/respstore"
 )
 
 // POST /v1/responses: OpenAI's Responses API, the interface of OpenAI's newer SDK examples
-// and of agent frameworks (the OpenAI Agents SDK), without its stored state: a request is
-// turned into a chat request (instructions as the system message, input items as messages,
-// function calls and their outputs as assistant tool calls and tool messages, function
-// tools, tool_choice, text.format as response_format) and run as one; its answer is turned
-// into output items (reasoning, a message of output_text, function calls), streamed as the
-// Responses events when asked. Nothing is stored: previous_response_id, conversation,
-// background and stored prompts are refused, naming the field.
+// and of agent frameworks (the OpenAI Agents SDK). A request is turned into a chat request
+// (instructions as the system message, the stored conversation of previous_response_id, input
+// items as messages, function calls and their outputs as assistant tool calls and tool
+// messages, function tools, tool_choice, text.format as response_format) and run as one; its
+// answer is turned into output items (reasoning, a message of output_text, function calls),
+// streamed as the Responses events when asked, and stored (store, by default) with the
+// conversation it ends, for previous_response_id and GET/DELETE /v1/responses/{id}
+// (internal/respstore). Conversations objects, background responses and stored prompts are
+// refused, naming the field.
 
 // ResponsesRequest is the body of POST /v1/responses (unknown fields are ignored).
 type ResponsesRequest struct {
@@ -120,24 +127,21 @@ func textOf(raw json.RawMessage, where string) (json.RawMessage, error) {
 	return json.Marshal(out)
 }
 
-// chatRequest turns a Responses request into the chat request it runs as.
-func (rr *ResponsesRequest) chatRequest() (*Request, error) {
+// chatRequest turns a Responses request into the chat request it runs as: its instructions,
+// then history (the conversation of the response it continues, as chat messages), then its
+// input, which it also answers as chat messages.
+func (rr *ResponsesRequest) chatRequest(history []map[string]any) (*Request, []map[string]any, error) {
 	switch {
-	case rr.PreviousResponseID != nil && *rr.PreviousResponseID != "":
-		return nil, bad("previous_response_id", "previous_response_id is not supported: Hone stores no responses; send the conversation in `input`.")
 	case len(rr.Conversation) > 0 && string(rr.Conversation) != "null":
-		return nil, bad("conversation", "conversation is not supported: Hone stores no conversations; send the conversation in `input`.")
+		return nil, nil, bad("conversation", "conversation is not supported: Hone stores no conversations; send the conversation in `input`.")
 	case rr.Background:
-		return nil, bad("background", "background responses are not supported.")
+		return nil, nil, bad("background", "background responses are not supported.")
 	case len(rr.Prompt) > 0 && string(rr.Prompt) != "null":
-		return nil, bad("prompt", "stored prompts are not supported.")
+		return nil, nil, bad("prompt", "stored prompts are not supported.")
 	}
 	var msgs []map[string]any
-	if rr.Instructions != nil && *rr.Instructions != "" {
-		msgs = append(msgs, map[string]any{"role": "system", "content": *rr.Instructions})
-	}
 	if len(rr.Input) == 0 || string(rr.Input) == "null" {
-		return nil, bad("input", "Field required: `input`")
+		return nil, nil, bad("input", "Field required: `input`")
 	}
 	var one string
 	if json.Unmarshal(rr.Input, &one) == nil {
@@ -145,7 +149,7 @@ func (rr *ResponsesRequest) chatRequest() (*Request, error) {
 	} else {
 		var items []map[string]json.RawMessage
 		if err := json.Unmarshal(rr.Input, &items); err != nil {
-			return nil, bad("input", "`input` must be a string or a list of input items.")
+			return nil, nil, bad("input", "`input` must be a string or a list of input items.")
 		}
 		for i, it := range items {
 			where := fmt.Sprintf("input[%d]", i)
@@ -159,11 +163,11 @@ func (rr *ResponsesRequest) chatRequest() (*Request, error) {
 				case "developer":
 					role = "system"
 				default:
-					return nil, bad(where+".role", "Input message role %q is not supported (user, system, developer, assistant).", role)
+					return nil, nil, bad(where+".role", "Input message role %q is not supported (user, system, developer, assistant).", role)
 				}
 				content, err := textOf(it["content"], where+".content")
 				if err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 				msgs = append(msgs, map[string]any{"role": role, "content": content})
 			case typ == "function_call":
@@ -172,7 +176,7 @@ func (rr *ResponsesRequest) chatRequest() (*Request, error) {
 				json.Unmarshal(it["arguments"], &args)
 				json.Unmarshal(it["call_id"], &callID)
 				if name == "" || callID == "" {
-					return nil, bad(where, "A function_call item needs name and call_id.")
+					return nil, nil, bad(where, "A function_call item needs name and call_id.")
 				}
 				call := map[string]any{"id": callID, "type": "function", "function": map[string]any{"name": name, "arguments": args}}
 				// Calls in a row are one assistant turn.
@@ -186,21 +190,26 @@ func (rr *ResponsesRequest) chatRequest() (*Request, error) {
 				json.Unmarshal(it["call_id"], &callID)
 				output, err := textOf(it["output"], where+".output")
 				if err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 				msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": callID, "content": output})
 			case typ == "reasoning":
 				// The model's earlier reasoning: chat templates drop it from past turns.
 			case typ == "item_reference":
-				return nil, bad(where+".type", "item_reference is not supported: Hone stores no items; send the item itself.")
+				return nil, nil, bad(where+".type", "item_reference is not supported: Hone stores no items; send the item itself.")
 			default:
-				return nil, bad(where+".type", "Input item type %q is not supported (message, function_call, function_call_output, reasoning).", typ)
+				return nil, nil, bad(where+".type", "Input item type %q is not supported (message, function_call, function_call_output, reasoning).", typ)
 			}
 		}
 	}
+	input := msgs
+	msgs = append(append([]map[string]any(nil), history...), input...)
+	if rr.Instructions != nil && *rr.Instructions != "" {
+		msgs = append([]map[string]any{{"role": "system", "content": *rr.Instructions}}, msgs...)
+	}
 	messages, err := json.Marshal(msgs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	req := &Request{Model: rr.Model, Messages: messages, Stream: rr.Stream, MaxTokens: rr.MaxOutputTokens, Temperature: rr.Temperature,
 		TopP: rr.TopP, TopK: rr.TopK, MinP: rr.MinP, Seed: rr.Seed, ParallelToolCalls: rr.ParallelToolCalls, User: rr.User,
@@ -223,10 +232,10 @@ func (rr *ResponsesRequest) chatRequest() (*Request, error) {
 		for i, raw := range rr.Tools {
 			var t map[string]any
 			if err := json.Unmarshal(raw, &t); err != nil {
-				return nil, bad(fmt.Sprintf("tools[%d]", i), "A tool must be an object.")
+				return nil, nil, bad(fmt.Sprintf("tools[%d]", i), "A tool must be an object.")
 			}
 			if t["type"] != "function" {
-				return nil, bad(fmt.Sprintf("tools[%d].type", i), "Tool type %v is not supported: Hone runs function tools only.", t["type"])
+				return nil, nil, bad(fmt.Sprintf("tools[%d].type", i), "Tool type %v is not supported: Hone runs function tools only.", t["type"])
 			}
 			fn := map[string]any{}
 			for _, k := range []string{"name", "description", "parameters", "strict"} {
@@ -248,7 +257,7 @@ func (rr *ResponsesRequest) chatRequest() (*Request, error) {
 				Name string `json:"name"`
 			}
 			if json.Unmarshal(rr.ToolChoice, &tc) != nil || tc.Type != "function" || tc.Name == "" {
-				return nil, bad("tool_choice", "tool_choice must be auto, none, required or {\"type\": \"function\", \"name\": ...}.")
+				return nil, nil, bad("tool_choice", "tool_choice must be auto, none, required or {\"type\": \"function\", \"name\": ...}.")
 			}
 			req.ToolChoice, _ = json.Marshal(map[string]any{"type": "function", "function": map[string]any{"name": tc.Name}})
 		}
@@ -259,7 +268,7 @@ func (rr *ResponsesRequest) chatRequest() (*Request, error) {
 	if rr.Text != nil && len(rr.Text.Format) > 0 && string(rr.Text.Format) != "null" && !forced {
 		var f map[string]any
 		if err := json.Unmarshal(rr.Text.Format, &f); err != nil {
-			return nil, bad("text.format", "text.format must be an object.")
+			return nil, nil, bad("text.format", "text.format must be an object.")
 		}
 		switch f["type"] {
 		case "text":
@@ -267,7 +276,7 @@ func (rr *ResponsesRequest) chatRequest() (*Request, error) {
 			req.ResponseFormat = json.RawMessage(`{"type":"json_object"}`)
 		case "json_schema":
 			if _, ok := f["schema"].(map[string]any); !ok {
-				return nil, bad("text.format.schema", "text.format of type json_schema needs a `schema` object.")
+				return nil, nil, bad("text.format.schema", "text.format of type json_schema needs a `schema` object.")
 			}
 			js := map[string]any{}
 			for _, k := range []string{"name", "schema", "strict", "description"} {
@@ -277,10 +286,10 @@ func (rr *ResponsesRequest) chatRequest() (*Request, error) {
 			}
 			req.ResponseFormat, _ = json.Marshal(map[string]any{"type": "json_schema", "json_schema": js})
 		default:
-			return nil, bad("text.format.type", "text.format type %v is not supported (text, json_object, json_schema).", f["type"])
+			return nil, nil, bad("text.format.type", "text.format type %v is not supported (text, json_object, json_schema).", f["type"])
 		}
 	}
-	return req, nil
+	return req, input, nil
 }
 
 // renameParam turns a chat request's field names in an error into the Responses request's.
@@ -317,7 +326,26 @@ func (a *API) responses(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, err)
 		return
 	}
-	req, err := rr.chatRequest()
+	var history []map[string]any
+	if rr.PreviousResponseID != nil && *rr.PreviousResponseID != "" {
+		if a.Responses == nil {
+			apierror.Write(w, r, bad("previous_response_id", "previous_response_id is not supported: this server stores no responses; send the conversation in `input`."))
+			return
+		}
+		prev, err := a.Responses.Get(r.Context(), entityOf(r), *rr.PreviousResponseID)
+		if errors.Is(err, respstore.ErrNotFound) {
+			apierror.Write(w, r, apierror.NotFound("previous_response_id", "Previous response with id '%s' not found.", *rr.PreviousResponseID))
+			return
+		} else if err != nil {
+			apierror.Write(w, r, err)
+			return
+		}
+		if err := json.Unmarshal(prev.Conversation, &history); err != nil {
+			apierror.Write(w, r, err)
+			return
+		}
+	}
+	req, input, err := rr.chatRequest(history)
 	if err != nil {
 		apierror.Write(w, r, err)
 		return
@@ -332,7 +360,7 @@ func (a *API) responses(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	rs := &responseState{rr: &rr, run: run, id: id, created: time.Now().Unix()}
+	rs := &responseState{rr: &rr, run: run, id: id, created: time.Now().Unix(), history: history, input: input}
 	if rr.Stream {
 		rs.stream(w, r, a)
 		return
@@ -341,7 +369,160 @@ func (a *API) responses(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	httpx.WriteJSON(w, http.StatusOK, rs.object(resp))
+	o := rs.object(resp)
+	a.storeResponse(r, rs, o)
+	httpx.WriteJSON(w, http.StatusOK, o)
+}
+
+// ResponseStore keeps stored responses (respstore.Store).
+type ResponseStore interface {
+	Put(ctx context.Context, r respstore.Record) error
+	Get(ctx context.Context, entity, id string) (respstore.Record, error)
+	Delete(ctx context.Context, entity, id string) error
+}
+
+func entityOf(r *http.Request) string {
+	if pr, ok := auth.FromContext(r.Context()); ok {
+		return pr.Entity
+	}
+	return ""
+}
+
+// storeResponse keeps a finished response when the request asks (store, true by default):
+// its conversation (the one it continued, its input, its output as chat messages), its input
+// items and the response. A failure is logged; the response is still answered.
+func (a *API) storeResponse(r *http.Request, rs *responseState, o *ResponseObject) {
+	if a.Responses == nil || rs.rr.Store != nil && !*rs.rr.Store {
+		return
+	}
+	conv := append(append(append([]map[string]any(nil), rs.history...), rs.input...), outputMessages(o)...)
+	cj, err := json.Marshal(conv)
+	if err != nil {
+		return
+	}
+	oj, err := json.Marshal(o)
+	if err != nil {
+		return
+	}
+	items := inputItems(rs.rr.Input, rs.id)
+	ij, _ := json.Marshal(items)
+	if err := a.Responses.Put(context.WithoutCancel(r.Context()), respstore.Record{ID: o.ID, Entity: entityOf(r), Model: o.Model,
+		Conversation: cj, InputItems: ij, Response: oj}); err != nil {
+		a.Logger.ErrorContext(r.Context(), "response not stored", "id", o.ID, "err", err)
+	}
+}
+
+// outputMessages is a response's output as the chat messages of the conversation it ends:
+// one assistant message with its text and its function calls (reasoning is left out).
+func outputMessages(o *ResponseObject) []map[string]any {
+	var text strings.Builder
+	var calls []any
+	for _, item := range o.Output {
+		switch item["type"] {
+		case "message":
+			for _, c := range item["content"].([]any) {
+				if t, ok := c.(map[string]any)["text"].(string); ok {
+					text.WriteString(t)
+				}
+			}
+		case "function_call":
+			calls = append(calls, map[string]any{"id": item["call_id"], "type": "function",
+				"function": map[string]any{"name": item["name"], "arguments": item["arguments"]}})
+		}
+	}
+	msg := map[string]any{"role": "assistant", "content": text.String()}
+	if len(calls) > 0 {
+		msg["tool_calls"] = calls
+		if text.Len() == 0 {
+			msg["content"] = nil
+		}
+	}
+	return []map[string]any{msg}
+}
+
+// inputItems is a request's input as the items GET …/input_items lists (a string is one user
+// message); items without an id get one.
+func inputItems(raw json.RawMessage, respID string) []map[string]any {
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		return []map[string]any{{"id": "msg_" + respID[5:] + "_0", "type": "message", "role": "user", "status": "completed",
+			"content": []any{map[string]any{"type": "input_text", "text": one}}}}
+	}
+	var items []map[string]any
+	json.Unmarshal(raw, &items)
+	for i, it := range items {
+		if it == nil {
+			items[i] = map[string]any{}
+			it = items[i]
+		}
+		if _, ok := it["id"]; !ok {
+			it["id"] = fmt.Sprintf("item_%s_%d", respID[5:], i)
+		}
+		if _, ok := it["type"]; !ok {
+			it["type"] = "message"
+		}
+	}
+	return items
+}
+
+// getResponse is GET /v1/responses/{response_id}: a stored response of the caller's entity.
+func (a *API) getResponse(w http.ResponseWriter, r *http.Request) {
+	rec, ok := a.storedResponse(w, r)
+	if ok {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(rec.Response)
+	}
+}
+
+// responseInputItems is GET /v1/responses/{response_id}/input_items: its input items.
+func (a *API) responseInputItems(w http.ResponseWriter, r *http.Request) {
+	rec, ok := a.storedResponse(w, r)
+	if !ok {
+		return
+	}
+	var items []map[string]any
+	json.Unmarshal(rec.InputItems, &items)
+	if items == nil {
+		items = []map[string]any{}
+	}
+	if r.URL.Query().Get("order") == "desc" {
+		slices.Reverse(items)
+	}
+	list := map[string]any{"object": "list", "data": items, "has_more": false, "first_id": nil, "last_id": nil}
+	if len(items) > 0 {
+		list["first_id"], list["last_id"] = items[0]["id"], items[len(items)-1]["id"]
+	}
+	httpx.WriteJSON(w, http.StatusOK, list)
+}
+
+// deleteResponse is DELETE /v1/responses/{response_id}.
+func (a *API) deleteResponse(w http.ResponseWriter, r *http.Request) {
+	if _, ok := a.storedResponse(w, r); !ok {
+		return
+	}
+	id := r.PathValue("response_id")
+	if err := a.Responses.Delete(r.Context(), entityOf(r), id); err != nil && !errors.Is(err, respstore.ErrNotFound) {
+		apierror.Write(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response.deleted", "deleted": true})
+}
+
+func (a *API) storedResponse(w http.ResponseWriter, r *http.Request) (respstore.Record, bool) {
+	id := r.PathValue("response_id")
+	if a.Responses == nil {
+		apierror.Write(w, r, apierror.NotFound("response_id", "Response with id '%s' not found: this server stores no responses.", id))
+		return respstore.Record{}, false
+	}
+	rec, err := a.Responses.Get(r.Context(), entityOf(r), id)
+	if errors.Is(err, respstore.ErrNotFound) {
+		apierror.Write(w, r, apierror.NotFound("response_id", "Response with id '%s' not found.", id))
+		return rec, false
+	} else if err != nil {
+		apierror.Write(w, r, err)
+		return rec, false
+	}
+	return rec, true
 }
 
 // responseState builds a response's output from its chat run.
@@ -351,6 +532,8 @@ type responseState struct {
 	id      string
 	created int64
 	seq     int
+	// history is the conversation the response continues, input its input, as chat messages.
+	history, input []map[string]any
 }
 
 // object is the response: status completed (incomplete at max_output_tokens) and its
@@ -361,7 +544,7 @@ func (rs *responseState) object(resp *Response) *ResponseObject {
 		Output: []map[string]any{}, Instructions: rr.Instructions, MaxOutputTokens: rr.MaxOutputTokens, Temperature: rr.Temperature,
 		TopP: rr.TopP, Tools: []any{}, ToolChoice: "auto", ParallelToolCalls: rr.ParallelToolCalls == nil || *rr.ParallelToolCalls,
 		Text: map[string]any{"format": map[string]any{"type": "text"}}, Reasoning: map[string]any{"effort": nil, "summary": nil},
-		Store: rr.Store == nil || *rr.Store, Truncation: "disabled", Metadata: rr.Metadata, User: rr.User}
+		Store: rr.Store == nil || *rr.Store, Truncation: "disabled", Metadata: rr.Metadata, User: rr.User, PreviousResponseID: rr.PreviousResponseID}
 	if len(o.Metadata) == 0 {
 		o.Metadata = json.RawMessage("{}")
 	}
@@ -601,6 +784,7 @@ func (rs *responseState) stream(w http.ResponseWriter, r *http.Request, a *API) 
 		emit("response.failed", map[string]any{"response": final})
 		return
 	}
+	a.storeResponse(r, rs, final)
 	if final.Status == "incomplete" {
 		emit("response.incomplete", map[string]any{"response": final})
 		return

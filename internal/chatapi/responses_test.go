@@ -17,7 +17,7 @@ func FuzzResponsesRequest(f *testing.F) {
 		`{"input":"x","tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":{"type":"function","name":"f"}}`,
 		`{"input":"x","text":{"format":{"type":"json_schema","name":"n","schema":{"type":"object"}}}}`,
 		`{"input":[{"type":"reasoning"},{"role":"developer","content":"d"}]}`,
-		`{"input":[{"role":1}]}`, `{"input":[null]}`, `{"input":3}`, `{}`, `{"input":"x","previous_response_id":"r"}`,
+		`{"input":[{"role":1}]}`, `{"input":[null]}`, `{"input":3}`, `{}`, `{"input":"x","conversation":"c"}`,
 		`{"input":[{"type":"function_call_output","output":[{"type":"input_text","text":"t"}]}]}`,
 	} {
 		f.Add(s)
@@ -27,7 +27,7 @@ func FuzzResponsesRequest(f *testing.F) {
 		if json.Unmarshal([]byte(raw), &rr) != nil {
 			return
 		}
-		req, err := rr.chatRequest()
+		req, _, err := rr.chatRequest(nil)
 		if err != nil {
 			if ae, ok := apierror.As(err); !ok || ae.Status != 400 || ae.Param == "" {
 				t.Fatalf("%s: %v", raw, err)
