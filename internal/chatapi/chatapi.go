@@ -75,7 +75,7 @@ func (a *API) Register(r *httpx.Router, bearer httpx.Middleware) {
 	if a.Logger == nil {
 		a.Logger = slog.Default()
 	}
-	g := r.Group(bearer).Secured(openapi.BearerAuth)
+	g := r.Group(bearer, httpx.CheckParams()).Secured(openapi.BearerAuth)
 	op := &openapi.Operation{Summary: "Create a chat completion", Tags: []string{"chat"}, Request: Request{}, Response: Response{},
 		Description: "OpenAI/vLLM-compatible chat completions on Hone's engine; `stream: true` answers with server-sent events."}
 	g.HandleFunc("POST /v1/chat/completions", a.complete, op)

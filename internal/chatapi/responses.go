@@ -328,6 +328,10 @@ func (a *API) responses(w http.ResponseWriter, r *http.Request) {
 	}
 	var history []map[string]any
 	if rr.PreviousResponseID != nil && *rr.PreviousResponseID != "" {
+		if why := httpx.BadText(*rr.PreviousResponseID); why != "" {
+			apierror.Write(w, r, bad("previous_response_id", "previous_response_id %s.", why))
+			return
+		}
 		if a.Responses == nil {
 			apierror.Write(w, r, bad("previous_response_id", "previous_response_id is not supported: this server stores no responses; send the conversation in `input`."))
 			return
