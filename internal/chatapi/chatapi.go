@@ -155,6 +155,15 @@ type prepared struct {
 
 func (a *API) prepare(r *http.Request) (*prepared, error) {
 	var req Request
+	body, err := decodeBody(r, &req)
+	if err != nil {
+		return nil, err
+	}
+	return a.prepareRequest(r, &req, body)
+}
+
+// decodeBody reads a request's JSON body into v (its content type checked) and returns it.
+func decodeBody(r *http.Request, v any) ([]byte, error) {
 	if err := httpx.CheckJSONContentType(r); err != nil {
 		return nil, err
 	}
@@ -162,10 +171,7 @@ func (a *API) prepare(r *http.Request) (*prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := httpx.Unmarshal(body, &req, httpx.DecodeOptions{}); err != nil {
-		return nil, err
-	}
-	return a.prepareRequest(r, &req, body)
+	return body, httpx.Unmarshal(body, v, httpx.DecodeOptions{})
 }
 
 // prepareRequest checks, renders and tokenises a chat request (body: as received, traced).

@@ -176,14 +176,7 @@ type preparedCompletion struct {
 
 func (a *API) prepareCompletion(r *http.Request) (*preparedCompletion, error) {
 	var cr CompletionRequest
-	if err := httpx.CheckJSONContentType(r); err != nil {
-		return nil, err
-	}
-	body, err := httpx.ReadBody(r)
-	if err != nil {
-		return nil, err
-	}
-	if err := httpx.Unmarshal(body, &cr, httpx.DecodeOptions{}); err != nil {
+	if _, err := decodeBody(r, &cr); err != nil {
 		return nil, err
 	}
 	served, name, adapter, err := a.resolveModel(r, cr.Model)
@@ -559,10 +552,7 @@ type completionChunk struct {
 // with stream_options.include_usage a last chunk of usage alone.
 func (ru *completionRun) stream(w http.ResponseWriter, r *http.Request) {
 	cr := ru.pc.cr
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
+	sse := startSSE(w)
 	includeUsage := cr.StreamOptions != nil && cr.StreamOptions.IncludeUsage != nil && *cr.StreamOptions.IncludeUsage
 	continuous := cr.StreamOptions != nil && cr.StreamOptions.ContinuousUsageStats
 	send := func(ch CompletionChoice) bool {
@@ -570,17 +560,7 @@ func (ru *completionRun) stream(w http.ResponseWriter, r *http.Request) {
 		if continuous {
 			c.Usage = ru.usage()
 		}
-		b, err := json.Marshal(c)
-		if err != nil {
-			return false
-		}
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
-			return false
-		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-		return true
+		return sse.data(c)
 	}
 	echoed := make([]bool, len(ru.choices))
 	sentChars := make([]int, len(ru.choices))
@@ -623,12 +603,7 @@ func (ru *completionRun) stream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if includeUsage {
-		c := completionChunk{ID: ru.id, Object: "text_completion", Created: ru.created, Model: ru.pc.name, Choices: []CompletionChoice{}, Usage: ru.usage()}
-		b, _ := json.Marshal(c)
-		fmt.Fprintf(w, "data: %s\n\n", b)
+		sse.data(completionChunk{ID: ru.id, Object: "text_completion", Created: ru.created, Model: ru.pc.name, Choices: []CompletionChoice{}, Usage: ru.usage()})
 	}
-	fmt.Fprint(w, "data: [DONE]\n\n")
-	if flusher != nil {
-		flusher.Flush()
-	}
+	sse.done()
 }

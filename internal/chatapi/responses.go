@@ -313,16 +313,8 @@ func renameParam(err error) error {
 
 func (a *API) responses(w http.ResponseWriter, r *http.Request) {
 	var rr ResponsesRequest
-	if err := httpx.CheckJSONContentType(r); err != nil {
-		apierror.Write(w, r, err)
-		return
-	}
-	body, err := httpx.ReadBody(r)
+	body, err := decodeBody(r, &rr)
 	if err != nil {
-		apierror.Write(w, r, err)
-		return
-	}
-	if err := httpx.Unmarshal(body, &rr, httpx.DecodeOptions{}); err != nil {
 		apierror.Write(w, r, err)
 		return
 	}
@@ -639,10 +631,7 @@ func (rs *responseState) callItem(i int, callID, name, args, status string) map[
 // function_call_arguments.delta, reasoning_text.delta), its .done events, and
 // response.completed with the whole response; each event numbered (sequence_number).
 func (rs *responseState) stream(w http.ResponseWriter, r *http.Request, a *API) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
+	sse := startSSE(w)
 	gone := false
 	emit := func(typ string, ev map[string]any) {
 		if gone {
@@ -650,17 +639,7 @@ func (rs *responseState) stream(w http.ResponseWriter, r *http.Request, a *API) 
 		}
 		ev["type"], ev["sequence_number"] = typ, rs.seq
 		rs.seq++
-		b, err := json.Marshal(ev)
-		if err == nil {
-			_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, b)
-		}
-		if err != nil {
-			gone = true
-			return
-		}
-		if flusher != nil {
-			flusher.Flush()
-		}
+		gone = !sse.event(typ, ev)
 	}
 	emit("response.created", map[string]any{"response": rs.object(nil)})
 	emit("response.in_progress", map[string]any{"response": rs.object(nil)})

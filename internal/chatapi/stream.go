@@ -42,25 +42,10 @@ type streamState struct {
 // stream answers with server-sent events as vLLM does.
 func (ru *run) stream(w http.ResponseWriter, r *http.Request, trace func(*http.Request, *run, *Response, string)) {
 	req := ru.pr.plan.req
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
+	sse := startSSE(w)
 	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage != nil && *req.StreamOptions.IncludeUsage
 	continuous := req.StreamOptions != nil && req.StreamOptions.ContinuousUsageStats
-	send := func(c chunk) bool {
-		b, err := json.Marshal(c)
-		if err != nil {
-			return false
-		}
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
-			return false
-		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-		return true
-	}
+	send := func(c chunk) bool { return sse.data(c) }
 	base := func() chunk {
 		return chunk{ID: ru.id, Object: "chat.completion.chunk", Created: ru.created, Model: ru.pr.name}
 	}
@@ -186,8 +171,52 @@ func (ru *run) stream(w http.ResponseWriter, r *http.Request, trace func(*http.R
 		c.Usage = &u
 		send(c)
 	}
-	fmt.Fprint(w, "data: [DONE]\n\n")
-	if flusher != nil {
-		flusher.Flush()
+	sse.done()
+}
+
+// sseWriter writes server-sent events.
+type sseWriter struct {
+	w       http.ResponseWriter
+	flusher http.Flusher
+}
+
+// startSSE answers 200 with an event stream.
+func startSSE(w http.ResponseWriter) *sseWriter {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	f, _ := w.(http.Flusher)
+	return &sseWriter{w: w, flusher: f}
+}
+
+// event writes v as an event's data (after an `event:` line when name is not ""); false when
+// the client is gone.
+func (s *sseWriter) event(name string, v any) bool {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return false
+	}
+	if name != "" {
+		_, err = fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", name, b)
+	} else {
+		_, err = fmt.Fprintf(s.w, "data: %s\n\n", b)
+	}
+	if err != nil {
+		return false
+	}
+	if s.flusher != nil {
+		s.flusher.Flush()
+	}
+	return true
+}
+
+// data writes v as an event's data.
+func (s *sseWriter) data(v any) bool { return s.event("", v) }
+
+// done ends an OpenAI stream: data: [DONE].
+func (s *sseWriter) done() {
+	fmt.Fprint(s.w, "data: [DONE]\n\n")
+	if s.flusher != nil {
+		s.flusher.Flush()
 	}
 }

@@ -59,24 +59,9 @@ func (r *Registry) UseBlobs(ctx context.Context, b BlobCache, cacheDir string) e
 // in one transaction, then removes dir.
 func (r *Registry) addBlobCheckpoint(ctx context.Context, modelID string, c Checkpoint, metrics string) error {
 	dir := r.CheckpointDir(modelID, c.Step)
-	entries, err := os.ReadDir(dir)
+	files, err := r.putDir(ctx, dir, "checkpoint")
 	if err != nil {
-		return fmt.Errorf("registry: checkpoint files: %w", err)
-	}
-	type file struct {
-		name string
-		info blob.Info
-	}
-	var files []file
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			return fmt.Errorf("registry: checkpoint %s: %s is not a regular file", dir, e.Name())
-		}
-		info, err := r.blobs.PutFile(ctx, filepath.Join(dir, e.Name()))
-		if err != nil {
-			return fmt.Errorf("registry: storing %s: %w", e.Name(), err)
-		}
-		files = append(files, file{e.Name(), info})
+		return err
 	}
 	err = r.db.WriteTx(ctx, func(tx *db.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO train_checkpoints (model_id, step, id, metrics, created_at) VALUES (?, ?, ?, ?, ?)`,
@@ -95,6 +80,32 @@ func (r *Registry) addBlobCheckpoint(ctx context.Context, modelID string, c Chec
 		return err
 	}
 	return os.RemoveAll(dir)
+}
+
+// dirFile is a file of a directory stored as a blob.
+type dirFile struct {
+	name string
+	info blob.Info
+}
+
+// putDir stores every file of dir (what: what the directory is, for errors) as a blob.
+func (r *Registry) putDir(ctx context.Context, dir, what string) ([]dirFile, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("registry: %s files: %w", what, err)
+	}
+	var files []dirFile
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			return nil, fmt.Errorf("registry: %s %s: %s is not a regular file", what, dir, e.Name())
+		}
+		info, err := r.blobs.PutFile(ctx, filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("registry: storing %s: %w", e.Name(), err)
+		}
+		files = append(files, dirFile{e.Name(), info})
+	}
+	return files, nil
 }
 
 // CheckpointPath returns a local directory holding the files of a model's checkpoint step:

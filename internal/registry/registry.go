@@ -148,25 +148,17 @@ func (r *Registry) Resolve(ctx context.Context, ref string) (Model, error) {
 
 // List returns an entity's models, newest first.
 func (r *Registry) List(ctx context.Context, entity string) ([]Model, error) {
-	rows, err := r.db.Query(ctx, `SELECT `+modelCols+` FROM train_models WHERE entity = ? ORDER BY created_at DESC, id DESC`, entity)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Model
-	for rows.Next() {
-		m, err := scanModel(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
+	return r.models(ctx, `WHERE entity = ? ORDER BY created_at DESC, id DESC`, entity)
 }
 
 // AllModels lists every model of every entity, oldest first.
 func (r *Registry) AllModels(ctx context.Context) ([]Model, error) {
-	rows, err := r.db.Query(ctx, `SELECT `+modelCols+` FROM train_models ORDER BY created_at, id`)
+	return r.models(ctx, `ORDER BY created_at, id`)
+}
+
+// models runs a query of models (where: its WHERE and ORDER BY clauses).
+func (r *Registry) models(ctx context.Context, where string, args ...any) ([]Model, error) {
+	rows, err := r.db.Query(ctx, `SELECT `+modelCols+` FROM train_models `+where, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/honeai/hone/internal/blob"
 	"github.com/honeai/hone/internal/db"
 )
 
@@ -52,24 +51,9 @@ func (r *Registry) StoreResume(ctx context.Context, modelID, jobID string) error
 		return nil
 	}
 	dir := r.ResumeDir(modelID, jobID)
-	entries, err := os.ReadDir(dir)
+	files, err := r.putDir(ctx, dir, "resume state")
 	if err != nil {
-		return fmt.Errorf("registry: resume state: %w", err)
-	}
-	type file struct {
-		name string
-		info blob.Info
-	}
-	var files []file
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			return fmt.Errorf("registry: resume state %s: %s is not a regular file", dir, e.Name())
-		}
-		info, err := r.blobs.PutFile(ctx, filepath.Join(dir, e.Name()))
-		if err != nil {
-			return fmt.Errorf("registry: storing %s: %w", e.Name(), err)
-		}
-		files = append(files, file{e.Name(), info})
+		return err
 	}
 	id := uuid.Must(uuid.NewV7()).String()
 	var old string
