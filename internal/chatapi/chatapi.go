@@ -261,6 +261,28 @@ func (a *API) prepareRequest(r *http.Request, reqp *Request, body []byte) (*prep
 		}
 		return nil, apierror.BadRequest(param, "%s=%d cannot be greater than max_model_len=max_total_tokens=%d. Please request fewer output tokens.", param, p.maxTokens, maxLen)
 	}
+	if ids, err = p.truncateIDs(ids, maxLen); err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return nil, apierror.BadRequest("messages", "The prompt is empty after rendering the chat template.")
+	}
+	if p.maxTokens == 0 {
+		p.maxTokens = maxLen - len(ids)
+		if p.maxTokens < 1 {
+			return nil, apierror.BadRequest("input_tokens", "This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.", maxLen, len(ids))
+		}
+	} else if len(ids)+p.maxTokens > maxLen {
+		return nil, apierror.BadRequest("input_tokens", "This model's maximum context length is %d tokens. However, you requested %d output tokens and your prompt contains %d input tokens, for a total of %d tokens. Please reduce the length of the input prompt or the number of requested output tokens.", maxLen, p.maxTokens, len(ids), len(ids)+p.maxTokens)
+	}
+	p.tokenParams(served, req.BadWords)
+	return &prepared{plan: p, served: served, name: name, adapter: adapter, prompt: prompt, ids: ids,
+		traceProject: traceProject, body: body, started: time.Now()}, nil
+}
+
+// truncateIDs keeps the last truncate_prompt_tokens of a prompt's ids (-1: as many as fit
+// the context beside max_tokens).
+func (p *plan) truncateIDs(ids []int, maxLen int) ([]int, error) {
 	switch {
 	case p.truncate > 0:
 		if p.truncate > maxLen-p.maxTokens {
@@ -274,31 +296,24 @@ func (a *API) prepareRequest(r *http.Request, reqp *Request, body []byte) (*prep
 			ids = ids[len(ids)-keep:]
 		}
 	}
-	if len(ids) == 0 {
-		return nil, apierror.BadRequest("messages", "The prompt is empty after rendering the chat template.")
-	}
-	if p.maxTokens == 0 {
-		p.maxTokens = maxLen - len(ids)
-		if p.maxTokens < 1 {
-			return nil, apierror.BadRequest("input_tokens", "This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.", maxLen, len(ids))
-		}
-	} else if len(ids)+p.maxTokens > maxLen {
-		return nil, apierror.BadRequest("input_tokens", "This model's maximum context length is %d tokens. However, you requested %d output tokens and your prompt contains %d input tokens, for a total of %d tokens. Please reduce the length of the input prompt or the number of requested output tokens.", maxLen, p.maxTokens, len(ids), len(ids)+p.maxTokens)
-	}
-	// End-of-sequence ids: the model's generation config, and the tokenizer's.
+	return ids, nil
+}
+
+// tokenParams sets the sampling parameters that need the tokenizer: the end-of-sequence ids
+// (the model's generation config, and the tokenizer's) and bad_words as token sequences
+// (each word alone and after a space).
+func (p *plan) tokenParams(served *serving.Served, badWords []string) {
 	p.params.EOS = served.Model.Config.EOSIDs()
 	if eos, ok := served.Tok.EOS(); ok && !slices.Contains(p.params.EOS, eos) {
 		p.params.EOS = append(p.params.EOS, eos)
 	}
-	for _, w := range req.BadWords {
+	for _, w := range badWords {
 		for _, form := range []string{w, " " + strings.TrimLeft(w, " ")} {
 			if seq := served.Tok.Encode(form, false); len(seq) > 0 {
 				p.params.BadWords = append(p.params.BadWords, seq)
 			}
 		}
 	}
-	return &prepared{plan: p, served: served, name: name, adapter: adapter, prompt: prompt, ids: ids,
-		traceProject: traceProject, body: body, started: time.Now()}, nil
 }
 
 // resolveModel finds the served model a request names: a base model, or a trained

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -230,19 +229,9 @@ func (a *API) prepareCompletion(r *http.Request) (*preparedCompletion, error) {
 		pc.prompts = append(pc.prompts, completionPrompt{text: served.Tok.Decode(ids, false), ids: ids})
 	}
 	for i := range pc.prompts {
-		ids := pc.prompts[i].ids
-		switch {
-		case p.truncate > 0:
-			if p.truncate > maxLen-p.maxTokens {
-				return nil, apierror.BadRequest("truncate_prompt_tokens", "truncate_prompt_tokens=%d cannot be greater than max_model_len - max_tokens = %d. Please request a smaller truncation size.", p.truncate, maxLen-p.maxTokens)
-			}
-			if len(ids) > p.truncate {
-				ids = ids[len(ids)-p.truncate:]
-			}
-		case p.truncate == -1:
-			if keep := maxLen - max(p.maxTokens, 1); len(ids) > keep {
-				ids = ids[len(ids)-keep:]
-			}
+		ids, err := p.truncateIDs(pc.prompts[i].ids, maxLen)
+		if err != nil {
+			return nil, err
 		}
 		if len(ids) != len(pc.prompts[i].ids) {
 			pc.prompts[i] = completionPrompt{text: served.Tok.Decode(ids, false), ids: ids}
@@ -258,23 +247,7 @@ func (a *API) prepareCompletion(r *http.Request) (*preparedCompletion, error) {
 			return nil, apierror.BadRequest("prompt", "This model's maximum context length is %d tokens. However, you requested %d output tokens and your prompt contains %d input tokens, for a total of %d tokens. Please reduce the length of the input prompt or the number of requested output tokens.", maxLen, want, len(ids), len(ids)+want)
 		}
 	}
-	p.params.EOS = served.Model.Config.EOSIDs()
-	if eos, ok := served.Tok.EOS(); ok {
-		found := false
-		for _, e := range p.params.EOS {
-			found = found || e == eos
-		}
-		if !found {
-			p.params.EOS = append(p.params.EOS, eos)
-		}
-	}
-	for _, w := range cr.BadWords {
-		for _, form := range []string{w, " " + strings.TrimLeft(w, " ")} {
-			if seq := served.Tok.Encode(form, false); len(seq) > 0 {
-				p.params.BadWords = append(p.params.BadWords, seq)
-			}
-		}
-	}
+	p.tokenParams(served, cr.BadWords)
 	return pc, nil
 }
 
