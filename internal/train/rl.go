@@ -163,6 +163,7 @@ type rlSeq struct {
 	oldLogp   []float64 // per token: sampling logprob (NaN: unknown)
 	advantage float64
 	unknown   int // sampled tokens whose ids the choice did not say (context only)
+	traj      int // the trajectory it belongs to (its histories share it)
 }
 
 func (c *RLConfig) defaults() error {
@@ -529,7 +530,7 @@ func RLStep(ctx context.Context, e *Trainer, chat *ChatTokenizer, groups []Traje
 				if len(s.seq.Tokens) > cfg.MaxSeqLen {
 					return met, o, fmt.Errorf("trajectory_groups[%d].trajectories[%d] has %d tokens, more than %d", gi, ti, len(s.seq.Tokens), cfg.MaxSeqLen)
 				}
-				s.advantage = adv
+				s.advantage, s.traj = adv, trained-1
 				met.NumUnknownTokens += s.unknown
 				seqs = append(seqs, s)
 			}
@@ -546,6 +547,7 @@ func RLStep(ctx context.Context, e *Trainer, chat *ChatTokenizer, groups []Traje
 		return met, o, ErrNothingToTrain
 	}
 	met.NumTrajectories = len(seqs)
+	w := rlWeights(seqs)
 	lr := cfg.LearningRate * cfg.LRMultiplier
 	if cfg.NumTrajectoriesLRPower != 0 {
 		lr *= math.Pow(float64(trained), cfg.NumTrajectoriesLRPower)
@@ -594,11 +596,10 @@ func RLStep(ctx context.Context, e *Trainer, chat *ChatTokenizer, groups []Traje
 				}
 			}
 		}
-		w := 1 / float64(n) / float64(len(seqs))
 		var seqLoss float64
 		e.ForwardBackward(s.seq, func(st TokenStats) []float32 {
 			var l rlLoss
-			seqLoss = l.compute(&cfg, s, st, old, ref, w)
+			seqLoss = l.compute(&cfg, s, st, old, ref, w[s.traj])
 			entSum += l.entropy
 			klSum += l.k3
 			klRefSum += l.klRef
@@ -617,6 +618,40 @@ func RLStep(ctx context.Context, e *Trainer, chat *ChatTokenizer, groups []Traje
 	}
 	met.TokensPerSecond = float64(tokens) / time.Since(start).Seconds()
 	return met, o, nil
+}
+
+// rlWeights weights the sampled tokens and scales the advantages as ART's packing does
+// (preprocessing/pack.py): every sampled token of a trajectory (over all its histories) weighs
+// 1/n, n its sampled tokens, and the weights of the step average 1 over its tokens; then the
+// advantages are divided by the mean of |A|·weight over those tokens. With the loss the sum of
+// the weighted token losses over the step's tokens, a trajectory counts 1/T of the step (T
+// trajectories with sampled tokens) and its advantage is A / mean over trajectories of |A|.
+// It scales the seqs' advantages and answers each trajectory's token weight, 1/n/T.
+func rlWeights(seqs []*rlSeq) map[int]float64 {
+	tokens := map[int]int{} // trajectories with sampled tokens only
+	adv := map[int]float64{}
+	for _, s := range seqs {
+		for _, sm := range s.sampled {
+			if sm {
+				tokens[s.traj]++
+			}
+		}
+		adv[s.traj] = s.advantage
+	}
+	w := map[int]float64{}
+	if len(tokens) == 0 {
+		return w
+	}
+	sumAbs := 0.0
+	for t, n := range tokens {
+		sumAbs += math.Abs(adv[t])
+		w[t] = 1 / float64(n) / float64(len(tokens))
+	}
+	meanAbs := sumAbs / float64(len(tokens))
+	for _, s := range seqs {
+		s.advantage /= meanAbs
+	}
+	return w
 }
 
 // rlLoss is the loss of one trajectory sequence and its gradient.

@@ -289,3 +289,55 @@ func TestRLLossOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestRLWeightsAsARTPacks: each sampled token's coefficient A·w (weight times scaled
+// advantage) equals ART's packed one: per-trajectory weights 1/n normalised to mean 1 over the
+// step's tokens, advantages divided by the mean of |A|·weight, the loss averaged over the
+// tokens; a trajectory's additional history shares its weight.
+func TestRLWeightsAsARTPacks(t *testing.T) {
+	mk := func(traj int, adv float64, sampled ...bool) *rlSeq {
+		return &rlSeq{traj: traj, advantage: adv, sampled: sampled}
+	}
+	// Trajectory 0: 3 sampled tokens in its conversation, 1 in an additional history;
+	// trajectory 1: 2; trajectory 2: none sampled (context only).
+	seqs := []*rlSeq{mk(0, 1, false, true, true, true), mk(0, 1, true, false), mk(1, -3, true, true), mk(2, 5, false)}
+	type tok struct {
+		traj int
+		adv  float64
+	}
+	var toks []tok
+	n := map[int]int{}
+	for _, s := range seqs {
+		for _, sm := range s.sampled {
+			if sm {
+				toks = append(toks, tok{s.traj, s.advantage})
+				n[s.traj]++
+			}
+		}
+	}
+	// ART: weights 1/n normalised to mean 1, then advantages over mean(|A|·w), loss / N.
+	wsum := 0.0
+	for _, k := range toks {
+		wsum += 1 / float64(n[k.traj])
+	}
+	wmean := wsum / float64(len(toks))
+	norm := 0.0
+	for _, k := range toks {
+		norm += math.Abs(k.adv) * (1 / float64(n[k.traj]) / wmean)
+	}
+	norm /= float64(len(toks))
+	want := map[int]float64{}
+	for _, k := range toks {
+		w := 1 / float64(n[k.traj]) / wmean
+		want[k.traj] = k.adv / norm * w / float64(len(toks))
+	}
+	w := rlWeights(seqs)
+	for _, s := range seqs[:3] {
+		if got := s.advantage * w[s.traj]; math.Abs(got-want[s.traj]) > 1e-12 {
+			t.Errorf("trajectory %d: coefficient %v, ART's %v", s.traj, got, want[s.traj])
+		}
+	}
+	if _, ok := w[2]; ok || len(w) != 2 {
+		t.Fatalf("weights %v", w)
+	}
+}
