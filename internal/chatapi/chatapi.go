@@ -1,7 +1,8 @@
 // Package chatapi serves the OpenAI/vLLM-compatible chat completions routes on the served
 // models of internal/serving: POST /v1/chat/completions (and its trailing-slash form), POST
 // /v1/chat/completions/render, POST /v1/completions (text completions, completions.go), POST
-// /v1/responses (the Responses API, responses.go) and GET /v1/models.
+// /v1/responses (the Responses API, responses.go), vLLM's /tokenize, /detokenize and
+// /tokenizer_info (tokenize.go) and GET /v1/models.
 package chatapi
 
 import (
@@ -91,6 +92,9 @@ func (a *API) Register(r *httpx.Router, bearer httpx.Middleware) {
 	g.HandleFunc("GET /v1/responses/{response_id}/input_items", a.responseInputItems, &openapi.Operation{Summary: "List a stored response's input items", Tags: []string{"chat"}})
 	g.HandleFunc("POST /v1/completions", a.completions, &openapi.Operation{Summary: "Create a text completion", Tags: []string{"chat"}, Request: CompletionRequest{}, Response: CompletionResponse{},
 		Description: "OpenAI/vLLM-compatible (legacy) text completions: prompts continued without a chat template; `echo` with `logprobs` scores a text's tokens; `stream: true` answers with server-sent events."})
+	g.HandleFunc("POST /tokenize", a.tokenize, &openapi.Operation{Summary: "Tokenize a prompt or chat messages (vLLM's route)", Tags: []string{"chat"}, Request: TokenizeRequest{}, Response: TokenizeResponse{}})
+	g.HandleFunc("POST /detokenize", a.detokenize, &openapi.Operation{Summary: "Turn token ids into text (vLLM's route)", Tags: []string{"chat"}, Request: DetokenizeRequest{}})
+	g.HandleFunc("GET /tokenizer_info", a.tokenizerInfo, &openapi.Operation{Summary: "The tokenizer's special tokens, chat template and context (vLLM's route)", Tags: []string{"chat"}})
 	g.HandleFunc("GET /v1/models", a.models, &openapi.Operation{Summary: "List the served models", Tags: []string{"chat"}, Response: ModelList{}})
 }
 
