@@ -400,6 +400,7 @@ func (a *API) submit(w http.ResponseWriter, r *http.Request, pr *prepared, id st
 			return nil, false
 		}
 		gf = pr.served.GuideFactory(c)
+		gf = pr.thinkFirst(gf)
 	}
 	out := pr.output()
 	h, err := pr.served.Engine.Submit(r.Context(), &inference.Request{Guide: gf, ID: id, Prompt: pr.ids, Params: p.params, N: p.n,
@@ -527,6 +528,32 @@ func (pr *prepared) output() *inference.Output {
 	return &inference.Output{Tok: pr.served.Tok, SkipSpecial: req.SkipSpecialTokens == nil || *req.SkipSpecialTokens,
 		Stops: pr.plan.stops, IncludeStop: req.IncludeStopStrInOutput, ToolCalls: pr.plan.tools.output(),
 		Reasoning: include && pr.served.Template != nil && strings.Contains(pr.served.Template.Source(), "<think>")}
+}
+
+// thinkFirst defers a constraint (structured outputs, a required or named tool call) until a
+// thinking model's <think> block ends, as vLLM with a reasoning parser applies it after the
+// reasoning, when the request asks the model to think (chat_template_kwargs.enable_thinking
+// true, or a reasoning_effort other than none), the template thinks, <think> and </think> are
+// tokens of the vocabulary, and the prompt did not close the block itself. Otherwise the
+// constraint holds from the first token, and the model answers without thinking.
+func (pr *prepared) thinkFirst(gf inference.GuideFactory) inference.GuideFactory {
+	tpl := pr.served.Template
+	if pr.plan.req.ChatTemplate != nil || tpl == nil || !strings.Contains(tpl.Source(), "<think>") {
+		return gf
+	}
+	var kw struct {
+		EnableThinking *bool `json:"enable_thinking"`
+	}
+	if json.Unmarshal(pr.plan.req.templateKwargs(), &kw) != nil || kw.EnableThinking == nil || !*kw.EnableThinking {
+		return gf
+	}
+	start, ok1 := pr.served.Tok.TokenID("<think>")
+	end, ok2 := pr.served.Tok.TokenID("</think>")
+	tail := strings.TrimRight(pr.prompt, " \t\r\n")
+	if !ok1 || !ok2 || strings.HasSuffix(tail, "</think>") {
+		return gf
+	}
+	return inference.ThinkFirst(gf, start, end, strings.HasSuffix(tail, "<think>"))
 }
 
 // choiceState is one choice as the engine's events left it.
