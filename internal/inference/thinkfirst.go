@@ -26,9 +26,9 @@ func (t *thinkFirst) NewGuide() Guide {
 }
 
 const (
-	mayThink = iota // before the first token: a <think> or the constrained answer
-	thinking        // inside the block: anything
-	answering       // after it: the inner guide
+	mayThink  = iota // before the first token: a <think> or the constrained answer
+	thinking         // inside the block: anything
+	answering        // after it: the inner guide
 )
 
 type thinkGuide struct {
