@@ -237,6 +237,38 @@ try {
   check(await page.$$eval('table.examples tbody tr', (trs) => trs.filter((t) => t.offsetParent !== null).length) === 2, 'only the examples that differ');
   await shot('03c-evaluations');
 
+  // Keyboard: j j Enter opens the second call of the table, g e goes to the evaluations, /
+  // focuses the filter.
+  await page.goto(`${base}/${P}/weave`, { waitUntil: 'networkidle0' });
+  await page.waitForSelector('table.calls tbody tr.row');
+  await page.focus('table.calls');
+  await page.keyboard.press('j');
+  await page.keyboard.press('j');
+  check(await page.$$eval('table.calls tr.row.sel', (rs) => rs.length) === 1, 'j moves the selection');
+  const second = await page.$$eval('table.calls tr.row', (rs) => rs[1].dataset.href);
+  await page.keyboard.press('Enter');
+  await page.waitForFunction((h) => location.pathname === h, {}, second);
+  await page.keyboard.press('g');
+  await page.keyboard.press('e');
+  await page.waitForFunction(() => location.pathname.endsWith('/weave/evaluations'));
+  await page.goto(`${base}/${P}/weave`, { waitUntil: 'networkidle0' });
+  await page.waitForSelector('[data-filter]');
+  await page.keyboard.press('/');
+  check(await page.evaluate(() => !!document.activeElement && document.activeElement.hasAttribute('data-filter')), '/ focuses the filter');
+  // Time filters through the form: from a future time nothing, up to it everything.
+  for (const [name, none] of [['from', true], ['to', false]]) {
+    await page.goto(`${base}/${P}/weave?all=1`, { waitUntil: 'networkidle0' });
+    await page.waitForSelector('#calls-count');
+    const all = await text('#calls-count');
+    await page.$eval(`input[name=${name}]`, (e) => { e.value = '2099-01-01T00:00'; });
+    await page.$eval('form.filters', (f) => f.requestSubmit());
+    await page.waitForFunction((n) => location.search.includes(n + '=2099'), {}, name);
+    await page.waitForFunction((none, all) => {
+      const c = document.querySelector('#calls-count');
+      return c && (none ? c.textContent.startsWith('0 calls') : c.textContent === all);
+    }, { timeout: 60000 }, none, all);
+  }
+
   // A dataset's rows, sorted; an object's diff.
   await page.goto(`${base}/${P}/weave/objects`, { waitUntil: 'networkidle0' });
   await page.click('a[href$="/weave/objects/questions"]');
