@@ -51,7 +51,7 @@ async function seed() {
     ...call(root, trace, null, 'agent.run', t0, 1500, { inputs: { question: 'What is the capital of France?' }, output: 'Paris' }),
     ...call(chat, trace, root, 'openai.chat.completions.create', t0 + 10, 600, {
       inputs: { model: 'demo', messages: [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: 'What is the capital of France?' }] },
-      output: { id: 'c1', object: 'chat.completion', model: 'demo', choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'Paris.' } }], usage: { prompt_tokens: 21, completion_tokens: 7, total_tokens: 28 } },
+      output: { id: 'c1', object: 'chat.completion', model: 'demo', choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'Paris.', reasoning: 'The user asks for a capital.' } }], usage: { prompt_tokens: 21, completion_tokens: 7, total_tokens: 28 } },
       summary: { usage } }),
     ...call(tool, trace, root, 'tool.search', t0 + 700, 500, { inputs: { q: 'France capital' }, output: { hits: 1 } }),
     ...call(db, trace, tool, 'db.lookup', t0 + 720, 100, { inputs: { table: 'cities' }, exception: 'KeyError: cities table is not loaded\n  at lookup (db.py:12)' }),
@@ -187,6 +187,7 @@ try {
   await page.click(`.node[data-id="${seeded.chat}"]`);
   await page.waitForFunction(() => document.querySelector('.detail .msg.assistant')?.textContent.includes('Paris.'));
   check((await page.$$('.detail .msg')).length >= 3, 'conversation rendered');
+  check((await text('.detail .msg.assistant details.reasoning')).includes('The user asks for a capital.'), 'the reply\'s reasoning shown');
   // Feedback: a reaction and a note, read back.
   await page.waitForSelector('.feedback button.react');
   await page.click('.feedback button.react');
@@ -339,6 +340,17 @@ try {
   await page.select('select[aria-label="Response format"]', 'json_object');
   check((await text('#pg-curl')).includes('"json_object"') && (await text('#pg-python')).includes('response_format={"type": "json_object"}'), 'response_format in the code');
   await shot('08-playground');
+  // A required tool call, streamed into the conversation.
+  await page.select('select[aria-label="Response format"]', 'text');
+  await page.$eval('textarea[aria-label=Tools]', (e) => { e.value = JSON.stringify([{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string', enum: ['Paris', 'Rome'] } }, required: ['city'] } } }]); });
+  await page.select('select[aria-label="Tool choice"]', 'required');
+  await page.$eval('input[name=max_tokens]', (e) => { e.value = '300'; });
+  await page.type('#pg-input', 'Weather in Paris?');
+  check((await text('#pg-curl')).includes('"tool_choice": "required"'), 'tool_choice in the code');
+  await page.click('#pg-send');
+  await page.waitForFunction(() => document.querySelector('#pg-done') && document.querySelectorAll('#pg-chat .msg.assistant').length === 2, { timeout: 60000 });
+  check(/get_weather\(\{.*"city".*(Paris|Rome)/.test(await page.$$eval('#pg-chat .msg.assistant .toolcall', (els) => els.map((e) => e.textContent).join(' '))), 'the tool call shown in the conversation');
+  await shot('08b-playground-tool-call');
 
   // A 10,000-call trace: time to an interactive tree, in the browser.
   for (const [name, url, sel] of [['trace_10000_calls', `${base}/${P}/weave/calls/${seeded.bigRoot}`, '.tree .node'], ['calls_table', `${base}/${P}/weave?all=1`, 'table.calls tbody tr'],

@@ -21,6 +21,7 @@ export async function playgroundView(root, _params, q) {
     ['text', 'json_object', 'json_schema'].map((x) => h('option', { value: x }, 'response_format: ' + x)));
   const schema = h('textarea', { rows: 4, hidden: true, 'aria-label': 'JSON schema', value: '{"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}', oninput: () => code() });
   const tools = h('textarea', { rows: 3, 'aria-label': 'Tools', placeholder: 'tools: [{"type": "function", "function": {"name": "get_weather", "parameters": {...}}}]', oninput: () => code() });
+  const toolChoice = h('select', { 'aria-label': 'Tool choice', onchange: () => code() }, ['auto', 'required', 'none'].map((x) => h('option', { value: x }, 'tool_choice: ' + x)));
   const chatEl = h('div#pg-chat');
   const input = h('textarea#pg-input', { rows: 3, placeholder: 'Message (Ctrl+Enter sends)', 'aria-label': 'Message',
     onkeydown: (e) => { if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) { e.preventDefault(); send(); } } });
@@ -35,6 +36,7 @@ export async function playgroundView(root, _params, q) {
     if (fmt.value === 'json_object') body.response_format = { type: 'json_object' };
     if (fmt.value === 'json_schema') body.response_format = { type: 'json_schema', json_schema: { name: 'answer', schema: JSON.parse(schema.value || '{}') } };
     if (tools.value.trim()) body.tools = JSON.parse(tools.value);
+    if (body.tools && toolChoice.value !== 'auto') body.tool_choice = toolChoice.value;
     return body;
   }
   function code() {
@@ -68,7 +70,8 @@ export async function playgroundView(root, _params, q) {
         const chunk = JSON.parse(e.data);
         const d = chunk.choices && chunk.choices[0] && chunk.choices[0].delta;
         if (d && d.content) reply.content += d.content;
-        if (d && d.reasoning_content) reply.reasoning_content = (reply.reasoning_content || '') + d.reasoning_content;
+        const r = d && (d.reasoning || d.reasoning_content); // Hone's and vLLM's field, and its older name
+        if (r) reply.reasoning = (reply.reasoning || '') + r;
         if (d && d.tool_calls) for (const t of d.tool_calls) {
           const c = (calls[t.index] ||= { id: t.id, type: 'function', function: { name: '', arguments: '' } });
           if (t.function && t.function.name) c.function.name += t.function.name;
@@ -87,7 +90,7 @@ export async function playgroundView(root, _params, q) {
   root.append(h('h1', {}, 'Playground'),
     h('div.playground', {},
       h('div.pgmain', {}, h('div.pgrow', {}, model, h('button', { onclick: () => { messages.length = 0; clear(chatEl); code(); } }, 'Clear')), system, chatEl, input, h('div.pgrow', {}, sendBtn, status)),
-      h('aside.pgside', {}, h('h3', {}, 'Sampling'), params, fmt, schema, h('h3', {}, 'Tools'), tools,
+      h('aside.pgside', {}, h('h3', {}, 'Sampling'), params, fmt, schema, h('h3', {}, 'Tools'), tools, toolChoice,
         h('h3', {}, 'curl'), curl, h('h3', {}, 'Python (openai)'), py)));
   code();
 }

@@ -287,7 +287,7 @@ export function conversation(msgs) {
     h('div.role', {}, m.role + (m.name ? ` · ${m.name}` : '')),
     m.content !== undefined && m.content !== null ? h('div.content', {}, typeof m.content === 'string' ? m.content
       : Array.isArray(m.content) ? m.content.map((p) => (p.type === 'text' ? p.text : jsonView(p, 1))) : jsonView(m.content, 1)) : '',
-    m.reasoning_content ? h('details.reasoning', {}, h('summary', {}, 'reasoning'), m.reasoning_content) : '',
+    m.reasoning || m.reasoning_content ? h('details.reasoning', {}, h('summary', {}, 'reasoning'), m.reasoning || m.reasoning_content) : '',
     m.tool_calls ? h('div.toolcalls', {}, m.tool_calls.map((t) => h('div.toolcall', {}, '→ ', h('code', {}, `${t.function && t.function.name}(${t.function && t.function.arguments})`)))) : '')));
 }
 
