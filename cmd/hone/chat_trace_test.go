@@ -115,3 +115,52 @@ func TestChatTracing(t *testing.T) {
 		t.Fatalf("calls/usage %v", usage.CallUsage)
 	}
 }
+
+// TestResponsesTracing: a Responses API request with the trace header is recorded as Weave's
+// OpenAI integration records one (op openai.responses.create, the request as inputs, the
+// response object as output, the usage under the model), plain and streamed alike.
+func TestResponsesTracing(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir)
+	key := initialKey(t, dir)
+	url := s.url + "/v1/responses"
+	var ids []string
+	for _, stream := range []string{"false", "true"} {
+		code, body := postWithHeader(t, url, "Bearer "+key, "X-Hone-Trace-Project", "local/agents",
+			`{"model":"demo","input":"Trace me","max_output_tokens":4,"stream":`+stream+`}`)
+		if code != 200 {
+			t.Fatalf("stream %s: %d %s", stream, code, body)
+		}
+		if stream == "false" {
+			var r map[string]any
+			json.Unmarshal(body, &r)
+			ids = append(ids, r["id"].(string))
+		} else {
+			i := strings.Index(string(body), `"id":"resp_`)
+			ids = append(ids, string(body[i+6:i+6+len(ids[0])]))
+		}
+	}
+	code, _, body := do(t, "POST", s.url+"/calls/stream_query", basic("api", key), `{"project_id":"local/agents","sort_by":[{"field":"started_at","direction":"asc"}]}`)
+	if code != 200 {
+		t.Fatalf("stream_query: %d %s", code, body)
+	}
+	lines := strings.Split(strings.TrimSpace(string(body)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d calls: %s", len(lines), body)
+	}
+	for i, line := range lines {
+		var c struct {
+			OpName  string         `json:"op_name"`
+			Inputs  map[string]any `json:"inputs"`
+			Output  map[string]any `json:"output"`
+			Summary map[string]any `json:"summary"`
+		}
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(c.OpName, "openai.responses.create") || c.Inputs["input"] != "Trace me" || c.Output["object"] != "response" ||
+			c.Output["id"] != ids[i] || c.Summary["usage"].(map[string]any)["demo"] == nil {
+			t.Fatalf("call %d: %s", i, line)
+		}
+	}
+}

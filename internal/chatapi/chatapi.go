@@ -61,7 +61,8 @@ type TracedCall struct {
 	RequestID       string
 	Started, Ended  time.Time
 	Inputs          json.RawMessage
-	Output          *Response
+	Output          any    // the response: a *Response, or a Responses API *ResponseObject
+	Op              string // the call's op: "" for a chat completion, ResponsesOp
 	Model           string
 	Usage           Usage
 	Exception       string // set when the completion was cut short (client gone)
@@ -439,6 +440,9 @@ func (a *API) trace(r *http.Request, ru *run, resp *Response, exception string) 
 	}
 	c := TracedCall{Project: pr.traceProject, RequestID: ru.id, Started: pr.started, Ended: time.Now(),
 		Inputs: pr.body, Output: resp, Model: pr.name, Usage: resp.Usage, Exception: exception, PrincipalUserID: user}
+	if ru.traceAs != nil { // a Responses API request: its op and its response object
+		c.Op, c.Output = ResponsesOp, ru.traceAs(resp)
+	}
 	// The request's own context may be cancelled already (client gone); the record is still due.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 	defer cancel()
@@ -566,6 +570,9 @@ type choiceState struct {
 }
 
 type run struct {
+	// traceAs, when set, is what a traced call records as its output instead of the chat
+	// response (the Responses API's response object).
+	traceAs  func(*Response) any
 	pr       *prepared
 	h        *inference.Handle
 	id       string

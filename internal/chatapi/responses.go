@@ -27,6 +27,9 @@ import (
 // (internal/respstore). Conversations objects, background responses and stored prompts are
 // refused, naming the field.
 
+// ResponsesOp is the op of a traced Responses API call, as Weave's OpenAI integration names it.
+const ResponsesOp = "openai.responses.create"
+
 // ResponsesRequest is the body of POST /v1/responses (unknown fields are ignored).
 type ResponsesRequest struct {
 	Model             string            `json:"model"`
@@ -357,6 +360,7 @@ func (a *API) responses(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rs := &responseState{rr: &rr, run: run, id: id, created: time.Now().Unix(), history: history, input: input}
+	run.traceAs = func(resp *Response) any { return rs.object(resp) }
 	if rr.Stream {
 		rs.stream(w, r, a)
 		return
@@ -736,7 +740,6 @@ func (rs *responseState) stream(w http.ResponseWriter, r *http.Request, a *API) 
 		return
 	}
 	resp := ru.response()
-	a.trace(r, ru, resp, "")
 	closeReasoning()
 	if messageAt == -1 && len(calls) == 0 {
 		// Nothing was said: an empty message, as the whole response has.
@@ -764,10 +767,14 @@ func (rs *responseState) stream(w http.ResponseWriter, r *http.Request, a *API) 
 	if ru.failed() {
 		final.Status = "failed"
 		final.Error = map[string]any{"code": "server_error", "message": fmt.Sprintf("the model %s produced non-finite logits (NaN or infinity), so no token can be sampled", ru.pr.name)}
+		ru.traceAs = func(*Response) any { return final }
+		a.trace(r, ru, resp, "the model produced non-finite logits")
 		emit("response.failed", map[string]any{"response": final})
 		return
 	}
 	a.storeResponse(r, rs, final)
+	ru.traceAs = func(*Response) any { return final }
+	a.trace(r, ru, resp, "")
 	if final.Status == "incomplete" {
 		emit("response.incomplete", map[string]any{"response": final})
 		return
