@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestResponsesEndToEnd: POST /v1/responses over HTTP on the demo model: a message answer
@@ -185,5 +186,35 @@ func TestResponsesEndToEnd(t *testing.T) {
 		if e := envelope(t, body); code/100 != 4 || e.Param == nil || *e.Param != tc.param {
 			t.Errorf("%s: %d %s", tc.body, code, body)
 		}
+	}
+}
+
+// TestResponsesExpire: a start with --responses-retention deletes the stored responses older
+// than it; the default keeps a fresh one.
+func TestResponsesExpire(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir)
+	bearer := "Bearer " + initialKey(t, dir)
+	code, _, b := do(t, "POST", s.url+"/v1/responses", bearer, `{"model":"demo","input":"x","max_output_tokens":2}`)
+	id := jsonOf(t, code, b, 200)["id"].(string)
+	if code := s.stop(t); code != 0 {
+		t.Fatalf("stop: %d", code)
+	}
+	s = startServer(t, dir)
+	if code, _, _ := do(t, "GET", s.url+"/v1/responses/"+id, bearer, ""); code != 200 {
+		t.Fatalf("kept by the default retention: %d", code)
+	}
+	s.stop(t)
+	s = startServer(t, dir, "--responses-retention", "1ms")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, _, _ := do(t, "GET", s.url+"/v1/responses/"+id, bearer, "")
+		if code == 404 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not expired: %d", code)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

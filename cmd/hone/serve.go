@@ -81,6 +81,9 @@ type ChatConfig struct {
 	// Speculative is --speculative-config (prompt-lookup speculative decoding for every
 	// request that does not set its own).
 	Speculative specFlag
+	// ResponsesRetention is how long the Responses API's stored responses are kept (0: for
+	// ever).
+	ResponsesRetention time.Duration
 }
 
 // TrainConfig is how training jobs run.
@@ -171,6 +174,7 @@ func newServeFlags(cfg *ServeConfig) *flag.FlagSet {
 	fs.Var(&c.KVDType, "kv-cache-dtype", "KV cache element type: auto (f16 for a model with quantized matrices, a quantized GGUF file or --quantize, as llama.cpp; f32 otherwise), f32 or f16 (half the memory: twice the positions in --kv-cache-memory)")
 	fs.IntVar(&c.MaxModelLen, "max-model-len", 0, "longest prompt plus output of a request (default: the model's max_position_embeddings)")
 	fs.BoolVar(&c.NoPrefixCache, "no-prefix-cache", false, "do not reuse cached KV blocks of earlier prompts (prefix caching is on by default)")
+	fs.DurationVar(&c.ResponsesRetention, "responses-retention", 30*24*time.Hour, "how long stored responses of the Responses API are kept (previous_response_id, GET /v1/responses/{id}); 0 keeps them for ever")
 	fs.IntVar(&c.MaxLogprobs, "max-logprobs", 20, "largest top_logprobs / prompt_logprobs a request may ask")
 	fs.StringVar(&c.DType, "dtype", "", "weights in memory: as stored (default; a GGUF's quantized matrices stay quantized), f32 or bf16 (a GGUF's dequantized)")
 	fs.StringVar(&c.Quantize, "quantize", "", "quantize the --model models' matrices at load (for serving, and for training on them: QLoRA): q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k (the K-quants fall back as llama.cpp does for rows not a multiple of 256 long: q4_k to q5_0, q5_k to q5_1, q6_k to q8_0); a GGUF's quantized matrices stay as they are; not with --dtype")

@@ -225,6 +225,13 @@ func (s *system) startWorkers(ctx context.Context) {
 			s.log.Warn("training: checkpoints not published as W&B lora artifacts", "err", err)
 		}
 	}()
+	if keep := s.cfg.Chat.ResponsesRetention; keep > 0 {
+		s.workers.Add(1)
+		go func() {
+			defer s.workers.Done()
+			s.expireResponses(wctx, keep)
+		}()
+	}
 	n := s.cfg.Train.Workers
 	if n <= 0 {
 		return
@@ -234,6 +241,25 @@ func (s *system) startWorkers(ctx context.Context) {
 		defer s.workers.Done()
 		s.queue.Work(wctx, n, hostOwner(), s.training.Run, s.log)
 	}()
+}
+
+// expireResponses deletes the stored responses older than keep, at start and every hour,
+// until ctx ends.
+func (s *system) expireResponses(ctx context.Context, keep time.Duration) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		if n, err := s.responses.DeleteOlder(ctx, time.Now().Add(-keep)); err != nil && ctx.Err() == nil {
+			s.log.Warn("responses: stored responses not expired", "err", err)
+		} else if n > 0 {
+			s.log.Info("responses: expired stored responses", "count", n, "older_than", keep.String())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // stopWorkers stops the training workers and waits for them: a running job stops at its

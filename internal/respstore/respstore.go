@@ -1,7 +1,8 @@
 // Package respstore keeps the responses of the Responses API that ask to be stored (`store`,
 // true by default as in OpenAI's API), per entity, in the store (SQLite or PostgreSQL): a later
 // request continues one (`previous_response_id`) on any node, and GET and DELETE
-// /v1/responses/{id} read and remove them. A record holds the conversation the response ends
+// /v1/responses/{id} read and remove them; DeleteOlder expires them (hone serve keeps them
+// --responses-retention, 30 days by default, as OpenAI does). A record holds the conversation the response ends
 // (chat messages: the history it continued, its input, its output), its input items and the
 // response object. No HTTP here (internal/chatapi answers the routes).
 package respstore
@@ -98,4 +99,14 @@ func (s *Store) Delete(ctx context.Context, entity, id string) error {
 		return ErrNotFound
 	}
 	return nil
+}
+
+// DeleteOlder removes the responses stored before t, of every entity, and answers how many.
+func (s *Store) DeleteOlder(ctx context.Context, t time.Time) (int, error) {
+	res, err := s.db.Exec(ctx, `DELETE FROM stored_responses WHERE created_at < ?`, db.FormatTime(t))
+	if err != nil {
+		return 0, err
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/honeai/hone/internal/db"
 	"github.com/honeai/hone/internal/db/dbtest"
@@ -46,6 +47,22 @@ func TestStore(t *testing.T) {
 		}
 		if _, err := s.Get(ctx, "e", "resp_1"); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("after delete: %v", err)
+		}
+		// Expiry: only those stored before the time go.
+		now := time.Now()
+		old, young := r, r
+		old.ID, old.CreatedAt = "resp_old", now.Add(-48*time.Hour)
+		young.ID, young.CreatedAt = "resp_young", now
+		for _, x := range []Record{old, young} {
+			if err := s.Put(ctx, x); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, err := s.DeleteOlder(ctx, now.Add(-24*time.Hour)); err != nil || n != 1 {
+			t.Fatalf("expired %d, %v", n, err)
+		}
+		if _, err := s.Get(ctx, "e", "resp_young"); err != nil {
+			t.Fatalf("the young one: %v", err)
 		}
 	})
 }
