@@ -309,6 +309,18 @@ try {
   check((await text('table.checkpoints')).includes('loss'), 'checkpoint metrics');
   check(!!(await page.$('.chart[data-chart="loss by run"]')), 'runs overlaid');
   await shot('07b-model');
+  // A streamed reply from the checkpoint, before it is deleted (min_tokens: a checkpoint
+  // trained on "ok N" may well answer with its end token at once).
+  await page.goto(`${base}/playground?model=${encodeURIComponent('local/studio/agent:step1')}`, { waitUntil: 'networkidle0' });
+  await page.waitForSelector('#pg-input');
+  await page.type('input[name=min_tokens]', '6');
+  await page.type('#pg-input', 'Hello checkpoint');
+  await page.click('#pg-send');
+  await page.waitForSelector('#pg-done', { timeout: 60000 });
+  check(await page.$eval('#pg-chat .msg.assistant', (m) => [...m.children].filter((c) => !c.classList.contains('role')).map((c) => c.textContent).join('').length > 0), 'a streamed reply from the checkpoint (text or reasoning)');
+  check((await text('#pg-curl')).includes('"model": "local/studio/agent:step1"') && (await text('#pg-curl')).includes('"min_tokens": 6'), 'the checkpoint and min_tokens in the code');
+  await page.goto(`${base}/${P}/training/models/agent`, { waitUntil: 'networkidle0' });
+  await page.waitForSelector('table.checkpoints tr[data-step="1"]');
   page.once('dialog', (d) => d.accept());
   await page.click('table.checkpoints tr[data-step="1"] button.danger');
   await page.waitForFunction(() => !document.querySelector('table.checkpoints tr[data-step="1"]'));
@@ -318,11 +330,10 @@ try {
   await page.waitForSelector('a[href^="/playground?model="]');
   await page.click('a[href^="/playground?model="]');
 
-  // Playground: a streamed reply from the checkpoint.
+  // Playground (followed from the job, whose checkpoint is deleted by now): a reply streamed
+  // from the demo base model, seen arriving in pieces.
   await page.waitForSelector('#pg-input');
   check((await page.$eval('#pg-model', (s) => s.value)) === 'local/studio/agent:step1', 'chat with this checkpoint');
-  // The reply streams from the demo base model (random weights: a checkpoint trained on
-  // "ok N" may well answer with its end token at once).
   await page.select('#pg-model', 'demo');
   await page.type('input[name=seed]', '7');
   await page.type('#pg-input', 'Hello there');

@@ -15,7 +15,7 @@ export async function playgroundView(root, _params, q) {
   const num = (name, value, attrs) => h('label', {}, name, h('input', { type: 'number', name, value, step: 'any', ...attrs, oninput: () => code() }));
   const params = h('div.params', {},
     num('temperature', '0.7', { min: 0, max: 2 }), num('top_p', '1', { min: 0, max: 1 }), num('max_tokens', '128', { min: 1, step: 1 }),
-    num('seed', '', { step: 1 }), num('presence_penalty', '', {}), num('frequency_penalty', '', {}));
+    num('seed', '', { step: 1 }), num('min_tokens', '', { min: 0, step: 1 }), num('presence_penalty', '', {}), num('frequency_penalty', '', {}));
   const system = h('textarea', { rows: 2, placeholder: 'System prompt (optional)', 'aria-label': 'System prompt', oninput: () => code() });
   const fmt = h('select', { 'aria-label': 'Response format', onchange: () => { schema.hidden = fmt.value !== 'json_schema'; code(); } },
     ['text', 'json_object', 'json_schema'].map((x) => h('option', { value: x }, 'response_format: ' + x)));
