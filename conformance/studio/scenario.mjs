@@ -249,7 +249,7 @@ try {
   const second = await page.$$eval('table.calls tr.row', (rs) => rs[1].dataset.href);
   await page.keyboard.press('Enter');
   await page.waitForFunction((h) => location.pathname === h, {}, second);
-  await page.keyboard.press('g');
+  await page.keyboard.press('g'); // at once, while the call page may still be loading
   await page.keyboard.press('e');
   await page.waitForFunction(() => location.pathname.endsWith('/weave/evaluations'));
   await page.goto(`${base}/${P}/weave`, { waitUntil: 'networkidle0' });

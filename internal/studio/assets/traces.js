@@ -240,6 +240,9 @@ export async function callView(root, [entity, project, id]) {
     drawTree();
   }
   async function select(cid) {
+    // A view the user has left (another one rendered over it while this one loaded) must not
+    // put its own path back in the address bar.
+    if (!root.isConnected) return;
     selected = cid;
     history.replaceState(null, '', `${projectBase()}/weave/calls/${enc(cid)}`);
     drawTree();
