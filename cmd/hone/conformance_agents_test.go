@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,9 +13,9 @@ import (
 // structured output_type, and a tool loop of two turns.
 func TestConformanceOpenAIAgents(t *testing.T) {
 	dir := filepath.Join(repoRoot(t), "conformance", "agents-py")
-	py := filepath.Join(dir, ".venv", "bin", "python")
-	if err := exec.Command(py, "-c", "import agents, openai").Run(); err != nil {
-		skipOrFail(t, "the OpenAI Agents SDK is not installed in %s/.venv (run scripts/test-setup.sh): %v", dir, err)
+	py := venvPython(t, "", "agents-py", "import agents, openai")
+	if py == "" {
+		skipOrFail(t, "the OpenAI Agents SDK is not installed in %s/.venv (run scripts/test-setup.sh)", dir)
 	}
 	data := t.TempDir()
 	s := startServer(t, data)

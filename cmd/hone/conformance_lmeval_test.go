@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -21,9 +20,9 @@ var smolLogLikelihoods = [][]float64{{-4.50934, -7.39197, -10.77433}, {-8.81961,
 // log-likelihood equals transformers' within 2e-3 and each question is answered right.
 func TestConformanceLMEval(t *testing.T) {
 	dir := filepath.Join(repoRoot(t), "conformance", "lmeval-py")
-	py := filepath.Join(dir, ".venv", "bin", "python")
-	if err := exec.Command(py, "-c", "import lm_eval").Run(); err != nil {
-		skipOrFail(t, "lm-evaluation-harness is not installed in %s/.venv (run scripts/test-setup.sh): %v", dir, err)
+	py := venvPython(t, "", "lmeval-py", "import lm_eval")
+	if py == "" {
+		skipOrFail(t, "lm-evaluation-harness is not installed in %s/.venv (run scripts/test-setup.sh)", dir)
 	}
 	run := func(t *testing.T, model string, args ...string) ([][]float64, float64) {
 		data := t.TempDir()

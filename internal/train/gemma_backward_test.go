@@ -9,7 +9,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/honeai/hone/internal/model"
@@ -93,19 +92,7 @@ func TestGemmaSFT(t *testing.T) {
 	attnBlock = 5
 	for _, arch := range []string{"gemma2", "gemma3"} {
 		t.Run(arch, func(t *testing.T) {
-			dir := tinyDir(t, arch, 0.2)
-			m, err := model.Load(dir, model.LoadOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := LoadChat(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			xs, err := ReadSFT(strings.NewReader(capitals), c, "all")
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, m, _, xs := tinySFT(t, arch)
 			a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 8, Alpha: 16, Seed: 1})
 			e, _ := NewTrainer(m, a)
 			plan, err := PlanSFT(xs, SFTConfig{Epochs: 30, LearningRates: []float64{1e-2}, Schedule: "cosine", Warmup: 3, MaxSeqLen: 512})

@@ -11,26 +11,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/honeai/hone/internal/model"
 )
 
 // TestDivergedTrainingStops: SFT with a learning rate or weight decay of ±1e308 stops at its
 // first step with ErrDiverged naming the step (the step's metrics still reported), an RL
 // step likewise, and SaveCheckpoint refuses the non-finite adapter left behind.
 func TestDivergedTrainingStops(t *testing.T) {
-	dir := tinyDir(t, "llama", 0.2)
-	m, err := model.Load(dir, model.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := LoadChat(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	xs, err := ReadSFT(strings.NewReader(capitals), c, "all")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, m, c, xs := tinySFT(t, "llama")
 	for _, tc := range []struct {
 		name   string
 		lr, wd float64
@@ -69,7 +56,7 @@ func TestDivergedTrainingStops(t *testing.T) {
 		g.Trajectories = append(g.Trajectories, Trajectory{Reward: float64(i),
 			MessagesAndChoices: []json.RawMessage{user, choiceJSON(c, ids, []float32{-1, -2})}})
 	}
-	_, _, err = RLStep(context.Background(), e, c, []TrajectoryGroup{g}, RLConfig{Loss: "cispo", LearningRate: 1e308, ScaleRewards: true}, nil)
+	_, _, err := RLStep(context.Background(), e, c, []TrajectoryGroup{g}, RLConfig{Loss: "cispo", LearningRate: 1e308, ScaleRewards: true}, nil)
 	if !errors.Is(err, ErrDiverged) {
 		t.Fatalf("RL step at learning rate 1e308: %v", err)
 	}

@@ -187,19 +187,7 @@ func TestAccumulationEqualsPacking(t *testing.T) {
 // TestSFTDeterministic: the same data, configuration and seeds give bit-identical adapters
 // (shuffling and adapter dropout included); another seed gives another result.
 func TestSFTDeterministic(t *testing.T) {
-	dir := tinyDir(t, "llama", 0.2)
-	m, err := model.Load(dir, model.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := LoadChat(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	xs, err := ReadSFT(strings.NewReader(capitals), c, "all")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, m, _, xs := tinySFT(t, "llama")
 	run := func(seed uint64) [][]float32 {
 		a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 4, Seed: seed})
 		e, _ := NewTrainer(m, a)

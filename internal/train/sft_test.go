@@ -74,7 +74,7 @@ func TestTokenizeMarksAssistantTurns(t *testing.T) {
 // ln(vocab) to below 0.1, and the saved checkpoint loads into the inference engine with the
 // same logits.
 func TestSFTMemorises(t *testing.T) {
-	dir, m, xs := tinySFT(t)
+	dir, m, _, xs := tinySFT(t, "llama")
 	a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 8, Alpha: 16, Seed: 1})
 	e, _ := NewTrainer(m, a)
 	plan, err := PlanSFT(xs, SFTConfig{Epochs: 80, LearningRates: []float64{1e-2}, Schedule: "cosine", Warmup: 5, MaxSeqLen: 512})
@@ -152,7 +152,7 @@ func logSoftmax64(x []float32) []float64 {
 // RunSFTFrom, ends with the adapter, optimizer state and step metrics of the run never
 // stopped, bit for bit; the plan's fingerprint tells plans of other steps apart.
 func TestRunSFTFromEqualsUninterrupted(t *testing.T) {
-	_, m, xs := tinySFT(t)
+	_, m, _, xs := tinySFT(t, "llama")
 	cfg := SFTConfig{Epochs: 3, BatchSize: 1, LearningRates: []float64{1e-2}, Schedule: "cosine", Warmup: 2,
 		MaxSeqLen: 512, WeightDecay: 0.01, Shuffle: true, Seed: 9}
 	plan := func(c SFTConfig) *SFTPlan {
@@ -266,7 +266,7 @@ func (c *errAfter) Err() error {
 // the run before the step's next sequence; nothing of the step is applied, so the adapter is
 // the one after the step before (and a run resumed from there equals the uninterrupted one).
 func TestRunSFTStopsWithinAStep(t *testing.T) {
-	_, m, xs := tinySFT(t)
+	_, m, _, xs := tinySFT(t, "llama")
 	// Four examples per step, each its own sequence (max_seq_len 24 packs none together).
 	cfg := SFTConfig{Epochs: 2, BatchSize: 4, LearningRates: []float64{1e-2}, MaxSeqLen: 24}
 	plan, err := PlanSFT(xs, cfg)
@@ -302,10 +302,10 @@ func TestRunSFTStopsWithinAStep(t *testing.T) {
 	}
 }
 
-// tinySFT loads a tiny llama (std 0.2) and the capitals examples.
-func tinySFT(t *testing.T) (string, *model.Model, []Example) {
+// tinySFT loads a tiny model of arch (std 0.2), its chat tokenizer and the capitals examples.
+func tinySFT(t *testing.T, arch string) (string, *model.Model, *ChatTokenizer, []Example) {
 	t.Helper()
-	dir := tinyDir(t, "llama", 0.2)
+	dir := tinyDir(t, arch, 0.2)
 	m, err := model.Load(dir, model.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -318,5 +318,5 @@ func tinySFT(t *testing.T) (string, *model.Model, []Example) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return dir, m, xs
+	return dir, m, c, xs
 }
