@@ -405,6 +405,25 @@ try {
   await page.waitForFunction(() => [...document.querySelectorAll('.tree .node .op')].some((e) => e.textContent === 'big.step'));
   perf.tree_scroll_ms = Date.now() - t1;
   await shot('09-big-trace');
+  // A call renamed on its page; two calls picked in the table and deleted together.
+  await page.goto(`${base}/${P}/weave/calls/${seeded.root}`, { waitUntil: 'networkidle0' });
+  await page.waitForSelector('#rename');
+  page.once('dialog', (d) => d.accept('renamed run'));
+  await page.click('#rename');
+  await page.waitForFunction(() => document.querySelector('.detail h2 .name')?.textContent === 'renamed run');
+  const renamed = await api('/call/read', { project_id: P, id: seeded.root });
+  check(renamed.call.display_name === 'renamed run', 'renamed through the API: ' + renamed.call.display_name);
+  await page.goto(`${base}/${P}/weave?op=score.answer`, { waitUntil: 'networkidle0' });
+  await page.waitForSelector('table.calls input.pick');
+  const before = parseInt((await text('#calls-count')).replace(/,/g, ''), 10);
+  const pickedIDs = await page.$$eval('table.calls input.pick', (bs) => bs.slice(0, 2).map((b) => b.dataset.id));
+  for (const b of (await page.$$('table.calls input.pick')).slice(0, 2)) await b.click();
+  check((await text('#delete-selected')) === 'Delete 2 selected', 'two calls picked');
+  page.once('dialog', (d) => d.accept());
+  await page.click('#delete-selected');
+  await page.waitForFunction((n) => document.querySelector('#calls-count')?.textContent === `${n} calls`, { timeout: 30000 }, before - 2);
+  const gone = await api('/calls/stream_query', { project_id: P, filter: { call_ids: pickedIDs } });
+  check(!gone || (typeof gone === 'string' ? gone.trim() === '' : (gone.length ?? 0) === 0), 'the picked calls are deleted: ' + JSON.stringify(gone));
   // Dark theme.
   await page.keyboard.press('Escape');
   await page.click('button[aria-label="Toggle theme"]');

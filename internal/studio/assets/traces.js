@@ -65,6 +65,20 @@ export async function callsView(root, [entity, project], q) {
   };
   const table = h('div.tablewrap');
   const pager = h('div.pager');
+  // Calls picked with the table's checkboxes, for deleting them together.
+  const picked = new Set();
+  const bulk = h('span.bulk');
+  const drawBulk = () => clear(bulk, picked.size ? h('button.danger#delete-selected', {
+    onclick: async () => {
+      if (!confirm(`Delete ${picked.size} call(s) and their descendants?`)) return;
+      try {
+        await tr('/calls/delete', { project_id: pid, call_ids: [...picked] });
+        picked.clear();
+        drawBulk();
+        load();
+      } catch (e) { bulk.append(errorBox(e)); }
+    },
+  }, `Delete ${picked.size} selected`) : '');
   const input = (name, attrs) => h('input', { name, value: f[name], ...attrs });
   const form = h('form.filters', {
     onsubmit: (e) => {
@@ -110,6 +124,7 @@ export async function callsView(root, [entity, project], q) {
     const go = (p) => { f.page = p; load(); };
     clear(pager,
       h('span', { id: 'calls-count' }, `${fmtNum(count)} calls`), h('span.muted', {}, ` · ${Math.round(ms)} ms`),
+      ' ', bulk,
       h('span.spacer'),
       h('button', { disabled: f.page === 0, onclick: () => go(f.page - 1), title: 'Previous page' }, '‹'),
       h('span', {}, ` page ${f.page + 1} of ${fmtNum(pages)} `),
@@ -118,6 +133,11 @@ export async function callsView(root, [entity, project], q) {
 
   function renderTable(rows) {
     if (!rows.length) return h('p.muted', {}, 'No calls match.');
+    const boxes = [];
+    const all = h('input', { type: 'checkbox', 'aria-label': 'Select all calls on this page', onchange: (e) => {
+      for (const b of boxes) { b.checked = e.target.checked; e.target.checked ? picked.add(b.dataset.id) : picked.delete(b.dataset.id); }
+      drawBulk();
+    } });
     const head = h('tr', {}, COLUMNS.map(([key, label, field]) => {
       if (!field) return h('th', {}, label);
       const active = f.sort === field;
@@ -125,7 +145,7 @@ export async function callsView(root, [entity, project], q) {
         onclick: () => { f.dir = active && f.dir === 'desc' ? 'asc' : 'desc'; f.sort = field; f.page = 0; load(); },
         'aria-sort': active ? (f.dir === 'asc' ? 'ascending' : 'descending') : 'none',
       }, label, active ? (f.dir === 'asc' ? ' ▲' : ' ▼') : '');
-    }));
+    }), h('th', {}, all));
     const body = h('tbody');
     for (const c of rows) {
       const u = usageTotals(c.summary && c.summary.usage);
@@ -137,7 +157,13 @@ export async function callsView(root, [entity, project], q) {
         h('td.num', {}, fmtMs(latencyOf(c))),
         h('td.num', {}, u.tokens ? fmtNum(u.tokens) : ''),
         h('td.num', {}, fmtCost(costsOf(c))),
-        h('td', {}, feedbackSummary(c))));
+        h('td', {}, feedbackSummary(c)),
+        h('td', {}, (() => {
+          const b = h('input.pick', { type: 'checkbox', 'aria-label': 'Select call', 'data-id': c.id, checked: picked.has(c.id),
+            onchange: (e) => { e.target.checked ? picked.add(c.id) : picked.delete(c.id); drawBulk(); } });
+          boxes.push(b);
+          return b;
+        })())));
     }
     const t = h('table.grid.calls', {}, h('thead', {}, head), body);
     keyRows(t);
@@ -313,7 +339,17 @@ function callDetail(pid, c, rolledUsage) {
   const sub = usageTotals(rolledUsage);
   const fb = h('div.feedback');
   const box = h('div', {},
-    h('h2', {}, c.display_name || opName(c.op_name), ' ', statusBadge(statusOf(c))),
+    h('h2', {}, h('span.name', {}, c.display_name || opName(c.op_name)), ' ', statusBadge(statusOf(c)), ' ',
+      h('button.link#rename', { title: 'Rename this call', onclick: async (e) => {
+        const name = prompt('Name of this call', c.display_name || opName(c.op_name));
+        if (name === null || !name.trim()) return;
+        try {
+          await tr('/call/update', { project_id: pid, call_id: c.id, display_name: name.trim() });
+          c.display_name = name.trim();
+          e.target.closest('h2').querySelector('.name').textContent = c.display_name;
+          for (const n of document.querySelectorAll(`.tree .node[data-id="${CSS.escape(c.id)}"] .op`)) n.textContent = c.display_name;
+        } catch (err) { e.target.closest('h2').append(errorBox(err)); }
+      } }, 'rename')),
     h('dl.meta', {},
       h('dt', {}, 'Call'), h('dd', {}, h('code', {}, c.id)),
       h('dt', {}, 'Op'), h('dd', {}, c.op_name.startsWith('weave:///') ? h('a', { href: opHref(c.op_name) }, c.op_name) : c.op_name),
