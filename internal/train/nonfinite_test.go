@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
 )
 
 // TestDivergedTrainingStops: SFT with a learning rate or weight decay of ±1e308 stops at its
