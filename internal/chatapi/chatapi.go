@@ -562,7 +562,8 @@ func (pr *prepared) thinkFirst(gf inference.GuideFactory) inference.GuideFactory
 
 // choiceState is one choice as the engine's events left it.
 type choiceState struct {
-	text       string // the whole text, once finished
+	text       string   // the whole text, once finished
+	callIDs    []string // the ids the engine's events gave its tool calls, in order
 	tokens     []int
 	logprobs   []TokenLogprob
 	finish     string
@@ -597,6 +598,11 @@ func (ru *run) apply(ev inference.Event) int {
 		return -1
 	}
 	c := ru.choices[ev.Choice]
+	for _, d := range ev.Text.Calls {
+		if d.ID != "" {
+			c.callIDs = append(c.callIDs, d.ID)
+		}
+	}
 	if ev.HasToken {
 		c.tokens = append(c.tokens, ev.Token)
 		if ru.pr.plan.req.Logprobs {
@@ -730,8 +736,13 @@ func (ru *run) response() *Response {
 					msg.Content = &content
 				}
 				msg.ToolCalls = []ToolCall{}
-				for _, call := range calls {
-					msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: toolcall.NewID(), Type: "function", Function: FunctionCall{Name: call.Name, Arguments: call.Arguments}})
+				for k, call := range calls {
+					// The ids a stream sent, so that the whole response names the calls alike.
+					id := toolcall.NewID()
+					if k < len(c.callIDs) {
+						id = c.callIDs[k]
+					}
+					msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: id, Type: "function", Function: FunctionCall{Name: call.Name, Arguments: call.Arguments}})
 				}
 				finish = ru.pr.plan.tools.finishReason(finish)
 			}
