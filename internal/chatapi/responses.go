@@ -578,17 +578,22 @@ func (rs *responseState) object(resp *Response) *ResponseObject {
 	if ch.Message.Reasoning != nil && *ch.Message.Reasoning != "" {
 		o.Output = append(o.Output, rs.reasoningItem(*ch.Message.Reasoning))
 	}
-	itemStatus := "completed"
-	if o.Status == "incomplete" {
-		itemStatus = "incomplete"
-	}
 	if ch.Message.Content != nil && (*ch.Message.Content != "" || len(ch.Message.ToolCalls) == 0) {
-		o.Output = append(o.Output, rs.messageItem(*ch.Message.Content, ch.Logprobs, itemStatus))
+		o.Output = append(o.Output, rs.messageItem(*ch.Message.Content, ch.Logprobs, itemStatus(ch.FinishReason)))
 	}
 	for i, tc := range ch.Message.ToolCalls {
 		o.Output = append(o.Output, rs.callItem(i, tc.ID, tc.Function.Name, tc.Function.Arguments, "completed"))
 	}
 	return o
+}
+
+// itemStatus is the status of a message item whose choice ended with finish: incomplete when
+// cut at max_output_tokens (or not ended yet, while streaming a tool call after it: completed).
+func itemStatus(finish string) string {
+	if finish == "length" {
+		return "incomplete"
+	}
+	return "completed"
 }
 
 func (rs *responseState) reasoningItem(text string) map[string]any {
@@ -677,7 +682,7 @@ func (rs *responseState) stream(w http.ResponseWriter, r *http.Request, a *API) 
 		if req.Logprobs {
 			lps = &Logprobs{Content: ru.choices[0].logprobs}
 		}
-		item := rs.messageItem(text.String(), lps, "completed")
+		item := rs.messageItem(text.String(), lps, itemStatus(ru.choices[0].finish))
 		part := rs.textPart(text.String(), lps)
 		emit("response.output_text.done", map[string]any{"item_id": item["id"], "output_index": messageAt, "content_index": 0, "text": text.String(), "logprobs": []any{}})
 		emit("response.content_part.done", map[string]any{"item_id": item["id"], "output_index": messageAt, "content_index": 0, "part": part})
@@ -756,14 +761,6 @@ func (rs *responseState) stream(w http.ResponseWriter, r *http.Request, a *API) 
 		emit("response.output_item.done", map[string]any{"output_index": cs.at, "item": item})
 	}
 	final := rs.object(resp)
-	// The calls as streamed (the whole response's parse names them anew).
-	k := 0
-	for _, item := range final.Output {
-		if item["type"] == "function_call" && k < len(calls) {
-			item["id"], item["call_id"] = calls[k].id, calls[k].callID
-			k++
-		}
-	}
 	if ru.failed() {
 		final.Status = "failed"
 		final.Error = map[string]any{"code": "server_error", "message": fmt.Sprintf("the model %s produced non-finite logits (NaN or infinity), so no token can be sampled", ru.pr.name)}
