@@ -379,7 +379,7 @@ func (a *API) finish(w http.ResponseWriter, r *http.Request, run *run) (*Respons
 		return nil, false
 	}
 	if run.failed() {
-		err := fault.Invalid("model", "the model %s produced non-finite logits (NaN or infinity), so no token can be sampled: its weights or adapter are broken (for a trained checkpoint: its training diverged)", run.pr.name)
+		err := nonFinite(run.pr.name)
 		a.Logger.ErrorContext(r.Context(), "chat completion failed: non-finite logits", "model", run.pr.name)
 		a.trace(r, run, resp, err.Error())
 		apierror.Write(w, r, err)
@@ -408,23 +408,31 @@ func (a *API) submit(w http.ResponseWriter, r *http.Request, pr *prepared, id st
 		MaxTokens: p.maxTokens, IgnoreEOS: p.req.IgnoreEOS, Adapter: pr.adapter, Priority: p.priority,
 		Logprobs: p.req.Logprobs, TopLogprobs: p.topLogprobs, PromptLogprobs: p.promptLP, CacheSalt: p.cacheSalt, Repetition: p.repetition, Beam: p.beam,
 		Output: out, Speculative: p.spec, NoSpeculative: p.noSpec})
-	switch {
-	case errors.Is(err, inference.ErrQueueFull):
-		apierror.Write(w, r, apierror.TooManyRequests("The server is busy: the waiting queue is full. Retry later."))
-		return nil, false
-	case errors.Is(err, inference.ErrPriorityNotEnabled):
-		apierror.Write(w, r, apierror.BadRequest("priority", "Got priority %d but Priority scheduling is not enabled.", p.priority))
-		return nil, false
-	case errors.Is(err, inference.ErrTooLarge):
-		kv := pr.served.Engine.KVCache()
-		apierror.Write(w, r, apierror.BadRequest("n", "The KV cache holds %d tokens; %d sequences of up to %d tokens (a %d-token prompt and up to %d output tokens each) do not fit in it. Please request fewer choices or fewer output tokens.",
-			kv.Tokens(), p.n, len(pr.ids)+p.maxTokens, len(pr.ids), p.maxTokens))
-		return nil, false
-	case err != nil:
-		apierror.Write(w, r, err)
+	if err != nil {
+		apierror.Write(w, r, p.submitError(err, pr.served, len(pr.ids)))
 		return nil, false
 	}
 	return newRun(pr, h, id, out.Reasoning), true
+}
+
+// submitError is the API's answer to the engine refusing a request of a promptLen-token
+// prompt.
+func (p *plan) submitError(err error, served *serving.Served, promptLen int) error {
+	switch {
+	case errors.Is(err, inference.ErrQueueFull):
+		return apierror.TooManyRequests("The server is busy: the waiting queue is full. Retry later.")
+	case errors.Is(err, inference.ErrPriorityNotEnabled):
+		return apierror.BadRequest("priority", "Got priority %d but Priority scheduling is not enabled.", p.priority)
+	case errors.Is(err, inference.ErrTooLarge):
+		return apierror.BadRequest("n", "The KV cache holds %d tokens; %d sequences of up to %d tokens (a %d-token prompt and up to %d output tokens each) do not fit in it. Please request fewer choices or fewer output tokens.",
+			served.Engine.KVCache().Tokens(), p.n, promptLen+p.maxTokens, promptLen, p.maxTokens)
+	}
+	return err
+}
+
+// nonFinite is the answer to a completion whose logits were not finite.
+func nonFinite(model string) error {
+	return fault.Invalid("model", "the model %s produced non-finite logits (NaN or infinity), so no token can be sampled: its weights or adapter are broken (for a trained checkpoint: its training diverged)", model)
 }
 
 // trace records a finished completion when its request asked for it. A failure to record is

@@ -3,14 +3,12 @@ package chatapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/honeai/hone/internal/apierror"
-	"github.com/honeai/hone/internal/fault"
 	"github.com/honeai/hone/internal/httpx"
 	"github.com/honeai/hone/internal/inference"
 	"github.com/honeai/hone/internal/model"
@@ -316,17 +314,7 @@ func (a *API) completions(w http.ResponseWriter, r *http.Request) {
 				for range h.Events() {
 				}
 			}
-			switch {
-			case errors.Is(err, inference.ErrQueueFull):
-				err = apierror.TooManyRequests("The server is busy: the waiting queue is full. Retry later.")
-			case errors.Is(err, inference.ErrPriorityNotEnabled):
-				err = apierror.BadRequest("priority", "Got priority %d but Priority scheduling is not enabled.", p.priority)
-			case errors.Is(err, inference.ErrTooLarge):
-				kv := pc.served.Engine.KVCache()
-				err = apierror.BadRequest("n", "The KV cache holds %d tokens; %d sequences of up to %d tokens (a %d-token prompt and up to %d output tokens each) do not fit in it. Please request fewer choices or fewer output tokens.",
-					kv.Tokens(), p.n, len(pr.ids)+p.maxTokens, len(pr.ids), p.maxTokens)
-			}
-			apierror.Write(w, r, err)
+			apierror.Write(w, r, p.submitError(err, pc.served, len(pr.ids)))
 			return
 		}
 		ru.handles = append(ru.handles, h)
@@ -357,7 +345,7 @@ func (a *API) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, c := range ru.choices {
 		if c.finish == inference.FinishError {
-			err := fault.Invalid("model", "the model %s produced non-finite logits (NaN or infinity), so no token can be sampled: its weights or adapter are broken (for a trained checkpoint: its training diverged)", pc.name)
+			err := nonFinite(pc.name)
 			a.Logger.ErrorContext(r.Context(), "completion failed: non-finite logits", "model", pc.name)
 			apierror.Write(w, r, err)
 			return
