@@ -92,6 +92,10 @@ func Unmarshal(body []byte, v any, opts DecodeOptions) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			te.Field = jsonPath(reflect.TypeOf(v), te.Field)
+		}
 		return JSONError(err)
 	}
 	if dec.More() {
@@ -101,6 +105,35 @@ func Unmarshal(body []byte, v any, opts DecodeOptions) error {
 		return CheckText(v)
 	}
 	return nil
+}
+
+// jsonPath is a decoding error's field path as the body names it: encoding/json puts the Go
+// name of an embedded struct in the path ("Common.temperature"), which is no key of the body.
+func jsonPath(t reflect.Type, field string) string {
+	var out []string
+	for _, part := range strings.Split(field, ".") {
+		for t != nil && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map) {
+			t = t.Elem()
+		}
+		if t == nil || t.Kind() != reflect.Struct {
+			t = nil
+			out = append(out, part)
+			continue
+		}
+		if f, ok := t.FieldByName(part); ok && f.Anonymous && f.Tag.Get("json") == "" {
+			t = f.Type
+			continue
+		}
+		var next reflect.Type
+		for i := 0; i < t.NumField(); i++ {
+			if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name == part {
+				next = t.Field(i).Type
+			}
+		}
+		t = next
+		out = append(out, part)
+	}
+	return strings.Join(out, ".")
 }
 
 // JSONError turns an encoding/json error into a 400 naming the field (an API error from a
