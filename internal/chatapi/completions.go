@@ -23,52 +23,14 @@ import (
 // harnesses (lm-evaluation-harness's local-completions) score a text's log-likelihood.
 
 // CompletionRequest is the body of POST /v1/completions (unknown fields are ignored, as
-// vLLM does).
+// vLLM does): the fields it shares with a chat request (Common), and its own.
 type CompletionRequest struct {
-	Model                      string             `json:"model"`
-	Prompt                     json.RawMessage    `json:"prompt"`
-	Suffix                     *string            `json:"suffix"`
-	BestOf                     *int               `json:"best_of"`
-	Echo                       bool               `json:"echo"`
-	Logprobs                   *int               `json:"logprobs"`
-	MaxTokens                  *int               `json:"max_tokens"`
-	N                          *int               `json:"n"`
-	Stream                     bool               `json:"stream"`
-	StreamOptions              *StreamOptions     `json:"stream_options"`
-	Stop                       json.RawMessage    `json:"stop"`
-	Seed                       *json.Number       `json:"seed"`
-	Temperature                *float64           `json:"temperature"`
-	TopP                       *float64           `json:"top_p"`
-	TopK                       *int               `json:"top_k"`
-	MinP                       *float64           `json:"min_p"`
-	RepetitionPenalty          *float64           `json:"repetition_penalty"`
-	FrequencyPenalty           float64            `json:"frequency_penalty"`
-	PresencePenalty            float64            `json:"presence_penalty"`
-	LogitBias                  map[string]float64 `json:"logit_bias"`
-	AllowedTokenIDs            []int              `json:"allowed_token_ids"`
-	BadWords                   []string           `json:"bad_words"`
-	StopTokenIDs               []int              `json:"stop_token_ids"`
-	IncludeStopStrInOutput     bool               `json:"include_stop_str_in_output"`
-	IgnoreEOS                  bool               `json:"ignore_eos"`
-	MinTokens                  int                `json:"min_tokens"`
-	SkipSpecialTokens          *bool              `json:"skip_special_tokens"`
-	SpacesBetweenSpecialTokens *bool              `json:"spaces_between_special_tokens"`
-	TruncatePromptTokens       *json.Number       `json:"truncate_prompt_tokens"`
-	PromptLogprobs             *int               `json:"prompt_logprobs"`
-	AddSpecialTokens           *bool              `json:"add_special_tokens"`
-	ResponseFormat             json.RawMessage    `json:"response_format"`
-	StructuredOutputs          json.RawMessage    `json:"structured_outputs"`
-	UseBeamSearch              bool               `json:"use_beam_search"`
-	LengthPenalty              *float64           `json:"length_penalty"`
-	Priority                   json.Number        `json:"priority"`
-	RequestID                  string             `json:"request_id"`
-	CacheSalt                  *string            `json:"cache_salt"`
-	ReturnTokensAsTokenIDs     bool               `json:"return_tokens_as_token_ids"`
-	ReturnTokenIDs             bool               `json:"return_token_ids"`
-	RepetitionDetection        json.RawMessage    `json:"repetition_detection"`
-	Speculative                json.RawMessage    `json:"speculative"`
-	KVTransferParams           json.RawMessage    `json:"kv_transfer_params"`
-	User                       *string            `json:"user"`
+	Common
+	Prompt           json.RawMessage `json:"prompt"`
+	Suffix           *string         `json:"suffix"`
+	BestOf           *int            `json:"best_of"`
+	Logprobs         *int            `json:"logprobs"`
+	AddSpecialTokens *bool           `json:"add_special_tokens"`
 }
 
 // CompletionResponse is the answer of POST /v1/completions.
@@ -139,17 +101,7 @@ func parsePrompts(raw json.RawMessage) (texts []string, ids [][]int, err error) 
 // chatRequest is the request as a chat request without messages, for the checks and
 // sampling parameters the two routes share.
 func (cr *CompletionRequest) chatRequest() *Request {
-	req := &Request{Model: cr.Model, Stream: cr.Stream, StreamOptions: cr.StreamOptions, N: cr.N, MaxTokens: cr.MaxTokens,
-		MinTokens: cr.MinTokens, Temperature: cr.Temperature, TopP: cr.TopP, TopK: cr.TopK, MinP: cr.MinP,
-		RepetitionPenalty: cr.RepetitionPenalty, FrequencyPenalty: cr.FrequencyPenalty, PresencePenalty: cr.PresencePenalty,
-		LogitBias: cr.LogitBias, AllowedTokenIDs: cr.AllowedTokenIDs, BadWords: cr.BadWords, Seed: cr.Seed, Stop: cr.Stop,
-		StopTokenIDs: cr.StopTokenIDs, IncludeStopStrInOutput: cr.IncludeStopStrInOutput, IgnoreEOS: cr.IgnoreEOS,
-		PromptLogprobs: cr.PromptLogprobs, ReturnTokensAsTokenIDs: cr.ReturnTokensAsTokenIDs, ReturnTokenIDs: cr.ReturnTokenIDs,
-		SkipSpecialTokens: cr.SkipSpecialTokens, SpacesBetweenSpecialTokens: cr.SpacesBetweenSpecialTokens,
-		TruncatePromptTokens: cr.TruncatePromptTokens, Priority: cr.Priority, RequestID: cr.RequestID, CacheSalt: cr.CacheSalt,
-		UseBeamSearch: cr.UseBeamSearch, LengthPenalty: cr.LengthPenalty, StructuredOutputs: cr.StructuredOutputs,
-		ResponseFormat: cr.ResponseFormat, KVTransferParams: cr.KVTransferParams, RepetitionDetection: cr.RepetitionDetection,
-		Speculative: cr.Speculative, User: cr.User}
+	req := &Request{Common: cr.Common}
 	if cr.Logprobs != nil {
 		req.Logprobs = true
 		k := json.Number(fmt.Sprint(*cr.Logprobs))

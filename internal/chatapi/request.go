@@ -15,15 +15,36 @@ import (
 )
 
 // Request is the chat completions request body (the seed's table; unknown fields are
-// ignored, as vLLM does).
+// ignored, as vLLM does): the fields it shares with a text completion request (Common), and
+// the chat's own.
 type Request struct {
+	Common
+	Messages             json.RawMessage `json:"messages"`
+	MaxCompletionTokens  *int            `json:"max_completion_tokens"`
+	Logprobs             bool            `json:"logprobs"`
+	TopLogprobs          *json.Number    `json:"top_logprobs"`
+	AddGenerationPrompt  *bool           `json:"add_generation_prompt"`
+	ContinueFinalMessage bool            `json:"continue_final_message"`
+	AddSpecialTokens     bool            `json:"add_special_tokens"`
+	ChatTemplate         *string         `json:"chat_template"`
+	ChatTemplateKwargs   json.RawMessage `json:"chat_template_kwargs"`
+	Documents            json.RawMessage `json:"documents"`
+	Tools                json.RawMessage `json:"tools"`
+	ToolChoice           json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls    *bool           `json:"parallel_tool_calls"`
+	IncludeReasoning     *bool           `json:"include_reasoning"`
+	ReasoningEffort      *string         `json:"reasoning_effort"`
+	ServiceTier          *string         `json:"service_tier"`
+}
+
+// Common holds the fields a chat and a text completion request (CompletionRequest) share:
+// the model, sampling, stops, output options and scheduling.
+type Common struct {
 	Model                      string             `json:"model"`
-	Messages                   json.RawMessage    `json:"messages"`
 	Stream                     bool               `json:"stream"`
 	StreamOptions              *StreamOptions     `json:"stream_options"`
 	N                          *int               `json:"n"`
 	MaxTokens                  *int               `json:"max_tokens"`
-	MaxCompletionTokens        *int               `json:"max_completion_tokens"`
 	MinTokens                  int                `json:"min_tokens"`
 	Temperature                *float64           `json:"temperature"`
 	TopP                       *float64           `json:"top_p"`
@@ -40,25 +61,12 @@ type Request struct {
 	StopTokenIDs               []int              `json:"stop_token_ids"`
 	IncludeStopStrInOutput     bool               `json:"include_stop_str_in_output"`
 	IgnoreEOS                  bool               `json:"ignore_eos"`
-	Logprobs                   bool               `json:"logprobs"`
-	TopLogprobs                *json.Number       `json:"top_logprobs"`
 	PromptLogprobs             *int               `json:"prompt_logprobs"`
 	ReturnTokensAsTokenIDs     bool               `json:"return_tokens_as_token_ids"`
 	ReturnTokenIDs             bool               `json:"return_token_ids"`
 	Echo                       bool               `json:"echo"`
-	AddGenerationPrompt        *bool              `json:"add_generation_prompt"`
-	ContinueFinalMessage       bool               `json:"continue_final_message"`
-	AddSpecialTokens           bool               `json:"add_special_tokens"`
-	ChatTemplate               *string            `json:"chat_template"`
-	ChatTemplateKwargs         json.RawMessage    `json:"chat_template_kwargs"`
-	Documents                  json.RawMessage    `json:"documents"`
-	Tools                      json.RawMessage    `json:"tools"`
-	ToolChoice                 json.RawMessage    `json:"tool_choice"`
-	ParallelToolCalls          *bool              `json:"parallel_tool_calls"`
 	SkipSpecialTokens          *bool              `json:"skip_special_tokens"`
 	SpacesBetweenSpecialTokens *bool              `json:"spaces_between_special_tokens"`
-	IncludeReasoning           *bool              `json:"include_reasoning"`
-	ReasoningEffort            *string            `json:"reasoning_effort"`
 	TruncatePromptTokens       *json.Number       `json:"truncate_prompt_tokens"`
 	Priority                   json.Number        `json:"priority"`
 	RequestID                  string             `json:"request_id"`
@@ -71,7 +79,6 @@ type Request struct {
 	RepetitionDetection        json.RawMessage    `json:"repetition_detection"`
 	Speculative                json.RawMessage    `json:"speculative"`
 	User                       *string            `json:"user"`
-	ServiceTier                *string            `json:"service_tier"`
 }
 
 // StreamOptions is stream_options.

@@ -214,9 +214,9 @@ func (rr *ResponsesRequest) chatRequest(history []map[string]any) (*Request, []m
 	if err != nil {
 		return nil, nil, err
 	}
-	req := &Request{Model: rr.Model, Messages: messages, Stream: rr.Stream, MaxTokens: rr.MaxOutputTokens, Temperature: rr.Temperature,
-		TopP: rr.TopP, TopK: rr.TopK, MinP: rr.MinP, Seed: rr.Seed, ParallelToolCalls: rr.ParallelToolCalls, User: rr.User,
-		Priority: rr.Priority, ServiceTier: rr.ServiceTier}
+	req := &Request{Common: Common{Model: rr.Model, Stream: rr.Stream, MaxTokens: rr.MaxOutputTokens, Temperature: rr.Temperature,
+		TopP: rr.TopP, TopK: rr.TopK, MinP: rr.MinP, Seed: rr.Seed, User: rr.User, Priority: rr.Priority},
+		Messages: messages, ParallelToolCalls: rr.ParallelToolCalls, ServiceTier: rr.ServiceTier}
 	if rr.Reasoning != nil {
 		req.ReasoningEffort = rr.Reasoning.Effort
 	}

@@ -62,7 +62,7 @@ func (a *API) tokenize(w http.ResponseWriter, r *http.Request) {
 	case req.Prompt != nil:
 		ids = served.Tok.Encode(*req.Prompt, req.AddSpecialTokens == nil || *req.AddSpecialTokens)
 	case len(req.Messages) > 0 && string(req.Messages) != "null":
-		chat := &Request{Model: req.Model, Messages: req.Messages, AddGenerationPrompt: req.AddGenerationPrompt,
+		chat := &Request{Common: Common{Model: req.Model}, Messages: req.Messages, AddGenerationPrompt: req.AddGenerationPrompt,
 			ContinueFinalMessage: req.ContinueFinalMessage, AddSpecialTokens: req.AddSpecialTokens != nil && *req.AddSpecialTokens,
 			ChatTemplate: req.ChatTemplate, ChatTemplateKwargs: req.ChatTemplateKwargs, Tools: req.Tools}
 		pr, err := a.prepareRequest(r, chat, body)
