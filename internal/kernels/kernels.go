@@ -9,8 +9,10 @@
 package kernels
 
 import (
+	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -252,34 +254,87 @@ func (r *Rope) Apply(x []float32, pos int) {
 	}
 }
 
-// Table is the sin/cos of every position up to a length, so that Apply needs no trig.
+// Table is the sin/cos of every position up to a length, so that Apply needs no trig. The
+// values are computed a chunk of tableChunk positions at a time, when a position of the chunk
+// is first applied, so a table holds the positions in use (a few thousand while serving)
+// rather than every position the model allows: Gemma 3's two tables of 32,768 positions × 256
+// dimensions would take 64 MiB of heap up front.
 type Table struct {
 	HeadDim int
-	cos     []float32 // pos*half + i
-	sin     []float32
+	n       int       // positions covered
+	inv     []float64 // the frequencies (a copy of Rope.InvFreq when the table was made)
+	scale   float32   // Scale's factor (1: none)
+	chunks  []atomic.Pointer[tableChunk]
 }
 
-// Table computes the rotation table for positions [0, n).
+// tableChunkPositions is the number of positions a chunk of a Table holds.
+const tableChunkPositions = 256
+
+// tableChunk is the cos and sin of positions [c·tableChunkPositions, +tableChunkPositions),
+// pos*half + i.
+type tableChunk struct{ cos, sin []float32 }
+
+// Table returns the rotation table for positions [0, n).
 func (r *Rope) Table(n int) *Table {
-	half := r.HeadDim / 2
-	t := &Table{HeadDim: r.HeadDim, cos: make([]float32, n*half), sin: make([]float32, n*half)}
-	for p := 0; p < n; p++ {
-		for i := 0; i < half; i++ {
-			s, c := math.Sincos(float64(p) * r.InvFreq[i])
-			t.cos[p*half+i], t.sin[p*half+i] = float32(c), float32(s)
-		}
-	}
-	return t
+	return &Table{HeadDim: r.HeadDim, n: n, inv: slices.Clone(r.InvFreq), scale: 1,
+		chunks: make([]atomic.Pointer[tableChunk], (n+tableChunkPositions-1)/tableChunkPositions)}
 }
 
 // Len is the number of positions the table covers.
-func (t *Table) Len() int { return len(t.cos) / max(t.HeadDim/2, 1) }
+func (t *Table) Len() int { return t.n }
+
+// at is the cos and sin of position pos (half values each), computing its chunk on first use.
+func (t *Table) at(pos int) (c, s []float32) {
+	if uint(pos) >= uint(t.n) {
+		panic(fmt.Sprintf("kernels: rotary position %d outside the table's [0, %d)", pos, t.n))
+	}
+	half := t.HeadDim / 2
+	ci := pos / tableChunkPositions
+	ch := t.chunks[ci].Load()
+	if ch == nil {
+		ch = t.fill(ci)
+	}
+	o := (pos - ci*tableChunkPositions) * half
+	return ch.cos[o : o+half], ch.sin[o : o+half]
+}
+
+// fill computes chunk ci (or returns the one another goroutine stored first).
+func (t *Table) fill(ci int) *tableChunk {
+	half := t.HeadDim / 2
+	p0 := ci * tableChunkPositions
+	np := min(tableChunkPositions, t.n-p0)
+	ch := &tableChunk{cos: make([]float32, np*half), sin: make([]float32, np*half)}
+	for p := range np {
+		for i := range half {
+			s, c := math.Sincos(float64(p0+p) * t.inv[i])
+			cos, sin := float32(c), float32(s)
+			if t.scale != 1 {
+				cos, sin = cos*t.scale, sin*t.scale
+			}
+			ch.cos[p*half+i], ch.sin[p*half+i] = cos, sin
+		}
+	}
+	if !t.chunks[ci].CompareAndSwap(nil, ch) {
+		return t.chunks[ci].Load()
+	}
+	return ch
+}
+
+// Bytes is the memory the table holds now (the chunks computed so far).
+func (t *Table) Bytes() int64 {
+	var n int64
+	for i := range t.chunks {
+		if ch := t.chunks[i].Load(); ch != nil {
+			n += 4 * int64(len(ch.cos)+len(ch.sin))
+		}
+	}
+	return n
+}
 
 // Apply rotates x (HeadDim values) for position pos < Len().
 func (t *Table) Apply(x []float32, pos int) {
-	half := t.HeadDim / 2
-	c := t.cos[pos*half : pos*half+half]
-	s := t.sin[pos*half : pos*half+half]
+	c, s := t.at(pos)
+	half := len(c)
 	lo, hi := x[:half], x[half:2*half]
 	for i := range c {
 		a, b := lo[i], hi[i]
@@ -290,9 +345,8 @@ func (t *Table) Apply(x []float32, pos int) {
 
 // ApplyInverse undoes Apply (the gradient of a rotation is the opposite rotation).
 func (t *Table) ApplyInverse(x []float32, pos int) {
-	half := t.HeadDim / 2
-	c := t.cos[pos*half : pos*half+half]
-	s := t.sin[pos*half : pos*half+half]
+	c, s := t.at(pos)
+	half := len(c)
 	lo, hi := x[:half], x[half:2*half]
 	for i := range c {
 		a, b := lo[i], hi[i]

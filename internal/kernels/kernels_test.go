@@ -3,6 +3,8 @@ package kernels
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -278,4 +280,65 @@ func TestSwiGLUKeepsExp(t *testing.T) {
 			t.Fatalf("value %d in place: %v, %v", i, gc[i], want[i])
 		}
 	}
+}
+
+// TestRopeTableLazy: a table computes its values a chunk of positions at a time, on first use,
+// bit for bit what computing every position up front gave (float32 of the float64 sin and cos,
+// times Scale's factor in f32), from concurrent goroutines too; it holds only the chunks in
+// use, and a position outside it panics.
+func TestRopeTableLazy(t *testing.T) {
+	const n, hd = 1000, 64
+	r := NewRope(hd, 10000)
+	for _, f := range []float32{1, 1.19} {
+		tab := r.Table(n)
+		if f != 1 {
+			tab.Scale(f)
+		}
+		if tab.Bytes() != 0 {
+			t.Fatalf("a new table holds %d bytes", tab.Bytes())
+		}
+		x := make([]float32, hd)
+		for i := range x {
+			x[i] = float32(i%7) - 3
+		}
+		got := slices.Clone(x)
+		tab.Apply(got, 3)
+		if want := int64(2 * 4 * tableChunkPositions * hd / 2); tab.Bytes() != want {
+			t.Fatalf("after one position the table holds %d bytes, want one chunk's %d", tab.Bytes(), want)
+		}
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for pos := g; pos < n; pos += 4 {
+					y := slices.Clone(x)
+					tab.Apply(y, pos)
+					half := hd / 2
+					for i := range half {
+						s, c := math.Sincos(float64(pos) * r.InvFreq[i])
+						cs, sn := float32(c), float32(s)
+						if f != 1 {
+							cs, sn = cs*f, sn*f
+						}
+						a, b := x[i], x[i+half]
+						if y[i] != a*cs-b*sn || y[i+half] != b*cs+a*sn {
+							t.Errorf("scale %v position %d dimension %d: %v, %v", f, pos, i, y[i], y[i+half])
+							return
+						}
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if want := int64(2 * 4 * n * hd / 2); tab.Bytes() != want {
+			t.Fatalf("every position: %d bytes, want %d", tab.Bytes(), want)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a position past the table did not panic")
+		}
+	}()
+	r.Table(n).Apply(make([]float32, hd), n)
 }
