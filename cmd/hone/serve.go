@@ -179,7 +179,7 @@ func newServeFlags(cfg *ServeConfig) *flag.FlagSet {
 	fs.StringVar(&c.DType, "dtype", "", "weights in memory: as stored (default; a GGUF's quantized matrices stay quantized), f32 or bf16 (a GGUF's dequantized)")
 	fs.StringVar(&c.Quantize, "quantize", "", "quantize the --model models' matrices at load (for serving, and for training on them: QLoRA): q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k (the K-quants fall back as llama.cpp does for rows not a multiple of 256 long: q4_k to q5_0, q5_k to q5_1, q6_k to q8_0); a GGUF's quantized matrices stay as they are; not with --dtype")
 	fs.Var(&c.Speculative, "speculative-config", `speculative decoding by prompt lookup for every request, as vLLM's flag: '{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4,"prompt_lookup_min":2}' (a request's "speculative" overrides it; default: off)`)
-	fs.Var(&c.ToolParsers, "tool-call-parser", "tool-call parser: hermes, llama3_json, mistral or none, for every model, or NAME=PARSER for one (repeatable); default: detected from each model's chat template")
+	fs.Var(&c.ToolParsers, "tool-call-parser", "tool-call parser: hermes, llama3_json, mistral, generic or none (refuse tool_choice), for every model, or NAME=PARSER for one (repeatable); default: detected from each model's chat template, else generic")
 	t := &cfg.Train
 	fs.IntVar(&t.Workers, "train-workers", 1, "training jobs run at once in this process (0: none; run 'hone worker' on the same store)")
 	fs.StringVar(&t.DataRoot, "train-data-root", "", "directory under which local training_data_url paths are allowed (default: none)")

@@ -318,13 +318,35 @@ func (s *system) setToolParser(m *serving.Served) {
 	} else {
 		m.ToolParser = parsers[""]
 	}
-	if m.Template != nil || m.ToolParser != "" {
-		p := m.ToolParser
-		if p == "" && m.Template != nil {
-			p = toolcall.Detect(m.Template.Source()) + " (detected from the chat template)"
-		}
-		s.log.Info("tool-call parser", "model", m.Name, "parser", p)
+	if m.Template == nil {
+		return
 	}
+	fam := toolcall.Choose(m.ToolParser, m.Template.Source())
+	attrs := []any{"model", m.Name, "parser", fam}
+	switch {
+	case m.ToolParser != "":
+		attrs = append(attrs, "from", "--tool-call-parser")
+	case fam != toolcall.Generic:
+		attrs = append(attrs, "from", "the chat template's tool syntax")
+	default:
+		caps := m.Template.Caps(m.SpecialTokens())
+		tools, calls, results := "a system preamble", "written into the assistant's content", "user turns of <tool_response> blocks"
+		if caps.Tools {
+			tools = "the template's tools variable, and the call format in a system preamble"
+		}
+		if !caps.System {
+			tools = strings.Replace(tools, "a system preamble", "a preamble to the first user turn", 1)
+		}
+		if caps.ToolCalls {
+			calls = "the template's"
+		}
+		if caps.ToolResults {
+			results = "the template's"
+		}
+		attrs = append(attrs, "from", "the chat template shows no tool syntax: Hone's generic format (<tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>)",
+			"tools_in", tools, "past_calls", calls, "tool_results", results)
+	}
+	s.log.Info("tool calls", attrs...)
 }
 
 // checkToolParsers refuses a --tool-call-parser NAME=PARSER for a model not served.

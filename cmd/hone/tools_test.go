@@ -220,7 +220,7 @@ func TestToolCallParserFlag(t *testing.T) {
 	s := startServer(t, dir, "--tool-call-parser", "demo=none")
 	bearer := "Bearer " + initialKey(t, dir)
 	code, _, b := do(t, "POST", s.url+"/v1/chat/completions", bearer, `{"messages":[{"role":"user","content":"x"}],"tools":`+weatherTools+`,"tool_choice":"required","max_tokens":4}`)
-	if code != 400 || !strings.Contains(string(b), "requires --tool-call-parser") {
+	if code != 400 || !strings.Contains(string(b), "--tool-call-parser none") {
 		t.Fatalf("%d %s", code, b)
 	}
 	// tools without tool_choice: rendered, answered as text.

@@ -223,19 +223,16 @@ func (a *API) prepareRequest(r *http.Request, reqp *Request, body []byte) (*prep
 		}
 		p.structured = spec
 	}
-	special := map[string]string{}
-	for k, v := range served.Tok.Config().SpecialTokens {
-		special[k] = v
+	special := served.SpecialTokens()
+	in := chattemplate.Input{Messages: req.Messages, Tools: req.Tools, Documents: req.Documents,
+		AddGenerationPrompt: p.agp, ContinueFinalMessage: req.ContinueFinalMessage, SpecialTokens: special, Kwargs: req.templateKwargs()}
+	if p.tools.generic {
+		// The tools, earlier calls and results written in where the template leaves them out.
+		if in, err = toolcall.Prepare(in, tpl.Caps(special), p.tools.family != ""); err != nil {
+			return nil, bad("messages", "%s", err.Error())
+		}
 	}
-	cfg := served.Tok.Config()
-	if cfg.BOSToken != "" {
-		special["bos_token"] = cfg.BOSToken
-	}
-	if cfg.EOSToken != "" {
-		special["eos_token"] = cfg.EOSToken
-	}
-	prompt, err := tpl.Render(chattemplate.Input{Messages: req.Messages, Tools: req.Tools, Documents: req.Documents,
-		AddGenerationPrompt: p.agp, ContinueFinalMessage: req.ContinueFinalMessage, SpecialTokens: special, Kwargs: req.templateKwargs()})
+	prompt, err := tpl.Render(in)
 	if err != nil {
 		var te *chattemplate.TemplateError
 		if errors.As(err, &te) {
@@ -738,7 +735,9 @@ func (ru *run) response() *Response {
 		msg.Content = &text
 		finish := c.finish
 		if tc := ru.pr.plan.tools.output(); tc != nil && c.finish != "" {
-			if content, calls, ok := toolcall.Parse(tc.Family, text, tc.Options); ok {
+			if content, calls, ok := toolcall.Parse(tc.Family, text, tc.Options); ok && len(calls) == 0 {
+				msg.Content = &content // the output ended inside its first call: dropped
+			} else if ok {
 				msg.Content = nil
 				if strings.TrimSpace(content) != "" {
 					msg.Content = &content

@@ -19,6 +19,9 @@ type toolPlan struct {
 	name     string // the named function
 	parallel bool
 	family   string // the parser, once the model is known ("" or none: no parsing)
+	// generic: the model's calls are in Hone's generic format (its template shows no tool
+	// syntax), so the conversation is prepared for its template (toolcall.Prepare).
+	generic bool
 }
 
 const namedUsage = `Correct usage: {"type": "function", "function": {"name": "my_function"}}`
@@ -111,21 +114,21 @@ func (req *Request) parseTools() (*toolPlan, error) {
 }
 
 // resolve picks the parser family for the model's template (the server's --tool-call-parser
-// for the model, else detected from the template) and checks the choice against it.
+// for the model, else detected from the template, else Hone's generic format) and checks the
+// choice against it: only a model served with --tool-call-parser none refuses tool_choice,
+// as vLLM without a parser does.
 func (tp *toolPlan) resolve(configured, templateSource string) error {
+	fam := toolcall.Choose(configured, templateSource)
+	tp.generic = fam == toolcall.Generic
 	if tp.choice == "none" {
 		return nil
-	}
-	fam := configured
-	if fam == "" {
-		fam = toolcall.Detect(templateSource)
 	}
 	if fam == toolcall.None {
 		switch {
 		case tp.choice == "auto" && tp.explicit:
-			return bad("tool_choice", "\"auto\" tool choice requires --tool-call-parser to be set: the model's chat template shows no tool-call syntax Hone knows (hermes, llama3_json, mistral)")
+			return bad("tool_choice", "\"auto\" tool choice is off for this model: the server runs it with --tool-call-parser none. Serve it without that flag (Hone then uses the tool syntax of its chat template, or its generic format), or name a parser: hermes, llama3_json, mistral, generic")
 		case tp.choice == "required" || tp.choice == "named":
-			return bad("tool_choice", "tool_choice=%q requires --tool-call-parser to be set: the model's chat template shows no tool-call syntax Hone knows (hermes, llama3_json, mistral)", tp.choice)
+			return bad("tool_choice", "tool_choice=%q is off for this model: the server runs it with --tool-call-parser none. Serve it without that flag (Hone then uses the tool syntax of its chat template, or its generic format), or name a parser: hermes, llama3_json, mistral, generic", tp.choice)
 		}
 		// tool_choice defaulted to auto: the tools are rendered, the answer stays text.
 		tp.choice = "none"

@@ -66,6 +66,7 @@ type Template struct {
 	// contentParts: the template iterates over message content, so list content is passed
 	// through as parts (vLLM's "openai" content format); otherwise parts are joined as text.
 	contentParts bool
+	caps         capsOnce
 }
 
 var (

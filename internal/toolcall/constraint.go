@@ -23,7 +23,7 @@ func (t Tool) schema() json.RawMessage {
 
 // Marker is the text that opens a family's calls ("" for none).
 func Marker(family string) string {
-	switch family {
+	switch syntaxOf(family) {
 	case Hermes:
 		return hermesOpen
 	case Llama3JSON:
@@ -46,7 +46,7 @@ func quote(name string) string {
 
 // syntax is how a family writes one call of a tool, with or without its marker.
 func syntax(family, name string, marker bool) (begin, end string) {
-	switch family {
+	switch syntaxOf(family) {
 	case Hermes:
 		if marker {
 			return hermesOpen + "\n" + `{"name": ` + quote(name) + `, "arguments": `, "}\n" + hermesClose
@@ -68,7 +68,7 @@ func syntax(family, name string, marker bool) (begin, end string) {
 func Forced(family string, tools []Tool, multiple, markerSpecial bool) (*structured.Spec, error) {
 	t := &structured.ToolCalls{Multiple: multiple}
 	marker := !markerSpecial
-	switch family {
+	switch syntaxOf(family) {
 	case Hermes:
 		t.Sep = "\n"
 	case Llama3JSON:
@@ -100,7 +100,7 @@ func Auto(family string, tools []Tool, markerSpecial bool) (*structured.Spec, er
 	var structures []structured.TagStructure
 	for _, tool := range tools {
 		b, e := syntax(family, tool.Name, true)
-		if family == Mistral {
+		if syntaxOf(family) == Mistral {
 			b, e = mistralTag+"["+b, e+"]"
 		}
 		structures = append(structures, structured.TagStructure{Begin: b, Schema: tool.schema(), End: e})

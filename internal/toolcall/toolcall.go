@@ -32,11 +32,26 @@ const (
 	Hermes     = "hermes"
 	Llama3JSON = "llama3_json"
 	Mistral    = "mistral"
-	None       = "none"
+	// Generic is Hone's call format for templates that show no call syntax of their own:
+	// hermes' `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, with the tools
+	// described to the model and earlier calls and results written into the conversation
+	// by Generic's Prepare where the template does not render them.
+	Generic = "generic"
+	// None refuses tool_choice required, named and explicit auto (vLLM's behaviour without a
+	// parser).
+	None = "none"
 )
 
 // Families lists the parsers a server may be told to use (--tool-call-parser).
-var Families = []string{Hermes, Llama3JSON, Mistral, None}
+var Families = []string{Hermes, Llama3JSON, Mistral, Generic, None}
+
+// syntaxOf is the family whose syntax a family's calls are written in.
+func syntaxOf(family string) string {
+	if family == Generic {
+		return Hermes
+	}
+	return family
+}
 
 // Valid reports whether name is a known parser family.
 func Valid(name string) bool {
@@ -64,6 +79,18 @@ func Detect(template string) string {
 	return None
 }
 
+// Choose is the family a model's calls are read with: the configured parser
+// (--tool-call-parser), else the one its chat template shows, else Generic.
+func Choose(configured, template string) string {
+	if configured != "" {
+		return configured
+	}
+	if f := Detect(template); f != None {
+		return f
+	}
+	return Generic
+}
+
 // Call is one parsed tool call.
 type Call struct {
 	Name      string
@@ -80,21 +107,48 @@ type Options struct {
 	Single bool
 }
 
-// Parse finds the calls in a finished text: content is the text before the first call. ok is
-// false when the text holds no call, or a call that does not parse (then content is the whole
-// text).
+// Parse finds the calls in a finished text: content is the text before the first call and
+// calls are the complete calls. Output can end anywhere (max_tokens, a stop string, a
+// cancel), so a call the text cuts short is dropped with its markup, and complete calls
+// before it are kept; so is anything that follows the calls. ok reports that the text was
+// read as calls: false when it holds no call, or something after a marker that cannot be a
+// call (then content is the whole text). ok with no calls means the text ended inside its
+// first call: content is what came before it.
 func Parse(family, text string, o Options) (content string, calls []Call, ok bool) {
 	sc := scan(family, text, true, o)
-	if !sc.started || !sc.valid || len(sc.calls) == 0 {
+	if sc.started && sc.valid && len(sc.calls) > 0 && allComplete(sc.calls) {
+		for _, c := range sc.calls {
+			calls = append(calls, Call{Name: c.name, Arguments: c.argsText()})
+		}
+		return text[:sc.contentEnd], calls, true
+	}
+	// Read it as a text still growing: the complete calls, and what may still become one.
+	gr := scan(family, text, false, o)
+	if !gr.started {
+		if o.Forced && gr.contentEnd == 0 && strings.TrimSpace(text) != "" {
+			return "", nil, true // a forced call cut before its name
+		}
 		return text, nil, false
 	}
-	for _, c := range sc.calls {
+	for _, c := range gr.calls {
 		if !c.complete() {
-			return text, nil, false
+			break
 		}
 		calls = append(calls, Call{Name: c.name, Arguments: c.argsText()})
 	}
-	return text[:sc.contentEnd], calls, true
+	if len(calls) == 0 && !gr.valid {
+		return text, nil, false
+	}
+	return text[:gr.contentEnd], calls, true
+}
+
+func allComplete(calls []partial) bool {
+	for _, c := range calls {
+		if !c.complete() {
+			return false
+		}
+	}
+	return true
 }
 
 // NewID returns a tool call id: "call_" and 24 random letters and digits (OpenAI's form).
@@ -133,9 +187,7 @@ type Stream struct {
 }
 
 type sentCall struct {
-	id   string
-	args int // argument bytes sent
-	done bool
+	id string
 }
 
 // NewStream returns a stream for a family's output.
@@ -144,69 +196,39 @@ func NewStream(family string, o Options) *Stream { return &Stream{family: family
 // Calls is how many calls the stream has reported.
 func (s *Stream) Calls() int { return len(s.calls) }
 
-// Feed adds text and returns what became visible. With final the text is complete: text held
-// back as a possible start of a call is released when no call was reported, and a call
-// whose arguments are a JSON string gets them.
+// Feed adds text and returns what became visible: content before the first call, and each
+// call once it is complete (its id and name, then its arguments whole), so that a call the
+// output cuts short is never sent and the stream adds up to what Parse finds in the whole
+// text. With final the text is complete: text held back as a possible start of a call is
+// released when it holds no call.
 func (s *Stream) Feed(text string, final bool) Delta {
 	s.text += text
-	sc := scan(s.family, s.text, final, s.o)
 	var d Delta
-	end := sc.contentEnd
-	if final && len(s.calls) == 0 {
-		// No call was reported: a text that does not parse is all content.
-		if _, _, ok := Parse(s.family, s.text, s.o); !ok {
-			if len(s.text) > s.sent {
-				d.Content = s.text[s.sent:]
-				s.sent = len(s.text)
-			}
-			return d
+	var content string
+	var calls []Call
+	if final {
+		var ok bool
+		content, calls, ok = Parse(s.family, s.text, s.o)
+		if !ok {
+			content = s.text
 		}
-	}
-	if end > s.sent && len(s.calls) == 0 {
-		d.Content = s.text[s.sent:end]
-		s.sent = end
-	}
-	if !sc.valid && !final {
-		return d
-	}
-	for i, c := range sc.calls {
-		if !c.nameDone {
-			break
-		}
-		if i == len(s.calls) {
-			if final && !c.complete() {
+	} else {
+		sc := scan(s.family, s.text, false, s.o)
+		content = s.text[:sc.contentEnd]
+		for _, c := range sc.calls {
+			if !c.complete() {
 				break
 			}
-			s.calls = append(s.calls, sentCall{id: NewID()})
-			d.Calls = append(d.Calls, CallDelta{Index: i, ID: s.calls[i].id, Name: c.name})
+			calls = append(calls, Call{Name: c.name, Arguments: c.argsText()})
 		}
-		sc := &s.calls[i]
-		if sc.done {
-			continue
-		}
-		var avail string
-		switch {
-		case c.argsString && c.argsDone:
-			avail = c.argsText()
-		case c.argsString:
-		case c.argsDone || c.argsStart >= 0:
-			avail = c.args
-		}
-		if !c.argsDone && c.argsStart < 0 && c.objDone {
-			avail = "{}"
-		}
-		if len(avail) > sc.args {
-			frag := avail[sc.args:]
-			sc.args = len(avail)
-			if n := len(d.Calls); n > 0 && d.Calls[n-1].Index == i && d.Calls[n-1].Arguments == "" && d.Calls[n-1].Name == "" {
-				d.Calls[n-1].Arguments = frag
-			} else {
-				d.Calls = append(d.Calls, CallDelta{Index: i, Arguments: frag})
-			}
-		}
-		if c.complete() {
-			sc.done = true
-		}
+	}
+	if len(content) > s.sent && len(s.calls) == 0 {
+		d.Content = content[s.sent:]
+		s.sent = len(content)
+	}
+	for i := len(s.calls); i < len(calls); i++ {
+		s.calls = append(s.calls, sentCall{id: NewID()})
+		d.Calls = append(d.Calls, CallDelta{Index: i, ID: s.calls[i].id, Name: calls[i].Name}, CallDelta{Index: i, Arguments: calls[i].Arguments})
 	}
 	return d
 }
@@ -258,6 +280,7 @@ const (
 // text that could begin a call marker is held back (contentEnd before it).
 func scan(family, text string, final bool, o Options) scanResult {
 	r := scanResult{contentEnd: len(text), valid: true}
+	family = syntaxOf(family)
 	var markers []string
 	switch family {
 	case Hermes:
@@ -696,7 +719,7 @@ func valueEnd(s string) (n int, done, ok bool) {
 // Describe names the call syntax of a family (for messages).
 func Describe(family string) string {
 	switch family {
-	case Hermes:
+	case Hermes, Generic:
 		return `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`
 	case Llama3JSON:
 		return `{"name": ..., "parameters": {...}}`

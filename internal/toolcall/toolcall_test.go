@@ -33,19 +33,34 @@ var parseCases = []parseCase{
 	{family: Hermes, text: `plain answer`, content: `plain answer`},
 	{family: Hermes, text: `{"name": "a", "arguments": {}}`, content: `{"name": "a", "arguments": {}}`},
 	{family: Hermes, forced: true, text: `{"name": "a", "arguments": {}}`, calls: []Call{{"a", `{}`}}, ok: true},
+	// cut short (max_tokens, a stop string, a cancel): complete calls kept, the partial one
+	// dropped with its markup
+	{family: Hermes, text: "<tool_call>\n{\"name\": \"final_result\", \"arguments\": {\"a\": 1}}\n</tool_call>\n<tool_call>\n{\"name\": \"f",
+		calls: []Call{{"final_result", `{"a": 1}`}}, ok: true},
+	{family: Hermes, text: `Sure. <tool_call>{"name": "f", "argu`, content: "Sure. ", ok: true},
+	{family: Hermes, text: `Sure. <tool_call>`, content: "Sure. ", ok: true},
+	{family: Hermes, text: `<tool_call>{"name": "a", "arguments": {}}</tool_call><tool_call>junk`, calls: []Call{{"a", `{}`}}, ok: true},
+	{family: Hermes, forced: true, text: `{"na`, ok: true},
+	{family: Hermes, forced: true, text: `{"name": "a", "arguments": {"x": 1}}` + "\n" + `{"name": "b", "arguments": {"y"`, calls: []Call{{"a", `{"x": 1}`}}, ok: true},
+	// generic: hermes' syntax
+	{family: Generic, text: `Let me look. <tool_call>{"name": "a", "arguments": {"q": "x"}}</tool_call>`, content: "Let me look. ", calls: []Call{{"a", `{"q": "x"}`}}, ok: true},
+	{family: Generic, forced: true, text: `{"name": "a", "arguments": {}}`, calls: []Call{{"a", `{}`}}, ok: true},
+	{family: Generic, text: `<tool_call>{"name": "a", "arguments": {"q": "x"}}</tool_call>` + "\n<tool_call>{\"name\": \"a\", \"arguments\": {\"q\"", calls: []Call{{"a", `{"q": "x"}`}}, ok: true},
 	// llama3_json
 	{family: Llama3JSON, text: `{"name": "get_weather", "parameters": {"city": "Rome"}}`, calls: []Call{{"get_weather", `{"city": "Rome"}`}}, ok: true},
 	{family: Llama3JSON, text: `<|python_tag|>{"name": "a", "parameters": {"n": -1.5e3}}; {"name": "b", "parameters": {"t": true}}`,
 		calls: []Call{{"a", `{"n": -1.5e3}`}, {"b", `{"t": true}`}}, ok: true},
 	{family: Llama3JSON, text: `Sure. <|python_tag|>{"name": "a", "parameters": {}}`, content: "Sure. ", calls: []Call{{"a", `{}`}}, ok: true},
 	{family: Llama3JSON, text: `{"answer": 42}`, content: `{"answer": 42}`},
-	{family: Llama3JSON, text: `{"name": "a", "parameters": {"x": 1`, content: `{"name": "a", "parameters": {"x": 1`},
+	{family: Llama3JSON, text: `{"name": "a", "parameters": {"x": 1`, ok: true}, // cut inside its only call
+	{family: Llama3JSON, text: `{"name": "a", "parameters": {}}; {"name": "b", "para`, calls: []Call{{"a", `{}`}}, ok: true},
 	// mistral
 	{family: Mistral, text: `[TOOL_CALLS][{"name": "a", "arguments": {"x": 1}}, {"name": "b", "arguments": {}}]`,
 		calls: []Call{{"a", `{"x": 1}`}, {"b", `{}`}}, ok: true},
 	{family: Mistral, text: `[{"name": "a", "arguments": {"x": "y"}}]`, calls: []Call{{"a", `{"x": "y"}`}}, ok: true},
 	{family: Mistral, text: `Checking [TOOL_CALLS]get_weather[ARGS]{"city": "Oslo"}[TOOL_CALLS]b[ARGS]{}`, content: "Checking ",
 		calls: []Call{{"get_weather", `{"city": "Oslo"}`}, {"b", `{}`}}, ok: true},
+	{family: Mistral, text: `[TOOL_CALLS][{"name": "a", "arguments": {"x": 1}}, {"name": "b", "argu`, calls: []Call{{"a", `{"x": 1}`}}, ok: true},
 	{family: Mistral, text: `[1] is a citation`, content: `[1] is a citation`},
 	{family: Mistral, text: `[TOOL_CALLS][{"name": 3}]`, content: `[TOOL_CALLS][{"name": 3}]`},
 	{family: Mistral, text: `[TOOL_CALLS]bad name[ARGS]{}`, content: `[TOOL_CALLS]bad name[ARGS]{}`},
@@ -121,9 +136,6 @@ func TestStreamMatchesParse(t *testing.T) {
 				pieces = []string{c.text}
 			}
 			content, calls := streamed(t, c.family, pieces, Options{Forced: c.forced})
-			if !c.ok && len(calls) > 0 {
-				continue // a call whose name was streamed stays a call, even when it breaks later
-			}
 			if content != c.content || !reflect.DeepEqual(calls, c.calls) && !(len(calls) == 0 && len(c.calls) == 0) {
 				t.Fatalf("%d %q split %q: got %q %v, want %q %v", i, c.text, pieces, content, calls, c.content, c.calls)
 			}
@@ -153,23 +165,26 @@ func TestStreamNoTagLeak(t *testing.T) {
 	}
 }
 
-// TestStreamArgumentsGrow: arguments stream in several fragments, after one header delta.
-func TestStreamArgumentsGrow(t *testing.T) {
+// TestStreamCallWhole: a call is reported once it is complete, its id and name first, then
+// its arguments whole; nothing of a call the output cuts short is sent.
+func TestStreamCallWhole(t *testing.T) {
 	s := NewStream(Hermes, Options{})
+	pieces := []string{"<tool_call>", `{"name": "f", `, `"arguments": {"a"`, `: 1, "b": `, `2}`, `}`, "</tool_call>", "\n<tool_call>", `{"name": "g", "arguments": {`}
 	var deltas []CallDelta
-	for _, p := range []string{"<tool_call>", `{"name": "f", `, `"arguments": {"a"`, `: 1, "b": `, `2}}`, "</tool_call>"} {
-		deltas = append(deltas, s.Feed(p, false).Calls...)
+	for i, p := range pieces {
+		d := s.Feed(p, false)
+		if i < 5 && (len(d.Calls) > 0 || d.Content != "") {
+			t.Fatalf("piece %d: %+v before the call was complete", i, d)
+		}
+		deltas = append(deltas, d.Calls...)
 	}
-	deltas = append(deltas, s.Feed("", true).Calls...)
-	if len(deltas) < 3 || deltas[0].Name != "f" || deltas[0].Arguments != "" && deltas[0].ID == "" {
+	final := s.Feed("", true)
+	if final.Content != "" || len(final.Calls) != 0 {
+		t.Fatalf("final %+v: the cut call must be dropped", final)
+	}
+	if len(deltas) != 2 || deltas[0].Name != "f" || deltas[0].ID == "" || deltas[0].Arguments != "" ||
+		deltas[1].ID != "" || deltas[1].Arguments != `{"a": 1, "b": 2}` {
 		t.Fatalf("%+v", deltas)
-	}
-	var args string
-	for _, d := range deltas {
-		args += d.Arguments
-	}
-	if args != `{"a": 1, "b": 2}` {
-		t.Fatalf("%q", args)
 	}
 }
 
@@ -201,6 +216,9 @@ func FuzzParse(f *testing.F) {
 		if !ok && content != text {
 			t.Fatalf("not ok but content %q", content)
 		}
+		if m := Marker(family); ok && m != "" && strings.Contains(content, m) {
+			t.Fatalf("content %q holds the call marker", content)
+		}
 		for _, c := range calls {
 			if !json.Valid([]byte(c.Arguments)) || c.Name == "" {
 				t.Fatalf("call %+v", c)
@@ -212,7 +230,7 @@ func FuzzParse(f *testing.F) {
 		cut %= len(text) + 1
 		sc, scalls := streamed(t, family, []string{text[:cut], text[cut:]}, Options{})
 		if ok {
-			if sc != content || len(scalls) != len(calls) {
+			if sc != content || !reflect.DeepEqual(scalls, calls) && !(len(scalls) == 0 && len(calls) == 0) {
 				t.Fatalf("stream %q %v, parse %q %v", sc, scalls, content, calls)
 			}
 		} else if len(scalls) == 0 && sc != text {

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+// smolTemplate is SmolLM2's chat template (ChatML with no tool syntax), as a JSON string.
+func smolTemplate(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("../../internal/chattemplate/testdata/templates/smollm2.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fx struct {
+		ChatTemplate string `json:"chat_template"`
+	}
+	if err := json.Unmarshal(data, &fx); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(fx.ChatTemplate)
+	return string(b)
+}
+
+type streamedCall struct{ Name, Arguments string }
+
+// readChatStream adds up a chat completion stream: the content, the calls (each header
+// delta's name, then its argument deltas) and the finish reason.
+func readChatStream(t *testing.T, b []byte) (content string, calls []streamedCall, finish string) {
+	t.Helper()
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := strings.TrimPrefix(sc.Text(), "data: ")
+		if line == "" || line == "[DONE]" {
+			continue
+		}
+		var ch struct {
+			Choices []struct {
+				Delta struct {
+					Content   *string `json:"content"`
+					ToolCalls []struct {
+						Index    int     `json:"index"`
+						ID       *string `json:"id"`
+						Function struct {
+							Name      *string `json:"name"`
+							Arguments *string `json:"arguments"`
+						} `json:"function"`
+					} `json:"tool_calls"`
+				} `json:"delta"`
+				FinishReason *string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(line), &ch); err != nil {
+			t.Fatalf("chunk %s: %v", line, err)
+		}
+		for _, c := range ch.Choices {
+			if c.Delta.Content != nil {
+				content += *c.Delta.Content
+			}
+			for _, tc := range c.Delta.ToolCalls {
+				if tc.ID != nil {
+					if tc.Index != len(calls) {
+						t.Fatalf("call header at index %d after %d calls: %s", tc.Index, len(calls), line)
+					}
+					calls = append(calls, streamedCall{Name: *tc.Function.Name})
+				}
+				if tc.Function.Arguments != nil {
+					calls[tc.Index].Arguments += *tc.Function.Arguments
+				}
+			}
+			if c.FinishReason != nil {
+				finish = *c.FinishReason
+			}
+		}
+	}
+	return content, calls, finish
+}
+
+// TestToolCallsGenericFormat: on a template with no tool syntax (SmolLM2's, given per
+// request), tool_choice required, named and auto are answered in Hone's generic format: the
+// tools described in a system preamble, calls that parse and match the tools' schemas, one
+// call with parallel_tool_calls false; earlier calls and results are written into the
+// conversation. Cut short by max_tokens at any point, the answer holds the complete calls
+// only, never call markup in its content, and the stream adds up to the same answer.
+func TestToolCallsGenericFormat(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir)
+	bearer := "Bearer " + initialKey(t, dir)
+	url := s.url + "/v1/chat/completions"
+	base := `{"chat_template":` + smolTemplate(t) + `,"messages":[{"role":"user","content":"Weather in Paris for 3 days?"}],"tools":` + weatherTools
+
+	code, _, b := do(t, "POST", url+"/render", bearer, base+`,"tool_choice":"required"}`)
+	var rr struct{ Prompt string }
+	json.Unmarshal(b, &rr)
+	if code != 200 || !strings.HasPrefix(rr.Prompt, "<|im_start|>system\nYou can call functions") ||
+		!strings.Contains(rr.Prompt, `"name": "get_weather"`) || !strings.Contains(rr.Prompt, `"name": "get_time"`) || !strings.Contains(rr.Prompt, "<tool_call></tool_call>") {
+		t.Fatalf("render: %d %s", code, b)
+	}
+
+	for seed := 1; seed <= 3; seed++ {
+		code, _, b := do(t, "POST", url, bearer, base+fmt.Sprintf(`,"tool_choice":"required","max_tokens":120,"temperature":1,"seed":%d}`, seed))
+		var r toolResp
+		json.Unmarshal(b, &r)
+		if code != 200 || len(r.Choices[0].Message.ToolCalls) == 0 || r.Choices[0].Message.Content != nil {
+			t.Fatalf("required: %d %s", code, b)
+		}
+		for _, tc := range r.Choices[0].Message.ToolCalls {
+			checkWeatherArgs(t, tc.Function.Name, tc.Function.Arguments)
+		}
+	}
+	code, _, b = do(t, "POST", url, bearer, base+`,"tool_choice":"required","parallel_tool_calls":false,"max_tokens":120,"seed":5}`)
+	var one toolResp
+	json.Unmarshal(b, &one)
+	if code != 200 || len(one.Choices[0].Message.ToolCalls) != 1 || one.Choices[0].FinishReason != "tool_calls" {
+		t.Fatalf("parallel false: %d %s", code, b)
+	}
+	code, _, b = do(t, "POST", url, bearer, base+`,"tool_choice":{"type":"function","function":{"name":"get_time"}},"max_tokens":120,"seed":3}`)
+	var named toolResp
+	json.Unmarshal(b, &named)
+	if code != 200 || len(named.Choices[0].Message.ToolCalls) != 1 || named.Choices[0].Message.ToolCalls[0].Function.Name != "get_time" {
+		t.Fatalf("named: %d %s", code, b)
+	}
+	if code, _, b = do(t, "POST", url, bearer, base+`,"tool_choice":"auto","max_tokens":40,"seed":2}`); code != 200 {
+		t.Fatalf("auto: %d %s", code, b)
+	}
+
+	// Cut short anywhere: find a seed whose answer makes two calls or more, then cut that
+	// answer at token counts throughout it; streamed and not, the same answer, complete calls
+	// only.
+	seed, total := 0, 0
+	for sd := 1; sd <= 12 && seed == 0; sd++ {
+		code, _, b := do(t, "POST", url, bearer, base+fmt.Sprintf(`,"tool_choice":"required","max_tokens":300,"temperature":1,"seed":%d}`, sd))
+		var r struct {
+			toolResp
+			Usage struct {
+				CompletionTokens int `json:"completion_tokens"`
+			} `json:"usage"`
+		}
+		json.Unmarshal(b, &r)
+		if code == 200 && len(r.Choices[0].Message.ToolCalls) >= 2 {
+			seed, total = sd, r.Usage.CompletionTokens
+		}
+	}
+	if seed == 0 {
+		t.Fatal("no seed gave two calls")
+	}
+	cuts := 0
+	for n := 1; n <= total; n += max(1, total/23) {
+		body := base + fmt.Sprintf(`,"tool_choice":"required","max_tokens":%d,"temperature":1,"seed":%d`, n, seed)
+		code, _, b := do(t, "POST", url, bearer, body+`}`)
+		var r toolResp
+		json.Unmarshal(b, &r)
+		if code != 200 {
+			t.Fatalf("max_tokens %d: %d %s", n, code, b)
+		}
+		c := r.Choices[0]
+		content := ""
+		if c.Message.Content != nil {
+			content = *c.Message.Content
+		}
+		if strings.Contains(content, "<tool_call") || strings.Contains(content, `{"name"`) {
+			t.Fatalf("max_tokens %d: call markup in the content: %s", n, b)
+		}
+		if c.FinishReason == "length" && len(c.Message.ToolCalls) > 0 {
+			cuts++
+		}
+		for _, tc := range c.Message.ToolCalls {
+			checkWeatherArgs(t, tc.Function.Name, tc.Function.Arguments)
+		}
+		code, _, sb := do(t, "POST", url, bearer, body+`,"stream":true}`)
+		scontent, scalls, sfinish := readChatStream(t, sb)
+		if code != 200 || scontent != content || sfinish != c.FinishReason || len(scalls) != len(c.Message.ToolCalls) {
+			t.Fatalf("max_tokens %d: stream %q %v %s, non-streamed %s", n, scontent, scalls, sfinish, b)
+		}
+		for i, sc := range scalls {
+			if tc := c.Message.ToolCalls[i]; sc.Name != tc.Function.Name || sc.Arguments != tc.Function.Arguments {
+				t.Fatalf("max_tokens %d: streamed call %d %+v, non-streamed %+v", n, i, sc, tc.Function)
+			}
+		}
+	}
+	t.Logf("seed %d: %d tokens, %d cuts after a complete call", seed, total, cuts)
+	if cuts == 0 {
+		t.Fatalf("seed %d (%d tokens): no cut fell after a complete call", seed, total)
+	}
+
+	// A follow-up turn: the assistant's call is written in the generic format, the results as
+	// the template renders a tool turn.
+	follow := `{"chat_template":` + smolTemplate(t) + `,"messages":[{"role":"user","content":"Weather in Paris?"},
+		{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\", \"days\": 1}"}}]},
+		{"role":"tool","tool_call_id":"call_1","content":"sunny, 21 C"}],"tools":` + weatherTools + `,"max_tokens":5}`
+	code, _, b = do(t, "POST", url+"/render", bearer, follow)
+	json.Unmarshal(b, &rr)
+	if code != 200 || !strings.Contains(rr.Prompt, "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 1}}\n</tool_call><|im_end|>") ||
+		!strings.Contains(rr.Prompt, "<|im_start|>tool\nsunny, 21 C<|im_end|>") {
+		t.Fatalf("render follow-up: %d %s", code, b)
+	}
+}
