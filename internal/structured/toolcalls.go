@@ -9,9 +9,13 @@ import (
 
 // ToolCalls is the constraint of an output made of tool calls only (tool_choice required or
 // a named function): Prefix, one call (or, with Multiple, one or more separated by Sep),
-// Suffix. A call is one of the structures: its Begin, JSON matching its Schema, its End.
+// Suffix, then optionally Trail (whitespace a model may write before it ends, such as the
+// newline after hermes' </tool_call>: with Sep "\n", a model that wrote that newline may
+// still end instead of being held to a further call). A call is one of the structures: its
+// Begin, JSON matching its Schema, its End.
 type ToolCalls struct {
 	Prefix, Sep, Suffix string
+	Trail               string `json:",omitempty"`
 	Multiple            bool
 	Structures          []TagStructure
 }
@@ -76,6 +80,9 @@ func (t *ToolCalls) rules(o SchemaOptions) (RuleSet, error) {
 		body = one + "(?:" + regexp.QuoteMeta(t.Sep) + one + ")*"
 	}
 	set.Rules[0] = regexp.QuoteMeta(t.Prefix) + body + regexp.QuoteMeta(t.Suffix)
+	if t.Trail != "" {
+		set.Rules[0] += "(?:" + regexp.QuoteMeta(t.Trail) + ")?"
+	}
 	if len(set.Rules) > maxRules {
 		return RuleSet{}, &UnsupportedError{Features: []string{fmt.Sprintf("more than %d rules", maxRules-1)}}
 	}

@@ -70,7 +70,7 @@ func Forced(family string, tools []Tool, multiple, markerSpecial bool) (*structu
 	marker := !markerSpecial
 	switch syntaxOf(family) {
 	case Hermes:
-		t.Sep = "\n"
+		t.Sep, t.Trail = "\n", "\n"
 	case Llama3JSON:
 		t.Sep = "; "
 	case Mistral:

@@ -69,7 +69,7 @@ func walk(t *testing.T, spec *structured.Spec, r *rand.Rand, markers []string) (
 // always calls that parse, with a known name and JSON arguments, for every family.
 func TestForcedAlwaysParses(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	for _, fam := range []string{Hermes, Llama3JSON, Mistral} {
+	for _, fam := range []string{Hermes, Llama3JSON, Mistral, Generic} {
 		for _, special := range []bool{false, true} {
 			spec, err := Forced(fam, testTools, true, special)
 			if err != nil {
@@ -98,7 +98,7 @@ func TestForcedAlwaysParses(t *testing.T) {
 // call follows.
 func TestAutoTriggers(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	for _, fam := range []string{Hermes, Mistral} {
+	for _, fam := range []string{Hermes, Mistral, Generic} {
 		spec, err := Auto(fam, testTools, false)
 		if err != nil || spec == nil {
 			t.Fatal(err)
@@ -125,5 +125,46 @@ func TestAutoTriggers(t *testing.T) {
 	}
 	if s, err := Auto(Llama3JSON, testTools, false); s != nil || err != nil {
 		t.Fatal("llama3_json auto has no constraint")
+	}
+}
+
+// TestForcedEndsAfterNewline: with several calls allowed, a model that writes the newline a
+// hermes call is usually followed by may still end there, or go on with another call; after
+// the newline nothing but a call or the end is allowed.
+func TestForcedEndsAfterNewline(t *testing.T) {
+	var v structured.Vocab
+	for b := 0; b < 256; b++ {
+		v.Tokens = append(v.Tokens, []byte{byte(b)})
+	}
+	eos := len(v.Tokens)
+	v.Tokens = append(v.Tokens, nil)
+	v.EOS = []int{eos}
+	for _, fam := range []string{Hermes, Generic} {
+		spec, err := Forced(fam, testTools, true, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := structured.NewCompiler(structured.NewIndex(v)).Compile(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := c.NewMatcher()
+		mask := make([]uint64, (len(v.Tokens)+63)/64)
+		allowed := func(id int) bool { m.Mask(mask); return mask[id>>6]&(1<<(id&63)) != 0 }
+		text := "<tool_call>\n" + `{"name": "now", "arguments": {}}` + "\n</tool_call>"
+		for i := 0; i < len(text); i++ {
+			if err := m.Accept(int(text[i]), []byte{text[i]}); err != nil {
+				t.Fatalf("%s: %q refused at %d: %v", fam, text, i, err)
+			}
+		}
+		if !allowed(eos) || !allowed('\n') {
+			t.Fatalf("%s: after a call, the end and a newline must be allowed", fam)
+		}
+		if err := m.Accept('\n', []byte("\n")); err != nil {
+			t.Fatal(err)
+		}
+		if !allowed(eos) || !allowed('<') || allowed('x') || allowed(' ') {
+			t.Fatalf("%s: after the newline, only the end or another call", fam)
+		}
 	}
 }
