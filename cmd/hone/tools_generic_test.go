@@ -201,3 +201,140 @@ func TestToolCallsGenericFormat(t *testing.T) {
 		t.Fatalf("render follow-up: %d %s", code, b)
 	}
 }
+
+// smolGGUF is the real SmolLM2-135M-Instruct GGUF (scripts/test-setup.sh), or a skip.
+func smolGGUF(t *testing.T) string {
+	t.Helper()
+	path := os.Getenv("HONE_SMOLLM2_GGUF")
+	if path == "" {
+		if requireConformance() {
+			t.Fatal("HONE_SMOLLM2_GGUF is not set but HONE_REQUIRE_CONFORMANCE=1: scripts/test-setup.sh did not fetch the SmolLM2 GGUF")
+		}
+		t.Skip("HONE_SMOLLM2_GGUF is not set (scripts/test-setup.sh fetches the real SmolLM2-135M-Instruct GGUF)")
+	}
+	return path
+}
+
+// readResponsesStream adds up a Responses API stream: the output text, and the function
+// calls as their items were done.
+func readResponsesStream(t *testing.T, b []byte) (text string, calls []streamedCall, status string) {
+	t.Helper()
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var ev struct {
+			Type     string `json:"type"`
+			Delta    string `json:"delta"`
+			Item     struct{ Type, Name, Arguments string } `json:"item"`
+			Response struct{ Status string } `json:"response"`
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("event %s: %v", line, err)
+		}
+		switch ev.Type {
+		case "response.output_text.delta":
+			text += ev.Delta
+		case "response.output_item.done":
+			if ev.Item.Type == "function_call" {
+				calls = append(calls, streamedCall{ev.Item.Name, ev.Item.Arguments})
+			}
+		case "response.completed", "response.incomplete":
+			status = ev.Response.Status
+		}
+	}
+	return text, calls, status
+}
+
+// TestToolCallsRealSmolLM2: the first try of the issue that found it, on the real SmolLM2
+// GGUF (ChatML with no tool syntax): tool_choice required with two tools (one of them a
+// pydantic-ai style final_result) is answered with calls; cut by max_tokens anywhere, chat
+// completions and the Responses API each give the same complete calls streamed and not, and
+// never call markup as text.
+func TestToolCallsRealSmolLM2(t *testing.T) {
+	gguf := smolGGUF(t)
+	dir := t.TempDir()
+	s := startServer(t, dir, "--model", "smol="+gguf, "--no-demo-model")
+	bearer := "Bearer " + initialKey(t, dir)
+	tools := `[{"type":"function","function":{"name":"get_weather","description":"Get the weather of a city","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}},
+		{"type":"function","function":{"name":"final_result","description":"The final response which ends this conversation","parameters":{"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"]}}}]`
+	rtools := `[{"type":"function","name":"get_weather","description":"Get the weather of a city","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}},
+		{"type":"function","name":"final_result","description":"The final response which ends this conversation","parameters":{"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"]}}]`
+	question := "What is the weather in Paris? Give the final result."
+	checkArgs := func(name, args string) {
+		var a map[string]string
+		if err := json.Unmarshal([]byte(args), &a); err != nil || (name == "get_weather") == (a["city"] == "") && name != "final_result" || name == "final_result" && len(a) != 1 {
+			t.Fatalf("call %s(%s): %v", name, args, err)
+		}
+	}
+	for _, n := range []int{8, 30, 60, 160} {
+		body := fmt.Sprintf(`{"model":"smol","messages":[{"role":"user","content":%q}],"tools":%s,"tool_choice":"required","max_tokens":%d,"temperature":0.7,"seed":1`, question, tools, n)
+		code, _, b := do(t, "POST", s.url+"/v1/chat/completions", bearer, body+`}`)
+		var r toolResp
+		if json.Unmarshal(b, &r) != nil || code != 200 {
+			t.Fatalf("max_tokens %d: %d %s", n, code, b)
+		}
+		c := r.Choices[0]
+		content := ""
+		if c.Message.Content != nil {
+			content = *c.Message.Content
+		}
+		if strings.Contains(content, "tool_call") || strings.Contains(content, `"name"`) {
+			t.Fatalf("max_tokens %d: markup in the content: %s", n, b)
+		}
+		for _, tc := range c.Message.ToolCalls {
+			checkArgs(tc.Function.Name, tc.Function.Arguments)
+		}
+		t.Logf("max_tokens %d: finish %s, %d calls", n, c.FinishReason, len(c.Message.ToolCalls))
+		if n == 160 && len(c.Message.ToolCalls) == 0 {
+			t.Fatalf("max_tokens %d: no call: %s", n, b)
+		}
+		code, _, sb := do(t, "POST", s.url+"/v1/chat/completions", bearer, body+`,"stream":true}`)
+		scontent, scalls, sfinish := readChatStream(t, sb)
+		if code != 200 || scontent != content || sfinish != c.FinishReason || len(scalls) != len(c.Message.ToolCalls) {
+			t.Fatalf("max_tokens %d: stream %q %v %s, non-streamed %s", n, scontent, scalls, sfinish, b)
+		}
+		for i, sc := range scalls {
+			if tc := c.Message.ToolCalls[i]; sc.Name != tc.Function.Name || sc.Arguments != tc.Function.Arguments {
+				t.Fatalf("max_tokens %d: streamed call %+v, non-streamed %+v", n, sc, tc.Function)
+			}
+		}
+
+		rbody := fmt.Sprintf(`{"model":"smol","input":%q,"tools":%s,"tool_choice":"required","max_output_tokens":%d,"temperature":0.7,"seed":1`, question, rtools, n)
+		code, _, b = do(t, "POST", s.url+"/v1/responses", bearer, rbody+`}`)
+		var rr struct {
+			Status string
+			Output []struct {
+				Type, Name, Arguments string
+				Content               []struct{ Text string }
+			}
+		}
+		if json.Unmarshal(b, &rr) != nil || code != 200 {
+			t.Fatalf("responses max_output_tokens %d: %d %s", n, code, b)
+		}
+		var text string
+		var calls []streamedCall
+		for _, o := range rr.Output {
+			switch o.Type {
+			case "function_call":
+				checkArgs(o.Name, o.Arguments)
+				calls = append(calls, streamedCall{o.Name, o.Arguments})
+			case "message":
+				for _, p := range o.Content {
+					text += p.Text
+				}
+			}
+		}
+		if strings.Contains(text, "tool_call") || strings.Contains(text, `"name"`) {
+			t.Fatalf("responses max_output_tokens %d: markup in the text: %s", n, b)
+		}
+		code, _, sb = do(t, "POST", s.url+"/v1/responses", bearer, rbody+`,"stream":true}`)
+		stext, scalls2, status := readResponsesStream(t, sb)
+		if code != 200 || stext != text || status != rr.Status || fmt.Sprint(scalls2) != fmt.Sprint(calls) {
+			t.Fatalf("responses max_output_tokens %d: stream %q %v %s, non-streamed %s", n, stext, scalls2, status, b)
+		}
+	}
+}
