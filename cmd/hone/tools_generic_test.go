@@ -227,10 +227,10 @@ func readResponsesStream(t *testing.T, b []byte) (text string, calls []streamedC
 			continue
 		}
 		var ev struct {
-			Type     string `json:"type"`
-			Delta    string `json:"delta"`
+			Type     string                                 `json:"type"`
+			Delta    string                                 `json:"delta"`
 			Item     struct{ Type, Name, Arguments string } `json:"item"`
-			Response struct{ Status string } `json:"response"`
+			Response struct{ Status string }                `json:"response"`
 		}
 		if err := json.Unmarshal([]byte(line), &ev); err != nil {
 			t.Fatalf("event %s: %v", line, err)
