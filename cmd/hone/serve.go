@@ -78,6 +78,8 @@ type ChatConfig struct {
 	Quantize       string // --quantize: q8_0 or q4_k for the --model models, "" none
 	// ToolParsers is --tool-call-parser: PARSER for every model, or NAME=PARSER for one.
 	ToolParsers modelFlags
+	// ChatTemplates is --chat-template: FILE for every model, or NAME=FILE for one.
+	ChatTemplates modelFlags
 	// Speculative is --speculative-config (prompt-lookup speculative decoding for every
 	// request that does not set its own).
 	Speculative specFlag
@@ -180,6 +182,7 @@ func newServeFlags(cfg *ServeConfig) *flag.FlagSet {
 	fs.StringVar(&c.Quantize, "quantize", "", "quantize the --model models' matrices at load (for serving, and for training on them: QLoRA): q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k (the K-quants fall back as llama.cpp does for rows not a multiple of 256 long: q4_k to q5_0, q5_k to q5_1, q6_k to q8_0); a GGUF's quantized matrices stay as they are; not with --dtype")
 	fs.Var(&c.Speculative, "speculative-config", `speculative decoding by prompt lookup for every request, as vLLM's flag: '{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4,"prompt_lookup_min":2}' (a request's "speculative" overrides it; default: off)`)
 	fs.Var(&c.ToolParsers, "tool-call-parser", "tool-call parser: hermes, llama3_json, mistral, generic or none (refuse tool_choice), for every model, or NAME=PARSER for one (repeatable); default: detected from each model's chat template, else generic")
+	fs.Var(&c.ChatTemplates, "chat-template", "chat template (a Jinja file, as vLLM's flag) for every --model model, or NAME=FILE for one (repeatable): replaces the model's own, for chat and training alike; default: the model's own, else a built-in template for its family (logged at start)")
 	t := &cfg.Train
 	fs.IntVar(&t.Workers, "train-workers", 1, "training jobs run at once in this process (0: none; run 'hone worker' on the same store)")
 	fs.StringVar(&t.DataRoot, "train-data-root", "", "directory under which local training_data_url paths are allowed (default: none)")

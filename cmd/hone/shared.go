@@ -95,7 +95,7 @@ func (s *system) loadBase(ctx context.Context, b registry.BaseModel, opts servin
 	if err != nil {
 		return err
 	}
-	m, err := serving.Load(b.Name, path, opts, now)
+	m, err := s.loadServed(b.Name, path, opts, now, true)
 	if err != nil {
 		return fmt.Errorf("registered base model %s: %w", b.Name, err)
 	}

@@ -68,6 +68,9 @@ func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout
 	if _, err := toolParsers(cfg.Chat.ToolParsers); err != nil {
 		return nil, err
 	}
+	if _, err := chatTemplates(cfg.Chat.ChatTemplates); err != nil {
+		return nil, err
+	}
 	if cfg.Chat.MaxModelLen < 0 {
 		return nil, fmt.Errorf("--max-model-len %d: use a positive number (0 = the model's)", cfg.Chat.MaxModelLen)
 	}
@@ -154,7 +157,7 @@ func (s *system) loadModels(ctx context.Context) error {
 		if !ok || name == "" || dir == "" {
 			return fmt.Errorf("--model %q: use NAME=DIR or NAME=FILE.gguf", spec)
 		}
-		m, err := serving.Load(name, dir, qopts, now)
+		m, err := s.loadServed(name, dir, qopts, now, true)
 		if err != nil {
 			return fmt.Errorf("--model %s: %w", name, err)
 		}
@@ -167,7 +170,7 @@ func (s *system) loadModels(ctx context.Context) error {
 		return err
 	}
 	if c.NoDemo {
-		return s.checkToolParsers()
+		return s.checkFlags()
 	}
 	dir := filepath.Join(s.cfg.DataDir, "models", "demo")
 	wrote, err := ensureDemoModel(dir, s.log)
@@ -177,14 +180,22 @@ func (s *system) loadModels(ctx context.Context) error {
 	if wrote {
 		fmt.Fprintf(s.stdout, "wrote the demo model (random weights) to %s\n", dir)
 	}
-	m, err := serving.Load("demo", dir, opts, now)
+	m, err := s.loadServed("demo", dir, opts, now, false)
 	if err != nil {
 		return fmt.Errorf("demo model: %w", err)
 	}
 	s.setToolParser(m)
 	s.reportMemory(m)
 	s.models.Add(m)
-	return s.checkToolParsers()
+	return s.checkFlags()
+}
+
+// checkFlags refuses a --tool-call-parser or --chat-template NAME=... for a model not served.
+func (s *system) checkFlags() error {
+	if err := s.checkToolParsers(); err != nil {
+		return err
+	}
+	return s.checkChatTemplates()
 }
 
 // reportMemory says at start how much memory a served model takes: its weights (packed

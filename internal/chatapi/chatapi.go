@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -209,7 +208,7 @@ func (a *API) prepareRequest(r *http.Request, reqp *Request, body []byte) (*prep
 		}
 	}
 	if tpl == nil {
-		return nil, apierror.BadRequest("chat_template", "The model `%s` has no chat template; pass one in `chat_template`.", name)
+		return nil, apierror.BadRequest("chat_template", "The model `%s` has no chat template; pass one in `chat_template`, or start the server with --chat-template %s=FILE.", name, served.Name)
 	}
 	if err := p.tools.resolve(served.ToolParser, tpl.Source()); err != nil {
 		return nil, err
@@ -301,14 +300,12 @@ func (p *plan) truncateIDs(ids []int, maxLen int) ([]int, error) {
 	return ids, nil
 }
 
-// tokenParams sets the sampling parameters that need the tokenizer: the end-of-sequence ids
-// (the model's generation config, and the tokenizer's) and bad_words as token sequences
+// tokenParams sets the sampling parameters that need the tokenizer: the ids that end
+// generation (serving.Served.StopIDs: the model's end-of-sequence ids, the tokenizer's, and
+// its end-of-turn tokens) and bad_words as token sequences
 // (each word alone and after a space).
 func (p *plan) tokenParams(served *serving.Served, badWords []string) {
-	p.params.EOS = served.Model.Config.EOSIDs()
-	if eos, ok := served.Tok.EOS(); ok && !slices.Contains(p.params.EOS, eos) {
-		p.params.EOS = append(p.params.EOS, eos)
-	}
+	p.params.EOS = served.StopIDs()
 	for _, w := range badWords {
 		for _, form := range []string{w, " " + strings.TrimLeft(w, " ")} {
 			if seq := served.Tok.Encode(form, false); len(seq) > 0 {

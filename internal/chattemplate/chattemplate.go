@@ -352,6 +352,17 @@ func (t *Template) endOfTurn(msgs []any, in Input) string {
 	return s[i+len(turnMark):]
 }
 
+// TurnEnd is the text the template writes after an assistant message's content to close its
+// turn ("<|im_end|>\n", "<end_of_turn>\n", "<|eot_id|>", "</s>"), found by rendering a user
+// message and an assistant reply; "" when it cannot tell. special are the tokenizer's
+// bos_token, eos_token, ...
+func (t *Template) TurnEnd(special map[string]string) string {
+	var u exec.Dict
+	dictSet(&u, "role", "user")
+	dictSet(&u, "content", "Hi")
+	return t.endOfTurn([]any{u}, Input{SpecialTokens: special})
+}
+
 func lastEnd(spans []Span) int {
 	if len(spans) == 0 {
 		return 0

@@ -11,8 +11,6 @@ package serving
 import (
 	"context"
 	"errors"
-	"fmt"
-	"slices"
 	"sort"
 	"sync"
 
@@ -26,13 +24,21 @@ import (
 
 // Served is one base model: weights, tokenizer, template and its engine.
 type Served struct {
-	Name     string
-	Dir      string
-	Model    *model.Model
-	Tok      *tokenizer.Tokenizer
-	Template *chattemplate.Template // nil when the tokenizer has none
-	Engine   *inference.Engine
-	Created  int64
+	Name  string
+	Dir   string
+	Model *model.Model
+	Tok   *tokenizer.Tokenizer
+	// Template is the chat template chat and training render with (Load's: the one given at
+	// load, the model's own, or a built-in one; never nil after Load).
+	Template *chattemplate.Template
+	// TemplateFrom says where Template came from ("tokenizer_config.json", "built-in gemma
+	// (...)", the --chat-template file), for the log.
+	TemplateFrom string
+	// EOS are the token ids that end generation (stopIDs): the model's end-of-sequence ids,
+	// the tokenizer's, and its end-of-turn tokens recognised by their text.
+	EOS     []int
+	Engine  *inference.Engine
+	Created int64
 	// ToolParser is the tool-call parser family the server was told to use for this model
 	// (toolcall.Hermes, ...; toolcall.None for no parsing); "" detects it from the chat
 	// template.
@@ -90,13 +96,19 @@ func (s *Served) Guides() *structured.Compiler {
 				v.Tokens[id] = s.Tok.TokenBytes(id)
 			}
 		}
-		v.EOS = s.Model.Config.EOSIDs()
-		if eos, ok := s.Tok.EOS(); ok && !slices.Contains(v.EOS, eos) {
-			v.EOS = append(v.EOS, eos)
-		}
+		v.EOS = s.StopIDs()
 		s.guides = structured.NewCompiler(structured.NewIndex(v))
 	})
 	return s.guides
+}
+
+// StopIDs are the ids that end generation on this model (EOS, or, for a Served not made by
+// Load, the model's and the tokenizer's end-of-sequence ids).
+func (s *Served) StopIDs() []int {
+	if s.EOS != nil {
+		return s.EOS
+	}
+	return stopIDs(&s.Model.Config, s.Tok, nil, nil)
 }
 
 // GuideFactory adapts a compiled constraint to the engine's Guide interface.
@@ -148,9 +160,17 @@ type LoadOptions struct {
 	// MaxModelLen caps the context served (prompt plus output tokens of a request); 0 = the
 	// model's. The KV cache's budget may cap it further.
 	MaxModelLen int
+	// ChatTemplate is a chat template source given for this model (--chat-template): it
+	// replaces the model's own. "" keeps the model's own, or where its files have none the
+	// built-in template of its family (chattemplate.BuiltinFor); where none fits, Load fails
+	// with ErrNoChatTemplate.
+	ChatTemplate string
+	// ChatTemplateFrom names where ChatTemplate came from (a file), for TemplateFrom.
+	ChatTemplateFrom string
 }
 
-// Load loads a Hugging Face model directory and starts its engine (unless NoEngine).
+// Load loads a Hugging Face model directory (or a GGUF file), finds its chat template and
+// the ids that end its generation, and starts its engine (unless NoEngine).
 func Load(name, dir string, opts LoadOptions, created int64) (*Served, error) {
 	m, err := model.Load(dir, model.LoadOptions{DType: opts.DType, Quantize: opts.Quantize})
 	if err != nil {
@@ -165,12 +185,11 @@ func Load(name, dir string, opts LoadOptions, created int64) (*Served, error) {
 		return nil, err
 	}
 	s := &Served{Name: name, Dir: dir, Model: m, Tok: tok, Created: created}
-	if src := tok.ChatTemplate(""); src != "" {
-		if s.Template, err = chattemplate.Compile(src); err != nil {
-			m.Close()
-			return nil, fmt.Errorf("model %s: %w", name, err)
-		}
+	if err := s.resolveTemplate(opts); err != nil {
+		m.Close()
+		return nil, err
 	}
+	s.EOS = stopIDs(&m.Config, tok, s.Template, s.SpecialTokens())
 	if !opts.NoEngine {
 		s.Engine = inference.New(m, opts.Engine)
 		s.maxModelLen = s.Engine.MaxSequenceLen()
