@@ -114,6 +114,18 @@ func TestDatasetFromCallsTrainsLikedReplies(t *testing.T) {
 	if all["rows"] != float64(7) || all["skipped"] != float64(0) || !strings.HasPrefix(all["dataset_ref"].(string), "weave:///local/chats/object/all:") {
 		t.Fatalf("all calls: %s", body)
 	}
+	// The project as entity/project, the form of the trace routes: the same calls; another
+	// entity's is a 403 naming project, and an entity that disagrees a 400.
+	code, _, body = do(t, "POST", u, bearer, `{"project":"local/chats","name":"all2"}`)
+	if all2 := jsonOf(t, code, body, 200); all2["rows"] != float64(7) || !strings.HasPrefix(all2["dataset_ref"].(string), "weave:///local/chats/object/all2:") {
+		t.Fatalf("entity/project: %s", body)
+	}
+	if code, _, body = do(t, "POST", u, bearer, `{"project":"someone/chats"}`); code != 403 || !strings.Contains(string(body), `"param":"project"`) {
+		t.Fatalf("another entity's project: %d %s", code, body)
+	}
+	if code, _, body = do(t, "POST", u, bearer, `{"entity":"other","project":"local/chats"}`); code != 400 || !strings.Contains(string(body), `"param":"entity"`) {
+		t.Fatalf("entity and project disagree: %d %s", code, body)
+	}
 
 	// The CLI: liked replies only.
 	var out, errb bytes.Buffer

@@ -257,6 +257,19 @@ func (a *API) datasetFromCalls(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, err)
 		return
 	}
+	if strings.Contains(req.Project, "/") {
+		// "entity/project", the form every trace route takes.
+		entity, project, err := auth.Project(r.Context(), req.Project, "project")
+		if err != nil {
+			apierror.Write(w, r, err)
+			return
+		}
+		if req.Entity != "" && req.Entity != entity {
+			apierror.Write(w, r, apierror.BadRequest("entity", "entity %q and project %q name different entities: give the project as ENTITY/PROJECT, or the entity apart", req.Entity, req.Project))
+			return
+		}
+		req.Entity, req.Project = entity, project
+	}
 	if req.Entity == "" {
 		req.Entity = entityOf(r)
 	}
