@@ -212,3 +212,41 @@ func TestTurnEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestAssistantSpansPhi3: Phi-3's templates write eos after the last turn only, so an earlier
+// assistant turn's end differs inside the conversation; its span still ends with that turn's
+// own end (it took the next user turn in too).
+func TestAssistantSpansPhi3(t *testing.T) {
+	all := templates(t)
+	for _, name := range []string{"phi3_5", "phi3_mini", "phi4_mini"} {
+		tpl, _ := Compile(all[name])
+		full, spans, err := tpl.AssistantSpans(Input{Messages: []byte(builtinConv), SpecialTokens: builtinSpecial[BuiltinPhi3]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nl := "\n"
+		if name == "phi4_mini" {
+			nl = ""
+		}
+		if len(spans) != 2 || full[spans[0].Start:spans[0].End] != "Hello.<|end|>"+nl || full[spans[1].Start:spans[1].End] != "Paris.<|end|>"+nl+"<|endoftext|>" {
+			t.Fatalf("%s: spans %v of %q", name, spans, full)
+		}
+	}
+}
+
+func TestSharedTail(t *testing.T) {
+	for _, c := range []struct {
+		tail, rest string
+		want       int
+	}{
+		{"<|end|>\n<|endoftext|>", "<|end|>\n<|user|>\nx", 8},
+		{"<|end|><|endoftext|>", "<|end|><|user|>x", 7},
+		{"<|im_end|>\n", "<|im_end|>\n<|im_start|>", 11},
+		{"</s>", "[INST]", 0},
+		{"ab", "ac", 1},
+	} {
+		if got := sharedTail(c.tail, c.rest); got != c.want {
+			t.Errorf("sharedTail(%q, %q) = %d, want %d", c.tail, c.rest, got, c.want)
+		}
+	}
+}

@@ -317,6 +317,15 @@ func (t *Template) AssistantSpans(in Input) (string, []Span, error) {
 			spans = append(spans, Span{s, s + len(turn), len(tail)})
 			continue
 		}
+		// The body is in place but the end of turn differs inside the conversation (Phi-3's
+		// templates write eos after the last turn only): the span ends with the part of the
+		// final end-of-turn text that the conversation has too, up to a marker's end.
+		if body := turn[:len(turn)-len(tail)]; tail != "" && len(before) >= lastEnd(spans) && strings.HasPrefix(full, before+body) {
+			if k := sharedTail(tail, full[len(before)+len(body):]); k > 0 {
+				spans = append(spans, Span{len(before), len(before) + len(body) + k, k})
+				continue
+			}
+		}
 		// The turn renders differently inside the whole conversation: it starts where its
 		// generation prompt ends and ends with the end-of-turn text.
 		if tail != "" && len(before) >= lastEnd(spans) && strings.HasPrefix(full, before) {
@@ -328,6 +337,24 @@ func (t *Template) AssistantSpans(in Input) (string, []Span, error) {
 		return "", nil, &TemplateError{Msg: fmt.Sprintf("chat template: assistant message %d renders differently inside the whole conversation", i)}
 	}
 	return full, spans, nil
+}
+
+// sharedTail is how much of the end-of-turn text tail the rendering goes on with (rest): their
+// common prefix, cut back, where they part, to just after its last newline, '>' or ']', so
+// that it does not end inside the marker of the next turn ("<|end|>\n<|" of "<|end|>\n<|user|>"
+// is "<|end|>\n").
+func sharedTail(tail, rest string) int {
+	k := 0
+	for k < len(tail) && k < len(rest) && tail[k] == rest[k] {
+		k++
+	}
+	if k == len(tail) {
+		return k
+	}
+	if i := strings.LastIndexAny(tail[:k], "\n>]"); i >= 0 {
+		return i + 1
+	}
+	return k
 }
 
 // turnMark stands for an assistant message's content while endOfTurn finds what the template

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -216,7 +217,10 @@ func TestAgentTrajectoryRLPerTemplate(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := runs(c, s.seq.Tokens, s.sampled)
-			want := []string{tc.calls[0], tc.calls[1], "Paris and Lima."}
+			// Each choice ended on its turn's end, which the entries leave out: it is trained
+			// too (its sampling logprob unknown).
+			end := c.Tok.Decode(c.Tok.Encode(c.Template.TurnEnd(c.Special), false)[:1], false)
+			want := []string{tc.calls[0] + end, tc.calls[1] + end, "Paris and Lima." + end}
 			if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) {
 				t.Fatalf("sampled %q\nwant    %q", got, want)
 			}
@@ -231,6 +235,7 @@ func TestAgentTrajectoryRLPerTemplate(t *testing.T) {
 				for i := range c.Tok.Encode(g, false) {
 					wantLps = append(wantLps, -0.5-float64(i%3))
 				}
+				wantLps = append(wantLps, math.NaN())
 			}
 			if fmt.Sprint(lps) != fmt.Sprint(wantLps) || s.unknown != 0 {
 				t.Fatalf("logprobs %v, want %v (%d unknown)", lps, wantLps, s.unknown)
@@ -294,6 +299,7 @@ func TestAgentChoiceSampledOffTemplate(t *testing.T) {
 			sampled = append(sampled, s.seq.Tokens[i])
 		}
 	}
+	ids = append(ids, c.Tok.Encode("<|im_end|>", false)...) // the turn's end it stopped on
 	if fmt.Sprint(sampled) != fmt.Sprint(ids) || s.unknown != 0 {
 		t.Fatalf("sampled %v, want %v (%d lossy entries, %d unknown)", sampled, ids, lossy, s.unknown)
 	}

@@ -77,9 +77,12 @@ type History struct {
 
 // choice is the part of an OpenAI choice RL reads.
 type choice struct {
-	FinishReason string          `json:"finish_reason"`
-	Message      json.RawMessage `json:"message"`
-	Logprobs     *struct {
+	FinishReason string `json:"finish_reason"`
+	// StopReason is vLLM's stop_reason: null when the choice ended on an end-of-sequence
+	// token, the stop string or stop token id otherwise.
+	StopReason json.RawMessage `json:"stop_reason"`
+	Message    json.RawMessage `json:"message"`
+	Logprobs   *struct {
 		Content []lpEntry `json:"content"`
 	} `json:"logprobs"`
 	TokenIDs []int `json:"token_ids"`
@@ -317,6 +320,7 @@ func (c *ChatTokenizer) tokenizeTrajectory(items []json.RawMessage, tools json.R
 		if err != nil {
 			return nil, fmt.Errorf("messages_and_choices[%d]: %v", mi, err)
 		}
+		ids, lps, known = c.sampledTurnEnd(ch, turn[len(body):], ids, lps, known)
 		var gen []byte
 		for _, id := range ids {
 			gen = append(gen, c.Tok.TokenBytes(id)...)
@@ -337,6 +341,28 @@ func (c *ChatTokenizer) tokenizeTrajectory(items []json.RawMessage, tools json.R
 	}
 	appendText(text[pos:])
 	return out, nil
+}
+
+// sampledTurnEnd adds the token that closes the turn to a choice's sampled tokens when the
+// choice ended on it but does not say so: a choice that finished with "stop" (or
+// "tool_calls") on an end-of-sequence token (no stop_reason) sampled the end-of-turn token the template writes
+// after its body (tail's first token, when special), and a choice without logprobs, or whose
+// client left that token out of them, ends with a token that is not special. The token is
+// trained as sampled (its sampling logprob unknown), so that RL, like SFT, teaches the turn's
+// end.
+func (c *ChatTokenizer) sampledTurnEnd(ch *choice, tail string, ids []int, lps []float64, known []bool) ([]int, []float64, []bool) {
+	stopped := ch.FinishReason == "stop" || ch.FinishReason == "tool_calls" // vLLM's tool_calls: stopped, calls parsed
+	if !stopped || (len(ch.StopReason) > 0 && string(ch.StopReason) != "null") || tail == "" {
+		return ids, lps, known
+	}
+	if len(ids) > 0 && c.Tok.IsSpecial(ids[len(ids)-1]) {
+		return ids, lps, known
+	}
+	end := c.Tok.Encode(tail, false)
+	if len(end) == 0 || !c.Tok.IsSpecial(end[0]) {
+		return ids, lps, known
+	}
+	return append(ids, end[0]), append(lps, math.NaN()), append(known, true)
 }
 
 // placeSampled finds where a choice's sampled text gen lies in its rendered turn (whose body
