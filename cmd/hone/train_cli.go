@@ -164,6 +164,47 @@ func (c *client) ensureModel(ctx context.Context, ref, base string) (trainedMode
 	return m, true, nil
 }
 
+// checkBase checks, before anything is created, the base model a job on ref trains: the
+// model's own when it exists, else base (demo when ""): the server must serve it, with a chat
+// template (training renders the data with it).
+func (c *client) checkBase(ctx context.Context, ref, base string) error {
+	var m trainedModel
+	err := c.do(ctx, "GET", "/v1/preview/models/"+ref, nil, "", &m)
+	var se *statusError
+	switch {
+	case err == nil:
+		base = m.BaseModel
+	case errors.As(err, &se) && (se.status == http.StatusNotFound || se.status == http.StatusBadRequest):
+		// A new model (a malformed name is ensureModel's to report).
+	default:
+		return err
+	}
+	if base == "" {
+		base = "demo"
+	}
+	var list struct {
+		Data []struct {
+			ID               string  `json:"id"`
+			ChatTemplateFrom *string `json:"chat_template_from"`
+		} `json:"data"`
+	}
+	if err := c.do(ctx, "GET", "/v1/preview/base-models", nil, "", &list); err != nil {
+		return err
+	}
+	var names []string
+	for _, b := range list.Data {
+		if b.ID != base {
+			names = append(names, b.ID)
+			continue
+		}
+		if b.ChatTemplateFrom != nil && *b.ChatTemplateFrom == "" {
+			return fmt.Errorf("base model %s has no chat template, which training renders the data with: start the server with --chat-template %s=FILE", base, base)
+		}
+		return nil
+	}
+	return fmt.Errorf("base model %q is not served by %s (it serves %s): pass --base with one of them", base, c.url, strings.Join(names, ", "))
+}
+
 var sftUsage = fmt.Sprintf(`usage: hone train sft --model ENTITY/PROJECT/NAME --file FILE.jsonl | --data-url URL [flags]
 
 Supervised fine-tuning of a LoRA adapter. FILE.jsonl holds one {"messages": [...]} per line;
@@ -295,8 +336,20 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(err)
 	}
+	if err := c.checkBase(ctx, *modelRef, *base); err != nil {
+		return fail(fmt.Errorf("%w (nothing was created)", err))
+	}
 	m, created, err := c.ensureModel(ctx, *modelRef, *base)
 	if err != nil {
+		return fail(err)
+	}
+	// A job the server refuses leaves no model behind that this command created.
+	failJob := func(err error) int {
+		if created {
+			if derr := c.do(ctx, "DELETE", "/v1/preview/models/"+m.ref(), nil, "", nil); derr == nil {
+				err = fmt.Errorf("%w (the model %s this command created was deleted again)", err, m.ref())
+			}
+		}
 		return fail(err)
 	}
 	var job struct {
@@ -310,7 +363,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if *dataURL != "" {
 			up.URL = *dataURL
 		} else if err := c.do(ctx, "POST", "/v1/preview/files", bytes.NewReader(data), "application/jsonl", &up); err != nil {
-			return fail(err)
+			return failJob(err)
 		}
 		cfg := map[string]any{"assistant_turns": *turns, "learning_rate": *lr, "epochs": *epochs}
 		if *batch > 0 {
@@ -328,7 +381,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			body["experimental_config"] = xc
 		}
 		if err := c.postJSON(ctx, "/v1/preview/sft-training-jobs", body, &job); err != nil {
-			return fail(err)
+			return failJob(err)
 		}
 	case "rl":
 		xc := map[string]any{}
@@ -346,7 +399,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			body = map[string]any{"model_id": m.ID, "trajectory_groups_url": *dataURL, "experimental_config": xc}
 		}
 		if err := c.postJSON(ctx, "/v1/preview/training-jobs", body, &job); err != nil {
-			return fail(err)
+			return failJob(err)
 		}
 	}
 	fmt.Fprintf(stdout, "job %s queued for model %s (%s)\n", job.ID, m.ref(), m.ID)

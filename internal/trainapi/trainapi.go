@@ -60,13 +60,22 @@ func (a *API) baseModels(w http.ResponseWriter, r *http.Request) {
 	type item struct {
 		ID     string `json:"id"`
 		Object string `json:"object"`
+		// ChatTemplateFrom says where the chat template that training renders data with
+		// comes from (the model's files, --chat-template, a built-in one); "" for none.
+		ChatTemplateFrom string `json:"chat_template_from"`
 	}
 	out := struct {
 		Object string `json:"object"`
 		Data   []item `json:"data"`
 	}{Object: "list", Data: []item{}}
 	for _, m := range a.Svc.Models.List() {
-		out.Data = append(out.Data, item{ID: m.Name, Object: "model"})
+		from := m.TemplateFrom
+		if m.Template == nil {
+			from = ""
+		} else if from == "" {
+			from = "the model's files"
+		}
+		out.Data = append(out.Data, item{ID: m.Name, Object: "model", ChatTemplateFrom: from})
 	}
 	httpx.WriteJSON(w, http.StatusOK, out)
 }

@@ -73,7 +73,7 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 		return nil, fmt.Errorf("the base model %s is not served by this process", m.BaseModel)
 	}
 	if base.Template == nil {
-		return nil, fmt.Errorf("the base model %s has no chat template", m.BaseModel)
+		return nil, fmt.Errorf("the base model %s has no chat template: start the server with --chat-template %s=FILE", m.BaseModel, m.BaseModel)
 	}
 	// The weights stay mapped until this run has stopped, however the process shuts down.
 	release, err := base.Acquire()

@@ -101,12 +101,16 @@ func (s *Service) CreateModel(ctx context.Context, n NewModel) (registry.Model, 
 	if err := n.Validate(); err != nil {
 		return registry.Model{}, err
 	}
-	if _, ok := s.Models.Get(n.BaseModel); !ok || n.BaseModel == "" {
+	base, ok := s.Models.Get(n.BaseModel)
+	if !ok || n.BaseModel == "" {
 		var names []string
 		for _, m := range s.Models.List() {
 			names = append(names, m.Name)
 		}
 		return registry.Model{}, fault.Invalid("base_model", "base_model %q is not a base model this server serves (GET /v1/preview/base-models lists %v)", n.BaseModel, names)
+	}
+	if base.Template == nil {
+		return registry.Model{}, fault.Invalid("base_model", "base_model %q has no chat template, which training renders its data with; start the server with --chat-template %s=FILE", n.BaseModel, n.BaseModel)
 	}
 	m, _, err := s.Reg.Create(ctx, registry.Model{Entity: n.Entity, Project: n.Project, Name: n.Name, BaseModel: n.BaseModel}, n.ReturnExisting)
 	if errors.Is(err, registry.ErrExists) {
