@@ -150,6 +150,11 @@ func TestChatEndToEnd(t *testing.T) {
 		{`{"messages":[{"role":"user","content":"x"}],"priority":3}`, "priority", 400, "Priority scheduling is not enabled"},
 		{`{"messages":[{"role":"user","content":"x"}],"temperature":-1}`, "temperature", 400, "temperature must be non-negative"},
 		{`{"messages":[{"role":"user","content":"x"}],"n":2,"temperature":0}`, "n", 400, "n must be 1 when using greedy sampling"},
+		// Overflow in admission (issue 33 item 4): n and max_tokens past any product's range.
+		{`{"messages":[{"role":"user","content":"x"}],"n":4611686018427387904,"max_tokens":1}`, "n", 400, "n must be at most 16384, got 4611686018427387904."},
+		{`{"messages":[{"role":"user","content":"x"}],"n":9223372036854775807,"max_tokens":9223372036854775807}`, "n", 400, "n must be at most 16384"},
+		{`{"messages":[{"role":"user","content":"x"}],"n":2,"max_tokens":9223372036854775807}`, "max_tokens", 400, "cannot be greater than max_model_len"},
+		{`{"messages":[{"role":"user","content":"x"}],"n":9223372036854775808}`, "n", 400, "n"},
 		{`{"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"function","function":{"name":"g"}},"tools":[{"type":"function","function":{"name":"f"}}]}`, "tool_choice", 400, "does not match any of the specified `tools`"},
 		{`{"messages":[{"role":"user","content":"x"}],"max_tokens":100000}`, "max_tokens", 400, "cannot be greater than max_model_len"},
 		{`{"messages":[{"role":"user","content":"x"}],"temperature":"hot"}`, "temperature", 400, "temperature"},

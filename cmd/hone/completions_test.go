@@ -152,6 +152,12 @@ func TestCompletionsEndToEnd(t *testing.T) {
 		{`{"model":"demo","prompt":"x","max_tokens":0}`, "max_tokens"},
 		{`{"model":"demo","prompt":"x","max_tokens":100000}`, "max_tokens"},
 		{`{"model":"demo","prompt":"x","n":2,"temperature":0}`, "n"},
+		// Overflow in admission (issue 33 item 4).
+		{`{"model":"demo","prompt":"hi","n":9223372036854775807,"max_tokens":1}`, "n"},
+		{`{"model":"demo","prompt":"hi","n":16384,"max_tokens":100,"temperature":1}`, "n"},
+		{`{"model":"demo","prompt":"hi","best_of":9223372036854775807}`, "best_of"},
+		{`{"model":"demo","prompt":"hi","max_tokens":9223372036854775807}`, "max_tokens"},
+		{`{"model":"demo","prompt":"hi","logprobs":9223372036854775807}`, "logprobs"},
 		{`{"model":"demo","prompt":"x","stop":[""]}`, "stop"},
 		{`{"model":"nope","prompt":"x"}`, "model"},
 	} {

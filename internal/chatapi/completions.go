@@ -147,6 +147,9 @@ func (a *API) prepareCompletion(r *http.Request) (*preparedCompletion, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cr.BestOf != nil && (*cr.BestOf < 1 || *cr.BestOf > MaxN) {
+		return nil, bad("best_of", "best_of must be between 1 and %d, got %d.", MaxN, *cr.BestOf)
+	}
 	if cr.BestOf != nil && *cr.BestOf != p.n {
 		return nil, bad("best_of", "best_of is not supported (it must equal n, %d, or be left out)", p.n)
 	}

@@ -87,6 +87,11 @@ type StreamOptions struct {
 	ContinuousUsageStats bool  `json:"continuous_usage_stats"`
 }
 
+// MaxN is the most choices (n, best_of, beam width) one request may ask for: vLLM's
+// VLLM_MAX_N_SEQUENCES default. It is checked before n enters any product, so no admission
+// arithmetic can wrap; whether the choices fit the KV cache is the engine's to say.
+const MaxN = 16384
+
 // plan is a validated request, ready to render and run.
 type plan struct {
 	req         *Request
@@ -288,6 +293,9 @@ func (req *Request) validate(vocab int, maxLogprobs int, priorityEnabled bool) (
 	if req.N != nil {
 		if *req.N < 1 {
 			return nil, bad("n", "n must be at least 1, got %d.", *req.N)
+		}
+		if *req.N > MaxN {
+			return nil, bad("n", "n must be at most %d, got %d.", MaxN, *req.N)
 		}
 		p.n = *req.N
 	}
