@@ -5,7 +5,13 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -85,4 +91,88 @@ func TestFuzzAdmissionOverflow(t *testing.T) {
 			t.Errorf("after the fuzz, chat: %d %s", code, body)
 		}
 	})
+}
+
+// TestFaultPgStartDescriptors starts a throwaway PostgreSQL with scripts/pg-start.sh while
+// the caller holds a pipe's write end on descriptor 3 (as a lock or a pipe of whoever ran
+// make test): once the script has exited the pipe's reader sees its end, and the server
+// holds none of the caller's descriptors (before, the server kept every one it inherited for
+// as long as it ran).
+func TestFaultPgStartDescriptors(t *testing.T) {
+	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl")
+	if len(bins) == 0 {
+		skipOrFail(t, "PostgreSQL is not installed (scripts/test-setup.sh installs it)")
+	}
+	// Under root the server runs as postgres, which must reach its directory.
+	root, err := os.MkdirTemp("", "hone-pgstart-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pgdir := filepath.Join(root, "pg")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd := exec.Command("../../scripts/pg-start.sh")
+	cmd.Env = append(os.Environ(), "HONE_PG_DIR="+pgdir, fmt.Sprint("HONE_PG_PORT=", port))
+	cmd.ExtraFiles = []*os.File{w} // descriptor 3
+	out, err := cmd.Output()
+	w.Close()
+	stop := func() {
+		c := exec.Command(bins[len(bins)-1], "-D", pgdir, "stop", "-m", "immediate")
+		if os.Getuid() == 0 {
+			c = exec.Command("runuser", "-u", "postgres", "--", bins[len(bins)-1], "-D", pgdir, "stop", "-m", "immediate")
+		}
+		_ = c.Run()
+	}
+	defer stop()
+	if err != nil {
+		log, _ := os.ReadFile(filepath.Join(pgdir, "log"))
+		t.Fatalf("pg-start.sh: %v\n%s\nlog:\n%s", err, out, log)
+	}
+	if !strings.Contains(string(out), fmt.Sprintf("127.0.0.1:%d/hone_test", port)) {
+		t.Fatalf("pg-start.sh printed %q", out)
+	}
+	// The pipe's last writer was the script (and whatever it started): EOF at once unless
+	// the server holds it.
+	done := make(chan error, 1)
+	go func() { _, err := io.ReadAll(r); done <- err }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server holds the caller's descriptor 3: its pipe never ends")
+	}
+	pid, err := os.ReadFile(filepath.Join(pgdir, "postmaster.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%s/fd", strings.SplitN(string(pid), "\n", 2)[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range fds {
+		target, _ := os.Readlink(fmt.Sprintf("/proc/%s/fd/%s", strings.SplitN(string(pid), "\n", 2)[0], fd.Name()))
+		switch fd.Name() {
+		case "0":
+			if target != "/dev/null" {
+				t.Errorf("the server's stdin is %s, want /dev/null", target)
+			}
+		case "1", "2":
+			if target != filepath.Join(pgdir, "log") {
+				t.Errorf("the server's descriptor %s is %s, want its log", fd.Name(), target)
+			}
+		}
+		t.Logf("server descriptor %s -> %s", fd.Name(), target)
+	}
 }
