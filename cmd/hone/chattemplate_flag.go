@@ -25,12 +25,7 @@ var modelName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]*$`)
 func chatTemplates(values []string) (map[string]chatTemplateFlag, error) {
 	out := map[string]chatTemplateFlag{}
 	for _, v := range values {
-		name, file := "", v
-		if _, err := os.Stat(v); err != nil {
-			if n, f, ok := strings.Cut(v, "="); ok && modelName.MatchString(n) {
-				name, file = n, f
-			}
-		}
+		name, file := splitTemplateFlag(v, func(p string) bool { _, err := os.Stat(p); return err == nil })
 		if _, dup := out[name]; dup {
 			if name == "" {
 				return nil, fmt.Errorf("--chat-template %q: a template for every model is given twice", v)
@@ -55,6 +50,18 @@ func chatTemplates(values []string) (map[string]chatTemplateFlag, error) {
 		out[name] = t
 	}
 	return out, nil
+}
+
+// splitTemplateFlag reads one --chat-template value as NAME=FILE or FILE: a value that names an
+// existing file (exists) is a FILE, even with "=" in it; else a model name before the first
+// "=" makes it NAME=FILE.
+func splitTemplateFlag(v string, exists func(string) bool) (name, file string) {
+	if !exists(v) {
+		if n, f, ok := strings.Cut(v, "="); ok && modelName.MatchString(n) {
+			return n, f
+		}
+	}
+	return "", v
 }
 
 // loadServed loads a model as serving.Load does, with its --chat-template (its own, else,

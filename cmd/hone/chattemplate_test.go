@@ -183,3 +183,74 @@ func TestTrainCLIChecksTheBase(t *testing.T) {
 		t.Fatalf("models left: %d %s", code, b)
 	}
 }
+
+// TestWorkerChatTemplate: `hone worker` takes --chat-template as hone serve does: a job on a
+// model whose only template is the flag's runs there; without the flag the worker refuses
+// to start, naming it.
+func TestWorkerChatTemplate(t *testing.T) {
+	models := t.TempDir()
+	bare := filepath.Join(models, "bare")
+	if _, err := synth.WriteFamily(bare, synth.Tiny("llama"), bareFamily); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(models, "custom.jinja")
+	os.WriteFile(file, []byte(customTemplate), 0o644)
+	dir := t.TempDir()
+	flags := []string{"--no-demo-model", "--model", "bare=" + bare, "--chat-template", "bare=" + file}
+	s := startServer(t, dir, append([]string{"--train-workers", "0"}, flags...)...)
+	bearer := "Bearer " + initialKey(t, dir)
+	u := s.url + "/v1/preview"
+	code, _, body := do(t, "POST", u+"/models", bearer, `{"project":"p","name":"w","base_model":"bare"}`)
+	id := jsonOf(t, code, body, 200)["id"].(string)
+	code, _, body = do(t, "POST", u+"/files", bearer, sftData)
+	url := jsonOf(t, code, body, 200)["url"].(string)
+	code, _, body = do(t, "POST", u+"/sft-training-jobs", bearer, `{"model_id":"`+id+`","training_data_url":"`+url+`"}`)
+	job := jsonOf(t, code, body, 200)["id"].(string)
+
+	var stderr bytes.Buffer
+	if code := runWorker(context.Background(), []string{"--data", dir, "--no-demo-model", "--model", "bare=" + bare}, io.Discard, &stderr, nil); code == 0 || !strings.Contains(stderr.String(), "--chat-template bare=FILE") {
+		t.Fatalf("worker without the flag: exit %d, %s", code, stderr.String())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() { done <- runWorker(ctx, append([]string{"--data", dir}, flags...), io.Discard, io.Discard, nil) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	if j := waitJob(t, s, bearer, job); j["status"] != "SUCCEEDED" {
+		t.Fatalf("job %v", j)
+	}
+}
+
+func TestSplitTemplateFlag(t *testing.T) {
+	files := map[string]bool{"/t/a=b.jinja": true}
+	exists := func(p string) bool { return files[p] }
+	for _, c := range []struct{ v, name, file string }{
+		{"x.jinja", "", "x.jinja"},
+		{"smol=x.jinja", "smol", "x.jinja"},
+		{"org/m:1=/t/x.jinja", "org/m:1", "/t/x.jinja"},
+		{"/t/a=b.jinja", "", "/t/a=b.jinja"},
+		{"{% set x = 1 %}{{ x }}", "", "{% set x = 1 %}{{ x }}"},
+		{"=x.jinja", "", "=x.jinja"},
+	} {
+		if n, f := splitTemplateFlag(c.v, exists); n != c.name || f != c.file {
+			t.Errorf("%q: %q %q, want %q %q", c.v, n, f, c.name, c.file)
+		}
+	}
+}
+
+func FuzzSplitTemplateFlag(f *testing.F) {
+	for _, s := range []string{"x.jinja", "smol=x.jinja", "{% set a = 1 %}", "a=b=c", "="} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		name, file := splitTemplateFlag(v, func(string) bool { return false })
+		if name == "" && file != v || name != "" && name+"="+file != v {
+			t.Fatalf("%q read as %q=%q", v, name, file)
+		}
+		if strings.ContainsAny(name, "={} ") {
+			t.Fatalf("%q: model name %q", v, name)
+		}
+	})
+}

@@ -230,6 +230,10 @@ func FuzzRender(f *testing.F) {
 	f.Add(synth.ChatTemplate, `[{"role":"user","content":"hi"}]`)
 	f.Add(`{{ messages | tojson(indent=1) }}{% for m in messages %}{{ m.content|trim }}{% endfor %}`, `[{"role":"user","content":[{"type":"text","text":"x"}]}]`)
 	f.Add(`{{ '%s' % 1 }}{{ 1/0 }}`, `[]`)
+	for _, name := range Builtins {
+		src, _ := Builtin(name)
+		f.Add(src, `[{"role":"system","content":"s"},{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"f","arguments":"{}"}}]},{"role":"tool","content":"r"}]`)
+	}
 	f.Fuzz(func(t *testing.T, src, messages string) {
 		tpl, err := Compile(src)
 		if err != nil {
