@@ -432,3 +432,72 @@ func TestManyColumnBlocks(t *testing.T) {
 		})
 	}
 }
+
+// TestPackedColumn: Column and ColumnBits read back column j of op(B) from every kind of pack
+// (f32, bf16, f16, bf16 pairs; B transposed or not; n not a multiple of the panel width, odd
+// and long depths), exactly: the values or bit patterns that were packed.
+func TestPackedColumn(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, nk := range [][2]int{{1, 1}, {33, 7}, {70, 300}, {64, 513}} {
+		n, k := nk[0], nk[1]
+		f := make([]float32, n*k) // stored n×k (transB) or k×n
+		for i := range f {
+			f[i] = float32(rng.NormFloat64())
+		}
+		at := func(transB bool, p, j int) int { // index of op(B)[p][j] in f
+			if transB {
+				return j*k + p
+			}
+			return p*n + j
+		}
+		for _, transB := range []bool{true, false} {
+			ld := n
+			if transB {
+				ld = k
+			}
+			packs := map[string]*PackedB{"f32": PackB(transB, n, k, f, ld)}
+			halves := map[string][]uint16{}
+			for _, h := range []Half{BF16, F16} {
+				b := make([]uint16, len(f))
+				h.Encode(b, f)
+				halves[h.String()] = b
+				packs[h.String()] = PackHalfB(h, transB, n, k, b, ld)
+			}
+			halves["pairs"] = halves["bf16"]
+			packs["pairs"] = PackBF16Pairs(transB, n, k, halves["bf16"], ld)
+			for name, pb := range packs {
+				col := make([]float32, k)
+				bits := make([]uint16, k)
+				for j := range n {
+					pb.Column(j, col)
+					if name != "f32" {
+						pb.ColumnBits(j, bits)
+					}
+					for p := range k {
+						i := at(transB, p, j)
+						want := f[i]
+						switch name {
+						case "bf16", "pairs":
+							want = BF16ToFloat32(halves[name][i])
+						case "f16":
+							want = F16ToFloat32(halves[name][i])
+						}
+						if math.Float32bits(col[p]) != math.Float32bits(want) {
+							t.Fatalf("%s %dx%d transB=%v: column %d depth %d is %v, want %v", name, n, k, transB, j, p, col[p], want)
+						}
+						if name != "f32" && bits[p] != halves[name][i] {
+							t.Fatalf("%s %dx%d transB=%v: column %d depth %d bits %#x, want %#x", name, n, k, transB, j, p, bits[p], halves[name][i])
+						}
+					}
+				}
+			}
+		}
+	}
+	// A token's embedding row: read with no garbage.
+	b := make([]uint16, 300*640)
+	pb := PackHalfB(BF16, true, 300, 640, b, 640)
+	col := make([]float32, 640)
+	if a := testing.AllocsPerRun(10, func() { pb.Column(299, col) }); a != 0 {
+		t.Fatalf("Column allocates %v times", a)
+	}
+}

@@ -209,3 +209,69 @@ func (c *packedCall) task(t int) {
 		}
 	}
 }
+
+// Column writes column j of op(B) (K() values) to out as f32: row j of a B packed with transB,
+// a weight's row, which is how a model reads its tied embedding's rows from the LM head's pack
+// and how a weight whose own copy was let go is restored. Exact: the packed f32 values, or the
+// 16-bit ones widened (bf16 pairs included).
+func (pb *PackedB) Column(j int, out []float32) {
+	pb.checkColumn("Column", j, len(out))
+	k := pb.k
+	switch pb.kind {
+	case kindF32:
+		src := pb.f32[j/panelW*panelW*k+j%panelW:]
+		for p := range out[:k] {
+			out[p] = src[p*panelW]
+		}
+	default:
+		// In pieces through a buffer on the stack: a token's embedding row, no garbage.
+		var buf [256]uint16
+		dec := F16ToFloat32
+		if pb.Half() == BF16 {
+			dec = BF16ToFloat32
+		}
+		for p0 := 0; p0 < k; p0 += len(buf) {
+			b := buf[:min(len(buf), k-p0)]
+			pb.columnBits(j, p0, b)
+			for i, v := range b {
+				out[p0+i] = dec(v)
+			}
+		}
+	}
+}
+
+// ColumnBits writes column j of op(B) (K() values) of a 16-bit pack (bf16, f16 or bf16
+// pairs) to out as its bit patterns.
+func (pb *PackedB) ColumnBits(j int, out []uint16) {
+	pb.checkColumn("ColumnBits", j, len(out))
+	if pb.kind == kindF32 {
+		panic("gemm.PackedB.ColumnBits: an f32 pack")
+	}
+	pb.columnBits(j, 0, out[:pb.k])
+}
+
+// columnBits writes elements [p0, p0+len(out)) of column j of a 16-bit pack.
+func (pb *PackedB) columnBits(j, p0 int, out []uint16) {
+	if pb.kind == kindBF16Pair {
+		// Panel j/panelW holds pairStride(k) depth pairs of panelW words (lo: even depth).
+		src := pb.u16[j/panelW*pairStride(pb.k)*2*panelW+2*(j%panelW):]
+		for i := range out {
+			p := p0 + i
+			out[i] = src[p/2*2*panelW+p%2]
+		}
+		return
+	}
+	src := pb.u16[j/panelW*panelW*pb.k+j%panelW:]
+	for i := range out {
+		out[i] = src[(p0+i)*panelW]
+	}
+}
+
+func (pb *PackedB) checkColumn(fn string, j, n int) {
+	if j < 0 || j >= pb.n {
+		panic(fmt.Sprintf("gemm.PackedB.%s: column %d outside [0, %d)", fn, j, pb.n))
+	}
+	if n < pb.k {
+		panic(fmt.Sprintf("gemm.PackedB.%s: len(out) = %d < K = %d", fn, n, pb.k))
+	}
+}

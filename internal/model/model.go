@@ -94,10 +94,15 @@ type Model struct {
 // model on a CPU where gemm.BF16PairRows is 1), it builds their pair packs instead.
 //
 // Serving's products read only these packs, so the projections' mapped file pages are given
-// back as each pack is built (Linear.serving; an untied LM head's too, not the embedding,
-// whose rows are read for every token): a bf16 model is then resident once, as its packs,
-// not twice. A pack built later from the same weights (a prefill in bf16 arithmetic on AMX,
-// training's) reads them back from the file and gives them back again.
+// back as each pack is built (Linear.serving; an untied LM head's too): a bf16 model is then
+// resident once, as its packs, not twice. A pack built later from the same weights (a
+// prefill in bf16 arithmetic on AMX, training's) reads them back from the file and gives them
+// back again. Weights held as heap copies (a GGUF's quantized matrices dequantized for
+// --dtype f32 or bf16, a safetensors model converted at load) are let go once packed: the
+// pack holds them exactly, and Linear.Dense restores one for the products that read W as it
+// is (training). A tied embedding's rows are read from the LM head's pack (Weight.Row), so
+// the embedding is held once in every dtype: its heap copy let go, or its mapped pages given
+// back.
 func (m *Model) Prepack() {
 	pairs := m.bf16Rows(1)
 	packMu.Lock()
@@ -131,6 +136,7 @@ func (m *Model) Prepack() {
 		L.Down.Packed()
 	}
 	m.LMHead.Packed()
+	m.letGoServed()
 }
 
 // releaseServed gives back the mapped pages of every linear Prepack marked serving.
@@ -145,13 +151,43 @@ func (m *Model) releaseServed() {
 	m.LMHead.afterPack()
 }
 
+// letGoServed makes the values of every weight Prepack packed live in its serving pack
+// (Linear.letGo, fused.letGo): heap copies are let go, and a tied embedding is read from
+// the LM head's pack, its mapped pages given back.
+func (m *Model) letGoServed() {
+	tied := m.TiedHead()
+	packMu.Lock()
+	defer packMu.Unlock()
+	for i := range m.Layers {
+		L := &m.Layers[i]
+		L.qkv.letGo()
+		L.O.letGo()
+		if L.MoE != nil {
+			L.MoE.letGo()
+			continue
+		}
+		L.gateUp.letGo()
+		L.Down.letGo()
+	}
+	if !tied {
+		m.LMHead.letGo()
+		return
+	}
+	if pk := m.LMHead.P; pk != nil && m.Embed.Q == nil {
+		m.Embed.releaseMapped() // its rows come from the pack from now on
+		m.Embed.keepIn(pk, 0)
+		m.LMHead.W.keepIn(pk, 0)
+	}
+}
+
 // linears are the layer's seven projections (a sparse layer's experts not included).
 func (L *Layer) linears() [7]*Linear {
 	return [7]*Linear{&L.Q, &L.K, &L.V, &L.O, &L.Gate, &L.Up, &L.Down}
 }
 
-// TiedHead reports whether the LM head is the input embedding (tied weights): its rows are
-// then read for every token, so its memory is never given back.
+// TiedHead reports whether the LM head is the input embedding (tied weights), held once: the
+// head's pack, from which the embedding's rows are read once Prepack made it (letGoServed),
+// or the embedding itself.
 func (m *Model) TiedHead() bool { return m.LMHead.W.same(&m.Embed) }
 
 // bf16Rows reports whether a pass over T rows runs its projections in bf16 arithmetic: bf16
@@ -159,7 +195,7 @@ func (m *Model) TiedHead() bool { return m.LMHead.W.same(&m.Embed) }
 // the faster arithmetic on this CPU.
 func (m *Model) bf16Rows(T int) bool {
 	w := m.Layers[0].O.W
-	if m.BF16MinRows <= 0 || w.Half == nil || w.Kind != gemm.BF16 {
+	if m.BF16MinRows <= 0 || w.Q != nil || w.Kind != gemm.BF16 {
 		return false
 	}
 	if m.bf16Always {
@@ -334,7 +370,12 @@ func (m *Model) Close() error {
 // packs of training too once built; not the mapped file pages of weights that serving or
 // training gave back, see Prepack and Linear.ReleasePaired).
 func (m *Model) WeightBytes() int64 {
-	n := m.Embed.Bytes()
+	var n int64
+	packMu.Lock()
+	defer packMu.Unlock()
+	if _, _, mapped := m.Embed.mappedRange(); !mapped || m.Embed.pk == nil {
+		n += m.Embed.Bytes() // not when its rows come from the head's pack, its pages given back
+	}
 	packed := func(p *gemm.PackedB) {
 		if p == nil {
 			return
@@ -345,11 +386,12 @@ func (m *Model) WeightBytes() int64 {
 		}
 		n += int64(p.N()) * int64(p.K()) * size
 	}
-	packMu.Lock()
-	defer packMu.Unlock()
 	add := func(l *Linear) {
 		if _, _, mapped := l.W.mappedRange(); !mapped || !l.serving && !l.released {
 			n += l.W.Bytes()
+		}
+		if l.restored != nil {
+			n += l.restored.Bytes()
 		}
 		packed(l.P)
 		packed(l.pairsT)
@@ -369,8 +411,11 @@ func (m *Model) WeightBytes() int64 {
 		packed(L.gateUp.P)
 		packed(L.gateUp.pairs)
 	}
-	if m.TiedHead() {
+	if m.LMHead.W.same(&m.Embed) {
 		packed(m.LMHead.P) // tied: the weight is Embed's
+		if m.LMHead.restored != nil {
+			n += m.LMHead.restored.Bytes()
+		}
 		packed(m.LMHead.pairsT)
 		packed(m.LMHead.pairsN)
 	} else {

@@ -313,6 +313,15 @@ func (ml *MoELayer) prepack() {
 	}
 }
 
+// letGo makes the experts' values live in their serving packs (fused.letGo, Linear.letGo);
+// call with packMu held.
+func (ml *MoELayer) letGo() {
+	for i := range ml.Experts {
+		ml.Experts[i].gateUp.letGo()
+		ml.Experts[i].Down.letGo()
+	}
+}
+
 // bytes is the memory the router and experts hold (packed copies included); call with packMu
 // held.
 func (ml *MoELayer) bytes(packed func(*gemm.PackedB)) int64 {
@@ -324,6 +333,9 @@ func (ml *MoELayer) bytes(packed func(*gemm.PackedB)) int64 {
 		ex := &ml.Experts[i]
 		for _, l := range []*Linear{&ex.Gate, &ex.Up, &ex.Down} {
 			n += l.W.Bytes()
+			if l.restored != nil {
+				n += l.restored.Bytes()
+			}
 			packed(l.P)
 			packed(l.pairsT)
 			packed(l.pairsN)

@@ -15,15 +15,64 @@ import (
 // Weight is a row-major matrix (Rows × Cols) in f32, in a 16-bit format, or in one of ggml's
 // quantized block types (a GGUF file's Q8_0 ... Q6_K tensors, kept as a view of the mapped
 // file; or a safetensors model quantized at load, LoadOptions.Quantize). Exactly one of F32,
-// Half and Q is set.
+// Half and Q is set, or none once serving's packs hold the values of a heap copy
+// (Model.Prepack; see Linear.Dense).
 type Weight struct {
 	Rows, Cols int
 	F32        []float32     // set for f32 weights
 	Half       []uint16      // set for bf16/f16 weights
-	Kind       gemm.Half     // format of Half
+	Kind       gemm.Half     // format of Half (kept when Prepack let Half go); 0 for f32 and quantized weights
 	Q          *quant.Matrix // set for quantized weights: multiplied without dequantizing
 
 	src *safetensors.Tensor // the file tensor F32 or Half was read from (see releaseMapped)
+	// pk, set by Model.Prepack, is a serving pack whose columns [pkOff, pkOff+Rows) of op(B)
+	// = Wᵀ are the weight's rows, exactly: Row reads them there (a tied embedding's rows come
+	// from its LM head's pack), and when F32 and Half are nil (a heap copy Prepack let go)
+	// the values are restored from it (dense).
+	pk    *gemm.PackedB
+	pkOff int
+}
+
+// dropped reports whether the weight's values are held only by its pack pk.
+func (w *Weight) dropped() bool {
+	return w.pk != nil && w.F32 == nil && w.Half == nil && w.Q == nil
+}
+
+// keepIn makes pk's columns [off, off+Rows), which hold the weight's values, where Row reads
+// them, and lets go of F32 or Half when they are a heap copy (a mapped file's view stays: it
+// costs nothing once its pages are given back, and is what dense returns).
+func (w *Weight) keepIn(pk *gemm.PackedB, off int) {
+	if w.Q != nil || pk == nil || w.F32 == nil && w.Half == nil {
+		return
+	}
+	if pk.K() != w.Cols || off+w.Rows > pk.N() || (pk.Half() == 0) != (w.Kind == 0) {
+		panic(fmt.Sprintf("model: a %d×%d weight (%v) kept in a pack of %d×%d (%v) at %d", w.Rows, w.Cols, w.Kind, pk.N(), pk.K(), pk.Half(), off))
+	}
+	w.pk, w.pkOff = pk, off
+	if _, _, mapped := w.mappedRange(); !mapped {
+		w.F32, w.Half = nil, nil
+	}
+}
+
+// dense is the weight with its values in F32 or Half: itself, or, when dropped, a copy
+// restored from its pack.
+func (w *Weight) dense() Weight {
+	if !w.dropped() {
+		return *w
+	}
+	d := Weight{Rows: w.Rows, Cols: w.Cols, Kind: w.Kind}
+	if w.Kind == 0 {
+		d.F32 = make([]float32, w.Rows*w.Cols)
+		for r := range w.Rows {
+			w.pk.Column(w.pkOff+r, d.F32[r*w.Cols:(r+1)*w.Cols])
+		}
+		return d
+	}
+	d.Half = make([]uint16, w.Rows*w.Cols)
+	for r := range w.Rows {
+		w.pk.ColumnBits(w.pkOff+r, d.Half[r*w.Cols:(r+1)*w.Cols])
+	}
+	return d
 }
 
 // releaseMapped gives back the memory of the mapped file pages F32 or Half views
@@ -63,6 +112,13 @@ func (w *Weight) Row(out []float32, r int) {
 		w.Q.Row(out, r)
 		return
 	}
+	if w.pk != nil {
+		if r < 0 || r >= w.Rows {
+			panic(fmt.Sprintf("model: row %d of a %d-row weight", r, w.Rows))
+		}
+		w.pk.Column(w.pkOff+r, out[:w.Cols])
+		return
+	}
 	if w.F32 != nil {
 		copy(out[:w.Cols], w.F32[r*w.Cols:(r+1)*w.Cols])
 		return
@@ -82,6 +138,8 @@ func (w *Weight) Bytes() int64 {
 // same reports whether w and v hold the same data (a tied LM head and embedding).
 func (w *Weight) same(v *Weight) bool {
 	switch {
+	case w.dropped():
+		return v.dropped() && w.pk == v.pk && w.pkOff == v.pkOff
 	case w.Q != nil:
 		return w.Q == v.Q || v.Q != nil && len(w.Q.Data) > 0 && len(v.Q.Data) > 0 && &w.Q.Data[0] == &v.Q.Data[0]
 	case w.F32 != nil:
@@ -106,6 +164,46 @@ type Linear struct {
 	// serving (set by Model.Prepack): W's mapped file pages are given back each time a pack
 	// is built from them (packed), since serving's products read only the packs.
 	serving bool
+	// restored is W's values restored from its pack for training (Dense), once Prepack let
+	// W's own heap copy go.
+	restored *Weight
+}
+
+// Dense returns W with its values in F32 or Half, for products that read W as it is
+// (training's dx = dy·W, its head's pack). Serving's Prepack lets go of W's own copy when it
+// is a heap copy that a pack holds (a GGUF's matrices dequantized for --dtype f32 or bf16, a
+// safetensors model converted at load): Dense then restores it from the pack, exactly, once,
+// and keeps it with the linear. Otherwise it is W. Safe for concurrent use.
+func (l *Linear) Dense() Weight {
+	packMu.Lock()
+	defer packMu.Unlock()
+	if !l.W.dropped() {
+		return l.W
+	}
+	if l.restored == nil {
+		d := l.W.dense()
+		l.restored = &d
+	}
+	return *l.restored
+}
+
+// values is W with its values, for building a pack from them: W, the copy Dense restored, or a
+// copy restored for the pack alone. Call with packMu held.
+func (l *Linear) values() Weight {
+	if l.restored != nil {
+		return *l.restored
+	}
+	return l.W.dense()
+}
+
+// letGo makes W's values live in the pack serving multiplies by (its own, f32 or pair), letting
+// go of a heap copy of W (Weight.keepIn). Call with packMu held.
+func (l *Linear) letGo() {
+	if l.P != nil {
+		l.W.keepIn(l.P, 0)
+	} else if l.pairsT != nil {
+		l.W.keepIn(l.pairsT, 0)
+	}
 }
 
 // afterPack gives back W's mapped pages after a pack was built from them, when serving (see
@@ -135,20 +233,22 @@ func (l *Linear) Packed() *gemm.PackedB {
 // product). Nil unless W is bf16. Built on first use and kept with the model: training uses
 // these packs, serving never builds them.
 func (l *Linear) PairsPacked(transposed bool) *gemm.PackedB {
-	if l.W.Half == nil || l.W.Kind != gemm.BF16 {
+	if l.W.Q != nil || l.W.Kind != gemm.BF16 {
 		return nil
 	}
 	packMu.Lock()
 	defer packMu.Unlock()
 	if transposed {
 		if l.pairsT == nil {
-			l.pairsT = gemm.PackBF16Pairs(true, l.W.Rows, l.W.Cols, l.W.Half, l.W.Cols)
+			w := l.values()
+			l.pairsT = gemm.PackBF16Pairs(true, w.Rows, w.Cols, w.Half, w.Cols)
 			l.afterPack()
 		}
 		return l.pairsT
 	}
 	if l.pairsN == nil {
-		l.pairsN = gemm.PackBF16Pairs(false, l.W.Cols, l.W.Rows, l.W.Half, l.W.Cols)
+		w := l.values()
+		l.pairsN = gemm.PackBF16Pairs(false, w.Cols, w.Rows, w.Half, w.Cols)
 	}
 	return l.pairsN
 }
@@ -216,10 +316,10 @@ func (f *fused) packed() *gemm.PackedB {
 		return f.P // nil when quantized: forwardQuant multiplies the parts as they are
 	}
 	in, w0 := f.parts[0].In(), f.parts[0].W
-	if w0.F32 != nil {
+	if w0.Kind == 0 {
 		w := make([]float32, 0, f.n*in)
 		for _, l := range f.parts {
-			w = append(w, l.W.F32...)
+			w = append(w, l.values().F32...)
 		}
 		f.P = gemm.PackB(true, f.n, in, w, in)
 	} else {
@@ -235,15 +335,34 @@ func (f *fused) packed() *gemm.PackedB {
 func (f *fused) halves() []uint16 {
 	w := make([]uint16, 0, f.n*f.parts[0].In())
 	for _, l := range f.parts {
-		w = append(w, l.W.Half...)
+		w = append(w, l.values().Half...)
 	}
 	return w
+}
+
+// letGo makes the parts' values live in the group's serving pack (f32 or pair; a part's own
+// pack when the group has none), letting go of heap copies (Linear.letGo). Call with packMu
+// held.
+func (f *fused) letGo() {
+	pk := f.P
+	if pk == nil {
+		pk = f.pairs
+	}
+	off := 0
+	for _, l := range f.parts {
+		if pk != nil {
+			l.W.keepIn(pk, off)
+		} else {
+			l.letGo()
+		}
+		off += l.Out()
+	}
 }
 
 // pairsPacked is the parts' weights packed together for bf16 arithmetic (nil unless bf16).
 func (f *fused) pairsPacked() *gemm.PackedB {
 	w0 := f.parts[0].W
-	if w0.Half == nil || w0.Kind != gemm.BF16 {
+	if w0.Q != nil || w0.Kind != gemm.BF16 {
 		return nil
 	}
 	packMu.Lock()
@@ -327,10 +446,11 @@ func (l *Linear) pack() {
 	if l.W.Q != nil {
 		return
 	}
-	if l.W.F32 != nil {
-		l.P = gemm.PackB(true, l.W.Rows, l.W.Cols, l.W.F32, l.W.Cols)
+	w := l.values()
+	if w.F32 != nil {
+		l.P = gemm.PackB(true, w.Rows, w.Cols, w.F32, w.Cols)
 	} else {
-		l.P = gemm.PackHalfB(l.W.Kind, true, l.W.Rows, l.W.Cols, l.W.Half, l.W.Cols)
+		l.P = gemm.PackHalfB(w.Kind, true, w.Rows, w.Cols, w.Half, w.Cols)
 	}
 	l.afterPack()
 }
@@ -467,6 +587,13 @@ func tensorWeight(t *safetensors.Tensor, rows, cols int) (Weight, error) {
 
 // Floats returns the weight's values as f32 in a new slice.
 func (w *Weight) Floats() []float32 {
+	if w.dropped() {
+		d := w.dense() // a new slice already
+		if d.F32 != nil {
+			return d.F32
+		}
+		w = &d
+	}
 	if w.F32 != nil {
 		return append([]float32(nil), w.F32...)
 	}
@@ -499,21 +626,37 @@ func (ld *loader) matrix(name string, rows, cols int) (Weight, error) {
 			ld.release(name)
 		}
 	}
+	_, _, mapped := w.mappedRange()
 	switch {
 	case w.Q != nil && ld.dtype == DTypeF32:
 		w = Weight{Rows: rows, Cols: cols, F32: w.Floats()}
 	case w.Q != nil && ld.dtype == DTypeBF16:
-		f := w.Floats()
-		w = Weight{Rows: rows, Cols: cols, Half: make([]uint16, rows*cols), Kind: gemm.BF16}
-		gemm.BF16.Encode(w.Half, f)
+		w = Weight{Rows: rows, Cols: cols, Half: bf16Rows(&w), Kind: gemm.BF16}
 	case w.F32 != nil && ld.dtype == DTypeBF16:
 		w.Half, w.Kind = make([]uint16, len(w.F32)), gemm.BF16
 		gemm.BF16.Encode(w.Half, w.F32)
-		w.F32 = nil
+		w.F32, w.src = nil, nil
 	case w.Half != nil && ld.dtype == DTypeF32:
-		w.F32, w.Half, w.Kind = w.Floats(), nil, 0
+		w.F32, w.Half, w.Kind, w.src = w.Floats(), nil, 0, nil
+	default:
+		return w, nil
+	}
+	if mapped {
+		ld.release(name) // converted into a copy: the file's pages are not read again
 	}
 	return w, nil
+}
+
+// bf16Rows is a quantized weight's values rounded to bf16, dequantized a row at a time (no f32
+// copy of the whole matrix).
+func bf16Rows(w *Weight) []uint16 {
+	out := make([]uint16, w.Rows*w.Cols)
+	row := make([]float32, w.Cols)
+	for r := range w.Rows {
+		w.Q.Row(row, r)
+		gemm.BF16.Encode(out[r*w.Cols:(r+1)*w.Cols], row)
+	}
+	return out
 }
 
 // vector loads a 1-D weight (norms, biases) as f32.

@@ -93,7 +93,7 @@ func NewTrainer(m *model.Model, a *model.LoRA) (*Trainer, error) {
 		return nil, fmt.Errorf("train: adapter has %d layers, the model %d", len(a.Layers), m.Config.NumLayers)
 	}
 	e := &Trainer{M: m, A: a, G: NewGrads(a), ChunkRows: 128}
-	if w := m.LMHead.W; w.Half != nil && w.Kind == gemm.BF16 {
+	if w := m.LMHead.W; w.Q == nil && w.Kind == gemm.BF16 {
 		switch os.Getenv("HONE_TRAIN_BF16") {
 		case "0":
 		case "1":
@@ -371,10 +371,10 @@ func (e *Trainer) linearBackward(ac *acts, lin *model.Linear, module string, x, 
 		} else if e.BF16 {
 			gemm.GemmPacked(false, T, 1, dy, out, lin.PairsPacked(false), 1, dx, in)
 			lin.ReleasePaired() // both directions are packed now: W's mapped pages are not read
-		} else if lin.W.F32 != nil {
-			gemm.Sgemm(false, false, T, in, out, 1, dy, out, lin.W.F32, in, 1, dx, in)
+		} else if w := lin.Dense(); w.F32 != nil {
+			gemm.Sgemm(false, false, T, in, out, 1, dy, out, w.F32, in, 1, dx, in)
 		} else {
-			gemm.GemmHalfB(lin.W.Kind, false, false, T, in, out, 1, dy, out, lin.W.Half, in, 1, dx, in)
+			gemm.GemmHalfB(w.Kind, false, false, T, in, out, 1, dy, out, w.Half, in, 1, dx, in)
 		}
 	}
 	if ac.lora != e.A {
@@ -637,7 +637,7 @@ func (e *Trainer) headPackedT() *gemm.PackedB {
 		}
 		hp := v.(*headPack)
 		hp.once.Do(func() {
-			W := &e.M.LMHead.W
+			W := e.M.LMHead.Dense()
 			if W.F32 != nil {
 				hp.p = gemm.PackB(false, W.Cols, W.Rows, W.F32, W.Cols)
 			} else {

@@ -59,10 +59,12 @@ func (e *Trainer) accT(lin *model.Linear, dy []float32, rows int, dx []float32) 
 	case e.BF16 && lin.PairsPacked(false) != nil:
 		gemm.GemmPacked(false, rows, 1, dy, out, lin.PairsPacked(false), 1, dx, in)
 		lin.ReleasePaired()
-	case lin.W.F32 != nil:
-		gemm.Sgemm(false, false, rows, in, out, 1, dy, out, lin.W.F32, in, 1, dx, in)
 	default:
-		gemm.GemmHalfB(lin.W.Kind, false, false, rows, in, out, 1, dy, out, lin.W.Half, in, 1, dx, in)
+		if w := lin.Dense(); w.F32 != nil {
+			gemm.Sgemm(false, false, rows, in, out, 1, dy, out, w.F32, in, 1, dx, in)
+		} else {
+			gemm.GemmHalfB(w.Kind, false, false, rows, in, out, 1, dy, out, w.Half, in, 1, dx, in)
+		}
 	}
 }
 
