@@ -104,7 +104,7 @@ func (t *Tokenizer) mergeSymbols(syms []symbol) []int32 {
 	}
 	h := make(candHeap, 0, len(syms))
 	for i := 0; i+1 < len(syms); i++ {
-		if m, ok := t.merges[pairKey(syms[i].id, syms[i+1].id)]; ok {
+		if m, ok := t.mergeOf(syms[i].id, syms[i+1].id); ok {
 			h = append(h, mergeCand{rank: m.rank, pos: int32(i), result: m.result})
 		}
 	}
@@ -117,7 +117,7 @@ func (t *Tokenizer) mergeSymbols(syms []symbol) []int32 {
 		}
 		r := &syms[s.next]
 		// The candidate is stale if either side changed since it was pushed.
-		if m, ok := t.merges[pairKey(s.id, r.id)]; !ok || m.rank != c.rank || m.result != c.result {
+		if m, ok := t.mergeOf(s.id, r.id); !ok || m.rank != c.rank || m.result != c.result {
 			continue
 		}
 		s.id = c.result
@@ -127,12 +127,12 @@ func (t *Tokenizer) mergeSymbols(syms []symbol) []int32 {
 			syms[r.next].prev = c.pos
 		}
 		if s.prev >= 0 {
-			if m, ok := t.merges[pairKey(syms[s.prev].id, s.id)]; ok {
+			if m, ok := t.mergeOf(syms[s.prev].id, s.id); ok {
 				heap.Push(&h, mergeCand{rank: m.rank, pos: s.prev, result: m.result})
 			}
 		}
 		if s.next >= 0 {
-			if m, ok := t.merges[pairKey(s.id, syms[s.next].id)]; ok {
+			if m, ok := t.mergeOf(s.id, syms[s.next].id); ok {
 				heap.Push(&h, mergeCand{rank: m.rank, pos: c.pos, result: m.result})
 			}
 		}

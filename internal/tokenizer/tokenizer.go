@@ -39,7 +39,8 @@ type Tokenizer struct {
 	special   []bool           // id -> special added token
 	added     []bool           // id -> added token
 	byteToken [256]int32       // id of each single-byte token (-1 if missing)
-	merges    map[uint64]merge // (left id, right id) -> rank and result
+	merges    map[uint64]merge // (left id, right id) -> rank and result (mergeOf)
+	spmRank   []int32          // id -> merge rank, for a SentencePiece vocabulary with scores (mergeOf)
 
 	ignoreMerges bool
 	// charLevel: SentencePiece-style BPE, whose words start as characters (bpeChars), not
