@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -337,4 +339,50 @@ func TestToolCallsRealSmolLM2(t *testing.T) {
 			t.Fatalf("responses max_output_tokens %d: stream %q %v %s, non-streamed %s", n, stext, scalls2, status, b)
 		}
 	}
+}
+
+// TestSFTGenericToolCalls: a model served with a template that has no tool syntax
+// (--chat-template with SmolLM2's) trains on agent conversations, its calls written into
+// the turns as chat writes them in the generic format; the checkpoint then answers
+// tool_choice required with a call.
+func TestSFTGenericToolCalls(t *testing.T) {
+	dir := t.TempDir()
+	var src string
+	if err := json.Unmarshal([]byte(smolTemplate(t)), &src); err != nil {
+		t.Fatal(err)
+	}
+	tplFile := filepath.Join(t.TempDir(), "smollm2.jinja")
+	if err := os.WriteFile(tplFile, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, dir, "--chat-template", "demo="+tplFile)
+	var data strings.Builder
+	for _, city := range []string{"Paris", "Rome", "Oslo", "Paris"} {
+		line, _ := json.Marshal(map[string]any{
+			"tools": json.RawMessage(weatherTools),
+			"messages": []any{
+				map[string]any{"role": "user", "content": "Weather in " + city + " for 2 days?"},
+				map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": "call_1", "type": "function",
+					"function": map[string]any{"name": "get_weather", "arguments": `{"city": "` + city + `", "days": 2}`}}}},
+				map[string]any{"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+				map[string]any{"role": "assistant", "content": "Sunny in " + city + "."},
+			}})
+		data.Write(line)
+		data.WriteByte('\n')
+	}
+	file := filepath.Join(t.TempDir(), "agent.jsonl")
+	if err := os.WriteFile(file, []byte(data.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := runTrain(context.Background(), []string{"sft", "--url", s.url, "--data", dir, "--model", "local/demo/tools", "--file", file, "--epochs", "2"}, &out, &errb); code != 0 {
+		t.Fatalf("hone train sft: exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	code, _, b := do(t, "POST", s.url+"/v1/chat/completions", "Bearer "+initialKey(t, dir),
+		`{"model":"local/demo/tools:latest","messages":[{"role":"user","content":"Weather in Rome for 2 days?"}],"tools":`+weatherTools+`,"tool_choice":"required","max_tokens":80,"seed":1}`)
+	var r toolResp
+	if json.Unmarshal(b, &r) != nil || code != 200 || len(r.Choices[0].Message.ToolCalls) == 0 {
+		t.Fatalf("the checkpoint: %d %s", code, b)
+	}
+	checkWeatherArgs(t, r.Choices[0].Message.ToolCalls[0].Function.Name, r.Choices[0].Message.ToolCalls[0].Function.Arguments)
 }

@@ -112,19 +112,26 @@ func runs(c *ChatTokenizer, ids []int, mark []bool) []string {
 // their end-of-turn text.
 var agentTemplates = []struct {
 	name, tok, tmpl string
+	generic         bool     // the model is served with the generic tool-call format
 	calls           []string // the two tool-call turns' bodies
 	trained         []string // SFT: the trained runs ("" : an error is expected)
 }{
-	{"Qwen2.5", "qwen3", "qwen2_5",
+	{"Qwen2.5", "qwen3", "qwen2_5", false,
 		[]string{"<tool_call>\n{\"name\": \"lookup\", \"arguments\": {\"key\": \"France\"}}\n</tool_call>", "<tool_call>\n{\"name\": \"lookup\", \"arguments\": {\"key\": \"Peru\"}}\n</tool_call>"},
 		[]string{"<tool_call>\n{\"name\": \"lookup\", \"arguments\": {\"key\": \"France\"}}\n</tool_call><|im_end|>\n", "<tool_call>\n{\"name\": \"lookup\", \"arguments\": {\"key\": \"Peru\"}}\n</tool_call><|im_end|>\n", "Paris and Lima.<|im_end|>\n"}},
-	{"Qwen3", "qwen3", "",
+	{"Qwen3", "qwen3", "", false,
 		[]string{"<tool_call>\n{\"name\": \"lookup\", \"arguments\": {\"key\": \"France\"}}\n</tool_call>", "<tool_call>\n{\"name\": \"lookup\", \"arguments\": {\"key\": \"Peru\"}}\n</tool_call>"},
 		[]string{"<tool_call>\n{\"name\": \"lookup\", \"arguments\": {\"key\": \"France\"}}\n</tool_call><|im_end|>\n", "<tool_call>\n{\"name\": \"lookup\", \"arguments\": {\"key\": \"Peru\"}}\n</tool_call><|im_end|>\n", "<think>\n\n</think>\n\nParis and Lima.<|im_end|>\n"}},
-	{"Llama 3.2", "llama3", "llama3_2",
+	{"Llama 3.2", "llama3", "llama3_2", false,
 		[]string{"{\"name\": \"lookup\", \"parameters\": {\"key\": \"France\"}}", "{\"name\": \"lookup\", \"parameters\": {\"key\": \"Peru\"}}"},
 		[]string{"{\"name\": \"lookup\", \"parameters\": {\"key\": \"France\"}}<|eot_id|>", "{\"name\": \"lookup\", \"parameters\": {\"key\": \"Peru\"}}<|eot_id|>", "Paris and Lima.<|eot_id|>"}},
-	{"SmolLM2", "smollm2", "smollm2", nil, nil},
+	// SmolLM2's template renders no tool calls: in the generic format (how Hone serves it)
+	// they are written into the turn as chat writes them; with tool calls off
+	// (--tool-call-parser none), a trajectory with calls is an error.
+	{"SmolLM2 generic", "smollm2", "smollm2", true,
+		[]string{"<tool_call>\n{\"name\": \"lookup\", \"arguments\": {\"key\": \"France\"}}\n</tool_call>", "<tool_call>\n{\"name\": \"lookup\", \"arguments\": {\"key\": \"Peru\"}}\n</tool_call>"},
+		[]string{"<tool_call>\n{\"name\": \"lookup\", \"arguments\": {\"key\": \"France\"}}\n</tool_call><|im_end|>\n", "<tool_call>\n{\"name\": \"lookup\", \"arguments\": {\"key\": \"Peru\"}}\n</tool_call><|im_end|>\n", "Paris and Lima.<|im_end|>\n"}},
+	{"SmolLM2", "smollm2", "smollm2", false, nil, nil},
 }
 
 // TestAgentTrajectorySFTPerTemplate: which tokens SFT trains in a two-tool-call trajectory
@@ -136,6 +143,7 @@ func TestAgentTrajectorySFTPerTemplate(t *testing.T) {
 	for _, tc := range agentTemplates {
 		t.Run(tc.name, func(t *testing.T) {
 			c := realChat(t, tc.tok, tc.tmpl)
+			c.GenericTools = tc.generic
 			x, err := c.Tokenize(msgs, json.RawMessage(lookupTools), "all")
 			if tc.trained == nil {
 				if err == nil || !strings.Contains(err.Error(), "messages[2]: the model's chat template does not render tool calls") {
@@ -212,6 +220,7 @@ func TestAgentTrajectoryRLPerTemplate(t *testing.T) {
 		}
 		t.Run(tc.name, func(t *testing.T) {
 			c := realChat(t, tc.tok, tc.tmpl)
+			c.GenericTools = tc.generic
 			s, err := c.tokenizeTrajectory(agentChoices(c, tc.calls), json.RawMessage(lookupTools), false)
 			if err != nil {
 				t.Fatal(err)
@@ -242,7 +251,11 @@ func TestAgentTrajectoryRLPerTemplate(t *testing.T) {
 			}
 			// The sequence is the conversation as the template renders it.
 			all, _ := templateMessages(agentMessages())
-			text, _, err := c.Template.AssistantSpans(chattemplate.Input{Messages: all, Tools: json.RawMessage(lookupTools), SpecialTokens: c.Special})
+			in, err := c.input(all, json.RawMessage(lookupTools))
+			if err != nil {
+				t.Fatal(err)
+			}
+			text, _, err := c.Template.AssistantSpans(in)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -330,7 +343,9 @@ func TestAdditionalHistoriesTrainAsSequences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls := len(c.Tok.Encode(`<tool_call>{"name": "lookup", "arguments": {"key": "x"}}</tool_call>`, false))
+	// Per trajectory: its own choice (2 tokens), and in the additional history the call
+	// (which ended on its turn's end: that token is trained too) and the final choice (2).
+	calls := len(c.Tok.Encode(`<tool_call>{"name": "lookup", "arguments": {"key": "x"}}</tool_call>`, false)) + 1
 	if met.NumTrajectories != 4 || met.NumTrainableTokens != 2*(2+calls+2) {
 		t.Fatalf("%d sequences, %d trainable tokens (want 4, %d)", met.NumTrajectories, met.NumTrainableTokens, 2*(2+calls+2))
 	}

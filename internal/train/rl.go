@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/honeai/hone/internal/chattemplate"
 	"github.com/honeai/hone/internal/model"
 )
 
@@ -270,7 +269,11 @@ func (c *ChatTokenizer) tokenizeTrajectory(items []json.RawMessage, tools json.R
 	if err != nil {
 		return nil, err
 	}
-	text, spans, err := c.Template.AssistantSpans(chattemplate.Input{Messages: all, Tools: tools, SpecialTokens: c.Special})
+	in, err := c.input(all, tools)
+	if err != nil {
+		return nil, err
+	}
+	text, spans, err := c.Template.AssistantSpans(in)
 	if err != nil {
 		return nil, err
 	}

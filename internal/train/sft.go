@@ -18,6 +18,7 @@ import (
 
 	"github.com/honeai/hone/internal/chattemplate"
 	"github.com/honeai/hone/internal/tokenizer"
+	"github.com/honeai/hone/internal/toolcall"
 )
 
 // Example is one tokenised conversation: Train[i] says whether token i is learned (predicted
@@ -45,9 +46,24 @@ type ChatTokenizer struct {
 	Special  map[string]string // bos_token, eos_token, ...
 	// Vocab is the model's vocabulary size when larger than the tokenizer's (padding rows).
 	Vocab int
+	// GenericTools: the model's tool calls are in Hone's generic format (its template shows
+	// no tool syntax), so conversations are prepared as chat prepares them (toolcall.Prepare:
+	// tools described, calls and results written in where the template leaves them out), and
+	// training sees what serving renders.
+	GenericTools bool
 
 	once sync.Once
 	idx  *tokenIndexes
+}
+
+// input is a conversation's template input: prepared for the generic tool format when the
+// model uses it (GenericTools), with the tools described when there are any.
+func (c *ChatTokenizer) input(all, tools json.RawMessage) (chattemplate.Input, error) {
+	in := chattemplate.Input{Messages: all, Tools: tools, SpecialTokens: c.Special}
+	if !c.GenericTools {
+		return in, nil
+	}
+	return toolcall.Prepare(in, c.Template.Caps(c.Special), len(tools) > 0 && string(tools) != "null")
 }
 
 // Tokenize renders messages (and tools) and marks the tokens of assistant turns — all of
@@ -56,7 +72,8 @@ type ChatTokenizer struct {
 //
 // Tool calls are trained as the template writes them in the assistant's turn (arguments given
 // as a JSON string are rendered as the object they hold); tool results, system and user turns
-// are context. A template that does not render an assistant message's tool calls (SmolLM2's)
+// are context. A model in the generic tool format gets its calls written as chat writes them
+// (GenericTools); otherwise a template that does not render an assistant message's tool calls
 // is an error naming the message, since the turn would teach an empty reply.
 func (c *ChatTokenizer) Tokenize(messages, tools json.RawMessage, turns string) (Example, error) {
 	var msgs []json.RawMessage
@@ -67,7 +84,11 @@ func (c *ChatTokenizer) Tokenize(messages, tools json.RawMessage, turns string) 
 	if err != nil {
 		return Example{}, err
 	}
-	text, spans, err := c.Template.AssistantSpans(chattemplate.Input{Messages: all, Tools: tools, SpecialTokens: c.Special})
+	in, err := c.input(all, tools)
+	if err != nil {
+		return Example{}, err
+	}
+	text, spans, err := c.Template.AssistantSpans(in)
 	if err != nil {
 		return Example{}, err
 	}

@@ -83,7 +83,7 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 	defer release()
 	// A lora artifact a client logged into the model (ART's fork) is taken up now.
 	s.syncLoRALogged(ctx, m, true)
-	chat := &train.ChatTokenizer{Template: base.Template, Tok: base.Tok, Special: base.Tok.Config().SpecialTokens, Vocab: base.Model.Config.VocabSize}
+	chat := chatTokenizer(base)
 	step := 0
 	var opt *train.AdamW
 	var adapter *model.LoRA

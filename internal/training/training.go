@@ -245,10 +245,7 @@ func (s *Service) CreateRLJob(ctx context.Context, m registry.Model, req RLReque
 	// The trajectories are tokenised now, where the base model is served here, so that a
 	// choice whose sampled ids cannot be recovered is a 400 naming it, not a failed job.
 	if base, ok := s.Models.Get(m.BaseModel); ok && base.Template != nil && base.Tok != nil {
-		chat := &train.ChatTokenizer{Template: base.Template, Tok: base.Tok, Special: base.Tok.Config().SpecialTokens}
-		if base.Model != nil {
-			chat.Vocab = base.Model.Config.VocabSize
-		}
+		chat := chatTokenizer(base)
 		if err := chat.CheckGroups(spec.Groups, spec.Config.AllowWithoutLogprobs); err != nil {
 			var fe *train.FieldError
 			if errors.As(err, &fe) {
