@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -326,4 +327,58 @@ func jsonAt(v any, path string) (any, bool) {
 		}
 	}
 	return v, true
+}
+
+// TestFrameworkSnippets runs the snippets of docs/frameworks.md, each in its framework's venv
+// (the line `<!-- snippet: <conformance dir> -->` before a python block names it), against a
+// server serving the real SmolLM2 GGUF as `smol`, as the page tells a reader to start it. Each
+// must run to the end; what it printed is logged (the page shows a run's).
+func TestFrameworkSnippets(t *testing.T) {
+	page, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "frameworks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type snippet struct{ dir, code string }
+	var snippets []snippet
+	lines := strings.Split(string(page), "\n")
+	for i := 0; i < len(lines); i++ {
+		dir, ok := strings.CutPrefix(strings.TrimSpace(lines[i]), "<!-- snippet: ")
+		if !ok {
+			continue
+		}
+		dir = strings.TrimSuffix(dir, " -->")
+		if i+1 >= len(lines) || lines[i+1] != "```python" {
+			t.Fatalf("docs/frameworks.md line %d: the snippet marker is not followed by a python block", i+1)
+		}
+		var code []string
+		for i += 2; i < len(lines) && lines[i] != "```"; i++ {
+			code = append(code, lines[i])
+		}
+		snippets = append(snippets, snippet{dir, strings.Join(code, "\n") + "\n"})
+	}
+	if len(snippets) != 5 {
+		t.Fatalf("docs/frameworks.md has %d snippets, want 5 (LangChain, instructor, Pydantic AI, LiteLLM, DSPy)", len(snippets))
+	}
+	gguf := smolGGUF(t)
+	data := t.TempDir()
+	s := startServer(t, data, "--model", "smol="+gguf, "--no-demo-model")
+	key := initialKey(t, data)
+	for i, sn := range snippets {
+		t.Run(fmt.Sprintf("%d-%s", i+1, sn.dir), func(t *testing.T) {
+			py := venvPython(t, "", sn.dir, "import sys")
+			if py == "" {
+				skipOrFail(t, "no venv in conformance/%s (run scripts/test-setup.sh)", sn.dir)
+			}
+			file := filepath.Join(t.TempDir(), "snippet.py")
+			if err := os.WriteFile(file, []byte(sn.code), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// runScenario fails the test when the snippet exits non-zero, with its output.
+			out := runScenario(t, 3*time.Minute, []string{"HONE_URL=" + s.url, "HONE_KEY=" + key, "LITELLM_LOCAL_MODEL_COST_MAP=True"}, py, file)
+			if len(bytes.TrimSpace(out)) == 0 {
+				t.Fatal("the snippet printed nothing")
+			}
+			t.Logf("its last line: %s", out)
+		})
+	}
 }
