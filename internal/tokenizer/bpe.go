@@ -68,7 +68,7 @@ func (h *candHeap) Pop() any {
 // rank is merged first, the leftmost on ties, as Hugging Face tokenizers does.
 func (t *Tokenizer) bpe(b []byte) []int32 {
 	if t.ignoreMerges {
-		if id, ok := t.vocab[byteLevelString(b)]; ok {
+		if id, ok := t.vocab.get(byteLevelString(b)); ok {
 			return []int32{id}
 		}
 	}

@@ -120,7 +120,7 @@ func (t *Tokenizer) Decode(ids []int, skipSpecialTokens bool) string {
 	var b []byte
 	first := true
 	for _, id := range ids {
-		if id < 0 || id >= len(t.tokBytes) || (skipSpecialTokens && t.special[id]) {
+		if id < 0 || id >= t.tokBytes.len() || (skipSpecialTokens && t.special[id]) {
 			continue
 		}
 		b = append(b, t.pieceBytes(id, first)...)
@@ -137,7 +137,7 @@ func (t *Tokenizer) pieceBytes(id int, first bool) []byte {
 	if first && t.dec.metaFirst {
 		return t.dec.piece(t.tokens[id], true)
 	}
-	return t.tokBytes[id]
+	return t.tokBytes.at(id)
 }
 
 // CleanUpTokenizationSpaces applies transformers' clean_up_tokenization (" ." -> "." and the
@@ -165,7 +165,7 @@ func (t *Tokenizer) NewDecoder(skipSpecialTokens bool) *Decoder {
 // Add consumes one id and returns the text it completes (possibly "").
 func (d *Decoder) Add(id int) string {
 	t := d.t
-	if id < 0 || id >= len(t.tokBytes) || (d.skipSpecial && t.special[id]) {
+	if id < 0 || id >= t.tokBytes.len() || (d.skipSpecial && t.special[id]) {
 		return ""
 	}
 	d.pending = append(d.pending, t.pieceBytes(id, !d.started)...)

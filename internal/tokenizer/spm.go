@@ -43,7 +43,7 @@ func parseByteFallback(s string) (byte, bool) {
 // fuse_unk) or nothing. Bytes that are not valid UTF-8 count as characters of their own.
 func (t *Tokenizer) bpeChars(w string) []int32 {
 	if t.ignoreMerges {
-		if id, ok := t.vocab[w]; ok {
+		if id, ok := t.vocab.get(w); ok {
 			return []int32{id}
 		}
 	}
@@ -55,7 +55,7 @@ func (t *Tokenizer) bpeChars(w string) []int32 {
 		_, n := utf8.DecodeRuneInString(w[i:])
 		ch := w[i : i+n]
 		i += n
-		if id, ok := t.vocab[ch]; ok {
+		if id, ok := t.vocab.get(ch); ok {
 			push(id, false)
 			continue
 		}
@@ -86,7 +86,7 @@ func (t *Tokenizer) bpeChars(w string) []int32 {
 func (t *Tokenizer) findByteFallback() {
 	for b := range t.byteFallbackIDs {
 		t.byteFallbackIDs[b] = -1
-		if id, ok := t.vocab[byteFallbackName(byte(b))]; ok {
+		if id, ok := t.vocab.get(byteFallbackName(byte(b))); ok {
 			t.byteFallbackIDs[b] = id
 		}
 	}
@@ -132,7 +132,7 @@ func (t *Tokenizer) mergeOf(a, b int32) (merge, bool) {
 	}
 	var buf [128]byte
 	k := append(append(buf[:0], l...), r...)
-	id, ok := t.vocab[string(k)] // no allocation for the key
+	id, ok := t.vocab.getBytes(k)
 	if !ok || int(id) >= len(t.spmRank) {
 		return merge{}, false
 	}

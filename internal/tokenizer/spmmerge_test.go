@@ -15,15 +15,15 @@ import (
 func pairMerges(t *Tokenizer) map[uint64]merge {
 	m := map[uint64]merge{}
 	for id, s := range t.tokens {
-		if id >= len(t.spmRank) || t.vocab[s] != int32(id) {
+		if id >= len(t.spmRank) || !vocabIs(t, s, int32(id)) {
 			continue
 		}
 		for k := 1; k < len(s); k++ {
 			if !utf8.RuneStart(s[k]) {
 				continue
 			}
-			l, okL := t.vocab[s[:k]]
-			r, okR := t.vocab[s[k:]]
+			l, okL := t.vocab.get(s[:k])
+			r, okR := t.vocab.get(s[k:])
 			if okL && okR {
 				m[pairKey(l, r)] = merge{rank: t.spmRank[id], result: int32(id)}
 			}
@@ -81,4 +81,9 @@ func TestSPMMergesLookedUp(t *testing.T) {
 			t.Logf("%d pairs", len(pairs))
 		})
 	}
+}
+
+func vocabIs(t *Tokenizer, s string, id int32) bool {
+	got, ok := t.vocab.get(s)
+	return ok && got == id
 }

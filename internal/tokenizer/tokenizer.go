@@ -33,9 +33,9 @@ import (
 
 // Tokenizer is a loaded tokenizer. It is safe for concurrent use.
 type Tokenizer struct {
-	vocab     map[string]int32 // token string -> id, model vocabulary and added tokens
-	tokens    []string         // id -> token string ("" for unused ids)
-	tokBytes  [][]byte         // id -> the bytes the token stands for (as the decoder makes them)
+	vocab     *vocabIndex // token string -> id, model vocabulary and added tokens
+	tokens    []string    // id -> token string ("" for unused ids)
+	tokBytes  pieceTable  // id -> the bytes the token stands for (as the decoder makes them)
 	special   []bool           // id -> special added token
 	added     []bool           // id -> added token
 	byteToken [256]int32       // id of each single-byte token (-1 if missing)
@@ -236,13 +236,14 @@ func FromJSON(tokenizerJSONData, configJSON []byte) (*Tokenizer, error) {
 	if tj.Model.Type != "BPE" {
 		return nil, fmt.Errorf("tokenizer: model type %q is not supported (Hone supports BPE)", tj.Model.Type)
 	}
-	t := &Tokenizer{vocab: map[string]int32{}, merges: map[uint64]merge{}, cache: newWordCache(1 << 16)}
+	t := &Tokenizer{merges: map[uint64]merge{}, cache: newWordCache(1 << 16)}
+	vocab := make(map[string]int32, len(tj.Model.Vocab)+len(tj.AddedTokens))
 	maxID := int32(-1)
 	for s, id := range tj.Model.Vocab {
 		if id < 0 {
 			return nil, fmt.Errorf("tokenizer: negative id %d for %q", id, s)
 		}
-		t.vocab[s] = id
+		vocab[s] = id
 		maxID = max(maxID, id)
 	}
 	for _, a := range tj.AddedTokens {
@@ -256,32 +257,35 @@ func FromJSON(tokenizerJSONData, configJSON []byte) (*Tokenizer, error) {
 	}
 	n := int(maxID) + 1
 	t.tokens = make([]string, n)
-	t.tokBytes = make([][]byte, n)
+	tokBytes := make([][]byte, n)
 	t.special = make([]bool, n)
 	t.added = make([]bool, n)
 	for s, id := range tj.Model.Vocab {
 		t.tokens[id] = s
 		if b, ok := byteLevelDecode(s); ok {
-			t.tokBytes[id] = b
+			tokBytes[id] = b
 		} else {
-			t.tokBytes[id] = []byte(s)
+			tokBytes[id] = []byte(s)
 		}
 	}
 	for i := range t.byteToken {
 		t.byteToken[i] = -1
-		if id, ok := t.vocab[string(byteToRune[i])]; ok {
+		if id, ok := vocab[string(byteToRune[i])]; ok {
 			t.byteToken[i] = id
 		}
 	}
 	var addedList []addedTokenJSON
 	for _, a := range tj.AddedTokens {
 		t.tokens[a.ID] = a.Content
-		t.tokBytes[a.ID] = []byte(a.Content)
+		tokBytes[a.ID] = []byte(a.Content)
 		t.special[a.ID] = a.Special
 		t.added[a.ID] = true
-		t.vocab[a.Content] = a.ID
+		vocab[a.Content] = a.ID
 		addedList = append(addedList, a)
 	}
+	t.tokens = compactStrings(t.tokens)
+	t.vocab = newVocabIndex(vocab, t.tokens)
+	vocab = nil
 	// As tokenizers' AddedVocabulary does: tokens with normalized false are found in the raw
 	// text first, then those with normalized true in the normalized remainder.
 	var raw, normed []addedTokenJSON
@@ -319,9 +323,10 @@ func FromJSON(tokenizerJSONData, configJSON []byte) (*Tokenizer, error) {
 	}
 	if t.charLevel {
 		for id, tok := range t.tokens {
-			t.tokBytes[id] = t.dec.piece(tok, false)
+			tokBytes[id] = t.dec.piece(tok, false)
 		}
 	}
+	t.tokBytes = newPieceTable(tokBytes)
 	if len(configJSON) > 0 {
 		if err := t.loadConfig(configJSON); err != nil {
 			return nil, err
@@ -355,7 +360,7 @@ func (t *Tokenizer) checkModel(tj *tokenizerJSON) error {
 	}
 	t.unkID, t.fuseUnk = -1, m.FuseUnk
 	if m.UnkToken != nil {
-		if id, ok := t.vocab[*m.UnkToken]; ok {
+		if id, ok := t.vocab.get(*m.UnkToken); ok {
 			t.unkID = id
 		}
 	}
@@ -381,9 +386,9 @@ func (t *Tokenizer) loadMerges(raw json.RawMessage) error {
 		return fmt.Errorf("tokenizer: merges: %w", err)
 	}
 	for rank, p := range pairs {
-		a, okA := t.vocab[p[0]]
-		b, okB := t.vocab[p[1]]
-		r, okR := t.vocab[p[0]+p[1]]
+		a, okA := t.vocab.get(p[0])
+		b, okB := t.vocab.get(p[1])
+		r, okR := t.vocab.get(p[0] + p[1])
 		if !okA || !okB || !okR {
 			return fmt.Errorf("tokenizer: merge %d (%q %q) uses tokens missing from the vocabulary", rank, p[0], p[1])
 		}
@@ -446,8 +451,8 @@ func (t *Tokenizer) MaxInputBytesPerToken() int {
 			return
 		}
 		longest := 4
-		for id, b := range t.tokBytes {
-			longest = max(longest, len(b))
+		for id := range t.tokBytes.len() {
+			longest = max(longest, len(t.tokBytes.at(id)))
 			if id < len(t.tokens) {
 				longest = max(longest, len(t.tokens[id]))
 			}
@@ -663,15 +668,15 @@ func (t *Tokenizer) TokenString(id int) string {
 
 // TokenBytes is the bytes a token stands for (nil for unknown ids).
 func (t *Tokenizer) TokenBytes(id int) []byte {
-	if id < 0 || id >= len(t.tokBytes) {
+	if id < 0 || id >= t.tokBytes.len() {
 		return nil
 	}
-	return t.tokBytes[id]
+	return t.tokBytes.at(id)
 }
 
 // TokenID returns the id of a token string (vocabulary or added token).
 func (t *Tokenizer) TokenID(s string) (int, bool) {
-	id, ok := t.vocab[s]
+	id, ok := t.vocab.get(s)
 	return int(id), ok
 }
 
