@@ -33,9 +33,9 @@ import (
 
 // Tokenizer is a loaded tokenizer. It is safe for concurrent use.
 type Tokenizer struct {
-	vocab     *vocabIndex // token string -> id, model vocabulary and added tokens
-	tokens    []string    // id -> token string ("" for unused ids)
-	tokBytes  pieceTable  // id -> the bytes the token stands for (as the decoder makes them)
+	vocab     *vocabIndex      // token string -> id, model vocabulary and added tokens
+	tokens    []string         // id -> token string ("" for unused ids)
+	tokBytes  pieceTable       // id -> the bytes the token stands for (as the decoder makes them)
 	special   []bool           // id -> special added token
 	added     []bool           // id -> added token
 	byteToken [256]int32       // id of each single-byte token (-1 if missing)
