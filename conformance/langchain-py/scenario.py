@@ -166,6 +166,21 @@ def tools_stream():
 
 
 @case
+def tools_cut():
+    # A forced call cut by max_tokens: no call markup in the content, no partial call, streamed
+    # and not alike (the "leaking call markup as content").
+    bound = llm(max_tokens=8).bind_tools([get_weather, get_time], tool_choice="any")
+    m = bound.invoke(ASK)
+    check_calls(m, TOOLS, "cut")
+    check(not m.tool_calls and "{" not in m.content and m.response_metadata.get("finish_reason") == "length", "cut: no call, no call text", m)
+    chunks = list(bound.stream(ASK))
+    total = chunks[0]
+    for c in chunks[1:]:
+        total = total + c
+    check(not total.tool_calls and not total.invalid_tool_calls and total.content == m.content, "cut, streamed: the same", total)
+
+
+@case
 def tool_result():
     bound = llm(max_tokens=16).bind_tools([get_weather, get_time])
     call = {"name": "get_weather", "args": {"city": "Paris"}, "id": "call_1", "type": "tool_call"}

@@ -150,6 +150,19 @@ def tools_stream():
 
 
 @case
+def tools_cut():
+    # A forced call cut by max_tokens: no call markup in the content, no partial call, streamed
+    # and not alike (the "leaking call markup as content").
+    r = complete(tools=TOOLS, tool_choice="required", max_tokens=8)
+    m = r.choices[0].message
+    check(r.choices[0].finish_reason == "length" and not m.tool_calls and "<tool_call" not in (m.content or "") and "{" not in (m.content or ""),
+          "cut: no call and no markup", r.choices[0])
+    whole = litellm.stream_chunk_builder(list(complete(tools=TOOLS, tool_choice="required", max_tokens=8, stream=True)), messages=ASK)
+    w = whole.choices[0].message
+    check(not w.tool_calls and (w.content or "") == (m.content or ""), "cut, streamed: the same", w)
+
+
+@case
 def tool_result():
     msgs = ASK + [{"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
                   {"role": "tool", "tool_call_id": "call_1", "content": "sunny in Paris"}]
