@@ -4,16 +4,25 @@ package main
 // stores): bounded memory and disk, sizes past 2 GiB, overflow, jobs that make progress.
 
 import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/honeai/hone/internal/db"
 )
 
 // TestFuzzAdmissionOverflow sends chat, text completion and Responses requests whose n,
@@ -175,4 +184,233 @@ func TestFaultPgStartDescriptors(t *testing.T) {
 		}
 		t.Logf("server descriptor %s -> %s", fd.Name(), target)
 	}
+}
+
+// storeOf opens, beside the running server, the store a fault test's server uses: its
+// SQLite file in dir, or its PostgreSQL schema.
+func storeOf(t *testing.T, dir string, st faultStore) *db.DB {
+	t.Helper()
+	dsn := filepath.Join(dir, "hone.db")
+	if len(st.args) == 2 && st.args[0] == "--db" {
+		dsn = st.args[1]
+	}
+	d, err := db.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// runFileUploads creates a W&B run and asks createRunFiles for the upload URLs of names, as
+// the wandb SDK does when it saves a run's files.
+func runFileUploads(t *testing.T, url, key, project, run string, names []string) []string {
+	t.Helper()
+	const upsert = `mutation U($entity: String, $project: String, $name: String) {
+		upsertBucket(input: {name: $name, modelName: $project, entityName: $entity}) { bucket { id } inserted } }`
+	if _, errs := wandbGQL(t, url, key, upsert, map[string]any{"entity": "local", "project": project, "name": run}); errs != nil {
+		t.Fatalf("upsertBucket: %v", errs)
+	}
+	const create = `mutation F($input: CreateRunFilesInput!) { createRunFiles(input: $input) { runID files { name uploadUrl } } }`
+	data, errs := wandbGQL(t, url, key, create, map[string]any{"input": map[string]any{"entityName": "local", "projectName": project, "runName": run, "files": names}})
+	if errs != nil {
+		t.Fatalf("createRunFiles: %v", errs)
+	}
+	files, _ := dig(data, "createRunFiles", "files").([]any)
+	if len(files) != len(names) {
+		t.Fatalf("createRunFiles answered %d files for %d names", len(files), len(names))
+	}
+	urls := make([]string, len(files))
+	for i := range files {
+		urls[i], _ = dig(files[i], "uploadUrl").(string)
+	}
+	return urls
+}
+
+// uploadLeftovers lists what a failed upload of body may have left: its file or blob, a
+// blob name, a run file row, and temporary files under the data directory.
+func uploadLeftovers(t *testing.T, d *db.DB, dir string, body []byte, runFile string) []string {
+	t.Helper()
+	ctx := context.Background()
+	var out []string
+	sh := sha256.Sum256(body)
+	m := md5.Sum(body)
+	for q, arg := range map[string]string{
+		`SELECT COUNT(*) FROM blobs WHERE hash = ?`:           hex.EncodeToString(sh[:]),
+		`SELECT COUNT(*) FROM blob_chunks WHERE hash LIKE ?`:  "tmp-%",
+		`SELECT COUNT(*) FROM blob_names WHERE name = ?`:      hex.EncodeToString(m[:]),
+		`SELECT COUNT(*) FROM wandb_run_files WHERE name = ?`: runFile,
+	} {
+		var n int
+		if err := d.QueryRow(ctx, q, arg).Scan(&n); err == nil && n > 0 {
+			out = append(out, fmt.Sprintf("%s [%s]: %d", q, arg, n))
+		}
+	}
+	filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return nil
+		}
+		if n := e.Name(); strings.HasPrefix(n, ".tmp-") || strings.HasPrefix(n, ".upload-") || n == hex.EncodeToString(m[:]) || n == hex.EncodeToString(sh[:]) {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}
+
+// TestFuzzUploadWholeOrNothing: W&B run file uploads over HTTP that fail after their bytes
+// are in (the store refuses the file's row: a trigger) or whose client goes away half-way
+// leave nothing behind on either store: no file, blob, name, row or temporary file; the same
+// upload then succeeds whole (before, on PostgreSQL the blob and its name stayed: a 2 GiB
+// run file failed to be recorded and left 2.4 GB in the database and 2 GB in the cache).
+func TestFuzzUploadWholeOrNothing(t *testing.T) {
+	forEachFaultStore(t, func(t *testing.T, st faultStore) {
+		dir := t.TempDir()
+		s := startServer(t, dir, append([]string{"--train-workers", "0", "--log-level", "error"}, st.args...)...)
+		key := initialKey(t, dir)
+		d := storeOf(t, dir, st)
+		body := bytes.Repeat([]byte("0123456789abcdef"), (3<<20)/16+5) // 3 MiB and a bit: several chunks
+		urls := runFileUploads(t, s.url, key, "p", "r", []string{"fail.bin", "cut.bin"})
+
+		// The store refuses the row.
+		failInserts(t, d, "wandb_run_files", true)
+		if code, b := put(t, urls[0], body); code != 500 {
+			t.Fatalf("an upload whose row is refused: %d %s", code, b)
+		}
+		if left := uploadLeftovers(t, d, dir, body, "fail.bin"); len(left) > 0 {
+			t.Fatalf("a refused upload left: %v", left)
+		}
+		failInserts(t, d, "wandb_run_files", false)
+
+		// The client goes away after 1 MiB of the 3 it announced.
+		u, _ := url.Parse(urls[1])
+		conn, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "PUT %s HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n", u.RequestURI(), u.Host, len(body))
+		conn.Write(body[:1<<20])
+		time.Sleep(100 * time.Millisecond)
+		conn.Close()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			left := uploadLeftovers(t, d, dir, body, "cut.bin")
+			if len(left) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("an upload cut short left: %v", left)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+
+		// The same uploads now succeed, whole.
+		for i, name := range []string{"fail.bin", "cut.bin"} {
+			if code, b := put(t, urls[i], body); code != 200 {
+				t.Fatalf("upload %s: %d %s", name, code, b)
+			}
+			var size int64
+			if err := d.QueryRow(context.Background(), `SELECT size FROM wandb_run_files WHERE name = ?`, name).Scan(&size); err != nil || size != int64(len(body)) {
+				t.Fatalf("%s recorded with %d bytes, %v", name, size, err)
+			}
+		}
+		if st.name == "postgres" {
+			// Every size column is 64-bit (PostgreSQL's INTEGER is 32).
+			rows, err := d.Query(context.Background(), `SELECT table_name, column_name FROM information_schema.columns
+				WHERE table_schema = current_schema() AND data_type = 'integer' AND (column_name LIKE '%size%' OR column_name LIKE '%bytes%')`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rows.Next() {
+				var tb, col string
+				rows.Scan(&tb, &col)
+				t.Errorf("%s.%s is a 32-bit INTEGER", tb, col)
+			}
+			rows.Close()
+		}
+	})
+}
+
+// failInserts makes every insert into table fail (on) or work again (off), with a trigger of
+// the store: a fault of the database itself, after an upload's bytes are in.
+func failInserts(t *testing.T, d *db.DB, table string, on bool) {
+	t.Helper()
+	ctx := context.Background()
+	var stmts []string
+	switch {
+	case on && d.Dialect() == db.Postgres:
+		stmts = []string{`CREATE OR REPLACE FUNCTION hone_test_fail() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'injected fault'; END $$ LANGUAGE plpgsql`,
+			`CREATE TRIGGER hone_test_fail BEFORE INSERT ON ` + table + ` FOR EACH ROW EXECUTE FUNCTION hone_test_fail()`}
+	case on:
+		stmts = []string{`CREATE TRIGGER hone_test_fail BEFORE INSERT ON ` + table + ` BEGIN SELECT RAISE(ABORT, 'injected fault'); END`}
+	case d.Dialect() == db.Postgres:
+		stmts = []string{`DROP TRIGGER hone_test_fail ON ` + table}
+	default:
+		stmts = []string{`DROP TRIGGER hone_test_fail`}
+	}
+	for _, q := range stmts {
+		if _, err := d.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// TestKillServerMakingProgress: `kill -9` of `hone serve` four times during one SFT job, each
+// run after the first resuming from the state the run before saved and saving further before
+// it is killed: the job SUCCEEDS, every step trained once after its resume point, and each
+// lost run's worker_lost event counts 0 runs in a row without progress. Before, the third
+// kill failed the job ("the job's worker stopped responding 3 times; giving up").
+func TestKillServerMakingProgress(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	forEachFaultStore(t, func(t *testing.T, st faultStore) {
+		dir := t.TempDir()
+		// Every step saves the state the next run goes on from; the default --job-max-attempts (3).
+		args := append([]string{"--job-lease", "2s", "--sft-save-every", "1ms"}, st.args...)
+		cmd, url, _ := startBinary(t, bin, dir, args...)
+		s := &server{url: url}
+		bearer := "Bearer " + initialKey(t, dir)
+		job := newSFTJob(t, s, bearer, "progress", 60)
+		const kills = 4
+		for k := 1; k <= kills; k++ {
+			// Run k saves two states, then its server is killed.
+			deadline := time.Now().Add(2 * time.Minute)
+			for {
+				saved := 0
+				for _, ev := range jobEventList(t, s, bearer, job) {
+					if a, _ := ev["data"].(map[string]any)["attempt"].(float64); ev["type"] == "training_saved" && int(a) == k {
+						saved++
+					}
+				}
+				if saved >= 2 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("run %d saved %d states", k, saved)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			_ = cmd.Wait()
+			cmd, url, _ = startBinary(t, bin, dir, args...)
+			s.url = url
+		}
+		j := waitJob(t, s, bearer, job)
+		evs := jobEventList(t, s, bearer, job)
+		var lost []string
+		for _, ev := range evs {
+			if ev["type"] == "worker_lost" {
+				d := ev["data"].(map[string]any)
+				lost = append(lost, fmt.Sprintf("%v/%v", d["attempt"], d["attempts_without_progress"]))
+			}
+		}
+		if j["status"] != "SUCCEEDED" || j["attempt"] != float64(kills+1) || strings.Join(lost, " ") != "1/0 2/0 3/0 4/0" {
+			t.Fatalf("after %d kills: %v; worker_lost (attempt/without progress) %v", kills, j, lost)
+		}
+		if n := checkResumedSteps(t, evs, 3*60, true); n != kills {
+			t.Fatalf("%d runs resumed, want %d", n, kills)
+		}
+	})
 }

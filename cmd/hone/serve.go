@@ -95,6 +95,8 @@ type TrainConfig struct {
 	Rank     int           // LoRA rank of new models
 	Alpha    float64       // LoRA alpha of new models
 	Lease    time.Duration // how long a claimed job stays claimed without renewal
+	// MaxAttempts is how many runs in a row whose worker died without progress fail a job.
+	MaxAttempts int
 	// SFTSaveEvery is how often a running SFT job saves the state it resumes from.
 	SFTSaveEvery time.Duration
 }
@@ -190,6 +192,7 @@ func newServeFlags(cfg *ServeConfig) *flag.FlagSet {
 	fs.Float64Var(&t.Alpha, "lora-alpha", 16, "LoRA alpha of new trainable models")
 	fs.DurationVar(&t.SFTSaveEvery, "sft-save-every", training.DefaultSFTSaveEvery, "how often a running SFT job saves the state it goes on from if its worker stops (a clean shutdown always saves it; 0: only then)")
 	fs.DurationVar(&t.Lease, "job-lease", 30*time.Second, "how long a training job claimed by a process that died stays claimed before another runs it (renewed every third of it while running)")
+	fs.IntVar(&t.MaxAttempts, "job-max-attempts", 3, "a training job fails after this many runs in a row whose worker died and that made no progress (saved no state past the furthest saved before); a run that saves further starts the count again")
 	return fs
 }
 

@@ -119,6 +119,9 @@ func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout
 	if cfg.Train.Lease > 0 {
 		s.queue.Lease = cfg.Train.Lease
 	}
+	if cfg.Train.MaxAttempts > 0 {
+		s.queue.MaxAttempts = cfg.Train.MaxAttempts
+	}
 	if s.wandb, err = wandb.Open(ctx, s.db, filepath.Join(cfg.DataDir, "files")); err != nil {
 		return nil, err
 	}
@@ -235,6 +238,11 @@ func (s *system) startWorkers(ctx context.Context) {
 		if err := s.training.SyncAllLoRA(wctx); err != nil && wctx.Err() == nil {
 			s.log.Warn("training: checkpoints not published as W&B lora artifacts", "err", err)
 		}
+	}()
+	s.workers.Add(1)
+	go func() {
+		defer s.workers.Done()
+		s.sweepTemps(wctx) // sweep.go
 	}()
 	if keep := s.cfg.Chat.ResponsesRetention; keep > 0 {
 		s.workers.Add(1)

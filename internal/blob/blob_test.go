@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/honeai/hone/internal/db"
@@ -261,4 +262,124 @@ func TestGC(t *testing.T) {
 			t.Fatalf("%d chunks of the orphan left", chunks)
 		}
 	})
+}
+
+// TestPutWithWholeOrNothing: PutWith stores a blob, its name and the caller's rows together;
+// when the record fails, the reader fails half-way or the record is refused for a blob stored
+// already, nothing of that attempt is kept (no blob, chunk, name or local file), and a blob
+// stored before stays as it was.
+func TestPutWithWholeOrNothing(t *testing.T) {
+	dbtest.ForEachDialect(t, func(t *testing.T, d *db.DB) {
+		ctx := context.Background()
+		remote := NewDB(d)
+		if err := remote.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		c := &Cache{Remote: remote, Dir: Dir{Root: dir}}
+		data := randomBytes(2*ChunkSize+99, 3)
+		count := func() (n int) {
+			for _, q := range []string{`SELECT COUNT(*) FROM blobs`, `SELECT COUNT(*) FROM blob_chunks`, `SELECT COUNT(*) FROM blob_names`} {
+				var k int
+				if err := d.QueryRow(ctx, q).Scan(&k); err != nil {
+					t.Fatal(err)
+				}
+				n += k
+			}
+			entries, _ := os.ReadDir(dir)
+			return n + len(entries)
+		}
+		refuse := errors.New("refused")
+		name := func(tx *db.Tx, info Info) error { _, err := NameTx(ctx, tx, "ns", "a", info); return err }
+		if _, err := c.PutWith(ctx, bytes.NewReader(data), func(tx *db.Tx, info Info) error {
+			if err := name(tx, info); err != nil {
+				return err
+			}
+			return refuse
+		}); !errors.Is(err, refuse) {
+			t.Fatalf("record refused: %v", err)
+		}
+		if n := count(); n != 0 {
+			t.Fatalf("%d rows and files left after a refused record", n)
+		}
+		if _, err := c.PutWith(ctx, io.MultiReader(bytes.NewReader(data[:ChunkSize+5]), iotest.ErrReader(refuse)), name); !errors.Is(err, refuse) {
+			t.Fatalf("reader failing half-way: %v", err)
+		}
+		if n := count(); n != 0 {
+			t.Fatalf("%d rows and files left after a reader failed", n)
+		}
+		info, err := c.PutWith(ctx, bytes.NewReader(data), name)
+		if err != nil || info.Hash != sum(data) {
+			t.Fatalf("put: %v %v", info, err)
+		}
+		if got, err := remote.Lookup(ctx, "ns", "a"); err != nil || got != info {
+			t.Fatalf("name: %v %v", got, err)
+		}
+		before := count()
+		if _, err := c.PutWith(ctx, bytes.NewReader(data), func(tx *db.Tx, info Info) error {
+			if _, err := NameTx(ctx, tx, "ns", "b", info); err != nil {
+				return err
+			}
+			return refuse
+		}); !errors.Is(err, refuse) {
+			t.Fatal(err)
+		}
+		if count() != before {
+			t.Fatal("a refused record of a stored blob changed the store")
+		}
+		if _, err := remote.Lookup(ctx, "ns", "b"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("the refused name: %v", err)
+		}
+		if p, err := c.Path(ctx, info.Hash); err != nil {
+			t.Fatal(err)
+		} else if b, _ := os.ReadFile(p); !bytes.Equal(b, data) {
+			t.Fatal("the stored blob changed")
+		}
+		// A name is given once: another blob under it is refused, in the transaction.
+		if _, err := c.PutWith(ctx, bytes.NewReader(data[:10]), name); !errors.Is(err, ErrExists) {
+			t.Fatalf("a taken name: %v", err)
+		}
+	})
+}
+
+// TestSweepTemp: the temporary files a killed writer left are removed once they are older
+// than the age given, and nothing else is.
+func TestSweepTemp(t *testing.T) {
+	root := t.TempDir()
+	old := time.Now().Add(-2 * time.Hour)
+	files := map[string]bool{ // path: removed
+		"ab/.tmp-1": true, "e/wandb/.upload-2": true, "e/wandb/.publish-3": true, "e/.upload-4": true,
+		"e/wandb/0123": false, "ab/abcd": false, ".tmpx": false,
+	}
+	for p := range files {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte("12345"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(full, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fresh := filepath.Join(root, "ab", ".tmp-fresh") // being written
+	if err := os.WriteFile(fresh, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n, size, err := SweepTemp(root, time.Hour)
+	if err != nil || n != 4 || size != 20 {
+		t.Fatalf("swept %d files of %d bytes, %v; want 4 of 20", n, size, err)
+	}
+	for p, removed := range files {
+		if _, err := os.Stat(filepath.Join(root, p)); (err != nil) != removed {
+			t.Errorf("%s: removed %v, want %v", p, err != nil, removed)
+		}
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Error("a temporary file being written was removed")
+	}
+	if n, _, err := SweepTemp(filepath.Join(root, "none"), time.Hour); n != 0 || err != nil {
+		t.Fatalf("a missing root: %d %v", n, err)
+	}
 }

@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+
+	"github.com/honeai/hone/internal/db"
 )
 
 // Cache is a node's local copy of a shared Store: a Dir keyed by hash. Put stores in both;
@@ -65,6 +67,54 @@ func (c *Cache) Put(ctx context.Context, r io.Reader) (Info, error) {
 	}
 	if err := c.Dir.commit(tmp, info.Hash); err != nil {
 		return Info{}, err
+	}
+	c.markVerified(info.Hash)
+	return info, nil
+}
+
+// PutWith stores the bytes of r as Put does and, in the same transaction of Remote (a *DB),
+// runs record with the blob's Info: the caller's rows that refer to it (NameTx, a file's
+// record, a quota's charge). Either all of it is stored or, whatever fails (record, the
+// store, the copy), none of it: no blob without its rows, no rows without their blob, and
+// no copy left in the node's directory.
+func (c *Cache) PutWith(ctx context.Context, r io.Reader, record func(tx *db.Tx, info Info) error) (Info, error) {
+	d, ok := c.Remote.(*DB)
+	if !ok {
+		return Info{}, fmt.Errorf("blob: the cache's store keeps no records")
+	}
+	tmp, info, err := c.Dir.writeTemp(ctx, r)
+	if err != nil {
+		return Info{}, err
+	}
+	defer os.Remove(tmp) // gone after the commit
+	err = d.d.WriteTx(ctx, func(tx *db.Tx) error {
+		res, err := tx.Exec(ctx, `UPDATE blobs SET created_at = ? WHERE hash = ?`, db.FormatTime(timeNow()), info.Hash)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			f, err := os.Open(tmp)
+			if err != nil {
+				return err
+			}
+			got, err := putTx(ctx, tx, f)
+			f.Close()
+			if err != nil {
+				return err
+			}
+			if got != info {
+				return fmt.Errorf("%w: stored %s (%d bytes) for %s (%d bytes)", ErrCorrupt, got.Hash, got.Size, info.Hash, info.Size)
+			}
+		}
+		return record(tx, info)
+	})
+	if err != nil {
+		return Info{}, err
+	}
+	if err := c.Dir.commit(tmp, info.Hash); err != nil {
+		// Stored and recorded; the node fetches its copy on first use.
+		c.logger().Warn("blob cache: keeping a local copy failed", "hash", info.Hash, "err", err)
+		return info, nil
 	}
 	c.markVerified(info.Hash)
 	return info, nil
@@ -201,6 +251,7 @@ func (c *Cache) Lookup(ctx context.Context, namespace, name string) (Info, error
 // blobs, readable through a node's cache. *Cache implements it.
 type Files interface {
 	Put(ctx context.Context, r io.Reader) (Info, error)
+	PutWith(ctx context.Context, r io.Reader, record func(tx *db.Tx, info Info) error) (Info, error)
 	Path(ctx context.Context, hash string) (string, error)
 	Name(ctx context.Context, namespace, name string, info Info) error
 	Lookup(ctx context.Context, namespace, name string) (Info, error)

@@ -79,49 +79,58 @@ func (b *DB) Migrate(ctx context.Context) error { return b.d.Migrate(ctx, "blob"
 // blob's hash when the last one is in, in the same transaction; a blob already stored is
 // kept and the copy dropped.
 func (b *DB) Put(ctx context.Context, r io.Reader) (Info, error) {
-	tmp := "tmp-" + uuid.NewString()
 	var info Info
 	err := b.d.WriteTx(ctx, func(tx *db.Tx) error {
-		h := sha256.New()
-		buf := make([]byte, ChunkSize)
-		seq := 0
-		for {
-			n, err := io.ReadFull(r, buf)
-			if n > 0 {
-				h.Write(buf[:n])
-				info.Size += int64(n)
-				if _, err := tx.Exec(ctx, `INSERT INTO blob_chunks (hash, seq, data) VALUES (?, ?, ?)`, tmp, seq, buf[:n]); err != nil {
-					return err
-				}
-				seq++
-			}
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				break
-			}
-			if err != nil {
-				return err
-			}
-		}
-		info.Hash = hex.EncodeToString(h.Sum(nil))
-		res, err := tx.Exec(ctx, `INSERT INTO blobs (hash, size, chunks, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (hash) DO NOTHING`,
-			info.Hash, info.Size, seq, db.FormatTime(timeNow()))
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 { // stored already: keep it, drop the copy
-			if _, err := tx.Exec(ctx, `UPDATE blobs SET created_at = ? WHERE hash = ?`, db.FormatTime(timeNow()), info.Hash); err != nil {
-				return err
-			}
-			_, err = tx.Exec(ctx, `DELETE FROM blob_chunks WHERE hash = ?`, tmp)
-			return err
-		}
-		_, err = tx.Exec(ctx, `UPDATE blob_chunks SET hash = ? WHERE hash = ?`, info.Hash, tmp)
+		var err error
+		info, err = putTx(ctx, tx, r)
 		return err
 	})
 	if err != nil {
 		return Info{}, fmt.Errorf("blob: put: %w", err)
 	}
 	return info, nil
+}
+
+// putTx is Put in the caller's transaction: the blob is stored when tx commits, and not at
+// all when it rolls back.
+func putTx(ctx context.Context, tx *db.Tx, r io.Reader) (Info, error) {
+	tmp := "tmp-" + uuid.NewString()
+	var info Info
+	h := sha256.New()
+	buf := make([]byte, ChunkSize)
+	seq := 0
+	for {
+		n, err := io.ReadFull(r, buf)
+		if n > 0 {
+			h.Write(buf[:n])
+			info.Size += int64(n)
+			if _, err := tx.Exec(ctx, `INSERT INTO blob_chunks (hash, seq, data) VALUES (?, ?, ?)`, tmp, seq, buf[:n]); err != nil {
+				return Info{}, err
+			}
+			seq++
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			break
+		}
+		if err != nil {
+			return Info{}, err
+		}
+	}
+	info.Hash = hex.EncodeToString(h.Sum(nil))
+	res, err := tx.Exec(ctx, `INSERT INTO blobs (hash, size, chunks, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (hash) DO NOTHING`,
+		info.Hash, info.Size, seq, db.FormatTime(timeNow()))
+	if err != nil {
+		return Info{}, err
+	}
+	if n, _ := res.RowsAffected(); n == 0 { // stored already: keep it, drop the copy
+		if _, err := tx.Exec(ctx, `UPDATE blobs SET created_at = ? WHERE hash = ?`, db.FormatTime(timeNow()), info.Hash); err != nil {
+			return Info{}, err
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM blob_chunks WHERE hash = ?`, tmp)
+		return info, err
+	}
+	_, err = tx.Exec(ctx, `UPDATE blob_chunks SET hash = ? WHERE hash = ?`, info.Hash, tmp)
+	return info, err
 }
 
 // Touch marks a stored blob as stored now (so that GC keeps it a while longer) and reports

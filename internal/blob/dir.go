@@ -10,6 +10,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 )
 
 // Dir is a Store in a local directory: blob <hash> is the file <root>/<hash[:2]>/<hash>.
@@ -111,4 +113,44 @@ func (c ctxReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(p)
+}
+
+// tempPrefixes begin the names of the temporary files Hone's writers make beside the files
+// they put in place (this package's, uploads', published artifacts').
+var tempPrefixes = []string{".tmp-", ".upload-", ".publish-"}
+
+// SweepTemp removes the temporary files under root that a write which never finished left
+// behind (its process killed while writing them): those not modified for olderThan, which
+// must be longer than any write in progress can pause. It answers how many it removed and
+// their bytes; a root that does not exist holds none.
+func SweepTemp(root string, olderThan time.Duration) (n int, bytes int64, err error) {
+	cutoff := time.Now().Add(-olderThan)
+	err = filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if e.IsDir() || !e.Type().IsRegular() {
+			return nil
+		}
+		temp := false
+		for _, pre := range tempPrefixes {
+			temp = temp || strings.HasPrefix(e.Name(), pre)
+		}
+		if !temp {
+			return nil
+		}
+		info, err := e.Info()
+		if err != nil || !info.ModTime().Before(cutoff) {
+			return nil // gone meanwhile, or being written
+		}
+		if err := os.Remove(p); err == nil {
+			n++
+			bytes += info.Size()
+		}
+		return nil
+	})
+	return n, bytes, err
 }

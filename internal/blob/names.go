@@ -28,6 +28,28 @@ func (b *DB) Name(ctx context.Context, namespace, name string, info Info) error 
 	return err
 }
 
+// NameTx is Name in the caller's transaction (on the store's database), so that a name and
+// the caller's rows that refer to it are written together or not at all; created reports
+// whether the name is new (false: it named info already).
+func NameTx(ctx context.Context, tx *db.Tx, namespace, name string, info Info) (created bool, err error) {
+	res, err := tx.Exec(ctx, `INSERT INTO blob_names (namespace, name, hash, size, created_at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (namespace, name) DO NOTHING`, namespace, name, info.Hash, info.Size, db.FormatTime(timeNow()))
+	if err != nil {
+		return false, err
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return true, nil
+	}
+	var old Info
+	if err := tx.QueryRow(ctx, `SELECT hash, size FROM blob_names WHERE namespace = ? AND name = ?`, namespace, name).Scan(&old.Hash, &old.Size); err != nil {
+		return false, err
+	}
+	if old != info {
+		return false, fmt.Errorf("%w: %s/%s", ErrExists, namespace, name)
+	}
+	return false, nil
+}
+
 // Lookup returns the blob a name was given (ErrNotFound when none).
 func (b *DB) Lookup(ctx context.Context, namespace, name string) (Info, error) {
 	var info Info

@@ -71,7 +71,7 @@ func TestEventsCarryTheirAttempt(t *testing.T) {
 			got = append(got, e.Type+"@"+string(rune('0'+data.Attempt))+"/"+string(rune('0'+data.Step)))
 		}
 		want := []string{
-			"training_started@1/0", "gradient_step@1/1", "gradient_step@1/2",
+			"training_started@1/0", "gradient_step@1/1", "gradient_step@1/2", "worker_lost@1/0",
 			"gradient_step@2/1", "training_interrupted@2/0",
 			"gradient_step@3/1", "gradient_step@3/2", "training_ended@3/0",
 		}

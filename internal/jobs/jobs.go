@@ -1,8 +1,8 @@
 // Package jobs is the durable training-job queue: jobs and their events live in the store,
 // workers (in the API server or in `hone worker` processes on the same store) claim queued jobs
 // under a lease that they renew while running; a job whose worker died is put back in the queue
-// when its lease expires (and failed after MaxAttempts), so a job is never lost and never runs
-// twice at once; a worker that shuts down cleanly hands its job back at once (Release), without
+// when its lease expires (and failed once MaxAttempts runs in a row made no progress), so a
+// job is never lost and never runs twice at once; a worker that shuts down cleanly hands its job back at once (Release), without
 // counting the attempt. At most one job per model runs at a time: training steps serialise.
 package jobs
 
@@ -52,7 +52,8 @@ CREATE TABLE train_job_events (
 );
 CREATE UNIQUE INDEX train_job_events_id ON train_job_events (job_id, id)`}, {Version: 2, SQLite: `
 CREATE INDEX train_jobs_entity ON train_jobs (entity, id)`}, {Version: 3, SQLite: `
-ALTER TABLE train_jobs ADD COLUMN runs INTEGER NOT NULL DEFAULT 0`}}
+ALTER TABLE train_jobs ADD COLUMN runs INTEGER NOT NULL DEFAULT 0`}, {Version: 4, SQLite: `
+ALTER TABLE train_jobs ADD COLUMN progress INTEGER NOT NULL DEFAULT 0`}}
 
 // Statuses.
 const (
@@ -79,7 +80,20 @@ const (
 	// of the job saved: {from_step, num_sequences, message}; its first gradient step is
 	// from_step+1.
 	EventResumed = "training_resumed"
+	// EventSaved says that a run saved a state the job's next run goes on from: {step,
+	// num_sequences}. A step past every earlier saved one is progress: the job's count of
+	// runs in a row without progress starts again (the run does not count).
+	EventSaved = "training_saved"
+	// EventWorkerLost marks a run whose worker stopped responding (its lease expired): {attempt,
+	// attempts_without_progress, max_attempts, saved_step, message}; the job is queued again,
+	// or fails when max_attempts runs in a row made no progress.
+	EventWorkerLost = "worker_lost"
 )
+
+// The rule for runs whose worker dies: a job fails only once MaxAttempts of its runs in a row
+// ended with their worker gone (their lease expired) and made no progress, that is saved no
+// state past the furthest one saved before (EventSaved). A run that resumed and saved further
+// starts the count again; a run handed back by a clean shutdown (Release) is not counted.
 
 // Every event written while a job has been claimed at least once carries the number of the
 // run it belongs to as data.attempt (1, 2, 3, ...), counting interrupted runs and runs whose
@@ -122,7 +136,7 @@ type Queue struct {
 	db          *db.DB
 	now         func() time.Time
 	Lease       time.Duration // how long a claim lasts without renewal (default 30 s)
-	MaxAttempts int           // claims before a job whose workers keep dying fails (default 3)
+	MaxAttempts int           // runs in a row without progress whose workers died before the job fails (default 3)
 
 	mu      sync.Mutex
 	waiters map[string][]chan struct{} // job id → followers woken on new events
@@ -323,18 +337,18 @@ func (q *Queue) Claim(ctx context.Context, owner string) (Job, error) {
 		now := q.now()
 		nowS := db.FormatTime(now)
 		// Reap expired leases.
-		rows, err := tx.Query(ctx, `SELECT id, attempts FROM train_jobs WHERE status = ? AND lease_until < ?`, Running, nowS)
+		rows, err := tx.Query(ctx, `SELECT id, attempts, runs, progress FROM train_jobs WHERE status = ? AND lease_until < ?`, Running, nowS)
 		if err != nil {
 			return err
 		}
 		type exp struct {
-			id       string
-			attempts int
+			id                       string
+			attempts, runs, progress int
 		}
 		var expired []exp
 		for rows.Next() {
 			var e exp
-			if err := rows.Scan(&e.id, &e.attempts); err != nil {
+			if err := rows.Scan(&e.id, &e.attempts, &e.runs, &e.progress); err != nil {
 				rows.Close()
 				return err
 			}
@@ -342,8 +356,13 @@ func (q *Queue) Claim(ctx context.Context, owner string) (Job, error) {
 		}
 		rows.Close()
 		for _, e := range expired {
+			lost := map[string]any{"attempts_without_progress": e.attempts, "max_attempts": q.MaxAttempts, "saved_step": e.progress}
 			if e.attempts >= q.MaxAttempts {
-				msg := fmt.Sprintf("the job's worker stopped responding %d times; giving up", e.attempts)
+				msg := fmt.Sprintf("the job's worker stopped responding in %d runs in a row that made no progress (none saved a state past step %d); giving up", e.attempts, e.progress)
+				lost["message"] = fmt.Sprintf("attempt %d's worker stopped responding: %s", e.runs, msg)
+				if _, err := q.addEventTx(ctx, tx, e.id, EventWorkerLost, lost); err != nil {
+					return err
+				}
 				if _, err := tx.Exec(ctx, `UPDATE train_jobs SET status = ?, finished_at = ?, error_message = ?, lease_owner = NULL, lease_until = NULL WHERE id = ?`,
 					Failed, nowS, msg, e.id); err != nil {
 					return err
@@ -354,9 +373,15 @@ func (q *Queue) Claim(ctx context.Context, owner string) (Job, error) {
 				failedIDs = append(failedIDs, e.id)
 				continue
 			}
+			lost["message"] = fmt.Sprintf("attempt %d's worker stopped responding; the job is queued again (%d of %d runs in a row without progress; the furthest saved state is after step %d)",
+				e.runs, e.attempts, q.MaxAttempts, e.progress)
+			if _, err := q.addEventTx(ctx, tx, e.id, EventWorkerLost, lost); err != nil {
+				return err
+			}
 			if _, err := tx.Exec(ctx, `UPDATE train_jobs SET status = ?, lease_owner = NULL, lease_until = NULL WHERE id = ?`, Queued, e.id); err != nil {
 				return err
 			}
+			failedIDs = append(failedIDs, e.id) // (requeued: its followers see the event too)
 		}
 		j, err := scanJob(tx.QueryRow(ctx, `SELECT `+jobCols+` FROM train_jobs j WHERE status = ?
 			AND NOT EXISTS (SELECT 1 FROM train_jobs r WHERE r.model_id = j.model_id AND r.status = ?)
@@ -510,6 +535,17 @@ func (q *Queue) addEventTx(ctx context.Context, tx *db.Tx, jobID, typ string, da
 	}
 	_, err = tx.Exec(ctx, `INSERT INTO train_job_events (job_id, seq, id, type, data, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
 		jobID, ev.seq, ev.ID, ev.Type, string(js), ev.CreatedAt)
+	if err != nil || typ != EventSaved {
+		return ev, err
+	}
+	// A state saved past every earlier one is progress: the running attempt and those before
+	// it no longer count towards MaxAttempts.
+	var saved struct {
+		Step int `json:"step"`
+	}
+	if json.Unmarshal(js, &saved) == nil && saved.Step > 0 {
+		_, err = tx.Exec(ctx, `UPDATE train_jobs SET progress = ?, attempts = 0 WHERE id = ? AND status = ? AND progress < ?`, saved.Step, jobID, Running, saved.Step)
+	}
 	return ev, err
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/honeai/hone/internal/blob"
+	"github.com/honeai/hone/internal/db"
 )
 
 // FileBlobs is the blob store (blob.Cache) trace files are kept in when several nodes share
@@ -26,11 +27,12 @@ type blobFiles struct {
 func fileNamespace(project string) string { return "trace/" + project }
 
 func (f blobFiles) PutFile(ctx context.Context, project, digest, name string, content []byte, at string) error {
-	info, err := f.b.Put(ctx, bytes.NewReader(content))
-	if err != nil {
+	// The blob and its name in one transaction: no blob is left without its name.
+	_, err := f.b.PutWith(ctx, bytes.NewReader(content), func(tx *db.Tx, info blob.Info) error {
+		_, err := blob.NameTx(ctx, tx, fileNamespace(project), digest, info)
 		return err
-	}
-	return f.b.Name(ctx, fileNamespace(project), digest, info)
+	})
+	return err
 }
 
 func (f blobFiles) GetFile(ctx context.Context, project, digest string) ([]byte, error) {

@@ -99,6 +99,9 @@ func (s *Service) runSFT(ctx context.Context, j jobs.Job, m registry.Model, base
 		}
 		saved, lastSave = state.Done, time.Now()
 		log.Info("training: resume state saved", "step", state.Done, "of", plan.Steps(), "seconds", time.Since(start).Seconds())
+		// Progress: a run that saves past every earlier state starts the job's count of runs
+		// in a row without progress again (jobs.MaxAttempts).
+		progress(jobs.EventSaved, map[string]any{"step": state.Done, "num_sequences": plan.Steps()})
 	}
 	metrics := map[string]float64{}
 	opt, err = train.RunSFTFrom(ctx, e, plan, opt, first, func(sm train.StepMetrics, o *train.AdamW) error {

@@ -298,7 +298,7 @@ func (s *Service) SaveUploadContext(ctx context.Context, entity string, data []b
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Upload{}, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, id+".jsonl"), data, 0o644); err != nil {
+	if err := writeWhole(filepath.Join(dir, id+".jsonl"), data); err != nil {
 		return Upload{}, err
 	}
 	return Upload{ID: id, Bytes: len(data), URL: "hone-file:///" + id}, nil

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/honeai/hone/internal/blob"
+	"github.com/honeai/hone/internal/db"
 	"github.com/honeai/hone/internal/fault"
 )
 
@@ -18,13 +19,14 @@ type SharedFiles = blob.Files
 
 func uploadNamespace(entity string) string { return "upload/" + entity }
 
-// saveSharedUpload stores an upload as a named blob.
+// saveSharedUpload stores an upload as a named blob, the blob and its name in one
+// transaction (no blob left without its name when naming fails).
 func (s *Service) saveSharedUpload(ctx context.Context, entity, id string, data []byte) error {
-	info, err := s.Blobs.Put(ctx, bytes.NewReader(data))
-	if err != nil {
+	_, err := s.Blobs.PutWith(ctx, bytes.NewReader(data), func(tx *db.Tx, info blob.Info) error {
+		_, err := blob.NameTx(ctx, tx, uploadNamespace(entity), id, info)
 		return err
-	}
-	return s.Blobs.Name(ctx, uploadNamespace(entity), id, info)
+	})
+	return err
 }
 
 // sharedUploadExists checks an uploaded file in the blob store.
@@ -58,4 +60,30 @@ func (s *Service) readSharedUpload(ctx context.Context, entity, id string) ([]by
 		return nil, err
 	}
 	return os.ReadFile(p)
+}
+
+// writeWhole writes data to path through a temporary file renamed into place: the file is
+// whole or absent, whatever fails (a full disk, a kill).
+func writeWhole(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".upload-*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/honeai/hone/internal/blob"
+	"github.com/honeai/hone/internal/db"
 )
 
 // SharedBlobs is the blob store (blob.Cache) artifact and run files are kept in when several
@@ -20,18 +21,22 @@ func (s *Service) UseBlobs(b SharedBlobs) { s.blobs = b }
 
 func blobNamespace(entity string) string { return "wandb/" + entity }
 
-// putShared stores an uploaded file (written and checked at tmp) as the blob of md5hex.
-func (s *Service) putShared(ctx context.Context, entity, md5hex, tmp string) error {
+// putShared stores an uploaded file (written and checked at tmp) as the blob of md5hex, with
+// its name and the rows record writes in the same transaction: all of them or, whatever
+// fails, none (blob.Cache.PutWith).
+func (s *Service) putShared(ctx context.Context, entity, md5hex, tmp string, record func(tx *db.Tx) error) error {
 	f, err := os.Open(tmp)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	info, err := s.blobs.Put(ctx, f)
-	if err != nil {
-		return err
-	}
-	return s.blobs.Name(ctx, blobNamespace(entity), md5hex, info)
+	_, err = s.blobs.PutWith(ctx, f, func(tx *db.Tx, info blob.Info) error {
+		if _, err := blob.NameTx(ctx, tx, blobNamespace(entity), md5hex, info); err != nil {
+			return err
+		}
+		return record(tx)
+	})
+	return err
 }
 
 // sharedPath is BlobPath with shared blobs: the node's cached copy.

@@ -20,10 +20,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/honeai/hone/internal/db"
@@ -63,7 +65,12 @@ CREATE TABLE wandb_uploads (
 	token_hash TEXT PRIMARY KEY, entity TEXT NOT NULL, kind TEXT NOT NULL, artifact_id TEXT NOT NULL,
 	md5 TEXT NOT NULL, project TEXT NOT NULL, run TEXT NOT NULL, name TEXT NOT NULL, created_at TEXT NOT NULL);
 CREATE INDEX wandb_uploads_created ON wandb_uploads (created_at)
-`}}
+`}, {Version: 2,
+	// Sizes are 64-bit: PostgreSQL's INTEGER is 32 (a run file of 2 GiB failed to be
+	// recorded); SQLite's INTEGER is 64 already.
+	SQLite: `SELECT 1`, Postgres: `
+ALTER TABLE wandb_run_files ALTER COLUMN size TYPE BIGINT;
+ALTER TABLE wandb_artifacts ALTER COLUMN size TYPE BIGINT`}}
 
 // Service is the W&B run and artifact store.
 type Service struct {
@@ -72,6 +79,8 @@ type Service struct {
 	dir    string // blobs: dir/<entity>/wandb/<md5 hex>
 	now    func() time.Time
 	blobs  SharedBlobs // set by UseBlobs: files are shared blobs instead (shared.go)
+	// localMu orders the uploads that put files in place in the files directory.
+	localMu sync.Mutex
 }
 
 // Open migrates the store and returns the service keeping blobs under filesDir.
@@ -390,9 +399,13 @@ func (s *Service) PutUpload(ctx context.Context, token string, body io.Reader, c
 	}
 	defer os.Remove(tmp.Name())
 	sum := md5.New()
-	n, err := io.Copy(io.MultiWriter(tmp, sum), body)
+	in := &uploadBody{r: body}
+	n, err := io.Copy(io.MultiWriter(tmp, sum), in)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
+	}
+	if in.err != nil { // the client's body failed, not the disk
+		return fault.Invalid("body", "the upload ended after %d bytes, before its end: %v", in.n, in.err)
 	}
 	if err != nil {
 		return err
@@ -405,28 +418,71 @@ func (s *Service) PutUpload(ctx context.Context, token string, body io.Reader, c
 		return fault.Invalid("Content-MD5", "the body's MD5 is %s, not the Content-MD5 %s", got, contentMD5)
 	}
 	md5hex := hex.EncodeToString(sum.Sum(nil))
+	record := func(tx *db.Tx) error { return s.recordUpload(ctx, tx, u, md5hex, n) }
 	if s.blobs != nil {
-		err = s.putShared(ctx, u.Entity, md5hex, tmp.Name())
-	} else {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, md5hex))
+		return s.putShared(ctx, u.Entity, md5hex, tmp.Name(), record)
 	}
-	if err != nil {
+	return s.putLocal(ctx, tmp.Name(), filepath.Join(dir, md5hex), record)
+}
+
+// uploadBody reads an upload's body, counting it and keeping its error apart from the
+// disk's.
+type uploadBody struct {
+	r   io.Reader
+	n   int64
+	err error
+}
+
+func (b *uploadBody) Read(p []byte) (int, error) {
+	k, err := b.r.Read(p)
+	b.n += int64(k)
+	if err != nil && !errors.Is(err, io.EOF) {
+		b.err = err
+	}
+	return k, err
+}
+
+// putLocal moves an uploaded file (written and checked at tmp) to dst, its place in the
+// files directory, and writes its rows with record: both or, whatever fails, neither (a file
+// it put in place is removed again; one that was there already, another upload's, stays).
+func (s *Service) putLocal(ctx context.Context, tmp, dst string, record func(tx *db.Tx) error) error {
+	s.localMu.Lock() // no other upload sees dst between its rename and its removal
+	defer s.localMu.Unlock()
+	created := false
+	if _, err := os.Stat(dst); errors.Is(err, fs.ErrNotExist) {
+		if err := os.Rename(tmp, dst); err != nil {
+			return err
+		}
+		created = true
+	} else if err != nil {
 		return err
 	}
+	if err := s.db.WriteTx(ctx, record); err != nil {
+		if created {
+			os.Remove(dst)
+		}
+		return err
+	}
+	return nil
+}
+
+// recordUpload writes what an upload's kind records about its file (in the transaction
+// that stores it): an artifact's manifest, a run's file; an artifact file is found by its
+// MD5 and needs no row.
+func (s *Service) recordUpload(ctx context.Context, tx *db.Tx, u Upload, md5hex string, size int64) error {
 	switch u.Kind {
 	case UploadManifest:
-		_, err = s.db.Exec(ctx, `UPDATE wandb_artifacts SET manifest_md5 = ?, updated_at = ? WHERE id = ? AND entity = ?`, md5hex, s.nowString(), u.ArtifactID, u.Entity)
+		_, err := tx.Exec(ctx, `UPDATE wandb_artifacts SET manifest_md5 = ?, updated_at = ? WHERE id = ? AND entity = ?`, md5hex, s.nowString(), u.ArtifactID, u.Entity)
+		return err
 	case UploadRunFile:
-		err = s.db.WriteTx(ctx, func(tx *db.Tx) error {
-			if _, err := tx.Exec(ctx, `DELETE FROM wandb_run_files WHERE entity = ? AND project = ? AND run = ? AND name = ?`, u.Entity, u.Project, u.Run, u.Name); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, `INSERT INTO wandb_run_files (entity, project, run, name, md5, size, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-				u.Entity, u.Project, u.Run, u.Name, md5hex, n, s.nowString())
+		if _, err := tx.Exec(ctx, `DELETE FROM wandb_run_files WHERE entity = ? AND project = ? AND run = ? AND name = ?`, u.Entity, u.Project, u.Run, u.Name); err != nil {
 			return err
-		})
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO wandb_run_files (entity, project, run, name, md5, size, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			u.Entity, u.Project, u.Run, u.Name, md5hex, size, s.nowString())
+		return err
 	}
-	return err
+	return nil
 }
 
 // ---- artifacts ----
