@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -499,5 +500,30 @@ func TestPackedColumn(t *testing.T) {
 	col := make([]float32, 640)
 	if a := testing.AllocsPerRun(10, func() { pb.Column(299, col) }); a != 0 {
 		t.Fatalf("Column allocates %v times", a)
+	}
+}
+
+// TestPackRowsT: a pack built a row at a time holds what PackB and PackHalfB make of the
+// whole matrix, byte for byte (n a multiple of the panel width or not).
+func TestPackRowsT(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	for _, nk := range [][2]int{{1, 1}, {32, 16}, {70, 33}, {100, 64}} {
+		n, k := nk[0], nk[1]
+		f := make([]float32, n*k)
+		for i := range f {
+			f[i] = float32(rng.NormFloat64())
+		}
+		want, got := PackB(true, n, k, f, k), PackRowsT(n, k, func(r int, row []float32) { copy(row, f[r*k:]) })
+		if !slices.Equal(want.f32, got.f32) || got.n != n || got.k != k {
+			t.Fatalf("f32 %dx%d: the packs differ", n, k)
+		}
+		for _, h := range []Half{BF16, F16} {
+			b := make([]uint16, len(f))
+			h.Encode(b, f)
+			want, got := PackHalfB(h, true, n, k, b, k), PackHalfRowsT(h, n, k, func(r int, row []uint16) { copy(row, b[r*k:]) })
+			if !slices.Equal(want.u16, got.u16) || got.Half() != h {
+				t.Fatalf("%v %dx%d: the packs differ", h, n, k)
+			}
+		}
 	}
 }

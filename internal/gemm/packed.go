@@ -275,3 +275,38 @@ func (pb *PackedB) checkColumn(fn string, j, n int) {
 		panic(fmt.Sprintf("gemm.PackedB.%s: len(out) = %d < K = %d", fn, n, pb.k))
 	}
 }
+
+// PackRowsT is PackB(true, n, k, W, k) for an n×k W given a row at a time: fill(r, row) writes
+// row r (k values). It holds one panel of rows at a time besides the pack, so a weight made on
+// the fly (dequantized from a GGUF's blocks) is never held whole in row-major order too.
+func PackRowsT(n, k int, fill func(r int, row []float32)) *PackedB {
+	checkPackArgs("PackRowsT", true, n, k, n*k, max(k, 1))
+	pb := &PackedB{n: n, k: k, kind: kindF32}
+	pb.f32 = allocPacked[float32](pb, packedLen(n, k))
+	buf := make([]float32, panelW*k)
+	for j0 := 0; j0 < n; j0 += panelW {
+		w := min(panelW, n-j0)
+		for r := range w {
+			fill(j0+r, buf[r*k:(r+1)*k])
+		}
+		packWhole(pb.f32[j0*k:(j0+panelW)*k], buf[:w*k], true, w, k, k, current.Load().packT[kindF32])
+	}
+	return pb
+}
+
+// PackHalfRowsT is PackRowsT for a W of bf16 or f16 bit patterns (PackHalfB(h, true, ...)).
+func PackHalfRowsT(h Half, n, k int, fill func(r int, row []uint16)) *PackedB {
+	kind := halfKind(h, "PackHalfRowsT")
+	checkPackArgs("PackHalfRowsT", true, n, k, n*k, max(k, 1))
+	pb := &PackedB{n: n, k: k, kind: kind}
+	pb.u16 = allocPacked[uint16](pb, packedLen(n, k))
+	buf := make([]uint16, panelW*k)
+	for j0 := 0; j0 < n; j0 += panelW {
+		w := min(panelW, n-j0)
+		for r := range w {
+			fill(j0+r, buf[r*k:(r+1)*k])
+		}
+		packWhole(pb.u16[j0*k:(j0+panelW)*k], buf[:w*k], true, w, k, k, nil)
+	}
+	return pb
+}

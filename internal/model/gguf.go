@@ -228,9 +228,11 @@ func containsInt(a []int, x int) bool {
 
 // ggufSource presents a GGUF file's tensors under Hugging Face names: dequantized to f32, or,
 // with quantized, the matrices of a type quant.Matrix multiplies (Q8_0, Q4_0, Q4_1, Q5_0,
-// Q5_1, Q4_K, Q5_K, Q6_K) as views of the mapped file.
+// Q5_1, Q4_K, Q5_K, Q6_K) as views of the mapped file, packed (and the file's pages dropped)
+// with pack.
 type ggufSource struct {
 	quantized bool
+	pack      bool
 	arch      string
 	f         *gguf.File
 	hf        map[string]string // Hugging Face name -> GGUF name
@@ -304,7 +306,7 @@ func (s *ggufSource) weight(name string, rows, cols int) (Weight, error) {
 			}
 		}
 		// The products read the packed copy (where there is one): the file's pages can go.
-		if q.Pack() {
+		if s.pack && q.Pack() {
 			s.f.DropPages(raw)
 		}
 		return Weight{Rows: rows, Cols: cols, Q: q}, nil
@@ -378,6 +380,14 @@ func (s *ggufSource) names() []string {
 
 func (s *ggufSource) Close() error { return s.f.Close() }
 
+// release drops the file's pages of the named tensor, whose data the loader converted into a
+// copy (--dtype f32 or bf16): they are not read again.
+func (s *ggufSource) release(name string) {
+	if raw, err := s.f.Tensor(s.hf[name]); err == nil {
+		s.f.DropPages(raw)
+	}
+}
+
 // LoadGGUF reads a model from a GGUF file: the config from its metadata, the weights as
 // follows. With DTypeAuto (the default), matrices of the types quant.Matrix multiplies (Q8_0,
 // Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) stay quantized, views of the mapped file (the
@@ -395,7 +405,10 @@ func LoadGGUF(path string, opts LoadOptions) (*Model, error) {
 		return nil, err
 	}
 	src := newGGUFSource(f, cfg)
-	src.quantized = opts.DType == DTypeAuto
+	// Quantized matrices stay quantized (and packed) by default; with --dtype f32 or bf16 they
+	// are read as such too and converted a row at a time (LoadOptions.DType), with no f32 copy
+	// of a whole tensor on the way to bf16.
+	src.quantized, src.pack = true, opts.DType == DTypeAuto
 	m, err := fromSource(cfg, src, opts)
 	if err != nil {
 		f.Close()

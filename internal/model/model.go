@@ -32,6 +32,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 
@@ -102,18 +103,29 @@ type Model struct {
 // pack holds them exactly, and Linear.Dense restores one for the products that read W as it
 // is (training). A tied embedding's rows are read from the LM head's pack (Weight.Row), so
 // the embedding is held once in every dtype: its heap copy let go, or its mapped pages given
-// back.
+// back (a tied embedding dequantized from a GGUF is packed at load and never held otherwise,
+// loader.embedding).
 func (m *Model) Prepack() {
 	pairs := m.bf16Rows(1)
+	tied := m.TiedHead()
 	packMu.Lock()
 	for i := range m.Layers {
 		for _, l := range m.Layers[i].linears() {
 			l.serving = true
 		}
 	}
-	m.LMHead.serving = !m.TiedHead()
+	m.LMHead.serving = !tied
 	packMu.Unlock()
 	defer m.releaseServed() // the packs built before (a pass ran before Prepack) included
+	// The heap copies let go are given back to the system as they go (every 64 MiB), so that
+	// a model converted at load peaks near its size plus a few layers, not twice its size.
+	var freed int64
+	giveBack := func(n int64) {
+		if freed += n; freed >= 64<<20 {
+			debug.FreeOSMemory()
+			freed = 0
+		}
+	}
 	for i := range m.Layers {
 		L := &m.Layers[i]
 		if pairs {
@@ -123,20 +135,20 @@ func (m *Model) Prepack() {
 			L.qkv.packed()
 			L.O.Packed()
 		}
-		if L.MoE != nil {
+		switch {
+		case L.MoE != nil:
 			L.MoE.prepack()
-			continue
-		}
-		if pairs {
+		case pairs:
 			L.gateUp.pairsPacked()
 			L.Down.PairsPacked(true)
-			continue
+		default:
+			L.gateUp.packed()
+			L.Down.Packed()
 		}
-		L.gateUp.packed()
-		L.Down.Packed()
+		giveBack(m.letGoLayer(L))
 	}
 	m.LMHead.Packed()
-	m.letGoServed()
+	giveBack(m.letGoHead(tied))
 }
 
 // releaseServed gives back the mapped pages of every linear Prepack marked serving.
@@ -151,33 +163,34 @@ func (m *Model) releaseServed() {
 	m.LMHead.afterPack()
 }
 
-// letGoServed makes the values of every weight Prepack packed live in its serving pack
-// (Linear.letGo, fused.letGo): heap copies are let go, and a tied embedding is read from
-// the LM head's pack, its mapped pages given back.
-func (m *Model) letGoServed() {
-	tied := m.TiedHead()
+// letGoLayer makes the values of the layer's weights live in their serving packs
+// (Linear.letGo, fused.letGo): heap copies are let go. It returns the bytes let go.
+func (m *Model) letGoLayer(L *Layer) int64 {
 	packMu.Lock()
 	defer packMu.Unlock()
-	for i := range m.Layers {
-		L := &m.Layers[i]
-		L.qkv.letGo()
-		L.O.letGo()
-		if L.MoE != nil {
-			L.MoE.letGo()
-			continue
-		}
-		L.gateUp.letGo()
-		L.Down.letGo()
+	n := L.qkv.letGo() + L.O.letGo()
+	if L.MoE != nil {
+		return n + L.MoE.letGo()
 	}
+	return n + L.gateUp.letGo() + L.Down.letGo()
+}
+
+// letGoHead is letGoLayer for the LM head; a tied embedding is read from the head's pack from
+// now on, its mapped pages given back or its heap copy let go.
+func (m *Model) letGoHead(tied bool) int64 {
+	packMu.Lock()
+	defer packMu.Unlock()
 	if !tied {
-		m.LMHead.letGo()
-		return
+		return m.LMHead.letGo()
 	}
-	if pk := m.LMHead.P; pk != nil && m.Embed.Q == nil {
-		m.Embed.releaseMapped() // its rows come from the pack from now on
-		m.Embed.keepIn(pk, 0)
-		m.LMHead.W.keepIn(pk, 0)
+	pk := m.LMHead.P
+	if pk == nil || m.Embed.Q != nil {
+		return 0
 	}
+	m.Embed.releaseMapped()
+	n := m.Embed.keepIn(pk, 0)
+	m.LMHead.W.keepIn(pk, 0) // the same slices as Embed's
+	return n
 }
 
 // linears are the layer's seven projections (a sparse layer's experts not included).
@@ -186,7 +199,7 @@ func (L *Layer) linears() [7]*Linear {
 }
 
 // TiedHead reports whether the LM head is the input embedding (tied weights), held once: the
-// head's pack, from which the embedding's rows are read once Prepack made it (letGoServed),
+// head's pack, from which the embedding's rows are read once Prepack made it (letGoHead),
 // or the embedding itself.
 func (m *Model) TiedHead() bool { return m.LMHead.W.same(&m.Embed) }
 
@@ -256,7 +269,9 @@ func fromSource(cfg *Config, f tensorSource, opts LoadOptions) (*Model, error) {
 	m := &Model{Config: *cfg, file: f}
 	c := cfg
 	var err error
-	if m.Embed, err = ld.matrix("model.embed_tokens.weight", c.VocabSize, c.HiddenSize); err != nil {
+	_, hasHead := f.shape("lm_head.weight")
+	tied := !hasHead || c.TieWordEmbeddings
+	if m.Embed, err = ld.embedding("model.embed_tokens.weight", c.VocabSize, c.HiddenSize, tied); err != nil {
 		return nil, err
 	}
 	m.Layers = make([]Layer, c.NumLayers)
@@ -320,7 +335,7 @@ func fromSource(cfg *Config, f tensorSource, opts LoadOptions) (*Model, error) {
 	if m.Norm, err = ld.vector("model.norm.weight", c.HiddenSize); err != nil {
 		return nil, err
 	}
-	if _, ok := f.shape("lm_head.weight"); ok && !c.TieWordEmbeddings {
+	if !tied {
 		if m.LMHead, err = ld.linear("lm_head", c.VocabSize, c.HiddenSize, false); err != nil {
 			return nil, err
 		}
@@ -328,7 +343,7 @@ func fromSource(cfg *Config, f tensorSource, opts LoadOptions) (*Model, error) {
 		if !c.TieWordEmbeddings {
 			return nil, fmt.Errorf("model: weight lm_head.weight is missing (and tie_word_embeddings is false)")
 		}
-		m.LMHead = Linear{W: m.Embed}
+		m.LMHead = Linear{W: m.Embed, P: m.Embed.pk} // the pack ld.embedding built, if it did
 	}
 	// A tensor the architecture does not read (a bias config.json does not announce, a layer
 	// beyond num_hidden_layers) would be silently ignored: refuse it. A tied checkpoint's copy

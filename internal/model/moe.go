@@ -313,13 +313,15 @@ func (ml *MoELayer) prepack() {
 	}
 }
 
-// letGo makes the experts' values live in their serving packs (fused.letGo, Linear.letGo);
-// call with packMu held.
-func (ml *MoELayer) letGo() {
+// letGo makes the experts' values live in their serving packs (fused.letGo, Linear.letGo)
+// and returns the bytes let go; call with packMu held.
+func (ml *MoELayer) letGo() int64 {
+	var n int64
 	for i := range ml.Experts {
-		ml.Experts[i].gateUp.letGo()
-		ml.Experts[i].Down.letGo()
+		n += ml.Experts[i].gateUp.letGo()
+		n += ml.Experts[i].Down.letGo()
 	}
+	return n
 }
 
 // bytes is the memory the router and experts hold (packed copies included); call with packMu
@@ -447,9 +449,7 @@ func (ld *loader) experts(name string, E, rows, cols int) ([]Weight, error) {
 		case v.Q != nil && ld.dtype == DTypeF32:
 			v = Weight{Rows: rows, Cols: cols, F32: v.Floats()}
 		case v.Q != nil && ld.dtype == DTypeBF16:
-			f := v.Floats()
-			v = Weight{Rows: rows, Cols: cols, Half: make([]uint16, rows*cols), Kind: gemm.BF16}
-			gemm.BF16.Encode(v.Half, f)
+			v = Weight{Rows: rows, Cols: cols, Half: bf16Rows(&v), Kind: gemm.BF16}
 		case v.F32 != nil && ld.dtype == DTypeBF16:
 			v.Half, v.Kind = make([]uint16, len(v.F32)), gemm.BF16
 			gemm.BF16.Encode(v.Half, v.F32)
@@ -459,7 +459,8 @@ func (ld *loader) experts(name string, E, rows, cols int) ([]Weight, error) {
 		}
 		out[e] = v
 	}
-	if ld.quantize != gguf.F32 && w.Q == nil && !slices.ContainsFunc(out, func(v Weight) bool { return v.Q == nil }) {
+	if ld.quantize != gguf.F32 && w.Q == nil && !slices.ContainsFunc(out, func(v Weight) bool { return v.Q == nil }) ||
+		w.Q != nil && ld.dtype != DTypeAuto { // quantized, or a GGUF's converted: the file's pages are not read again
 		ld.release(name)
 	}
 	return out, nil

@@ -72,7 +72,8 @@ func bitsHash(vs ...[]float32) uint64 {
 // weights once, in the dtype it runs: a tied embedding and LM head share one copy (the head's
 // pack, from which the embedding's rows are read), and the heap copy of a matrix converted at
 // load (a GGUF's quantized matrices dequantized by --dtype f32 or bf16, a safetensors file
-// widened or narrowed) goes once its pack holds it. So the bytes held for the weights
+// widened or narrowed) goes once its pack holds it (a tied embedding dequantized from a GGUF
+// is packed as it is read, never held whole otherwise). So the bytes held for the weights
 // (WeightBytes) are the matrices' elements times the dtype's size, the embedding counted once,
 // and the process's resident memory grows by that much and no more (within 10% and 2 MiB);
 // the logits, the embedding's rows and the weights that training reads (Linear.Dense) are
@@ -128,6 +129,9 @@ func TestWeightsHeldOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
+			if c.path == ggufPath && c.dtype != model.DTypeAuto && (m.Embed.F32 != nil || m.Embed.Half != nil) {
+				t.Fatal("the tied embedding dequantized from the GGUF is held in row-major order besides the head's pack")
+			}
 			m.Prepack()
 			if !m.TiedHead() {
 				t.Fatal("the head and the embedding are no longer one weight")

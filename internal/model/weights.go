@@ -41,17 +41,21 @@ func (w *Weight) dropped() bool {
 // keepIn makes pk's columns [off, off+Rows), which hold the weight's values, where Row reads
 // them, and lets go of F32 or Half when they are a heap copy (a mapped file's view stays: it
 // costs nothing once its pages are given back, and is what dense returns).
-func (w *Weight) keepIn(pk *gemm.PackedB, off int) {
+// It returns the bytes of the heap copy let go.
+func (w *Weight) keepIn(pk *gemm.PackedB, off int) int64 {
 	if w.Q != nil || pk == nil || w.F32 == nil && w.Half == nil {
-		return
+		return 0
 	}
 	if pk.K() != w.Cols || off+w.Rows > pk.N() || (pk.Half() == 0) != (w.Kind == 0) {
 		panic(fmt.Sprintf("model: a %d×%d weight (%v) kept in a pack of %d×%d (%v) at %d", w.Rows, w.Cols, w.Kind, pk.N(), pk.K(), pk.Half(), off))
 	}
 	w.pk, w.pkOff = pk, off
-	if _, _, mapped := w.mappedRange(); !mapped {
-		w.F32, w.Half = nil, nil
+	if _, _, mapped := w.mappedRange(); mapped {
+		return 0
 	}
+	n := w.Bytes()
+	w.F32, w.Half = nil, nil
+	return n
 }
 
 // dense is the weight with its values in F32 or Half: itself, or, when dropped, a copy
@@ -197,13 +201,14 @@ func (l *Linear) values() Weight {
 }
 
 // letGo makes W's values live in the pack serving multiplies by (its own, f32 or pair), letting
-// go of a heap copy of W (Weight.keepIn). Call with packMu held.
-func (l *Linear) letGo() {
+// go of a heap copy of W (Weight.keepIn); it returns the bytes let go. Call with packMu held.
+func (l *Linear) letGo() int64 {
 	if l.P != nil {
-		l.W.keepIn(l.P, 0)
+		return l.W.keepIn(l.P, 0)
 	} else if l.pairsT != nil {
-		l.W.keepIn(l.pairsT, 0)
+		return l.W.keepIn(l.pairsT, 0)
 	}
+	return 0
 }
 
 // afterPack gives back W's mapped pages after a pack was built from them, when serving (see
@@ -341,22 +346,23 @@ func (f *fused) halves() []uint16 {
 }
 
 // letGo makes the parts' values live in the group's serving pack (f32 or pair; a part's own
-// pack when the group has none), letting go of heap copies (Linear.letGo). Call with packMu
-// held.
-func (f *fused) letGo() {
+// pack when the group has none), letting go of heap copies (Linear.letGo); it returns the
+// bytes let go. Call with packMu held.
+func (f *fused) letGo() int64 {
 	pk := f.P
 	if pk == nil {
 		pk = f.pairs
 	}
-	off := 0
+	off, n := 0, int64(0)
 	for _, l := range f.parts {
 		if pk != nil {
-			l.W.keepIn(pk, off)
+			n += l.W.keepIn(pk, off)
 		} else {
-			l.letGo()
+			n += l.letGo()
 		}
 		off += l.Out()
 	}
+	return n
 }
 
 // pairsPacked is the parts' weights packed together for bf16 arithmetic (nil unless bf16).
@@ -627,6 +633,7 @@ func (ld *loader) matrix(name string, rows, cols int) (Weight, error) {
 		}
 	}
 	_, _, mapped := w.mappedRange()
+	mapped = mapped || w.Q != nil // a GGUF's quantized view, converted below
 	switch {
 	case w.Q != nil && ld.dtype == DTypeF32:
 		w = Weight{Rows: rows, Cols: cols, F32: w.Floats()}
@@ -645,6 +652,41 @@ func (ld *loader) matrix(name string, rows, cols int) (Weight, error) {
 		ld.release(name) // converted into a copy: the file's pages are not read again
 	}
 	return w, nil
+}
+
+// embedding loads the input embedding (vocab × hidden) as matrix does, except that a tied
+// one converted from a GGUF's quantized blocks (--dtype f32 or bf16) is dequantized straight
+// into the LM head's pack (gemm.PackRowsT), a panel of rows at a time: the head's products
+// read that pack and the embedding's rows are read from it (Weight.pk), so the matrix is never
+// held in row-major order besides it (Gemma 3's 262,144 × 640: 671 MB in f32).
+func (ld *loader) embedding(name string, rows, cols int, tied bool) (Weight, error) {
+	if !tied || ld.quantize != gguf.F32 || ld.dtype == DTypeAuto {
+		return ld.matrix(name, rows, cols)
+	}
+	if err := ld.tensor(name, rows, cols); err != nil {
+		return Weight{}, err
+	}
+	w, err := ld.src.weight(name, rows, cols)
+	if err != nil {
+		return Weight{}, fmt.Errorf("model: weight %s %w", name, err)
+	}
+	if w.Q == nil {
+		return ld.matrix(name, rows, cols)
+	}
+	q := w.Q
+	d := Weight{Rows: rows, Cols: cols}
+	if ld.dtype == DTypeF32 {
+		d.pk = gemm.PackRowsT(rows, cols, func(r int, row []float32) { q.Row(row, r) })
+	} else {
+		f := make([]float32, cols)
+		d.Kind = gemm.BF16
+		d.pk = gemm.PackHalfRowsT(gemm.BF16, rows, cols, func(r int, row []uint16) {
+			q.Row(f, r)
+			gemm.BF16.Encode(row, f)
+		})
+	}
+	ld.release(name)
+	return d, nil
 }
 
 // bf16Rows is a quantized weight's values rounded to bf16, dequantized a row at a time (no f32
