@@ -98,7 +98,7 @@ var (
 	instructorFramework = framework{name: "instructor", dir: "instructor-py", script: "scenario.py", imports: "import instructor",
 		cases: map[string]frameworkCase{
 			"tools":           {has: map[string]any{"tool_choice": named("Weather")}},
-			"tools_strict":    {has: map[string]any{"tool_choice": named("Weather")}}, // instructor 1.17.0 sends no strict flag in this mode
+			"tools_strict":    {has: map[string]any{"tool_choice": named("Weather")}}, // 1.17.0 sends no "strict" (TOOLS_STRICT is an alias of TOOLS)
 			"json_schema":     {has: map[string]any{"response_format.type": "json_schema"}},
 			"json_object":     {has: map[string]any{"response_format.type": "json_object"}},
 			"parallel_tools":  {has: map[string]any{"tool_choice": "auto"}},

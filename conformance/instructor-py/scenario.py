@@ -1,5 +1,5 @@
 """Drives a running Hone with instructor, unchanged and called as its users call it (run by
-cmd/hone's TestConformanceFrameworks): instructor.from_openai on the official OpenAI client, a
+cmd/hone's TestConformanceInstructor): instructor.from_openai on the official OpenAI client, a
 response_model in the modes an OpenAI-compatible server takes: TOOLS (the default: a named tool
 choice), TOOLS_STRICT, PARALLEL_TOOLS (tool_choice auto, an Iterable of models), JSON
 (response_format json_object), JSON_SCHEMA (response_format json_schema) and RESPONSES_TOOLS (the
@@ -86,6 +86,7 @@ def tools():
 
 @case
 def tools_strict():
+    # In instructor 1.17 TOOLS_STRICT is an alias of TOOLS: the tool goes without "strict".
     weather(instructor.Mode.TOOLS_STRICT)
 
 

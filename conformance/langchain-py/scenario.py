@@ -1,5 +1,5 @@
 """Drives a running Hone with LangChain's ChatOpenAI (langchain-openai), unchanged and called as
-its users call it (run by cmd/hone's TestConformanceFrameworks): invoke, stream (with usage),
+its users call it (run by cmd/hone's TestConformanceLangChain): invoke, stream (with usage),
 tools bound with tool_choice auto, required ("any") and a named tool, a streamed tool call, a
 tool-result turn, and with_structured_output in its three methods (json_schema, function_calling
 strict and not, json_mode).

@@ -1,5 +1,5 @@
 """Drives a running Hone with DSPy (whose LiteLLM engine is the litellm of this venv), unchanged
-and called as its users call it (run by cmd/hone's TestConformanceFrameworks).
+and called as its users call it (run by cmd/hone's TestConformanceDSPy).
 
 DSPy 3.4 sends response_format (and native tools) only to a model it knows supports them. For a
 self-hosted model it knows nothing, so a JSONAdapter sends no response_format at all on its

@@ -1,5 +1,5 @@
 """Drives a running Hone with LiteLLM, unchanged and called as its users call it (run by
-cmd/hone's TestConformanceFrameworks): litellm.completion on the hosted_vllm provider (LiteLLM's
+cmd/hone's TestConformanceLiteLLM): litellm.completion on the hosted_vllm provider (LiteLLM's
 route for a vLLM server, which Hone's API is) and on the generic openai provider: a completion
 and its stream (stream_options.include_usage, put back together with litellm.stream_chunk_builder),
 acompletion, tools with tool_choice auto, required and a named function (parallel_tool_calls

@@ -1,6 +1,6 @@
 """Drives a running Hone with Pydantic AI (pydantic-ai-slim[openai]: the same code as the
 `pydantic-ai` package without its other providers' SDKs), unchanged and called as its users call
-it (run by cmd/hone's TestConformanceFrameworks): OpenAIChatModel on the vLLM provider (Hone
+it (run by cmd/hone's TestConformancePydanticAI): OpenAIChatModel on the vLLM provider (Hone
 serves vLLM's API) and once on the generic OpenAI-compatible provider; an agent's text run,
 streamed; function tools in an agent loop (tool_choice auto, as Pydantic AI sends it on every
 request with tools); single requests (pydantic_ai.direct) with tool_choice required and a named
