@@ -60,6 +60,7 @@ var (
 			"structured_function_calling_strict": {has: map[string]any{"tool_choice": named("Weather"), "tools.0.function.strict": true}},
 			"structured_json_mode":               {has: map[string]any{"response_format.type": "json_object"}},
 			"structured_stream":                  {has: map[string]any{"tool_choice": named("Weather"), "stream": true}},
+			"responses_api":                      {path: "/v1/responses", has: map[string]any{"tool_choice": map[string]any{"type": "function", "name": "get_time"}}},
 		}}
 	pydanticAIFramework = framework{name: "pydantic-ai", dir: "pydanticai-py", script: "scenario.py", imports: "import pydantic_ai, jsonschema",
 		cases: map[string]frameworkCase{
@@ -77,6 +78,7 @@ var (
 			"stream_output_tool":         {has: map[string]any{"tool_choice": "required", "stream": true}},
 			"stream_output_native":       {has: map[string]any{"response_format.type": "json_schema", "stream": true}},
 			"openai_compatible_provider": {has: map[string]any{"tool_choice": "required", "max_completion_tokens": 64.0}},
+			"responses_model":            {path: "/v1/responses", has: map[string]any{"text.format.type": "json_schema", "stream": true}},
 		}}
 	liteLLMFramework = framework{name: "litellm", dir: "litellm-py", script: "scenario.py", imports: "import litellm, jsonschema",
 		cases: map[string]frameworkCase{

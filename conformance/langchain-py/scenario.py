@@ -2,7 +2,7 @@
 its users call it (run by cmd/hone's TestConformanceLangChain): invoke, stream (with usage),
 tools bound with tool_choice auto, required ("any") and a named tool, a streamed tool call, a
 tool-result turn, and with_structured_output in its three methods (json_schema, function_calling
-strict and not, json_mode).
+strict and not, json_mode), and the Responses API (use_responses_api).
 
 Environment: HONE_URL, HONE_KEY, HONE_MODEL (default "demo"); HONE_MARK_URL, when set, is told
 each case's name before it runs (GET HONE_MARK_URL/<model>/<case>) so the test can attribute the
@@ -239,6 +239,19 @@ def structured_json_mode():
 def structured_stream():
     parts = list(llm(max_tokens=160).with_structured_output(Weather, method="function_calling").stream("Weather in Paris?"))
     check(parts and isinstance(parts[-1], Weather), "function_calling streamed: the last part is a Weather", parts)
+
+
+@case
+def responses_api():
+    # ChatOpenAI on the Responses API (use_responses_api=True): text, a named tool, and a
+    # json_schema text format (no seed: the OpenAI client's responses.create takes none).
+    m = llm(max_tokens=16, use_responses_api=True, seed=None).invoke("Say hello.")
+    check(isinstance(m, AIMessage) and m.text is not None and m.usage_metadata["output_tokens"] > 0, "Responses: a message", m)
+    m = llm(use_responses_api=True, seed=None).bind_tools([get_weather, get_time], tool_choice="get_time").invoke(ASK)
+    check_calls(m, {"get_time"}, "Responses named")
+    check(len(m.tool_calls) == 1, "Responses named: one call", m.tool_calls)
+    out = llm(max_tokens=160, use_responses_api=True, seed=None).with_structured_output(Weather).invoke("Weather in Paris, as JSON?")
+    check(isinstance(out, Weather), "Responses json_schema: a Weather", out)
 
 
 print(json.dumps({"ok": all(c["ok"] for c in cases), "version": version("langchain-openai"), "model": model, "cases": cases}))

@@ -6,7 +6,8 @@ streamed; function tools in an agent loop (tool_choice auto, as Pydantic AI send
 request with tools); single requests (pydantic_ai.direct) with tool_choice required and a named
 tool, plain and streamed; structured output in the three modes (ToolOutput, the default:
 tool_choice required or the output tool named; NativeOutput: response_format json_schema;
-PromptedOutput: response_format json_object), plain and streamed.
+PromptedOutput: response_format json_object), plain and streamed; and OpenAIResponsesModel on
+Hone's Responses API.
 
 Environment: HONE_URL, HONE_KEY, HONE_MODEL (default "demo"); HONE_MARK_URL, when set, is told
 each case's name before it runs (GET HONE_MARK_URL/<model>/<case>). The checks are on structure
@@ -30,7 +31,7 @@ from pydantic_ai import (Agent, ModelRequest, ModelSettings, NativeOutput, Outpu
                          Tool, ToolCallPart, ToolOutput, ToolReturnPart, UsageLimits)
 from pydantic_ai.direct import model_request, model_request_stream
 from pydantic_ai.models import ModelRequestParameters
-from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.openai_compatible import OpenAICompatibleProvider
 from pydantic_ai.providers.vllm import VLLMProvider
 from pydantic_ai.tools import ToolDefinition
@@ -248,10 +249,21 @@ async def openai_compatible_provider():
     check(isinstance(r.output, Weather), "OpenAICompatibleProvider ToolOutput: a Weather", r.output)
 
 
+async def responses_model():
+    # OpenAIResponsesModel: Hone's Responses API, the output tool (tool_choice required) and a
+    # native json_schema text format streamed.
+    responses = OpenAIResponsesModel(model_name, provider=OpenAICompatibleProvider("hone", base_url=base_url, api_key=key))
+    r = await Agent(responses, output_type=Weather, model_settings=settings()).run("Weather in Paris?")
+    check(isinstance(r.output, Weather), "Responses ToolOutput: a Weather", r.output)
+    async with Agent(responses, output_type=NativeOutput(Weather), model_settings=settings(max_tokens=160)).run_stream("Weather in Paris?") as s:
+        out = await s.get_output()
+    check(isinstance(out, Weather), "Responses NativeOutput streamed: a Weather", out)
+
+
 async def main():
     for fn in (run_text, run_stream_text, tools_auto_agent, tools_required, tools_named, tools_stream, output_tool,
                output_tool_named, output_tool_with_tools, output_native, output_prompted, stream_output_tool,
-               stream_output_native, openai_compatible_provider):
+               stream_output_native, openai_compatible_provider, responses_model):
         await case(fn)
     print(json.dumps({"ok": all(c["ok"] for c in cases), "version": version("pydantic-ai-slim"), "model": model_name, "cases": cases}))
     sys.stdout.flush()
