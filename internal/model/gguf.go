@@ -306,7 +306,7 @@ func (s *ggufSource) weight(name string, rows, cols int) (Weight, error) {
 			}
 		}
 		// The products read the packed copy (where there is one): the file's pages can go.
-		if s.pack && q.Pack() {
+		if s.pack && q.PackDropping(s.f.DropPages) {
 			s.f.DropPages(raw)
 		}
 		return Weight{Rows: rows, Cols: cols, Q: q}, nil

@@ -74,13 +74,25 @@ func packedOffset(t gguf.TensorType) float32 {
 // rows in order (SetRowOrder's, if set). Data stays as it was, but the products and Row
 // read the copy, so the caller may drop the pages of a mapped file behind it: they are no
 // longer touched.
-func (m *Matrix) Pack() bool {
+func (m *Matrix) Pack() bool { return m.PackDropping(nil) }
+
+// PackDropping is Pack that, as it goes, hands drop the part of Data it has packed (every few
+// MiB, when the rows are in order): a loader drops a mapped file's pages behind it, so that
+// packing a large tensor (an embedding of 262,144 rows: 178 MB of Q8_0) does not hold the
+// file's pages and the copy both.
+func (m *Matrix) PackDropping(drop func(done []byte)) bool {
 	if !packedKernelsInUse || !packable(m.Type) || m.Rows%packRows != 0 || m.packed != nil {
 		return m.packed != nil
 	}
-	m.packed = packMatrix(m)
+	if m.order != nil {
+		drop = nil // rows read out of order
+	}
+	m.packed = packMatrix(m, drop)
 	return true
 }
+
+// dropEvery is how much of Data PackDropping packs between two calls of drop.
+const dropEvery = 4 << 20
 
 // Packed reports whether the matrix has a packed copy (Pack).
 func (m *Matrix) Packed() bool { return m.packed != nil }
@@ -93,12 +105,17 @@ type packedMem struct {
 	owner *packedMem
 }
 
-func packMatrix(m *Matrix) *packedMem {
+func packMatrix(m *Matrix, drop func([]byte)) *packedMem {
 	nb, bb := m.Cols/32, packedBlockBytes(m.Type)
 	p := new(packedMem)
 	p.b = allocPacked(p, m.Rows/packRows*nb*bb)
 	out := p.b
+	dropped := 0
 	for g := range m.Rows / packRows {
+		if done := g * packRows * m.RowBytes(); drop != nil && done-dropped >= dropEvery {
+			drop(m.Data[dropped:done])
+			dropped = done
+		}
 		for b := range nb {
 			dst := out[(g*nb+b)*bb : (g*nb+b+1)*bb]
 			var u [packRows][32]byte

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/honeai/hone/internal/gemm"
 	"github.com/honeai/hone/internal/gguf"
@@ -54,7 +56,7 @@ func checkPacked(t *testing.T, name string, k func(gguf.TensorType, []byte, []in
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := packMatrix(m).b
+	p := packMatrix(m, nil).b
 	if len(p) != nb*packedBlockBytes(typ) {
 		t.Fatalf("%v: packed %d bytes, want %d", typ, len(p), nb*packedBlockBytes(typ))
 	}
@@ -167,4 +169,51 @@ func packedBlockCounts(typ gguf.TensorType) []int {
 		return []int{8, 16, 24, 48}
 	}
 	return []int{1, 2, 3, 18}
+}
+
+// TestPackDropping: packing while handing back the packed part of Data makes the copy Pack
+// makes, hands back consecutive prefixes of Data in order (every dropEvery bytes and more),
+// and hands back nothing for a matrix whose rows are read out of order (SetRowOrder).
+func TestPackDropping(t *testing.T) {
+	const rows, cols = 16 * 400, 1024 // Q8_0: 1088 bytes a row, 6.6 MiB
+	data := make([]byte, rows*cols/32*34)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	for i := 0; i < len(data); i += 34 { // finite f16 scales
+		data[i], data[i+1] = byte(i), 0x30
+	}
+	want, err := NewMatrix(gguf.Q8_0, rows, cols, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantB := packMatrix(want, nil).b
+	m, _ := NewMatrix(gguf.Q8_0, rows, cols, data)
+	var next int
+	if !m.PackDropping(func(b []byte) {
+		if &b[0] != &data[next] || len(b) < dropEvery {
+			t.Fatalf("handed back %d bytes at %d, want %d or more at %d", len(b), int(uintptr(unsafe.Pointer(&b[0]))-uintptr(unsafe.Pointer(&data[0]))), dropEvery, next)
+		}
+		next += len(b)
+	}) && packedKernelsInUse {
+		t.Fatal("not packed")
+	}
+	if !packedKernelsInUse {
+		t.Skip("no packed kernels on this CPU")
+	}
+	if next == 0 || next > len(data) {
+		t.Fatalf("handed back %d of %d bytes", next, len(data))
+	}
+	if !slices.Equal(m.packed.b, wantB) {
+		t.Fatal("the packed copies differ")
+	}
+	o, _ := NewMatrix(gguf.Q8_0, rows, cols, data)
+	order := make([]int32, rows)
+	for i := range order {
+		order[i] = int32(rows - 1 - i)
+	}
+	if err := o.SetRowOrder(order); err != nil {
+		t.Fatal(err)
+	}
+	o.PackDropping(func([]byte) { t.Fatal("handed back rows read out of order") })
 }
