@@ -66,6 +66,7 @@ type ChatConfig struct {
 	NoDemo         bool
 	Policy         string
 	MaxQueue       int
+	MaxQueuePerKey int // one API key's share of MaxQueue
 	MaxRunning     int
 	MaxBatchTokens int
 	KVMemory       byteSize    // the most each model's KV cache may hold
@@ -169,7 +170,8 @@ func newServeFlags(cfg *ServeConfig) *flag.FlagSet {
 	fs.Var(&c.Models, "model", "serve a Hugging Face model directory as NAME=DIR, or a GGUF file as NAME=FILE.gguf (repeatable); the first is the default")
 	fs.BoolVar(&c.NoDemo, "no-demo-model", false, "do not serve the demo model (written to DATA/models/demo on first start)")
 	fs.StringVar(&c.Policy, "scheduling-policy", "fcfs", "order of waiting requests: fcfs or priority (lower priority value first)")
-	fs.IntVar(&c.MaxQueue, "max-queue", 256, "waiting requests per model before 429")
+	fs.IntVar(&c.MaxQueue, "max-queue", 256, "waiting requests per model before 429 (a text completion counts each prompt)")
+	fs.IntVar(&c.MaxQueuePerKey, "max-queue-per-key", 128, "waiting sequences per model of one API key (a request counts its n, a text completion each prompt) before 429, so that other keys still get in (0: no share); a text completion asking more is a 400")
 	fs.IntVar(&c.MaxRunning, "max-running", 64, "sequences in a model's running batch")
 	fs.IntVar(&c.MaxBatchTokens, "max-batch-tokens", 512, "tokens per forward pass (prefill chunks and decodes)")
 	c.KVMemory = byteSize(inference.DefaultKVCacheBytes)

@@ -144,7 +144,7 @@ func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout
 func (s *system) loadModels(ctx context.Context) error {
 	c := s.cfg.Chat
 	opts := serving.LoadOptions{DType: model.DType(c.DType), Engine: inference.Options{
-		Policy: c.Policy, MaxQueue: c.MaxQueue, MaxRunning: c.MaxRunning,
+		Policy: c.Policy, MaxQueue: c.MaxQueue, MaxQueuePerKey: c.MaxQueuePerKey, MaxRunning: c.MaxRunning,
 		MaxBatchTokens: c.MaxBatchTokens, KVCacheBytes: int64(c.KVMemory), KVBlocks: c.KVBlocks, KVCacheDType: model.KVDType(c.KVDType),
 		NoPrefixCache: c.NoPrefixCache, Logger: s.log, Speculative: c.Speculative.spec},
 		Prepack: !s.cfg.WorkerOnly, NoEngine: s.cfg.WorkerOnly, MaxModelLen: c.MaxModelLen}

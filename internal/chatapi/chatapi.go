@@ -398,7 +398,7 @@ func (a *API) submit(w http.ResponseWriter, r *http.Request, pr *prepared, id st
 		gf = pr.thinkFirst(gf)
 	}
 	out := pr.output()
-	h, err := pr.served.Engine.Submit(r.Context(), &inference.Request{Guide: gf, ID: id, Prompt: pr.ids, Params: p.params, N: p.n,
+	h, err := pr.served.Engine.Submit(r.Context(), &inference.Request{Guide: gf, ID: id, Key: keyOf(r), Prompt: pr.ids, Params: p.params, N: p.n,
 		MaxTokens: p.maxTokens, IgnoreEOS: p.req.IgnoreEOS, Adapter: pr.adapter, Priority: p.priority,
 		Logprobs: p.req.Logprobs, TopLogprobs: p.topLogprobs, PromptLogprobs: p.promptLP, CacheSalt: p.cacheSalt, Repetition: p.repetition, Beam: p.beam,
 		Output: out, Speculative: p.spec, NoSpeculative: p.noSpec})
@@ -413,8 +413,14 @@ func (a *API) submit(w http.ResponseWriter, r *http.Request, pr *prepared, id st
 // prompt.
 func (p *plan) submitError(err error, served *serving.Served, promptLen int) error {
 	switch {
+	case errors.Is(err, inference.ErrKeyQueueFull):
+		_, perKey := served.Engine.QueueLimits()
+		return apierror.TooManyRequests("The server is busy: this API key's share of the waiting queue (%d sequences, --max-queue-per-key) is taken by its own requests. Retry later.", perKey)
 	case errors.Is(err, inference.ErrQueueFull):
 		return apierror.TooManyRequests("The server is busy: the waiting queue is full. Retry later.")
+	case errors.Is(err, inference.ErrTooManySequences):
+		_, perKey := served.Engine.QueueLimits()
+		return apierror.BadRequest("n", "This request asks for %d sequences; an API key may have at most %d waiting (--max-queue-per-key). Please request fewer choices.", p.n, perKey)
 	case errors.Is(err, inference.ErrPriorityNotEnabled):
 		return apierror.BadRequest("priority", "Got priority %d but Priority scheduling is not enabled.", p.priority)
 	case errors.Is(err, inference.ErrTooLarge):
@@ -422,6 +428,14 @@ func (p *plan) submitError(err error, served *serving.Served, promptLen int) err
 			served.Engine.KVCache().Tokens(), p.n, promptLen+p.maxTokens, promptLen, p.maxTokens)
 	}
 	return err
+}
+
+// keyOf is the fairness key of a request's engine submissions: its API key's id.
+func keyOf(r *http.Request) string {
+	if p, ok := auth.FromContext(r.Context()); ok {
+		return p.KeyID
+	}
+	return ""
 }
 
 // nonFinite is the answer to a completion whose logits were not finite.

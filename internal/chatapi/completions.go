@@ -3,6 +3,7 @@ package chatapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -256,22 +257,34 @@ func (a *API) completions(w http.ResponseWriter, r *http.Request) {
 	ru := &completionRun{pc: pc, id: id, created: time.Now().Unix(), events: make(chan promptEvent, 64)}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	// The prompts are queued together: all of them, or (their sequences do not fit the
+	// waiting queue or the key's share of it) none.
+	reqs := make([]*inference.Request, len(pc.prompts))
 	for i, pr := range pc.prompts {
 		out := &inference.Output{Tok: pc.served.Tok, SkipSpecial: pc.cr.SkipSpecialTokens == nil || *pc.cr.SkipSpecialTokens,
 			Stops: p.stops, IncludeStop: pc.cr.IncludeStopStrInOutput}
-		h, err := pc.served.Engine.Submit(ctx, &inference.Request{Guide: gf, ID: fmt.Sprintf("%s-%d", id, i), Prompt: pr.ids,
+		reqs[i] = &inference.Request{Guide: gf, ID: fmt.Sprintf("%s-%d", id, i), Key: keyOf(r), Prompt: pr.ids,
 			Params: p.params, N: p.n, MaxTokens: p.maxTokens, IgnoreEOS: pc.cr.IgnoreEOS, Adapter: pc.adapter, Priority: p.priority,
 			Logprobs: pc.cr.Logprobs != nil, TopLogprobs: p.topLogprobs, PromptLogprobs: pc.promptLP, CacheSalt: p.cacheSalt,
-			Repetition: p.repetition, Beam: p.beam, Output: out, Speculative: p.spec, NoSpeculative: p.noSpec})
-		if err != nil {
-			cancel() // those submitted stop
-			for _, h := range ru.handles {
-				for range h.Events() {
-				}
-			}
-			apierror.Write(w, r, p.submitError(err, pc.served, len(pr.ids)))
-			return
+			Repetition: p.repetition, Beam: p.beam, Output: out, Speculative: p.spec, NoSpeculative: p.noSpec}
+	}
+	hs, err := pc.served.Engine.SubmitAll(ctx, reqs)
+	if err != nil {
+		longest := 0
+		for _, pr := range pc.prompts {
+			longest = max(longest, len(pr.ids))
 		}
+		if errors.Is(err, inference.ErrTooManySequences) && len(pc.prompts) > 1 {
+			_, perKey := pc.served.Engine.QueueLimits()
+			err = apierror.BadRequest("prompt", "This request asks for %d sequences (%d prompts × n=%d); an API key may have at most %d waiting (--max-queue-per-key). Please send fewer prompts per request.",
+				len(pc.prompts)*p.n, len(pc.prompts), p.n, perKey)
+		} else {
+			err = p.submitError(err, pc.served, longest)
+		}
+		apierror.Write(w, r, err)
+		return
+	}
+	for i, h := range hs {
 		ru.handles = append(ru.handles, h)
 		for j := 0; j < p.n; j++ {
 			ru.choices = append(ru.choices, &completionChoiceState{prompt: i})

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/big"
 	"testing"
+	"time"
 
 	"github.com/honeai/hone/internal/sample"
 )
@@ -108,4 +109,63 @@ func TestSubmitHugeN(t *testing.T) {
 		t.Fatal(err)
 	}
 	collect(t, h)
+}
+
+// TestQueueShares: one key's waiting sequences (a request's n, each prompt of a SubmitAll)
+// are at most its share, so that another key still gets in; a single request is let in
+// whatever its n when its key has nothing waiting; several prompts that can never fit the
+// share are ErrTooManySequences; a refused SubmitAll queues none of its requests; the
+// waiting queue as a whole counts requests; the counts return to zero as requests leave.
+func TestQueueShares(t *testing.T) {
+	e := New(tiny(t), Options{MaxQueue: 6, MaxQueuePerKey: 4, MaxRunning: 1, KVBlocks: 256, BlockSize: 4})
+	defer e.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req := func(key string, n int) *Request {
+		return &Request{Key: key, Prompt: []int{1, 2, 3}, Params: sample.Defaults(), N: n, MaxTokens: 2}
+	}
+	var hs []*Handle
+	submit := func(want error, reqs ...*Request) {
+		t.Helper()
+		got, err := e.SubmitAll(ctx, reqs)
+		if want == nil && err != nil || want != nil && !errors.Is(err, want) {
+			t.Fatalf("SubmitAll of %d requests of key %q: %v, want %v", len(reqs), reqs[0].Key, err, want)
+		}
+		hs = append(hs, got...)
+	}
+	// A long request runs, so that the others wait.
+	long, err := e.Submit(ctx, &Request{Key: "b", Prompt: []int{1, 2}, Params: greedy(), MaxTokens: 900, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs = append(hs, long)
+	<-long.Events()
+	submit(nil, req("a", 1), req("a", 2))                 // a: 3 sequences waiting
+	submit(ErrKeyQueueFull, req("a", 1), req("a", 1))     // 5 > 4
+	submit(ErrTooManySequences, req("a", 3), req("a", 2)) // never fits
+	submit(nil, req("a", 1))                              // the refused ones queued nothing: 4
+	submit(ErrKeyQueueFull, req("a", 1))
+	submit(nil, req("b", 9))                                                         // another key gets in, whatever its n when it has nothing waiting
+	submit(ErrKeyQueueFull, req("b", 1))                                             // then b's share is taken
+	submit(nil, req("c", 1), req("c", 1))                                            // 6 requests waiting
+	submit(ErrQueueFull, req("d", 1))                                                // the queue of 6 is full
+	submit(ErrQueueFull, &Request{Prompt: []int{1}, Params: greedy(), MaxTokens: 1}) // no key: no share, but the queue is full
+	cancel()
+	for _, h := range hs {
+		for range h.Events() {
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		e.mu.Lock()
+		q, keys := e.queued, len(e.perKey)
+		e.mu.Unlock()
+		if q == 0 && keys == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the requests left: %d queued, %d keys counted", q, keys)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -38,13 +38,24 @@ var (
 	ErrPriorityNotEnabled = errors.New("inference: priority scheduling is not enabled")
 	ErrClosed             = errors.New("inference: engine closed")
 	ErrTooLarge           = errors.New("inference: request needs more KV cache than the engine has")
+	// ErrKeyQueueFull is ErrQueueFull for one key: its share of the waiting queue
+	// (Options.MaxQueuePerKey) is taken by its own waiting sequences.
+	ErrKeyQueueFull = fmt.Errorf("inference: the key's share of the waiting queue is full: %w", ErrQueueFull)
+	// ErrTooManySequences is a submission of more sequences (prompts × choices) than a key
+	// may have waiting: it can never be queued.
+	ErrTooManySequences = errors.New("inference: the request asks for more sequences than a key may have waiting")
 )
 
 // Options configure an engine. Zero values take defaults.
 type Options struct {
 	MaxBatchTokens int // tokens per forward pass, prefill chunks and decodes together (512)
 	MaxRunning     int // sequences in the running batch (64)
-	MaxQueue       int // waiting requests before ErrQueueFull (256)
+	MaxQueue       int // waiting requests (a text completion's prompts each) before ErrQueueFull (256)
+	// MaxQueuePerKey, when set, is the most waiting sequences (n of each request) of one
+	// non-empty Request.Key, so that one key's requests cannot fill the queue: more is
+	// ErrKeyQueueFull, or ErrTooManySequences for a submission that can never fit. A single
+	// request (one prompt) is let in whatever its n when its key has nothing waiting.
+	MaxQueuePerKey int
 	// KVCacheBytes is the most memory the KV cache may hold (DefaultKVCacheBytes); the
 	// cache allocates it as sequences grow, not up front. KVBlocks, when set, gives the
 	// number of blocks instead.
@@ -77,6 +88,9 @@ type Request struct {
 	IgnoreEOS bool
 	Adapter   *model.LoRA
 	Priority  int
+	// Key names who submitted it (an API key's id) for the per-key share of the waiting
+	// queue (Options.MaxQueuePerKey); "" is a key of its own.
+	Key string
 	// Logprobs: report each sampled token's logprob and TopLogprobs alternatives.
 	Logprobs    bool
 	TopLogprobs int
@@ -241,7 +255,8 @@ type Engine struct {
 
 	submit chan *Handle
 	mu     sync.Mutex
-	queued int
+	queued int            // waiting requests
+	perKey map[string]int // waiting sequences by Request.Key (MaxQueuePerKey)
 	closed chan struct{}
 	done   chan struct{}
 
@@ -274,6 +289,9 @@ func New(m *model.Model, opts Options) *Engine {
 	}
 	if opts.MaxQueue <= 0 {
 		opts.MaxQueue = 256
+	}
+	if opts.MaxQueuePerKey < 0 {
+		opts.MaxQueuePerKey = 0
 	}
 	if opts.BlockSize <= 0 {
 		opts.BlockSize = 16
@@ -347,6 +365,10 @@ type KVCacheInfo struct {
 // Tokens is how many positions the whole cache holds.
 func (k KVCacheInfo) Tokens() int { return k.Blocks * k.BlockSize }
 
+// QueueLimits are the most waiting requests of the engine, and sequences of one key (0: no
+// share).
+func (e *Engine) QueueLimits() (total, perKey int) { return e.opts.MaxQueue, e.opts.MaxQueuePerKey }
+
 // KVCache describes the engine's KV cache.
 // For a model whose sliding layers have a cache of their own, Blocks and BytesPerBlock are
 // the global layers' cache's; MaxBytes and HeldBytes count both.
@@ -385,36 +407,81 @@ func (e *Engine) Close() {
 
 // Submit queues a request; ctx cancelled (the client went away) aborts it.
 func (e *Engine) Submit(ctx context.Context, req *Request) (*Handle, error) {
-	if req.Beam != nil {
-		req.Beam.Width = max(req.Beam.Width, 1)
-		req.N = req.Beam.Width
+	hs, err := e.SubmitAll(ctx, []*Request{req})
+	if err != nil {
+		return nil, err
 	}
-	if req.N <= 0 {
-		req.N = 1
+	return hs[0], nil
+}
+
+// SubmitAll queues several requests (a text completion's prompts) at once: all of them or,
+// when one is refused or their sequences (n each) do not fit the waiting queue or their key's
+// share of it, none. Every request of one call has the key of the first.
+func (e *Engine) SubmitAll(ctx context.Context, reqs []*Request) ([]*Handle, error) {
+	weight := 0
+	for _, req := range reqs {
+		if req.Beam != nil {
+			req.Beam.Width = max(req.Beam.Width, 1)
+			req.N = req.Beam.Width
+		}
+		if req.N <= 0 {
+			req.N = 1
+		}
+		if req.Priority != 0 && e.opts.Policy != "priority" {
+			return nil, ErrPriorityNotEnabled
+		}
+		if len(req.Prompt) == 0 {
+			return nil, fmt.Errorf("inference: empty prompt")
+		}
+		if need, ok := e.admissionNeed(req); !ok || !e.fits(kvNeed{}, need) {
+			return nil, ErrTooLarge
+		}
+		weight += req.N // each N ≤ the cache's blocks (admissionNeed): no wrap
 	}
-	if req.Priority != 0 && e.opts.Policy != "priority" {
-		return nil, ErrPriorityNotEnabled
+	if len(reqs) == 0 {
+		return nil, nil
 	}
-	if len(req.Prompt) == 0 {
-		return nil, fmt.Errorf("inference: empty prompt")
+	key := reqs[0].Key
+	share := e.opts.MaxQueuePerKey
+	if key == "" {
+		share = 0
 	}
-	if need, ok := e.admissionNeed(req); !ok || !e.fits(kvNeed{}, need) {
-		return nil, ErrTooLarge
+	if share > 0 && weight > share && len(reqs) > 1 {
+		return nil, ErrTooManySequences
 	}
-	h := &Handle{req: req, ctx: ctx, events: make(chan Event, req.N*(req.MaxTokens+2)+1), stops: make(chan stopReq, req.N*2), Queued: time.Now()}
+	hs := make([]*Handle, len(reqs))
+	for i, req := range reqs {
+		req.Key = key
+		hs[i] = &Handle{req: req, ctx: ctx, events: make(chan Event, req.N*(req.MaxTokens+2)+1), stops: make(chan stopReq, req.N*2), Queued: time.Now()}
+	}
 	e.mu.Lock()
-	if e.queued >= e.opts.MaxQueue {
+	if e.queued+len(reqs) > e.opts.MaxQueue {
 		e.mu.Unlock()
 		return nil, ErrQueueFull
 	}
-	e.queued++
-	e.mu.Unlock()
-	select {
-	case e.submit <- h:
-		return h, nil
-	case <-e.closed:
-		return nil, ErrClosed
+	if share > 0 && e.perKey[key]+weight > share && (len(reqs) > 1 || e.perKey[key] > 0) {
+		e.mu.Unlock()
+		return nil, ErrKeyQueueFull
 	}
+	e.queued += len(reqs)
+	if share > 0 {
+		if e.perKey == nil {
+			e.perKey = map[string]int{}
+		}
+		e.perKey[key] += weight
+	}
+	e.mu.Unlock()
+	for i, h := range hs {
+		select {
+		case e.submit <- h:
+		case <-e.closed:
+			for _, h := range hs[i:] {
+				e.dequeue(h)
+			}
+			return nil, ErrClosed
+		}
+	}
+	return hs, nil
 }
 
 // kvNeed is a number of KV blocks: of the cache, and of its sliding layers' cache (a model
@@ -610,14 +677,14 @@ func (e *Engine) collect(s *sched) bool {
 				e.finishAll(r, "abort")
 			}
 			for _, h := range s.waiting {
-				e.dequeue()
+				e.dequeue(h)
 				close(h.events)
 			}
 			return false
 		default:
 			s.waiting = slices.DeleteFunc(s.waiting, func(h *Handle) bool {
 				if h.ctx.Err() != nil {
-					e.dequeue()
+					e.dequeue(h)
 					close(h.events)
 					return true
 				}
@@ -645,7 +712,7 @@ func (e *Engine) admit(s *sched) {
 			break
 		}
 		s.waiting = s.waiting[1:]
-		e.dequeue()
+		e.dequeue(h)
 		s.reserved = s.reserved.add(need)
 		s.nRunning += h.req.N
 		parent := &choice{h: h, index: 0, seq: e.kv.NewSequence(), sampler: sample.New(h.req.Params), spec: e.speculation(h.req)}
@@ -860,9 +927,17 @@ func allIdx(n int) []int {
 	return out
 }
 
-func (e *Engine) dequeue() {
+// dequeue takes a request out of the waiting queue's counts.
+func (e *Engine) dequeue(h *Handle) {
 	e.mu.Lock()
 	e.queued--
+	if n, ok := e.perKey[h.req.Key]; ok {
+		if n -= h.req.N; n > 0 {
+			e.perKey[h.req.Key] = n
+		} else {
+			delete(e.perKey, h.req.Key)
+		}
+	}
 	e.mu.Unlock()
 }
 

@@ -403,13 +403,18 @@ func rootCreateRunFiles(c *gqlCtx, args map[string]any) (any, error) {
 	if err != nil {
 		return nil, gqlErrorf("run %s/%s/%s not found", entity, project, run)
 	}
-	var files []obj
-	for _, name := range argStrs(in, "files") {
-		token, err := ws.NewUpload(c.ctx, wandb.Upload{Entity: entity, Kind: wandb.UploadRunFile, Project: project, Run: run, Name: name})
-		if err != nil {
-			return nil, err
-		}
-		files = append(files, obj{"name": name, "uploadUrl": c.uploadURL(token)})
+	names := argStrs(in, "files")
+	ups := make([]wandb.Upload, len(names))
+	for i, name := range names {
+		ups[i] = wandb.Upload{Entity: entity, Kind: wandb.UploadRunFile, Project: project, Run: run, Name: name}
+	}
+	tokens, err := ws.NewUploads(c.ctx, ups) // one statement per batch, not one per file
+	if err != nil {
+		return nil, err
+	}
+	files := make([]obj, len(names))
+	for i, name := range names {
+		files[i] = obj{"name": name, "uploadUrl": c.uploadURL(tokens[i])}
 	}
 	return obj{"runID": r.ID, "uploadHeaders": []any{}, "files": files}, nil
 }

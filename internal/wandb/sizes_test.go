@@ -5,6 +5,7 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -170,4 +171,41 @@ func leftovers(t *testing.T, d *db.DB, dir string) []string {
 		return nil
 	})
 	return out
+}
+
+// TestNewUploads: many uploads announced at once (createRunFiles) get distinct tokens in
+// their order, each of which stores its file; both stores, across batches.
+func TestNewUploads(t *testing.T) {
+	dbtest.ForEachDialect(t, func(t *testing.T, d *db.DB) {
+		ctx := context.Background()
+		s, err := Open(ctx, d, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 2*uploadBatch + 7
+		us := make([]Upload, n)
+		for i := range us {
+			us[i] = Upload{Entity: "e", Kind: UploadRunFile, Project: "p", Run: "r", Name: fmt.Sprintf("f%05d", i)}
+		}
+		tokens, err := s.NewUploads(ctx, us)
+		if err != nil || len(tokens) != n {
+			t.Fatalf("%d tokens, %v", len(tokens), err)
+		}
+		seen := map[string]bool{}
+		for _, tok := range tokens {
+			if seen[tok] || len(tok) != 48 {
+				t.Fatalf("token %q repeated or malformed", tok)
+			}
+			seen[tok] = true
+		}
+		for _, i := range []int{0, uploadBatch, n - 1} {
+			if err := s.PutUpload(ctx, tokens[i], strings.NewReader(fmt.Sprint(i)), ""); err != nil {
+				t.Fatal(err)
+			}
+			var size int64
+			if err := d.QueryRow(ctx, `SELECT size FROM wandb_run_files WHERE name = ?`, us[i].Name).Scan(&size); err != nil || size != int64(len(fmt.Sprint(i))) {
+				t.Fatalf("upload %d stored as %d bytes, %v", i, size, err)
+			}
+		}
+	})
 }

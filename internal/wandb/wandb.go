@@ -369,6 +369,46 @@ func (s *Service) NewUpload(ctx context.Context, u Upload) (string, error) {
 	return token, err
 }
 
+// NewUploads is NewUpload for many uploads at once (createRunFiles of a run's files): one
+// transaction, one statement per batch of uploadBatch rows, the tokens in the order of us.
+func (s *Service) NewUploads(ctx context.Context, us []Upload) ([]string, error) {
+	tokens := make([]string, len(us))
+	err := s.db.WriteTx(ctx, func(tx *db.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM wandb_uploads WHERE created_at < ?`, db.FormatTime(s.now().Add(-uploadTTL))); err != nil {
+			return err
+		}
+		now := s.nowString()
+		for start := 0; start < len(us); start += uploadBatch {
+			batch := us[start:min(start+uploadBatch, len(us))]
+			q := strings.Builder{}
+			q.WriteString(`INSERT INTO wandb_uploads (token_hash, entity, kind, artifact_id, md5, project, run, name, created_at) VALUES `)
+			args := make([]any, 0, 9*len(batch))
+			for i, u := range batch {
+				token := randomHex(24)
+				tokens[start+i] = token
+				h := sha256.Sum256([]byte(token))
+				if i > 0 {
+					q.WriteString(", ")
+				}
+				q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
+				args = append(args, hex.EncodeToString(h[:]), u.Entity, u.Kind, u.ArtifactID, u.MD5, u.Project, u.Run, u.Name, now)
+			}
+			if _, err := tx.Exec(ctx, q.String(), args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return tokens, nil
+}
+
+// uploadBatch is how many uploads one statement of NewUploads inserts (9 parameters each,
+// under SQLite's and PostgreSQL's limits on a statement's parameters).
+const uploadBatch = 1000
+
 // uploadTTL bounds how long an upload URL works.
 const uploadTTL = 24 * time.Hour
 
