@@ -195,6 +195,10 @@ func (s *Sampler) Process(logits []float32, prompt, output []int) {
 // not allocated each time).
 var expBufs = sync.Pool{New: func() any { return new([]float32) }}
 
+// probBufs holds Sample's vocabulary-sized probabilities likewise (Gemma 3's 262,144: 2 MB of
+// garbage a token otherwise, a collection every few tokens over a small live heap).
+var probBufs = sync.Pool{New: func() any { return new([]float64) }}
+
 // Sample picks the next token from processed logits.
 func (s *Sampler) Sample(logits []float32) int {
 	p := &s.P
@@ -207,7 +211,12 @@ func (s *Sampler) Sample(logits []float32) int {
 	if math.IsInf(float64(mx), -1) {
 		return 0 // everything masked; callers prevent this
 	}
-	probs := make([]float64, len(logits))
+	pbuf := probBufs.Get().(*[]float64)
+	defer probBufs.Put(pbuf)
+	if cap(*pbuf) < len(logits) {
+		*pbuf = make([]float64, len(logits))
+	}
+	probs := (*pbuf)[:len(logits)] // every element is set below
 	buf := expBufs.Get().(*[]float32)
 	if cap(*buf) < len(logits) {
 		*buf = make([]float32, len(logits))
