@@ -252,6 +252,10 @@ type Engine struct {
 	// blocks a sequence holds there (model.KVWindowBlocks); 0 otherwise.
 	windowBlocks int
 	log          *slog.Logger
+	// logits is the loop's logits buffer (model.ForwardInto): a pass's logits are used up by
+	// applyOutputs before the next pass, so each pass reuses it instead of leaving a
+	// vocabulary-sized array a sequence behind.
+	logits []float32
 
 	submit chan *Handle
 	mu     sync.Mutex
@@ -638,7 +642,7 @@ func (e *Engine) loop() {
 		if len(b.steps) == 0 {
 			continue
 		}
-		out, err := e.m.Forward(b.steps)
+		out, err := e.m.ForwardInto(b.steps, &e.logits)
 		if err != nil {
 			// Reservation makes this unreachable; fail the batch's requests rather than spin.
 			e.log.Error("inference: forward pass failed", "err", err)

@@ -1,6 +1,8 @@
 package model_test
 
 import (
+	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/honeai/hone/internal/model"
@@ -43,5 +45,69 @@ func TestDecodeStepAllocations(t *testing.T) {
 	t.Logf("%v allocations per decode step (%d layers)", allocs, len(m.Layers))
 	if limit := float64(16 + 6*len(m.Layers)); allocs > limit {
 		t.Errorf("%v allocations per decode step, want at most %v", allocs, limit)
+	}
+}
+
+// TestForwardIntoReusesLogits: ForwardInto writes the logits into the caller's buffer, the
+// values Forward returns, and a decode step then allocates less by the logits' size (a
+// vocabulary-sized array a sequence: the garbage a serving loop no longer makes).
+func TestForwardIntoReusesLogits(t *testing.T) {
+	o := synth.Tiny("llama")
+	o.Vocab = 4096
+	m := synthModel(t, o)
+	const batch = 4
+	newSteps := func() []model.Step {
+		cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: 64})
+		steps := make([]model.Step, batch)
+		for i := range steps {
+			s := cache.NewSequence()
+			if _, err := m.Forward([]model.Step{{Seq: s, Tokens: []int{3, 4, 5, i}}}); err != nil {
+				t.Fatal(err)
+			}
+			steps[i] = model.Step{Seq: s, Tokens: []int{i + 1}, LogitsAt: []int{0}}
+		}
+		return steps
+	}
+	a, b := newSteps(), newSteps()
+	var buf []float32
+	for range 3 {
+		want, err := m.Forward(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := m.ForwardInto(b, &buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			if !slices.Equal(got[i][0], want[i][0]) || &got[i][0][0] != &buf[i*m.Config.VocabSize] {
+				t.Fatalf("sequence %d: the logits differ or are not the buffer's", i)
+			}
+		}
+		for i := range a {
+			a[i].Seq.Truncate(a[i].Seq.Len() - 1)
+			b[i].Seq.Truncate(b[i].Seq.Len() - 1)
+		}
+	}
+	if raceEnabled {
+		return
+	}
+	bytes := func(f func()) uint64 {
+		var x, y runtime.MemStats
+		runtime.ReadMemStats(&x)
+		for range 20 {
+			f()
+			for i := range a {
+				a[i].Seq.Truncate(a[i].Seq.Len() - 1)
+			}
+		}
+		runtime.ReadMemStats(&y)
+		return (y.TotalAlloc - x.TotalAlloc) / 20
+	}
+	plain := bytes(func() { m.Forward(a) })
+	into := bytes(func() { m.ForwardInto(a, &buf) })
+	t.Logf("a decode step allocates %d bytes, %d with ForwardInto", plain, into)
+	if logits := uint64(batch * m.Config.VocabSize * 4); into+logits > plain {
+		t.Errorf("ForwardInto allocates %d bytes a step, Forward %d: not the logits' %d less", into, plain, logits)
 	}
 }

@@ -148,7 +148,8 @@ func BenchmarkPrefill(b *testing.B) {
 
 // BenchmarkDecode measures generation: batch sequences, each with 128 tokens of context, all
 // advancing by one token per forward pass up to 256 tokens, then back to 128 (as llama.cpp's
-// batched-bench with -npp 128 -ntg 128 measures).
+// batched-bench with -npp 128 -ntg 128 measures). The logits go into one buffer reused from
+// step to step (ForwardInto), as the serving engine's loop does.
 func BenchmarkDecode(b *testing.B) {
 	for _, dtype := range benchDTypes() {
 		for _, batch := range []int{1, 16} {
@@ -177,9 +178,10 @@ func BenchmarkDecode(b *testing.B) {
 				var ms runtime.MemStats
 				runtime.ReadMemStats(&ms)
 				gcs := ms.NumGC
+				var logits []float32 // reused from step to step, as the serving engine does
 				b.ResetTimer()
 				for it := 0; it < b.N; it++ {
-					if _, err := m.Forward(steps); err != nil {
+					if _, err := m.ForwardInto(steps, &logits); err != nil {
 						b.Fatal(err)
 					}
 					if steps[0].Seq.Len() >= ctx+128 { // keep the context length steady

@@ -457,7 +457,15 @@ type Step struct {
 // Forward runs the tokens of every step through the model, appends their keys and values to
 // the steps' sequences, and returns, per step, the logits at LogitsAt. When the cache cannot
 // hold the new tokens it returns ErrNoBlocks and changes nothing.
-func (m *Model) Forward(steps []Step) ([][][]float32, error) {
+func (m *Model) Forward(steps []Step) ([][][]float32, error) { return m.ForwardInto(steps, nil) }
+
+// ForwardInto is Forward with the logits written into *logits (grown as needed) instead of a
+// new array: the returned slices are views of it, valid until the next call with the same
+// buffer. A serving loop that is done with a pass's logits before the next pass passes the
+// same buffer each time, so that decoding leaves no vocabulary-sized garbage a token (1 MB
+// for Gemma 3's 262,144 tokens: with a small live heap, a collection every few tokens).
+// A nil logits is Forward.
+func (m *Model) ForwardInto(steps []Step, logits *[]float32) ([][][]float32, error) {
 	c := &m.Config
 	T := 0
 	for i, st := range steps {
@@ -513,14 +521,22 @@ func (m *Model) Forward(steps []Step) ([][][]float32, error) {
 			copy(h[k*H:(k+1)*H], x[r*H:(r+1)*H])
 		}
 		m.FinalNorm(h, nil, h, len(rows))
-		logits := make([]float32, len(rows)*c.VocabSize)
-		m.LMHead.Forward(false, h, len(rows), logits, false)
-		m.SoftcapLogits(logits)
+		var lg []float32
+		if n := len(rows) * c.VocabSize; logits == nil {
+			lg = make([]float32, n)
+		} else {
+			if cap(*logits) < n {
+				*logits = make([]float32, n)
+			}
+			lg = (*logits)[:n] // the head writes every element
+		}
+		m.LMHead.Forward(false, h, len(rows), lg, false)
+		m.SoftcapLogits(lg)
 		k := 0
 		for i, st := range steps {
 			out[i] = make([][]float32, len(st.LogitsAt))
 			for j := range st.LogitsAt {
-				out[i][j] = logits[k*c.VocabSize : (k+1)*c.VocabSize : (k+1)*c.VocabSize]
+				out[i][j] = lg[k*c.VocabSize : (k+1)*c.VocabSize : (k+1)*c.VocabSize]
 				k++
 			}
 		}
