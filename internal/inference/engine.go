@@ -254,7 +254,8 @@ type Engine struct {
 	log          *slog.Logger
 	// logits is the loop's logits buffer (model.ForwardInto): a pass's logits are used up by
 	// applyOutputs before the next pass, so each pass reuses it instead of leaving a
-	// vocabulary-sized array a sequence behind.
+	// vocabulary-sized array a sequence behind. Kept up to keptLogits floats: a large batch's
+	// is garbage, not held for the server's life.
 	logits []float32
 
 	submit chan *Handle
@@ -623,6 +624,10 @@ type batch struct {
 	drafts    [][]int // speculative proposals fed after a decode step's token
 }
 
+// keptLogits is the largest logits buffer the loop keeps from one pass to the next (4 MiB:
+// four sequences of Gemma 3's 262,144 tokens, twenty of SmolLM2's 49,152).
+const keptLogits = 1 << 20
+
 // loop runs the engine: each turn it takes new requests, admits what fits, ends cancelled
 // and stopped choices, builds a batch, runs it and applies its outputs.
 func (e *Engine) loop() {
@@ -656,6 +661,9 @@ func (e *Engine) loop() {
 		e.stats.Steps++
 		e.statsMu.Unlock()
 		e.applyOutputs(s.active, b, out)
+		if cap(e.logits) > keptLogits {
+			e.logits = nil
+		}
 		s.active = e.retire(s.active, &s.reserved)
 		e.report(s)
 	}
