@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/dustin/go-humanize"
 
 	"github.com/honeai/hone/internal/blob"
+	"github.com/honeai/hone/internal/quota"
 )
 
 func init() {
@@ -21,7 +24,8 @@ func init() {
 const blobsUsage = `usage:
   hone blobs gc --db postgres://... [--data DIR] [--grace 1h]
       delete the blobs (checkpoint, base model, upload and W&B files) that nothing references any
-      more and that were last stored more than --grace ago; safe while nodes run
+      more and that were last stored more than --grace ago; safe while nodes run; then set
+      each entity's count for --entity-quota to the files it stores, and print it
 `
 
 func runBlobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -61,5 +65,17 @@ func runBlobs(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(err)
 	}
 	fmt.Fprintf(stdout, "deleted %d unreferenced blob(s), %s\n", n, humanize.IBytes(uint64(size)))
+	// The quota's ledger (--entity-quota) becomes what the names hold: files stored before
+	// it existed are counted, and a charge lost to a failure is made good.
+	usage, err := blobs.Remote.(*blob.DB).EntityBytes(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	if err := quota.Set(ctx, store, usage); err != nil {
+		return fail(err)
+	}
+	for _, e := range slices.Sorted(maps.Keys(usage)) {
+		fmt.Fprintf(stdout, "entity %s stores %s of files (the quota's count)\n", e, humanize.IBytes(uint64(usage[e])))
+	}
 	return 0
 }

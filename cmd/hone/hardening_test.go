@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net"
 	"net/http"
 	"net/url"
@@ -494,6 +495,97 @@ func TestFuzzQueueFairness(t *testing.T) {
 		t.Logf("%s: createRunFiles of %d names in %s", st.name, len(urls), time.Since(start).Round(time.Millisecond))
 		if code, b := put(t, urls[len(urls)-1], []byte("last")); code != 200 {
 			t.Fatalf("the last upload: %d %s", code, b)
+		}
+	})
+}
+
+// putSized sends body to an upload URL, announcing its length (Content-Length) or not
+// (chunked), and returns the status and the answer.
+func putSized(t *testing.T, url string, body []byte, announce bool) (int, []byte) {
+	t.Helper()
+	var rd io.Reader = bytes.NewReader(body)
+	if !announce {
+		rd = io.MultiReader(rd) // no length known: chunked
+	}
+	req, _ := http.NewRequest("PUT", url, rd)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// TestFuzzUploadLimits: with --max-upload-size 1MiB --entity-quota 3MiB, a W&B upload over
+// 1 MiB is a 413 naming --max-upload-size (announced or chunked), three of 1 MiB fill the
+// quota and every further upload of the entity (W&B, training data, trace file) is a 403
+// naming --entity-quota, with nothing of the refused ones kept; on PostgreSQL `hone blobs gc`
+// counts the 3 MiB. Before, any key holder could fill the disk.
+func TestFuzzUploadLimits(t *testing.T) {
+	forEachFaultStore(t, func(t *testing.T, st faultStore) {
+		dir := t.TempDir()
+		s := startServer(t, dir, append([]string{"--train-workers", "0", "--log-level", "error",
+			"--max-upload-size", "1MiB", "--entity-quota", "3MiB"}, st.args...)...)
+		key := initialKey(t, dir)
+		urls := runFileUploads(t, s.url, key, "p", "r", []string{"big1", "big2", "a", "b", "c", "d"})
+		refused := func(what string, code int, b []byte, status int, flag string) {
+			t.Helper()
+			if code != status || !strings.Contains(string(b), flag) {
+				t.Fatalf("%s: %d %s", what, code, b)
+			}
+			if e := envelope(t, b); e.Param == nil || (*e.Param != "body" && *e.Param != "file") {
+				t.Fatalf("%s: param %v", what, e.Param)
+			}
+		}
+		over := bytes.Repeat([]byte("o"), 1<<20+1)
+		code, b := putSized(t, urls[0], over, true)
+		refused("announced over the limit", code, b, 413, "--max-upload-size")
+		code, b = putSized(t, urls[1], over, false)
+		refused("chunked over the limit", code, b, 413, "--max-upload-size")
+		for i, c := range []byte("abc") {
+			if code, b := putSized(t, urls[2+i], bytes.Repeat([]byte{c}, 1<<20), i%2 == 0); code != 200 {
+				t.Fatalf("upload %d within the quota: %d %s", i, code, b)
+			}
+		}
+		code, b = putSized(t, urls[5], []byte("d"), false)
+		refused("W&B upload past the quota", code, b, 403, "--entity-quota")
+		code, _, b = do(t, "POST", s.url+"/v1/preview/files", "Bearer "+key, sftData)
+		refused("training data past the quota", code, b, 403, "--entity-quota")
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		_ = mw.WriteField("project_id", "local/p")
+		fw, _ := mw.CreateFormFile("file", "notes.txt")
+		_, _ = fw.Write([]byte("a trace file"))
+		mw.Close()
+		req, _ := http.NewRequest("POST", s.url+"/file/create", &buf)
+		req.Header.Set("Content-Type", mw.FormDataContentType())
+		req.Header.Set("Authorization", basic("api", key))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		refused("trace file past the quota", resp.StatusCode, b, 403, "--entity-quota")
+		var left []string
+		filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
+			if err == nil && !e.IsDir() && (strings.HasPrefix(e.Name(), ".tmp-") || strings.HasPrefix(e.Name(), ".upload-")) {
+				left = append(left, p)
+			}
+			return nil
+		})
+		if len(left) > 0 {
+			t.Fatalf("temporary files left: %v", left)
+		}
+		if st.name == "postgres" {
+			var out bytes.Buffer
+			if code := runBlobs(context.Background(), []string{"gc", "--db", st.args[1], "--data", dir}, &out, io.Discard); code != 0 {
+				t.Fatalf("hone blobs gc: %d", code)
+			}
+			if !strings.Contains(out.String(), "entity local stores 3.0 MiB") {
+				t.Fatalf("hone blobs gc: %s", out.String())
+			}
 		}
 	})
 }

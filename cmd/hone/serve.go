@@ -46,6 +46,8 @@ type ServeConfig struct {
 	DataDir           string
 	DSN               string
 	MaxBodyBytes      int64
+	MaxUploadSize     byteSize // one uploaded file (W&B uploads, training data, trace files)
+	EntityQuota       byteSize // what one entity's uploads store in all (0: no quota)
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
 	IdleTimeout       time.Duration
@@ -101,6 +103,10 @@ type TrainConfig struct {
 	// SFTSaveEvery is how often a running SFT job saves the state it resumes from.
 	SFTSaveEvery time.Duration
 }
+
+// defaultMaxUpload is --max-upload-size's default: room for LoRA checkpoints (tens to
+// hundreds of MiB) and training datasets of several GiB.
+const defaultMaxUpload = byteSize(8 << 30)
 
 // byteSize is a flag of a memory size: bytes, or a number with a unit (KiB, MiB, GiB, TiB
 // binary; KB, MB, GB, TB and K, M, G, T decimal), as go-humanize reads them.
@@ -158,6 +164,9 @@ func newServeFlags(cfg *ServeConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.DataDir, "data", "./hone-data", "data directory: database, blobs, models, checkpoints (created if missing)")
 	fs.StringVar(&cfg.DSN, "db", "", "store DSN: a postgres:// URL, or an SQLite path (default DIR/hone.db)")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 64<<20, "largest accepted request body in bytes")
+	cfg.MaxUploadSize = defaultMaxUpload
+	fs.Var(&cfg.MaxUploadSize, "max-upload-size", "largest uploaded file (a W&B artifact or run file, streamed and exempt from --max-body-bytes; training data): more is a 413 before it is stored (8GiB, 500MiB, bytes)")
+	fs.Var(&cfg.EntityQuota, "entity-quota", "most bytes of files (W&B, training data and trace uploads) one entity may store in all: an upload past it is a 403 before it is stored (default: no quota; hone blobs gc recounts what is stored)")
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "time allowed to read request headers")
 	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", 5*time.Minute, "time allowed to read a whole request (responses, including long streams, are not cut off)")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 2*time.Minute, "how long an idle keep-alive connection stays open")

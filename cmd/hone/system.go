@@ -23,6 +23,7 @@ import (
 	"github.com/honeai/hone/internal/inference"
 	"github.com/honeai/hone/internal/jobs"
 	"github.com/honeai/hone/internal/model"
+	"github.com/honeai/hone/internal/quota"
 	"github.com/honeai/hone/internal/registry"
 	"github.com/honeai/hone/internal/respstore"
 	"github.com/honeai/hone/internal/serving"
@@ -53,6 +54,7 @@ type system struct {
 	// responses keeps the Responses API's stored responses.
 	responses *respstore.Store
 	blobs     *blob.Cache         // the shared blob store on PostgreSQL (shared.go); nil on SQLite
+	quota     *quota.Quota        // what each entity's uploads store (--entity-quota)
 	baseOpts  serving.LoadOptions // how registered base models are loaded (shared.go)
 	loaded    sync.Map            // registered base model name → the id this node loaded
 
@@ -104,6 +106,10 @@ func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout
 	}
 	s.trace = trace.NewService(traceFiles)
 	s.trace.SetLogger(logger)
+	if s.quota, err = quota.Open(ctx, s.db, int64(cfg.EntityQuota)); err != nil {
+		return nil, err
+	}
+	s.trace.Quota = s.quota
 	if s.reg, err = openRegistry(ctx, s.db, cfg.DataDir, s.blobs); err != nil {
 		return nil, err
 	}
@@ -125,12 +131,14 @@ func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout
 	if s.wandb, err = wandb.Open(ctx, s.db, filepath.Join(cfg.DataDir, "files")); err != nil {
 		return nil, err
 	}
+	s.wandb.MaxUpload, s.wandb.Quota = int64(cfg.MaxUploadSize), s.quota
 	if s.responses, err = respstore.Open(ctx, s.db); err != nil {
 		return nil, err
 	}
 	s.training = &training.Service{Reg: s.reg, Queue: s.queue, Models: s.models, Trace: s.trace, Artifacts: s.wandb,
 		FilesDir: filepath.Join(cfg.DataDir, "files"), DataRoot: cfg.Train.DataRoot, Log: logger,
-		LoRARank: cfg.Train.Rank, LoRAAlpha: cfg.Train.Alpha, SFTSaveEvery: cfg.Train.SFTSaveEvery}
+		LoRARank: cfg.Train.Rank, LoRAAlpha: cfg.Train.Alpha, SFTSaveEvery: cfg.Train.SFTSaveEvery,
+		MaxUpload: int64(cfg.MaxUploadSize), Quota: s.quota}
 	s.training.LoRA = s.wandb // checkpoints are W&B lora artifacts too
 	if s.blobs != nil {
 		s.training.Blobs = s.blobs

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/honeai/hone/internal/db"
@@ -62,3 +63,27 @@ func (b *DB) Lookup(ctx context.Context, namespace, name string) (Info, error) {
 
 // ErrExists is a name given to another blob already.
 var ErrExists = errors.New("blob: the name is taken")
+
+// EntityBytes sums the sizes of the named blobs by the entity whose namespace names them:
+// "<kind>/<entity>" or "<kind>/<entity>/<project>" (W&B files, uploads, trace files), each
+// name counted once — what each entity stores, for its quota.
+func (b *DB) EntityBytes(ctx context.Context) (map[string]int64, error) {
+	rows, err := b.d.Query(ctx, `SELECT namespace, size FROM blob_names`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var ns string
+		var size int64
+		if err := rows.Scan(&ns, &size); err != nil {
+			return nil, err
+		}
+		if _, rest, ok := strings.Cut(ns, "/"); ok {
+			entity, _, _ := strings.Cut(rest, "/")
+			out[entity] += size
+		}
+	}
+	return out, rows.Err()
+}

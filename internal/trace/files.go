@@ -2,6 +2,7 @@ package trace
 
 import (
 	"context"
+	"strings"
 
 	"github.com/honeai/hone/internal/fault"
 )
@@ -19,8 +20,31 @@ func (s *Service) FileCreate(ctx context.Context, project, name string, content 
 	if expected != "" && expected != digest {
 		return FileCreateRes{}, fault.Conflict("expected_digest", "expected_digest: does not match the digest of the file's bytes (%s)", digest)
 	}
+	// A file new to the project is held to its entity's quota before it is written, and
+	// charged once stored (a file stored again is not).
+	charge := false
+	if s.Quota != nil {
+		if fs, ok := s.store.(fileStat); ok {
+			have, err := fs.HasFile(ctx, project, digest)
+			if err != nil {
+				return FileCreateRes{}, err
+			}
+			charge = !have
+		}
+	}
+	entity, _, _ := strings.Cut(project, "/")
+	if charge {
+		if err := s.Quota.Check(ctx, entity, int64(len(content)), "file"); err != nil {
+			return FileCreateRes{}, err
+		}
+	}
 	if err := s.store.PutFile(ctx, project, digest, name, content, s.nowString()); err != nil {
 		return FileCreateRes{}, err
+	}
+	if charge {
+		if err := s.Quota.Charge(ctx, entity, int64(len(content)), "file"); err != nil {
+			return FileCreateRes{}, err
+		}
 	}
 	ex := s.extrasFor(ctx, project)
 	ex.claim("", "file:"+digest)
@@ -31,4 +55,9 @@ func (s *Service) FileCreate(ctx context.Context, project, name string, content 
 func (s *Service) FileContent(ctx context.Context, req FileContentReadReq) ([]byte, error) {
 	b, err := s.store.GetFile(ctx, req.ProjectID, req.Digest)
 	return b, mapNotFound(err, "File %s not found", req.Digest)
+}
+
+// fileStat is what a store tells of a file without reading it.
+type fileStat interface {
+	HasFile(ctx context.Context, project, digest string) (bool, error)
 }

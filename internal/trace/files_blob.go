@@ -35,6 +35,14 @@ func (f blobFiles) PutFile(ctx context.Context, project, digest, name string, co
 	return err
 }
 
+func (f blobFiles) HasFile(ctx context.Context, project, digest string) (bool, error) {
+	_, err := f.b.Lookup(ctx, fileNamespace(project), digest)
+	if errors.Is(err, blob.ErrNotFound) {
+		return f.SQLStore.HasFile(ctx, project, digest) // stored before the blob store
+	}
+	return err == nil, err
+}
+
 func (f blobFiles) GetFile(ctx context.Context, project, digest string) ([]byte, error) {
 	info, err := f.b.Lookup(ctx, fileNamespace(project), digest)
 	if errors.Is(err, blob.ErrNotFound) {

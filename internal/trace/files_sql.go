@@ -13,6 +13,13 @@ func (s *SQLStore) PutFile(ctx context.Context, project, digest, name string, co
 	return err
 }
 
+// HasFile reports whether a file is stored.
+func (s *SQLStore) HasFile(ctx context.Context, project, digest string) (bool, error) {
+	var n int
+	err := s.db.QueryRow(ctx, `SELECT COUNT(*) FROM trace_files WHERE project_id = ? AND digest = ?`, project, digest).Scan(&n)
+	return n > 0, err
+}
+
 // GetFile returns a file's content.
 func (s *SQLStore) GetFile(ctx context.Context, project, digest string) ([]byte, error) {
 	var b []byte

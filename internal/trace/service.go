@@ -16,6 +16,7 @@ import (
 	"github.com/honeai/hone/internal/db"
 	"github.com/honeai/hone/internal/fault"
 	"github.com/honeai/hone/internal/pyjson"
+	"github.com/honeai/hone/internal/quota"
 )
 
 // Service is the trace store's logic: validation, digests and derived fields over a Store.
@@ -28,6 +29,8 @@ type Service struct {
 	// slog.Default()); loggedUnknown remembers which were logged.
 	log           *slog.Logger
 	loggedUnknown sync.Map
+	// Quota, when set, counts and bounds the bytes of the files each entity stores (files.go).
+	Quota *quota.Quota
 }
 
 // NewService returns the service on store.

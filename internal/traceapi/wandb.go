@@ -821,7 +821,7 @@ func (a *API) RegisterGraphQL(r *httpx.Router, basic, bearer httpx.Middleware) {
 	r.HandleFunc("GET /artifacts/{entity}/{md5}", download, &openapi.Operation{
 		Summary: "Download a W&B artifact file by its MD5 (storage layout V1): HTTP Basic, or a signed URL", Tags: []string{"tracing"}, Security: openapi.BasicAuth})
 	r.HandleFunc("PUT "+UploadPath, a.upload, &openapi.Operation{
-		Summary: "Store an upload announced by createArtifactFiles, createArtifactManifest or createRunFiles (token in the query; no size limit: streamed to disk)",
+		Summary: "Store an upload announced by createArtifactFiles, createArtifactManifest or createRunFiles (token in the query; streamed to disk, up to --max-upload-size and the entity's --entity-quota)",
 		Tags:    []string{"tracing"}})
 }
 
@@ -872,7 +872,7 @@ func (a *API) upload(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, apierror.BadRequest("token", "the upload URL has no token"))
 		return
 	}
-	if err := a.wb.PutUpload(r.Context(), token, r.Body, r.Header.Get("Content-MD5")); err != nil {
+	if err := a.wb.PutUploadSized(r.Context(), token, r.Body, r.Header.Get("Content-MD5"), r.ContentLength); err != nil {
 		apierror.Write(w, r, err)
 		return
 	}

@@ -17,8 +17,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -28,6 +26,7 @@ import (
 
 	"github.com/honeai/hone/internal/fault"
 	"github.com/honeai/hone/internal/jobs"
+	"github.com/honeai/hone/internal/quota"
 	"github.com/honeai/hone/internal/registry"
 	"github.com/honeai/hone/internal/serving"
 	"github.com/honeai/hone/internal/trace"
@@ -60,6 +59,10 @@ type Service struct {
 	// SFTSaveEvery is how often a running SFT job saves its resume state (resume.go); 0
 	// saves it only when a shutdown stops the job.
 	SFTSaveEvery time.Duration
+	// MaxUpload bounds one uploaded file (0: none; the body limit bounds it anyway) and
+	// Quota, when set, what each entity's uploads store (uploads_blob.go).
+	MaxUpload int64
+	Quota     *quota.Quota
 
 	mu       sync.Mutex
 	adapters map[string]map[int]cachedAdapter // model id → checkpoint step → loaded adapter
@@ -287,6 +290,9 @@ func (s *Service) SaveUploadContext(ctx context.Context, entity string, data []b
 	if len(strings.TrimSpace(string(data))) == 0 {
 		return Upload{}, fault.Invalid("file", "the file is empty")
 	}
+	if err := s.checkUpload(ctx, entity, int64(len(data))); err != nil {
+		return Upload{}, err
+	}
 	id := "file-" + strings.ReplaceAll(uuid.Must(uuid.NewV7()).String(), "-", "")
 	if s.Blobs != nil {
 		if err := s.saveSharedUpload(ctx, entity, id, data); err != nil {
@@ -294,11 +300,7 @@ func (s *Service) SaveUploadContext(ctx context.Context, entity string, data []b
 		}
 		return Upload{ID: id, Bytes: len(data), URL: "hone-file:///" + id}, nil
 	}
-	dir := filepath.Join(s.FilesDir, entity)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return Upload{}, err
-	}
-	if err := writeWhole(filepath.Join(dir, id+".jsonl"), data); err != nil {
+	if err := s.saveLocalUpload(ctx, entity, id, data); err != nil {
 		return Upload{}, err
 	}
 	return Upload{ID: id, Bytes: len(data), URL: "hone-file:///" + id}, nil

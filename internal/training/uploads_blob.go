@@ -23,10 +23,39 @@ func uploadNamespace(entity string) string { return "upload/" + entity }
 // transaction (no blob left without its name when naming fails).
 func (s *Service) saveSharedUpload(ctx context.Context, entity, id string, data []byte) error {
 	_, err := s.Blobs.PutWith(ctx, bytes.NewReader(data), func(tx *db.Tx, info blob.Info) error {
-		_, err := blob.NameTx(ctx, tx, uploadNamespace(entity), id, info)
-		return err
+		if _, err := blob.NameTx(ctx, tx, uploadNamespace(entity), id, info); err != nil {
+			return err
+		}
+		return s.Quota.ChargeTx(ctx, tx, entity, info.Size, "file")
 	})
 	return err
+}
+
+// checkUpload refuses an upload of n bytes over MaxUpload (a 413 naming --max-upload-size)
+// or past its entity's quota (a 403 naming --entity-quota), before it is written.
+func (s *Service) checkUpload(ctx context.Context, entity string, n int64) error {
+	if s.MaxUpload > 0 && n > s.MaxUpload {
+		return fault.TooLarge("file", "the file of %d bytes is larger than the server's limit of %d bytes per upload (--max-upload-size)", n, s.MaxUpload)
+	}
+	return s.Quota.Check(ctx, entity, n, "file")
+}
+
+// saveLocalUpload writes an upload into FilesDir and charges it to its entity's quota; a
+// charge refused (another upload took the room meanwhile) removes the file again.
+func (s *Service) saveLocalUpload(ctx context.Context, entity, id string, data []byte) error {
+	dir := filepath.Join(s.FilesDir, entity)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	p := filepath.Join(dir, id+".jsonl")
+	if err := writeWhole(p, data); err != nil {
+		return err
+	}
+	if err := s.Quota.Charge(ctx, entity, int64(len(data)), "file"); err != nil {
+		os.Remove(p)
+		return err
+	}
+	return nil
 }
 
 // sharedUploadExists checks an uploaded file in the blob store.

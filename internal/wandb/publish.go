@@ -197,7 +197,7 @@ func (s *Service) keepFile(ctx context.Context, entity, path string) (string, in
 		return "", 0, err
 	}
 	if s.blobs != nil {
-		return md5hex, n, s.putShared(ctx, entity, md5hex, path, func(*db.Tx) error { return nil })
+		return md5hex, n, s.putShared(ctx, entity, md5hex, path, func(*db.Tx, bool) error { return nil })
 	}
 	dir := filepath.Join(s.dir, entity, "wandb")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

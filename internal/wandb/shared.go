@@ -22,19 +22,20 @@ func (s *Service) UseBlobs(b SharedBlobs) { s.blobs = b }
 func blobNamespace(entity string) string { return "wandb/" + entity }
 
 // putShared stores an uploaded file (written and checked at tmp) as the blob of md5hex, with
-// its name and the rows record writes in the same transaction: all of them or, whatever
+// its name and the rows record writes (created: the name is new to the entity) in the same transaction: all of them or, whatever
 // fails, none (blob.Cache.PutWith).
-func (s *Service) putShared(ctx context.Context, entity, md5hex, tmp string, record func(tx *db.Tx) error) error {
+func (s *Service) putShared(ctx context.Context, entity, md5hex, tmp string, record func(tx *db.Tx, created bool) error) error {
 	f, err := os.Open(tmp)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	_, err = s.blobs.PutWith(ctx, f, func(tx *db.Tx, info blob.Info) error {
-		if _, err := blob.NameTx(ctx, tx, blobNamespace(entity), md5hex, info); err != nil {
+		created, err := blob.NameTx(ctx, tx, blobNamespace(entity), md5hex, info)
+		if err != nil {
 			return err
 		}
-		return record(tx)
+		return record(tx, created)
 	})
 	return err
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/honeai/hone/internal/blob"
 	"github.com/honeai/hone/internal/db"
 	"github.com/honeai/hone/internal/db/dbtest"
+	"github.com/honeai/hone/internal/fault"
+	"github.com/honeai/hone/internal/quota"
 )
 
 // TestSizesPast2GiB: a database made by the first schema (32-bit sizes on PostgreSQL, where
@@ -206,6 +208,81 @@ func TestNewUploads(t *testing.T) {
 			if err := d.QueryRow(ctx, `SELECT size FROM wandb_run_files WHERE name = ?`, us[i].Name).Scan(&size); err != nil || size != int64(len(fmt.Sprint(i))) {
 				t.Fatalf("upload %d stored as %d bytes, %v", i, size, err)
 			}
+		}
+	})
+}
+
+// TestUploadLimits: an upload past MaxUpload is a too-large fault naming --max-upload-size
+// and one past its entity's quota a forbidden fault naming --entity-quota, both before any
+// byte is written when the length is announced and as soon as the body passes otherwise;
+// nothing of a refused upload is kept; a file stored again is not charged again. Both
+// stores, files directory and shared blobs.
+func TestUploadLimits(t *testing.T) {
+	dbtest.ForEachDialect(t, func(t *testing.T, d *db.DB) {
+		for _, shared := range []bool{false, true} {
+			name := map[bool]string{false: "directory", true: "blobs"}[shared]
+			t.Run(name, func(t *testing.T) {
+				ctx := context.Background()
+				dir := t.TempDir()
+				s, err := Open(ctx, d, filepath.Join(dir, "files"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if shared {
+					remote := blob.NewDB(d)
+					if err := remote.Migrate(ctx); err != nil {
+						t.Fatal(err)
+					}
+					s.UseBlobs(&blob.Cache{Remote: remote, Dir: blob.Dir{Root: filepath.Join(dir, "cache")}})
+				}
+				entity := "lim-" + name
+				if s.Quota, err = quota.Open(ctx, d, 3000); err != nil {
+					t.Fatal(err)
+				}
+				s.MaxUpload = 2000
+				up := func(body string, length int64) error {
+					tok, err := s.NewUpload(ctx, Upload{Entity: entity, Kind: UploadRunFile, Project: "p", Run: "r", Name: fmt.Sprintf("f%d", len(body))})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return s.PutUploadSized(ctx, tok, strings.NewReader(body), "", length)
+				}
+				check := func(what string, put func() error, kind fault.Kind, flag string) {
+					t.Helper()
+					before := strings.Join(leftovers(t, d, dir), "\n")
+					err := put()
+					if f, ok := fault.As(err); !ok || f.Kind != kind || f.Field != "body" || !strings.Contains(f.Msg, flag) {
+						t.Fatalf("%s: %v", what, err)
+					}
+					if after := strings.Join(leftovers(t, d, dir), "\n"); after != before {
+						t.Fatalf("%s changed what is stored:\n%s\nto\n%s", what, before, after)
+					}
+				}
+				big := strings.Repeat("x", 2001)
+				check("announced over the limit", func() error { return up(big, 2001) }, fault.KindTooLarge, "--max-upload-size")
+				check("streamed over the limit", func() error { return up(big, -1) }, fault.KindTooLarge, "--max-upload-size")
+				if err := up(strings.Repeat("a", 1500), 1500); err != nil {
+					t.Fatal(err)
+				}
+				if err := up(strings.Repeat("a", 1500), -1); err != nil { // the same bytes: not charged again
+					t.Fatal(err)
+				}
+				if n, _ := s.Quota.Usage(ctx, entity); n != 1500 {
+					t.Fatalf("usage %d after one file stored twice", n)
+				}
+				check("announced past the quota", func() error { return up(strings.Repeat("b", 1501), 1501) }, fault.KindForbidden, "--entity-quota")
+				check("streamed past the quota", func() error { return up(strings.Repeat("b", 1501), -1) }, fault.KindForbidden, "--entity-quota")
+				if err := up(strings.Repeat("c", 1500), -1); err != nil { // exactly the quota
+					t.Fatal(err)
+				}
+				if n, _ := s.Quota.Usage(ctx, entity); n != 3000 {
+					t.Fatalf("usage %d, want 3000", n)
+				}
+				check("a byte more", func() error { return up("d", 1) }, fault.KindForbidden, "--entity-quota")
+				if _, err := d.Exec(ctx, `DELETE FROM wandb_run_files`); err != nil {
+					t.Fatal(err)
+				}
+			})
 		}
 	})
 }

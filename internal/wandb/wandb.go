@@ -28,8 +28,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/honeai/hone/internal/db"
 	"github.com/honeai/hone/internal/fault"
+	"github.com/honeai/hone/internal/quota"
 )
 
 // ErrNotFound is returned for a run, artifact, upload or blob that does not exist (or belongs to
@@ -81,6 +84,10 @@ type Service struct {
 	blobs  SharedBlobs // set by UseBlobs: files are shared blobs instead (shared.go)
 	// localMu orders the uploads that put files in place in the files directory.
 	localMu sync.Mutex
+	// MaxUpload is the most bytes of one upload (0: no limit): --max-upload-size.
+	MaxUpload int64
+	// Quota, when set, counts and bounds the bytes each entity's uploads store.
+	Quota *quota.Quota
 }
 
 // Open migrates the store and returns the service keeping blobs under filesDir.
@@ -416,6 +423,15 @@ const uploadTTL = 24 * time.Hour
 // its size) while its MD5 is computed; a file whose MD5 differs from the one announced (or
 // from Content-MD5, when sent) is refused and nothing is kept.
 func (s *Service) PutUpload(ctx context.Context, token string, body io.Reader, contentMD5 string) error {
+	return s.PutUploadSized(ctx, token, body, contentMD5, -1)
+}
+
+// PutUploadSized is PutUpload of a body of length bytes as announced (Content-Length; -1:
+// unknown, chunked). An upload past MaxUpload is refused (a too-large fault naming
+// --max-upload-size), and one that would take its entity past its quota (Quota: a forbidden
+// fault naming --entity-quota), both before any byte is written when the length is announced,
+// and as soon as the body passes the limit otherwise; nothing of a refused upload is kept.
+func (s *Service) PutUploadSized(ctx context.Context, token string, body io.Reader, contentMD5 string, length int64) error {
 	h := sha256.Sum256([]byte(token))
 	var u Upload
 	var created string
@@ -429,6 +445,16 @@ func (s *Service) PutUpload(ctx context.Context, token string, body io.Reader, c
 	if t, err := db.ParseTime(created); err == nil && s.now().Sub(t) > uploadTTL {
 		return fault.NotFound("token", "this upload URL has expired")
 	}
+	if s.MaxUpload > 0 && length > s.MaxUpload {
+		return tooLarge(length, s.MaxUpload)
+	}
+	used, left, err := s.Quota.Room(ctx, u.Entity)
+	if err != nil {
+		return err
+	}
+	if left >= 0 && length > left {
+		return s.Quota.Exceeded(u.Entity, used, length, "body")
+	}
 	dir := filepath.Join(s.dir, u.Entity, "wandb")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -439,12 +465,17 @@ func (s *Service) PutUpload(ctx context.Context, token string, body io.Reader, c
 	}
 	defer os.Remove(tmp.Name())
 	sum := md5.New()
-	in := &uploadBody{r: body}
+	in := &uploadBody{r: body, max: s.MaxUpload, left: left}
 	n, err := io.Copy(io.MultiWriter(tmp, sum), in)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
-	if in.err != nil { // the client's body failed, not the disk
+	switch {
+	case errors.Is(in.err, errTooLarge):
+		return tooLarge(in.n, s.MaxUpload)
+	case errors.Is(in.err, errOverQuota):
+		return s.Quota.Exceeded(u.Entity, used, in.n, "body")
+	case in.err != nil: // the client's body failed, not the disk
 		return fault.Invalid("body", "the upload ended after %d bytes, before its end: %v", in.n, in.err)
 	}
 	if err != nil {
@@ -458,34 +489,60 @@ func (s *Service) PutUpload(ctx context.Context, token string, body io.Reader, c
 		return fault.Invalid("Content-MD5", "the body's MD5 is %s, not the Content-MD5 %s", got, contentMD5)
 	}
 	md5hex := hex.EncodeToString(sum.Sum(nil))
-	record := func(tx *db.Tx) error { return s.recordUpload(ctx, tx, u, md5hex, n) }
+	// A file new to the entity is charged to its quota in the transaction that records it.
+	record := func(tx *db.Tx, created bool) error {
+		if created {
+			if err := s.Quota.ChargeTx(ctx, tx, u.Entity, n, "body"); err != nil {
+				return err
+			}
+		}
+		return s.recordUpload(ctx, tx, u, md5hex, n)
+	}
 	if s.blobs != nil {
 		return s.putShared(ctx, u.Entity, md5hex, tmp.Name(), record)
 	}
 	return s.putLocal(ctx, tmp.Name(), filepath.Join(dir, md5hex), record)
 }
 
-// uploadBody reads an upload's body, counting it and keeping its error apart from the
-// disk's.
+// uploadBody reads an upload's body, counting it, stopping it past max bytes (errTooLarge)
+// or left bytes (errOverQuota; -1: no quota), and keeping its error apart from the disk's.
 type uploadBody struct {
-	r   io.Reader
-	n   int64
-	err error
+	r         io.Reader
+	max, left int64
+	n         int64
+	err       error
 }
+
+var (
+	errTooLarge  = errors.New("the upload is larger than the server's limit")
+	errOverQuota = errors.New("the upload passes its entity's quota")
+)
 
 func (b *uploadBody) Read(p []byte) (int, error) {
 	k, err := b.r.Read(p)
 	b.n += int64(k)
+	switch {
+	case b.max > 0 && b.n > b.max:
+		err = errTooLarge
+	case b.left >= 0 && b.n > b.left:
+		err = errOverQuota
+	}
 	if err != nil && !errors.Is(err, io.EOF) {
 		b.err = err
 	}
 	return k, err
 }
 
+// tooLarge is the fault of an upload of n bytes (or more) past the limit of max.
+func tooLarge(n, max int64) error {
+	return fault.TooLarge("body", "the upload of %s or more is larger than the server's limit of %s per upload (--max-upload-size)",
+		humanize.IBytes(uint64(n)), humanize.IBytes(uint64(max)))
+}
+
 // putLocal moves an uploaded file (written and checked at tmp) to dst, its place in the
 // files directory, and writes its rows with record: both or, whatever fails, neither (a file
 // it put in place is removed again; one that was there already, another upload's, stays).
-func (s *Service) putLocal(ctx context.Context, tmp, dst string, record func(tx *db.Tx) error) error {
+func (s *Service) putLocal(ctx context.Context, tmp, dst string, record func(tx *db.Tx, created bool) error) error {
 	s.localMu.Lock() // no other upload sees dst between its rename and its removal
 	defer s.localMu.Unlock()
 	created := false
@@ -497,7 +554,7 @@ func (s *Service) putLocal(ctx context.Context, tmp, dst string, record func(tx 
 	} else if err != nil {
 		return err
 	}
-	if err := s.db.WriteTx(ctx, record); err != nil {
+	if err := s.db.WriteTx(ctx, func(tx *db.Tx) error { return record(tx, created) }); err != nil {
 		if created {
 			os.Remove(dst)
 		}
