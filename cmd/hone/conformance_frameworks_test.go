@@ -74,6 +74,7 @@ var (
 			"output_tool_named":          {has: map[string]any{"tool_choice": named("final_result")}},
 			"output_tool_with_tools":     {has: map[string]any{"tool_choice": "required", "tools.2.function.name": "final_result"}},
 			"output_native":              {has: map[string]any{"response_format.type": "json_schema", "response_format.json_schema.strict": true}},
+			"output_native_with_tools":   {has: map[string]any{"tool_choice": "auto", "response_format.type": "json_schema", "tools.0.function.name": "get_weather"}},
 			"output_prompted":            {has: map[string]any{"response_format.type": "json_object"}},
 			"stream_output_tool":         {has: map[string]any{"tool_choice": "required", "stream": true}},
 			"stream_output_native":       {has: map[string]any{"response_format.type": "json_schema", "stream": true}},
@@ -114,6 +115,8 @@ var (
 			"predict_litellm_engine":  {has: map[string]any{"response_format.type": "json_schema"}},
 			"tool_calls_native":       {has: map[string]any{"tools.0.function.name": "get_weather"}},
 			"react_native":            {has: map[string]any{"tool_choice": named("submit")}},
+			"tool_calls_json_adapter": {has: map[string]any{"tools.0.function.name": "get_weather", "response_format.type": "json_schema"}},
+			"react_json_adapter":      {has: map[string]any{"tool_choice": named("submit"), "response_format.type": "json_schema"}},
 		}}
 )
 

@@ -386,3 +386,59 @@ func TestSFTGenericToolCalls(t *testing.T) {
 	}
 	checkWeatherArgs(t, r.Choices[0].Message.ToolCalls[0].Function.Name, r.Choices[0].Message.ToolCalls[0].Function.Arguments)
 }
+
+// TestToolsBesideResponseFormat: a JSON response_format beside tools, as Pydantic AI's
+// NativeOutput and DSPy's JSONAdapter send them: under tool_choice auto the model either calls
+// or answers in the format (both happen), on a template with tool syntax and on one without;
+// under required or a named function the answer is the call (OpenAI's behaviour; the format
+// has no text to shape), while structured_outputs beside a forced call stays vLLM's 400.
+func TestToolsBesideResponseFormat(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir)
+	bearer := "Bearer " + initialKey(t, dir)
+	url := s.url + "/v1/chat/completions"
+	format := `"response_format":{"type":"json_schema","json_schema":{"name":"answer","strict":true,"schema":{"type":"object","properties":{"city":{"enum":["Paris","Rome"]},"sunny":{"type":"boolean"}},"required":["city","sunny"],"additionalProperties":false}}}`
+	for _, tpl := range []string{"", `"chat_template":` + smolTemplate(t) + `,`} {
+		base := `{` + tpl + `"messages":[{"role":"user","content":"Weather in Paris for 3 days?"}],"tools":` + weatherTools + `,` + format
+		calls, answers := 0, 0
+		for seed := 1; seed <= 40 && (calls == 0 || answers == 0); seed++ {
+			code, _, b := do(t, "POST", url, bearer, base+fmt.Sprintf(`,"tool_choice":"auto","max_tokens":120,"temperature":1,"seed":%d}`, seed))
+			var r toolResp
+			if json.Unmarshal(b, &r) != nil || code != 200 {
+				t.Fatalf("auto: %d %s", code, b)
+			}
+			c := r.Choices[0]
+			if len(c.Message.ToolCalls) > 0 {
+				for _, tc := range c.Message.ToolCalls {
+					checkWeatherArgs(t, tc.Function.Name, tc.Function.Arguments)
+				}
+				calls++
+				continue
+			}
+			if c.FinishReason == "length" {
+				continue
+			}
+			var a struct {
+				City  string `json:"city"`
+				Sunny *bool  `json:"sunny"`
+			}
+			dec := json.NewDecoder(strings.NewReader(*c.Message.Content))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&a); err != nil || a.City == "" || a.Sunny == nil {
+				t.Fatalf("auto (template %q): the answer is neither calls nor the format: %s", tpl, b)
+			}
+			answers++
+		}
+		if calls == 0 || answers == 0 {
+			t.Fatalf("template %q: %d calls and %d answers in the format: both must be possible", tpl, calls, answers)
+		}
+		for _, choice := range []string{`"required"`, `{"type":"function","function":{"name":"get_time"}}`} {
+			code, _, b := do(t, "POST", url, bearer, base+`,"tool_choice":`+choice+`,"max_tokens":120,"seed":2}`)
+			var r toolResp
+			if json.Unmarshal(b, &r) != nil || code != 200 || len(r.Choices[0].Message.ToolCalls) == 0 {
+				t.Fatalf("%s with a response_format: %d %s", choice, code, b)
+			}
+			checkWeatherArgs(t, r.Choices[0].Message.ToolCalls[0].Function.Name, r.Choices[0].Message.ToolCalls[0].Function.Arguments)
+		}
+	}
+}

@@ -11,7 +11,8 @@ constraints, both run here:
 - the LiteLLM engine (engine="litellm") with the model registered to LiteLLM
   (litellm.register_model, supports_response_schema): the same json_schema.
 Cases: Predict and ChainOfThought with typed outputs (JSONAdapter), native tool calls into a
-dspy.ToolCalls output, and a ReActV2 agent (its last turn forces the submit tool by name).
+dspy.ToolCalls output, and a ReActV2 agent (its last turn forces the submit tool by name), with
+the ChatAdapter and with the JSONAdapter (which sends the tools beside its response_format).
 
 Environment: HONE_URL, HONE_KEY, HONE_MODEL (default "demo"); HONE_MARK_URL as in the other
 scenarios. The checks are on structure (outputs of the declared types, calls of the given tools
@@ -137,6 +138,37 @@ def react_native():
     with dspy.context(lm=native, adapter=dspy.ChatAdapter(use_native_function_calling=True)):
         p = agent(question="Weather in Paris?")
     check_weather(p, "ReActV2")
+    check(p.termination_reason in ("submit", "forced_submit"), "ReActV2 ended on its submit tool", p.termination_reason)
+    return p.termination_reason
+
+
+@case
+def tool_calls_json_adapter():
+    # The JSONAdapter sends the tools beside a response_format for the other output fields,
+    # under tool_choice auto: the model may call or answer in the format.
+    class Act(dspy.Signature):
+        """Use a tool to answer."""
+        question: str = dspy.InputField()
+        tools: list[dspy.Tool] = dspy.InputField()
+        calls: dspy.ToolCalls = dspy.OutputField()
+
+    with dspy.context(lm=native, adapter=dspy.JSONAdapter(use_native_function_calling=True)):
+        p = dspy.Predict(Act)(question="Weather in Paris?", tools=[dspy.Tool(get_weather)])
+    calls = p.calls.tool_calls if p.calls else []
+    for c in calls:
+        check(c.name == "get_weather", "a call of the given tool", c)
+        jsonschema.validate(c.args, SCHEMAS["get_weather"])
+    return f"calls {[c.name for c in calls]}" if calls else "no call"
+
+
+@case
+def react_json_adapter():
+    # ReActV2's last turn forces its submit tool by name, beside the JSONAdapter's
+    # response_format: the answer is the call.
+    agent = dspy.ReActV2(Weather, tools=[get_weather], max_iters=1)
+    with dspy.context(lm=native, adapter=dspy.JSONAdapter(use_native_function_calling=True)):
+        p = agent(question="Weather in Paris?")
+    check_weather(p, "ReActV2 (JSONAdapter)")
     check(p.termination_reason in ("submit", "forced_submit"), "ReActV2 ended on its submit tool", p.termination_reason)
     return p.termination_reason
 

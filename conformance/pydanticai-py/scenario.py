@@ -211,6 +211,22 @@ async def output_native():
     check(isinstance(r.output, Weather), "NativeOutput: a Weather", r.output)
 
 
+async def output_native_with_tools():
+    # NativeOutput beside function tools: tool_choice auto with tools and a json_schema
+    # response_format, where the model may call a tool or answer in the format (OpenAI's
+    # behaviour; vLLM's format would shape every answer, so no call could be written).
+    async def once(ctx: RunContext, tool_def: ToolDefinition):
+        called = any(isinstance(p, ToolCallPart) and p.tool_name == tool_def.name for m in ctx.messages for p in m.parts)
+        return None if called else tool_def
+
+    agent = Agent(model, output_type=NativeOutput(Weather), tools=[Tool(get_weather, prepare=once)],
+                  model_settings=settings(max_tokens=160, temperature=1))
+    r = await agent.run("Weather in Paris?", usage_limits=UsageLimits(request_limit=4))
+    check(isinstance(r.output, Weather), "NativeOutput with tools: a Weather", r.output)
+    calls = check_loop(r, "NativeOutput with tools")
+    return f"{len(calls)} calls"
+
+
 async def output_prompted():
     # A free-form JSON object (response_format json_object; the schema is only in the prompt) has
     # no length bound: greedy decoding of the random-weight demo model repeats one key's text to
@@ -262,7 +278,7 @@ async def responses_model():
 
 async def main():
     for fn in (run_text, run_stream_text, tools_auto_agent, tools_required, tools_named, tools_stream, output_tool,
-               output_tool_named, output_tool_with_tools, output_native, output_prompted, stream_output_tool,
+               output_tool_named, output_tool_with_tools, output_native, output_native_with_tools, output_prompted, stream_output_tool,
                stream_output_native, openai_compatible_provider, responses_model):
         await case(fn)
     print(json.dumps({"ok": all(c["ok"] for c in cases), "version": version("pydantic-ai-slim"), "model": model_name, "cases": cases}))

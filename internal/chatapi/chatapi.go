@@ -213,14 +213,24 @@ func (a *API) prepareRequest(r *http.Request, reqp *Request, body []byte) (*prep
 	if err := p.tools.resolve(served.ToolParser, tpl.Source()); err != nil {
 		return nil, err
 	}
-	if p.structured == nil && p.beam == nil && p.tools.family != "" {
+	if p.beam == nil && p.tools.family != "" {
 		marker := toolcall.Marker(p.tools.family)
 		id, ok := served.Tok.TokenID(marker)
-		spec, err := p.tools.constraint(ok && served.Tok.IsSpecial(id))
-		if err != nil {
-			return nil, err
+		markerSpecial := ok && served.Tok.IsSpecial(id)
+		switch {
+		case p.structured == nil:
+			spec, err := p.tools.constraint(markerSpecial)
+			if err != nil {
+				return nil, err
+			}
+			p.structured = spec
+		case p.tools.choice == "auto" && p.structured.JSONSchema() != nil:
+			// A JSON format beside tools: the model either calls or answers in the format, as
+			// OpenAI lets it (where calls can be told from the answer).
+			if spec, err := toolcall.AutoOr(p.tools.family, p.tools.tools, p.tools.parallel, markerSpecial, p.structured.JSONSchema()); err == nil && spec != nil {
+				p.structured = spec
+			}
 		}
-		p.structured = spec
 	}
 	special := served.SpecialTokens()
 	in := chattemplate.Input{Messages: req.Messages, Tools: req.Tools, Documents: req.Documents,

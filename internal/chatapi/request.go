@@ -218,7 +218,12 @@ func (req *Request) validate(vocab int, maxLogprobs int, priorityEnabled bool) (
 		return nil, err
 	}
 	if spec != nil && (tp.choice == "required" || tp.choice == "named") {
-		return nil, bad("tool_choice", "You can only either use constraints for structured outputs or tools, not both.")
+		if len(req.StructuredOutputs) > 0 && string(req.StructuredOutputs) != "null" {
+			return nil, bad("tool_choice", "You can only either use constraints for structured outputs or tools, not both.")
+		}
+		// A response_format beside a forced call: the answer is the call, with no text for
+		// the format to shape (OpenAI answers the call; the format applies to a later answer).
+		spec = nil
 	}
 	if tp.choice != "none" && req.UseBeamSearch && len(tp.tools) > 0 && tp.explicit && tp.choice != "auto" {
 		return nil, bad("use_beam_search", "Beam search cannot be combined with tool_choice %q (a constrained tool call).", tp.choice)

@@ -27,6 +27,18 @@ type Spec struct {
 	param   string // the request field it came from, for errors
 }
 
+// JSONSchema is the schema of a JSON constraint (json, or json_object as any object); nil for
+// the other kinds.
+func (s *Spec) JSONSchema() json.RawMessage {
+	switch s.Kind {
+	case "json":
+		return s.Schema
+	case "json_object":
+		return json.RawMessage(`{"type":"object"}`)
+	}
+	return nil
+}
+
 // Key identifies the spec for caching compiled constraints.
 func (s *Spec) Key() string {
 	b, _ := json.Marshal(struct {

@@ -13,11 +13,16 @@ import (
 // newline after hermes' </tool_call>: with Sep "\n", a model that wrote that newline may
 // still end instead of being held to a further call). A call is one of the structures: its
 // Begin, JSON matching its Schema, its End.
+//
+// Or, when set, is a JSON schema the output may match instead of being calls: tool_choice
+// auto beside a response_format, where the model either calls or answers in the format, as
+// OpenAI lets it.
 type ToolCalls struct {
 	Prefix, Sep, Suffix string
 	Trail               string `json:",omitempty"`
 	Multiple            bool
 	Structures          []TagStructure
+	Or                  json.RawMessage `json:",omitempty"`
 }
 
 // TagStructure is one structure of a structural tag or of tool calls.
@@ -82,6 +87,18 @@ func (t *ToolCalls) rules(o SchemaOptions) (RuleSet, error) {
 	set.Rules[0] = regexp.QuoteMeta(t.Prefix) + body + regexp.QuoteMeta(t.Suffix)
 	if t.Trail != "" {
 		set.Rules[0] += "(?:" + regexp.QuoteMeta(t.Trail) + ")?"
+	}
+	if len(t.Or) > 0 {
+		answer, err := schemaInto(set, t.Or, o)
+		if err != nil {
+			if ue, ok := err.(*UnsupportedError); ok {
+				for f := range ue.Features {
+					ue.Features[f] = "or: " + ue.Features[f]
+				}
+			}
+			return RuleSet{}, err
+		}
+		set.Rules[0] = "(?:" + set.Rules[0] + "|" + answer + ")"
 	}
 	if len(set.Rules) > maxRules {
 		return RuleSet{}, &UnsupportedError{Features: []string{fmt.Sprintf("more than %d rules", maxRules-1)}}

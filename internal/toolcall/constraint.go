@@ -66,8 +66,17 @@ func syntax(family, name string, marker bool) (begin, end string) {
 // marker is a special token of the vocabulary, which a constraint cannot produce: the calls
 // are then written without it (Parse with Options.Forced reads them).
 func Forced(family string, tools []Tool, multiple, markerSpecial bool) (*structured.Spec, error) {
+	t, err := calls(family, tools, multiple, !markerSpecial)
+	if err != nil {
+		return nil, err
+	}
+	return structured.ToolCallsSpec(t, structured.SchemaOptions{Whitespace: ArgumentWhitespace})
+}
+
+// calls is the family's syntax of one call (or several, with multiple) of the tools, each
+// with the family's marker or without it.
+func calls(family string, tools []Tool, multiple, marker bool) (*structured.ToolCalls, error) {
 	t := &structured.ToolCalls{Multiple: multiple}
-	marker := !markerSpecial
 	switch syntaxOf(family) {
 	case Hermes:
 		t.Sep, t.Trail = "\n", "\n"
@@ -85,7 +94,7 @@ func Forced(family string, tools []Tool, multiple, markerSpecial bool) (*structu
 		b, e := syntax(family, tool.Name, marker)
 		t.Structures = append(t.Structures, structured.TagStructure{Begin: b, Schema: tool.schema(), End: e})
 	}
-	return structured.ToolCallsSpec(t, structured.SchemaOptions{Whitespace: ArgumentWhitespace})
+	return t, nil
 }
 
 // Auto is the constraint of tool_choice auto: free text, in which the family's marker must be
@@ -106,4 +115,21 @@ func Auto(family string, tools []Tool, markerSpecial bool) (*structured.Spec, er
 		structures = append(structures, structured.TagStructure{Begin: b, Schema: tool.schema(), End: e})
 	}
 	return structured.StructuralTagSpec(structures, []string{Marker(family)}, structured.SchemaOptions{Whitespace: ArgumentWhitespace})
+}
+
+// AutoOr is the constraint of tool_choice auto beside a JSON response format: the output is
+// either calls in the family's syntax (with its marker; several when multiple) or JSON
+// matching answer, as OpenAI lets a model either call or answer in the format. It is nil,
+// with no error, where calls could not be told from the answer: llama3_json (whose calls
+// are plain JSON), or a family whose marker is a special token a constraint cannot produce.
+func AutoOr(family string, tools []Tool, multiple, markerSpecial bool, answer json.RawMessage) (*structured.Spec, error) {
+	if markerSpecial || Marker(family) == "" || syntaxOf(family) == Llama3JSON {
+		return nil, nil
+	}
+	t, err := calls(family, tools, multiple, true)
+	if err != nil {
+		return nil, err
+	}
+	t.Or = answer
+	return structured.ToolCallsSpec(t, structured.SchemaOptions{Whitespace: ArgumentWhitespace})
 }

@@ -168,3 +168,52 @@ func TestForcedEndsAfterNewline(t *testing.T) {
 		}
 	}
 }
+
+// TestAutoOrCallsOrAnswer: tool_choice auto beside a JSON format: random outputs under the
+// constraint are either calls that parse or an answer matching the format, never both and
+// never free text; where calls could not be told from the answer, there is no such constraint.
+func TestAutoOrCallsOrAnswer(t *testing.T) {
+	answer := json.RawMessage(`{"type":"object","properties":{"city":{"enum":["Paris","Rome"]}},"required":["city"],"additionalProperties":false}`)
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, fam := range []string{Hermes, Generic, Mistral} {
+		spec, err := AutoOr(fam, testTools, true, false, answer)
+		if err != nil || spec == nil {
+			t.Fatal(fam, err)
+		}
+		seen := map[bool]int{}
+		for i := 0; i < 120; i++ {
+			out, ended := walk(t, spec, r, []string{Marker(fam), `{"city": `})
+			if !ended {
+				continue
+			}
+			content, calls, ok := Parse(fam, out, Options{})
+			if ok {
+				if strings.TrimSpace(content) != "" || len(calls) == 0 {
+					t.Fatalf("%s: %q read as %q %v", fam, out, content, calls)
+				}
+				seen[true]++
+				continue
+			}
+			var a struct {
+				City string `json:"city"`
+			}
+			dec := json.NewDecoder(strings.NewReader(out))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&a); err != nil || (a.City != "Paris" && a.City != "Rome") || dec.More() {
+				t.Fatalf("%s: %q is neither calls nor the answer (%v)", fam, out, err)
+			}
+			seen[false]++
+		}
+		if seen[true] == 0 || seen[false] == 0 {
+			t.Fatalf("%s: calls %d, answers %d: both must be possible", fam, seen[true], seen[false])
+		}
+	}
+	for _, c := range []struct {
+		fam     string
+		special bool
+	}{{Llama3JSON, false}, {Hermes, true}, {None, false}} {
+		if s, err := AutoOr(c.fam, testTools, true, c.special, answer); s != nil || err != nil {
+			t.Errorf("%s special=%v: %v %v, want no constraint", c.fam, c.special, s, err)
+		}
+	}
+}
