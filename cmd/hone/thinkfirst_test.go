@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -52,4 +53,43 @@ func TestRequiredToolCallAfterThinking(t *testing.T) {
 			t.Fatalf("%q: tokens %v, calls %v", kw, ids, calls)
 		}
 	}
+}
+
+// TestConstrainedAnswerIsNoReasoning: on a template that thinks (the demo model's), a JSON
+// answer constrained from its first token (no thinking asked) is all content, even when a
+// string in it holds "</think>" (the random-weight model writes one under some seeds): no
+// reasoning is split off, and a finished answer is the JSON.
+func TestConstrainedAnswerIsNoReasoning(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir)
+	bearer := "Bearer " + initialKey(t, dir)
+	split := 0
+	for seed := 1; seed <= 30; seed++ {
+		body := fmt.Sprintf(`{"model":"demo","messages":[{"role":"user","content":"Weather?"}],"max_tokens":64,"temperature":1,"seed":%d,
+			"response_format":{"type":"json_schema","json_schema":{"name":"w","schema":{"type":"object","properties":{"t":{"type":"string"}},"required":["t"]}}}}`, seed)
+		code, _, b := do(t, "POST", s.url+"/v1/chat/completions", bearer, body)
+		var r struct {
+			Choices []struct {
+				Message struct {
+					Content   *string `json:"content"`
+					Reasoning *string `json:"reasoning"`
+				} `json:"message"`
+				FinishReason string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if json.Unmarshal(b, &r) != nil || code != 200 {
+			t.Fatalf("seed %d: %d %s", seed, code, b)
+		}
+		c := r.Choices[0]
+		if c.Message.Reasoning != nil {
+			t.Fatalf("seed %d: reasoning split off a constrained answer: %s", seed, b)
+		}
+		if c.Message.Content != nil && strings.Contains(*c.Message.Content, "</think>") {
+			split++
+		}
+		if v := map[string]any{}; c.FinishReason == "stop" && json.Unmarshal([]byte(*c.Message.Content), &v) != nil {
+			t.Fatalf("seed %d: the finished answer is not the JSON: %s", seed, b)
+		}
+	}
+	t.Logf("%d of 30 answers hold </think> in a string", split)
 }

@@ -408,6 +408,11 @@ func (a *API) submit(w http.ResponseWriter, r *http.Request, pr *prepared, id st
 		gf = pr.thinkFirst(gf)
 	}
 	out := pr.output()
+	if s := p.structured; s != nil && s.Kind != "structural_tag" && !pr.thinksFirst() {
+		// The constraint holds from the first token and leaves no free text: the answer is
+		// all the constrained output, never reasoning (a "</think>" a JSON string holds, say).
+		out.Reasoning = false
+	}
 	h, err := pr.served.Engine.Submit(r.Context(), &inference.Request{Guide: gf, ID: id, Key: keyOf(r), Prompt: pr.ids, Params: p.params, N: p.n,
 		MaxTokens: p.maxTokens, IgnoreEOS: p.req.IgnoreEOS, Adapter: pr.adapter, Priority: p.priority,
 		Logprobs: p.req.Logprobs, TopLogprobs: p.topLogprobs, PromptLogprobs: p.promptLP, CacheSalt: p.cacheSalt, Repetition: p.repetition, Beam: p.beam,
@@ -567,23 +572,30 @@ func (pr *prepared) output() *inference.Output {
 // tokens of the vocabulary, and the prompt did not close the block itself. Otherwise the
 // constraint holds from the first token, and the model answers without thinking.
 func (pr *prepared) thinkFirst(gf inference.GuideFactory) inference.GuideFactory {
+	if !pr.thinksFirst() {
+		return gf
+	}
+	start, _ := pr.served.Tok.TokenID("<think>")
+	end, _ := pr.served.Tok.TokenID("</think>")
+	return inference.ThinkFirst(gf, start, end, strings.HasSuffix(strings.TrimRight(pr.prompt, " \t\r\n"), "<think>"))
+}
+
+// thinksFirst reports whether the request's constraint waits for its <think> block to end
+// (thinkFirst's conditions).
+func (pr *prepared) thinksFirst() bool {
 	tpl := pr.served.Template
 	if pr.plan.req.ChatTemplate != nil || tpl == nil || !strings.Contains(tpl.Source(), "<think>") {
-		return gf
+		return false
 	}
 	var kw struct {
 		EnableThinking *bool `json:"enable_thinking"`
 	}
 	if json.Unmarshal(pr.plan.req.templateKwargs(), &kw) != nil || kw.EnableThinking == nil || !*kw.EnableThinking {
-		return gf
+		return false
 	}
-	start, ok1 := pr.served.Tok.TokenID("<think>")
-	end, ok2 := pr.served.Tok.TokenID("</think>")
-	tail := strings.TrimRight(pr.prompt, " \t\r\n")
-	if !ok1 || !ok2 || strings.HasSuffix(tail, "</think>") {
-		return gf
-	}
-	return inference.ThinkFirst(gf, start, end, strings.HasSuffix(tail, "<think>"))
+	_, ok1 := pr.served.Tok.TokenID("<think>")
+	_, ok2 := pr.served.Tok.TokenID("</think>")
+	return ok1 && ok2 && !strings.HasSuffix(strings.TrimRight(pr.prompt, " \t\r\n"), "</think>")
 }
 
 // choiceState is one choice as the engine's events left it.
