@@ -71,7 +71,7 @@ hone() {
   for _ in $(seq 600); do grep -q listening "$data/out" 2>/dev/null && break; sleep 0.2; done
   if ! grep -q listening "$data/out"; then cat "$data/err" >&2; kill "$pid" 2>/dev/null; rm -rf "$data"; return; fi
   r=$(burst "$pid" "$port" "$(cat "$data/initial-api-key")")
-  kv=$(grep -oE "weights [0-9.]+ [KMG]iB, KV cache up to [0-9.]+ [KMG]iB \([0-9]+ tokens in f[0-9]+" "$data/out" | sed 's/(/, /; s/$/, allocated as used/')
+  kv=$(grep -oE "weights [0-9.]+ [KMG]iB, KV cache up to [0-9.]+ [KMG]iB \([0-9]+ tokens in f[0-9]+" "$data/out" | sed 's/$/, allocated as used)/')
   kill "$pid"; wait "$pid" 2>/dev/null; rm -rf "$data"
   AFTER[$name]=$(echo "$r" | awk '{print $2}')
   printf '| %s | %s | %s | %s | %s |\n' "$name" $r "$kv"
