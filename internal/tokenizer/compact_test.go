@@ -55,7 +55,7 @@ func TestVocabIndex(t *testing.T) {
 	}
 }
 
-// TestGemma3TokenizerHeap: Gemma 3's tokenizer (262,144 tokens) holds at most 16 MB of heap
+// TestGemma3TokenizerHeap: Gemma 3's tokenizer (262,144 tokens) holds at most 20 MB of heap
 // once loaded (about 14: its text → id index, token texts, pieces, added-token matcher and
 // merge ranks); as Go maps and one string per token it held 50 MB, which the collector's
 // headroom doubled in the server's resident memory. With HONE_GEMMA3_GGUF only.
@@ -77,7 +77,7 @@ func TestGemma3TokenizerHeap(t *testing.T) {
 	}
 	held := heap() - before
 	t.Logf("the tokenizer holds %.1f MB", float64(held)/1e6)
-	if held > 16<<20 {
+	if held > 20<<20 {
 		t.Errorf("the tokenizer holds %d bytes", held)
 	}
 	if tk.VocabSize() != 262144 {
