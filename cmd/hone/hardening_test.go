@@ -9,6 +9,7 @@ import (
 	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -588,4 +589,104 @@ func TestFuzzUploadLimits(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestFuzzReadsBounded: the routes that read stored data share one memory budget and a
+// per-key limit (--request-memory 16MiB --max-reads-per-key 4 here). 64 concurrent
+// /refs/read_batch of one 256 KiB ref named 100 times from one key are each a 413 (past the
+// batch's bound) or a 429 with Retry-After (past the key's limit); 32 from 32 keys naming 8
+// distinct 256 KiB objects 12 times each are a 200, 413 or a 503 with Retry-After (the
+// budget full past its wait), never more: the process's heap stays bounded; afterwards every
+// route of the kind still answers. Before, 128 such requests took the server to 3.3 GB.
+func TestFuzzReadsBounded(t *testing.T) {
+	forEachFaultStore(t, func(t *testing.T, st faultStore) {
+		dir := t.TempDir()
+		s := startServer(t, dir, append([]string{"--train-workers", "0", "--max-concurrent-per-key", "0", "--log-level", "error",
+			"--request-memory", "16MiB", "--max-reads-per-key", "4"}, st.args...)...)
+		key := initialKey(t, dir)
+		keys := []string{key}
+		for i := 1; i < 32; i++ {
+			var out bytes.Buffer
+			if c := runKeys(context.Background(), append([]string{"create", "--data", dir, "--entity", "local"}, st.args...), &out, io.Discard); c != 0 {
+				t.Fatal("keys create failed")
+			}
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			keys = append(keys, lines[len(lines)-1])
+		}
+		var refs []string
+		for i := 0; i < 8; i++ {
+			obj := fmt.Sprintf(`{"obj":{"project_id":"local/amp","object_id":"big%d","val":{"v":%q}}}`, i, strings.Repeat(string(rune('A'+i)), 256<<10))
+			code, _, b := do(t, "POST", s.url+"/obj/create", basic("api", key), obj)
+			refs = append(refs, fmt.Sprintf("weave:///local/amp/object/big%d:%s", i, jsonOf(t, code, b, 200)["digest"]))
+		}
+		burst := func(n int, keyOf func(int) string, body string, allowed map[int]bool) map[int]int {
+			var mu sync.Mutex
+			codes := map[int]int{}
+			var wg sync.WaitGroup
+			for i := 0; i < n; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					req, _ := http.NewRequest("POST", s.url+"/refs/read_batch", strings.NewReader(body))
+					req.Header.Set("Authorization", basic("api", keyOf(i)))
+					req.Header.Set("Content-Type", "application/json")
+					resp, err := http.DefaultClient.Do(req)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if !allowed[resp.StatusCode] {
+						t.Errorf("read_batch: %d %.300s", resp.StatusCode, b)
+					}
+					if resp.StatusCode == 429 || resp.StatusCode == 503 {
+						if resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), "--") {
+							t.Errorf("%d without Retry-After or the flag named: %s", resp.StatusCode, b)
+						}
+					}
+					if resp.StatusCode >= 400 {
+						if msg := checkEnvelope(resp, b); msg != "" {
+							t.Errorf("%d not in the envelope (%s): %s", resp.StatusCode, msg, b)
+						}
+					}
+					mu.Lock()
+					codes[resp.StatusCode]++
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			return codes
+		}
+		heap := sampleHeap()
+		same, _ := json.Marshal(map[string]any{"refs": slicesRepeat(refs[:1], 100)})
+		c1 := burst(64, func(int) string { return key }, string(same), map[int]bool{413: true, 429: true, 503: true})
+		distinct, _ := json.Marshal(map[string]any{"refs": slicesRepeat(refs, 12)})
+		c2 := burst(32, func(i int) string { return keys[i] }, string(distinct), map[int]bool{200: true, 413: true, 503: true})
+		peak := heap.Stop()
+		t.Logf("%s: one key, one ref ×100: %v; 32 keys, 8 refs ×12: %v; peak heap %d MiB (server and test)", st.name, c1, c2, peak>>20)
+		if peak > 384<<20 {
+			t.Errorf("peak heap %d MiB", peak>>20)
+		}
+		// Every such route still answers.
+		for path, body := range map[string]string{
+			"/refs/read_batch": fmt.Sprintf(`{"refs":[%q]}`, refs[0]),
+			"/obj/read":        `{"project_id":"local/amp","object_id":"big1","digest":"latest"}`,
+			"/objs/query":      `{"project_id":"local/amp","limit":3}`,
+			"/calls/query":     `{"project_id":"local/amp","limit":3}`,
+		} {
+			if code, _, b := do(t, "POST", s.url+path, basic("api", key), body); code != 200 {
+				t.Errorf("%s after the bursts: %d %.300s", path, code, b)
+			}
+		}
+	})
+}
+
+// slicesRepeat is xs repeated n times.
+func slicesRepeat(xs []string, n int) []string {
+	var out []string
+	for i := 0; i < n; i++ {
+		out = append(out, xs...)
+	}
+	return out
 }

@@ -3,13 +3,16 @@ package main
 import (
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/honeai/hone/internal/auth"
 	"github.com/honeai/hone/internal/chatapi"
 	"github.com/honeai/hone/internal/health"
 	"github.com/honeai/hone/internal/httpx"
+	"github.com/honeai/hone/internal/membudget"
 	"github.com/honeai/hone/internal/openapi"
 	"github.com/honeai/hone/internal/studio"
+	"github.com/honeai/hone/internal/trace"
 	"github.com/honeai/hone/internal/traceapi"
 	"github.com/honeai/hone/internal/trainapi"
 	"github.com/honeai/hone/internal/version"
@@ -29,13 +32,18 @@ func (s *system) handler() (http.Handler, *httpx.Router, error) {
 	r := httpx.NewRouter()
 	health.Register(r, s.checks, bearer, version.Version)
 
+	// The routes that read stored data a small request can name a lot of share one memory
+	// budget and a per-key limit (httpx.Heavy, issue 33).
+	heavy := httpx.Heavy(membudget.New(int64(s.cfg.RequestMemory), trace.MaxRefsBatchBytes, 2*time.Second),
+		httpx.NewKeyLimiter(s.cfg.MaxReadsPerKey))
 	traces := traceapi.New(s.trace)
 	traces.SetWandb(s.wandb)
+	traces.SetHeavy(heavy)
 	traces.Register(r, basic)
 	traces.RegisterGraphQL(r, basic, bearer)
 
 	chat := &chatapi.API{Models: s.models, Adapters: s.training, MaxLogprobs: s.cfg.Chat.MaxLogprobs,
-		PriorityEnabled: s.cfg.Chat.Policy == "priority", Logger: s.log, Tracer: chatTracer{svc: s.trace}, Responses: s.responses}
+		PriorityEnabled: s.cfg.Chat.Policy == "priority", Logger: s.log, Tracer: chatTracer{svc: s.trace}, Responses: s.responses, Heavy: heavy}
 	chat.Register(r, bearer)
 
 	train := &trainapi.API{Svc: s.training}

@@ -53,6 +53,8 @@ type ServeConfig struct {
 	IdleTimeout       time.Duration
 	ShutdownTimeout   time.Duration
 	MaxConcurrentKey  int
+	MaxReadsPerKey    int      // concurrent requests per key on the routes that read stored data (httpx.Heavy)
+	RequestMemory     byteSize // the process's memory budget for requests on those routes
 	LogLevel          string
 	LogFormat         string
 	Chat              ChatConfig
@@ -103,6 +105,10 @@ type TrainConfig struct {
 	// SFTSaveEvery is how often a running SFT job saves the state it resumes from.
 	SFTSaveEvery time.Duration
 }
+
+// defaultRequestMemory is --request-memory's default: room for several requests at the
+// largest bound of one (32 MiB of values for /refs/read_batch, twice: loaded and answered).
+const defaultRequestMemory = byteSize(256 << 20)
 
 // defaultMaxUpload is --max-upload-size's default: room for LoRA checkpoints (tens to
 // hundreds of MiB) and training datasets of several GiB.
@@ -172,6 +178,9 @@ func newServeFlags(cfg *ServeConfig) *flag.FlagSet {
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 2*time.Minute, "how long an idle keep-alive connection stays open")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for in-flight requests")
 	fs.IntVar(&cfg.MaxConcurrentKey, "max-concurrent-per-key", 128, "concurrent requests allowed per API key (0 = unlimited); more get 429")
+	fs.IntVar(&cfg.MaxReadsPerKey, "max-reads-per-key", 8, "concurrent requests per API key on the routes that read stored data a small request can name a lot of (refs, objects, tables, calls, files, stored responses; 0 = unlimited); more get 429")
+	cfg.RequestMemory = defaultRequestMemory
+	fs.Var(&cfg.RequestMemory, "request-memory", "memory budget shared by the requests in flight on those routes: what they decode, load from the store and answer (256MiB, bytes); a request that does not fit waits up to 2 s, then gets 503 with Retry-After")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&cfg.LogFormat, "log-format", "text", "log format: text or json")
 	fs.DurationVar(&cfg.BaseModelPoll, "base-model-poll", 10*time.Second, "on a PostgreSQL store, how often to look for newly registered base models to load (0: only at start)")

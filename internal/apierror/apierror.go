@@ -124,7 +124,9 @@ func FromFault(f *fault.Error) *Error {
 	case fault.KindConflict:
 		return New(http.StatusConflict, TypeConflict, f.Field, f.Msg)
 	case fault.KindUnavailable:
-		return New(http.StatusServiceUnavailable, TypeUnavailable, f.Field, f.Msg)
+		e := New(http.StatusServiceUnavailable, TypeUnavailable, f.Field, f.Msg)
+		e.Headers = map[string]string{"Retry-After": "1"} // a busy server: retry shortly
+		return e
 	case fault.KindUnauthenticated:
 		return New(http.StatusUnauthorized, TypeAuthentication, f.Field, f.Msg)
 	case fault.KindTooLarge:

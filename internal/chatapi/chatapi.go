@@ -41,6 +41,9 @@ type API struct {
 	// Responses, when set, keeps the Responses API's stored responses (previous_response_id,
 	// GET and DELETE /v1/responses/{id}); nil stores none.
 	Responses ResponseStore
+	// Heavy, when set, wraps the routes that read stored responses (httpx.Heavy: a per-key
+	// limit and the process's memory budget for requests).
+	Heavy httpx.Middleware
 }
 
 // TraceHeader names the trace project (`<entity>/<project>`, the key's own entity) a chat
@@ -87,9 +90,13 @@ func (a *API) Register(r *httpx.Router, bearer httpx.Middleware) {
 	}, &openapi.Operation{Summary: "Unknown chat completions segment (404)", Tags: []string{"chat"}})
 	g.HandleFunc("POST /v1/responses", a.responses, &openapi.Operation{Summary: "Create a response (Responses API)", Tags: []string{"chat"}, Request: ResponsesRequest{}, Response: ResponseObject{},
 		Description: "OpenAI's Responses API: input items and function tools run as a chat completion; `stream: true` answers with the Responses events; stored responses (`store`, default true) are continued with `previous_response_id`."})
-	g.HandleFunc("GET /v1/responses/{response_id}", a.getResponse, &openapi.Operation{Summary: "Get a stored response", Tags: []string{"chat"}, Response: ResponseObject{}})
+	hg := g // the routes that read what is stored
+	if a.Heavy != nil {
+		hg = r.Group(bearer, httpx.CheckParams(), a.Heavy).Secured(openapi.BearerAuth)
+	}
+	hg.HandleFunc("GET /v1/responses/{response_id}", a.getResponse, &openapi.Operation{Summary: "Get a stored response", Tags: []string{"chat"}, Response: ResponseObject{}})
 	g.HandleFunc("DELETE /v1/responses/{response_id}", a.deleteResponse, &openapi.Operation{Summary: "Delete a stored response", Tags: []string{"chat"}})
-	g.HandleFunc("GET /v1/responses/{response_id}/input_items", a.responseInputItems, &openapi.Operation{Summary: "List a stored response's input items", Tags: []string{"chat"}})
+	hg.HandleFunc("GET /v1/responses/{response_id}/input_items", a.responseInputItems, &openapi.Operation{Summary: "List a stored response's input items", Tags: []string{"chat"}})
 	g.HandleFunc("POST /v1/completions", a.completions, &openapi.Operation{Summary: "Create a text completion", Tags: []string{"chat"}, Request: CompletionRequest{}, Response: CompletionResponse{},
 		Description: "OpenAI/vLLM-compatible (legacy) text completions: prompts continued without a chat template; `echo` with `logprobs` scores a text's tokens; `stream: true` answers with server-sent events."})
 	g.HandleFunc("POST /tokenize", a.tokenize, &openapi.Operation{Summary: "Tokenize a prompt or chat messages (vLLM's route)", Tags: []string{"chat"}, Request: TokenizeRequest{}, Response: TokenizeResponse{}})

@@ -13,6 +13,7 @@ import (
 	"github.com/honeai/hone/internal/apierror"
 	"github.com/honeai/hone/internal/auth"
 	"github.com/honeai/hone/internal/httpx"
+	"github.com/honeai/hone/internal/membudget"
 	"github.com/honeai/hone/internal/respstore"
 )
 
@@ -519,6 +520,12 @@ func (a *API) storedResponse(w http.ResponseWriter, r *http.Request) (respstore.
 		apierror.Write(w, r, apierror.NotFound("response_id", "Response with id '%s' not found.", id))
 		return rec, false
 	} else if err != nil {
+		apierror.Write(w, r, err)
+		return rec, false
+	}
+	// What was loaded, and what the answer is built from, counts towards the process's
+	// memory budget for requests (Heavy) until the request ends.
+	if err := membudget.Charge(r.Context(), 2*(len(rec.Conversation)+len(rec.InputItems)+len(rec.Response))); err != nil {
 		apierror.Write(w, r, err)
 		return rec, false
 	}

@@ -43,6 +43,9 @@ func ReadBody(r *http.Request) ([]byte, error) {
 		if errors.As(err, &mbe) {
 			return nil, tooLarge(mbe.Limit)
 		}
+		if f, ok := fault.As(err); ok { // the memory budget for requests (Heavy) is full
+			return nil, f
+		}
 		return nil, apierror.BadRequest("", "Could not read the request body: %v", err)
 	}
 	return body, nil

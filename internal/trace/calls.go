@@ -13,6 +13,7 @@ import (
 
 	"github.com/honeai/hone/internal/db"
 	"github.com/honeai/hone/internal/fault"
+	"github.com/honeai/hone/internal/membudget"
 	"github.com/honeai/hone/internal/pyjson"
 )
 
@@ -409,6 +410,11 @@ func (s *Service) CallsQuery(ctx context.Context, req CallsQueryReq, each func(C
 	}
 	return s.store.QueryCalls(ctx, req.ProjectID, q, func(c CallRow) error {
 		cs := c.CallSchema
+		// The call's values count towards the process's memory budget for requests until
+		// the answer is written (a streamed answer gives them back as it goes).
+		if err := membudget.Charge(ctx, len(cs.Inputs)+len(cs.Output)+len(cs.Attributes)+len(cs.Summary)); err != nil {
+			return err
+		}
 		if !req.IncludeStorageSize && !req.IncludeTotalStorageSize {
 			cs.StorageSizeBytes = nil
 		} else if req.IncludeTotalStorageSize {
@@ -416,7 +422,9 @@ func (s *Service) CallsQuery(ctx context.Context, req CallsQueryReq, each func(C
 		}
 		cs.Summary = s.derivedSummary(c, pricer, feedback)
 		if returnExpanded && len(expand) > 0 {
-			s.expandRefs(ctx, &cs, expand)
+			if err := s.expandRefs(ctx, &cs, expand); err != nil {
+				return err
+			}
 		}
 		if req.IncludeUsernames && cs.WBUserID != nil {
 			// A Hone user id is its entity's name, which is also the username W&B's viewer
@@ -566,9 +574,10 @@ func queryFields(n Node, out []string) []string {
 
 // expandRefs replaces the refs found at the expand paths of c by the values they point at
 // (refs into other projects, and refs that do not resolve, stay as they are). One call loads
-// at most MaxRefsBatchBytes of values; refs past that stay as they are.
-func (s *Service) expandRefs(ctx context.Context, c *CallSchema, paths [][]string) {
-	budget := &refBudget{left: MaxRefsBatchBytes}
+// at most MaxRefsBatchBytes of values; refs past that stay as they are. The only error is the
+// process's memory budget for requests staying full (membudget): the query is then a 503.
+func (s *Service) expandRefs(ctx context.Context, c *CallSchema, paths [][]string) error {
+	budget := &refBudget{ctx: ctx, left: MaxRefsBatchBytes}
 	cols := map[string]*json.RawMessage{"inputs": &c.Inputs, "output": &c.Output, "attributes": &c.Attributes, "summary": &c.Summary}
 	parsed := map[string]*pyjson.Value{}
 	for _, segs := range paths {
@@ -612,6 +621,9 @@ func (s *Service) expandRefs(ctx context.Context, c *CallSchema, paths [][]strin
 			continue
 		}
 		val, err := s.resolveRef(ctx, r, 0, budget)
+		if fault.Is(err, fault.KindUnavailable) || ctx.Err() != nil {
+			return err
+		}
 		if err != nil {
 			continue
 		}
@@ -620,6 +632,7 @@ func (s *Service) expandRefs(ctx context.Context, c *CallSchema, paths [][]strin
 	for col, v := range parsed {
 		*cols[col] = json.RawMessage(pyjson.Compact(*v))
 	}
+	return nil
 }
 
 // CallRead reads one call.

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/honeai/hone/internal/fault"
+	"github.com/honeai/hone/internal/membudget"
 )
 
 // MaxFileBytes bounds one uploaded file.
@@ -54,6 +55,9 @@ func (s *Service) FileCreate(ctx context.Context, project, name string, content 
 // FileContent returns a file's bytes.
 func (s *Service) FileContent(ctx context.Context, req FileContentReadReq) ([]byte, error) {
 	b, err := s.store.GetFile(ctx, req.ProjectID, req.Digest)
+	if err == nil {
+		err = membudget.Charge(ctx, len(b))
+	}
 	return b, mapNotFound(err, "File %s not found", req.Digest)
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/honeai/hone/internal/fault"
+	"github.com/honeai/hone/internal/membudget"
 	"github.com/honeai/hone/internal/pyjson"
 )
 
@@ -121,6 +122,9 @@ func (s *Service) ObjRead(ctx context.Context, req ObjReadReq) (ObjReadRes, erro
 	if err != nil {
 		return ObjReadRes{}, err
 	}
+	if err := membudget.Charge(ctx, len(o.Val)); err != nil {
+		return ObjReadRes{}, err
+	}
 	res := ObjReadRes{Obj: toSchema(o, req.MetadataOnly)}
 	if req.IncludeTagsAndAliases {
 		if err := s.addTagsAndAliases(ctx, req.ProjectID, []*ObjSchema{&res.Obj}); err != nil {
@@ -178,6 +182,13 @@ func (s *Service) ObjsQuery(ctx context.Context, req ObjQueryReq) (ObjQueryRes, 
 	}
 	rows, err := s.store.QueryObjects(ctx, req.ProjectID, q)
 	if err != nil {
+		return ObjQueryRes{}, err
+	}
+	loaded := 0
+	for _, r := range rows {
+		loaded += len(r.Val)
+	}
+	if err := membudget.Charge(ctx, loaded); err != nil {
 		return ObjQueryRes{}, err
 	}
 	res := ObjQueryRes{Objs: make([]ObjSchema, len(rows))}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/honeai/hone/internal/fault"
+	"github.com/honeai/hone/internal/membudget"
 	"github.com/honeai/hone/internal/pyjson"
 )
 
@@ -119,8 +120,12 @@ const (
 	refsBatchBytesName = "refs"
 )
 
-// refBudget is what is left of a batch's MaxRefsBatchBytes.
-type refBudget struct{ left int64 }
+// refBudget is what is left of a batch's MaxRefsBatchBytes. Each charge is also charged to
+// the process's memory budget for requests (membudget, through ctx).
+type refBudget struct {
+	ctx  context.Context
+	left int64
+}
 
 func (b *refBudget) charge(n int) error {
 	if b == nil {
@@ -130,7 +135,7 @@ func (b *refBudget) charge(n int) error {
 	if b.left < 0 {
 		return fault.TooLarge(refsBatchBytesName, "refs: the values these refs name exceed the limit of %d bytes for one read_batch; read them in smaller batches", MaxRefsBatchBytes)
 	}
-	return nil
+	return membudget.Charge(b.ctx, n)
 }
 
 // RefsReadBatch resolves refs to values: object and op versions (with attr/key/index/id
@@ -140,8 +145,11 @@ func (s *Service) RefsReadBatch(ctx context.Context, req RefsReadBatchReq, autho
 	if len(req.Refs) > MaxRefsPerBatch {
 		return RefsReadBatchRes{}, fault.TooLarge(refsBatchBytesName, "refs: %d refs in one read_batch, more than the limit of %d; read them in smaller batches", len(req.Refs), MaxRefsPerBatch)
 	}
-	budget := &refBudget{left: MaxRefsBatchBytes}
+	budget := &refBudget{ctx: ctx, left: MaxRefsBatchBytes}
 	res := RefsReadBatchRes{Vals: make([]json.RawMessage, len(req.Refs))}
+	// A ref named again is resolved once: its value is loaded, parsed and answered from one
+	// copy (and still counts towards the batch's bounds each time it is named).
+	seen := map[string]json.RawMessage{}
 	for i, raw := range req.Refs {
 		p := fmt.Sprintf("refs[%d]", i)
 		r, err := ParseRef(raw)
@@ -151,11 +159,20 @@ func (s *Service) RefsReadBatch(ctx context.Context, req RefsReadBatchReq, autho
 		if err := authorize(r.ProjectID(), p); err != nil {
 			return RefsReadBatchRes{}, err
 		}
-		v, err := s.resolveRef(ctx, r, 0, budget)
-		if err != nil {
-			return RefsReadBatchRes{}, err
+		val, ok := seen[raw]
+		if ok {
+			if err := budget.charge(len(val)); err != nil { // as if loaded again
+				return RefsReadBatchRes{}, err
+			}
+		} else {
+			v, err := s.resolveRef(ctx, r, 0, budget)
+			if err != nil {
+				return RefsReadBatchRes{}, err
+			}
+			val = pyjson.Compact(v)
+			seen[raw] = val
 		}
-		res.Vals[i] = pyjson.Compact(v)
+		res.Vals[i] = val
 		if err := budget.charge(len(res.Vals[i])); err != nil {
 			return RefsReadBatchRes{}, err
 		}

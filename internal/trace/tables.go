@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/honeai/hone/internal/fault"
+	"github.com/honeai/hone/internal/membudget"
 	"github.com/honeai/hone/internal/pyjson"
 )
 
@@ -177,6 +178,13 @@ func (s *Service) TableQuery(ctx context.Context, req TableQueryReq) (TableQuery
 		return TableQueryRes{}, notFound("Table %s not found", req.Digest)
 	}
 	if err != nil {
+		return TableQueryRes{}, err
+	}
+	loaded := 0
+	for _, r := range rows {
+		loaded += len(r.Val)
+	}
+	if err := membudget.Charge(ctx, loaded); err != nil {
 		return TableQueryRes{}, err
 	}
 	return TableQueryRes{Rows: rows}, nil

@@ -21,6 +21,7 @@ import (
 	"github.com/honeai/hone/internal/apierror"
 	"github.com/honeai/hone/internal/auth"
 	"github.com/honeai/hone/internal/httpx"
+	"github.com/honeai/hone/internal/membudget"
 	"github.com/honeai/hone/internal/openapi"
 	"github.com/honeai/hone/internal/pyjson"
 	"github.com/honeai/hone/internal/trace"
@@ -31,7 +32,14 @@ import (
 type API struct {
 	svc *trace.Service
 	wb  *wandb.Service // W&B runs and artifacts (SetWandb); nil: GraphQL answers only the Weave SDKs' fields
+	// heavy wraps the routes that can amplify (SetHeavy: httpx.Heavy); nil: none.
+	heavy httpx.Middleware
 }
+
+// SetHeavy sets the middleware of the routes that read stored data a small request can name a
+// lot of (refs, objects, tables, calls, files): httpx.Heavy, a per-key limit and the
+// process's memory budget for requests.
+func (a *API) SetHeavy(mw httpx.Middleware) { a.heavy = mw }
 
 // New returns the trace area on svc.
 func New(svc *trace.Service) *API { return &API{svc: svc} }
@@ -159,6 +167,10 @@ func op(summary string, req, res any) *openapi.Operation {
 // Register adds the trace routes to r behind basic (the Basic-auth middleware).
 func (a *API) Register(r *httpx.Router, basic httpx.Middleware) {
 	g := r.Group(basic, httpx.CheckParams()).Secured(openapi.BasicAuth)
+	hg := g // the routes that can amplify
+	if a.heavy != nil {
+		hg = r.Group(basic, httpx.CheckParams(), a.heavy).Secured(openapi.BasicAuth)
+	}
 	s := a.svc
 
 	// Objects.
@@ -167,7 +179,7 @@ func (a *API) Register(r *httpx.Router, basic httpx.Middleware) {
 			return s.ObjCreate(ctx, *q, user(ctx))
 		}),
 		op("Create an object version (digest computed as Weave does)", trace.ObjCreateReq{}, trace.ObjCreateRes{}))
-	g.HandleFunc("POST /obj/read", jsonRoute(read, "project_id", func(q *trace.ObjReadReq) string { return q.ProjectID },
+	hg.HandleFunc("POST /obj/read", jsonRoute(read, "project_id", func(q *trace.ObjReadReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.ObjReadReq) (trace.ObjReadRes, error) { return s.ObjRead(ctx, *q) }),
 		op("Read an object version by digest, latest, vN or alias", trace.ObjReadReq{}, trace.ObjReadRes{}))
 	g.HandleFunc("POST /obj/delete", jsonRoute(read, "project_id", func(q *trace.ObjDeleteReq) string { return q.ProjectID },
@@ -175,7 +187,7 @@ func (a *API) Register(r *httpx.Router, basic httpx.Middleware) {
 			return s.ObjDelete(ctx, *q)
 		}),
 		op("Delete object versions", trace.ObjDeleteReq{}, trace.ObjDeleteRes{}))
-	g.HandleFunc("POST /objs/query", jsonRoute(read, "project_id", func(q *trace.ObjQueryReq) string { return q.ProjectID },
+	hg.HandleFunc("POST /objs/query", jsonRoute(read, "project_id", func(q *trace.ObjQueryReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.ObjQueryReq) (trace.ObjQueryRes, error) {
 			return s.ObjsQuery(ctx, *q)
 		}),
@@ -227,12 +239,12 @@ func (a *API) Register(r *httpx.Router, basic httpx.Middleware) {
 		func(ctx context.Context, q *trace.TableCreateFromDigestsReq) (trace.TableCreateFromDigestsRes, error) {
 			return s.TableCreateFromDigests(ctx, *q)
 		}), op("Create a table from stored row digests", trace.TableCreateFromDigestsReq{}, trace.TableCreateFromDigestsRes{}))
-	g.HandleFunc("POST /table/query", jsonRoute(read, "project_id", func(q *trace.TableQueryReq) string { return q.ProjectID },
+	hg.HandleFunc("POST /table/query", jsonRoute(read, "project_id", func(q *trace.TableQueryReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.TableQueryReq) (trace.TableQueryRes, error) {
 			return s.TableQuery(ctx, *q)
 		}),
 		op("Query table rows", trace.TableQueryReq{}, trace.TableQueryRes{}))
-	g.HandleFunc("POST /table/query_stream", a.tableQueryStream, &openapi.Operation{
+	hg.HandleFunc("POST /table/query_stream", a.tableQueryStream, &openapi.Operation{
 		Summary: "Query table rows as JSON lines", Tags: []string{"tracing"}, Security: openapi.BasicAuth,
 		Request: trace.TableQueryReq{}, Response: trace.TableRowSchema{}, ResponseContentType: "application/jsonl"})
 	g.HandleFunc("POST /table/query_stats", jsonRoute(read, "project_id", func(q *trace.TableQueryStatsReq) string { return q.ProjectID },
@@ -258,16 +270,16 @@ func (a *API) Register(r *httpx.Router, basic httpx.Middleware) {
 		}),
 		op("End a call", trace.CallEndReq{}, trace.Empty{}))
 	g.HandleFunc("POST /call/upsert_batch", a.upsertBatch, op("Start and end calls in one batch", trace.CallCreateBatchReq{}, trace.CallCreateBatchRes{}))
-	g.HandleFunc("POST /calls/stream_query", a.callsStreamQuery, &openapi.Operation{
+	hg.HandleFunc("POST /calls/stream_query", a.callsStreamQuery, &openapi.Operation{
 		Summary: "Query calls as JSON lines", Tags: []string{"tracing"}, Security: openapi.BasicAuth,
 		Request: trace.CallsQueryReq{}, Response: trace.CallSchema{}, ResponseContentType: "application/jsonl"})
-	g.HandleFunc("POST /calls/query", a.callsQuery, op("Query calls", trace.CallsQueryReq{}, callsQueryRes{}))
+	hg.HandleFunc("POST /calls/query", a.callsQuery, op("Query calls", trace.CallsQueryReq{}, callsQueryRes{}))
 	g.HandleFunc("POST /calls/query_stats", jsonRoute(read, "project_id", func(q *trace.CallsQueryStatsReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.CallsQueryStatsReq) (trace.CallsQueryStatsRes, error) {
 			return s.CallsQueryStats(ctx, *q)
 		}),
 		op("Count calls", trace.CallsQueryStatsReq{}, trace.CallsQueryStatsRes{}))
-	g.HandleFunc("POST /call/read", jsonRoute(read, "project_id", func(q *trace.CallReadReq) string { return q.ProjectID },
+	hg.HandleFunc("POST /call/read", jsonRoute(read, "project_id", func(q *trace.CallReadReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.CallReadReq) (trace.CallReadRes, error) { return s.CallRead(ctx, *q) }),
 		op("Read a call", trace.CallReadReq{}, trace.CallReadRes{}))
 	g.HandleFunc("POST /call/update", jsonRoute(write, "project_id", func(q *trace.CallUpdateReq) string { return q.ProjectID },
@@ -337,7 +349,7 @@ func (a *API) Register(r *httpx.Router, basic httpx.Middleware) {
 		Security: openapi.BasicAuth, Request: fileForm{}, RequestContentType: "multipart/form-data", Response: trace.FileCreateRes{}}
 	g.HandleFunc("POST /file/create", a.fileCreate, fileOp)
 	g.HandleFunc("POST /files/create", a.fileCreate, fileOp)
-	g.HandleFunc("POST /file/content", a.fileContent, &openapi.Operation{Summary: "Read a file's bytes", Tags: []string{"tracing"},
+	hg.HandleFunc("POST /file/content", a.fileContent, &openapi.Operation{Summary: "Read a file's bytes", Tags: []string{"tracing"},
 		Security: openapi.BasicAuth, Request: trace.FileContentReadReq{}, ResponseContentType: "application/octet-stream"})
 
 	// The v2 routes of the newer Python SDK: the project is in the path.
@@ -347,7 +359,7 @@ func (a *API) Register(r *httpx.Router, basic httpx.Middleware) {
 	g.HandleFunc("POST /v2/{entity}/{project}/call/end", a.v2CallEnd, op("End a call (v2)", trace.CallEndReq{}, trace.Empty{}))
 
 	// Refs.
-	g.HandleFunc("POST /refs/read_batch", a.refsReadBatch, op("Resolve refs to values", trace.RefsReadBatchReq{}, trace.RefsReadBatchRes{}))
+	hg.HandleFunc("POST /refs/read_batch", a.refsReadBatch, op("Resolve refs to values", trace.RefsReadBatchReq{}, trace.RefsReadBatchRes{}))
 }
 
 type pathKey struct{}
@@ -496,7 +508,11 @@ func (a *API) callsStreamQuery(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := newJSONLines(w)
-	err := a.svc.CallsQuery(r.Context(), req, func(c trace.CallSchema) error { return out.write(c) })
+	err := a.svc.CallsQuery(r.Context(), req, func(c trace.CallSchema) error {
+		err := out.write(c)
+		membudget.Reset(r.Context()) // written: what it held is given back
+		return err
+	})
 	out.finish(r, err)
 }
 
