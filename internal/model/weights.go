@@ -25,10 +25,11 @@ type Weight struct {
 	Q          *quant.Matrix // set for quantized weights: multiplied without dequantizing
 
 	src *safetensors.Tensor // the file tensor F32 or Half was read from (see releaseMapped)
-	// pk, set by Model.Prepack, is a serving pack whose columns [pkOff, pkOff+Rows) of op(B)
-	// = Wᵀ are the weight's rows, exactly: Row reads them there (a tied embedding's rows come
-	// from its LM head's pack), and when F32 and Half are nil (a heap copy Prepack let go)
-	// the values are restored from it (dense).
+	// pk, set by Model.Prepack (or by loader.embedding for a tied embedding dequantized from
+	// a GGUF), is a pack whose columns [pkOff, pkOff+Rows) of op(B) = Wᵀ are the weight's
+	// rows, exactly: Row reads them there (a tied embedding's rows come from its LM head's
+	// pack), and when F32 and Half are nil (a heap copy let go, or never made) the values are
+	// restored from it (dense).
 	pk    *gemm.PackedB
 	pkOff int
 }
