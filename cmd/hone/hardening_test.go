@@ -1,6 +1,6 @@
 package main
 
-// Issue 33's cases of the fuzz and fault suite (`go test ./cmd/hone/ -run 'Fuzz|Kill'`, both
+// Issue 33's cases of the fuzz and fault suite (`go test ./cmd/hone/ -run 'Fuzz|Kill|Fault'`, both
 // stores): bounded memory and disk, sizes past 2 GiB, overflow, jobs that make progress.
 
 import (
