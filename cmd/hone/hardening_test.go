@@ -460,7 +460,7 @@ func TestFuzzQueueFairness(t *testing.T) {
 				}
 			}()
 		}
-		time.Sleep(100 * time.Millisecond)
+		waitQueue(t, s.url, keyA, "demo", 1, 2)
 		// A: 8 prompts can never fit a share of 4.
 		eight := `{"model":"demo","prompt":["a","b","c","d","e","f","g","h"],"max_tokens":1}`
 		code, b := post(keyA, "/v1/completions", eight)
@@ -475,10 +475,10 @@ func TestFuzzQueueFairness(t *testing.T) {
 				t.Errorf("A's completion: %d %.300s", code, b)
 			}
 		}()
-		time.Sleep(100 * time.Millisecond)
+		waitQueue(t, s.url, keyA, "demo", 1, 4) // B's two and A's two prompts (requests of n 2)
 		code, b = post(keyA, "/v1/chat/completions", `{"model":"demo","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`)
 		if code != 429 || !strings.Contains(string(b), "--max-queue-per-key") {
-			t.Errorf("A over its share: %d %s (B's long requests may have ended: a loaded machine)", code, b)
+			t.Errorf("A over its share: %d %s", code, b)
 		}
 		// C gets in.
 		if code, b := post(keyC, "/v1/chat/completions", `{"model":"demo","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`); code != 200 {
@@ -689,4 +689,28 @@ func slicesRepeat(xs []string, n int) []string {
 		out = append(out, xs...)
 	}
 	return out
+}
+
+// waitQueue waits until /v1/system-check's inference entry shows model's engine with running
+// and waiting requests, so that a test orders its requests by the engine's state, not by time.
+func waitQueue(t *testing.T, url, key, model string, running, waiting int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, _, b := do(t, "GET", url+"/v1/system-check", "Bearer "+key, "")
+		var r struct {
+			Inference struct {
+				Models map[string]struct{ Running, Waiting int } `json:"models"`
+			} `json:"inference"`
+		}
+		json.Unmarshal(b, &r)
+		m := r.Inference.Models[model]
+		if m.Running == running && m.Waiting == waiting {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the engine of %s never had %d running and %d waiting: %s", model, running, waiting, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

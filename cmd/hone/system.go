@@ -88,6 +88,17 @@ func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout
 	s.checks.Register("database", func(ctx context.Context) (map[string]any, error) {
 		return map[string]any{"dialect": s.db.Dialect().String()}, s.db.Ping(ctx)
 	})
+	s.checks.Register("inference", func(context.Context) (map[string]any, error) {
+		// Each served model's engine: sequences running and waiting, tokens generated.
+		models := map[string]any{}
+		for _, m := range s.models.List() {
+			if m.Engine != nil {
+				st := m.Engine.Stats()
+				models[m.Name] = map[string]any{"running": st.Running, "waiting": st.Waiting, "generated_tokens": st.GeneratedTokens}
+			}
+		}
+		return map[string]any{"models": models}, nil
+	})
 	if !cfg.WorkerOnly {
 		if err := ensureInitialKey(ctx, s.keys, cfg.DataDir, stdout); err != nil {
 			return nil, fmt.Errorf("initial API key: %w", err)
