@@ -284,6 +284,8 @@ func (s *SQLStore) callField(field string) (string, []any, ValueType, error) {
 		return latencyMS(d), nil, TNum, nil
 	case "summary.weave.trace_name":
 		return "COALESCE(display_name, op_name)", nil, TText, nil
+	case TotalTokensField:
+		return totalTokensSQL(d), nil, TNum, nil
 	}
 	if rest, ok := strings.CutPrefix(field, "feedback.["); ok {
 		return feedbackOfCall(d, rest)

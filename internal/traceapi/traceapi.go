@@ -223,6 +223,7 @@ func (a *API) Register(r *httpx.Router, basic httpx.Middleware) {
 		}
 		httpx.WriteJSON(w, http.StatusOK, res)
 	}, op("List the key's entity's projects that hold calls or objects (Hone addition)", nil, trace.ProjectsListRes{}))
+	a.registerStudio(g)
 
 	// Tables.
 	g.HandleFunc("POST /table/create", jsonRoute(write, "table.project_id", func(q *trace.TableCreateReq) string { return q.Table.ProjectID },

@@ -29,6 +29,9 @@ type FromCallsRequest struct {
 	Query    json.RawMessage `json:"query"`
 	Limit    *int            `json:"limit"`
 	Kind     string          `json:"kind"`
+	// Append keeps the rows of the dataset's latest version (when it exists) before the new
+	// ones, instead of a version of the new rows alone.
+	Append bool `json:"append"`
 }
 
 // FeedbackFilter keeps the calls that carry a matching feedback: a reaction (the emoji of a
@@ -52,6 +55,8 @@ type FromCallsResult struct {
 	// WithoutLogprobs counts the RL choices that carry no logprobs (the RL job then needs
 	// allow_training_without_logprobs).
 	WithoutLogprobs int `json:"choices_without_logprobs,omitempty"`
+	// PreviousRows counts the rows the dataset already had (append); Rows counts them too.
+	PreviousRows int `json:"previous_rows,omitempty"`
 }
 
 // maxFromCalls bounds the calls one dataset is built from.
@@ -178,6 +183,9 @@ func (s *Service) DatasetFromCalls(ctx context.Context, req FromCallsRequest) (F
 		return res, fault.Invalid(matchParam(req), "none of the %d matching calls makes a training example: %s", res.Calls, reasons(res.SkippedReasons))
 	}
 
+	if rows, err = s.appendRows(ctx, req, project, rows, &res); err != nil {
+		return FromCallsResult{}, err
+	}
 	tbl, err := s.Trace.TableCreate(ctx, trace.TableCreateReq{Table: trace.TableSchemaForInsert{ProjectID: project, Rows: rows}})
 	if err != nil {
 		return FromCallsResult{}, err
