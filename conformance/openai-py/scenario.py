@@ -263,12 +263,17 @@ with client.chat.completions.stream(model=model, messages=q, tools=ptools, tool_
 check(parsed_done and all(isinstance(x, GetWeather) for x in parsed_done), "stream helper: parsed_arguments on done", parsed_done)
 check([tc.function.parsed_arguments for tc in final.choices[0].message.tool_calls] == parsed_done, "stream helper final parsed_arguments", final.choices[0].message)
 
+# A forced call beside a response_format is answered with the call (the format has no text to
+# shape), as OpenAI answers it.
+r = client.chat.completions.create(model=model, messages=q, tools=tools, tool_choice="required", response_format={"type": "json_object"}, max_tokens=120, seed=6)
+check(r.choices[0].message.tool_calls, "required beside a response_format: a call", r.choices[0].message)
+
 # Errors: openai.BadRequestError, its body naming the field.
 expect_bad_request("top_logprobs 21", "top_logprobs", logprobs=True, top_logprobs=21)
 expect_bad_request("json_schema without schema", "response_format.json_schema", response_format={"type": "json_schema"})
 expect_bad_request("tool_choice without tools", "tool_choice", tool_choice="required")
 expect_bad_request("named function not among tools", "tool_choice", tools=tools, tool_choice={"type": "function", "function": {"name": "nope"}})
-expect_bad_request("required with a response_format", "tool_choice", tools=tools, tool_choice="required", response_format={"type": "json_object"})
+expect_bad_request("required with structured_outputs", "tool_choice", tools=tools, tool_choice="required", extra_body={"structured_outputs": {"json_object": True}})
 expect_bad_request("tools: []", "tools", tools=[], tool_choice="auto")
 expect_bad_request("format with maxLength (cannot be enforced together)", "response_format.json_schema.schema", response_format={"type": "json_schema", "json_schema": {
     "name": "e", "schema": {"type": "object", "properties": {"e": {"type": "string", "format": "email", "maxLength": 12}}, "required": ["e"]}}})
