@@ -68,17 +68,17 @@ async def main():
         res = await Runner.run(picker, "Pick a city.")
         check(isinstance(res.final_output, Pick), f"{kind}: a structured output_type", res.final_output)
 
-        # Two turns: the tool is called (required), its result goes back, and the model answers
-        # with the tool choice reset to auto. On the Responses API the answer is the
-        # output_type's JSON, which a random-weight model completes (free text would run to
-        # max_output_tokens, a response the SDK raises on). Chat completions refuse a
-        # response_format beside a required tool, as vLLM does, so there the answer is text.
+        # Two turns: the tool is called (required, beside the output_type's response_format,
+        # which OpenAI and Hone answer with the call), its result goes back, and the model
+        # answers with the tool choice reset to auto: the output_type's JSON, which a
+        # random-weight model completes (free text would run to max_output_tokens, a response
+        # the SDK raises on).
         settings = ModelSettings(tool_choice="required", parallel_tool_calls=False, max_tokens=200)
         loop_agent = Agent(name="loop", instructions="Use the tool, then answer.", tools=[get_weather], model=model,
-                           output_type=Pick if kind == "responses" else str, model_settings=settings, reset_tool_choice=True)
+                           output_type=Pick, model_settings=settings, reset_tool_choice=True)
         res = await Runner.run(loop_agent, "Weather in Paris?", max_turns=4)
         items = [it.type for it in res.new_items]
-        check(items[:2] == ["tool_call_item", "tool_call_output_item"] and isinstance(res.final_output, Pick if kind == "responses" else str),
+        check(items[:2] == ["tool_call_item", "tool_call_output_item"] and isinstance(res.final_output, Pick),
               f"{kind}: tool call, its output, then an answer", (items, res.final_output))
         report[kind] = items
         if kind == "responses":
