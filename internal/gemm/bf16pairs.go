@@ -139,9 +139,9 @@ func runPairs(im *impl, p *problem, nt int) {
 							continue
 						}
 						tt := buf.tile[:rows*panelW]
-						clear(tt)
+						loadEdge(tt, panelW, c, p.ldc, rows, cols)
 						kern[rows-1](kp, a, bp, &tt[0], panelW)
-						addEdge(c, p.ldc, tt, panelW, rows, cols)
+						storeEdge(c, p.ldc, tt, panelW, rows, cols)
 					}
 				}
 			}
@@ -227,7 +227,8 @@ func pairGo(rows, kp int, a *uint32, b *uint16, c *float32, ldc int) {
 	cs := unsafe.Slice(c, (rows-1)*ldc+panelW)
 	var acc [panelW]float32
 	for i := 0; i < rows; i++ {
-		clear(acc[:])
+		row := cs[i*ldc : i*ldc+panelW]
+		copy(acc[:], row) // one chain per element from C, as the assembly kernels
 		for q := 0; q < kp; q++ {
 			aw := as[q*rows+i]
 			alo, ahi := math.Float32frombits(aw<<16), math.Float32frombits(aw&0xffff0000)
@@ -236,10 +237,7 @@ func pairGo(rows, kp int, a *uint32, b *uint16, c *float32, ldc int) {
 				acc[j] = s + alo*math.Float32frombits(w<<16)
 			}
 		}
-		row := cs[i*ldc : i*ldc+panelW]
-		for j := range row {
-			row[j] += acc[j]
-		}
+		copy(row, acc[:])
 	}
 }
 
@@ -305,16 +303,13 @@ func runAMX(im *impl, p *problem, nt int) {
 					qe = qFull
 				}
 				for q := qe; q < q1; q++ {
-					amxBlock(kp/16, &ap[0], kp*4, bAt(q, pq), 0, 1, &ct[0], panelW, &amxConfig[0], 0)
 					cols := min(panelW, n-q*panelW)
 					c := p.c[ir*p.ldc+q*panelW:]
-					if load == 1 {
-						addEdge(c, p.ldc, ct, panelW, rows, cols)
-						continue
+					if load == 1 { // the tile starts from C, as the full ones (row invariance)
+						loadEdge(ct[:amxRows*panelW], panelW, c, p.ldc, rows, cols)
 					}
-					for i := 0; i < rows; i++ { // the first depth block with beta 0: C = the tile
-						copy(c[i*p.ldc:i*p.ldc+cols], ct[i*panelW:i*panelW+cols])
-					}
+					amxBlock(kp/16, &ap[0], kp*4, bAt(q, pq), 0, 1, &ct[0], panelW, &amxConfig[0], load)
+					storeEdge(c, p.ldc, ct, panelW, rows, cols)
 				}
 			}
 		}

@@ -37,15 +37,6 @@ const (
 // Work thresholds (in multiply-adds) below which a call stays on the calling goroutine.
 const minParallelWork = 1 << 18
 
-// dotMaxM is the largest m for which y = x·Wᵀ uses the assembly dot-product kernels (B
-// streamed once, never packed) rather than the packed blocked path.
-const dotMaxM = 16
-
-// tdotMinM is the smallest m for which y = x·Wᵀ with f32 W uses the transposed decode kernel
-// (one FMA covers 16 rows of x). Below it the dot kernels waste fewer lanes; for bf16/f16 W
-// the dot kernels, which widen in registers, were measured faster at every m.
-const tdotMinM = 13
-
 // rawMaxM is the largest m for which a non-transposed B is read in place by the micro-kernel
 // instead of being packed.
 const rawMaxM = 16
@@ -78,9 +69,10 @@ func run(p *problem) {
 		runPairs(im, p.shared(), nt)
 	case p.packed != nil:
 		runPacked(im, p, nt)
-	case p.transB && p.m <= im.dotMaxM && p.m >= tdotMinM && p.bKind == kindF32 && im.tdot != nil:
-		runTdot(im, p.shared(), nt)
-	case p.transB && p.m <= im.dotMaxM:
+	case p.transB:
+		// y = x·Wᵀ by dot products at every m: each element is the dot kernels' sum whatever
+		// the row count (row invariance: see the package doc), and W is streamed, never
+		// packed.
 		runDot(im, p, nt)
 	case !p.transB && p.m <= rawMaxM:
 		runRaw(im, p, nt)
@@ -149,8 +141,8 @@ func scaleC(p *problem, i0, i1, j0, j1 int) {
 type floatBuf struct {
 	s    []float32
 	tile [16 * panelW]float32 // an edge micro-tile
-	out  [256]float32         // dot / tdot results
-	one  [256]float32         // single-row dot / tdot results
+	out  [256]float32         // dot results
+	one  [256]float32         // single-row dot results
 }
 
 var bufPool = sync.Pool{New: func() any { return new(floatBuf) }}
@@ -315,21 +307,29 @@ func macro(im *impl, mc, nc, kc int, ap []float32, src *bSource, c []float32, ld
 				continue
 			}
 			t := tmp[:mr*nr]
-			clear(t)
+			loadEdge(t, nr, c[ir*ldc+jr:], ldc, rows, cols)
 			mk(kc, a, bp, src.ldb, &t[0], nr)
-			addEdge(c[ir*ldc+jr:], ldc, t, nr, rows, cols)
+			storeEdge(c[ir*ldc+jr:], ldc, t, nr, rows, cols)
 		}
 	}
 }
 
-// addEdge adds the rows×cols corner of tile t (rows ldt apart) into c (rows ldc apart): the
-// edge tiles that micro-kernels compute into scratch.
-func addEdge(c []float32, ldc int, t []float32, ldt, rows, cols int) {
+// loadEdge copies the rows×cols corner of c (rows ldc apart) into tile t (rows ldt apart),
+// zeros elsewhere: an edge tile that a micro-kernel computes in scratch starts, as every tile,
+// from C's values (the kernels sum each element in one chain from C, so that a row's sums do
+// not depend on the tile it falls in).
+func loadEdge(t []float32, ldt int, c []float32, ldc, rows, cols int) {
+	clear(t)
 	for i := 0; i < rows; i++ {
-		crow := c[i*ldc : i*ldc+cols]
-		for j := range crow {
-			crow[j] += t[i*ldt+j]
-		}
+		copy(t[i*ldt:i*ldt+cols], c[i*ldc:i*ldc+cols])
+	}
+}
+
+// storeEdge copies the rows×cols corner of tile t (rows ldt apart) back into c (rows ldc
+// apart).
+func storeEdge(c []float32, ldc int, t []float32, ldt, rows, cols int) {
+	for i := 0; i < rows; i++ {
+		copy(c[i*ldc:i*ldc+cols], t[i*ldt:i*ldt+cols])
 	}
 }
 
@@ -515,8 +515,9 @@ func packAAll(im *impl, buf *floatBuf, p *problem, mc, kc0 int) packedA {
 	return a
 }
 
-// runDot handles y = x·Wᵀ with few rows: each group of dotNW rows of W is streamed once and
-// dotted with every row of x while it sits in L1.
+// runDot handles y = x·Wᵀ: each group of dotNW rows of W is streamed once and dotted with
+// every row of x while it sits in L1 (in the multi-group kernels, a task's groups are
+// streamed once per dotMR rows of x).
 func runDot(im *impl, p *problem, nt int) {
 	m, k := p.m, p.k
 	x, ldx := p.a, p.lda
@@ -549,6 +550,20 @@ func runDot(im *impl, p *problem, nt int) {
 func dotGroups(im *impl, p *problem, x []float32, ldx, g0, g1 int) {
 	m, n, k := p.m, p.n, p.k
 	kerns := im.dot[p.bKind]
+	if rk := im.dotRows[p.bKind]; rk != nil && k%im.dotVec == 0 && p.beta == 0 {
+		// The groups of dotNW rows in one kernel call per dotMR rows of x, C written by the
+		// kernel: the same sums and the same alpha·sum as below.
+		if full := min(g1, n/dotNW); full > g0 {
+			for i0 := 0; i0 < m; i0 += im.dotMR {
+				mx := min(im.dotMR, m-i0)
+				rk[mx-1](k, full-g0, &x[i0*ldx], ldx, p.bPtr(g0*dotNW*p.ldb), p.ldb, &p.c[i0*p.ldc+g0*dotNW], p.ldc, p.alpha)
+			}
+			g0 = full
+		}
+		if g0 >= g1 {
+			return
+		}
+	}
 	// One depth block: blocking k to keep x in L1 was measured slower (more reductions).
 	kb := k
 	esz := p.bKind.size()
@@ -625,82 +640,6 @@ func dotTail(p *problem, x []float32, ldx, mx, j, rows, k0 int, out []float32) {
 				}
 			}
 			out[i*dotNW+r] += s
-		}
-	}
-}
-
-// runTdot handles y = x·Wᵀ (f32 W) with tdotMinM..16 rows: xᵀ is packed into 16 lanes once,
-// and each group of 16 rows of W is streamed straight from memory, every W element broadcast
-// into one FMA over all rows of x.
-func runTdot(im *impl, p *problem, nt int) {
-	m, n, k := p.m, p.n, p.k
-	xbuf := bufPool.Get().(*floatBuf)
-	defer bufPool.Put(xbuf)
-	xt := xbuf.aligned(16 * k)
-	packXT(im, xt, p)
-	tiles := (n + 15) / 16
-	tasks := min(tiles, tasksPerThread*nt)
-	parallel(tasks, nt, func(t int) {
-		q0, q1 := split(tiles, tasks, t, 1)
-		sb := bufPool.Get().(*floatBuf)
-		defer bufPool.Put(sb)
-		out, one := sb.out[:], sb.one[:]
-		for q := q0; q < q1; q++ {
-			j := q * 16
-			rows := min(16, n-j)
-			clear(out)
-			if rows == 16 {
-				im.tdot(k, &xt[0], &p.b32[j*p.ldb], p.ldb, &out[0])
-			} else {
-				for r := 0; r < rows; r++ { // ldw 0: every lane row is row j+r
-					clear(one)
-					im.tdot(k, &xt[0], &p.b32[(j+r)*p.ldb], 0, &one[0])
-					copy(out[r*16:r*16+16], one[:16])
-				}
-			}
-			for i := 0; i < m; i++ {
-				crow := p.c[i*p.ldc+j:][:rows]
-				for r := range crow {
-					v := p.alpha * out[r*16+i]
-					if p.beta != 0 {
-						v += p.beta * crow[r]
-					}
-					crow[r] = v
-				}
-			}
-		}
-	})
-}
-
-// packXT packs op(A) (m <= 16 rows) as xt[p*16+i] = A(i,p), lanes i >= m zero.
-func packXT(im *impl, xt []float32, p *problem) {
-	m, k := p.m, p.k
-	if p.transA {
-		for q := 0; q < k; q++ {
-			d := xt[q*16 : q*16+16]
-			copy(d, p.a[q*p.lda:q*p.lda+m])
-			clear(d[m:])
-		}
-		return
-	}
-	src, lds := p.a, p.lda
-	if m < 16 { // pad to 16 rows so that the packing kernel reads whole rows
-		pbuf := bufPool.Get().(*floatBuf)
-		defer bufPool.Put(pbuf)
-		pad := pbuf.aligned(16 * k)
-		for i := 0; i < m; i++ {
-			copy(pad[i*k:i*k+k], p.a[i*p.lda:i*p.lda+k])
-		}
-		clear(pad[m*k:])
-		src, lds = pad, k
-	}
-	whole := k &^ 15
-	if whole > 0 {
-		im.packA16(whole, &src[0], lds, &xt[0], 1)
-	}
-	for q := whole; q < k; q++ {
-		for i := 0; i < 16; i++ {
-			xt[q*16+i] = src[i*lds+q]
 		}
 	}
 }

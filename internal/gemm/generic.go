@@ -8,18 +8,15 @@ import "unsafe"
 const (
 	genericMR = 4
 	genericNR = 16
-	// genericDotMaxM: the pure-Go dot loops beat the packed path only for a single row.
-	genericDotMaxM = 1
 )
 
 var genericImpl = &impl{
-	name:    "generic",
-	mr:      genericMR,
-	nr:      genericNR,
-	micro:   [3]microFn{microGeneric[float32], microGeneric[uint16], microGenericF16},
-	dotMR:   4,
-	dotMaxM: genericDotMaxM,
-	dotVec:  1,
+	name:   "generic",
+	mr:     genericMR,
+	nr:     genericNR,
+	micro:  [3]microFn{microGeneric[float32], microGeneric[uint16], microGenericF16},
+	dotMR:  4,
+	dotVec: 1,
 	dot: [3][]dotFn{
 		{dotGeneric[float32], dotGeneric[float32], dotGeneric[float32], dotGeneric[float32]},
 		{dotGeneric[uint16], dotGeneric[uint16], dotGeneric[uint16], dotGeneric[uint16]},
@@ -38,11 +35,13 @@ func widen[E float32 | uint16](v E) float32 {
 	return 0
 }
 
-// microGeneric is the micro-kernel for f32 (E = float32) or bf16 (E = uint16) B.
+// microGeneric is the micro-kernel for f32 (E = float32) or bf16 (E = uint16) B. As the
+// assembly ones, it sums each element of C in one chain in depth order from C's value.
 func microGeneric[E float32 | uint16](kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int) {
 	const mr, nr = genericMR, genericNR
 	A := unsafe.Slice(a, kc*mr)
 	var acc [mr][nr]float32
+	loadTile(&acc, c, ldc)
 	for p := 0; p < kc; p++ {
 		brow := unsafe.Slice((*E)(unsafe.Add(b, uintptr(p*ldb)*unsafe.Sizeof(E(0)))), nr)
 		var bv [nr]float32
@@ -58,7 +57,7 @@ func microGeneric[E float32 | uint16](kc int, a *float32, b unsafe.Pointer, ldb 
 			}
 		}
 	}
-	addTile(&acc, c, ldc)
+	storeTile(&acc, c, ldc)
 }
 
 // microGenericF16 is the micro-kernel for f16 B.
@@ -66,6 +65,7 @@ func microGenericF16(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, 
 	const mr, nr = genericMR, genericNR
 	A := unsafe.Slice(a, kc*mr)
 	var acc [mr][nr]float32
+	loadTile(&acc, c, ldc)
 	for p := 0; p < kc; p++ {
 		brow := unsafe.Slice((*uint16)(unsafe.Add(b, uintptr(p*ldb)*2)), nr)
 		var bv [nr]float32
@@ -81,15 +81,18 @@ func microGenericF16(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, 
 			}
 		}
 	}
-	addTile(&acc, c, ldc)
+	storeTile(&acc, c, ldc)
 }
 
-func addTile(acc *[genericMR][genericNR]float32, c *float32, ldc int) {
+func loadTile(acc *[genericMR][genericNR]float32, c *float32, ldc int) {
 	for i := range acc {
-		crow := unsafe.Slice((*float32)(unsafe.Add(unsafe.Pointer(c), uintptr(i*ldc)*4)), genericNR)
-		for j, v := range acc[i] {
-			crow[j] += v
-		}
+		copy(acc[i][:], unsafe.Slice((*float32)(unsafe.Add(unsafe.Pointer(c), uintptr(i*ldc)*4)), genericNR))
+	}
+}
+
+func storeTile(acc *[genericMR][genericNR]float32, c *float32, ldc int) {
+	for i := range acc {
+		copy(unsafe.Slice((*float32)(unsafe.Add(unsafe.Pointer(c), uintptr(i*ldc)*4)), genericNR), acc[i][:])
 	}
 }
 

@@ -40,6 +40,11 @@ type microFn func(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc
 // with 1 <= mx <= dotMR. The element type of w depends on the function.
 type dotFn func(k, mx int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int)
 
+// dotRowsFn computes out[i*ldo+4g+j] = alpha·Σ_p x[i*ldx+p]·w[(4g+j)*ldw+p] for i < mx (the
+// function's row count), j < dotNW and g < groups (at least 1), k a multiple of the dot
+// kernels' vector: the dot kernel's sums, in its order, over many groups of W rows per call.
+type dotRowsFn func(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
 // packTFn packs 32 rows of a row-major matrix (n×k, elements (j,p) at src[j*lds+p]) for
 // p in [0,kc) into dst[p*panelW+j]: the transposing B pack of y = x·Wᵀ. The element type
 // of src depends on the function; dst is f32.
@@ -53,19 +58,16 @@ type impl struct {
 	micro     [3]microFn   // by B kind: the full mr-row micro-kernel
 	microRows [3][]microFn // by B kind, optional: micro-kernels for 1..mr rows (index rows-1)
 	dotMR     int          // most x rows one dot-kernel call handles
-	dotMaxM   int          // y = x·Wᵀ with at most this many rows uses the dot kernels
 	dotVec    int          // the dot kernels need k to be a multiple of this
 	dot       [3][]dotFn   // by B kind: dot kernels for 1..dotMR rows (index mx-1)
-	packT     [3]packTFn   // by B kind, optional: transposing B pack of a full panel
+	// optional, by B kind: the dot kernels over many groups of dotNW rows of W per call,
+	// writing alpha·sum into C (dotRowsFn), for 1..dotMR rows; the same sums as dot
+	dotRows [3][]dotRowsFn
+	packT   [3]packTFn // by B kind, optional: transposing B pack of a full panel
 	// optional A packs: packA a full mr-row panel of a non-transposed A (kc a multiple of
 	// 16), packAT a panel of 1..16 rows of a transposed A; both scale by alpha.
 	packA  func(kc int, src *float32, lda int, dst *float32, alpha float32)
 	packAT func(kc, rows int, src *float32, lda int, dst *float32, alpha float32)
-	// optional transposed decode kernel for y = x·Wᵀ with 16 lanes of x (see runTdot):
-	// out[r*16+i] += Σ_p w[r*ldw+p]·xt[p*16+i] for r, i < 16; packA16 packs xᵀ for it
-	// (as packA with 16 rows).
-	tdot    func(k int, xt *float32, w *float32, ldw int, out *float32)
-	packA16 func(kc int, src *float32, lda int, dst *float32, alpha float32)
 	// optional bf16 pair micro-kernels for 1..len rows (see bf16pairs.go); nil: pure Go.
 	pair []pairFn
 	amx  bool // pair-packed products run on AMX tiles (runAMX)

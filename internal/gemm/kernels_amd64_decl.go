@@ -53,14 +53,27 @@ var avx2Dot = [3][]dotFn{
 	{dotAVX2F16X1, dotAVX2F16X2, dotAVX2F16X3},
 }
 
+var avx512DotRows = [3][]dotRowsFn{
+	{dotRowsAVX512F32X1, dotRowsAVX512F32X2, dotRowsAVX512F32X3, dotRowsAVX512F32X4, dotRowsAVX512F32X5, dotRowsAVX512F32X6},
+	{dotRowsAVX512BF16X1, dotRowsAVX512BF16X2, dotRowsAVX512BF16X3, dotRowsAVX512BF16X4, dotRowsAVX512BF16X5, dotRowsAVX512BF16X6},
+	{dotRowsAVX512F16X1, dotRowsAVX512F16X2, dotRowsAVX512F16X3, dotRowsAVX512F16X4, dotRowsAVX512F16X5, dotRowsAVX512F16X6},
+}
+
+var avx2DotRows = [3][]dotRowsFn{
+	{dotRowsAVX2F32X1, dotRowsAVX2F32X2, dotRowsAVX2F32X3},
+	{dotRowsAVX2BF16X1, dotRowsAVX2BF16X2, dotRowsAVX2BF16X3},
+	{dotRowsAVX2F16X1, dotRowsAVX2F16X2, dotRowsAVX2F16X3},
+}
+
 var avx512PackT = [3]packTFn{packTAVX512F32, packTAVX512BF16, packTAVX512F16}
 
 var avx2PackT = [3]packTFn{packTAVX2F32, packTAVX2BF16, packTAVX2F16}
 
 var avx512PairMicro = []pairFn{microPairAVX512R1, microPairAVX512R2, microPairAVX512R3, microPairAVX512R4, microPairAVX512R5, microPairAVX512R6, microPairAVX512R7, microPairAVX512R8, microPairAVX512R9, microPairAVX512R10, microPairAVX512R11, microPairAVX512R12, microPairAVX512R13, microPairAVX512R14}
 
-// avx512PairStream: the pair kernels of decode (1..streamMR rows).
-var avx512PairStream = []pairFn{streamPairAVX512R1, streamPairAVX512R2, streamPairAVX512R3, streamPairAVX512R4}
+// avx512PairStream: the pair kernels of decode (1..streamMR rows), without software
+// prefetch (the same kernels as avx512PairMicro's).
+var avx512PairStream = []pairFn{microPairAVX512R1, microPairAVX512R2, microPairAVX512R3, microPairAVX512R4}
 
 // avx512PairStreamPF: avx512PairStream prefetching B streamPF bytes ahead.
 var avx512PairStreamPF = []pairFn{streamPFPairAVX512R1, streamPFPairAVX512R2, streamPFPairAVX512R3, streamPFPairAVX512R4}
@@ -363,6 +376,87 @@ func dotAVX2F16X2(k, mx int, x *float32, ldx int, w unsafe.Pointer, ldw int, out
 func dotAVX2F16X3(k, mx int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int)
 
 //go:noescape
+func dotRowsAVX512F32X1(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
+//go:noescape
+func dotRowsAVX512F32X2(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
+//go:noescape
+func dotRowsAVX512F32X3(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
+//go:noescape
+func dotRowsAVX512F32X4(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
+//go:noescape
+func dotRowsAVX512F32X5(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
+//go:noescape
+func dotRowsAVX512F32X6(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
+//go:noescape
+func dotRowsAVX512BF16X1(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
+//go:noescape
+func dotRowsAVX512BF16X2(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
+//go:noescape
+func dotRowsAVX512BF16X3(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
+//go:noescape
+func dotRowsAVX512BF16X4(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
+//go:noescape
+func dotRowsAVX512BF16X5(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
+//go:noescape
+func dotRowsAVX512BF16X6(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
+//go:noescape
+func dotRowsAVX512F16X1(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
+//go:noescape
+func dotRowsAVX512F16X2(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
+//go:noescape
+func dotRowsAVX512F16X3(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
+//go:noescape
+func dotRowsAVX512F16X4(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
+//go:noescape
+func dotRowsAVX512F16X5(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
+//go:noescape
+func dotRowsAVX512F16X6(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
+//go:noescape
+func dotRowsAVX2F32X1(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
+//go:noescape
+func dotRowsAVX2F32X2(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
+//go:noescape
+func dotRowsAVX2F32X3(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
+//go:noescape
+func dotRowsAVX2BF16X1(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
+//go:noescape
+func dotRowsAVX2BF16X2(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
+//go:noescape
+func dotRowsAVX2BF16X3(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
+//go:noescape
+func dotRowsAVX2F16X1(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
+//go:noescape
+func dotRowsAVX2F16X2(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
+//go:noescape
+func dotRowsAVX2F16X3(k, groups int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int, alpha float32)
+
+//go:noescape
 func packTAVX512F32(kc int, src unsafe.Pointer, lds int, dst *float32)
 
 //go:noescape
@@ -423,18 +517,6 @@ func microPairAVX512R13(kp int, a *uint32, b *uint16, c *float32, ldc int)
 func microPairAVX512R14(kp int, a *uint32, b *uint16, c *float32, ldc int)
 
 //go:noescape
-func streamPairAVX512R1(kp int, a *uint32, b *uint16, c *float32, ldc int)
-
-//go:noescape
-func streamPairAVX512R2(kp int, a *uint32, b *uint16, c *float32, ldc int)
-
-//go:noescape
-func streamPairAVX512R3(kp int, a *uint32, b *uint16, c *float32, ldc int)
-
-//go:noescape
-func streamPairAVX512R4(kp int, a *uint32, b *uint16, c *float32, ldc int)
-
-//go:noescape
 func streamPFPairAVX512R1(kp int, a *uint32, b *uint16, c *float32, ldc int)
 
 //go:noescape
@@ -457,12 +539,6 @@ func packAAVX2(kc int, src *float32, lda int, dst *float32, alpha float32)
 
 //go:noescape
 func packAAVX512(kc int, src *float32, lda int, dst *float32, alpha float32)
-
-//go:noescape
-func packA16AVX512(kc int, src *float32, lda int, dst *float32, alpha float32)
-
-//go:noescape
-func tdotAVX512(k int, xt *float32, w *float32, ldw int, out *float32)
 
 //go:noescape
 func packATAVX512(kc, rows int, src *float32, lda int, dst *float32, alpha float32)

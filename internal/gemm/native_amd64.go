@@ -22,12 +22,13 @@ var (
 // registerNative registers the assembly implementations this CPU supports, best first.
 func registerNative() {
 	if hasAVX512 {
-		im := &impl{name: "avx512", mr: avx512MR, nr: 32, dotMR: avx512DotMR, dotMaxM: dotMaxM, dotVec: 16,
-			packA: packAAVX512, packAT: packATAVX512, tdot: tdotAVX512, packA16: packA16AVX512}
+		im := &impl{name: "avx512", mr: avx512MR, nr: 32, dotMR: avx512DotMR, dotVec: 16,
+			packA: packAAVX512, packAT: packATAVX512}
 		for kind := range 3 {
 			im.microRows[kind] = avx512Micro[kind]
 			im.micro[kind] = avx512Micro[kind][avx512MR-1]
 			im.dot[kind] = avx512Dot[kind]
+			im.dotRows[kind] = avx512DotRows[kind]
 			im.packT[kind] = packTWhole(avx512PackT[kind], elemKind(kind), 16)
 		}
 		cpuVendorName = vendor()
@@ -57,12 +58,13 @@ func registerNative() {
 		register(im)
 	}
 	if hasAVX2 && hasF16C && cpu.X86.HasAVX {
-		im := &impl{name: "avx2", mr: avx2MR, nr: 16, dotMR: avx2DotMR, dotMaxM: dotMaxM, dotVec: 8, packA: packAAVX2}
+		im := &impl{name: "avx2", mr: avx2MR, nr: 16, dotMR: avx2DotMR, dotVec: 8, packA: packAAVX2}
 		for kind := range 3 {
 			im.packT[kind] = packTWhole(avx2PackT[kind], elemKind(kind), 8)
 			im.microRows[kind] = avx2Micro[kind]
 			im.micro[kind] = avx2Micro[kind][avx2MR-1]
 			im.dot[kind] = avx2Dot[kind]
+			im.dotRows[kind] = avx2DotRows[kind]
 		}
 		register(im)
 	}

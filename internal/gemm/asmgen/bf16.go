@@ -61,39 +61,28 @@ func packRowAVX512(name string) {
 }
 
 // microPairAVX512 generates C[rows×32] += Ap·B over kp depth pairs. Accumulators Z4..Z31
-// (two per row), B in Z0/Z1, the broadcast A pair in Z2/Z3.
-func microPairAVX512(name string, rows int) { microPairAVX512PF(name, rows, false, 0) }
+// (two per row), starting from C, one chain of VDPBF16PS per element in depth order whatever
+// the row count (as microAVX512); B in Z0/Z1, the broadcast A pair in Z2/Z3.
+func microPairAVX512(name string, rows int) { microPairAVX512PF(name, rows, 0) }
 
-// microPairAVX512PF is microPairAVX512 for the streaming kernels of decode (stream): with
-// rows <= 2 it keeps two sets of accumulators (even and odd depth pairs) to hide
-// VDPBF16PS's latency, and when pf > 0 it prefetches every cache line of B pf bytes ahead.
-func microPairAVX512PF(name string, rows int, stream bool, pf int) {
+// microPairAVX512PF is microPairAVX512 that, when pf > 0, prefetches every cache line of B pf
+// bytes ahead (the streaming kernels of decode).
+func microPairAVX512PF(name string, rows int, pf int) {
 	TEXT(name, NOSPLIT, pairSigAvo)
 	declare(name, pairSig, "")
 	kp := Load(Param("kp"), RCX)
 	a := Load(Param("a"), RAX)
 	b := Load(Param("b"), RBX)
-	sets := 1
-	if stream && rows <= 2 {
-		sets = 2
-	}
-	acc := func(s, i, h int) int { return 4 + s*rows*2 + i*2 + h }
-	for s := 0; s < sets; s++ {
-		for i := 0; i < rows; i++ {
-			for h := 0; h < 2; h++ {
-				z := zreg(acc(s, i, h))
-				VPXORD(z, z, z)
-			}
-		}
-	}
-	step := func(s, aOff, bOff int) {
+	acc := func(i, h int) int { return 4 + i*2 + h }
+	loadC(rows, 64, func(i, h int) VecPhysical { return zreg(acc(i, h)) }, false)
+	step := func(aOff, bOff int) {
 		VMOVDQU32(Mem{Base: b, Disp: bOff}, Z0)
 		VMOVDQU32(Mem{Base: b, Disp: bOff + 64}, Z1)
 		for i := 0; i < rows; i++ {
 			t := 2 + i%2
 			VPBROADCASTD(Mem{Base: a, Disp: aOff + 4*i}, zreg(t))
-			vdpbf16ps(acc(s, i, 0), 0, t)
-			vdpbf16ps(acc(s, i, 1), 1, t)
+			vdpbf16ps(acc(i, 0), 0, t)
+			vdpbf16ps(acc(i, 1), 1, t)
 		}
 	}
 	aStep := 4 * rows
@@ -106,19 +95,12 @@ func microPairAVX512PF(name string, rows int, stream bool, pf int) {
 		}
 	}
 	unrolledLoop(name, kp, prefetch,
-		func(u int) { step(u%sets, aStep*u, 128*u) },
+		func(u int) { step(aStep*u, 128*u) },
 		func(steps int) {
 			ADDQ(U32(aStep*steps), a)
 			ADDQ(U32(128*steps), b)
 		})
-	if sets == 2 {
-		for i := 0; i < rows; i++ {
-			for h := 0; h < 2; h++ {
-				VADDPS(zreg(acc(1, i, h)), zreg(acc(0, i, h)), zreg(acc(0, i, h)))
-			}
-		}
-	}
-	addToC(rows, 64, func(i, h int) VecPhysical { return zreg(acc(0, i, h)) })
+	storeC(rows, 64, func(i, h int) VecPhysical { return zreg(acc(i, h)) })
 }
 
 // pairKernels generates the bf16 pair micro-kernels for 1..avx512MR rows and returns the Go
@@ -130,16 +112,15 @@ func pairKernels() string {
 		microPairAVX512(name, rows)
 		s += name + ", "
 	}
-	s += "}\n\n// avx512PairStream: the pair kernels of decode (1..streamMR rows).\nvar avx512PairStream = []pairFn{"
+	s += "}\n\n// avx512PairStream: the pair kernels of decode (1..streamMR rows), without software\n" +
+		"// prefetch (the same kernels as avx512PairMicro's).\nvar avx512PairStream = []pairFn{"
 	for rows := 1; rows <= streamMR; rows++ {
-		name := fmt.Sprintf("streamPairAVX512R%d", rows)
-		microPairAVX512PF(name, rows, true, 0)
-		s += name + ", "
+		s += fmt.Sprintf("microPairAVX512R%d, ", rows)
 	}
 	s += "}\n\n// avx512PairStreamPF: avx512PairStream prefetching B streamPF bytes ahead.\nvar avx512PairStreamPF = []pairFn{"
 	for rows := 1; rows <= streamMR; rows++ {
 		name := fmt.Sprintf("streamPFPairAVX512R%d", rows)
-		microPairAVX512PF(name, rows, true, streamPF)
+		microPairAVX512PF(name, rows, streamPF)
 		s += name + ", "
 	}
 	return s + "}\n"

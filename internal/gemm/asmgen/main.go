@@ -10,9 +10,11 @@
 //
 //   - micro-kernels C[rows×nr] += Ap·B for every row count up to the implementation's MR,
 //     where Ap is an A panel packed rows values per depth step and B is read with row stride ldb:
-//     AVX-512 nr = 32 (two ZMM per row, MR = 14), AVX2 nr = 16 (two YMM, MR = 6);
+//     AVX-512 nr = 32 (two ZMM per row, MR = 14), AVX2 nr = 16 (two YMM, MR = 6); each element
+//     one chain of FMAs in depth order starting from C, whatever the row count (row invariance);
 //   - dot kernels out[i][j] = x_i·w_j for up to dotMR rows of x and 4 rows of W, for
-//     y = x·Wᵀ with few rows (decode), k a multiple of the vector width;
+//     y = x·Wᵀ, k a multiple of the vector width, and the same over many groups of 4 rows of
+//     W per call writing alpha·x_i·w_j (dotRows);
 //   - transposing B packs (32 rows of W → a kc×32 panel) and bf16/f16 ↔ f32 conversions;
 //   - bf16 pair micro-kernels (AVX512_BF16, bf16.go): C[rows×32] += Ap·B in bf16 arithmetic.
 package main
@@ -114,6 +116,8 @@ func main() {
 	kindTable("var avx2Micro = [3][]microFn", avx2MR, kernel("microAVX2%sR%d", microAVX2))
 	kindTable("var avx512Dot = [3][]dotFn", avx512DotMR, kernel("dotAVX512%sX%d", dotAVX512))
 	kindTable("var avx2Dot = [3][]dotFn", avx2DotMR, kernel("dotAVX2%sX%d", dotAVX2))
+	kindTable("var avx512DotRows = [3][]dotRowsFn", avx512DotMR, kernel("dotRowsAVX512%sX%d", dotRowsAVX512))
+	kindTable("var avx2DotRows = [3][]dotRowsFn", avx2DotMR, kernel("dotRowsAVX2%sX%d", dotRowsAVX2))
 	tables.WriteString("var avx512PackT = [3]packTFn{")
 	for kind := range kindNames {
 		name := fmt.Sprintf("packTAVX512%s", kindNames[kind])
@@ -132,8 +136,6 @@ func main() {
 	readSumAVX512("readSumAVX512")
 	packAAVX2("packAAVX2")
 	packAAVX512("packAAVX512", avx512MR)
-	packAAVX512("packA16AVX512", 16)
-	tdotAVX512("tdotAVX512")
 	packATAVX512("packATAVX512")
 	convertAVX512()
 	convertAVX2()
@@ -189,8 +191,11 @@ func eltSize(kind int) int {
 	return 2
 }
 
-// microAVX512 generates C[rows×32] += Ap·B. Accumulators are Z4..Z31; with rows <= 7 two
-// sets (even and odd depth steps) hide the FMA latency.
+// microAVX512 generates C[rows×32] += Ap·B: the accumulators Z4..Z31 start from C and each
+// element is one chain of FMAs in depth order, whatever the row count (so that a row's sums
+// do not depend on the rows beside it, nor on how the depth is split into blocks: package
+// gemm's row invariance). Below 2 rows the chains are latency-bound, which decode's
+// products (weights read from memory) do not notice.
 func microAVX512(name string, kind, rows int) { microAVX512PF(name, kind, rows, 0) }
 
 // microAVX512PF is microAVX512 that, when pf > 0, prefetches every cache line of B pf bytes
@@ -209,29 +214,19 @@ func microAVX512PF(name string, kind, rows, pf int) {
 	} else {
 		SHLQ(U8(1), ldb)
 	}
-	sets := 1
-	if rows <= 7 {
-		sets = 2
-	}
-	acc := func(s, i, h int) VecPhysical { return zreg(4 + s*rows*2 + i*2 + h) }
-	for s := 0; s < sets; s++ {
-		for i := 0; i < rows; i++ {
-			for h := 0; h < 2; h++ {
-				VPXORD(acc(s, i, h), acc(s, i, h), acc(s, i, h))
-			}
-		}
-	}
+	acc := func(i, h int) VecPhysical { return zreg(4 + i*2 + h) }
 	// bf16 with few rows (decode's streaming kernels): a B row of 32 values is widened by
 	// interleaving it with zeros (each value becomes the high half of an f32), two shuffles
 	// with the row as a memory operand, instead of two widening loads and two shifts. The
 	// accumulators then hold the columns in the unpack's order (128-bit lanes of 4 columns:
-	// 0, 8, 16, 24 and 4, 12, 20, 28) and are put back in order before C is updated. Z31
-	// holds the zeros (free below 7 rows).
+	// 0, 8, 16, 24 and 4, 12, 20, 28): C is loaded into them in that order and put back in
+	// order before it is stored. Z31 holds the zeros (free below 7 rows).
 	unpack := kind == 1 && rows <= 6
+	loadC(rows, 64, acc, unpack)
 	if unpack {
 		VPXORD(Z31, Z31, Z31)
 	}
-	step := func(s int, aOff int) {
+	step := func(aOff int) {
 		if unpack {
 			VPUNPCKLWD(Mem{Base: b}, Z31, Z0)
 			VPUNPCKHWD(Mem{Base: b}, Z31, Z1)
@@ -245,13 +240,13 @@ func microAVX512PF(name string, kind, rows, pf int) {
 				t = Z3
 			}
 			VBROADCASTSS(Mem{Base: a, Disp: aOff + 4*i}, t)
-			VFMADD231PS(Z0, t, acc(s, i, 0))
-			VFMADD231PS(Z1, t, acc(s, i, 1))
+			VFMADD231PS(Z0, t, acc(i, 0))
+			VFMADD231PS(Z1, t, acc(i, 1))
 		}
 		ADDQ(ldb, b)
 	}
-	// Main loop: unrolled by 4 depth steps (alternating accumulator sets). The packed A
-	// panel holds rows values per depth step.
+	// Main loop: unrolled by 4 depth steps. The packed A panel holds rows values per depth
+	// step.
 	aStep := 4 * rows
 	prefetch := func() { PREFETCHT0(Mem{Base: a, Disp: aStep * 8}) }
 	if pf > 0 {
@@ -262,28 +257,21 @@ func microAVX512PF(name string, kind, rows, pf int) {
 		}
 	}
 	unrolledLoop(name, kc, prefetch,
-		func(u int) { step(u%sets, aStep*u) }, func(steps int) { ADDQ(U32(aStep*steps), a) })
-	if sets == 2 {
-		for i := 0; i < rows; i++ {
-			for h := 0; h < 2; h++ {
-				VADDPS(acc(1, i, h), acc(0, i, h), acc(0, i, h))
-			}
-		}
-	}
+		func(u int) { step(aStep * u) }, func(steps int) { ADDQ(U32(aStep*steps), a) })
 	if unpack {
 		for i := 0; i < rows; i++ {
-			lo, hi := acc(0, i, 0), acc(0, i, 1)
+			lo, hi := acc(i, 0), acc(i, 1)
 			VSHUFF32X4(U8(0x44), hi, lo, Z0) // lanes lo0 lo1 hi0 hi1
 			VSHUFF32X4(U8(0xEE), hi, lo, Z1) // lo2 lo3 hi2 hi3
 			VSHUFF32X4(U8(0xD8), Z0, Z0, lo) // lo0 hi0 lo1 hi1: columns 0..15
 			VSHUFF32X4(U8(0xD8), Z1, Z1, hi) // lo2 hi2 lo3 hi3: columns 16..31
 		}
 	}
-	addToC(rows, 64, func(i, h int) VecPhysical { return acc(0, i, h) })
+	storeC(rows, 64, acc)
 }
 
-// microAVX2 generates C[rows×16] += Ap·B with YMM registers: accumulators Y4..Y15; with
-// rows <= 3 two sets.
+// microAVX2 generates C[rows×16] += Ap·B with YMM registers: accumulators Y4..Y15, starting
+// from C, one chain of FMAs per element in depth order (as microAVX512).
 func microAVX2(name string, kind, rows int) {
 	TEXT(name, NOSPLIT, microSigAvo)
 	declare(name, microSig, "")
@@ -297,19 +285,9 @@ func microAVX2(name string, kind, rows int) {
 	} else {
 		SHLQ(U8(1), ldb)
 	}
-	sets := 1
-	if rows <= 3 {
-		sets = 2
-	}
-	acc := func(s, i, h int) VecPhysical { return yreg(4 + s*rows*2 + i*2 + h) }
-	for s := 0; s < sets; s++ {
-		for i := 0; i < rows; i++ {
-			for h := 0; h < 2; h++ {
-				VXORPS(acc(s, i, h), acc(s, i, h), acc(s, i, h))
-			}
-		}
-	}
-	step := func(s int, aOff int) {
+	acc := func(i, h int) VecPhysical { return yreg(4 + i*2 + h) }
+	loadC(rows, 32, acc, false)
+	step := func(aOff int) {
 		loadB(kind, Mem{Base: b}, Y0, false)
 		loadB(kind, Mem{Base: b, Disp: 8 * esz}, Y1, false)
 		for i := 0; i < rows; i++ {
@@ -318,21 +296,14 @@ func microAVX2(name string, kind, rows int) {
 				t = Y3
 			}
 			VBROADCASTSS(Mem{Base: a, Disp: aOff + 4*i}, t)
-			VFMADD231PS(Y0, t, acc(s, i, 0))
-			VFMADD231PS(Y1, t, acc(s, i, 1))
+			VFMADD231PS(Y0, t, acc(i, 0))
+			VFMADD231PS(Y1, t, acc(i, 1))
 		}
 		ADDQ(ldb, b)
 	}
 	aStep := 4 * rows
-	unrolledLoop(name, kc, nil, func(u int) { step(u%sets, aStep*u) }, func(steps int) { ADDQ(U32(aStep*steps), a) })
-	if sets == 2 {
-		for i := 0; i < rows; i++ {
-			for h := 0; h < 2; h++ {
-				VADDPS(acc(1, i, h), acc(0, i, h), acc(0, i, h))
-			}
-		}
-	}
-	addToC(rows, 32, func(i, h int) VecPhysical { return acc(0, i, h) })
+	unrolledLoop(name, kc, nil, func(u int) { step(aStep * u) }, func(steps int) { ADDQ(U32(aStep*steps), a) })
+	storeC(rows, 32, acc)
 }
 
 // unrolledLoop emits a loop over n steps (n in a register, clobbered): the main loop runs
@@ -365,17 +336,41 @@ func unrolledLoop(name string, n Register, prefetch func(), body func(u int), ad
 	Label(name + "_done")
 }
 
-// addToC adds the accumulators acc(i, 0..1) of each of rows rows into C (parameters c and
+// loadC loads each of rows rows of C (parameters c and ldc; the two halves vecBytes apart)
+// into the accumulators acc(i, 0..1), the kernels' starting sums. With unpack (ZMM only), in
+// the column order of the bf16 unpacking of microAVX512PF: acc(i, 0) holds the 128-bit lanes
+// of columns 0-3, 8-11, 16-19, 24-27 and acc(i, 1) those of 4-7, 12-15, 20-23, 28-31
+// (Z0 and Z1 as scratch). Clobbers RDI and RSI.
+func loadC(rows, vecBytes int, acc func(i, h int) VecPhysical, unpack bool) {
+	c := Load(Param("c"), RDI)
+	ldc := Load(Param("ldc"), RSI)
+	SHLQ(U8(2), ldc)
+	for i := 0; i < rows; i++ {
+		if unpack {
+			VMOVUPS(Mem{Base: c}, Z0)
+			VMOVUPS(Mem{Base: c, Disp: 64}, Z1)
+			VSHUFF32X4(U8(0x88), Z1, Z0, acc(i, 0)) // lanes 0, 2 of Z0, then of Z1
+			VSHUFF32X4(U8(0xDD), Z1, Z0, acc(i, 1)) // lanes 1, 3
+		} else {
+			for h := 0; h < 2; h++ {
+				VMOVUPS(Mem{Base: c, Disp: vecBytes * h}, acc(i, h))
+			}
+		}
+		if i+1 < rows {
+			ADDQ(ldc, c)
+		}
+	}
+}
+
+// storeC stores the accumulators acc(i, 0..1) of each of rows rows into C (parameters c and
 // ldc; the two halves vecBytes apart) and returns from the kernel.
-func addToC(rows, vecBytes int, acc func(i, h int) VecPhysical) {
+func storeC(rows, vecBytes int, acc func(i, h int) VecPhysical) {
 	c := Load(Param("c"), RDI)
 	ldc := Load(Param("ldc"), RSI)
 	SHLQ(U8(2), ldc)
 	for i := 0; i < rows; i++ {
 		for h := 0; h < 2; h++ {
-			m := Mem{Base: c, Disp: vecBytes * h}
-			VADDPS(m, acc(i, h), acc(i, h))
-			VMOVUPS(acc(i, h), m)
+			VMOVUPS(acc(i, h), Mem{Base: c, Disp: vecBytes * h})
 		}
 		if i+1 < rows {
 			ADDQ(ldc, c)
@@ -387,12 +382,25 @@ func addToC(rows, vecBytes int, acc func(i, h int) VecPhysical) {
 
 // hsum4Y stores [Σy0, Σy1, Σy2, Σy3] (sums of the 8 lanes of each) at m; clobbers y0, y2 and X3.
 func hsum4Y(y0, y1, y2, y3 VecPhysical, m Mem) {
+	hsum4(y0, y1, y2, y3)
+	VMOVUPS(y0.AsX(), m)
+}
+
+// hsum4YScaled stores alpha·[Σy0, Σy1, Σy2, Σy3] at m, alpha broadcast in the XMM register
+// alpha; clobbers y0, y2 and X3.
+func hsum4YScaled(y0, y1, y2, y3, alpha VecPhysical, m Mem) {
+	hsum4(y0, y1, y2, y3)
+	VMULPS(alpha, y0.AsX(), y0.AsX())
+	VMOVUPS(y0.AsX(), m)
+}
+
+// hsum4 leaves [Σy0, Σy1, Σy2, Σy3] in y0's low 128 bits; clobbers y2 and X3.
+func hsum4(y0, y1, y2, y3 VecPhysical) {
 	VHADDPS(y1, y0, y0) // a01 a23 b01 b23 | a45 a67 b45 b67
 	VHADDPS(y3, y2, y2) // c.. d..
 	VHADDPS(y2, y0, y0) // a0123 b0123 c0123 d0123 | a4567 b4567 c4567 d4567
 	VEXTRACTF128(U8(1), y0, X3)
 	VADDPS(X3, y0.AsX(), y0.AsX())
-	VMOVUPS(y0.AsX(), m)
 }
 
 func zreg(i int) VecPhysical {
