@@ -11,12 +11,13 @@ import (
 )
 
 // TestSFTEndsTheTurnGemma3: the published Gemma 3 270M base GGUF (no chat template, no eot
-// id) is served with the built-in Gemma template; `hone train sft` teaches it a made-up fact,
-// and the fine-tuned checkpoint answers it and ends its turn with <end_of_turn>, a stop
-// (finish_reason "stop"), where the base runs to max_tokens. The base model has never been
-// trained on its chat markers: their rows are nearly those of its <unusedN> tokens, so learning
-// to end the turn takes a higher learning rate than `hone train sft`'s default for instruct
-// models (docs/training.md).
+// id) is served with the built-in Gemma template; `hone train sft` with its default settings
+// teaches it a made-up fact, and the fine-tuned checkpoint answers it and ends its turn with
+// <end_of_turn>, a stop (finish_reason "stop"), where the base runs to max_tokens. The base
+// model has never been trained on its chat markers (it gives <end_of_turn> about 1e-12 where
+// an answer ends; its row is nearly those of its <unusedN> tokens), so the job trains the
+// rows of <end_of_turn> and <start_of_turn> beside the LoRA (trainable_tokens auto); with
+// them off, the same run ends no answer (docs/training.md, "Trainable token rows").
 func TestSFTEndsTheTurnGemma3(t *testing.T) {
 	path := os.Getenv("HONE_GEMMA3_GGUF")
 	if path == "" {
@@ -59,8 +60,9 @@ func TestSFTEndsTheTurnGemma3(t *testing.T) {
 	}
 	var out, errb bytes.Buffer
 	code := runTrain(context.Background(), []string{"sft", "--url", s.url, "--data", data, "--model", "local/facts/gemma",
-		"--base", "gemma", "--file", file, "--lr", "5e-4"}, &out, &errb)
-	if code != 0 || !strings.Contains(out.String(), "SUCCEEDED after 24 gradient step(s)") {
+		"--base", "gemma", "--file", file}, &out, &errb)
+	if code != 0 || !strings.Contains(out.String(), "SUCCEEDED after 24 gradient step(s)") ||
+		!strings.Contains(out.String(), "rows of <end_of_turn>, <start_of_turn> beside the LoRA") {
 		t.Fatalf("hone train sft: exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
 	}
 	for _, q := range []string{fact, "Name the capital of Quenthar."} {
@@ -68,5 +70,21 @@ func TestSFTEndsTheTurnGemma3(t *testing.T) {
 		if !strings.Contains(a, "Zorblat") || finish != "stop" || n >= 32 {
 			t.Errorf("after training, %q is answered %q (finish_reason %s, %d tokens)", q, a, finish, n)
 		}
+	}
+	// Exported as one f16 GGUF file (the rows merged into the embedding the head shares, the
+	// LoRA into the projections; f16 rather than the base's 4-bit types, whose rounding would
+	// swamp a LoRA this small), it answers and ends the same way served on its own.
+	merged := filepath.Join(t.TempDir(), "merged.gguf")
+	var eout, eerr bytes.Buffer
+	if code := runExport(context.Background(), []string{"--data", data, "--model", "local/facts/gemma:latest", "--base-dir", path,
+		"--out", merged, "--format", "gguf", "--type", "f16"}, &eout, &eerr); code != 0 {
+		t.Fatalf("hone export: exit %d\n%s%s", code, eout.String(), eerr.String())
+	}
+	s.stop(t)
+	data2 := t.TempDir()
+	s = startServer(t, data2, "--model", "merged="+merged, "--no-demo-model")
+	bearer = "Bearer " + initialKey(t, data2)
+	if a, finish, n := ask("merged", fact); !strings.Contains(a, "Zorblat") || finish != "stop" || n >= 32 {
+		t.Errorf("the merged GGUF export answers %q (finish_reason %s, %d tokens)", a, finish, n)
 	}
 }

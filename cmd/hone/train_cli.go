@@ -260,6 +260,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	modelRef := fs.String("model", "", "ENTITY/PROJECT/NAME of the trained model (required)")
 	base := fs.String("base", "", "base model of a new model (default demo); an existing model keeps its own")
 	noWatch := fs.Bool("no-watch", false, "print the job id and return without following it")
+	tokens := fs.String("trainable-tokens", "auto", "train rows of the embedding and LM head for the tokens that mark the assistant's turn: auto (when the base model does not end its turns), on or off")
 	var (
 		dataFile, turns, groupsFile, loss *string
 		dataURL, schedule                 *string
@@ -366,6 +367,9 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return failJob(err)
 		}
 		cfg := map[string]any{"assistant_turns": *turns, "learning_rate": *lr, "epochs": *epochs}
+		if set["trainable-tokens"] {
+			cfg["trainable_tokens"] = *tokens
+		}
 		if *batch > 0 {
 			cfg["batch_size"] = *batch
 		}
@@ -393,6 +397,9 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		if *allowNoLogprobs {
 			xc["allow_training_without_logprobs"] = true
+		}
+		if set["trainable-tokens"] {
+			xc["trainable_tokens"] = *tokens
 		}
 		body := map[string]any{"model_id": m.ID, "trajectory_groups": groups, "experimental_config": xc}
 		if *dataURL != "" {
@@ -643,6 +650,9 @@ func watchJob(ctx context.Context, c *client, id string, stdout, stderr io.Write
 			} else {
 				fmt.Fprintf(stdout, "training started: %d gradient step(s)\n", total)
 			}
+			if toks, ok := ev.Data["trainable_tokens"].([]any); ok && len(toks) > 0 {
+				fmt.Fprintf(stdout, "training the embedding and LM head rows of %s beside the LoRA (trainable_tokens)\n", joinAny(toks))
+			}
 		case "gradient_step":
 			done++
 			if tty {
@@ -730,4 +740,13 @@ func metricLine(m map[string]any, elapsed time.Duration) string {
 		}
 	}
 	return strings.Join(parts, "  ") + fmt.Sprintf("  (%s)", elapsed.Round(time.Second))
+}
+
+// joinAny joins a JSON list's values with commas.
+func joinAny(vs []any) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = fmt.Sprint(v)
+	}
+	return strings.Join(parts, ", ")
 }

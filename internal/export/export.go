@@ -51,9 +51,19 @@ func Merged(baseDir string, a *model.LoRA) ([]safetensors.Tensor, io.Closer, err
 		return nil, nil, fmt.Errorf("export: %w", err)
 	}
 	var out []safetensors.Tensor
-	merged := 0
+	merged, embedRows := 0, false
 	for _, name := range f.Names() {
 		t, _ := f.Tensor(name)
+		if rows := tokenRowsFor(a, name); rows != nil {
+			m, err := mergeTokenRows(t, rows)
+			if err != nil {
+				f.Close()
+				return nil, nil, err
+			}
+			out = append(out, m)
+			embedRows = embedRows || rows == a.EmbedTokens
+			continue
+		}
 		layer, module, ok := projection(name)
 		if ok && a != nil && layer < len(a.Layers) && a.Layers[layer][module] != nil {
 			m, err := mergeTensor(t, a, layer, module)
@@ -75,6 +85,10 @@ func Merged(baseDir string, a *model.LoRA) ([]safetensors.Tensor, io.Closer, err
 		if merged != want {
 			f.Close()
 			return nil, nil, fmt.Errorf("export: merged %d of the adapter's %d modules: the base lacks some adapted weights", merged, want)
+		}
+		if err := checkRowsMerged(a, embedRows, out); err != nil {
+			f.Close()
+			return nil, nil, err
 		}
 	}
 	return out, f, nil

@@ -229,6 +229,9 @@ func WriteGGUFAdapter(out, baseDir string, a *model.LoRA, name string) error {
 	if a == nil {
 		return fmt.Errorf("export: no adapter")
 	}
+	if a.HasTokenRows() {
+		return fmt.Errorf("export: the adapter has trainable token rows (trainable_token_indices), which a llama.cpp LoRA adapter cannot hold: export the merged model (--format gguf or hf), or train with trainable_tokens off")
+	}
 	if err := checkOutFile(out); err != nil {
 		return err
 	}

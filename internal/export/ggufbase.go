@@ -114,6 +114,9 @@ func writeGGUFFromGGUF(out, base string, a *model.LoRA, typ, name string, progre
 		written += int64(len(td.Data))
 		progress(len(tds), len(names), written)
 	}
+	if a != nil && a.HeadTokens != nil && !a.TiedTokens() && !untied {
+		return fmt.Errorf("export: the adapter has token rows of an LM head of its own, but the base's head is its embedding (tied)")
+	}
 	merged := 0
 	for _, tn := range names {
 		ti := f.Tensors[tn]
@@ -125,14 +128,33 @@ func writeGGUFFromGGUF(out, base string, a *model.LoRA, typ, name string, progre
 		if typ != "" {
 			target = GGUFTensorType(typ, tn, len(ti.Dims), int(ti.Dims[0]), ggufLayer(tn), cfg.NumLayers, !untied)
 		}
+		rows := ggufTokenRows(a, tn)
+		if rows != nil && target == ti.Type {
+			// The rows quantized alone into their places; every other row keeps its bytes.
+			data, err := mergeGGUFRows(raw, ti.Type, int(ti.Dims[0]), rows, tn)
+			if err != nil {
+				return err
+			}
+			add(gguf.TensorData{Name: tn, Dims: ti.Dims, Type: ti.Type, Data: data})
+			continue
+		}
 		ad, isAdapted := adapted[tn]
-		if !isAdapted && target == ti.Type {
+		if !isAdapted && rows == nil && target == ti.Type {
 			add(gguf.TensorData{Name: tn, Dims: ti.Dims, Type: ti.Type, Data: raw})
 			continue
 		}
 		v, err := f.Float32(tn)
 		if err != nil {
 			return fmt.Errorf("export: %w", err)
+		}
+		if rows != nil {
+			cols := int(ti.Dims[0])
+			if len(ti.Dims) != 2 || len(rows.Rows) != len(rows.IDs)*cols {
+				return fmt.Errorf("export: tensor %s has dimensions %v, the adapter's token rows are %d wide", tn, ti.Dims, len(rows.Rows)/max(1, len(rows.IDs)))
+			}
+			for i, id := range rows.IDs {
+				copy(v[id*cols:(id+1)*cols], rows.Rows[i*cols:(i+1)*cols])
+			}
 		}
 		if isAdapted {
 			p := a.Layers[ad.layer][ad.module]

@@ -80,11 +80,24 @@ func (m *Model) RopeAt(l int) *kernels.Table {
 
 // EmbedRow writes token id's input embedding (scaled where the architecture scales it).
 func (m *Model) EmbedRow(dst []float32, id int) {
-	H := m.Config.HiddenSize
-	m.Embed.Row(dst[:H], id)
-	if m.Config.ScaleEmbed {
-		kernels.Scale(dst[:H], float32(math.Sqrt(float64(H))))
+	m.Embed.Row(dst[:m.Config.HiddenSize], id)
+	m.scaleEmbed(dst)
+}
+
+// scaleEmbed scales an embedding row where the architecture does (Gemma: by √hidden).
+func (m *Model) scaleEmbed(dst []float32) {
+	if H := m.Config.HiddenSize; m.Config.ScaleEmbed {
+		kernels.Scale(dst[:H], m.EmbedScale())
 	}
+}
+
+// EmbedScale is the factor input embeddings are scaled by (1 where the architecture does
+// not scale them).
+func (m *Model) EmbedScale() float32 {
+	if !m.Config.ScaleEmbed {
+		return 1
+	}
+	return float32(math.Sqrt(float64(m.Config.HiddenSize)))
 }
 
 // softcap replaces x by cap·tanh(x/cap); when t is not nil it receives tanh(x/cap).

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"sync/atomic"
@@ -27,6 +28,10 @@ type LoRA struct {
 	Targets []string
 	// Layers[l][module] is the pair of a layer's module (absent when not adapted).
 	Layers []map[string]*LoRAPair
+	// EmbedTokens and HeadTokens, when not nil, are trainable token rows (TokenRows) of the
+	// input embedding and of the LM head. A model with tied embeddings has one set, both
+	// fields pointing at it, as PEFT ties the LM head's token adapter to the embedding's.
+	EmbedTokens, HeadTokens *TokenRows
 
 	id atomic.Uint64
 }
@@ -94,7 +99,10 @@ type AdapterConfig struct {
 	ModulesToSave       []string `json:"modules_to_save"`
 	LayersToTransform   []int    `json:"layers_to_transform"`
 	Revision            *string  `json:"revision"`
-	Layers              *int     `json:"-"`
+	// TrainableTokenIndices are the tokens whose embedding and LM head rows the adapter
+	// holds (TokenRows), by module.
+	TrainableTokenIndices TokenIndices `json:"trainable_token_indices"`
+	Layers                *int         `json:"-"`
 }
 
 // Scaling is alpha/r, or alpha/√r with rsLoRA.
@@ -141,7 +149,14 @@ func LoadLoRA(dir string, cfg *Config) (*LoRA, error) {
 		lo.Layers[i] = map[string]*LoRAPair{}
 	}
 	targets := map[string]bool{}
+	tokenNames, err := lo.readTokenRows(f, &ac, cfg)
+	if err != nil {
+		return nil, err
+	}
 	for _, name := range f.Names() {
+		if tokenNames[name] {
+			continue
+		}
 		m := peftName.FindStringSubmatch(name)
 		if m == nil {
 			return nil, fmt.Errorf("model: LoRA tensor %q is not a PEFT LoRA weight of a decoder layer", name)
@@ -191,12 +206,67 @@ func LoadLoRA(dir string, cfg *Config) (*LoRA, error) {
 	return lo, nil
 }
 
+// readTokenRows reads the trainable token rows of adapter_config.json's
+// trainable_token_indices from f (PEFT's token_adapter tensors) into lo, and returns the
+// names of the tensors read. The rows of an embedding tied to the LM head are both (PEFT
+// saves only the embedding's); a model with an LM head of its own has rows of the embedding,
+// of the head, or of both.
+func (lo *LoRA) readTokenRows(f *safetensors.File, ac *AdapterConfig, cfg *Config) (map[string]bool, error) {
+	names := map[string]bool{}
+	for key, ids := range ac.TrainableTokenIndices {
+		module, ok := tokenModule(key)
+		if !ok {
+			return nil, fmt.Errorf("model: LoRA trainable_token_indices names %q: Hone trains the rows of embed_tokens and lm_head", key)
+		}
+		name := PeftEmbedTokens
+		if module == "lm_head" {
+			if cfg.TieWordEmbeddings {
+				return nil, fmt.Errorf("model: LoRA trainable_token_indices names lm_head, which is the embedding in this model (tied): name embed_tokens")
+			}
+			name = PeftHeadTokens
+		}
+		t, ok := f.Tensor(name)
+		if !ok {
+			return nil, fmt.Errorf("model: LoRA trainable_token_indices names %s but the adapter has no tensor %s", key, name)
+		}
+		w, err := tensorWeight(t, len(ids), cfg.HiddenSize)
+		if err != nil {
+			return nil, fmt.Errorf("model: LoRA tensor %q %w", name, err)
+		}
+		if len(t.Shape) != 2 || t.Shape[0] != len(ids) || t.Shape[1] != cfg.HiddenSize {
+			return nil, fmt.Errorf("model: LoRA tensor %q has shape %v, want [%d %d]", name, t.Shape, len(ids), cfg.HiddenSize)
+		}
+		rows := &TokenRows{IDs: slices.Clone(ids), Rows: w.Floats()}
+		if err := rows.check(cfg, module); err != nil {
+			return nil, err
+		}
+		if module == "lm_head" {
+			lo.HeadTokens = rows
+		} else {
+			lo.EmbedTokens = rows
+			if cfg.TieWordEmbeddings {
+				lo.HeadTokens = rows
+			}
+		}
+		names[name] = true
+	}
+	for _, name := range []string{PeftEmbedTokens, PeftHeadTokens} {
+		if _, ok := f.Tensor(name); ok && !names[name] {
+			return nil, fmt.Errorf("model: LoRA tensor %q is not named by adapter_config.json's trainable_token_indices", name)
+		}
+	}
+	return names, nil
+}
+
 // check verifies the adapter fits cfg.
 func (a *LoRA) check(cfg *Config) error {
 	if len(a.Layers) != cfg.NumLayers {
 		return fmt.Errorf("model: LoRA %s has %d layers, the model %d", a.Name, len(a.Layers), cfg.NumLayers)
 	}
-	return nil
+	if err := a.EmbedTokens.check(cfg, "embedding"); err != nil {
+		return err
+	}
+	return a.HeadTokens.check(cfg, "LM head")
 }
 
 // AddDelta adds the adapter's delta for module of layer l to out (rows rows of width Out):

@@ -531,8 +531,18 @@ func (m *Model) ForwardInto(steps []Step, logits *[]float32) ([][][]float32, err
 			lg = (*logits)[:n] // the head writes every element
 		}
 		m.LMHead.Forward(false, h, len(rows), lg, false)
-		m.SoftcapLogits(lg)
+		V := c.VocabSize
 		k := 0
+		for _, st := range steps {
+			if t := st.Adapter.headTokens(); t != nil {
+				for j := range st.LogitsAt {
+					t.SetLogits(h[(k+j)*H:(k+j+1)*H], lg[(k+j)*V:(k+j+1)*V])
+				}
+			}
+			k += len(st.LogitsAt)
+		}
+		m.SoftcapLogits(lg)
+		k = 0
 		for i, st := range steps {
 			out[i] = make([][]float32, len(st.LogitsAt))
 			for j := range st.LogitsAt {
@@ -594,7 +604,7 @@ func newBatch(m *Model, steps []Step, T int) *batch {
 	for i, st := range steps {
 		b.start[i] = r
 		for j, id := range st.Tokens {
-			m.EmbedRow(b.x[r*H:(r+1)*H], id)
+			m.EmbedRowFor(b.x[r*H:(r+1)*H], id, st.Adapter)
 			b.pos[r] = st.Seq.n + j
 			r++
 		}

@@ -85,6 +85,15 @@ type Trainer struct {
 	ar       arena // buffers of the passes, reused from one pass to the next
 	headOnce sync.Once
 	headT    *gemm.PackedB // the head's weight packed for the backward product
+	// FrozenTokens keeps the adapter's token rows (model.TokenRows) as they are: they take
+	// part in the passes but get no gradient and no update. Otherwise they are trained with
+	// the adapter, at its learning rate.
+	FrozenTokens bool
+
+	// tokBase holds the base's LM head rows of the trained adapter's head tokens
+	// (tokBaseIDs), for headTokens.
+	tokBase    []float32
+	tokBaseIDs []int
 }
 
 // NewTrainer prepares training of adapter a on m.
@@ -175,8 +184,11 @@ func (e *Trainer) pass(s Seq, a *model.LoRA, coef func(TokenStats) []float32, st
 	}
 	x := ar.raw(T * H)
 	for r, id := range s.Tokens {
-		m.EmbedRow(x[r*H:(r+1)*H], id)
+		m.EmbedRowFor(x[r*H:(r+1)*H], id, a)
 	}
+	// The trained adapter's embedding rows used by the sequence take their gradient from
+	// dL/d(the first layer's input), which the backward pass then computes.
+	embedGrad := backward && a == e.A && e.usesEmbedRows(s.Tokens)
 	inputs := make([][]float32, c.NumLayers)
 	kept := make([]*acts, c.NumLayers)
 	spans := make([][2]int, c.NumLayers) // each kept layer's buffers in the arena
@@ -200,11 +212,12 @@ func (e *Trainer) pass(s Seq, a *model.LoRA, coef func(TokenStats) []float32, st
 	stats := TokenStats{Logp: make([]float32, T), Entropy: make([]float32, T)}
 	lse := ar.get(T)
 	dxf := ar.get(T * H)
+	ht := e.headTokensFor(a, backward)
 	if static != nil {
 		// The coefficients are known: one pass over the head gives statistics and gradient.
-		e.head(s, xf, headRows(s, static), &stats, lse, static, dxf)
+		e.head(s, xf, headRows(s, static), &stats, lse, static, dxf, ht)
 	} else {
-		e.head(s, xf, headRows(s, nil), &stats, lse, nil, nil)
+		e.head(s, xf, headRows(s, nil), &stats, lse, nil, nil, ht)
 		if !backward {
 			return stats, nil
 		}
@@ -214,7 +227,7 @@ func (e *Trainer) pass(s Seq, a *model.LoRA, coef func(TokenStats) []float32, st
 				g[t] = 0
 			}
 		}
-		e.head(s, xf, headRows(s, g), nil, lse, g, dxf)
+		e.head(s, xf, headRows(s, g), nil, lse, g, dxf, ht)
 	}
 	if !backward {
 		return stats, nil
@@ -229,7 +242,7 @@ func (e *Trainer) pass(s Seq, a *model.LoRA, coef func(TokenStats) []float32, st
 			e.layerForward(ac, ar.clone(inputs[l]))
 		}
 		kept[l] = nil
-		if dxin := e.layerBackward(ac, inputs[l], dx, l > 0); dxin != nil {
+		if dxin := e.layerBackward(ac, inputs[l], dx, l > 0 || embedGrad); dxin != nil {
 			copy(dx, dxin)
 		}
 		// The layer's backward temporaries and its activations go back for the next layer.
@@ -237,6 +250,9 @@ func (e *Trainer) pass(s Seq, a *model.LoRA, coef func(TokenStats) []float32, st
 		if sp := spans[l]; sp[1] > sp[0] {
 			ar.releaseRange(sp[0], sp[1])
 		}
+	}
+	if embedGrad {
+		e.embedGrad(s.Tokens, dx)
 	}
 	return stats, nil
 }
@@ -651,11 +667,13 @@ func (e *Trainer) headPackedT() *gemm.PackedB {
 
 // head computes, chunk by chunk of the given rows (gathered from xf), the log-probability of
 // each next token and the entropy, and the log-sum-exp of each row into lse. With g (dL/dlogp
-// per position) it also adds the rows' gradient dL/dxf into dxf, from the same logits.
-func (e *Trainer) head(s Seq, xf []float32, rows []int, st *TokenStats, lse, g, dxf []float32) {
+// per position) it also adds the rows' gradient dL/dxf into dxf, from the same logits. The
+// adapter's head rows (ht) take the place of the base's in the logits, and with g their
+// gradient accumulates.
+func (e *Trainer) head(s Seq, xf []float32, rows []int, st *TokenStats, lse, g, dxf []float32, ht headTokens) {
 	m := e.M
 	if m.LMHead.W.Q != nil && tiledQuantHead {
-		e.headQuant(s, xf, rows, st, lse, g, dxf)
+		e.headQuant(s, xf, rows, st, lse, g, dxf, ht)
 		return
 	}
 	H, V := m.Config.HiddenSize, m.Config.VocabSize
@@ -682,6 +700,7 @@ func (e *Trainer) head(s Seq, xf []float32, rows []int, st *TokenStats, lse, g, 
 			copy(xc[i*H:(i+1)*H], xf[t*H:(t+1)*H])
 		}
 		m.LMHead.Forward(e.BF16, xc[:n*H], n, logits[:n*V], false)
+		ht.setLogits(xc, logits, n, H, 0, V)
 		if capT != nil {
 			kernels.ParallelFor(n, 4, func(i int) {
 				model.Softcap(logits[i*V:(i+1)*V], capT[i*V:(i+1)*V], m.Config.FinalSoftcap)
@@ -734,6 +753,7 @@ func (e *Trainer) head(s Seq, xf []float32, rows []int, st *TokenStats, lse, g, 
 		} else {
 			gemm.GemmPacked(false, n, 1, logits[:n*V], V, e.headPackedT(), 0, dxc[:n*H], H)
 		}
+		ht.backward(xc, logits, n, H, 0, V, dxc)
 		for i, t := range rs {
 			kernels.Add(dxf[t*H:(t+1)*H], dxc[i*H:(i+1)*H])
 		}

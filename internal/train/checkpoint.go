@@ -58,12 +58,26 @@ func SaveCheckpoint(dir string, a *model.LoRA, c Checkpoint) error {
 				safetensors.FromF32(peftTensor(l, mod, "B"), []int{p.Out, a.Rank}, p.B))
 		}
 	}
+	// Token rows as PEFT's TrainableTokensWrapper saves them: the embedding's (which a tied
+	// LM head shares) and an untied head's, named by trainable_token_indices.
+	var indices model.TokenIndices
+	if t := a.EmbedTokens; t != nil {
+		ts = append(ts, safetensors.FromF32(model.PeftEmbedTokens, []int{len(t.IDs), len(t.Rows) / len(t.IDs)}, t.Rows))
+		indices = model.TokenIndices{"embed_tokens": t.IDs}
+	}
+	if t := a.HeadTokens; t != nil && !a.TiedTokens() {
+		ts = append(ts, safetensors.FromF32(model.PeftHeadTokens, []int{len(t.IDs), len(t.Rows) / len(t.IDs)}, t.Rows))
+		if indices == nil {
+			indices = model.TokenIndices{}
+		}
+		indices["lm_head"] = t.IDs
+	}
 	if err := safetensors.Write(filepath.Join(tmp, "adapter_model.safetensors"), ts, map[string]string{"format": "pt"}); err != nil {
 		return err
 	}
 	cfg := model.AdapterConfig{PeftType: "LORA", TaskType: "CAUSAL_LM", BaseModelNameOrPath: c.BaseModel,
 		R: a.Rank, LoraAlpha: a.Alpha, LoraDropout: c.Dropout, TargetModules: a.Targets, Bias: "none",
-		InferenceMode: true, InitLoraWeights: true}
+		InferenceMode: true, InitLoraWeights: true, TrainableTokenIndices: indices}
 	js, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
 		return err

@@ -28,7 +28,7 @@ var headTile = 1024
 // dlogits·W_tile into the positions' gradient while the tile is still dequantized. The head is
 // dequantized twice per SFT step, no copy of it outlives a tile, and the logits held are
 // positions × headTile (logits and exponentials) instead of ChunkRows × vocabulary.
-func (e *Trainer) headQuant(s Seq, xf []float32, rows []int, st *TokenStats, lse, g, dxf []float32) {
+func (e *Trainer) headQuant(s Seq, xf []float32, rows []int, st *TokenStats, lse, g, dxf []float32, ht headTokens) {
 	m := e.M
 	H, V := m.Config.HiddenSize, m.Config.VocabSize
 	W := m.LMHead.W.Q
@@ -50,9 +50,19 @@ func (e *Trainer) headQuant(s Seq, xf []float32, rows []int, st *TokenStats, lse
 	// GEMM packs the positions again for every tile: at tiles of 1024 rows that costs less
 	// than packing them once and transposing each tile's logits (2.6 ns an element in a
 	// profile of the Qwen2.5-0.5B shape).
+	// The adapter's head rows (ht) take the place of the base's in the tile, so that the
+	// backward product reads them too.
 	logits := func(v0, w int) {
 		kernels.ParallelFor(w, 8, func(r int) { W.Row(wt[r*H:(r+1)*H], v0+r) })
+		if ht.t != nil {
+			for j, id := range ht.t.IDs {
+				if id >= v0 && id < v0+w {
+					copy(wt[(id-v0)*H:(id-v0+1)*H], ht.t.Rows[j*H:(j+1)*H])
+				}
+			}
+		}
 		gemm.Sgemm(false, true, n, w, H, 1, xc, H, wt, H, 0, lt, w)
+		ht.setLogits(xc, lt, n, H, v0, w)
 		if capT != nil {
 			kernels.ParallelFor(n, 8, func(i int) {
 				model.Softcap(lt[i*w:(i+1)*w], capT[i*w:(i+1)*w], m.Config.FinalSoftcap)
@@ -119,6 +129,7 @@ func (e *Trainer) headQuant(s Seq, xf []float32, rows []int, st *TokenStats, lse
 			softcapGrad(row, capT, i, w)
 		})
 		gemm.Sgemm(false, false, n, H, w, 1, lt, w, wt, H, 1, dxc, H)
+		headTokens{t: ht.t, grad: ht.grad}.backward(xc, lt, n, H, v0, w, dxc) // the tile held the rows: no correction
 	}
 	for i, t := range rows {
 		kernels.Add(dxf[t*H:(t+1)*H], dxc[i*H:(i+1)*H])

@@ -94,6 +94,9 @@ func params(a *model.LoRA) [][]float32 {
 // Grads holds gradients shaped like an adapter.
 type Grads struct {
 	Layers []map[string]*model.LoRAPair
+	// Embed and Head are the gradients of the adapter's token rows (EmbedTokens, HeadTokens;
+	// one slice when they are tied), nil when it has none.
+	Embed, Head []float32
 }
 
 // NewGrads returns zero gradients for a.
@@ -105,11 +108,34 @@ func NewGrads(a *model.LoRA) *Grads {
 			g.Layers[l][t] = &model.LoRAPair{In: p.In, Out: p.Out, A: make([]float32, len(p.A)), B: make([]float32, len(p.B))}
 		}
 	}
+	if a.EmbedTokens != nil {
+		g.Embed = make([]float32, len(a.EmbedTokens.Rows))
+	}
+	switch {
+	case a.TiedTokens():
+		g.Head = g.Embed
+	case a.HeadTokens != nil:
+		g.Head = make([]float32, len(a.HeadTokens.Rows))
+	}
 	return g
 }
 
+// list is every gradient: the adapter matrices' in params' order, then the token rows'
+// (tokenParams' order).
 func (g *Grads) list() [][]float32 {
-	return params(&model.LoRA{Layers: g.Layers})
+	return append(params(&model.LoRA{Layers: g.Layers}), g.tokens()...)
+}
+
+// tokens are the token rows' gradients, each slice once.
+func (g *Grads) tokens() [][]float32 {
+	var out [][]float32
+	if g.Embed != nil {
+		out = append(out, g.Embed)
+	}
+	if g.Head != nil && (g.Embed == nil || &g.Head[0] != &g.Embed[0]) {
+		out = append(out, g.Head)
+	}
+	return out
 }
 
 // Zero clears the gradients.

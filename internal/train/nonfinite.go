@@ -31,7 +31,7 @@ func checkGradStep(loss, gradNorm float64) error {
 // saved nor served.
 func CheckFinite(a *model.LoRA) error {
 	bad, total := 0, 0
-	for _, p := range params(a) {
+	for _, p := range append(params(a), tokenParams(a)...) {
 		total += len(p)
 		for _, v := range p {
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {

@@ -13,10 +13,17 @@ import (
 // AdamW is Adam with decoupled weight decay (Loshchilov & Hutter; PyTorch's torch.optim.AdamW):
 // p ← p·(1 − lr·wd); m ← β1·m + (1−β1)·g; v ← β2·v + (1−β2)·g²;
 // p ← p − lr·m̂/(√v̂ + eps) with bias-corrected m̂, v̂.
+//
+// The adapter's token rows (model.TokenRows) have moments and a step count of their own
+// (TokenStep: rows given to an adapter after its first steps start from zero moments with
+// their own bias correction) and no weight decay: they hold the rows' values, not a change
+// from the base's, and decaying them would shrink the rows of the turn's tokens towards zero.
 type AdamW struct {
 	Beta1, Beta2, Eps, WeightDecay float64
 	Step                           int // steps taken
 	m, v                           [][]float32
+	TokenStep                      int // steps the token rows took
+	tm, tv                         [][]float32
 }
 
 // NewAdamW returns AdamW with PyTorch's defaults (0.9, 0.999, 1e-8) and weight decay wd.
@@ -25,21 +32,60 @@ func NewAdamW(wd float64) *AdamW {
 }
 
 // Update applies one step with learning rate lr to the adapter's parameters.
-func (o *AdamW) Update(a *model.LoRA, g *Grads, lr float64) {
-	ps, gs := params(a), g.list()
-	if o.m == nil {
-		o.m, o.v = make([][]float32, len(ps)), make([][]float32, len(ps))
-		for i, p := range ps {
-			o.m[i], o.v[i] = make([]float32, len(p)), make([]float32, len(p))
+func (o *AdamW) Update(a *model.LoRA, g *Grads, lr float64) { o.UpdateRates(a, g, lr, lr) }
+
+// UpdateRates is Update with learning rate tokenLR for the adapter's token rows (0: they
+// are left as they are, their moments too).
+func (o *AdamW) UpdateRates(a *model.LoRA, g *Grads, lr, tokenLR float64) {
+	ps := params(a)
+	o.m, o.v = moments(o.m, o.v, ps)
+	o.Step++
+	o.step(ps, g.list(), o.m, o.v, o.Step, lr, o.WeightDecay)
+	if tps := tokenParams(a); len(tps) > 0 && tokenLR > 0 {
+		if !sameShapes(o.tm, tps) {
+			o.tm, o.tv, o.TokenStep = nil, nil, 0
+		}
+		o.tm, o.tv = moments(o.tm, o.tv, tps)
+		o.TokenStep++
+		o.step(tps, g.tokens(), o.tm, o.tv, o.TokenStep, tokenLR, 0)
+	}
+	a.Changed()
+}
+
+// moments returns m and v, made (zero) for the parameters ps when nil.
+func moments(m, v, ps [][]float32) ([][]float32, [][]float32) {
+	if m != nil {
+		return m, v
+	}
+	m, v = make([][]float32, len(ps)), make([][]float32, len(ps))
+	for i, p := range ps {
+		m[i], v[i] = make([]float32, len(p)), make([]float32, len(p))
+	}
+	return m, v
+}
+
+// sameShapes reports whether the moments ms are shaped like the parameters ps.
+func sameShapes(ms, ps [][]float32) bool {
+	if len(ms) != len(ps) {
+		return false
+	}
+	for i := range ms {
+		if len(ms[i]) != len(ps[i]) {
+			return false
 		}
 	}
-	o.Step++
+	return true
+}
+
+// step is one AdamW step (the step-th) of the parameters ps with gradients gs and moments ms,
+// vs.
+func (o *AdamW) step(ps, gs, ms, vs [][]float32, step int, lr, wd float64) {
 	b1, b2 := o.Beta1, o.Beta2
-	c1 := 1 - math.Pow(b1, float64(o.Step))
-	c2 := 1 - math.Pow(b2, float64(o.Step))
-	decay := 1 - lr*o.WeightDecay
+	c1 := 1 - math.Pow(b1, float64(step))
+	c2 := 1 - math.Pow(b2, float64(step))
+	decay := 1 - lr*wd
 	for i, p := range ps {
-		gi, mi, vi := gs[i], o.m[i], o.v[i]
+		gi, mi, vi := gs[i], ms[i], vs[i]
 		for j := range p {
 			gj := float64(gi[j])
 			m := b1*float64(mi[j]) + (1-b1)*gj
@@ -48,7 +94,6 @@ func (o *AdamW) Update(a *model.LoRA, g *Grads, lr float64) {
 			p[j] = float32(float64(p[j])*decay - lr*(m/c1)/(math.Sqrt(v/c2)+o.Eps))
 		}
 	}
-	a.Changed()
 }
 
 // optimizerFile is where Save keeps the optimizer state beside the adapter.
@@ -61,8 +106,15 @@ func (o *AdamW) Save(dir string) error {
 		ts = append(ts, safetensors.FromF32(fmt.Sprintf("exp_avg.%d", i), []int{len(o.m[i])}, o.m[i]),
 			safetensors.FromF32(fmt.Sprintf("exp_avg_sq.%d", i), []int{len(o.v[i])}, o.v[i]))
 	}
+	for i := range o.tm {
+		ts = append(ts, safetensors.FromF32(fmt.Sprintf("token_rows.exp_avg.%d", i), []int{len(o.tm[i])}, o.tm[i]),
+			safetensors.FromF32(fmt.Sprintf("token_rows.exp_avg_sq.%d", i), []int{len(o.tv[i])}, o.tv[i]))
+	}
 	meta := map[string]string{"step": strconv.Itoa(o.Step), "beta1": fmt.Sprint(o.Beta1), "beta2": fmt.Sprint(o.Beta2),
 		"eps": fmt.Sprint(o.Eps), "weight_decay": fmt.Sprint(o.WeightDecay), "format": "hone-adamw-v1"}
+	if o.tm != nil {
+		meta["token_rows_step"] = strconv.Itoa(o.TokenStep)
+	}
 	return safetensors.Write(filepath.Join(dir, optimizerFile), ts, meta)
 }
 
@@ -104,7 +156,36 @@ func LoadAdamW(dir string, a *model.LoRA) (*AdamW, error) {
 			*which.dst = append([]float32(nil), v...)
 		}
 	}
+	o.loadTokenMoments(f, tokenParams(a))
 	return o, nil
+}
+
+// loadTokenMoments reads the token rows' moments, when the state has them for rows shaped
+// like tps (otherwise the rows start from zero moments: rows given to the adapter later, or
+// a state written before it had any).
+func (o *AdamW) loadTokenMoments(f *safetensors.File, tps [][]float32) {
+	step, err := strconv.Atoi(f.Metadata()["token_rows_step"])
+	if err != nil || len(tps) == 0 {
+		return
+	}
+	tm, tv := make([][]float32, len(tps)), make([][]float32, len(tps))
+	for i, p := range tps {
+		for _, which := range []struct {
+			name string
+			dst  *[]float32
+		}{{fmt.Sprintf("token_rows.exp_avg.%d", i), &tm[i]}, {fmt.Sprintf("token_rows.exp_avg_sq.%d", i), &tv[i]}} {
+			t, ok := f.Tensor(which.name)
+			if !ok {
+				return
+			}
+			v, err := t.F32()
+			if err != nil || len(v) != len(p) {
+				return
+			}
+			*which.dst = append([]float32(nil), v...)
+		}
+	}
+	o.tm, o.tv, o.TokenStep = tm, tv, step
 }
 
 // Schedule is a learning-rate schedule over a run of Total steps.

@@ -641,7 +641,7 @@ func RLStep(ctx context.Context, e *Trainer, chat *ChatTokenizer, groups []Traje
 	if err := checkGradStep(met.Loss, met.GradNorm); err != nil {
 		return met, o, err
 	}
-	o.Update(e.A, e.G, lr)
+	o.UpdateRates(e.A, e.G, lr, e.tokenLR(lr))
 	if err := CheckFinite(e.A); err != nil {
 		return met, o, fmt.Errorf("%w (after the update at learning rate %g)", err, lr)
 	}

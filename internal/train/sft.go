@@ -429,7 +429,7 @@ func RunSFTFrom(ctx context.Context, e *Trainer, p *SFTPlan, o *AdamW, first int
 		if n > 0 {
 			err := checkGradStep(loss, norm)
 			if err == nil {
-				o.Update(e.A, e.G, lr)
+				o.UpdateRates(e.A, e.G, lr, e.tokenLR(lr))
 				if err = CheckFinite(e.A); err != nil {
 					err = fmt.Errorf("%w (after the update at learning rate %g)", err, lr)
 				}

@@ -51,7 +51,7 @@ type sftResume struct {
 // from the job's resume state, and returns the trained adapter, its optimizer state and the
 // last step's metrics.
 func (s *Service) runSFT(ctx context.Context, j jobs.Job, m registry.Model, base *serving.Served, chat *train.ChatTokenizer,
-	step int, adapter *model.LoRA, opt *train.AdamW, sp SFTSpec, progress func(string, any)) (*model.LoRA, *train.AdamW, map[string]float64, error) {
+	step int, adapter *model.LoRA, opt *train.AdamW, sp SFTSpec, tokens []string, progress func(string, any)) (*model.LoRA, *train.AdamW, map[string]float64, error) {
 	data, err := s.readData(ctx, m.Entity, sp.DataURL)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("training data: %v", err)
@@ -80,7 +80,8 @@ func (s *Service) runSFT(ctx context.Context, j jobs.Job, m registry.Model, base
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	progress(jobs.EventStarted, map[string]any{"num_sequences": plan.Steps()})
+	e.FrozenTokens = sp.Tokens == TokensOff
+	progress(jobs.EventStarted, startedEvent(plan.Steps(), tokens))
 	if first > 0 {
 		msg := fmt.Sprintf("resumed after step %d of %d, from the state saved by attempt %d", first, plan.Steps(), from)
 		progress(jobs.EventResumed, map[string]any{"from_step": first, "num_sequences": plan.Steps(), "message": msg})

@@ -110,6 +110,16 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 			return nil, err
 		}
 	}
+	mode := ""
+	if q.RL != nil {
+		mode = q.RL.Tokens
+	} else {
+		mode = q.SFT.Tokens
+	}
+	tokens, err := prepareTokenRows(base, chat, adapter, mode)
+	if err != nil {
+		return nil, err
+	}
 	metrics := map[string]float64{}
 	switch {
 	case q.RL != nil:
@@ -149,7 +159,7 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 		if train.Trainable(groups) {
 			n = 1
 		}
-		progress(jobs.EventStarted, map[string]any{"num_sequences": n})
+		progress(jobs.EventStarted, startedEvent(n, tokens))
 		for i, g := range groups {
 			if !g.Trainable() {
 				progress(jobs.EventGroupSkipped, skippedGroup(i, g))
@@ -159,6 +169,7 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 		if err != nil {
 			return nil, err
 		}
+		e.FrozenTokens = mode == TokensOff
 		met, o, err := train.RLStep(ctx, e, chat, groups, cfg, opt)
 		switch {
 		case errors.Is(err, train.ErrNothingToTrain):
@@ -179,7 +190,7 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 			metrics = map[string]float64{"reward": met.Reward, "reward_std_dev": met.RewardStdDev, "loss": met.Loss, "grad_norm": met.GradNorm}
 		}
 	case q.SFT != nil:
-		if adapter, opt, metrics, err = s.runSFT(ctx, j, m, base, chat, step, adapter, opt, *q.SFT, progress); err != nil {
+		if adapter, opt, metrics, err = s.runSFT(ctx, j, m, base, chat, step, adapter, opt, *q.SFT, tokens, progress); err != nil {
 			return nil, err
 		}
 	}
@@ -241,6 +252,16 @@ func fitLine(xs, ys []float64) (slope, intercept float64, ok bool) {
 	}
 	slope = (n*sxy - sx*sy) / d
 	return slope, (sy - slope*sx) / n, true
+}
+
+// startedEvent is the data of a training_started event: the job's sequences (SFT: steps)
+// and, when it trains token rows, their tokens.
+func startedEvent(n int, tokens []string) map[string]any {
+	ev := map[string]any{"num_sequences": n}
+	if len(tokens) > 0 {
+		ev["trainable_tokens"] = tokens
+	}
+	return ev
 }
 
 // emptyAdapter adapts nothing: the base model, as a KL reference.

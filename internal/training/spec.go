@@ -44,6 +44,8 @@ type RLSpec struct {
 	KLStepLag *int `json:"kl_penalty_step_lag,omitempty"`
 	// ScaleLRByStd scales the learning rate by the trend of the reward spread.
 	ScaleLRByStd bool `json:"scale_learning_rate_by_reward_std_dev,omitempty"`
+	// Tokens is trainable_tokens: auto ("", the default), on or off (TokenRows).
+	Tokens string `json:"trainable_tokens,omitempty"`
 }
 
 // SFTSpec is a validated SFT job: where its data is and how to train.
@@ -51,6 +53,8 @@ type SFTSpec struct {
 	DataURL string          `json:"training_data_url"`
 	Config  train.SFTConfig `json:"config"`
 	Turns   string          `json:"assistant_turns"` // all or last
+	// Tokens is trainable_tokens: auto ("", the default), on or off (TokenRows).
+	Tokens string `json:"trainable_tokens,omitempty"`
 }
 
 // NewRLSpec validates an RL request's groups and configuration.
@@ -113,6 +117,8 @@ type rlConfig struct {
 	ScaleLRByStd        *bool    `json:"scale_learning_rate_by_reward_std_dev"`
 	MaxGradNorm         *float64 `json:"max_grad_norm"`
 	WeightDecay         *float64 `json:"weight_decay"`
+	// TrainableTokens (a Hone addition): whether the rows of the turn's tokens are trained.
+	TrainableTokens *string `json:"trainable_tokens"`
 }
 
 // unknownFields refuses a field of the JSON object raw that the Go type known does not
@@ -309,7 +315,30 @@ func parseRLConfig(raw json.RawMessage) (RLSpec, error) {
 	if c.WeightDecay != nil {
 		cfg.WeightDecay = *c.WeightDecay
 	}
+	var err error
+	if p.Tokens, err = tokenMode(c.TrainableTokens, "experimental_config"); err != nil {
+		return p, err
+	}
 	return p, nil
+}
+
+// Values of a job's trainable_tokens: whether it trains rows of the embedding and LM head for
+// the tokens that mark the assistant's turn (TokenRows).
+const (
+	TokensAuto = "auto"
+	TokensOn   = "on"
+	TokensOff  = "off"
+)
+
+// tokenMode checks a trainable_tokens field of the object param; auto is kept as "".
+func tokenMode(v *string, param string) (string, error) {
+	if v == nil || *v == TokensAuto {
+		return "", nil
+	}
+	if *v != TokensOn && *v != TokensOff {
+		return "", fault.Invalid(param+".trainable_tokens", "trainable_tokens must be auto, on or off, got %q", *v)
+	}
+	return *v, nil
 }
 
 // ParseGroups reads trajectory groups; trajectories recorded as exchanges (ART's capture
@@ -339,7 +368,9 @@ type sftConfig struct {
 	LearningRate   json.RawMessage `json:"learning_rate"`
 	AssistantTurns *string         `json:"assistant_turns"`
 	Epochs         *int            `json:"epochs"`
-	MetricLogging  json.RawMessage `json:"metric_logging"`
+	// TrainableTokens (a Hone addition): whether the rows of the turn's tokens are trained.
+	TrainableTokens *string         `json:"trainable_tokens"`
+	MetricLogging   json.RawMessage `json:"metric_logging"`
 }
 
 // sftExperimental is an SFT job's experimental_config.
@@ -402,6 +433,10 @@ func parseSFTConfig(raw, experimental json.RawMessage) (SFTSpec, error) {
 			return p, fault.Invalid("config.epochs", "epochs must be from 1 to 1000")
 		}
 		p.Config.Epochs = *c.Epochs
+	}
+	var err error
+	if p.Tokens, err = tokenMode(c.TrainableTokens, "config"); err != nil {
+		return p, err
 	}
 	var x sftExperimental
 	if len(experimental) > 0 && string(experimental) != "null" {

@@ -1,0 +1,303 @@
+package train
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/honeai/hone/internal/chattemplate"
+	"github.com/honeai/hone/internal/kernels"
+	"github.com/honeai/hone/internal/model"
+)
+
+// AddTokenRows gives adapter a trainable token rows (model.TokenRows, PEFT's trainable
+// tokens) for the tokens of ids it has none for yet, initialised from m's rows as PEFT does:
+// the embedding's rows (before any scaling) and the LM head's; one set for both when m ties
+// them. It reports whether it added any. Rows a already has keep their values.
+func AddTokenRows(m *model.Model, a *model.LoRA, ids []int) (bool, error) {
+	c := &m.Config
+	H := c.HiddenSize
+	var add []int
+	for _, id := range ids {
+		if id < 0 || id >= c.VocabSize {
+			return false, fmt.Errorf("train: token id %d is outside the vocabulary [0, %d)", id, c.VocabSize)
+		}
+		if !slices.Contains(add, id) && a.EmbedTokens.Row(id) == nil && a.HeadTokens.Row(id) == nil {
+			add = append(add, id)
+		}
+	}
+	if len(add) == 0 {
+		return false, nil
+	}
+	grow := func(t *model.TokenRows, w *model.Weight) *model.TokenRows {
+		if t == nil {
+			t = &model.TokenRows{}
+		}
+		for _, id := range add {
+			if t.Row(id) != nil {
+				continue
+			}
+			row := make([]float32, H)
+			w.Row(row, id)
+			t.IDs = append(t.IDs, id)
+			t.Rows = append(t.Rows, row...)
+		}
+		return t
+	}
+	if m.TiedHead() {
+		if a.EmbedTokens != a.HeadTokens {
+			return false, fmt.Errorf("train: the adapter's embedding and LM head rows differ, but the model ties them")
+		}
+		a.EmbedTokens = grow(a.EmbedTokens, &m.Embed)
+		a.HeadTokens = a.EmbedTokens
+	} else {
+		if a.TiedTokens() {
+			return false, fmt.Errorf("train: the adapter ties its embedding and LM head rows, but the model does not")
+		}
+		a.EmbedTokens = grow(a.EmbedTokens, &m.Embed)
+		a.HeadTokens = grow(a.HeadTokens, &m.LMHead.W)
+	}
+	a.Changed()
+	return true, nil
+}
+
+// tokenParams lists an adapter's token rows (embedding, then head when not tied), each
+// once: Grads.tokens' order.
+func tokenParams(a *model.LoRA) [][]float32 {
+	var out [][]float32
+	if a.EmbedTokens != nil {
+		out = append(out, a.EmbedTokens.Rows)
+	}
+	if a.HeadTokens != nil && !a.TiedTokens() {
+		out = append(out, a.HeadTokens.Rows)
+	}
+	return out
+}
+
+// headTokens is what the LM head of a pass does with an adapter's head rows: t (nil: none)
+// replaces the base's rows of its tokens in the logits; with grad (a training pass of the
+// trained adapter) the rows' gradient accumulates there, and base, the base's rows of those
+// tokens as the head's product reads them, corrects dL/dx of the product with the base's
+// weight: dx += dlogit·(row − base).
+type headTokens struct {
+	t          *model.TokenRows
+	grad, base []float32
+}
+
+// headTokensFor is the head rows of adapter a in a pass (backward: of the trained adapter,
+// with their gradient).
+func (e *Trainer) headTokensFor(a *model.LoRA, backward bool) headTokens {
+	if a == nil || a.HeadTokens == nil {
+		return headTokens{}
+	}
+	ht := headTokens{t: a.HeadTokens}
+	if backward && a == e.A {
+		ht.base = e.headBase()
+		if !e.FrozenTokens {
+			ht.grad = e.G.Head
+		}
+	}
+	return ht
+}
+
+// tokenLR is the learning rate of the token rows for the adapter's rate lr: the same, 0 when
+// they are frozen.
+func (e *Trainer) tokenLR(lr float64) float64 {
+	if e.FrozenTokens {
+		return 0
+	}
+	return lr
+}
+
+// headBase is the base model's LM head rows of the trained adapter's head tokens, read once.
+func (e *Trainer) headBase() []float32 {
+	t := e.A.HeadTokens
+	H := e.M.Config.HiddenSize
+	if len(e.tokBase) == len(t.Rows) && slices.Equal(e.tokBaseIDs, t.IDs) {
+		return e.tokBase
+	}
+	e.tokBase, e.tokBaseIDs = make([]float32, len(t.Rows)), slices.Clone(t.IDs)
+	for i, id := range t.IDs {
+		e.M.LMHead.W.Row(e.tokBase[i*H:(i+1)*H], id)
+	}
+	return e.tokBase
+}
+
+// backward accumulates, for the positions rs of a chunk (hidden rows xc, dlogits in dl, v
+// values a row from logit v0 on), the gradient of the head rows and the correction of dxc,
+// the chunk's dL/dx, for the rows the base's product did not use (base not nil).
+func (ht headTokens) backward(xc, dl []float32, n, H, v0, v int, dxc []float32) {
+	if ht.t == nil {
+		return
+	}
+	for j, id := range ht.t.IDs {
+		if id < v0 || id >= v0+v {
+			continue
+		}
+		row := ht.t.Rows[j*H : (j+1)*H]
+		var diff []float32
+		if ht.base != nil {
+			diff = make([]float32, H)
+			for k := range diff {
+				diff[k] = row[k] - ht.base[j*H+k]
+			}
+		}
+		for i := range n {
+			d := dl[i*v+id-v0]
+			if d == 0 {
+				continue
+			}
+			if ht.grad != nil {
+				kernels.Axpy(d, xc[i*H:(i+1)*H], ht.grad[j*H:(j+1)*H])
+			}
+			if diff != nil {
+				kernels.Axpy(d, diff, dxc[i*H:(i+1)*H])
+			}
+		}
+	}
+}
+
+// setLogits writes the head rows' logits into a chunk's logits (n rows of v values from
+// logit v0 on) for the hidden rows xc, as model.TokenRows.SetLogits does for a whole row.
+func (ht headTokens) setLogits(xc, logits []float32, n, H, v0, v int) {
+	if ht.t == nil {
+		return
+	}
+	for j, id := range ht.t.IDs {
+		if id < v0 || id >= v0+v {
+			continue
+		}
+		row := ht.t.Rows[j*H : (j+1)*H]
+		for i := range n {
+			logits[i*v+id-v0] = kernels.Dot(xc[i*H:(i+1)*H], row)
+		}
+	}
+}
+
+// embedGrad adds the gradient of the trained adapter's embedding rows from dx0, dL/d(the
+// embedding of each position): a row used at position r gets scale·dx0[r] (the embedding
+// is scaled by scale before the first layer).
+func (e *Trainer) embedGrad(tokens []int, dx0 []float32) {
+	t := e.A.EmbedTokens
+	H := e.M.Config.HiddenSize
+	scale := e.M.EmbedScale()
+	for r, id := range tokens {
+		for j, tid := range t.IDs {
+			if tid == id {
+				kernels.Axpy(scale, dx0[r*H:(r+1)*H], e.G.Embed[j*H:(j+1)*H])
+			}
+		}
+	}
+}
+
+// usesEmbedRows reports whether a sequence has a token whose embedding row the trained
+// adapter holds.
+func (e *Trainer) usesEmbedRows(tokens []int) bool {
+	t := e.A.EmbedTokens
+	if t == nil || e.G.Embed == nil || e.FrozenTokens {
+		return false
+	}
+	for _, id := range tokens {
+		if slices.Contains(t.IDs, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// TurnTokens are the tokens that mark the assistant's turn in c's chat template, whose rows
+// trainable token rows are for: the special tokens of the text the template writes to close
+// an assistant's turn (chattemplate.Template.TurnEnd: <end_of_turn>, <|im_end|>, <|eot_id|>)
+// and of the generation prompt that opens one (<start_of_turn>, <|im_start|>,
+// <|start_header_id|>, <|end_header_id|>), and the stop tokens (stops: serving's stop set)
+// the template writes in a conversation (Phi-3's <|endoftext|> after the last turn). The
+// tokenizer's beginning-of-sequence token is not one unless it is a stop. end is the token
+// that closes the turn (the first special token of TurnEnd's text), -1 when the template's
+// turn end begins with no special token.
+func (c *ChatTokenizer) TurnTokens(stops []int) (end int, ids []int) {
+	end = -1
+	bos, hasBOS := c.Tok.BOS()
+	add := func(id int) {
+		if c.Vocab > 0 && id >= c.Vocab || slices.Contains(ids, id) || hasBOS && id == bos && !slices.Contains(stops, id) {
+			return
+		}
+		ids = append(ids, id)
+	}
+	specials := func(text string) []int {
+		var out []int
+		for _, id := range c.Tok.Encode(text, false) {
+			if c.Tok.IsSpecial(id) || slices.Contains(stops, id) {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	tail := c.Template.TurnEnd(c.Special)
+	if ids := c.Tok.Encode(tail, false); len(ids) > 0 && c.Tok.IsSpecial(ids[0]) {
+		end = ids[0]
+	}
+	for _, id := range specials(tail) {
+		add(id)
+	}
+	user := []byte(`[{"role":"user","content":"Hi"}]`)
+	in := chattemplate.Input{Messages: user, SpecialTokens: c.Special}
+	without, err1 := c.Template.Render(in)
+	in.AddGenerationPrompt = true
+	with, err2 := c.Template.Render(in)
+	if err1 == nil && err2 == nil && strings.HasPrefix(with, without) {
+		for _, id := range specials(with[len(without):]) {
+			add(id)
+		}
+	}
+	conv := []byte(`[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello."},{"role":"user","content":"Bye"},{"role":"assistant","content":"Bye."}]`)
+	if text, err := c.Template.Render(chattemplate.Input{Messages: conv, SpecialTokens: c.Special}); err == nil {
+		for _, id := range c.Tok.Encode(text, false) {
+			if slices.Contains(stops, id) {
+				add(id)
+			}
+		}
+	}
+	return end, ids
+}
+
+// turnEndProbes are short exchanges whose answers TurnEndProb asks a model to end.
+var turnEndProbes = [][2]string{{"What is the capital of France?", "The capital of France is Paris."},
+	{"What is 2+2?", "4"}, {"Say hello.", "Hello! How can I help you today?"}}
+
+// TurnEndProb is the probability that the model of e, with adapter a (nil: the base), gives
+// the token end where an assistant's answer ends in c's template: the geometric mean over a
+// few short exchanges. A model trained on its chat template gives its end of turn a high
+// probability there (SmolLM2-135M-Instruct's <|im_end|>: 0.09 to 0.74); a base model never
+// trained on its chat markers gives it far less than a uniform guess (the published Gemma 3
+// 270M base's <end_of_turn>: about 1e-12).
+func TurnEndProb(e *Trainer, c *ChatTokenizer, a *model.LoRA, end int) (float64, error) {
+	sum, n := 0.0, 0
+	for _, qa := range turnEndProbes {
+		msgs, _ := json.Marshal([]map[string]string{{"role": "user", "content": qa[0]}, {"role": "assistant", "content": qa[1]}})
+		x, err := c.Tokenize(msgs, nil, "all")
+		if err != nil {
+			return 0, err
+		}
+		at := -1
+		for i := 1; i < len(x.Tokens); i++ {
+			if x.Train[i] && x.Tokens[i] == end {
+				at = i
+				break
+			}
+		}
+		if at < 0 {
+			continue
+		}
+		need := make([]bool, at+1)
+		need[at-1] = true
+		st := e.Logprobs(Seq{Tokens: x.Tokens[:at+1], Need: need}, a)
+		sum += float64(st.Logp[at-1])
+		n++
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("train: no probe answer ends with token %d", end)
+	}
+	return math.Exp(sum / float64(n)), nil
+}
