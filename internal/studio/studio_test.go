@@ -41,7 +41,7 @@ func TestUIAssets(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := a.Names()
-	for _, want := range []string{"index.html", "app.js", "api.js", "dom.js", "traces.js", "objects.js", "training.js", "playground.js", "studio.css", "vendor/uPlot.esm.js", "vendor/uPlot.min.css", "vendor/uPlot.LICENSE"} {
+	for _, want := range []string{"index.html", "app.js", "api.js", "dom.js", "traces.js", "call.js", "evals.js", "chart.js", "objects.js", "training.js", "playground.js", "studio.css", "vendor/uPlot.esm.js", "vendor/uPlot.min.css", "vendor/uPlot.LICENSE"} {
 		if _, ok := a.files[want]; !ok {
 			t.Errorf("asset %s is not embedded (have %v)", want, names)
 		}

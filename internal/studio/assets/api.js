@@ -13,11 +13,13 @@ export class APIError extends Error {
   constructor(status, message) { super(message); this.status = status; }
 }
 
-async function check(res) {
+// check answers res when it is ok; otherwise it throws the API's message. A 401 tells the
+// shell the key no longer works (signing in handles its own 401: quiet).
+async function check(res, quiet) {
   if (res.ok) return res;
   let msg = res.status + ' ' + res.statusText;
   try { const j = await res.json(); msg = (j.error && j.error.message) || j.detail || JSON.stringify(j); } catch {}
-  if (res.status === 401) window.dispatchEvent(new CustomEvent('hone:unauthorized'));
+  if (res.status === 401 && !quiet) window.dispatchEvent(new CustomEvent('hone:unauthorized'));
   throw new APIError(res.status, msg);
 }
 
@@ -25,8 +27,8 @@ const bearer = () => ({ Authorization: 'Bearer ' + session.key });
 const basic = () => ({ Authorization: 'Basic ' + btoa('api:' + session.key) });
 
 // v1 calls a /v1 route with the key as Bearer.
-export async function v1(method, path, body) {
-  const init = { method, headers: bearer() };
+export async function v1(method, path, body, signal) {
+  const init = { method, headers: bearer(), signal };
   if (body !== undefined) { init.headers['Content-Type'] = 'application/json'; init.body = JSON.stringify(body); }
   const res = await check(await fetch(path, init));
   return res.status === 204 ? null : res.json();
@@ -40,31 +42,52 @@ export async function tr(path, body) {
   return res.json();
 }
 
-// calls runs /calls/stream_query and parses its JSON lines.
+// calls runs /calls/stream_query and parses its JSON lines as they arrive (a 10,000-call
+// trace is parsed while the rest of it is still on its way).
 export async function calls(body) {
   const res = await check(await fetch('/calls/stream_query', {
     method: 'POST', headers: { ...basic(), 'Content-Type': 'application/json', Accept: 'application/jsonl' }, body: JSON.stringify(body),
   }));
-  const text = await res.text();
   const out = [];
-  for (const line of text.split('\n')) if (line.trim()) out.push(JSON.parse(line));
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  let buf = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    buf += done ? dec.decode() : dec.decode(value, { stream: true });
+    let start = 0;
+    for (let i; (i = buf.indexOf('\n', start)) >= 0; start = i + 1) if (i > start) out.push(JSON.parse(buf.slice(start, i)));
+    buf = buf.slice(start);
+    if (done) break;
+  }
+  if (buf.trim()) out.push(JSON.parse(buf));
   return out;
 }
 
+// callsText runs /calls/stream_query and answers its JSON lines as text (an export).
+export async function callsText(body) {
+  const res = await check(await fetch('/calls/stream_query', {
+    method: 'POST', headers: { ...basic(), 'Content-Type': 'application/json', Accept: 'application/jsonl' }, body: JSON.stringify(body),
+  }));
+  return res.text();
+}
+
 // whoami answers the key's entity (the W&B viewer query the SDKs ask at start).
-export async function whoami() {
+// A refused key is thrown quietly when signing in (the form says so itself).
+export async function whoami(signingIn = false) {
   const res = await check(await fetch('/graphql', {
     method: 'POST', headers: { ...bearer(), 'Content-Type': 'application/json' },
     body: JSON.stringify({ query: 'query { viewer { username defaultEntity { name } } }' }),
-  }));
+  }), signingIn);
   const j = await res.json();
   return j.data.viewer.defaultEntity.name;
 }
 
 // sse reads server-sent events from a /v1 route (fetch, so that the key goes as Bearer) and
-// calls onEvent({id, event, data}) for each; it resolves when the stream ends.
-export async function sse(path, body, onEvent, signal) {
-  const init = { method: body === undefined ? 'GET' : 'POST', headers: { ...bearer(), Accept: 'text/event-stream' }, signal };
+// calls onEvent({id, event, data}) for each; it resolves when the stream ends. headers are
+// added to the request's (X-Hone-Trace-Project).
+export async function sse(path, body, onEvent, signal, headers = {}) {
+  const init = { method: body === undefined ? 'GET' : 'POST', headers: { ...bearer(), Accept: 'text/event-stream', ...headers }, signal };
   if (body !== undefined) { init.headers['Content-Type'] = 'application/json'; init.body = JSON.stringify(body); }
   const res = await check(await fetch(path, init));
   const reader = res.body.getReader();
@@ -87,4 +110,12 @@ export async function sse(path, body, onEvent, signal) {
       else if (line.startsWith('id:')) ev.id = line.slice(3).trim();
     }
   }
+}
+
+// fileContent reads a file's bytes as text (/file/content: an op's source).
+export async function fileContent(projectID, digest) {
+  const res = await check(await fetch('/file/content', {
+    method: 'POST', headers: { ...basic(), 'Content-Type': 'application/json' }, body: JSON.stringify({ project_id: projectID, digest }),
+  }));
+  return res.text();
 }

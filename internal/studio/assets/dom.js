@@ -1,5 +1,6 @@
-// DOM helpers: h() builds elements, jsonView() renders values as collapsible JSON, and the
-// formatters the views share.
+// DOM helpers: h() builds elements, jsonView() renders values as collapsible JSON, markdown()
+// renders message text, and the formatters, states (loading, empty, error) and small widgets
+// (copy buttons, toasts) the views share.
 
 export function h(tag, props, ...children) {
   // tag is "name", "name.class1.class2", "name#id", or "name#id.class".
@@ -41,9 +42,12 @@ export function refHref(ref) {
   const base = `/${enc(e)}/${enc(p)}/weave`;
   if (kind === 'call') return `${base}/calls/${enc(name)}`;
   if (kind === 'table') return `${base}/tables/${enc(name)}`;
-  return `${base}/objects/${enc(name)}` + (digest ? `?v=${enc(digest)}` : '');
+  return `${base}/objects/${enc(name)}` + (digest && digest !== '*' ? `?v=${enc(digest)}` : '');
 }
 export const enc = encodeURIComponent;
+
+// plural is "1 call", "2 calls" (n formatted with its thousands separators).
+export const plural = (n, one, many = one + 's') => `${fmtNum(n)} ${n === 1 ? one : many}`;
 
 // jsonView renders v as collapsible JSON (objects and arrays open to depth `open`).
 export function jsonView(v, open = 2) {
@@ -81,10 +85,80 @@ function scalar(v) {
   return h('span.' + (v === null ? 'n' : typeof v === 'number' ? 'num' : 'b'), {}, String(v));
 }
 
+// markdown renders text as Markdown (headings, paragraphs, lists, quotes, fenced and inline
+// code, bold, italics, http(s) links), built as DOM nodes: no HTML of the text is ever parsed.
+export function markdown(text) {
+  const root = h('div.md');
+  const lines = String(text).replace(/\r\n?/g, '\n').split('\n');
+  let i = 0;
+  while (i < lines.length) {
+    const line = lines[i];
+    const fence = /^\s*(```|~~~)\s*([\w+-]*)\s*$/.exec(line);
+    if (fence) {
+      const body = [];
+      for (i++; i < lines.length && !lines[i].trim().startsWith(fence[1]); i++) body.push(lines[i]);
+      i++;
+      root.append(h('pre.mdcode', { 'data-lang': fence[2] || undefined }, h('code', {}, body.join('\n'))));
+      continue;
+    }
+    if (!line.trim()) { i++; continue; }
+    const hd = /^(#{1,6})\s+(.*)$/.exec(line);
+    if (hd) { root.append(h('h' + Math.min(6, hd[1].length + 2), { class: 'mdh' }, inline(hd[2]))); i++; continue; }
+    if (/^\s*([-*+]|\d+[.)])\s+/.test(line)) {
+      const ordered = /^\s*\d/.test(line);
+      const list = h(ordered ? 'ol' : 'ul');
+      while (i < lines.length && /^\s*([-*+]|\d+[.)])\s+/.test(lines[i])) {
+        list.append(h('li', {}, inline(lines[i].replace(/^\s*([-*+]|\d+[.)])\s+/, ''))));
+        i++;
+      }
+      root.append(list);
+      continue;
+    }
+    if (/^>\s?/.test(line)) {
+      const q = [];
+      while (i < lines.length && /^>\s?/.test(lines[i])) q.push(lines[i++].replace(/^>\s?/, ''));
+      root.append(h('blockquote', {}, inline(q.join('\n'))));
+      continue;
+    }
+    const para = [];
+    while (i < lines.length && lines[i].trim() && !/^\s*(```|~~~)/.test(lines[i]) && !/^(#{1,6})\s/.test(lines[i]) && !/^\s*([-*+]|\d+[.)])\s+/.test(lines[i]) && !/^>\s?/.test(lines[i])) para.push(lines[i++]);
+    root.append(h('p', {}, inline(para.join('\n'))));
+  }
+  return root;
+}
+
+// inline renders `code`, **bold**, *italics* / _italics_ and [text](http...) links.
+function inline(s) {
+  const out = [];
+  const re = /`([^`]+)`|\*\*([^*]+)\*\*|__([^_]+)__|\*([^*\s][^*]*)\*|_([^_\s][^_]*)_|\[([^\]]+)\]\((https?:\/\/[^)\s]+)\)/g;
+  let last = 0;
+  let m;
+  while ((m = re.exec(s))) {
+    if (m.index > last) out.push(s.slice(last, m.index));
+    if (m[1] !== undefined) out.push(h('code', {}, m[1]));
+    else if (m[2] !== undefined || m[3] !== undefined) out.push(h('strong', {}, m[2] ?? m[3]));
+    else if (m[4] !== undefined || m[5] !== undefined) out.push(h('em', {}, m[4] ?? m[5]));
+    else out.push(h('a', { href: m[7], target: '_blank', rel: 'noopener noreferrer' }, m[6]));
+    last = re.lastIndex;
+  }
+  if (last < s.length) out.push(s.slice(last));
+  return out;
+}
+
 export function fmtTime(s) {
   if (!s) return '';
   const d = new Date(s);
   return isNaN(d) ? s : d.toLocaleString(undefined, { dateStyle: 'short', timeStyle: 'medium' });
+}
+// fmtAgo is "5 min ago", "3 days ago" (the full time in its title).
+export function fmtAgo(s) {
+  if (!s) return '';
+  const d = new Date(s);
+  if (isNaN(d)) return s;
+  const sec = (Date.now() - d) / 1000;
+  const t = sec < 60 ? 'just now' : sec < 3600 ? `${Math.floor(sec / 60)} min ago` : sec < 86400 ? `${Math.floor(sec / 3600)} h ago`
+    : sec < 86400 * 60 ? plural(Math.floor(sec / 86400), 'day') + ' ago' : d.toLocaleDateString();
+  return h('time', { datetime: d.toISOString(), title: fmtTime(s) }, t);
 }
 export function fmtMs(ms) {
   if (ms === null || ms === undefined || isNaN(ms)) return '';
@@ -108,12 +182,110 @@ export function usageTotals(usage) {
   return { tokens, cost, requests };
 }
 
-export function errorBox(err) {
-  return h('div.error', { role: 'alert' }, String(err && err.message ? err.message : err));
+// hintFor says what to do about an error: by its status, or a failed connection.
+export function hintFor(err) {
+  const s = err && err.status;
+  if (s === 401) return 'The key was refused: sign in again with a valid key.';
+  if (s === 403) return 'This key may not see that project: sign in with a key of its entity.';
+  if (s === 404) return 'It may have been deleted, or the link is wrong: go back, or open the project\'s pages from the menu.';
+  if (s === 413) return 'The request is too large: narrow the filter or pick fewer items.';
+  if (s === 429) return 'Too many requests for this key: wait a moment and try again.';
+  if (s >= 500) return 'The server failed: try again; if it keeps failing, its log says why.';
+  if (err instanceof TypeError) return 'The server did not answer: check that hone serve is running, then reload.';
+  return '';
 }
 
-// loading replaces el's content with the result of fn (a promise of nodes), or its error.
-export async function loading(el, fn) {
-  clear(el, h('p.muted', {}, 'Loading…'));
-  try { clear(el, await fn()); } catch (e) { clear(el, errorBox(e)); }
+// errorBox shows an error, what to do about it, and optionally a retry button.
+export function errorBox(err, retry) {
+  const hint = typeof err === 'object' ? hintFor(err) : '';
+  return h('div.error', { role: 'alert' }, h('div.errmsg', {}, String(err && err.message ? err.message : err)),
+    hint ? h('div.hint', {}, hint) : '',
+    retry ? h('button.retry', { type: 'button', onclick: retry }, 'Try again') : '');
+}
+
+// emptyState says there is nothing here yet and what would put something here.
+export const emptyState = (...what) => h('div.empty', {}, ...what);
+
+// spinner is the loading state of a part of a page.
+export const spinner = (what = 'Loading…') => h('div.loading', { role: 'status', 'aria-live': 'polite' }, h('span.spin', { 'aria-hidden': 'true' }), what);
+
+// loading replaces el's content with the result of fn (a promise of nodes), or its error
+// (with a button that tries again). Quiet keeps what el shows until the result is there (a
+// refresh after a change).
+export async function loading(el, fn, what, quiet = false) {
+  if (!quiet) clear(el, spinner(what));
+  el.setAttribute('aria-busy', 'true');
+  try { clear(el, await fn()); } catch (e) { clear(el, errorBox(e, () => loading(el, fn, what))); } finally { el.removeAttribute('aria-busy'); }
+}
+
+// copyText puts text on the clipboard (the async API, or a selected textarea where the page
+// may not use it).
+export async function copyText(text) {
+  try { await navigator.clipboard.writeText(text); return; } catch { /* below */ }
+  const ta = h('textarea', { value: text, style: { position: 'fixed', opacity: '0' } });
+  document.body.append(ta);
+  ta.select();
+  const ok = document.execCommand('copy');
+  ta.remove();
+  if (!ok) throw new Error('the browser refused to copy');
+}
+
+// copyButton copies what get() returns and says so.
+export function copyButton(get, label = 'Copy') {
+  const b = h('button.copy', { type: 'button', title: label, onclick: async () => {
+    try { await copyText(typeof get === 'function' ? get() : get); b.textContent = 'Copied'; b.classList.add('done'); }
+    catch (e) { b.textContent = 'Copy failed'; }
+    setTimeout(() => { b.textContent = label; b.classList.remove('done'); }, 1500);
+  } }, label);
+  return b;
+}
+
+// toast shows a short message at the bottom of the page (errors stay until closed).
+export function toast(msg, kind = 'info') {
+  let box = document.getElementById('toasts');
+  if (!box) { box = h('div#toasts', { 'aria-live': 'polite' }); document.body.append(box); }
+  const t = h('div.toast.' + kind, { role: kind === 'error' ? 'alert' : 'status' },
+    h('span', {}, String(msg && msg.message ? msg.message : msg)),
+    kind === 'error' && msg && typeof msg === 'object' && hintFor(msg) ? h('span.hint', {}, ' ' + hintFor(msg)) : '',
+    h('button.link', { type: 'button', 'aria-label': 'Close', onclick: () => t.remove() }, '✕'));
+  box.append(t);
+  if (kind !== 'error') setTimeout(() => t.remove(), 4000);
+  return t;
+}
+
+// download saves text as a file.
+export function download(name, text, type) {
+  const url = URL.createObjectURL(new Blob([text], { type }));
+  const a = h('a', { href: url, download: name, style: { display: 'none' } });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
+}
+
+// confirmDialog asks in the page (a <dialog>), answering true or false.
+export function confirmDialog(message, ok = 'Delete', danger = true) {
+  return new Promise((resolve) => {
+    const d = h('dialog.confirm', { 'aria-label': 'Confirm' },
+      h('form', { method: 'dialog' }, h('p', {}, message),
+        h('div.row', {}, h('button', { value: 'cancel', type: 'submit' }, 'Cancel'),
+          h('button' + (danger ? '.dangerbtn' : '.primary'), { value: 'ok', type: 'submit', id: 'confirm-ok' }, ok))));
+    d.addEventListener('close', () => { resolve(d.returnValue === 'ok'); d.remove(); });
+    document.body.append(d);
+    d.showModal();
+  });
+}
+
+// promptDialog asks for a line of text in the page, answering it or null.
+export function promptDialog(message, value = '', ok = 'OK') {
+  return new Promise((resolve) => {
+    const input = h('input', { value, name: 'value', 'aria-label': message, required: true });
+    const d = h('dialog.confirm', { 'aria-label': message },
+      h('form', { method: 'dialog' }, h('label', {}, message, input),
+        h('div.row', {}, h('button', { value: 'cancel', type: 'submit', formnovalidate: true }, 'Cancel'), h('button.primary', { value: 'ok', type: 'submit', id: 'prompt-ok' }, ok))));
+    d.addEventListener('close', () => { resolve(d.returnValue === 'ok' ? input.value : null); d.remove(); });
+    document.body.append(d);
+    d.showModal();
+    input.select();
+  });
 }

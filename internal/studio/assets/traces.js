@@ -1,8 +1,9 @@
-// Traces: the calls table (filters, query language, sort, server-side paging), the call page
-// (virtualised trace tree, inputs/outputs, conversation, exceptions, usage roll-up, feedback)
-// and evaluations (scorer summaries, two runs side by side, in total and by example).
-import { calls, tr } from './api.js';
-import { h, clear, enc, jsonView, fmtTime, fmtMs, fmtNum, fmtCost, usageTotals, errorBox, loading } from './dom.js';
+// Traces: the calls table (filters, feedback and model filters, the query language, previews of
+// inputs and outputs, a column picker, sort and paging by the server, saved views, export as
+// JSONL or CSV, picked calls deleted or added to a Dataset for training), and the helpers the
+// call page and the evaluations share.
+import { calls, callsText, tr, v1 } from './api.js';
+import { h, clear, enc, fmtTime, fmtMs, fmtNum, fmtCost, usageTotals, errorBox, loading, emptyState, plural, download, confirmDialog, promptDialog, toast, spinner } from './dom.js';
 import { navigate, setQuery, projectBase } from './app.js';
 
 const PAGE = 50;
@@ -11,505 +12,431 @@ export const opName = (op) => {
   const m = /\/op\/([^:]+)/.exec(op || '');
   return m ? m[1] : op || '';
 };
-const statusOf = (c) => (c.summary && c.summary.weave && c.summary.weave.status) || (c.exception ? 'error' : c.ended_at ? 'success' : 'running');
-const latencyOf = (c) => (c.summary && c.summary.weave && c.summary.weave.latency_ms) ?? (c.ended_at ? new Date(c.ended_at) - new Date(c.started_at) : null);
-const statusBadge = (s) => h('span.badge.st-' + s, {}, s);
+export const statusOf = (c) => (c.summary && c.summary.weave && c.summary.weave.status) || (c.exception ? 'error' : c.ended_at ? 'success' : 'running');
+export const latencyOf = (c) => (c.summary && c.summary.weave && c.summary.weave.latency_ms) ?? (c.ended_at ? new Date(c.ended_at) - new Date(c.started_at) : null);
+export const statusBadge = (s) => h('span.badge.st-' + s, {}, s.replace('_', ' '));
 
 function costsOf(c) {
   const costs = c.summary && c.summary.weave && c.summary.weave.costs;
   return costs ? usageTotals(costs).cost : 0;
 }
 
+export const REACTION = 'wandb.reaction.1';
+export const NOTE = 'wandb.note.1';
+
 function feedbackSummary(c) {
   const fb = (c.summary && c.summary.weave && c.summary.weave.feedback) || [];
   const counts = {};
   let notes = 0;
   for (const f of fb) {
-    if (f.feedback_type === 'wandb.reaction.1') counts[f.payload.emoji] = (counts[f.payload.emoji] || 0) + 1;
-    else if (f.feedback_type === 'wandb.note.1') notes++;
+    if (f.feedback_type === REACTION) counts[f.payload.emoji] = (counts[f.payload.emoji] || 0) + 1;
+    else if (f.feedback_type === NOTE) notes++;
   }
   const parts = Object.entries(counts).map(([e, n]) => `${e}${n > 1 ? n : ''}`);
   if (notes) parts.push(`✎${notes > 1 ? notes : ''}`);
   return parts.join(' ');
 }
 
+// modelOf is the model a call asked for (a chat completion's inputs.model), or the model its
+// usage names.
+export function modelOf(c) {
+  if (c.inputs && typeof c.inputs.model === 'string') return c.inputs.model.startsWith('weave:///') ? opName(c.inputs.model.replace('/object/', '/op/')) : c.inputs.model;
+  const u = c.summary && c.summary.usage;
+  return u ? Object.keys(u).join(', ') : '';
+}
+
+const textOf = (content) => (typeof content === 'string' ? content
+  : Array.isArray(content) ? content.map((p) => (p && p.type === 'text' ? p.text : '')).join(' ') : '');
+
+// previewIn and previewOut are one line of a call's inputs and output: a chat's last user
+// message and its reply, or the JSON.
+export function previewIn(v) {
+  if (v && typeof v === 'object' && Array.isArray(v.messages)) {
+    const u = [...v.messages].reverse().find((m) => m && m.role === 'user');
+    if (u) return textOf(u.content);
+  }
+  if (v && typeof v === 'object') {
+    const rest = Object.fromEntries(Object.entries(v).filter(([k]) => k !== 'self'));
+    const keys = Object.keys(rest);
+    if (keys.length === 1 && typeof rest[keys[0]] === 'string') return rest[keys[0]];
+    return keys.length ? JSON.stringify(rest) : '';
+  }
+  return v === undefined || v === null ? '' : typeof v === 'string' ? v : JSON.stringify(v);
+}
+export function previewOut(v) {
+  if (v && typeof v === 'object' && Array.isArray(v.choices) && v.choices[0] && v.choices[0].message) {
+    const m = v.choices[0].message;
+    return textOf(m.content) || (m.tool_calls ? m.tool_calls.map((t) => `${t.function && t.function.name}(…)`).join(' ') : '');
+  }
+  return v === undefined || v === null ? '' : typeof v === 'string' ? v : JSON.stringify(v);
+}
+const clip = (s, n = 120) => (s.length > n ? s.slice(0, n) + '…' : s);
+// fmtShort is a start time in a table: the time alone today, the day and time otherwise.
+function fmtShort(s) {
+  const d = new Date(s);
+  if (isNaN(d)) return s || '';
+  const today = new Date().toDateString() === d.toDateString();
+  return d.toLocaleString(undefined, today ? { hour: '2-digit', minute: '2-digit', second: '2-digit' } : { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
+}
+
+// The feedback filter: its values and the query each one adds.
+const FEEDBACK = [
+  ['', 'any feedback'], ['👍', '👍'], ['👎', '👎'], ['reaction', 'any reaction'], ['note', 'with a note'], ['some', 'with feedback'], ['none', 'without feedback'],
+];
+function feedbackCond(v) {
+  const field = (n) => ({ $getField: n });
+  const lit = (x) => ({ $literal: x });
+  const has = (type) => ({ $not: [{ $eq: [field(`feedback.[${type}].id`), lit('')] }] });
+  switch (v) {
+    case '': return null;
+    case 'reaction': return has(REACTION);
+    case 'note': return has(NOTE);
+    case 'some': return has('*');
+    case 'none': return { $eq: [field('feedback.[*].id'), lit('')] };
+    default: return { $eq: [field(`feedback.[${REACTION}].payload.emoji`), lit(v)] };
+  }
+}
+
 // buildQuery turns the table's filters into a calls query {"$expr": ...}, or undefined.
-function buildQuery(f) {
+// withQ false leaves out the query-language text (when it is not valid).
+function buildQuery(f, withQ = true) {
   const and = [];
   const field = (n) => ({ $getField: n });
   const lit = (v) => ({ $literal: v });
   if (f.op) and.push({ $contains: { input: field('op_name'), substr: lit(f.op), case_insensitive: true } });
   if (f.status) and.push({ $eq: [field('summary.weave.status'), lit(f.status)] });
+  if (f.model) and.push({ $contains: { input: field('inputs.model'), substr: lit(f.model), case_insensitive: true } });
+  if (f.feedback) and.push(feedbackCond(f.feedback));
   if (f.from) and.push({ $gte: [field('started_at'), lit(new Date(f.from).toISOString())] });
   if (f.to) and.push({ $lte: [field('started_at'), lit(new Date(f.to).toISOString())] });
   if (f.text) {
     const c = (p) => ({ $contains: { input: field(p), substr: lit(f.text), case_insensitive: true } });
     and.push({ $or: [c('op_name'), c('display_name'), c('id'), c('inputs'), c('output'), c('exception')] });
   }
-  if (f.q) and.push(JSON.parse(f.q).$expr);
+  if (f.q && withQ) {
+    const q = JSON.parse(f.q);
+    if (!q || typeof q !== 'object' || !q.$expr) throw new SyntaxError('a query is {"$expr": ...}');
+    and.push(q.$expr);
+  }
   if (!and.length) return undefined;
   return { $expr: and.length === 1 ? and[0] : { $and: and } };
 }
 
+// COLUMNS: key, label, sort field (null: not sortable), shown by default, cell.
 const COLUMNS = [
-  ['op', 'Op', 'op_name'], ['status', 'Status', 'summary.weave.status'], ['start', 'Start', 'started_at'],
-  ['latency', 'Latency', 'summary.weave.latency_ms'], ['tokens', 'Tokens', null], ['cost', 'Cost', null], ['feedback', 'Feedback', null],
+  ['name', 'Name', 'summary.weave.trace_name', true, (c, href) => h('a', { href }, c.display_name || opName(c.op_name))],
+  ['status', 'Status', 'summary.weave.status', true, (c) => statusBadge(statusOf(c))],
+  ['input', 'Input', null, true, (c) => { const s = previewIn(c.inputs); return h('span.preview', { title: clip(s, 2000) }, clip(s)); }],
+  ['output', 'Output', null, true, (c) => { const s = c.exception ? '⚠ ' + exceptionLine(c.exception) : previewOut(c.output); return h('span.preview', { title: clip(s, 2000) }, clip(s)); }],
+  ['model', 'Model', 'inputs.model', true, (c) => modelOf(c)],
+  ['start', 'Start', 'started_at', true, (c) => h('time', { datetime: c.started_at, title: fmtTime(c.started_at) }, fmtShort(c.started_at))],
+  ['latency', 'Latency', 'summary.weave.latency_ms', true, (c) => fmtMs(latencyOf(c)), 'num'],
+  ['tokens', 'Tokens', 'summary.weave.total_tokens', true, (c) => { const u = usageTotals(c.summary && c.summary.usage); return u.tokens ? fmtNum(u.tokens) : ''; }, 'num'],
+  ['cost', 'Cost', null, true, (c) => fmtCost(costsOf(c)), 'num'],
+  ['feedback', 'Feedback', `feedback.[${REACTION}].payload.emoji`, true, (c) => feedbackSummary(c)],
+  ['id', 'Id', 'id', false, (c) => h('code', {}, c.id.slice(-12))],
 ];
+
+// exceptionLine is the first line of an exception: "KeyError: 'x'" for the Python SDK's JSON.
+export function exceptionLine(e) {
+  const x = parseException(e);
+  return x ? `${x.type}${x.message ? ': ' + x.message : ''}` : String(e).split('\n')[0];
+}
+// parseException reads the Python SDK's exception JSON {type, message, traceback: [{filename,
+// line_number, function_name, text}]}; null for plain text.
+export function parseException(e) {
+  if (typeof e !== 'string' || !e.startsWith('{')) return null;
+  try {
+    const x = JSON.parse(e);
+    return x && typeof x === 'object' && typeof x.type === 'string' ? x : null;
+  } catch { return null; }
+}
+
+const colsKey = 'hone.calls.columns';
+function shownColumns() {
+  try {
+    const v = JSON.parse(localStorage.getItem(colsKey) || 'null');
+    if (Array.isArray(v)) return new Set(v);
+  } catch { /* the defaults */ }
+  return new Set(COLUMNS.filter((c) => c[3]).map((c) => c[0]));
+}
+
+const viewsKey = (pid) => 'hone.views.' + pid;
+const savedViews = (pid) => { try { return JSON.parse(localStorage.getItem(viewsKey(pid)) || '[]'); } catch { return []; } };
 
 export async function callsView(root, [entity, project], q) {
   const pid = `${entity}/${project}`;
   const f = {
-    op: q.get('op') || '', status: q.get('status') || '', from: q.get('from') || '', to: q.get('to') || '',
-    text: q.get('text') || '', q: q.get('q') || '', all: q.get('all') === '1',
+    op: q.get('op') || '', status: q.get('status') || '', from: q.get('from') || '', to: q.get('to') || '', model: q.get('model') || '',
+    feedback: q.get('feedback') || '', text: q.get('text') || '', q: q.get('q') || '', all: q.get('all') === '1',
     sort: q.get('sort') || 'started_at', dir: q.get('dir') || 'desc', page: +(q.get('page') || 0),
   };
-  const table = h('div.tablewrap');
+  const shown = shownColumns();
+  const table = h('div.tablewrap.callswrap');
   const pager = h('div.pager');
-  // Calls picked with the table's checkboxes, for deleting them together.
+  const queryMsg = h('div.querymsg');
+  // Calls picked with the table's checkboxes: deleted together, exported, added to a Dataset.
   const picked = new Set();
   const bulk = h('span.bulk');
-  const drawBulk = () => clear(bulk, picked.size ? h('button.danger#delete-selected', {
-    onclick: async () => {
-      if (!confirm(`Delete ${picked.size} call(s) and their descendants?`)) return;
+  const drawBulk = () => clear(bulk, picked.size ? [
+    h('span#picked-count', {}, plural(picked.size, 'call') + ' picked'),
+    h('button#add-to-dataset', { type: 'button', onclick: () => addToDataset(pid, [...picked]) }, 'Add to dataset…'),
+    h('button.danger#delete-selected', { type: 'button', onclick: async () => {
+      if (!await confirmDialog(`Delete ${plural(picked.size, 'call')} and their descendants? This cannot be undone.`)) return;
       try {
         await tr('/calls/delete', { project_id: pid, call_ids: [...picked] });
+        toast(`Deleted ${plural(picked.size, 'call')}.`);
         picked.clear();
         drawBulk();
         load();
-      } catch (e) { bulk.append(errorBox(e)); }
-    },
-  }, `Delete ${picked.size} selected`) : '');
+      } catch (e) { toast(e, 'error'); }
+    } }, `Delete ${picked.size} selected`),
+    h('button.link', { type: 'button', onclick: () => { picked.clear(); for (const b of table.querySelectorAll('input.pick')) b.checked = false; drawBulk(); } }, 'clear'),
+  ] : '');
   const input = (name, attrs) => h('input', { name, value: f[name], ...attrs });
+  const qbox = h('textarea', { name: 'q', rows: 3, placeholder: '{"$expr": {"$gt": [{"$getField": "summary.weave.latency_ms"}, {"$literal": 1000}]}}', value: f.q, 'aria-label': 'Calls query' });
   const form = h('form.filters', {
     onsubmit: (e) => {
       e.preventDefault();
       const d = new FormData(form);
-      for (const k of ['op', 'status', 'from', 'to', 'text', 'q']) f[k] = (d.get(k) || '').trim();
+      for (const k of ['op', 'status', 'from', 'to', 'text', 'q', 'model', 'feedback']) f[k] = (d.get(k) || '').trim();
       f.all = d.get('all') === 'on';
       f.page = 0;
-      load();
+      load(true);
     },
   },
   input('text', { placeholder: 'Search…', 'data-filter': true, type: 'search', 'aria-label': 'Search' }),
   input('op', { placeholder: 'Op', 'aria-label': 'Op' }),
-  h('select', { name: 'status', 'aria-label': 'Status' }, ['', 'success', 'error', 'running'].map((s) => h('option', { value: s, selected: s === f.status }, s || 'any status'))),
+  input('model', { placeholder: 'Model', 'aria-label': 'Model' }),
+  h('select', { name: 'status', 'aria-label': 'Status' }, ['', 'success', 'error', 'running', 'descendant_error'].map((s) => h('option', { value: s, selected: s === f.status }, s ? s.replace('_', ' ') : 'any status'))),
+  h('select', { name: 'feedback', 'aria-label': 'Feedback' }, FEEDBACK.map(([v, label]) => h('option', { value: v, selected: v === f.feedback }, label))),
   h('label', {}, 'from ', input('from', { type: 'datetime-local' })),
   h('label', {}, 'to ', input('to', { type: 'datetime-local' })),
   h('label', {}, h('input', { type: 'checkbox', name: 'all', checked: f.all }), ' nested calls'),
-  h('details.querybox', {}, h('summary', {}, 'Query'),
-    h('textarea', { name: 'q', rows: 3, placeholder: '{"$expr": {"$gt": [{"$getField": "summary.weave.latency_ms"}, {"$literal": 1000}]}}', value: f.q })),
-  h('button.primary', { type: 'submit' }, 'Apply'));
+  h('button.primary', { type: 'submit' }, 'Apply'),
+  h('details.querybox', { open: !!f.q }, h('summary', {}, 'Query ', h('span.muted', {}, '(the calls query language, docs/trace.md)')), qbox, queryMsg));
 
-  root.append(h('h1', {}, 'Traces ', h('span.muted', {}, pid)), form, pager, table);
+  // Saved views: the filters, sort and columns under a name, per project (in this browser).
+  const viewsSel = h('select#views', { 'aria-label': 'Saved views', onchange: () => {
+    const v = savedViews(pid).find((x) => x.name === viewsSel.value);
+    if (v) { if (v.columns) localStorage.setItem(colsKey, JSON.stringify(v.columns)); navigate(location.pathname + v.search); }
+  } });
+  const drawViews = () => {
+    const vs = savedViews(pid);
+    const here = location.search;
+    clear(viewsSel, h('option', { value: '' }, vs.length ? 'Saved views…' : 'No saved views'), vs.map((v) => h('option', { value: v.name, selected: v.search === here }, v.name)));
+  };
+  drawViews();
+  const viewTools = h('span.views', {}, viewsSel,
+    h('button#save-view', { type: 'button', title: 'Save these filters, sort and columns as a view', onclick: async () => {
+      const name = await promptDialog('Name of this view', '', 'Save');
+      if (!name || !name.trim()) return;
+      const vs = savedViews(pid).filter((v) => v.name !== name.trim());
+      vs.push({ name: name.trim(), search: location.search, columns: [...shown] });
+      localStorage.setItem(viewsKey(pid), JSON.stringify(vs));
+      drawViews();
+      toast(`Saved the view "${name.trim()}".`);
+    } }, 'Save view'),
+    h('button.link#delete-view', { type: 'button', title: 'Delete the selected view', onclick: () => {
+      if (!viewsSel.value) return;
+      localStorage.setItem(viewsKey(pid), JSON.stringify(savedViews(pid).filter((v) => v.name !== viewsSel.value)));
+      drawViews();
+    } }, 'delete'));
 
-  async function load() {
-    setQuery({ op: f.op, status: f.status, from: f.from, to: f.to, text: f.text, q: f.q, all: f.all ? '1' : '', sort: f.sort === 'started_at' ? '' : f.sort, dir: f.dir === 'desc' ? '' : f.dir, page: f.page || '' });
+  // The column picker.
+  const picker = h('details.colpicker', {}, h('summary', {}, 'Columns'),
+    h('div.menu', {}, COLUMNS.map(([key, label]) => h('label', {}, h('input', { type: 'checkbox', name: 'col-' + key, checked: shown.has(key), onchange: (e) => {
+      e.target.checked ? shown.add(key) : shown.delete(key);
+      localStorage.setItem(colsKey, JSON.stringify([...shown]));
+      load();
+    } }), ' ', label))));
+
+  // Export: the filtered calls (or the picked ones) as JSON lines or CSV.
+  const exporter = h('details.colpicker#export', {}, h('summary', {}, 'Export'),
+    h('div.menu', {}, h('button#export-jsonl', { type: 'button', onclick: () => exportCalls('jsonl') }, 'JSON lines (.jsonl)'),
+      h('button#export-csv', { type: 'button', onclick: () => exportCalls('csv') }, 'CSV (.csv)'),
+      h('p.muted', {}, 'The calls that match the filters (the picked ones, when some are picked), up to 100,000.')));
+
+  root.append(h('h1', {}, 'Traces ', h('span.muted', {}, pid)), form, h('div.toolbar', {}, viewTools, h('span.spacer'), picker, exporter), pager, table);
+
+  let current = { query: undefined, filter: {} };
+  async function load(push = false) {
+    setQuery({ op: f.op, status: f.status, from: f.from, to: f.to, text: f.text, q: f.q, model: f.model, feedback: f.feedback, all: f.all ? '1' : '', sort: f.sort === 'started_at' ? '' : f.sort, dir: f.dir === 'desc' ? '' : f.dir, page: f.page || '' }, push);
+    drawViews();
+    clear(queryMsg);
+    qbox.removeAttribute('aria-invalid');
     let query;
-    try { query = buildQuery(f); } catch (e) { clear(table, errorBox('Query is not JSON: ' + e.message)); return; }
+    try { query = buildQuery(f); } catch (e) {
+      // The table shows the calls without the query, and says so beside it.
+      query = buildQuery(f, false);
+      form.querySelector('.querybox').open = true;
+      qbox.setAttribute('aria-invalid', 'true');
+      clear(queryMsg, errorBox(`The query is not valid JSON (${e.message}), so it is not applied: fix it and press Apply.`));
+    }
     const filter = f.all ? {} : { trace_roots_only: true };
+    current = { query, filter };
     const t0 = performance.now();
     await loading(table, async () => {
-      const [rows, stats] = await Promise.all([
-        calls({ project_id: pid, filter, query, sort_by: [{ field: f.sort, direction: f.dir }], limit: PAGE, offset: f.page * PAGE, include_costs: true, include_feedback: true,
-          columns: ['id', 'trace_id', 'parent_id', 'op_name', 'display_name', 'started_at', 'ended_at', 'exception', 'summary'] }),
-        tr('/calls/query_stats', { project_id: pid, filter, query }),
+      const cols = ['id', 'trace_id', 'parent_id', 'op_name', 'display_name', 'started_at', 'ended_at', 'exception', 'summary'];
+      if (shown.has('input') || shown.has('model')) cols.push('inputs');
+      if (shown.has('output')) cols.push('output');
+      const ask = (qq) => Promise.all([
+        calls({ project_id: pid, filter, query: qq, sort_by: [{ field: f.sort, direction: f.dir }], limit: PAGE, offset: f.page * PAGE, include_costs: shown.has('cost'), include_feedback: shown.has('feedback'), columns: cols }),
+        tr('/calls/query_stats', { project_id: pid, filter, query: qq }),
       ]);
+      let rows, stats;
+      try { [rows, stats] = await ask(query); } catch (e) {
+        if (!(e.status === 400 && f.q && query)) throw e;
+        // The server refused the query language: the calls without it, and why.
+        form.querySelector('.querybox').open = true;
+        qbox.setAttribute('aria-invalid', 'true');
+        clear(queryMsg, errorBox(`The query was refused (${e.message}), so it is not applied: fix it and press Apply.`));
+        current.query = buildQuery(f, false);
+        [rows, stats] = await ask(current.query);
+      }
       renderPager(stats.count, performance.now() - t0);
       return renderTable(rows);
-    });
+    }, 'Loading calls…');
+  }
+
+  async function exportCalls(kind) {
+    exporter.open = false;
+    const body = picked.size ? { project_id: pid, filter: { call_ids: [...picked] } }
+      : { project_id: pid, filter: current.filter, query: current.query };
+    body.sort_by = [{ field: f.sort, direction: f.dir }];
+    body.limit = 100000;
+    body.include_costs = true;
+    body.include_feedback = true;
+    const note = toast('Exporting…');
+    try {
+      const text = await callsText(body);
+      const name = `${project}-calls-${new Date().toISOString().slice(0, 19).replace(/[:T]/g, '-')}`;
+      const lines = text.split('\n').filter((l) => l.trim());
+      if (kind === 'jsonl') download(name + '.jsonl', lines.join('\n') + (lines.length ? '\n' : ''), 'application/jsonl');
+      else download(name + '.csv', toCSV(lines.map((l) => JSON.parse(l))), 'text/csv');
+      note.remove();
+      toast(`Exported ${plural(lines.length, 'call')} as ${kind.toUpperCase()}.`);
+    } catch (e) { note.remove(); toast(e, 'error'); }
   }
 
   function renderPager(count, ms) {
     const pages = Math.max(1, Math.ceil(count / PAGE));
-    const go = (p) => { f.page = p; load(); };
+    const go = (p) => { f.page = p; load(true); };
     clear(pager,
-      h('span', { id: 'calls-count' }, `${fmtNum(count)} calls`), h('span.muted', {}, ` · ${Math.round(ms)} ms`),
+      h('span', { id: 'calls-count' }, plural(count, 'call')), h('span.muted', {}, ` · ${Math.round(ms)} ms`),
       ' ', bulk,
       h('span.spacer'),
-      h('button', { disabled: f.page === 0, onclick: () => go(f.page - 1), title: 'Previous page' }, '‹'),
+      h('button', { type: 'button', disabled: f.page === 0, onclick: () => go(f.page - 1), title: 'Previous page', 'aria-label': 'Previous page' }, '‹'),
       h('span', {}, ` page ${f.page + 1} of ${fmtNum(pages)} `),
-      h('button', { disabled: f.page + 1 >= pages, onclick: () => go(f.page + 1), title: 'Next page' }, '›'));
+      h('button', { type: 'button', disabled: f.page + 1 >= pages, onclick: () => go(f.page + 1), title: 'Next page', 'aria-label': 'Next page' }, '›'));
   }
 
   function renderTable(rows) {
-    if (!rows.length) return h('p.muted', {}, 'No calls match.');
+    if (!rows.length) {
+      const filtered = f.op || f.status || f.text || f.q || f.from || f.to || f.model || f.feedback;
+      return emptyState(filtered ? h('p', {}, 'No calls match these filters. ', h('a', { href: location.pathname }, 'Clear the filters')) :
+        [h('p', {}, 'No calls in this project yet.'), h('p', {}, 'Trace with the Weave SDK (', h('code', {}, `weave.init("${pid}")`), ') or send chat completions with ',
+          h('code', {}, `X-Hone-Trace-Project: ${pid}`), '; they appear here.')]);
+    }
     const boxes = [];
-    const all = h('input', { type: 'checkbox', 'aria-label': 'Select all calls on this page', onchange: (e) => {
+    const all = h('input', { type: 'checkbox', 'aria-label': 'Pick all calls on this page', onchange: (e) => {
       for (const b of boxes) { b.checked = e.target.checked; e.target.checked ? picked.add(b.dataset.id) : picked.delete(b.dataset.id); }
       drawBulk();
     } });
-    const head = h('tr', {}, COLUMNS.map(([key, label, field]) => {
-      if (!field) return h('th', {}, label);
+    const cols = COLUMNS.filter((c) => shown.has(c[0]));
+    const head = h('tr', {}, h('th.pickcol', {}, all), cols.map(([key, label, field]) => {
+      if (!field) return h('th', { 'data-col': key }, label);
       const active = f.sort === field;
-      return h('th.sortable' + (active ? '.sorted' : ''), {
-        onclick: () => { f.dir = active && f.dir === 'desc' ? 'asc' : 'desc'; f.sort = field; f.page = 0; load(); },
-        'aria-sort': active ? (f.dir === 'asc' ? 'ascending' : 'descending') : 'none',
-      }, label, active ? (f.dir === 'asc' ? ' ▲' : ' ▼') : '');
-    }), h('th', {}, all));
+      return h('th.sortable' + (active ? '.sorted' : ''), { 'data-col': key, 'aria-sort': active ? (f.dir === 'asc' ? 'ascending' : 'descending') : 'none' },
+        h('button.sortbtn', { type: 'button', onclick: () => { f.dir = active && f.dir === 'desc' ? 'asc' : 'desc'; f.sort = field; f.page = 0; load(true); } },
+          label, active ? (f.dir === 'asc' ? ' ▲' : ' ▼') : ''));
+    }));
     const body = h('tbody');
     for (const c of rows) {
-      const u = usageTotals(c.summary && c.summary.usage);
       const href = `${projectBase()}/weave/calls/${enc(c.id)}`;
-      body.append(h('tr.row', { 'data-href': href, 'data-id': c.id },
-        h('td', {}, h('a', { href }, c.display_name || opName(c.op_name))),
-        h('td', {}, statusBadge(statusOf(c))),
-        h('td', {}, fmtTime(c.started_at)),
-        h('td.num', {}, fmtMs(latencyOf(c))),
-        h('td.num', {}, u.tokens ? fmtNum(u.tokens) : ''),
-        h('td.num', {}, fmtCost(costsOf(c))),
-        h('td', {}, feedbackSummary(c)),
-        h('td', {}, (() => {
-          const b = h('input.pick', { type: 'checkbox', 'aria-label': 'Select call', 'data-id': c.id, checked: picked.has(c.id),
-            onchange: (e) => { e.target.checked ? picked.add(c.id) : picked.delete(c.id); drawBulk(); } });
-          boxes.push(b);
-          return b;
-        })())));
+      const b = h('input.pick', { type: 'checkbox', 'aria-label': 'Pick call', 'data-id': c.id, checked: picked.has(c.id),
+        onchange: (e) => { e.target.checked ? picked.add(c.id) : picked.delete(c.id); drawBulk(); } });
+      boxes.push(b);
+      body.append(h('tr.row', { 'data-href': href, 'data-id': c.id }, h('td.pickcol', {}, b),
+        cols.map(([key, , , , cell, cls]) => h('td' + (cls ? '.' + cls : ''), { 'data-col': key }, cell(c, href)))));
     }
     const t = h('table.grid.calls', {}, h('thead', {}, head), body);
-    keyRows(t);
+    keyRows(t, { pick: (row) => { const b = row.querySelector('input.pick'); if (b) { b.click(); } } });
     return t;
   }
+  drawBulk();
   await load();
 }
 
-// keyRows lets j/k and ↑/↓ move a selection over a table's rows and Enter open the row.
-export function keyRows(table) {
+// toCSV writes calls as CSV (RFC 4180): one row per call, inputs and output as JSON.
+export function toCSV(rows) {
+  const cols = ['id', 'trace_id', 'parent_id', 'op_name', 'display_name', 'status', 'started_at', 'ended_at', 'latency_ms', 'model', 'tokens', 'cost', 'feedback', 'inputs', 'output', 'exception'];
+  const cell = (v) => {
+    const s = v === undefined || v === null ? '' : typeof v === 'string' ? v : JSON.stringify(v);
+    return /[",\n\r]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
+  };
+  const out = [cols.join(',')];
+  for (const c of rows) {
+    const u = usageTotals(c.summary && c.summary.usage);
+    out.push([c.id, c.trace_id, c.parent_id, opName(c.op_name), c.display_name, statusOf(c), c.started_at, c.ended_at, latencyOf(c), modelOf(c),
+      u.tokens || '', costsOf(c) || '', feedbackSummary(c), c.inputs, c.output, c.exception].map(cell).join(','));
+  }
+  return out.join('\r\n') + '\r\n';
+}
+
+// addToDataset asks for a Dataset's name and adds the picked chat completions to it as SFT
+// examples (POST /v1/preview/datasets/from-calls with append): the traces → training loop.
+async function addToDataset(pid, ids) {
+  let names = [];
+  try {
+    const { objs } = await tr('/objs/query', { project_id: pid, filter: { base_object_classes: ['Dataset'], latest_only: true }, metadata_only: true, limit: 200 });
+    names = objs.map((o) => o.object_id);
+  } catch { /* a new name only */ }
+  const input = h('input#dataset-name', { name: 'dataset', required: true, list: 'dataset-names', value: names[0] || `${pid.split('/')[1]}-sft`, pattern: '[A-Za-z0-9._\\-]+', 'aria-label': 'Dataset name' });
+  const kind = h('select', { name: 'kind', 'aria-label': 'Kind' }, h('option', { value: 'sft' }, 'SFT examples (messages and the reply)'), h('option', { value: 'rl' }, 'RL trajectory groups (rewards from feedback)'));
+  const msg = h('div');
+  const d = h('dialog.confirm#dataset-dialog', { 'aria-label': 'Add to dataset' },
+    h('form', { method: 'dialog', onsubmit: async (e) => {
+      if (e.submitter && e.submitter.value === 'cancel') return;
+      e.preventDefault();
+      clear(msg, spinner('Adding…'));
+      try {
+        const r = await v1('POST', '/v1/preview/datasets/from-calls', { project: pid, name: input.value.trim(), kind: kind.value, append: true,
+          query: { $expr: { $in: [{ $getField: 'id' }, ids.map((x) => ({ $literal: x }))] } } });
+        const [e2, p2] = pid.split('/');
+        clear(msg, h('div.ok#dataset-result', { role: 'status' }, `Added ${plural(r.rows - (r.previous_rows || 0), 'example')} (${plural(r.rows, 'row')} in all) to `,
+          h('a', { href: `/${enc(e2)}/${enc(p2)}/weave/objects/${enc(input.value.trim())}` }, input.value.trim()),
+          r.skipped ? ` · ${plural(r.skipped, 'call')} skipped (${Object.entries(r.skipped_reasons || {}).map(([k, n]) => `${k}: ${n}`).join(', ')})` : '',
+          h('div.muted', {}, 'Train on it: ', h('code', {}, `hone train ${kind.value} --data-url ${r.dataset_ref}`))));
+      } catch (err) { clear(msg, errorBox(err)); }
+    } },
+    h('h2', {}, `Add ${plural(ids.length, 'call')} to a dataset`),
+    h('p.muted', {}, 'Chat completions become training examples; the dataset gets a new version with them added (it is created if it does not exist).'),
+    h('label', {}, 'Dataset ', input), h('datalist#dataset-names', {}, names.map((n) => h('option', { value: n }))),
+    h('label', {}, 'As ', kind), msg,
+    h('div.row', {}, h('button', { value: 'cancel', type: 'submit', formnovalidate: true }, 'Close'), h('button.primary#dataset-add', { value: 'ok', type: 'submit' }, 'Add'))));
+  d.addEventListener('close', () => d.remove());
+  document.body.append(d);
+  d.showModal();
+}
+
+// keyRows lets j/k and ↑/↓ move a selection over a table's rows, Enter open the row, and x
+// pick it (opts.pick).
+export function keyRows(table, opts = {}) {
   table.tabIndex = 0;
+  table.setAttribute('aria-label', table.getAttribute('aria-label') || 'Table: j and k move, Enter opens');
   let i = -1;
   table.addEventListener('keydown', (e) => {
+    if (e.target.closest('input, button, a') && e.target !== table) return;
     const rows = [...table.querySelectorAll('tr.row')];
     if (!rows.length) return;
     if (e.key === 'j' || e.key === 'ArrowDown') i = Math.min(rows.length - 1, i + 1);
     else if (e.key === 'k' || e.key === 'ArrowUp') i = Math.max(0, i - 1);
-    else if (e.key === 'Enter' && rows[i] && rows[i].dataset.href) { navigate(rows[i].dataset.href); return; } else return;
+    else if (e.key === 'Enter' && rows[i] && rows[i].dataset.href) { navigate(rows[i].dataset.href); return; }
+    else if (e.key === 'x' && rows[i] && opts.pick) { opts.pick(rows[i]); return; }
+    else return;
     e.preventDefault();
     rows.forEach((r, j) => r.classList.toggle('sel', j === i));
     rows[i].scrollIntoView({ block: 'nearest' });
   });
-}
-
-// ---- The call page -------------------------------------------------------------------
-
-const ROW = 26;
-
-export async function callView(root, [entity, project, id]) {
-  const pid = `${entity}/${project}`;
-  const t0 = performance.now();
-  const { call } = await tr('/call/read', { project_id: pid, id, include_costs: true });
-  // The trace's calls (without inputs and outputs) and its usage roll-up, at once. The usage
-  // route refuses more than its limit of calls rather than truncate: the tree shows without.
-  const [trace, rolled] = await Promise.all([
-    calls({ project_id: pid, filter: { trace_ids: [call.trace_id] }, sort_by: [{ field: 'started_at', direction: 'asc' }],
-      columns: ['id', 'parent_id', 'op_name', 'display_name', 'started_at', 'ended_at', 'exception', 'summary'] }),
-    tr('/trace/usage', { project_id: pid, filter: { trace_ids: [call.trace_id] }, include_costs: true, limit: 100000 }).then((r) => r.call_usage || {}, () => ({})),
-  ]);
-
-  // Tree: children in start order; a call whose parent is not in the trace is a root.
-  const byId = new Map(trace.map((c) => [c.id, { c, kids: [], depth: 0 }]));
-  const roots = [];
-  for (const n of byId.values()) {
-    const p = n.c.parent_id && byId.get(n.c.parent_id);
-    (p ? p.kids : roots).push(n);
-  }
-  const stack = roots.map((n) => [n, 0]);
-  while (stack.length) { const [n, d] = stack.pop(); n.depth = d; for (const k of n.kids) stack.push([k, d + 1]); }
-  // Open: the roots, and the path down to the call this page is about.
-  const open = new Set(roots.map((n) => n.c.id));
-  for (let n = byId.get(id); n && n.c.parent_id; n = byId.get(n.c.parent_id)) open.add(n.c.parent_id);
-  let selected = id;
-
-  const visible = () => {
-    const out = [];
-    const st = [...roots].reverse();
-    while (st.length) {
-      const n = st.pop();
-      out.push(n);
-      if (open.has(n.c.id)) for (let i = n.kids.length - 1; i >= 0; i--) st.push(n.kids[i]);
-    }
-    return out;
-  };
-
-  const viewport = h('div.tree', { tabIndex: 0, role: 'tree', 'aria-label': 'Trace tree' });
-  const spacer = h('div.spacer-v');
-  viewport.append(spacer);
-  let rows = visible();
-  const detail = h('section.detail');
-
-  function drawTree() {
-    spacer.style.height = rows.length * ROW + 'px';
-    const first = Math.max(0, Math.floor(viewport.scrollTop / ROW) - 10);
-    const last = Math.min(rows.length, first + Math.ceil((viewport.clientHeight || 600) / ROW) + 20);
-    const frag = [];
-    for (let i = first; i < last; i++) {
-      const n = rows[i];
-      const c = n.c;
-      const u = usageTotals(rolled[c.id] || (c.summary && c.summary.usage));
-      const isOpen = open.has(c.id);
-      frag.push(h('div.node' + (c.id === selected ? '.sel' : '') + (c.exception ? '.exc' : ''), {
-        role: 'treeitem', 'aria-expanded': n.kids.length ? String(isOpen) : undefined, 'data-id': c.id,
-        style: { top: i * ROW + 'px', paddingLeft: 8 + n.depth * 16 + 'px' },
-        onclick: () => select(c.id),
-      },
-      n.kids.length ? h('button.tog', { 'aria-label': isOpen ? 'Collapse' : 'Expand', onclick: (e) => { e.stopPropagation(); toggle(c.id); } }, isOpen ? '▾' : '▸') : h('span.tog'),
-      h('span.dot.st-' + statusOf(c)),
-      h('span.op', {}, c.display_name || opName(c.op_name)),
-      n.kids.length ? h('span.muted', {}, ` (${n.kids.length})`) : '',
-      h('span.spacer'),
-      u.tokens ? h('span.muted', { title: 'tokens, this call and below' }, fmtNum(u.tokens) + ' tok ') : '',
-      h('span.muted', {}, fmtMs(latencyOf(c)))));
-    }
-    viewport.replaceChildren(spacer, ...frag);
-  }
-  function toggle(cid) {
-    open.has(cid) ? open.delete(cid) : open.add(cid);
-    rows = visible();
-    drawTree();
-  }
-  async function select(cid) {
-    // A view the user has left (another one rendered over it while this one loaded) must not
-    // put its own path back in the address bar.
-    if (!root.isConnected) return;
-    selected = cid;
-    history.replaceState(null, '', `${projectBase()}/weave/calls/${enc(cid)}`);
-    drawTree();
-    await loading(detail, async () => {
-      const r = cid === call.id ? { call } : await tr('/call/read', { project_id: pid, id: cid, include_costs: true });
-      return callDetail(pid, r.call, rolled[cid]);
-    });
-  }
-  viewport.addEventListener('scroll', () => requestAnimationFrame(drawTree));
-  viewport.addEventListener('keydown', (e) => {
-    const i = rows.findIndex((n) => n.c.id === selected);
-    const n = rows[i];
-    if (e.key === 'ArrowDown' || e.key === 'j') { if (i + 1 < rows.length) select(rows[i + 1].c.id); }
-    else if (e.key === 'ArrowUp' || e.key === 'k') { if (i > 0) select(rows[i - 1].c.id); }
-    else if (e.key === 'ArrowRight' && n && n.kids.length && !open.has(n.c.id)) toggle(n.c.id);
-    else if (e.key === 'ArrowLeft' && n && open.has(n.c.id)) toggle(n.c.id);
-    else return;
-    e.preventDefault();
-    const y = rows.findIndex((m) => m.c.id === selected) * ROW;
-    if (y < viewport.scrollTop || y > viewport.scrollTop + viewport.clientHeight - ROW) viewport.scrollTop = y - viewport.clientHeight / 2;
-  });
-
-  const rootCall = roots[0] ? roots[0].c : call;
-  const all = usageTotals(rolled[rootCall.id]);
-  root.append(
-    h('div.crumbs', {}, h('a', { href: `${projectBase()}/weave` }, 'Traces'), ' / ', opName(rootCall.op_name)),
-    h('div.traceinfo', {}, `${fmtNum(trace.length)} calls`, all.tokens ? ` · ${fmtNum(all.tokens)} tokens` : '', all.cost ? ` · ${fmtCost(all.cost)}` : '',
-      h('span.muted', { id: 'trace-load-ms' }, ` · loaded in ${Math.round(performance.now() - t0)} ms`),
-      h('button', { onclick: () => { for (const n of byId.values()) if (n.kids.length) open.add(n.c.id); rows = visible(); drawTree(); } }, 'Expand all'),
-      h('button', { onclick: () => { open.clear(); rows = visible(); drawTree(); } }, 'Collapse all')),
-    h('div.split', {}, viewport, detail));
-  drawTree();
-  await select(id);
-  const idx = rows.findIndex((n) => n.c.id === id);
-  if (idx * ROW > viewport.clientHeight) { viewport.scrollTop = idx * ROW - viewport.clientHeight / 2; drawTree(); }
-}
-
-function isMessages(v) {
-  return Array.isArray(v) && v.length > 0 && v.every((m) => m && typeof m === 'object' && typeof m.role === 'string');
-}
-
-// conversation renders chat messages as a conversation.
-export function conversation(msgs) {
-  return h('div.chat', {}, msgs.map((m) => h('div.msg.' + m.role, {},
-    h('div.role', {}, m.role + (m.name ? ` · ${m.name}` : '')),
-    m.content !== undefined && m.content !== null ? h('div.content', {}, typeof m.content === 'string' ? m.content
-      : Array.isArray(m.content) ? m.content.map((p) => (p.type === 'text' ? p.text : jsonView(p, 1))) : jsonView(m.content, 1)) : '',
-    m.reasoning || m.reasoning_content ? h('details.reasoning', {}, h('summary', {}, 'reasoning'), m.reasoning || m.reasoning_content) : '',
-    m.tool_calls ? h('div.toolcalls', {}, m.tool_calls.map((t) => h('div.toolcall', {}, '→ ', h('code', {}, `${t.function && t.function.name}(${t.function && t.function.arguments})`)))) : '')));
-}
-
-function ioView(v) {
-  if (v && typeof v === 'object') {
-    if (isMessages(v.messages)) {
-      const rest = { ...v }; delete rest.messages;
-      return [conversation(v.messages), Object.keys(rest).length ? jsonView(rest, 1) : ''];
-    }
-    if (Array.isArray(v.choices) && v.choices.length && v.choices[0].message) {
-      return [conversation(v.choices.map((c) => c.message)), h('details', {}, h('summary', {}, 'raw'), jsonView(v, 2))];
-    }
-  }
-  return jsonView(v, 2);
-}
-
-function callDetail(pid, c, rolledUsage) {
-  const ref = `weave:///${pid}/call/${c.id}`;
-  const own = usageTotals(c.summary && c.summary.usage);
-  const sub = usageTotals(rolledUsage);
-  const fb = h('div.feedback');
-  const box = h('div', {},
-    h('h2', {}, h('span.name', {}, c.display_name || opName(c.op_name)), ' ', statusBadge(statusOf(c)), ' ',
-      h('button.link#rename', { title: 'Rename this call', onclick: async (e) => {
-        const name = prompt('Name of this call', c.display_name || opName(c.op_name));
-        if (name === null || !name.trim()) return;
-        try {
-          await tr('/call/update', { project_id: pid, call_id: c.id, display_name: name.trim() });
-          c.display_name = name.trim();
-          e.target.closest('h2').querySelector('.name').textContent = c.display_name;
-          for (const n of document.querySelectorAll(`.tree .node[data-id="${CSS.escape(c.id)}"] .op`)) n.textContent = c.display_name;
-        } catch (err) { e.target.closest('h2').append(errorBox(err)); }
-      } }, 'rename')),
-    h('dl.meta', {},
-      h('dt', {}, 'Call'), h('dd', {}, h('code', {}, c.id)),
-      h('dt', {}, 'Op'), h('dd', {}, c.op_name.startsWith('weave:///') ? h('a', { href: opHref(c.op_name) }, c.op_name) : c.op_name),
-      h('dt', {}, 'Started'), h('dd', {}, fmtTime(c.started_at)),
-      h('dt', {}, 'Latency'), h('dd', {}, fmtMs(latencyOf(c))),
-      h('dt', {}, 'Tokens'), h('dd', { id: 'usage' }, `${fmtNum(sub.tokens || own.tokens)} with descendants`, sub.cost ? ` · ${fmtCost(sub.cost)}` : '', sub.requests ? ` · ${sub.requests} requests` : '')),
-    c.exception ? h('div.exception', { role: 'alert' }, h('strong', {}, 'Exception'), h('pre', {}, c.exception)) : '',
-    h('h3', {}, 'Inputs'), ioView(c.inputs),
-    h('h3', {}, 'Output'), c.output === undefined || c.output === null ? h('p.muted', {}, c.ended_at ? 'null' : 'running…') : ioView(c.output),
-    h('h3', {}, 'Feedback'), fb,
-    h('details', {}, h('summary', {}, 'Attributes and summary'), jsonView({ attributes: c.attributes, summary: c.summary }, 1)));
-  loadFeedback(pid, ref, fb);
-  return box;
-}
-
-function opHref(ref) {
-  const m = /^weave:\/\/\/([^/]+)\/([^/]+)\/op\/([^:]+)/.exec(ref);
-  return m ? `/${enc(m[1])}/${enc(m[2])}/weave/objects/${enc(m[3])}` : '#';
-}
-
-async function loadFeedback(pid, ref, el) {
-  const reload = () => loadFeedback(pid, ref, el);
-  const add = async (feedback_type, payload) => {
-    try { await tr('/feedback/create', { project_id: pid, weave_ref: ref, feedback_type, payload }); reload(); } catch (e) { el.append(errorBox(e)); }
-  };
-  await loading(el, async () => {
-    const { result } = await tr('/feedback/query', { project_id: pid, query: { $expr: { $eq: [{ $getField: 'weave_ref' }, { $literal: ref }] } }, sort_by: [{ field: 'created_at', direction: 'asc' }], limit: 200 });
-    const note = h('input', { placeholder: 'Add a note', name: 'note', 'aria-label': 'Note' });
-    return [
-      h('div.reactions', {}, ['👍', '👎', '🎉', '🤔'].map((e) => h('button.react', { title: 'React ' + e, onclick: () => add('wandb.reaction.1', { emoji: e }) }, e)),
-        h('form.inline', { onsubmit: (e) => { e.preventDefault(); if (note.value.trim()) add('wandb.note.1', { note: note.value.trim() }); } }, note, h('button', { type: 'submit' }, 'Add note'))),
-      result.length ? h('ul.fblist', {}, result.map((f) => h('li', { 'data-type': f.feedback_type },
-        f.feedback_type === 'wandb.reaction.1' ? h('span.emoji', {}, f.payload.emoji)
-          : f.feedback_type === 'wandb.note.1' ? h('span.note', {}, f.payload.note)
-            : [h('code', {}, f.feedback_type), ' ', jsonView(f.payload, 0)],
-        h('span.muted', {}, ` ${f.wb_user_id || ''} · ${fmtTime(f.created_at)} `),
-        h('button.link', { title: 'Delete', onclick: async () => { await tr('/feedback/purge', { project_id: pid, query: { $expr: { $eq: [{ $getField: 'id' }, { $literal: f.id }] } } }); reload(); } }, '✕'))))
-        : h('p.muted', {}, 'No feedback yet.'),
-    ];
-  });
-}
-
-// ---- Evaluations ------------------------------------------------------------------------
-
-function flatten(v, prefix = '', out = {}) {
-  if (v && typeof v === 'object' && !Array.isArray(v)) {
-    for (const [k, x] of Object.entries(v)) flatten(x, prefix ? `${prefix}.${k}` : k, out);
-  } else out[prefix] = v;
-  return out;
-}
-
-export async function evaluationsView(root, [entity, project], q) {
-  const pid = `${entity}/${project}`;
-  const evals = await calls({ project_id: pid, filter: { trace_roots_only: false },
-    query: { $expr: { $contains: { input: { $getField: 'op_name' }, substr: { $literal: 'Evaluation.evaluate' }, case_insensitive: false } } },
-    sort_by: [{ field: 'started_at', direction: 'desc' }], limit: 200 });
-  root.append(h('h1', {}, 'Evaluations'));
-  if (!evals.length) { root.append(h('p.muted', {}, 'No evaluation runs yet (weave.Evaluation(...).evaluate(model)).')); return; }
-  const picked = new Set((q.get('compare') || '').split(',').filter(Boolean));
-  const compareBtn = h('button.primary', { onclick: () => { setQuery({ compare: [...picked].join(',') }); renderCompare(); } }, 'Compare selected');
-  const table = h('table.grid', {}, h('thead', {}, h('tr', {}, h('th', {}, ''), h('th', {}, 'Run'), h('th', {}, 'Model'), h('th', {}, 'Started'), h('th', {}, 'Status'), h('th', {}, 'Scores'))),
-    h('tbody', {}, evals.map((c) => {
-      const scores = flatten(c.output || {});
-      return h('tr.row', { 'data-href': `${projectBase()}/weave/calls/${enc(c.id)}` },
-        h('td', {}, h('input', { type: 'checkbox', checked: picked.has(c.id), 'aria-label': 'Select run', onchange: (e) => { e.target.checked ? picked.add(c.id) : picked.delete(c.id); } })),
-        h('td', {}, h('a', { href: `${projectBase()}/weave/calls/${enc(c.id)}` }, c.display_name || c.id.slice(0, 8))),
-        h('td', {}, typeof c.inputs.model === 'string' ? h('a', { href: opHref(c.inputs.model.replace('/object/', '/op/')) }, opName(c.inputs.model.replace('/object/', '/op/'))) : ''),
-        h('td', {}, fmtTime(c.started_at)), h('td', {}, statusBadge(statusOf(c))),
-        h('td.scores', {}, Object.entries(scores).filter(([, v]) => typeof v === 'number' || typeof v === 'boolean').slice(0, 6).map(([k, v]) => h('span.score', {}, `${k} ${typeof v === 'number' ? +v.toFixed(4) : v}`))));
-    })));
-  keyRows(table);
-  const cmp = h('div');
-  root.append(table, h('p', {}, compareBtn, h('span.muted', {}, ' pick two runs')), cmp);
-  function renderCompare() {
-    const runs = evals.filter((c) => picked.has(c.id)).slice(0, 2);
-    if (runs.length < 2) { clear(cmp); return; }
-    const [a, b] = runs.map((c) => flatten(c.output || {}));
-    const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])].sort();
-    clear(cmp, h('h2', {}, 'Side by side'), h('table.grid.compare', {},
-      h('thead', {}, h('tr', {}, h('th', {}, 'Metric'), runs.map((c) => h('th', {}, c.display_name || c.id.slice(0, 8))), h('th', {}, 'Δ'))),
-      h('tbody', {}, keys.map((k) => {
-        const d = typeof a[k] === 'number' && typeof b[k] === 'number' ? b[k] - a[k] : null;
-        return h('tr', {}, h('td', {}, k), h('td.num', {}, fmtVal(a[k])), h('td.num', {}, fmtVal(b[k])),
-          h('td.num' + (d > 0 ? '.up' : d < 0 ? '.down' : ''), {}, d === null ? '' : (d > 0 ? '+' : '') + +d.toFixed(4)));
-      }))));
-    const ex = h('div.examples-wrap');
-    cmp.append(ex);
-    loading(ex, async () => { const d = h('div'); await renderExamples(pid, runs, d); return d; });
-  }
-  renderCompare();
-}
-const fmtVal = (v) => (typeof v === 'number' ? String(+v.toFixed(6)) : v === undefined ? '—' : JSON.stringify(v));
-
-// ---- Per-example comparison of two evaluation runs ----------------------------------------
-
-// stableJSON is JSON with object keys sorted, so that one example is one key in both runs.
-const stableJSON = (v) => JSON.stringify(v, (k, x) => (x && typeof x === 'object' && !Array.isArray(x)
-  ? Object.fromEntries(Object.keys(x).sort().map((key) => [key, x[key]])) : x));
-
-// examplesOf reads an evaluation run's predict-and-score calls (Python's
-// Evaluation.predict_and_score, TypeScript's Evaluation.predictAndScore), by example: a row
-// reference, or the row itself. With several trials of one example, the last one counts.
-async function examplesOf(pid, run) {
-  const kids = await calls({ project_id: pid, filter: { parent_ids: [run.id] }, sort_by: [{ field: 'started_at', direction: 'asc' }], limit: 100000 });
-  const out = new Map();
-  for (const c of kids) {
-    if (!/predict_?and_?score$/i.test(opName(c.op_name))) continue;
-    const ex = c.inputs ? c.inputs.example : undefined;
-    const o = c.output && typeof c.output === 'object' ? c.output : {};
-    out.set(typeof ex === 'string' ? ex : stableJSON(ex), { call: c, example: ex, output: 'output' in o ? o.output : o.model_output, scores: flatten(o.scores || {}) });
-  }
-  return out;
-}
-
-const preview = (v, n = 160) => {
-  const s = typeof v === 'string' ? v : v === undefined ? '—' : JSON.stringify(v);
-  return s.length > n ? s.slice(0, n) + '…' : s;
-};
-const asNum = (v) => (typeof v === 'boolean' ? +v : v);
-
-// renderExamples puts the two runs' results side by side, one row per example (in either
-// run): its row (read through its reference), each run's output, and each numeric or boolean
-// score as "a → b", green where it went up, red where it went down.
-async function renderExamples(pid, runs, into) {
-  const [ea, eb] = await Promise.all(runs.map((r) => examplesOf(pid, r)));
-  const keys = [...new Set([...ea.keys(), ...eb.keys()])];
-  if (!keys.length) { clear(into, h('p.muted', {}, 'Neither run recorded per-example calls.')); return; }
-  const rows = {};
-  const refs = keys.filter((k) => k.startsWith('weave:///'));
-  if (refs.length) {
-    try {
-      const r = await tr('/refs/read_batch', { refs });
-      refs.forEach((k, i) => { rows[k] = r.vals[i]; });
-    } catch { /* the references are shown as they are */ }
-  }
-  const scoreKeys = [...new Set([...ea.values(), ...eb.values()].flatMap((x) => Object.entries(x.scores)
-    .filter(([, v]) => typeof v === 'number' || typeof v === 'boolean').map(([k]) => k)))].sort();
-  let differ = 0;
-  const body = keys.map((key) => {
-    const a = ea.get(key), b = eb.get(key);
-    const ex = key in rows ? rows[key] : (a || b).example;
-    let changed = !a || !b || stableJSON(a.output) !== stableJSON(b.output);
-    const cells = scoreKeys.map((k) => {
-      const x = a ? asNum(a.scores[k]) : undefined, y = b ? asNum(b.scores[k]) : undefined;
-      const d = typeof x === 'number' && typeof y === 'number' ? y - x : null;
-      if (d) changed = true;
-      return h('td.num' + (d > 0 ? '.up' : d < 0 ? '.down' : ''), { 'data-score': k }, `${fmtVal(a && a.scores[k])} → ${fmtVal(b && b.scores[k])}`);
-    });
-    if (changed) differ++;
-    return h('tr' + (changed ? '.differs' : '.same'), {},
-      h('td.example', { title: typeof ex === 'string' ? ex : JSON.stringify(ex) }, preview(ex, 120)),
-      h('td.out', {}, a ? h('a', { href: `${projectBase()}/weave/calls/${enc(a.call.id)}` }, preview(a.output)) : '—'),
-      h('td.out', {}, b ? h('a', { href: `${projectBase()}/weave/calls/${enc(b.call.id)}` }, preview(b.output)) : '—'),
-      cells);
-  });
-  const table = h('table.grid.examples', {},
-    h('thead', {}, h('tr', {}, h('th', {}, 'Example'), runs.map((c) => h('th', {}, 'Output: ' + (c.display_name || c.id.slice(0, 8)))), scoreKeys.map((k) => h('th', {}, k)))),
-    h('tbody', {}, body));
-  const only = h('input', { type: 'checkbox', name: 'only-differing', onchange: (e) => table.classList.toggle('only-differing', e.target.checked) });
-  clear(into, h('h2', {}, 'By example'),
-    h('p', {}, h('span#examples-count', {}, `${keys.length} examples, ${differ} differ`), ' · ', h('label', {}, only, ' only those that differ')),
-    table);
 }
