@@ -32,9 +32,12 @@ func smolTemplate(t *testing.T) string {
 type streamedCall struct{ Name, Arguments string }
 
 // readChatStream adds up a chat completion stream: the content, the calls (each header
-// delta's name, then its argument deltas) and the finish reason.
+// delta's name, then its argument deltas) and the finish reason. It checks the deltas' shape
+// as OpenAI sends it: a header with the id, type "function", the name and empty arguments;
+// argument deltas without a name; one finish_reason.
 func readChatStream(t *testing.T, b []byte) (content string, calls []streamedCall, finish string) {
 	t.Helper()
+	finishes := 0
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
@@ -49,6 +52,7 @@ func readChatStream(t *testing.T, b []byte) (content string, calls []streamedCal
 					ToolCalls []struct {
 						Index    int     `json:"index"`
 						ID       *string `json:"id"`
+						Type     *string `json:"type"`
 						Function struct {
 							Name      *string `json:"name"`
 							Arguments *string `json:"arguments"`
@@ -66,20 +70,27 @@ func readChatStream(t *testing.T, b []byte) (content string, calls []streamedCal
 				content += *c.Delta.Content
 			}
 			for _, tc := range c.Delta.ToolCalls {
-				if tc.ID != nil {
-					if tc.Index != len(calls) {
-						t.Fatalf("call header at index %d after %d calls: %s", tc.Index, len(calls), line)
+				switch {
+				case tc.ID != nil:
+					if tc.Index != len(calls) || tc.Type == nil || *tc.Type != "function" || tc.Function.Name == nil || *tc.Function.Name == "" ||
+						tc.Function.Arguments == nil || *tc.Function.Arguments != "" {
+						t.Fatalf("header delta after %d calls: %s", len(calls), line)
 					}
 					calls = append(calls, streamedCall{Name: *tc.Function.Name})
-				}
-				if tc.Function.Arguments != nil {
+				case tc.Function.Name != nil || tc.Function.Arguments == nil || tc.Index >= len(calls):
+					t.Fatalf("argument delta: %s", line)
+				default:
 					calls[tc.Index].Arguments += *tc.Function.Arguments
 				}
 			}
 			if c.FinishReason != nil {
+				finishes++
 				finish = *c.FinishReason
 			}
 		}
+	}
+	if finishes != 1 {
+		t.Fatalf("%d finish reasons in the stream", finishes)
 	}
 	return content, calls, finish
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -100,65 +98,15 @@ func TestToolCallsEndToEnd(t *testing.T) {
 	checkWeatherArgs(t, "get_time", nr.Choices[0].Message.ToolCalls[0].Function.Arguments)
 	nonStreamedArgs := nr.Choices[0].Message.ToolCalls[0].Function.Arguments
 
-	// Streamed, same seed: a header delta (id, type, name, empty arguments), argument
-	// fragments, no content, one finish_reason; the arguments add up to the non-streamed ones.
+	// Streamed, same seed: a header delta (id, type, name, empty arguments), the arguments,
+	// no content, one finish_reason; the arguments are the non-streamed ones.
 	code, _, b = do(t, "POST", url, bearer, named+`,"stream":true}`)
 	if code != 200 {
 		t.Fatalf("%d %s", code, b)
 	}
-	var args, content strings.Builder
-	headers, finishes := 0, 0
-	var finish string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		line := strings.TrimPrefix(sc.Text(), "data: ")
-		if line == "" || line == "[DONE]" {
-			continue
-		}
-		var ch struct {
-			Choices []struct {
-				Delta struct {
-					Content   *string `json:"content"`
-					ToolCalls []struct {
-						Index    int     `json:"index"`
-						ID       *string `json:"id"`
-						Type     *string `json:"type"`
-						Function struct {
-							Name      *string `json:"name"`
-							Arguments *string `json:"arguments"`
-						} `json:"function"`
-					} `json:"tool_calls"`
-				} `json:"delta"`
-				FinishReason *string `json:"finish_reason"`
-			} `json:"choices"`
-		}
-		if err := json.Unmarshal([]byte(line), &ch); err != nil {
-			t.Fatalf("%q: %v", line, err)
-		}
-		for _, c := range ch.Choices {
-			if c.Delta.Content != nil {
-				content.WriteString(*c.Delta.Content)
-			}
-			for _, tc := range c.Delta.ToolCalls {
-				if tc.ID != nil {
-					headers++
-					if tc.Index != 0 || *tc.Type != "function" || *tc.Function.Name != "get_time" || tc.Function.Arguments == nil || *tc.Function.Arguments != "" {
-						t.Fatalf("header delta %s", line)
-					}
-				} else if tc.Function.Name != nil || tc.Function.Arguments == nil {
-					t.Fatalf("argument delta %s", line)
-				} else {
-					args.WriteString(*tc.Function.Arguments)
-				}
-			}
-			if c.FinishReason != nil {
-				finishes++
-				finish = *c.FinishReason
-			}
-		}
-	}
-	if headers != 1 || finishes != 1 || finish != "stop" || content.String() != "" || args.String() != nonStreamedArgs {
-		t.Fatalf("stream: headers %d finishes %d %q content %q args %q (non-streamed %q)\n%s", headers, finishes, finish, content.String(), args.String(), nonStreamedArgs, b)
+	content, calls, finish := readChatStream(t, b)
+	if len(calls) != 1 || calls[0].Name != "get_time" || finish != "stop" || content != "" || calls[0].Arguments != nonStreamedArgs {
+		t.Fatalf("stream: %q %+v %q (non-streamed arguments %q)\n%s", content, calls, finish, nonStreamedArgs, b)
 	}
 
 	// max_tokens 1 under required: no crash, finish length, no call.
