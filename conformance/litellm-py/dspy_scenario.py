@@ -115,15 +115,15 @@ def predict_litellm_engine():
         check_weather(dspy.Predict(Weather)(question="Weather in Paris?"), "LiteLLM engine")
 
 
-@case
-def tool_calls_native():
-    class Act(dspy.Signature):
-        """Use a tool to answer."""
-        question: str = dspy.InputField()
-        tools: list[dspy.Tool] = dspy.InputField()
-        calls: dspy.ToolCalls = dspy.OutputField()
+class Act(dspy.Signature):
+    """Use a tool to answer."""
+    question: str = dspy.InputField()
+    tools: list[dspy.Tool] = dspy.InputField()
+    calls: dspy.ToolCalls = dspy.OutputField()
 
-    with dspy.context(lm=native, adapter=dspy.ChatAdapter(use_native_function_calling=True)):
+
+def tool_calls(adapter):
+    with dspy.context(lm=native, adapter=adapter):
         p = dspy.Predict(Act)(question="Weather in Paris?", tools=[dspy.Tool(get_weather)])
     calls = p.calls.tool_calls if p.calls else []
     for c in calls:
@@ -132,45 +132,37 @@ def tool_calls_native():
     return f"calls {[c.name for c in calls]}" if calls else "no call"
 
 
+def react(adapter, what):
+    agent = dspy.ReActV2(Weather, tools=[get_weather], max_iters=1)
+    with dspy.context(lm=native, adapter=adapter):
+        p = agent(question="Weather in Paris?")
+    check_weather(p, what)
+    check(p.termination_reason in ("submit", "forced_submit"), f"{what} ended on its submit tool", p.termination_reason)
+    return p.termination_reason
+
+
+@case
+def tool_calls_native():
+    return tool_calls(dspy.ChatAdapter(use_native_function_calling=True))
+
+
 @case
 def react_native():
-    agent = dspy.ReActV2(Weather, tools=[get_weather], max_iters=1)
-    with dspy.context(lm=native, adapter=dspy.ChatAdapter(use_native_function_calling=True)):
-        p = agent(question="Weather in Paris?")
-    check_weather(p, "ReActV2")
-    check(p.termination_reason in ("submit", "forced_submit"), "ReActV2 ended on its submit tool", p.termination_reason)
-    return p.termination_reason
+    return react(dspy.ChatAdapter(use_native_function_calling=True), "ReActV2")
 
 
 @case
 def tool_calls_json_adapter():
     # The JSONAdapter sends the tools beside a response_format for the other output fields,
     # under tool_choice auto: the model may call or answer in the format.
-    class Act(dspy.Signature):
-        """Use a tool to answer."""
-        question: str = dspy.InputField()
-        tools: list[dspy.Tool] = dspy.InputField()
-        calls: dspy.ToolCalls = dspy.OutputField()
-
-    with dspy.context(lm=native, adapter=dspy.JSONAdapter(use_native_function_calling=True)):
-        p = dspy.Predict(Act)(question="Weather in Paris?", tools=[dspy.Tool(get_weather)])
-    calls = p.calls.tool_calls if p.calls else []
-    for c in calls:
-        check(c.name == "get_weather", "a call of the given tool", c)
-        jsonschema.validate(c.args, SCHEMAS["get_weather"])
-    return f"calls {[c.name for c in calls]}" if calls else "no call"
+    return tool_calls(dspy.JSONAdapter(use_native_function_calling=True))
 
 
 @case
 def react_json_adapter():
     # ReActV2's last turn forces its submit tool by name, beside the JSONAdapter's
     # response_format: the answer is the call.
-    agent = dspy.ReActV2(Weather, tools=[get_weather], max_iters=1)
-    with dspy.context(lm=native, adapter=dspy.JSONAdapter(use_native_function_calling=True)):
-        p = agent(question="Weather in Paris?")
-    check_weather(p, "ReActV2 (JSONAdapter)")
-    check(p.termination_reason in ("submit", "forced_submit"), "ReActV2 ended on its submit tool", p.termination_reason)
-    return p.termination_reason
+    return react(dspy.JSONAdapter(use_native_function_calling=True), "ReActV2 (JSONAdapter)")
 
 
 print(json.dumps({"ok": all(c["ok"] for c in cases), "version": version("dspy"), "model": model_name, "cases": cases}))
