@@ -143,6 +143,27 @@ var (
 
 type kern4K = func(w []byte, q []int8, d []float32, bsums []int16, out *[4]float32)
 
+// The single-row versions of the multi-row kernels: one weight row's product with one row of
+// activations (len(d) blocks), by the multi-row kernel's operations for one of its rows in
+// the same order, so that MatMulT gives a row the same bits whether it meets the weights
+// among four rows or alone (the rows left over from the groups of four, decode): row
+// invariance. The Go versions are the row kernels, which the Go multi-row kernels run per
+// row; dot1Q4_K and dot1Q6_K are nil where dot4Q4_K and dot4Q6_K are.
+var (
+	dot1Q8_0 kern1 = func(w []byte, q []int8, d, s []float32, out *float32) { *out = dotQ8_0Go(w, q, d) }
+	dot1Q4_0 kern1 = func(w []byte, q []int8, d, s []float32, out *float32) { *out = dotQ4_0Go(w, q, d) }
+	dot1Q4_1 kern1 = func(w []byte, q []int8, d, s []float32, out *float32) { *out = dotQ4_1Go(w, q, d, s) }
+	dot1Q5_0 kern1 = func(w []byte, q []int8, d, s []float32, out *float32) { *out = dotQ5_0Go(w, q, d) }
+	dot1Q5_1 kern1 = func(w []byte, q []int8, d, s []float32, out *float32) { *out = dotQ5_1Go(w, q, d, s) }
+	dot1Q4_K kern1K
+	dot1Q6_K kern1K
+)
+
+type (
+	kern1  = func(w []byte, q []int8, d, s []float32, out *float32)
+	kern1K = func(w []byte, q []int8, d []float32, bsums []int16, out *float32)
+)
+
 func dot4Q4_KGo(w []byte, q []int8, d []float32, bsums []int16, out *[4]float32) {
 	nb := len(d) / 4
 	for r := range out {

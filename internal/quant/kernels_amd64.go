@@ -19,12 +19,15 @@ func init() {
 		setAsmKernels(dotQ8_0AVX512, dotQ4_0AVX512, dotQ5_0AVX512, dotQ4_1AVX512, dotQ5_1AVX512,
 			dotQ4_KAVX512, dotQ5_KAVX512, dotQ6_KAVX512)
 		setAsmKernels4(dot4Q8_0AVX512, dot4Q4_0AVX512, dot4Q4_1AVX512, dot4Q5_0AVX512, dot4Q5_1AVX512)
+		setAsmKernels1(dot1Q8_0AVX512, dot1Q4_0AVX512, dot1Q4_1AVX512, dot1Q5_0AVX512, dot1Q5_1AVX512)
 		quantizeActs32 = quantizeActs32Checked
 		dot4Q4_K, dot4Q6_K = checked4K(dot4Q4_KAVX512, 144), checked4K(dot4Q6_KAVX512, 210)
+		dot1Q4_K, dot1Q6_K = checked1K(dot1Q4_KAVX512, 144), checked1K(dot1Q6_KAVX512, 210)
 	case asmAVX2:
 		setAsmKernels(dotQ8_0AVX2, dotQ4_0AVX2, dotQ5_0AVX2, dotQ4_1AVX2, dotQ5_1AVX2,
 			dotQ4_KAVX2, dotQ5_KAVX2, dotQ6_KAVX2)
 		setAsmKernels4(dot4Q8_0AVX2, dot4Q4_0AVX2, dot4Q4_1AVX2, dot4Q5_0AVX2, dot4Q5_1AVX2)
+		setAsmKernels1(dot1Q8_0AVX2, dot1Q4_0AVX2, dot1Q4_1AVX2, dot1Q5_0AVX2, dot1Q5_1AVX2)
 	}
 }
 
@@ -43,6 +46,33 @@ func setAsmKernels(q80, q40, q50 kern32, q41, q51 kern32s, q4k, q5k, q6k kernK) 
 func setAsmKernels4(q80, q40, q41, q50, q51 kern4) {
 	dot4Q8_0, dot4Q4_0, dot4Q4_1 = checked4(q80, 34), checked4(q40, 18), checked4(q41, 20)
 	dot4Q5_0, dot4Q5_1 = checked4(q50, 22), checked4(q51, 24)
+}
+
+// setAsmKernels1 installs the single-row versions of the multi-row assembly kernels behind a
+// check of the slices' lengths.
+func setAsmKernels1(q80, q40, q41, q50, q51 kern1) {
+	dot1Q8_0, dot1Q4_0, dot1Q4_1 = checked1(q80, 34), checked1(q40, 18), checked1(q41, 20)
+	dot1Q5_0, dot1Q5_1 = checked1(q50, 22), checked1(q51, 24)
+}
+
+func checked1(f kern1, size int) kern1 {
+	return func(w []byte, q []int8, d, s []float32, out *float32) {
+		nb := len(d)
+		if len(w) < size*nb || len(q) < 32*nb || len(s) < nb {
+			panic("quant: single-row kernel: weights or activations shorter than len(d) blocks")
+		}
+		f(w, q, d, s, out)
+	}
+}
+
+func checked1K(f kern1K, size int) kern1K {
+	return func(w []byte, q []int8, d []float32, bsums []int16, out *float32) {
+		nb := len(d)
+		if len(w) < size*nb || len(q) < 256*nb || len(bsums) < 16*nb {
+			panic("quant: single-row kernel: weights or activations shorter than len(d) super-blocks")
+		}
+		f(w, q, d, bsums, out)
+	}
 }
 
 func checked4(f kern4, size int) kern4 {
@@ -197,3 +227,43 @@ func dot4Q4_KAVX512(w []byte, q []int8, d []float32, bsums []int16, out *[4]floa
 
 //go:noescape
 func dot4Q6_KAVX512(w []byte, q []int8, d []float32, bsums []int16, out *[4]float32)
+
+// The single-row versions of the multi-row kernels (kernels_amd64.s): the same operations,
+// in the same order, as one row of dot4XxxAVX512, dot4XxxAVX2, dot4Q4_KAVX512 and
+// dot4Q6_KAVX512.
+
+//go:noescape
+func dot1Q8_0AVX512(w []byte, q []int8, d, s []float32, out *float32)
+
+//go:noescape
+func dot1Q4_0AVX512(w []byte, q []int8, d, s []float32, out *float32)
+
+//go:noescape
+func dot1Q4_1AVX512(w []byte, q []int8, d, s []float32, out *float32)
+
+//go:noescape
+func dot1Q5_0AVX512(w []byte, q []int8, d, s []float32, out *float32)
+
+//go:noescape
+func dot1Q5_1AVX512(w []byte, q []int8, d, s []float32, out *float32)
+
+//go:noescape
+func dot1Q8_0AVX2(w []byte, q []int8, d, s []float32, out *float32)
+
+//go:noescape
+func dot1Q4_0AVX2(w []byte, q []int8, d, s []float32, out *float32)
+
+//go:noescape
+func dot1Q4_1AVX2(w []byte, q []int8, d, s []float32, out *float32)
+
+//go:noescape
+func dot1Q5_0AVX2(w []byte, q []int8, d, s []float32, out *float32)
+
+//go:noescape
+func dot1Q5_1AVX2(w []byte, q []int8, d, s []float32, out *float32)
+
+//go:noescape
+func dot1Q4_KAVX512(w []byte, q []int8, d []float32, bsums []int16, out *float32)
+
+//go:noescape
+func dot1Q6_KAVX512(w []byte, q []int8, d []float32, bsums []int16, out *float32)

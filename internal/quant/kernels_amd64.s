@@ -1408,6 +1408,185 @@ q51x4_done:
 	X4STORE
 
 // ---------------------------------------------------------------------------------------
+// The single-row versions of the AVX-512 multi-row kernels:
+// func dot1XxxAVX512(w []byte, q []int8, d, s []float32, out *float32)
+// One weight row against one activation row (nb = len(d) blocks) with the multi-row kernel's
+// operations for one of its rows, in the same order (X4ROW2, X4ROW1, X4SUM), so that a row
+// of a product is the same bits whether MatMulT reduces it among four or alone (the rows a
+// tile of 16 leaves over, decode): quant's row invariance. The row kernels (dotXxxAVX512)
+// order their sums otherwise.
+
+// X1START is X4START for one row: CX = nb, Z10 and X0 its accumulators.
+#define X1START(k) \
+	MOVQ         w_base+0(FP), AX;   \
+	MOVQ         q_base+24(FP), SI;  \
+	MOVQ         d_base+48(FP), DX;  \
+	MOVQ         d_len+56(FP), CX;   \
+	MOVQ         s_base+72(FP), BX;  \
+	MOVQ         out+96(FP), DI;     \
+	VPBROADCASTD qc0F<>(SB), Z24;    \
+	VPMOVZXBD    qidx01<>(SB), Z25;  \
+	MOVL         $0xff00ff00, R8;    \
+	KMOVD        R8, K1;             \
+	VPXORD       Z10, Z10, Z10;      \
+	VXORPS       X0, X0, X0;         \
+	VBROADCASTSS k(SB), X15
+
+#define X1STORE \
+	X4SUM(Y10, X10, X0, 0); \
+	VZEROUPPER;             \
+	RET
+
+// func dot1Q8_0AVX512(w []byte, q []int8, d, s []float32, out *float32)
+TEXT ·dot1Q8_0AVX512(SB), NOSPLIT, $0-104
+	X1START(qfm128<>)
+	VPBROADCASTD qc80<>(SB), Z26
+	CMPQ         CX, $2
+	JB           q80x1_tail
+
+q80x1_loop:
+	VMOVDQU      2(AX), Y2
+	VINSERTI64X4 $1, 36(AX), Z2, Z2
+	VPXORD       Z26, Z2, Z2
+	D2(34)
+	X4ROW2((SI), (DX), (BX), Z10, X0)
+	X4NEXT(34)
+	CMPQ         CX, $2
+	JAE          q80x1_loop
+
+q80x1_tail:
+	X4ZTOY(Z10, Y10)
+	TESTQ        CX, CX
+	JZ           q80x1_done
+	VMOVDQU      2(AX), Y2
+	VPXORD       Y26, Y2, Y2
+	D1
+	X4ROW1((SI), (DX), (BX), Y10, X0)
+
+q80x1_done:
+	X1STORE
+
+// func dot1Q4_0AVX512(w []byte, q []int8, d, s []float32, out *float32)
+TEXT ·dot1Q4_0AVX512(SB), NOSPLIT, $0-104
+	X1START(qfm8<>)
+	CMPQ         CX, $2
+	JB           q40x1_tail
+
+q40x1_loop:
+	NIBBLES2(2, 20)
+	D2(18)
+	X4ROW2((SI), (DX), (BX), Z10, X0)
+	X4NEXT(18)
+	CMPQ         CX, $2
+	JAE          q40x1_loop
+
+q40x1_tail:
+	X4ZTOY(Z10, Y10)
+	TESTQ        CX, CX
+	JZ           q40x1_done
+	NIBBLES1(2)
+	D1
+	X4ROW1((SI), (DX), (BX), Y10, X0)
+
+q40x1_done:
+	X1STORE
+
+// func dot1Q4_1AVX512(w []byte, q []int8, d, s []float32, out *float32)
+TEXT ·dot1Q4_1AVX512(SB), NOSPLIT, $0-104
+	X1START(qf1<>)
+	CMPQ         CX, $2
+	JB           q41x1_tail
+
+q41x1_loop:
+	NIBBLES2(4, 24)
+	DM2(20)
+	X4ROW2((SI), (DX), (BX), Z10, X0)
+	X4NEXT(20)
+	CMPQ         CX, $2
+	JAE          q41x1_loop
+
+q41x1_tail:
+	X4ZTOY(Z10, Y10)
+	TESTQ        CX, CX
+	JZ           q41x1_done
+	NIBBLES1(4)
+	DM1
+	X4ROW1((SI), (DX), (BX), Y10, X0)
+
+q41x1_done:
+	X1STORE
+
+// func dot1Q5_0AVX512(w []byte, q []int8, d, s []float32, out *float32)
+TEXT ·dot1Q5_0AVX512(SB), NOSPLIT, $0-104
+	X1START(qfm16<>)
+	VPBROADCASTD qc10<>(SB), Z26
+	CMPQ         CX, $2
+	JB           q50x1_tail
+
+q50x1_loop:
+	NIBBLES2(6, 28)
+	MOVL         2(AX), R8
+	MOVL         24(AX), R9
+	SHLQ         $32, R9
+	ORQ          R9, R8
+	KMOVQ        R8, K2
+	VPADDB       Z26, Z2, K2, Z2
+	D2(22)
+	X4ROW2((SI), (DX), (BX), Z10, X0)
+	X4NEXT(22)
+	CMPQ         CX, $2
+	JAE          q50x1_loop
+
+q50x1_tail:
+	X4ZTOY(Z10, Y10)
+	TESTQ        CX, CX
+	JZ           q50x1_done
+	NIBBLES1(6)
+	MOVL         2(AX), R8
+	KMOVD        R8, K2
+	VPADDB       Y26, Y2, K2, Y2
+	D1
+	X4ROW1((SI), (DX), (BX), Y10, X0)
+
+q50x1_done:
+	X1STORE
+
+// func dot1Q5_1AVX512(w []byte, q []int8, d, s []float32, out *float32)
+TEXT ·dot1Q5_1AVX512(SB), NOSPLIT, $0-104
+	X1START(qf1<>)
+	VPBROADCASTD qc10<>(SB), Z26
+	CMPQ         CX, $2
+	JB           q51x1_tail
+
+q51x1_loop:
+	NIBBLES2(8, 32)
+	MOVL         4(AX), R8
+	MOVL         28(AX), R9
+	SHLQ         $32, R9
+	ORQ          R9, R8
+	KMOVQ        R8, K2
+	VPADDB       Z26, Z2, K2, Z2
+	DM2(24)
+	X4ROW2((SI), (DX), (BX), Z10, X0)
+	X4NEXT(24)
+	CMPQ         CX, $2
+	JAE          q51x1_loop
+
+q51x1_tail:
+	X4ZTOY(Z10, Y10)
+	TESTQ        CX, CX
+	JZ           q51x1_done
+	NIBBLES1(8)
+	MOVL         4(AX), R8
+	KMOVD        R8, K2
+	VPADDB       Y26, Y2, K2, Y2
+	DM1
+	X4ROW1((SI), (DX), (BX), Y10, X0)
+
+q51x1_done:
+	X1STORE
+
+// ---------------------------------------------------------------------------------------
 // AVX2 multi-row kernels of the 32-element types (same signature and layout as the AVX-512
 // ones), one block per iteration: the weights' unsigned bytes u in Y2 (for Q8_0 |w| and w
 // in Y12, whose signs move to the activations: u·x would overflow VPMADDUBSW's words),
@@ -1590,6 +1769,113 @@ q51y4_loop:
 
 q51y4_done:
 	Y4STORE
+
+// The single-row versions of the AVX2 multi-row kernels (as dot1XxxAVX512: one row's
+// operations of the multi-row kernel, Y4ROW or Y4ROW8 and Y4SUM).
+// func dot1XxxAVX2(w []byte, q []int8, d, s []float32, out *float32)
+
+#define Y1START \
+	MOVQ         w_base+0(FP), AX;  \
+	MOVQ         q_base+24(FP), SI; \
+	MOVQ         d_base+48(FP), DX; \
+	MOVQ         d_len+56(FP), CX;  \
+	MOVQ         s_base+72(FP), BX; \
+	MOVQ         out+96(FP), DI;    \
+	VPBROADCASTD qc0F<>(SB), Y15;   \
+	VPBROADCASTD qc1w<>(SB), Y14;   \
+	VXORPS       Y0, Y0, Y0
+
+#define Y1STORE \
+	Y4SUM(Y0, X0, 0); \
+	VZEROUPPER;       \
+	RET
+
+// func dot1Q8_0AVX2(w []byte, q []int8, d, s []float32, out *float32)
+TEXT ·dot1Q8_0AVX2(SB), NOSPLIT, $0-104
+	Y1START
+	TESTQ     CX, CX
+	JZ        q80y1_done
+
+q80y1_loop:
+	VMOVDQU   2(AX), Y12
+	VPABSB    Y12, Y2
+	MOVWLZX   (AX), R8
+	VMOVD     R8, X8
+	VCVTPH2PS X8, X8
+	Y4ROW8((SI), (DX), Y0)
+	Y4NEXT(34)
+	JNZ       q80y1_loop
+
+q80y1_done:
+	Y1STORE
+
+// func dot1Q4_0AVX2(w []byte, q []int8, d, s []float32, out *float32)
+TEXT ·dot1Q4_0AVX2(SB), NOSPLIT, $0-104
+	Y1START
+	TESTQ     CX, CX
+	JZ        q40y1_done
+
+q40y1_loop:
+	NIB_AVX2(2)
+	YD(qfm8<>)
+	Y4ROW((SI), (DX), (BX), Y0)
+	Y4NEXT(18)
+	JNZ       q40y1_loop
+
+q40y1_done:
+	Y1STORE
+
+// func dot1Q4_1AVX2(w []byte, q []int8, d, s []float32, out *float32)
+TEXT ·dot1Q4_1AVX2(SB), NOSPLIT, $0-104
+	Y1START
+	TESTQ     CX, CX
+	JZ        q41y1_done
+
+q41y1_loop:
+	NIB_AVX2(4)
+	YDM
+	Y4ROW((SI), (DX), (BX), Y0)
+	Y4NEXT(20)
+	JNZ       q41y1_loop
+
+q41y1_done:
+	Y1STORE
+
+// func dot1Q5_0AVX2(w []byte, q []int8, d, s []float32, out *float32)
+TEXT ·dot1Q5_0AVX2(SB), NOSPLIT, $0-104
+	Y1START
+	QH_CONSTS_AVX2
+	TESTQ     CX, CX
+	JZ        q50y1_done
+
+q50y1_loop:
+	NIB_AVX2(6)
+	QH_AVX2(2)
+	YD(qfm16<>)
+	Y4ROW((SI), (DX), (BX), Y0)
+	Y4NEXT(22)
+	JNZ       q50y1_loop
+
+q50y1_done:
+	Y1STORE
+
+// func dot1Q5_1AVX2(w []byte, q []int8, d, s []float32, out *float32)
+TEXT ·dot1Q5_1AVX2(SB), NOSPLIT, $0-104
+	Y1START
+	QH_CONSTS_AVX2
+	TESTQ     CX, CX
+	JZ        q51y1_done
+
+q51y1_loop:
+	NIB_AVX2(8)
+	QH_AVX2(4)
+	YDM
+	Y4ROW((SI), (DX), (BX), Y0)
+	Y4NEXT(24)
+	JNZ       q51y1_loop
+
+q51y1_done:
+	Y1STORE
 
 // func quantizeActs32AVX512(q []int8, d, s []float32, x []float32)
 // Per block of 32 (len(d) blocks): amax = max|x|, D = amax/127, Q = x·(1/D) rounded to
@@ -1880,5 +2166,111 @@ q6kx4_done:
 	KX4SUM(Z11, Y11, X11, 4)
 	KX4SUM(Z12, Y12, X12, 8)
 	KX4SUM(Z13, Y13, X13, 12)
+	VZEROUPPER
+	RET
+
+// The single-row versions of the K-quants' multi-row kernels (as dot1XxxAVX512):
+// func dot1Q4_KAVX512(w []byte, q []int8, d []float32, bsums []int16, out *float32)
+// func dot1Q6_KAVX512(w []byte, q []int8, d []float32, bsums []int16, out *float32)
+TEXT ·dot1Q4_KAVX512(SB), NOSPLIT, $0-104
+	MOVQ         w_base+0(FP), AX
+	MOVQ         q_base+24(FP), SI
+	MOVQ         d_base+48(FP), DX
+	MOVQ         d_len+56(FP), CX
+	MOVQ         bsums_base+72(FP), BX
+	VPBROADCASTD qc0F<>(SB), Z24
+	K45_IDX
+	VPXORD       Z10, Z10, Z10
+	TESTQ        CX, CX
+	JZ           q4kx1_done
+
+q4kx1_loop:
+	SCALEMIN_K
+	VMOVQ        R11, X6
+	VPMOVZXBD    X6, Y6
+	VMOVQ        R12, X7
+	VPMOVZXBD    X7, Y7
+	VPXORD       Z16, Z16, Z16
+	K45_NIBBLES(16)
+	VPERMD       Z6, Z20, Z9
+	KX4DOT(0(SI), Z16)
+	K45_NIBBLES(48)
+	VPERMD       Z6, Z21, Z9
+	KX4DOT(64(SI), Z16)
+	K45_NIBBLES(80)
+	VPERMD       Z6, Z22, Z9
+	KX4DOT(128(SI), Z16)
+	K45_NIBBLES(112)
+	VPERMD       Z6, Z23, Z9
+	KX4DOT(192(SI), Z16)
+	MOVL         (AX), R8
+	VMOVD        R8, X4
+	VCVTPH2PS    X4, X4
+	KX4FIN((DX), (BX), Z16, Z10)
+	ADDQ         $144, AX
+	ADDQ         $256, SI
+	ADDQ         $4, DX
+	ADDQ         $32, BX
+	DECQ         CX
+	JNZ          q4kx1_loop
+
+q4kx1_done:
+	MOVQ         out+96(FP), DI
+	KX4SUM(Z10, Y10, X10, 0)
+	VZEROUPPER
+	RET
+
+#define Q6X1HALF(qloff, qhoff, xoff0, xoff1, idxa, idxb) \
+	VMOVDQU64    qloff(AX), Z2;                  \
+	VMOVDQU      qhoff(AX), Y3;                  \
+	VPSRLW       $2, Y3, Y4;                     \
+	VINSERTI64X4 $1, Y4, Z3, Z3;                 \
+	VPSRLW       $4, Z2, Z4;                     \
+	VPANDD       Z24, Z4, Z4;                    \
+	VPANDD       Z24, Z2, Z2;                    \
+	VPSLLW       $4, Z3, Z5;                     \
+	VPTERNLOGD   $0xf8, Z27, Z5, Z2;             \
+	VPTERNLOGD   $0xf8, Z27, Z3, Z4;             \
+	VPERMD       Z6, idxa, Z28;                  \
+	VPERMD       Z6, idxb, Z29;                  \
+	Q6X4DOT(xoff0(SI), Z2, Z28, Z16);            \
+	Q6X4DOT(xoff1(SI), Z4, Z29, Z16)
+
+TEXT ·dot1Q6_KAVX512(SB), NOSPLIT, $0-104
+	MOVQ         w_base+0(FP), AX
+	MOVQ         q_base+24(FP), SI
+	MOVQ         d_base+48(FP), DX
+	MOVQ         d_len+56(FP), CX
+	MOVQ         bsums_base+72(FP), BX
+	VPBROADCASTD qc0F<>(SB), Z24
+	VPBROADCASTD qc30<>(SB), Z27
+	VPMOVZXBD    qidx6<>+0(SB), Z20
+	VPMOVZXBD    qidx6<>+16(SB), Z21
+	VPMOVZXBD    qidx6<>+32(SB), Z22
+	VPMOVZXBD    qidx6<>+48(SB), Z23
+	VPXORD       Z10, Z10, Z10
+	TESTQ        CX, CX
+	JZ           q6kx1_done
+
+q6kx1_loop:
+	VPMOVSXBD    192(AX), Z6
+	VPMOVSXBW    192(AX), Y7
+	Q6X4INIT((BX), Z16)
+	Q6X1HALF(0, 128, 0, 64, Z20, Z21)
+	Q6X1HALF(64, 160, 128, 192, Z22, Z23)
+	MOVWLZX      208(AX), R11
+	VMOVD        R11, X4
+	VCVTPH2PS    X4, X4
+	Q6X4FIN((DX), Z16, Z10)
+	ADDQ         $210, AX
+	ADDQ         $256, SI
+	ADDQ         $4, DX
+	ADDQ         $32, BX
+	DECQ         CX
+	JNZ          q6kx1_loop
+
+q6kx1_done:
+	MOVQ         out+96(FP), DI
+	KX4SUM(Z10, Y10, X10, 0)
 	VZEROUPPER
 	RET

@@ -2,7 +2,6 @@ package quant
 
 import (
 	"fmt"
-	"math"
 	"sync"
 
 	"github.com/honeai/hone/internal/gemm"
@@ -180,6 +179,35 @@ func kernel4K(t gguf.TensorType) kern4K {
 	return nil
 }
 
+// kernel1 and kernel1K are the single-row versions of kernel4 and kernel4K (nil where those
+// are): what MatMulT reduces the rows left over from the groups of four with, so that a row
+// gets the same bits either way.
+func kernel1(t gguf.TensorType) kern1 {
+	switch t {
+	case gguf.Q8_0:
+		return dot1Q8_0
+	case gguf.Q4_0:
+		return dot1Q4_0
+	case gguf.Q4_1:
+		return dot1Q4_1
+	case gguf.Q5_0:
+		return dot1Q5_0
+	case gguf.Q5_1:
+		return dot1Q5_1
+	}
+	return nil
+}
+
+func kernel1K(t gguf.TensorType) kern1K {
+	switch t {
+	case gguf.Q4_K:
+		return dot1Q4_K
+	case gguf.Q6_K:
+		return dot1Q6_K
+	}
+	return nil
+}
+
 // kernel4 is t's multi-row kernel, nil for the K-quants (see kernel4K).
 func kernel4(t gguf.TensorType) kern4 {
 	switch t {
@@ -319,47 +347,28 @@ func (w *work) mul(x []float32, rows int, ms []*Matrix, out []float32, ldo int, 
 	w.x, w.ms, w.out = nil, nil, nil
 }
 
-// GEMMRows is the number of activation rows from which MatMulT and MatMulTMany dequantize
-// the weights a tile of rows at a time and multiply them with the f32 GEMM (gemm.Sgemm)
-// instead of quantizing the activations (exact in the activations); 0 never does. The
-// default, -1, decides by the kernels in use, from BenchmarkMatMulT (a 1536 × 768 matrix,
-// GOMAXPROCS=2, best of 4-6 runs interleaved on a loaded 2-core AMD EPYC with AVX-512 VNNI,
-// GMAC/s int8 vs GEMM): where a type's kernel is the Go one (no assembly for this CPU), from
-// 2 rows (the Go kernels reduce about 1 GMAC/s a core); for the types with a multi-row
-// kernel in use (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1; Q4_K and Q6_K with AVX-512 VNNI), from 512
-// rows (Q4_1: 37.9 vs 17.7 at 64 rows, 34.7 vs 28.7 at 128, 40.6 vs 42.6 at 512; Q8_0: 42.0
-// vs 20.2 at 64, 34.7 vs 42.4 at 512; Q4_K: 40.3 vs 27.7 at 128, 31.9 vs 41.7 at 512; Q6_K:
-// 43.4 vs 22.9 at 128, 25.4 vs 38.1 at 512); for the K-quants reduced a row at a time
-// (AVX2), from 128 rows (Q4_K by its AVX-512 row kernel: 49.2 vs 40.6 at 64, 23.1 vs 28.8
-// at 128; Q6_K: 20.3 vs 9.4 at 32, 22.8 vs 33.1 at 128); for packed matrices (Matrix.Pack)
-// never.
-var GEMMRows = -1
+// GEMMRows, when positive, is the number of activation rows from which MatMulT and
+// MatMulTMany dequantize the weights a tile of rows at a time and multiply them with the f32
+// GEMM (gemm.Sgemm) instead of quantizing the activations (exact in the activations); 0 (the
+// default) or less never does. A positive GEMMRows gives up row invariance: a row's product then
+// depends on how many rows it is multiplied with (two arithmetics), which is why it is off.
+// It paid only past 512 rows with the assembly kernels (BenchmarkMatMulT, a 1536 × 768
+// matrix, GOMAXPROCS=2, 2-core AMD EPYC with AVX-512 VNNI, GMAC/s int8 vs GEMM: Q4_1 40.6 vs
+// 42.6 at 512 rows, Q8_0 34.7 vs 42.4; packed matrices never), and with the pure-Go kernels
+// it measured no faster than they are since y = x·Wᵀ runs on gemm's dot kernels
+// (docs/performance.md, "Batch invariance").
+var GEMMRows = 0
 
-// gemmRows is GEMMRows for a product over ms: the least of its matrices' thresholds.
+// gemmRows is GEMMRows for a product over ms (packed matrices never take the GEMM path:
+// their kernels are about twice the multi-row ones).
 func gemmRows(ms []*Matrix) int {
-	if GEMMRows >= 0 {
-		return GEMMRows
-	}
-	g := 0
 	for _, m := range ms {
-		t := 512
-		switch {
-		case m.packed != nil:
-			t = math.MaxInt // the packed kernels: about twice the multi-row ones
-		case goKernel(m.Type):
-			t = 2
-		case kernel4(m.Type) == nil && kernel4K(m.Type) == nil:
-			t = 128
-		}
-		if g == 0 || t < g {
-			g = t
+		if m.packed != nil {
+			return 0
 		}
 	}
-	return g
+	return max(GEMMRows, 0)
 }
-
-// goKernel reports whether t's row kernel in use is the Go one.
-func goKernel(t gguf.TensorType) bool { return Supported(t) && !asmKernelsInUse }
 
 // mulGEMM is MatMulTMany by dequantized tiles of weight rows and gemm.Sgemm.
 func mulGEMM(x []float32, rows int, ms []*Matrix, out []float32, ldo int, accumulate bool) {
@@ -452,8 +461,8 @@ func (w *work) run(ti int) {
 		return
 	}
 	typ, n := m.Type, m.RowBytes()
-	k4, nb := kernel4(typ), w.cols/32
-	k4K, nbK := kernel4K(typ), w.cols/256
+	k4, k1, nb := kernel4(typ), kernel1(typ), w.cols/32
+	k4K, k1K, nbK := kernel4K(typ), kernel1K(typ), w.cols/256
 	a, ak, o := &w.a32, &w.ak, &w.o4[ti]
 	for i0 := t.x0; i0 < t.x1; i0 += xTile {
 		i1 := min(i0+xTile, t.x1)
@@ -475,8 +484,20 @@ func (w *work) run(ti int) {
 					w.out[(i+j)*w.ldo+col] = v
 				}
 			}
+			// The rest one at a time, by the multi-row kernel's single-row version where
+			// there is one (the same bits as among four), else the row kernel.
 			for ; i < i1; i++ {
-				v := w.dot(typ, row, i)
+				var v float32
+				switch { // into o, the work's: a local's address would escape to the heap
+				case k1 != nil:
+					k1(row, a.Q[32*nb*i:32*nb*(i+1)], a.D[nb*i:nb*(i+1)], a.S[nb*i:nb*(i+1)], &o[0])
+					v = o[0]
+				case k1K != nil:
+					k1K(row, ak.Q[256*nbK*i:256*nbK*(i+1)], ak.D[nbK*i:nbK*(i+1)], ak.BSums[16*nbK*i:16*nbK*(i+1)], &o[0])
+					v = o[0]
+				default:
+					v = w.dot(typ, row, i)
+				}
 				if w.acc {
 					w.out[i*w.ldo+col] += v
 				} else {

@@ -257,7 +257,7 @@ func TestRowsView(t *testing.T) {
 }
 
 // TestMatMulTNoGarbage: a steady stream of single-threaded products on quantized activations
-// allocates nothing.
+// allocates nothing, by the multi-row kernels and by the single-row ones (1 and 5 rows).
 func TestMatMulTNoGarbage(t *testing.T) {
 	if raceEnabled {
 		t.Skip("sync.Pool drops items at random under the race detector")
@@ -269,11 +269,13 @@ func TestMatMulTNoGarbage(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, typ := range []gguf.TensorType{gguf.Q4_1, gguf.Q6_K} {
 		m, _ := randomMatrix(t, r, typ, 64, 512)
-		x := randomActs(r, 4*512)
-		out := make([]float32, 4*64)
-		m.MatMulT(x, 4, out, 64, false)
-		if n := testing.AllocsPerRun(20, func() { m.MatMulT(x, 4, out, 64, false) }); n > 0 {
-			t.Errorf("%s: MatMulT allocates %v times per call", typ, n)
+		x := randomActs(r, 5*512)
+		out := make([]float32, 5*64)
+		for _, rows := range []int{1, 4, 5} {
+			m.MatMulT(x, rows, out, 64, false)
+			if n := testing.AllocsPerRun(20, func() { m.MatMulT(x, rows, out, 64, false) }); n > 0 {
+				t.Errorf("%s: MatMulT of %d rows allocates %v times per call", typ, rows, n)
+			}
 		}
 	}
 }
