@@ -11,6 +11,7 @@ import (
 	"github.com/honeai/hone/internal/httpx"
 	"github.com/honeai/hone/internal/membudget"
 	"github.com/honeai/hone/internal/openapi"
+	"github.com/honeai/hone/internal/otlp"
 	"github.com/honeai/hone/internal/studio"
 	"github.com/honeai/hone/internal/trace"
 	"github.com/honeai/hone/internal/traceapi"
@@ -41,6 +42,7 @@ func (s *system) handler() (http.Handler, *httpx.Router, error) {
 	traces.SetHeavy(heavy)
 	traces.Register(r, basic)
 	traces.RegisterGraphQL(r, basic, bearer)
+	traceapi.RegisterOTel(r, httpx.AuthenticateAny(s.keys, traceapi.OTelKeyHeader, limiter), &otlp.Ingester{Trace: s.trace}, s.cfg.MaxBodyBytes)
 
 	chat := &chatapi.API{Models: s.models, Adapters: s.training, MaxLogprobs: s.cfg.Chat.MaxLogprobs,
 		PriorityEnabled: s.cfg.Chat.Policy == "priority", Logger: s.log, Tracer: chatTracer{svc: s.trace}, Responses: s.responses, Heavy: heavy}
