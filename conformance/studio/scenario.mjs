@@ -826,7 +826,8 @@ try {
 
   // ---- Page loads, timed in the browser.
   t = Date.now();
-  for (const [name, url, sel] of [['trace_10000_calls', `/${P}/weave/calls/${seeded.bigRoot}`, '.tree .node'], ['calls_table', `/${P}/weave?all=1`, 'table.calls tbody tr'],
+  for (const [name, url, sel] of [['trace_10000_calls', `/${P}/weave/calls/${seeded.bigRoot}`, '.tree .node'], ['trace_10000_calls_complete', `/${P}/weave/calls/${seeded.bigRoot}`, '.tree[data-complete="10000"]'],
+    ['calls_table', `/${P}/weave?all=1`, 'table.calls tbody tr'],
     ['evaluations', `/${P}/weave/evaluations`, 'td.scores'], ['objects', `/${P}/weave/objects`, 'table.objects tbody tr'],
     ['training', `/${P}/training`, 'table.jobs tbody tr'], ['job_first_curve', `/${P}/training/jobs/${job}`, '.chart[data-chart=loss] canvas'],
     ['job_all_events', `/${P}/training/jobs/${job}`, '.chart[data-chart=loss][data-points="1200"]']]) {
@@ -997,6 +998,13 @@ try {
   check(status === 403, 'the API refuses the other entity: ' + status);
   await p2.screenshot({ path: join(out, '11-other-entity.png') });
   shots.push(join(out, '11-other-entity.png'));
+  // A key refused in the middle of a session (revoked): the sign-in form says so.
+  await provoking(/response 401|status of 401/, async () => {
+    await p2.evaluate(() => sessionStorage.setItem('hone.key', 'hone_revoked_key'));
+    await goto('/', p2);
+    await p2.waitForSelector('#signin-msg .error');
+  });
+  check((await text('#signin-msg .error', p2)).includes('refused the key'), 'a key refused mid-session sends back to the sign-in, saying why: ' + await text('#signin-msg', p2));
   check(errors.length === 0, 'no page errors: ' + errors.join('; '));
 } catch (e) {
   // What the page showed when a check failed, for the Go test's log.

@@ -43,8 +43,9 @@ export async function tr(path, body) {
 }
 
 // calls runs /calls/stream_query and parses its JSON lines as they arrive (a 10,000-call
-// trace is parsed while the rest of it is still on its way).
-export async function calls(body) {
+// trace is parsed while the rest of it is still on its way); progress(rows so far) is called
+// after each part read.
+export async function calls(body, progress) {
   const res = await check(await fetch('/calls/stream_query', {
     method: 'POST', headers: { ...basic(), 'Content-Type': 'application/json', Accept: 'application/jsonl' }, body: JSON.stringify(body),
   }));
@@ -59,6 +60,7 @@ export async function calls(body) {
     for (let i; (i = buf.indexOf('\n', start)) >= 0; start = i + 1) if (i > start) out.push(JSON.parse(buf.slice(start, i)));
     buf = buf.slice(start);
     if (done) break;
+    if (progress && out.length) progress(out);
   }
   if (buf.trim()) out.push(JSON.parse(buf));
   return out;

@@ -22,30 +22,33 @@ export async function callView(root, [entity, project, id]) {
   }
   // The trace's calls (without inputs and outputs) and its usage roll-up, at once. The usage
   // route refuses more than its limit of calls rather than truncate: the tree shows without.
-  const [trace, rolled] = await Promise.all([
-    calls({ project_id: pid, filter: { trace_ids: [call.trace_id] }, sort_by: [{ field: 'started_at', direction: 'asc' }],
-      columns: ['id', 'parent_id', 'op_name', 'display_name', 'started_at', 'ended_at', 'exception', 'summary'] }),
-    tr('/trace/usage', { project_id: pid, filter: { trace_ids: [call.trace_id] }, include_costs: true, limit: 100000 }).then((r) => r.call_usage || {}, () => ({})),
-  ]);
-  if (!trace.some((c) => c.id === call.id)) trace.push(call);
-
-  // Tree: children in start order; a call whose parent is not in the trace is a root.
-  const byId = new Map(trace.map((c) => [c.id, { c, kids: [], depth: 0, s: Date.parse(c.started_at), e: c.ended_at ? Date.parse(c.ended_at) : NaN }]));
-  const roots = [];
-  for (const n of byId.values()) {
-    const p = n.c.parent_id && byId.get(n.c.parent_id);
-    (p ? p.kids : roots).push(n);
-  }
-  const stack = roots.map((n) => [n, 0]);
-  while (stack.length) { const [n, d] = stack.pop(); n.depth = d; for (const k of n.kids) stack.push([k, d + 1]); }
-  // The timeline's span: the trace's first start to its last end (a running call to now).
-  let tStart = Infinity, tEnd = -Infinity;
-  for (const n of byId.values()) { tStart = Math.min(tStart, n.s); tEnd = Math.max(tEnd, isNaN(n.e) ? n.s : n.e); }
-  if (!(tEnd > tStart)) tEnd = tStart + 1;
-  // Open: the roots, and the path down to the call this page is about.
-  const open = new Set(roots.map((n) => n.c.id));
+  // The tree is drawn from the calls read so far while the rest arrive (in start order, so a
+  // call's parent is there before it), and again when all are in.
+  let trace = [call];
+  let rolled = {};
+  let byId = new Map(), roots = [], tStart = 0, tEnd = 1, complete = false;
+  const open = new Set();
+  const closed = new Set(); // roots the user collapsed
   const openPath = (cid) => { for (let n = byId.get(cid); n && n.c.parent_id; n = byId.get(n.c.parent_id)) open.add(n.c.parent_id); };
-  openPath(id);
+  function build() {
+    // Tree: children in start order; a call whose parent is not in the trace is a root.
+    byId = new Map(trace.map((c) => [c.id, { c, kids: [], depth: 0, s: Date.parse(c.started_at), e: c.ended_at ? Date.parse(c.ended_at) : NaN }]));
+    roots = [];
+    for (const n of byId.values()) {
+      const p = n.c.parent_id && byId.get(n.c.parent_id);
+      (p ? p.kids : roots).push(n);
+    }
+    const stack = roots.map((n) => [n, 0]);
+    while (stack.length) { const [n, d] = stack.pop(); n.depth = d; for (const k of n.kids) stack.push([k, d + 1]); }
+    // The timeline's span: the trace's first start to its last end (a running call to now).
+    tStart = Infinity; tEnd = -Infinity;
+    for (const n of byId.values()) { tStart = Math.min(tStart, n.s); tEnd = Math.max(tEnd, isNaN(n.e) ? n.s : n.e); }
+    if (!(tEnd > tStart)) tEnd = tStart + 1;
+    // Open: the roots, and the path down to the call this page is about.
+    for (const r of roots) if (!closed.has(r.c.id)) open.add(r.c.id);
+    openPath(id);
+  }
+  build();
   let selected = id;
   let matches = null; // ids matching the trace search, or null
 
@@ -99,7 +102,7 @@ export async function callView(root, [entity, project, id]) {
     viewport.replaceChildren(spacer, ...frag);
   }
   function toggle(cid) {
-    open.has(cid) ? open.delete(cid) : open.add(cid);
+    if (open.has(cid)) { open.delete(cid); closed.add(cid); } else { open.add(cid); closed.delete(cid); }
     rows = visible();
     drawTree();
   }
@@ -167,21 +170,50 @@ export async function callView(root, [entity, project, id]) {
     clear(found, `${at + 1} of ${plural(order.length, 'match', 'matches')}`);
   }
 
-  const rootCall = roots[0] ? roots[0].c : call;
-  const all = usageTotals(rolled[rootCall.id]);
+  const info = h('span#trace-info');
+  const loadMs = h('span.muted', { id: 'trace-load-ms' });
+  const crumb = h('span');
+  const drawInfo = () => {
+    const rootCall = roots[0] ? roots[0].c : call;
+    const all = usageTotals(rolled[rootCall.id]);
+    clear(crumb, rootCall.display_name || opName(rootCall.op_name));
+    clear(info, complete ? plural(trace.length, 'call') : `${fmtNum(trace.length)} calls so far…`, all.tokens ? ` · ${fmtNum(all.tokens)} tokens` : '', all.cost ? ` · ${fmtCost(all.cost)}` : '',
+      ` · ${fmtMs(tEnd - tStart)}`);
+  };
   root.append(
-    h('div.crumbs', {}, h('a', { href: `${projectBase()}/weave` }, 'Traces'), ' / ', rootCall.display_name || opName(rootCall.op_name)),
-    h('div.traceinfo', {}, h('span', {}, plural(trace.length, 'call'), all.tokens ? ` · ${fmtNum(all.tokens)} tokens` : '', all.cost ? ` · ${fmtCost(all.cost)}` : '',
-      ` · ${fmtMs(tEnd - tStart)}`),
-    h('span.muted', { id: 'trace-load-ms' }, ` · loaded in ${Math.round(performance.now() - t0)} ms`),
-    h('span.spacer'),
-    h('form.inline.tracesearch', { onsubmit: (e) => { e.preventDefault(); runSearch(); } }, search, h('button', { type: 'submit' }, 'Find'), found),
-    h('button#expand-all', { type: 'button', onclick: () => { for (const n of byId.values()) if (n.kids.length) open.add(n.c.id); rows = visible(); drawTree(); } }, 'Expand all'),
-    h('button', { type: 'button', onclick: () => { open.clear(); rows = visible(); drawTree(); } }, 'Collapse all'),
-    h('label.toggle', {}, h('input#timeline-toggle', { type: 'checkbox', checked: timeline, onchange: (e) => { timeline = e.target.checked; localStorage.setItem('hone.timeline', timeline ? '1' : '0'); drawTree(); } }), ' timeline')),
+    h('div.crumbs', {}, h('a', { href: `${projectBase()}/weave` }, 'Traces'), ' / ', crumb),
+    h('div.traceinfo', {}, info, loadMs,
+      h('span.spacer'),
+      h('form.inline.tracesearch', { onsubmit: (e) => { e.preventDefault(); runSearch(); } }, search, h('button', { type: 'submit' }, 'Find'), found),
+      h('button#expand-all', { type: 'button', onclick: () => { for (const n of byId.values()) if (n.kids.length) open.add(n.c.id); closed.clear(); rows = visible(); drawTree(); } }, 'Expand all'),
+      h('button', { type: 'button', onclick: () => { open.clear(); for (const r of roots) closed.add(r.c.id); rows = visible(); drawTree(); } }, 'Collapse all'),
+      h('label.toggle', {}, h('input#timeline-toggle', { type: 'checkbox', checked: timeline, onchange: (e) => { timeline = e.target.checked; localStorage.setItem('hone.timeline', timeline ? '1' : '0'); drawTree(); } }), ' timeline')),
     h('div.split', {}, viewport, detail));
-  drawTree();
-  await select(id);
+  const redraw = () => { build(); rows = visible(); drawTree(); drawInfo(); };
+  redraw();
+  const details = select(id);
+  let last = 0;
+  const [all, usage] = await Promise.all([
+    calls({ project_id: pid, filter: { trace_ids: [call.trace_id] }, sort_by: [{ field: 'started_at', direction: 'asc' }],
+      columns: ['id', 'parent_id', 'op_name', 'display_name', 'started_at', 'ended_at', 'exception', 'summary'] }, (part) => {
+      // Drawn as it arrives, at most every 150 ms.
+      if (performance.now() - last < 150 || !root.isConnected) return;
+      last = performance.now();
+      trace = part.some((c) => c.id === call.id) ? part.slice() : [...part, call];
+      redraw();
+    }),
+    tr('/trace/usage', { project_id: pid, filter: { trace_ids: [call.trace_id] }, include_costs: true, limit: 100000 }).then((r) => r.call_usage || {}, () => ({})),
+  ]);
+  trace = all.some((c) => c.id === call.id) ? all : [...all, call];
+  rolled = usage;
+  complete = true;
+  redraw();
+  await details;
+  const u = detail.querySelector('#usage');
+  const shown = byId.get(selected);
+  if (u && shown && rolled[selected]) u.textContent = usageLine(shown.c, rolled[selected]);
+  viewport.dataset.complete = String(trace.length);
+  loadMs.textContent = ` · loaded in ${Math.round(performance.now() - t0)} ms`;
   scrollTo(id);
   drawTree();
 }
@@ -249,10 +281,16 @@ export function exceptionView(e) {
     h('details', {}, h('summary', {}, 'raw'), h('pre', {}, e)));
 }
 
-function callDetail(pid, c, rolledUsage) {
-  const ref = `weave:///${pid}/call/${c.id}`;
+// usageLine is a call's tokens (with its descendants' once the trace's roll-up is read), cost
+// and requests.
+function usageLine(c, rolledUsage) {
   const own = usageTotals(c.summary && c.summary.usage);
   const sub = usageTotals(rolledUsage);
+  return `${fmtNum(sub.tokens || own.tokens)} with descendants` + (sub.cost ? ` · ${fmtCost(sub.cost)}` : '') + (sub.requests ? ` · ${plural(sub.requests, 'request')}` : '');
+}
+
+function callDetail(pid, c, rolledUsage) {
+  const ref = `weave:///${pid}/call/${c.id}`;
   const fb = h('div.feedback');
   const chat = c.inputs && isMessages(c.inputs.messages);
   const [e, p] = pid.split('/');
@@ -277,7 +315,7 @@ function callDetail(pid, c, rolledUsage) {
       h('dt', {}, 'Op'), h('dd', {}, c.op_name.startsWith('weave:///') ? h('a', { href: opHref(c.op_name) }, opName(c.op_name), h('span.muted', {}, ' (op source)')) : c.op_name),
       h('dt', {}, 'Started'), h('dd', {}, fmtTime(c.started_at)),
       h('dt', {}, 'Latency'), h('dd', {}, fmtMs(latencyOf(c))),
-      h('dt', {}, 'Tokens'), h('dd', { id: 'usage' }, `${fmtNum(sub.tokens || own.tokens)} with descendants`, sub.cost ? ` · ${fmtCost(sub.cost)}` : '', sub.requests ? ` · ${plural(sub.requests, 'request')}` : '')),
+      h('dt', {}, 'Tokens'), h('dd', { id: 'usage' }, usageLine(c, rolledUsage))),
     c.exception ? exceptionView(c.exception) : '',
     h('h3', {}, 'Inputs ', copyButton(() => JSON.stringify(c.inputs, null, 2), 'Copy')), ioView(c.inputs),
     h('h3', {}, 'Output ', c.output !== undefined && c.output !== null ? copyButton(() => (typeof c.output === 'string' ? c.output : JSON.stringify(c.output, null, 2)), 'Copy') : ''),
