@@ -1,0 +1,62 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestConformanceOTelPython: the real OpenTelemetry SDK with its OTLP/HTTP protobuf exporter
+// and three instrumentations of the OpenAI client (openinference-instrumentation-openai,
+// opentelemetry-instrumentation-openai-v2, OpenLLMetry's opentelemetry-instrumentation-openai),
+// pinned in conformance/otel-py, trace an application whose client calls Hone's chat
+// completions; the spans arrive through /otel/v1/traces (wandb-api-key, Basic with the
+// project_id header and gzip, Bearer) and are read back through /calls/stream_query,
+// /trace/usage and the Weave SDK (conformance/otel-py/scenario.py), on both stores.
+func TestConformanceOTelPython(t *testing.T) {
+	py := venvPython(t, "HONE_OTEL_PYTHON", "otel-py",
+		"import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.http, openinference.instrumentation.openai, opentelemetry.instrumentation.openai_v2, opentelemetry.instrumentation.openai, weave")
+	if py == "" {
+		skipOrFail(t, "no Python with the OpenTelemetry SDK and instrumentations (set HONE_OTEL_PYTHON or run scripts/test-setup.sh)")
+	}
+	forEachFaultStore(t, func(t *testing.T, st faultStore) {
+		data := t.TempDir()
+		s := startServer(t, data, st.args...)
+		key := initialKey(t, data)
+		line := runScenario(t, 5*time.Minute, []string{"HONE_URL=" + s.url, "HONE_KEY=" + key,
+			"WF_TRACE_SERVER_URL=" + s.url, "WANDB_BASE_URL=" + s.url, "WANDB_API_KEY=" + key,
+			"WEAVE_PRINT_CALL_LINK=false", "WANDB_SILENT=true", "WEAVE_DISABLED=false", "WEAVE_USE_SERVER_CACHE=false",
+			"OTEL_SDK_DISABLED=false", "OTEL_TRACES_EXPORTER=otlp"},
+			py, filepath.Join(repoRoot(t), "conformance", "otel-py", "scenario.py"))
+		var res map[string]json.RawMessage
+		if err := json.Unmarshal(line, &res); err != nil {
+			t.Fatalf("no result: %v\n%s", err, line)
+		}
+		for _, kind := range []string{"openinference", "openai-v2", "openllmetry"} {
+			var r struct {
+				Usage struct {
+					Requests         int `json:"requests"`
+					PromptTokens     int `json:"prompt_tokens"`
+					CompletionTokens int `json:"completion_tokens"`
+				} `json:"usage"`
+				StudioChat []bool `json:"studio_chat"`
+				WeaveCalls int    `json:"weave_calls"`
+				Exported   int    `json:"exported"`
+			}
+			if err := json.Unmarshal(res[kind], &r); err != nil {
+				t.Fatalf("%s: %v in %s", kind, err, line)
+			}
+			if r.Exported != 3 || r.WeaveCalls != 3 || r.Usage.Requests != 2 || r.Usage.PromptTokens == 0 || r.Usage.CompletionTokens == 0 ||
+				len(r.StudioChat) != 2 || !r.StudioChat[0] || !r.StudioChat[1] {
+				t.Errorf("%s: %s", kind, res[kind])
+			}
+		}
+		var ps struct {
+			RejectedSpans int64 `json:"rejected_spans"`
+		}
+		if json.Unmarshal(res["partial_success"], &ps); ps.RejectedSpans != 1 {
+			t.Errorf("partial success: %s", res["partial_success"])
+		}
+	})
+}
