@@ -963,6 +963,15 @@ try {
         return { sw: document.documentElement.scrollWidth, iw: innerWidth, hdr: hdr.scrollWidth - hdr.clientWidth, so: so.right <= innerWidth && so.left >= 0, out };
       });
       check(m.sw <= m.iw && m.hdr <= 0 && m.so, `${name} at ${w} px fits (page ${m.sw} px, header overflow ${m.hdr}, Sign out on screen ${m.so}; past the edge: ${m.out.join(', ')})`);
+      if (name === 'calls' && w < 400) {
+        // The menus open on screen.
+        for (const sel of ['details.colpicker:not(#export)', '#export']) {
+          await page.click(sel + ' > summary');
+          const r = await page.$eval(sel + ' .menu', (m) => { const b = m.getBoundingClientRect(); return b.left >= 0 && b.right <= innerWidth; });
+          check(r, `the ${sel} menu on screen at ${w} px`);
+          await page.click(sel + ' > summary');
+        }
+      }
       const bad = await contrast();
       check(bad.length === 0, `${name} at ${w} px, ${theme}: text contrast AA: ${bad.join('; ')}`);
       if (name === 'job' && w >= 1440) {

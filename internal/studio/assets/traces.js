@@ -392,7 +392,7 @@ async function addToDataset(pid, ids) {
     const { objs } = await tr('/objs/query', { project_id: pid, filter: { base_object_classes: ['Dataset'], latest_only: true }, metadata_only: true, limit: 200 });
     names = objs.map((o) => o.object_id);
   } catch { /* a new name only */ }
-  const input = h('input#dataset-name', { name: 'dataset', required: true, list: 'dataset-names', value: names[0] || `${pid.split('/')[1]}-sft`, pattern: '[A-Za-z0-9._\\-]+', 'aria-label': 'Dataset name' });
+  const input = h('input#dataset-name', { name: 'dataset', required: true, list: 'dataset-names', value: localStorage.getItem('hone.dataset.' + pid) || `${pid.split('/')[1]}-sft`, pattern: '[A-Za-z0-9._\\-]+', 'aria-label': 'Dataset name' });
   const kind = h('select', { name: 'kind', 'aria-label': 'Kind' }, h('option', { value: 'sft' }, 'SFT examples (messages and the reply)'), h('option', { value: 'rl' }, 'RL trajectory groups (rewards from feedback)'));
   const msg = h('div');
   const d = h('dialog.confirm#dataset-dialog', { 'aria-label': 'Add to dataset' },
@@ -401,6 +401,7 @@ async function addToDataset(pid, ids) {
       e.preventDefault();
       clear(msg, spinner('Adding…'));
       try {
+        localStorage.setItem('hone.dataset.' + pid, input.value.trim()); // the next time's default
         const r = await v1('POST', '/v1/preview/datasets/from-calls', { project: pid, name: input.value.trim(), kind: kind.value, append: true,
           query: { $expr: { $in: [{ $getField: 'id' }, ids.map((x) => ({ $literal: x }))] } } });
         const [e2, p2] = pid.split('/');
