@@ -69,19 +69,43 @@ func peakRSSMB() float64 {
 	return 0
 }
 
+// benchTurnTokens are the token rows the -rows cases train (ChatML's <|im_end|> and
+// <|im_start|> in SmolLM2's and Qwen's vocabularies: ids 1 and 2 stand in), each placed in
+// the sequence every 64 tokens, as a chat's turn markers are.
+var benchTurnTokens = []int{1, 2}
+
+// benchSeq is the benchmarks' 512-token sequence.
+func benchSeq(m *model.Model, rows bool) []int {
+	rng := rand.New(rand.NewPCG(1, 1))
+	toks := make([]int, 512)
+	for i := range toks {
+		toks[i] = rng.IntN(m.Config.VocabSize)
+		if rows && i%64 == 63 {
+			toks[i] = benchTurnTokens[i/64%2]
+		}
+	}
+	return toks
+}
+
 // BenchmarkSFTStep: one LoRA SFT step (forward, backward, AdamW) on one 512-token sequence,
 // rank 16 on all seven modules, every token learned. Metrics: tokens/s and peak RSS. The
-// -q8_0 and -q4_k cases train on the bf16 model quantized at load (QLoRA).
+// -q8_0 and -q4_k cases train on the bf16 model quantized at load (QLoRA); the -rows cases
+// train two token rows beside the adapter (trainable_tokens), tokens the sequence holds.
 func BenchmarkSFTStep(b *testing.B) {
 	for _, c := range []struct {
 		name, dtype string
 		q           gguf.TensorType
-	}{{"smollm2-135m", "f32", gguf.F32}, {"smollm2-135m", "bf16", gguf.F32}, {"qwen2.5-0.5b", "bf16", gguf.F32},
-		{"smollm2-135m", "bf16", gguf.Q8_0}, {"smollm2-135m", "bf16", gguf.Q4_K},
-		{"qwen2.5-0.5b", "bf16", gguf.Q8_0}, {"qwen2.5-0.5b", "bf16", gguf.Q4_K}} {
+		rows        bool
+	}{{"smollm2-135m", "f32", gguf.F32, false}, {"smollm2-135m", "bf16", gguf.F32, false}, {"qwen2.5-0.5b", "bf16", gguf.F32, false},
+		{"smollm2-135m", "bf16", gguf.Q8_0, false}, {"smollm2-135m", "bf16", gguf.Q4_K, false},
+		{"qwen2.5-0.5b", "bf16", gguf.Q8_0, false}, {"qwen2.5-0.5b", "bf16", gguf.Q4_K, false},
+		{"smollm2-135m", "f32", gguf.F32, true}, {"smollm2-135m", "bf16", gguf.F32, true}, {"smollm2-135m", "bf16", gguf.Q8_0, true}} {
 		sub := c.name + "-" + c.dtype
 		if c.q != gguf.F32 {
 			sub += "-" + strings.ToLower(c.q.String())
+		}
+		if c.rows {
+			sub += "-rows"
 		}
 		b.Run(sub, func(b *testing.B) {
 			if c.name == "qwen2.5-0.5b" && os.Getenv("HONE_BENCH_QWEN") == "" {
@@ -89,12 +113,13 @@ func BenchmarkSFTStep(b *testing.B) {
 			}
 			m := benchModelQ(b, c.name, c.dtype, c.q)
 			a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 16, Alpha: 32, Seed: 1})
-			e, _ := NewTrainer(m, a)
-			rng := rand.New(rand.NewPCG(1, 1))
-			toks := make([]int, 512)
-			for i := range toks {
-				toks[i] = rng.IntN(m.Config.VocabSize)
+			if c.rows {
+				if _, err := AddTokenRows(m, a, benchTurnTokens); err != nil {
+					b.Fatal(err)
+				}
 			}
+			e, _ := NewTrainer(m, a)
+			toks := benchSeq(m, c.rows)
 			pk := Packed{Seq: Seq{Tokens: toks, Segments: []int{0}}, Train: make([]bool, len(toks))}
 			for i := 1; i < len(toks); i++ {
 				pk.Train[i] = true
@@ -112,6 +137,56 @@ func BenchmarkSFTStep(b *testing.B) {
 			b.ReportMetric(float64(512*b.N)/time.Since(start).Seconds(), "tokens/s")
 			// CPU time per step (all threads): on a machine shared with other work it moves
 			// less than the wall-clock rate does.
+			b.ReportMetric((cpuSeconds()-cpu0)/float64(b.N), "cpu-s/step")
+			b.ReportMetric(peakRSSMB(), "peak-RSS-MB")
+		})
+	}
+}
+
+// BenchmarkRLStep: one RL step's pass (forward, the head's statistics, the coefficients,
+// the head again and backward, AdamW) on one 512-token sequence whose second half is sampled
+// (Seq.Need), rank 16 on all seven modules; -rows with two token rows as BenchmarkSFTStep's.
+func BenchmarkRLStep(b *testing.B) {
+	for _, c := range []struct {
+		dtype string
+		rows  bool
+	}{{"f32", false}, {"f32", true}} {
+		sub := "smollm2-135m-" + c.dtype
+		if c.rows {
+			sub += "-rows"
+		}
+		b.Run(sub, func(b *testing.B) {
+			m := benchModelQ(b, "smollm2-135m", c.dtype, gguf.F32)
+			a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 16, Alpha: 32, Seed: 1})
+			if c.rows {
+				if _, err := AddTokenRows(m, a, benchTurnTokens); err != nil {
+					b.Fatal(err)
+				}
+			}
+			e, _ := NewTrainer(m, a)
+			s := Seq{Tokens: benchSeq(m, c.rows), Need: make([]bool, 512)}
+			for i := 256; i < 511; i++ {
+				s.Need[i] = true
+			}
+			coef := func(st TokenStats) []float32 {
+				g := make([]float32, len(st.Logp))
+				for i := range g {
+					if s.Need[i] {
+						g[i] = -(1 + st.Logp[i]*0.01) / 255 // a loss that depends on the statistics
+					}
+				}
+				return g
+			}
+			o := NewAdamW(0)
+			b.ResetTimer()
+			start, cpu0 := time.Now(), cpuSeconds()
+			for i := 0; i < b.N; i++ {
+				e.G.Zero()
+				e.ForwardBackward(s, coef)
+				e.G.Clip(1)
+				o.Update(e.A, e.G, 1e-5)
+			}
+			b.ReportMetric(float64(512*b.N)/time.Since(start).Seconds(), "tokens/s")
 			b.ReportMetric((cpuSeconds()-cpu0)/float64(b.N), "cpu-s/step")
 			b.ReportMetric(peakRSSMB(), "peak-RSS-MB")
 		})

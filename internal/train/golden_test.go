@@ -37,43 +37,71 @@ func TestGradientsMatchPyTorch(t *testing.T) {
 }
 
 // TestPeftLoadsHoneCheckpoint: HF peft reads a checkpoint Hone wrote and computes the same
-// next-token log-probabilities. Needs a Python with torch, transformers and peft named by
-// HONE_TORCH_PYTHON (scripts/train-goldens/requirements.txt); skipped without one.
+// next-token log-probabilities: a plain LoRA, and with trainable token rows (moved from the
+// base's, tokens the sequence holds and predicts) on an untied Llama (the embedding's and the
+// head's rows), a tied one and a Gemma 3 (scaled embedding), as PEFT's trainable_token_indices.
+// Needs a Python with torch, transformers and peft named by HONE_TORCH_PYTHON
+// (scripts/train-goldens/requirements.txt); skipped without one.
 func TestPeftLoadsHoneCheckpoint(t *testing.T) {
 	py := os.Getenv("HONE_TORCH_PYTHON")
 	if py == "" {
 		t.Skip("set HONE_TORCH_PYTHON to a Python with torch, transformers and peft")
 	}
-	dir := filepath.Join(t.TempDir(), "m")
-	if err := synth.Write(dir, goldenModel()); err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.Load(dir, model.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 4, Alpha: 8, Seed: 4, Targets: []string{"q_proj", "v_proj", "down_proj"}})
-	randomise(a, 6)
-	ck := filepath.Join(t.TempDir(), "ck")
-	if err := SaveCheckpoint(ck, a, Checkpoint{BaseModel: dir}); err != nil {
-		t.Fatal(err)
-	}
-	e, _ := NewTrainer(m, a)
-	tokens := []int{5, 17, 200, 3, 99, 41, 7, 300, 12}
-	want := e.Logprobs(Seq{Tokens: tokens}, a)
-	tj, _ := json.Marshal(tokens)
-	out, err := exec.Command(py, "../../scripts/train-goldens/peft_load.py", dir, ck, string(tj)).Output()
-	if err != nil {
-		t.Fatalf("peft: %v", err)
-	}
-	var got []float64
-	if err := json.Unmarshal(out[bytes.LastIndexByte(bytes.TrimSpace(out), '\n')+1:], &got); err != nil {
-		t.Fatalf("peft output %q: %v", out, err)
-	}
-	for i, g := range got {
-		if math.Abs(g-float64(want.Logp[i])) > 1e-4*math.Max(1, math.Abs(g)) {
-			t.Fatalf("position %d: peft %.6f, Hone %.6f", i, g, want.Logp[i])
-		}
+	for _, c := range []struct {
+		name, arch string
+		tied, rows bool
+	}{{"lora", "llama", false, false}, {"rows-untied", "llama", false, true}, {"rows-tied", "llama", true, true}, {"rows-gemma3", "gemma3", true, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "m")
+			o := goldenModel()
+			if c.arch != "llama" {
+				o = synth.Tiny(c.arch)
+				o.Std = 0.2
+			}
+			o.Tied = c.tied
+			if err := synth.Write(dir, o); err != nil {
+				t.Fatal(err)
+			}
+			m, err := model.Load(dir, model.LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 4, Alpha: 8, Seed: 4, Targets: []string{"q_proj", "v_proj", "down_proj"}})
+			randomise(a, 6)
+			tokens := []int{5, 17, 200, 3, 99, 41, 7, 300, 12, 17}
+			if c.rows {
+				if _, err := AddTokenRows(m, a, []int{17, 300, 2}); err != nil {
+					t.Fatal(err)
+				}
+				moveRows(a.EmbedTokens, 1)
+				if !c.tied {
+					moveRows(a.HeadTokens, 2)
+				}
+			}
+			ck := filepath.Join(t.TempDir(), "ck")
+			if err := SaveCheckpoint(ck, a, Checkpoint{BaseModel: dir}); err != nil {
+				t.Fatal(err)
+			}
+			e, _ := NewTrainer(m, a)
+			want := e.Logprobs(Seq{Tokens: tokens}, a)
+			tj, _ := json.Marshal(tokens)
+			out, err := exec.Command(py, "../../scripts/train-goldens/peft_load.py", dir, ck, string(tj)).Output()
+			if err != nil {
+				t.Fatalf("peft: %v", err)
+			}
+			var got []float64
+			if err := json.Unmarshal(out[bytes.LastIndexByte(bytes.TrimSpace(out), '\n')+1:], &got); err != nil {
+				t.Fatalf("peft output %q: %v", out, err)
+			}
+			if len(got) != len(tokens)-1 {
+				t.Fatalf("peft gave %d log-probabilities", len(got))
+			}
+			for i, g := range got {
+				if math.Abs(g-float64(want.Logp[i])) > 1e-4*math.Max(1, math.Abs(g)) {
+					t.Fatalf("position %d: peft %.6f, Hone %.6f", i, g, want.Logp[i])
+				}
+			}
+		})
 	}
 }
 
