@@ -30,9 +30,11 @@ var pairChoice struct {
 // BF16PairRows returns the fewest rows from which a product by bf16 weights is faster in
 // bf16 arithmetic (PackBF16Pairs) than in f32 arithmetic (PackHalfB) with the implementation
 // in use, or 0 when it never is (no AVX512_BF16 or AMX, or measured slower): 64 with AMX
-// tiles; with VDPBF16PS, 1 when the pair kernels were measured faster both at one row and at
-// the full row block, 16 when only at the full block, else 0. The environment variable
-// HONE_BF16_PAIRS=off gives 0, =on gives 1 (tests, benchmarks).
+// tiles; with VDPBF16PS, 1 when the pair kernels were measured faster at the full row block,
+// else 0 (never a row count between: a model whose passes took one arithmetic below it and
+// the other above would give a sequence different bits depending on what shares its pass;
+// at one row, decode, both read the same 16-bit weights from memory). The environment
+// variable HONE_BF16_PAIRS=off gives 0, =on gives 1 (tests, benchmarks).
 func BF16PairRows() int {
 	im := current.Load()
 	switch os.Getenv("HONE_BF16_PAIRS") {
@@ -61,9 +63,10 @@ func BF16PairRows() int {
 }
 
 // calibratePairs times the pair kernels against the bf16-widening f32 kernels on the same
-// multiply-adds (one row with the streaming kernels, and im.mr rows), best of a few rounds
-// so that a busy core misleads it little, and returns BF16PairRows's answer. Pairs must
-// win by 10% to be chosen. It takes about a millisecond.
+// multiply-adds at the full row block (im.mr rows), best of a few rounds so that a busy core
+// misleads it little, and returns BF16PairRows's answer. Pairs must win by 10% to be
+// chosen. It takes about a millisecond. (It also timed one row, and answered 16 when pairs
+// won only at the block; that made the arithmetic depend on a pass's row count.)
 func calibratePairs(im *impl) int {
 	const kp = 64 // depth pairs: B is 8 KiB either way (in L1)
 	rows := min(im.mr, len(im.pair))
@@ -91,25 +94,13 @@ func calibratePairs(im *impl) int {
 		}
 		return d
 	}
-	faster := func(r int, pair pairFn, f32 microFn) bool {
+	faster := func(pair pairFn, f32 microFn) bool {
 		tp := best(func() { pair(kp, &a[0], &b[0], &c[0], panelW) })
 		tf := best(func() { f32(2*kp, &af[0], unsafe.Pointer(&b[0]), panelW, &c[0], panelW) })
 		return float64(tp) < 0.9*float64(tf)
 	}
-	one := im.pair[0]
-	if len(im.pairStream) > 0 {
-		one = im.pairStream[0]
-	}
-	oneF := im.microRows[kindBF16][0]
-	if im.streamIm != nil {
-		oneF = im.streamIm.microRows[kindBF16][0]
-	}
-	block := faster(rows, im.pair[rows-1], im.microRows[kindBF16][rows-1])
-	switch {
-	case !block:
-		return 0
-	case faster(1, one, oneF):
+	if faster(im.pair[rows-1], im.microRows[kindBF16][rows-1]) {
 		return 1
 	}
-	return 16
+	return 0
 }

@@ -319,7 +319,7 @@ func BenchmarkBF16Decode(b *testing.B) {
 func TestBF16PairRows(t *testing.T) {
 	r := BF16PairRows()
 	switch r {
-	case 0, 1, 16, amxPairRows:
+	case 0, 1, amxPairRows:
 	default:
 		t.Fatalf("BF16PairRows = %d", r)
 	}

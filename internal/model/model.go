@@ -29,7 +29,6 @@ package model
 import (
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -758,13 +757,18 @@ func (m *Model) attention(l int, b *batch) {
 			out := b.attn[r0*qd+qh*hd:]
 			gemm.Sgemm(false, true, n, w, hd, scale, Q, qd, K, hd, 0, S, w)
 			for r := 0; r < n; r++ {
+				// The softmax over exactly the positions a decode step of this row takes,
+				// [rlo, limit) (so that its vector and scalar parts fall on the same
+				// elements), the rest of the row 0: a row's attention is the same bits
+				// whatever the rows beside it (docs/engine.md, "Batch invariance").
 				limit := b.pos[r0+r] + 1
+				rlo := m.windowFrom(l, limit-1, bs)
 				row := S[r*w : (r+1)*w]
-				for p := limit - lo; p < w; p++ {
-					row[p] = float32(math.Inf(-1))
-				}
-				m.maskScoresFrom(l, row[:limit-lo], limit-1, lo)
-				kernels.Softmax(row)
+				seg := row[rlo-lo : limit-lo]
+				m.maskScoresFrom(l, seg, limit-1, rlo)
+				kernels.Softmax(seg)
+				clear(row[:rlo-lo])
+				clear(row[limit-lo:])
 			}
 			gemm.Sgemm(false, false, n, hd, w, 1, S, w, V, hd, 0, out, qd)
 		}
