@@ -46,10 +46,13 @@ func Exp(x float32) float32 {
 }
 
 // ExpAffine sets dst[i] = e^(a·src[i]+b) for every i < len(src) and returns the sum of the
-// results (dst may be src). Blocks of 16 run on the AVX-512 kernel where the CPU has it (the
-// algorithm of Exp, sixteen lanes at a time; it also returns subnormal results where Exp
-// returns 0, between -103.3 and -87.34), the rest on Exp. −Inf gives 0, as masked logits
-// need. Softmax, log-sum-exp and sigmoid use it.
+// results (dst may be src). Where the CPU has AVX-512 every element runs on the vector kernel
+// (the algorithm of Exp, sixteen lanes at a time, within 2 ulp of Exp; it also returns
+// subnormal results where Exp returns 0, between -103.3 and -87.34): blocks of 16, then the
+// rest padded to 16, so that an element's exponential is the same bits wherever it falls in
+// src (SwiGLU's flat rows: batch invariance). Elsewhere Exp. −Inf gives 0, as masked logits
+// need. The sum adds the blocks' lanes, then the rest one by one. Softmax, log-sum-exp and
+// sigmoid use it.
 func ExpAffine(dst, src []float32, a, b float32) float32 {
 	dst = dst[:len(src)]
 	n := 0
@@ -57,6 +60,16 @@ func ExpAffine(dst, src []float32, a, b float32) float32 {
 	if hasVector && len(src) >= 16 {
 		n = len(src) &^ 15
 		s = expVector(n, &dst[0], &src[0], a, b)
+	}
+	if hasVector && n < len(src) {
+		var in, out [16]float32
+		copy(in[:], src[n:])
+		expVector(16, &out[0], &in[0], a, b)
+		for i, e := range out[:len(src)-n] {
+			dst[n+i] = e
+			s += e
+		}
+		return s
 	}
 	for i := n; i < len(src); i++ {
 		e := Exp(a*src[i] + b)

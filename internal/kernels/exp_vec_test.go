@@ -99,3 +99,51 @@ func TestMaxScale(t *testing.T) {
 		}
 	}
 }
+
+// TestExpAffineWhereverItFalls: an element's exponential is the same bits whatever the slice
+// it falls in (its offset and the slice's length: whole blocks of 16 or the rest), so that a
+// row of SwiGLU's flat input, or a softmax row, gets the same values wherever it lies.
+func TestExpAffineWhereverItFalls(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	src := make([]float32, 100)
+	for i := range src {
+		src[i] = float32(rng.Float64()*40 - 20)
+	}
+	want := make([]float32, len(src))
+	for i, v := range src {
+		ExpAffine(want[i:i+1], []float32{v}, -1, 0.5)
+	}
+	for lo := range 20 {
+		for hi := lo; hi <= len(src); hi += 7 {
+			dst := make([]float32, hi-lo)
+			ExpAffine(dst, src[lo:hi], -1, 0.5)
+			for i, v := range dst {
+				if math.Float32bits(v) != math.Float32bits(want[lo+i]) {
+					t.Fatalf("src[%d:%d]: element %d = %v, alone %v", lo, hi, lo+i, v, want[lo+i])
+				}
+			}
+		}
+	}
+}
+
+// TestSwiGLURowInvariance: SwiGLU over rows of a width that is not a multiple of 16 gives
+// each row the same bits as that row alone.
+func TestSwiGLURowInvariance(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	const width, rows = 37, 9
+	gate, up := make([]float32, width*rows), make([]float32, width*rows)
+	for i := range gate {
+		gate[i], up[i] = float32(rng.NormFloat64()*3), float32(rng.NormFloat64())
+	}
+	out := make([]float32, width*rows)
+	SwiGLU(out, nil, gate, up)
+	for r := range rows {
+		one := make([]float32, width)
+		SwiGLU(one, nil, gate[r*width:(r+1)*width], up[r*width:(r+1)*width])
+		for j, v := range one {
+			if math.Float32bits(v) != math.Float32bits(out[r*width+j]) {
+				t.Fatalf("row %d, element %d: %v alone, %v among %d rows", r, j, v, out[r*width+j], rows)
+			}
+		}
+	}
+}
