@@ -23,6 +23,7 @@ type invariantModel struct {
 	kv        model.KVDType
 	blockSize int
 	check     gguf.TensorType // a quantized type the matrices must have (F32: none)
+	lora      bool            // the prompt runs with a LoRA adapter (its neighbours without)
 }
 
 // invarianceBase is a tiny Llama whose rows are long enough for the K-quants (256) and
@@ -163,6 +164,8 @@ func invariantModels() []invariantModel {
 				m.BF16MinRows = 1
 			})},
 		invariantModel{name: "llama f16", load: loadSynthF16(base), kv: model.KVF16, blockSize: 16},
+		invariantModel{name: "llama f32 with a LoRA adapter", load: loadSynth(base, f32, nil), kv: model.KVF32, blockSize: 16, lora: true},
+		invariantModel{name: "llama Q4_1 (GGUF) with a LoRA adapter", load: loadSynthGGUF(base, gguf.Q4_1), kv: model.KVF16, blockSize: 16, lora: true},
 	)
 	for _, typ := range []gguf.TensorType{gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K} {
 		ms = append(ms,
@@ -202,7 +205,8 @@ func chunkings(n int) [][]int {
 // type from a GGUF (packed where the CPU packs it) and from --quantize, f32 and f16 KV
 // caches, sliding windows (Gemma 2 and 3, Mistral; windows of 8 over 45 tokens, blocks of
 // 4), soft-caps (Gemma 2), query/key norms (Qwen3), routed experts (Qwen3-MoE, f32 and
-// quantized) and Phi-3 (within its original context: LongRoPE's factors depend on a
+// quantized), a LoRA adapter (the prompt's and a neighbour's, the other without) and Phi-3
+// (within its original context: LongRoPE's factors depend on a
 // sequence's length by design, docs/engine.md "Batch invariance"). So the prefix cache,
 // chunked prefill and batching do not change a sequence's output.
 func TestForwardBatchInvariance(t *testing.T) {
@@ -212,6 +216,15 @@ func TestForwardBatchInvariance(t *testing.T) {
 			m := im.load(t)
 			if im.check != gguf.F32 {
 				checkQuantized(t, m, im.check)
+			}
+			var adapter *model.LoRA
+			if im.lora {
+				dir := t.TempDir()
+				writeLoRA(t, m, dir, 4, 8, model.Modules, 1)
+				var err error
+				if adapter, err = model.LoadLoRA(dir, &m.Config); err != nil {
+					t.Fatal(err)
+				}
 			}
 			r := rand.New(rand.NewPCG(71, 72))
 			toks := func(n int) []int {
@@ -252,7 +265,7 @@ func TestForwardBatchInvariance(t *testing.T) {
 					var got [][]float32
 					p := 0
 					for _, c := range chunks {
-						steps := []model.Step{{Seq: seq, Tokens: prompt[p : p+c], LogitsAt: all(c)}}
+						steps := []model.Step{{Seq: seq, Tokens: prompt[p : p+c], LogitsAt: all(c), Adapter: adapter}}
 						if beside {
 							if op < len(other) {
 								n := min(7, len(other)-op)
@@ -261,7 +274,7 @@ func TestForwardBatchInvariance(t *testing.T) {
 							} else {
 								steps = append(steps, model.Step{Seq: os, Tokens: []int{p % m.Config.VocabSize}, LogitsAt: []int{0}})
 							}
-							steps = append(steps, model.Step{Seq: ts, Tokens: []int{(3 * p) % m.Config.VocabSize}, LogitsAt: []int{0}})
+							steps = append(steps, model.Step{Seq: ts, Tokens: []int{(3 * p) % m.Config.VocabSize}, LogitsAt: []int{0}, Adapter: adapter})
 							// The prompt's step in the middle, so that its rows start past others'.
 							steps[0], steps[1] = steps[1], steps[0]
 						}
