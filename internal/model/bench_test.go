@@ -116,15 +116,22 @@ func peakRSSMB() float64 {
 	return 0
 }
 
-// BenchmarkPrefill measures prompt processing: batch sequences of 128 tokens each in one
-// forward pass (logits of the last position only, as serving asks).
+// BenchmarkPrefill measures prompt processing: batch sequences of 128 tokens each (or
+// HONE_BENCH_PREFILL_LEN: attention's share grows with it) in one forward pass (logits of the
+// last position only, as serving asks).
 func BenchmarkPrefill(b *testing.B) {
+	n := 128
+	if v := os.Getenv("HONE_BENCH_PREFILL_LEN"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			b.Fatalf("HONE_BENCH_PREFILL_LEN=%q", v)
+		}
+	}
 	for _, dtype := range benchDTypes() {
 		for _, batch := range []int{1, 16} {
 			b.Run(fmt.Sprintf("%s/batch%d", dtype, batch), func(b *testing.B) {
 				m := smolLM2(b, dtype)
-				const n = 128
-				cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: batch * n / 16, DType: benchKV(b)})
+				cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: batch * (n + 15) / 16, DType: benchKV(b)})
 				rng := rand.New(rand.NewPCG(1, 1))
 				steps := make([]model.Step, batch)
 				for i := range steps {
