@@ -84,6 +84,16 @@ func TestPeftLoadsHoneCheckpoint(t *testing.T) {
 			}
 			e, _ := NewTrainer(m, a)
 			want := e.Logprobs(Seq{Tokens: tokens}, a)
+			if c.rows { // the rows matter: without them the log-probabilities differ
+				plain := &model.LoRA{Rank: a.Rank, Alpha: a.Alpha, Scaling: a.Scaling, Targets: a.Targets, Layers: a.Layers}
+				without, differ := e.Logprobs(Seq{Tokens: tokens}, plain), false
+				for i := range without.Logp {
+					differ = differ || math.Abs(float64(without.Logp[i]-want.Logp[i])) > 1e-2
+				}
+				if !differ {
+					t.Fatal("the token rows change no log-probability")
+				}
+			}
 			tj, _ := json.Marshal(tokens)
 			out, err := exec.Command(py, "../../scripts/train-goldens/peft_load.py", dir, ck, string(tj)).Output()
 			if err != nil {
