@@ -77,6 +77,9 @@ func (s *system) loadServed(name, path string, opts serving.LoadOptions, now int
 		t = tpls[""]
 	}
 	opts.ChatTemplate, opts.ChatTemplateFrom = t.src, t.from
+	if s.metrics != nil {
+		opts.Engine.Observer = s.metrics.Serving.Model(name) // vLLM's latency histograms
+	}
 	m, err := serving.Load(name, path, opts, now)
 	if errors.Is(err, serving.ErrNoChatTemplate) {
 		return nil, fmt.Errorf("%w; give it one with --chat-template %s=FILE", err, name)

@@ -55,6 +55,11 @@ func (s *system) handler() (http.Handler, *httpx.Router, error) {
 		return nil, nil, err
 	}
 
+	if s.cfg.MetricsOnAPI { // GET /metrics on the API port, behind a key (--metrics-on-api)
+		r.Group(httpx.AuthenticateAny(s.keys, "", limiter)).Secured(openapi.BearerAuth).Handle("GET /metrics", s.metrics.Handler(),
+			&openapi.Operation{Summary: "Prometheus metrics of this node (--metrics-on-api; docs/deploy.md)", Tags: []string{"service"},
+				Security: openapi.BearerAuth, ResponseContentType: "text/plain"})
+	}
 	for _, add := range extraRoutes {
 		add(r, bearer, basic)
 	}
@@ -79,7 +84,7 @@ func (s *system) handler() (http.Handler, *httpx.Router, error) {
 		_, _ = w.Write(doc)
 	}, &openapi.Operation{Summary: "OpenAPI 3.1 document of every route", Tags: []string{"service"}})
 
-	h := httpx.Chain(r,
+	h := httpx.Chain(s.metrics.HTTP.Middleware(r), // innermost: it reads the pattern the router matched
 		httpx.WithRequestID(),
 		httpx.AccessLog(s.log),
 		httpx.Recover(s.log),

@@ -62,6 +62,10 @@ type ServeConfig struct {
 	// BaseModelPoll is how often a node on a shared store looks for newly registered base
 	// models (`hone models register`) to load (0: only at start).
 	BaseModelPoll time.Duration
+	// MetricsAddr serves GET /metrics on a listener of its own, without a key ("": none);
+	// MetricsOnAPI serves it on the API port too, behind a key.
+	MetricsAddr  string
+	MetricsOnAPI bool
 }
 
 // ChatConfig is how the served models are loaded and scheduled.
@@ -184,6 +188,8 @@ func newServeFlags(cfg *ServeConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&cfg.LogFormat, "log-format", "text", "log format: text or json")
 	fs.DurationVar(&cfg.BaseModelPoll, "base-model-poll", 10*time.Second, "on a PostgreSQL store, how often to look for newly registered base models to load (0: only at start)")
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve GET /metrics (Prometheus text format) on this address, apart from the API and without a key: bind it to a private interface, e.g. 10.0.0.5:9464 (default: none)")
+	fs.BoolVar(&cfg.MetricsOnAPI, "metrics-on-api", false, "also serve GET /metrics on the API port (--addr), behind an API key (Authorization: Bearer or Basic)")
 	c := &cfg.Chat
 	fs.Var(&c.Models, "model", "serve a Hugging Face model directory as NAME=DIR, or a GGUF file as NAME=FILE.gguf (repeatable); the first is the default")
 	fs.BoolVar(&c.NoDemo, "no-demo-model", false, "do not serve the demo model (written to DATA/models/demo on first start)")
@@ -395,11 +401,25 @@ func serve(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout io.
 		}
 		defer ln.Close()
 	}
+	var mln net.Listener
+	if cfg.MetricsAddr != "" {
+		var err error
+		if mln, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			return fmt.Errorf("--metrics-addr: %w", listenError(cfg.MetricsAddr, err))
+		}
+		defer mln.Close()
+	}
 	sys, err := newSystem(ctx, cfg, logger, stdout)
 	if err != nil {
 		return err
 	}
 	defer sys.close()
+	if mln != nil {
+		stop := serveMetrics(mln, sys.metrics.Handler(), cfg, logger)
+		defer stop()
+		logger.Info("metrics listening", "addr", mln.Addr().String())
+		fmt.Fprintf(stdout, "Metrics on http://%s/metrics\n", mln.Addr().String())
+	}
 	if cfg.WorkerOnly {
 		sys.startWorkers(ctx)
 		logger.Info("engine kernels", gemm.LogAttrs()...)
@@ -466,4 +486,14 @@ func redactDSN(dsn string) string {
 	}
 	u.RawQuery = ""
 	return u.String()
+}
+
+// serveMetrics serves GET /metrics (and nothing else) on ln until stop is called.
+func serveMetrics(ln net.Listener, metrics http.Handler, cfg ServeConfig, logger *slog.Logger) (stop func()) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: cfg.ReadHeaderTimeout, IdleTimeout: cfg.IdleTimeout,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	go func() { _ = srv.Serve(ln) }()
+	return func() { _ = srv.Close() }
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/honeai/hone/internal/health"
 	"github.com/honeai/hone/internal/inference"
 	"github.com/honeai/hone/internal/jobs"
+	"github.com/honeai/hone/internal/metrics"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/quota"
 	"github.com/honeai/hone/internal/registry"
@@ -57,6 +58,7 @@ type system struct {
 	quota     *quota.Quota        // what each entity's uploads store (--entity-quota)
 	baseOpts  serving.LoadOptions // how registered base models are loaded (shared.go)
 	loaded    sync.Map            // registered base model name → the id this node loaded
+	metrics   *metrics.Registry   // GET /metrics (--metrics-addr, --metrics-on-api)
 
 	workers     sync.WaitGroup
 	stopWorking context.CancelFunc
@@ -76,10 +78,12 @@ func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout
 	if cfg.Chat.MaxModelLen < 0 {
 		return nil, fmt.Errorf("--max-model-len %d: use a positive number (0 = the model's)", cfg.Chat.MaxModelLen)
 	}
-	s := &system{cfg: cfg, log: logger, stdout: stdout, checks: health.NewChecks(), models: serving.NewModels()}
+	s := &system{cfg: cfg, log: logger, stdout: stdout, checks: health.NewChecks(), models: serving.NewModels(), metrics: metrics.New()}
 	if s.db, s.keys, err = openStore(ctx, cfg.DataDir, cfg.DSN); err != nil {
 		return nil, err
 	}
+	s.metrics.Store.SetDB(s.db)
+	s.metrics.Serving.SetModels(s.models.List)
 	defer func() {
 		if err != nil {
 			s.close()
@@ -115,7 +119,7 @@ func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout
 	if s.blobs != nil { // several nodes: trace files as shared blobs
 		traceFiles = trace.WithFileBlobs(traceStore, s.blobs)
 	}
-	s.trace = trace.NewService(traceFiles)
+	s.trace = trace.NewService(s.metrics.Trace.Store(traceFiles))
 	s.trace.SetLogger(logger)
 	if s.quota, err = quota.Open(ctx, s.db, int64(cfg.EntityQuota)); err != nil {
 		return nil, err
@@ -133,6 +137,7 @@ func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout
 	if s.queue, err = jobs.Open(ctx, s.db); err != nil {
 		return nil, err
 	}
+	s.metrics.Jobs.SetQueue(s.queue)
 	if cfg.Train.Lease > 0 {
 		s.queue.Lease = cfg.Train.Lease
 	}
@@ -277,7 +282,7 @@ func (s *system) startWorkers(ctx context.Context) {
 	s.workers.Add(1)
 	go func() {
 		defer s.workers.Done()
-		s.queue.Work(wctx, n, hostOwner(), s.training.Run, s.log)
+		s.queue.Work(wctx, n, hostOwner(), s.metrics.Jobs.Wrap(s.training.Run), s.log)
 	}()
 }
 

@@ -327,12 +327,15 @@ func (d *DB) Exec(ctx context.Context, q string, args ...any) (sql.Result, error
 	if err == nil {
 		d.ckpt.written()
 	}
+	countErr(err)
 	return res, err
 }
 
 // Query runs a query on the readers.
 func (d *DB) Query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	return d.r.QueryContext(ctx, d.Rebind(q), args...)
+	rows, err := d.r.QueryContext(ctx, d.Rebind(q), args...)
+	countErr(err)
+	return rows, err
 }
 
 // QueryRow runs a one-row query on the readers.
@@ -394,6 +397,7 @@ func (d *DB) ReadTx(ctx context.Context, fn func(tx *Tx) error) error {
 func (d *DB) runTx(ctx context.Context, pool *sql.DB, opts *sql.TxOptions, fn func(tx *Tx) error) (err error) {
 	stx, err := pool.BeginTx(ctx, opts)
 	if err != nil {
+		countErr(err)
 		return fmt.Errorf("db: begin: %w", err)
 	}
 	tx := &Tx{tx: stx, d: d}
@@ -405,9 +409,13 @@ func (d *DB) runTx(ctx context.Context, pool *sql.DB, opts *sql.TxOptions, fn fu
 	}()
 	if err := fn(tx); err != nil {
 		_ = stx.Rollback()
+		if IsUnavailable(err) {
+			countErr(err) // the connection went away mid-transaction; the service's own errors are not the store's
+		}
 		return err
 	}
 	if err := stx.Commit(); err != nil {
+		countErr(err)
 		return fmt.Errorf("db: commit: %w", err)
 	}
 	return nil

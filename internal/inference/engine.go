@@ -76,6 +76,8 @@ type Options struct {
 	// Speculative, when set, speculates by prompt lookup for every request that does not
 	// set its own (see Speculative).
 	Speculative *Speculative
+	// Observer, when set, is told each request's latencies (metrics; observe.go).
+	Observer Observer
 }
 
 // Request is one chat completion's generation work.
@@ -593,6 +595,7 @@ type choice struct {
 	spec     *Speculative // speculative decoding only
 	// promptLPs gathers the prompt's logprobs over its prefill chunks (PromptLogprobs >= 0).
 	promptLPs []PromptLogprob
+	last      time.Time // when its last token came (Options.Observer only)
 }
 
 // running is one admitted request.
@@ -1035,6 +1038,7 @@ func (e *Engine) sampleAt(c *choice, raw []float32, seqLen int) int {
 	if c.h.FirstToken.IsZero() {
 		c.h.FirstToken = time.Now()
 	}
+	e.observeToken(c)
 	e.statsMu.Lock()
 	e.stats.GeneratedTokens++
 	e.statsMu.Unlock()
@@ -1093,6 +1097,7 @@ func (e *Engine) retire(active []*running, reserved *kvNeed) []*running {
 			return false
 		}
 		*reserved = reserved.sub(r.reserved)
+		e.observeDone(r)
 		close(r.h.events)
 		e.statsMu.Lock()
 		e.stats.CompletedRequests++

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -322,5 +323,47 @@ func TestFrozenTokenRows(t *testing.T) {
 	}
 	if slices.Equal(b, a.Layers[0]["q_proj"].B) {
 		t.Fatal("the adapter did not train")
+	}
+}
+
+// TestRLTrainsTokenRows: an RL step trains the adapter's token rows with the rest (their
+// first update of their own AdamW steps); frozen, it leaves them as they are.
+func TestRLTrainsTokenRows(t *testing.T) {
+	dir := tinyDir(t, "llama", 0.2)
+	c, err := LoadChat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := model.Load(dir, model.LoadOptions{})
+	end, ids := c.TurnTokens(nil)
+	user := json.RawMessage(`{"role":"user","content":"Say something"}`)
+	choice := func(toks []int) json.RawMessage {
+		var content []map[string]any
+		for _, id := range toks {
+			content = append(content, map[string]any{"token": fmt.Sprintf("token_id:%d", id), "logprob": -1.0, "bytes": []int{}})
+		}
+		b, _ := json.Marshal(map[string]any{"index": 0, "finish_reason": "stop", "token_ids": toks,
+			"message": map[string]any{"role": "assistant", "content": c.Tok.Decode(toks, true)}, "logprobs": map[string]any{"content": content}})
+		return b
+	}
+	g := TrajectoryGroup{Trajectories: []Trajectory{
+		{MessagesAndChoices: []json.RawMessage{user, choice([]int{100, 101, end})}, Reward: 1},
+		{MessagesAndChoices: []json.RawMessage{user, choice([]int{102, 103, end})}, Reward: 0},
+	}}
+	for _, frozen := range []bool{false, true} {
+		a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 4, Seed: 2})
+		if _, err := AddTokenRows(m, a, ids); err != nil {
+			t.Fatal(err)
+		}
+		before := slices.Clone(a.HeadTokens.Rows)
+		e, _ := NewTrainer(m, a)
+		e.FrozenTokens = frozen
+		_, o, err := RLStep(context.Background(), e, c, []TrajectoryGroup{g}, RLConfig{LearningRate: 1e-2, ScaleRewards: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if moved := !slices.Equal(before, a.HeadTokens.Rows); moved == frozen || (o.TokenStep == 1) == frozen {
+			t.Fatalf("frozen %v: the rows moved %v, token steps %d", frozen, moved, o.TokenStep)
+		}
 	}
 }
