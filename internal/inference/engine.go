@@ -650,6 +650,7 @@ func (e *Engine) loop() {
 		if len(b.steps) == 0 {
 			continue
 		}
+		stepStart := time.Now()
 		out, err := e.m.ForwardInto(b.steps, &e.logits)
 		if err != nil {
 			// Reservation makes this unreachable; fail the batch's requests rather than spin.
@@ -664,6 +665,7 @@ func (e *Engine) loop() {
 		e.stats.Steps++
 		e.statsMu.Unlock()
 		e.applyOutputs(s.active, b, out)
+		e.observeStep(stepStart, b)
 		if cap(e.logits) > keptLogits {
 			e.logits = nil
 		}
