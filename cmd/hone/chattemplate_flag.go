@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/honeai/hone/internal/chattemplate"
+	"github.com/honeai/hone/internal/inference"
 	"github.com/honeai/hone/internal/serving"
 )
 
@@ -77,8 +78,8 @@ func (s *system) loadServed(name, path string, opts serving.LoadOptions, now int
 		t = tpls[""]
 	}
 	opts.ChatTemplate, opts.ChatTemplateFrom = t.src, t.from
-	if s.metrics != nil {
-		opts.Engine.Observer = s.metrics.Serving.Model(name) // vLLM's latency histograms
+	if s.metrics != nil { // vLLM's latency histograms, and engine spans when exporting them
+		opts.Engine.Observer = inference.Tee(s.metrics.Serving.Model(name), s.tel.Engine(name))
 	}
 	m, err := serving.Load(name, path, opts, now)
 	if errors.Is(err, serving.ErrNoChatTemplate) {

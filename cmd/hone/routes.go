@@ -84,7 +84,8 @@ func (s *system) handler() (http.Handler, *httpx.Router, error) {
 		_, _ = w.Write(doc)
 	}, &openapi.Operation{Summary: "OpenAPI 3.1 document of every route", Tags: []string{"service"}})
 
-	h := httpx.Chain(s.metrics.HTTP.Middleware(r), // innermost: it reads the pattern the router matched
+	// Innermost, as they read the pattern the router matched: metrics, and request spans.
+	h := httpx.Chain(s.tel.Middleware(s.metrics.HTTP.Middleware(r)),
 		httpx.WithRequestID(),
 		httpx.AccessLog(s.log),
 		httpx.Recover(s.log),

@@ -29,8 +29,10 @@ import (
 	"github.com/honeai/hone/internal/respstore"
 	"github.com/honeai/hone/internal/serving"
 	"github.com/honeai/hone/internal/synth"
+	"github.com/honeai/hone/internal/telemetry"
 	"github.com/honeai/hone/internal/trace"
 	"github.com/honeai/hone/internal/training"
+	"github.com/honeai/hone/internal/version"
 	"github.com/honeai/hone/internal/wandb"
 )
 
@@ -54,11 +56,12 @@ type system struct {
 	wandb    *wandb.Service
 	// responses keeps the Responses API's stored responses.
 	responses *respstore.Store
-	blobs     *blob.Cache         // the shared blob store on PostgreSQL (shared.go); nil on SQLite
-	quota     *quota.Quota        // what each entity's uploads store (--entity-quota)
-	baseOpts  serving.LoadOptions // how registered base models are loaded (shared.go)
-	loaded    sync.Map            // registered base model name → the id this node loaded
-	metrics   *metrics.Registry   // GET /metrics (--metrics-addr, --metrics-on-api)
+	blobs     *blob.Cache          // the shared blob store on PostgreSQL (shared.go); nil on SQLite
+	quota     *quota.Quota         // what each entity's uploads store (--entity-quota)
+	baseOpts  serving.LoadOptions  // how registered base models are loaded (shared.go)
+	loaded    sync.Map             // registered base model name → the id this node loaded
+	metrics   *metrics.Registry    // GET /metrics (--metrics-addr, --metrics-on-api)
+	tel       *telemetry.Telemetry // Hone's own spans over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT); nil: none
 
 	workers     sync.WaitGroup
 	stopWorking context.CancelFunc
@@ -84,6 +87,16 @@ func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout
 	}
 	s.metrics.Store.SetDB(s.db)
 	s.metrics.Serving.SetModels(s.models.List)
+	role := "serve"
+	if cfg.WorkerOnly {
+		role = "worker"
+	}
+	if s.tel, err = telemetry.FromEnv(ctx, role, version.Version); err != nil {
+		return nil, err
+	}
+	if s.tel != nil {
+		logger.Info("exporting spans (OpenTelemetry)", "endpoint", s.tel.Endpoint)
+	}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -282,7 +295,7 @@ func (s *system) startWorkers(ctx context.Context) {
 	s.workers.Add(1)
 	go func() {
 		defer s.workers.Done()
-		s.queue.Work(wctx, n, hostOwner(), s.metrics.Jobs.Wrap(s.training.Run), s.log)
+		s.queue.Work(wctx, n, hostOwner(), s.tel.Jobs(s.metrics.Jobs.Wrap(s.training.Run)), s.log)
 	}()
 }
 
@@ -320,6 +333,13 @@ func (s *system) stopWorkers() {
 func (s *system) close() {
 	s.stopWorkers()
 	s.models.Close()
+	if s.tel != nil { // the spans not yet sent
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := s.tel.Shutdown(sctx); err != nil {
+			s.log.Warn("spans not sent (OpenTelemetry)", "err", err)
+		}
+		cancel()
+	}
 	if s.db == nil {
 		return
 	}
