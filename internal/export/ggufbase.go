@@ -161,17 +161,21 @@ func writeGGUFFromGGUF(out, base string, a *model.LoRA, typ, name string, progre
 			if len(ti.Dims) != 2 || int(ti.Dims[1]) != p.Out || int(ti.Dims[0]) != p.In {
 				return fmt.Errorf("export: weight %s has dimensions %v, the adapter's module %s is %d×%d", tn, ti.Dims, ad.hf, p.Out, p.In)
 			}
-			d := make([]float32, p.Out*p.In)
-			if _, err := a.Merge(ad.layer, ad.module, d); err != nil {
-				return err
-			}
-			if heads := model.GGUFPermutedHeads(cfg, ad.hf); heads > 0 {
-				if d, err = model.PermuteRowsForGGUF(d, p.Out, p.In, heads); err != nil {
+			// Merged in the Hugging Face row order, the same product on the same values as
+			// the export from a directory (so that an f32 base gives its bytes).
+			heads := model.GGUFPermutedHeads(cfg, ad.hf)
+			if heads > 0 {
+				if v, err = model.UnpermuteRowsFromGGUF(v, p.Out, p.In, heads); err != nil {
 					return fmt.Errorf("export: %s: %w", tn, err)
 				}
 			}
-			for i := range v {
-				v[i] += d[i]
+			if _, err := a.Merge(ad.layer, ad.module, v); err != nil {
+				return err
+			}
+			if heads > 0 {
+				if v, err = model.PermuteRowsForGGUF(v, p.Out, p.In, heads); err != nil {
+					return fmt.Errorf("export: %s: %w", tn, err)
+				}
 			}
 			merged++
 		}

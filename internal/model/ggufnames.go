@@ -106,6 +106,19 @@ func PermuteRowsForGGUF(v []float32, rows, cols, heads int) ([]float32, error) {
 	return out, nil
 }
 
+// UnpermuteRowsFromGGUF is the inverse of PermuteRowsForGGUF: a GGUF file's Llama q/k rows
+// in Hugging Face's order, as the loader reads them.
+func UnpermuteRowsFromGGUF(v []float32, rows, cols, heads int) ([]float32, error) {
+	if len(v) != rows*cols {
+		return nil, fmt.Errorf("model: %d values are not %d rows of %d", len(v), rows, cols)
+	}
+	out, err := unpermuteRows(v, rows, cols, heads)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	return out, nil
+}
+
 // GGUFMetadata is the inverse of ConfigFromGGUF: general.architecture and the {arch}.*
 // hyperparameters llama.cpp's convert_hf_to_gguf.py writes for c (vocab_size and
 // rope.dimension_count for llama, key/value lengths when the head size is not
