@@ -13,36 +13,32 @@ import (
 )
 
 // AddTokenRows gives adapter a trainable token rows (model.TokenRows, PEFT's trainable
-// tokens) for the tokens of ids it has none for yet, initialised from m's rows as PEFT does:
-// the embedding's rows (before any scaling) and the LM head's; one set for both when m ties
-// them. It reports whether it added any. Rows a already has keep their values.
+// tokens) for the tokens of ids it has none for yet, in the embedding and the LM head,
+// initialised from m's rows as PEFT does: the embedding's rows (before any scaling) and the
+// head's; one set for both when m ties them. It reports whether it added any. Rows a already
+// has keep their values.
 func AddTokenRows(m *model.Model, a *model.LoRA, ids []int) (bool, error) {
 	c := &m.Config
 	H := c.HiddenSize
-	var add []int
 	for _, id := range ids {
 		if id < 0 || id >= c.VocabSize {
 			return false, fmt.Errorf("train: token id %d is outside the vocabulary [0, %d)", id, c.VocabSize)
 		}
-		if !slices.Contains(add, id) && a.EmbedTokens.Row(id) == nil && a.HeadTokens.Row(id) == nil {
-			add = append(add, id)
-		}
 	}
-	if len(add) == 0 {
-		return false, nil
-	}
+	added := false
 	grow := func(t *model.TokenRows, w *model.Weight) *model.TokenRows {
-		if t == nil {
-			t = &model.TokenRows{}
-		}
-		for _, id := range add {
+		for _, id := range ids {
 			if t.Row(id) != nil {
 				continue
+			}
+			if t == nil {
+				t = &model.TokenRows{}
 			}
 			row := make([]float32, H)
 			w.Row(row, id)
 			t.IDs = append(t.IDs, id)
 			t.Rows = append(t.Rows, row...)
+			added = true
 		}
 		return t
 	}
@@ -59,8 +55,10 @@ func AddTokenRows(m *model.Model, a *model.LoRA, ids []int) (bool, error) {
 		a.EmbedTokens = grow(a.EmbedTokens, &m.Embed)
 		a.HeadTokens = grow(a.HeadTokens, &m.LMHead.W)
 	}
-	a.Changed()
-	return true, nil
+	if added {
+		a.Changed()
+	}
+	return added, nil
 }
 
 // tokenParams lists an adapter's token rows (embedding, then head when not tied), each
@@ -125,9 +123,10 @@ func (e *Trainer) headBase() []float32 {
 	return e.tokBase
 }
 
-// backward accumulates, for the positions rs of a chunk (hidden rows xc, dlogits in dl, v
-// values a row from logit v0 on), the gradient of the head rows and the correction of dxc,
-// the chunk's dL/dx, for the rows the base's product did not use (base not nil).
+// backward accumulates, for the n positions of a chunk (hidden rows xc; dlogits in dl, v
+// values a row, from logit v0 on), the gradient of the head rows, and, when base is not nil
+// (the base's product read the base's rows), the correction dlogit·(row − base) of dxc, the
+// chunk's dL/dx.
 func (ht headTokens) backward(xc, dl []float32, n, H, v0, v int, dxc []float32) {
 	if ht.t == nil {
 		return
