@@ -540,3 +540,27 @@ func TestDecode(t *testing.T) {
 		t.Fatalf("deep: %v", err)
 	}
 }
+
+// TestExportCosts: an OTel call's usage is priced like any call's (include_costs).
+func TestExportCosts(t *testing.T) {
+	dbtest.ForEachDialect(t, func(t *testing.T, d *db.DB) {
+		g := newIngester(t, d)
+		ctx := context.Background()
+		sp := span(8, 1, 0, "chat gpt-4o", "gen_ai.operation.name", "chat", "gen_ai.request.model", "gpt-4o",
+			"gen_ai.usage.input_tokens", 1000, "gen_ai.usage.output_tokens", 100)
+		if _, err := g.Export(ctx, traces(kvs("wandb.project", "costs"), sp), request("")); err != nil {
+			t.Fatal(err)
+		}
+		var got trace.CallSchema
+		if err := g.Trace.CallsQuery(ctx, trace.CallsQueryReq{ProjectID: "ent/costs", IncludeCosts: true}, func(c trace.CallSchema) error {
+			got = c
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		cost := decodeJSON(t, got.Summary)["weave"].(map[string]any)["costs"].(map[string]any)["gpt-4o"].(map[string]any)
+		if p, c := cost["prompt_tokens_total_cost"].(float64), cost["completion_tokens_total_cost"].(float64); p < 0.0024 || p > 0.0026 || c < 0.00099 || c > 0.00101 {
+			t.Fatalf("costs %v", cost)
+		}
+	})
+}
