@@ -133,7 +133,8 @@ func TestMetricsScrape(t *testing.T) {
 		if v := value(t, m, "vllm:prompt_tokens_total", "model_name", "demo"); v <= 0 {
 			t.Errorf("prompt tokens %v", v)
 		}
-		for _, h := range []string{"vllm:time_to_first_token_seconds_count", "vllm:e2e_request_latency_seconds_count", "vllm:request_generation_tokens_count"} {
+		for _, h := range []string{"vllm:time_to_first_token_seconds_count", "vllm:e2e_request_latency_seconds_count", "vllm:request_generation_tokens_count",
+			"vllm:request_queue_time_seconds_count", "vllm:request_prefill_time_seconds_count", "vllm:request_decode_time_seconds_count", "vllm:request_inference_time_seconds_count"} {
 			if v := value(t, m, h, "model_name", "demo"); v != 1 {
 				t.Errorf("%s = %v", h, v)
 			}

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -29,7 +30,8 @@ type Serving struct {
 	mu     sync.Mutex
 	models func() []*serving.Served
 
-	ttft, itl, e2e, prompt, gen *prometheus.HistogramVec
+	ttft, itl, e2e, prompt, gen         *prometheus.HistogramVec
+	queue, prefill, decode, inferenceTm *prometheus.HistogramVec
 }
 
 func newServing(reg prometheus.Registerer) *Serving {
@@ -39,11 +41,15 @@ func newServing(reg prometheus.Registerer) *Serving {
 		return v
 	}
 	s := &Serving{
-		ttft:   h("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds (from the request's submission to the engine).", ttftBuckets),
-		itl:    h("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itlBuckets),
-		e2e:    h("vllm:e2e_request_latency_seconds", "Histogram of end-to-end request latency in seconds (in the engine).", e2eBuckets),
-		prompt: h("vllm:request_prompt_tokens", "Number of prefill tokens processed, per request.", tokBuckets),
-		gen:    h("vllm:request_generation_tokens", "Number of generation tokens processed, per request.", tokBuckets),
+		ttft:        h("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds (from the request's submission to the engine).", ttftBuckets),
+		itl:         h("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itlBuckets),
+		e2e:         h("vllm:e2e_request_latency_seconds", "Histogram of end-to-end request latency in seconds (in the engine).", e2eBuckets),
+		prompt:      h("vllm:request_prompt_tokens", "Number of prefill tokens processed, per request.", tokBuckets),
+		gen:         h("vllm:request_generation_tokens", "Number of generation tokens processed, per request.", tokBuckets),
+		queue:       h("vllm:request_queue_time_seconds", "Histogram of time spent waiting in the queue for requests.", e2eBuckets),
+		prefill:     h("vllm:request_prefill_time_seconds", "Histogram of time spent in the prefill phase (admission to first token) for requests.", e2eBuckets),
+		decode:      h("vllm:request_decode_time_seconds", "Histogram of time spent in the decode phase (first token to end) for requests.", e2eBuckets),
+		inferenceTm: h("vllm:request_inference_time_seconds", "Histogram of time spent running (admission to end) for requests.", e2eBuckets),
 	}
 	reg.MustRegister(servingCollector{s})
 	return s
@@ -58,11 +64,30 @@ func (s *Serving) SetModels(list func() []*serving.Served) {
 
 // Model is the engine observer of the served model name (inference.Options.Observer).
 func (s *Serving) Model(name string) inference.Observer {
-	return modelObserver{ttft: s.ttft.WithLabelValues(name, engineIndex), itl: s.itl.WithLabelValues(name, engineIndex),
-		e2e: s.e2e.WithLabelValues(name, engineIndex), prompt: s.prompt.WithLabelValues(name, engineIndex), gen: s.gen.WithLabelValues(name, engineIndex)}
+	lv := []string{name, engineIndex}
+	return modelObserver{ttft: s.ttft.WithLabelValues(lv...), itl: s.itl.WithLabelValues(lv...), e2e: s.e2e.WithLabelValues(lv...),
+		prompt: s.prompt.WithLabelValues(lv...), gen: s.gen.WithLabelValues(lv...), queue: s.queue.WithLabelValues(lv...),
+		prefill: s.prefill.WithLabelValues(lv...), decode: s.decode.WithLabelValues(lv...), inference: s.inferenceTm.WithLabelValues(lv...)}
 }
 
-type modelObserver struct{ ttft, itl, e2e, prompt, gen prometheus.Observer }
+type modelObserver struct {
+	ttft, itl, e2e, prompt, gen, queue, prefill, decode, inference prometheus.Observer
+}
+
+// Request observes a finished request's phases, as vLLM's request-time histograms: waiting
+// (submission to admission), prefill (admission to first token), decode (first token to end)
+// and inference (admission to end).
+func (o modelObserver) Request(_ context.Context, rt inference.RequestTimes) {
+	if rt.Admitted.IsZero() {
+		return
+	}
+	o.queue.Observe(rt.Admitted.Sub(rt.Queued).Seconds())
+	o.inference.Observe(rt.Finished.Sub(rt.Admitted).Seconds())
+	if !rt.FirstToken.IsZero() {
+		o.prefill.Observe(rt.FirstToken.Sub(rt.Admitted).Seconds())
+		o.decode.Observe(rt.Finished.Sub(rt.FirstToken).Seconds())
+	}
+}
 
 func (o modelObserver) FirstToken(d time.Duration) { o.ttft.Observe(d.Seconds()) }
 func (o modelObserver) InterToken(d time.Duration) { o.itl.Observe(d.Seconds()) }
