@@ -44,10 +44,13 @@ export async function callView(root, [entity, project, id]) {
     tStart = Infinity; tEnd = -Infinity;
     for (const n of byId.values()) { tStart = Math.min(tStart, n.s); tEnd = Math.max(tEnd, isNaN(n.e) ? n.s : n.e); }
     if (!(tEnd > tStart)) tEnd = tStart + 1;
-    // Open: the roots, and the path down to the call this page is about.
+    // Open: the roots, and the path down to the call this page is about; every call with
+    // children after "Expand all" (those that arrive later too).
     for (const r of roots) if (!closed.has(r.c.id)) open.add(r.c.id);
+    if (expandAll) for (const n of byId.values()) if (n.kids.length && !closed.has(n.c.id)) open.add(n.c.id);
     openPath(id);
   }
+  let expandAll = false;
   build();
   let selected = id;
   let matches = null; // ids matching the trace search, or null
@@ -185,8 +188,8 @@ export async function callView(root, [entity, project, id]) {
     h('div.traceinfo', {}, info, loadMs,
       h('span.spacer'),
       h('form.inline.tracesearch', { onsubmit: (e) => { e.preventDefault(); runSearch(); } }, search, h('button', { type: 'submit' }, 'Find'), found),
-      h('button#expand-all', { type: 'button', onclick: () => { for (const n of byId.values()) if (n.kids.length) open.add(n.c.id); closed.clear(); rows = visible(); drawTree(); } }, 'Expand all'),
-      h('button', { type: 'button', onclick: () => { open.clear(); for (const r of roots) closed.add(r.c.id); rows = visible(); drawTree(); } }, 'Collapse all'),
+      h('button#expand-all', { type: 'button', onclick: () => { expandAll = true; closed.clear(); for (const n of byId.values()) if (n.kids.length) open.add(n.c.id); rows = visible(); drawTree(); } }, 'Expand all'),
+      h('button', { type: 'button', onclick: () => { expandAll = false; open.clear(); for (const r of roots) closed.add(r.c.id); rows = visible(); drawTree(); } }, 'Collapse all'),
       h('label.toggle', {}, h('input#timeline-toggle', { type: 'checkbox', checked: timeline, onchange: (e) => { timeline = e.target.checked; localStorage.setItem('hone.timeline', timeline ? '1' : '0'); drawTree(); } }), ' timeline')),
     h('div.split', {}, viewport, detail));
   const redraw = () => { build(); rows = visible(); drawTree(); drawInfo(); };
@@ -214,7 +217,7 @@ export async function callView(root, [entity, project, id]) {
   if (u && shown && rolled[selected]) u.textContent = usageLine(shown.c, rolled[selected]);
   viewport.dataset.complete = String(trace.length);
   loadMs.textContent = ` · loaded in ${Math.round(performance.now() - t0)} ms`;
-  scrollTo(id);
+  if (viewport.scrollTop === 0) scrollTo(id); // unless the user scrolled the tree meanwhile
   drawTree();
 }
 

@@ -212,10 +212,17 @@ export const spinner = (what = 'Loading…') => h('div.loading', { role: 'status
 // loading replaces el's content with the result of fn (a promise of nodes), or its error
 // (with a button that tries again). Quiet keeps what el shows until the result is there (a
 // refresh after a change).
+// fn answers STALE when a newer load of el has begun since: el is left to that one.
+export const STALE = Symbol('stale');
 export async function loading(el, fn, what, quiet = false) {
   if (!quiet) clear(el, spinner(what));
   el.setAttribute('aria-busy', 'true');
-  try { clear(el, await fn()); } catch (e) { clear(el, errorBox(e, () => loading(el, fn, what))); } finally { el.removeAttribute('aria-busy'); }
+  try {
+    const r = await fn();
+    if (r !== STALE) { clear(el, r); el.removeAttribute('aria-busy'); }
+  } catch (e) {
+    if (e !== STALE) { clear(el, errorBox(e, () => loading(el, fn, what))); el.removeAttribute('aria-busy'); }
+  }
 }
 
 // copyText puts text on the clipboard (the async API, or a selected textarea where the page

@@ -2,7 +2,7 @@
 // Prompts, Ops) with a search; an object's versions with a diff between two, the calls that use
 // it, an op's source code; table rows (a Dataset's rows) in a sortable, paged grid.
 import { tr, calls, fileContent } from './api.js';
-import { h, clear, enc, jsonView, fmtTime, fmtNum, refHref, loading, emptyState, plural, copyButton } from './dom.js';
+import { h, clear, enc, jsonView, fmtTime, fmtNum, refHref, loading, emptyState, plural, copyButton, spinner, STALE } from './dom.js';
 import { setQuery, projectBase } from './app.js';
 import { keyRows, opName, statusOf, statusBadge } from './traces.js';
 
@@ -25,13 +25,15 @@ export async function objectsView(root, [entity, project], q) {
   let text = q.get('q') || '';
   const tabs = h('nav.tabs', { 'aria-label': 'Kinds of objects' }, KINDS.map(([k, label]) => h('a' + (k === kind[0] ? '.active' : ''), {
     href: `${projectBase()}/weave/objects${k === 'all' ? '' : '?kind=' + k}`, 'aria-current': k === kind[0] ? 'page' : undefined, 'data-kind': k }, label)));
-  const list = h('div');
+  const list = h('div', {}, spinner('Loading objects…'));
   const search = h('input#objects-search', { type: 'search', placeholder: 'Search by name', 'aria-label': 'Search objects by name', 'data-filter': true, value: text,
     oninput: () => { text = search.value.trim(); page = 0; setQuery({ q: text, page: '' }); draw(); } });
+  let objs = null; // until read: a search typed meanwhile applies once they are
   root.append(h('h1', {}, 'Objects ', h('span.muted', {}, pid)), tabs, h('div.toolbar', {}, search, h('span.muted#objects-count')), list);
   // The kind's latest versions (names and classes only), searched and paged here.
-  const { objs } = await tr('/objs/query', { project_id: pid, filter: { latest_only: true, ...kind[2] }, sort_by: [{ field: 'created_at', direction: 'desc' }], limit: 1000, metadata_only: true });
+  objs = (await tr('/objs/query', { project_id: pid, filter: { latest_only: true, ...kind[2] }, sort_by: [{ field: 'created_at', direction: 'desc' }], limit: 1000, metadata_only: true })).objs;
   function draw() {
+    if (!objs) return;
     const hits = text ? objs.filter((o) => o.object_id.toLowerCase().includes(text.toLowerCase())) : objs;
     document.getElementById('objects-count').textContent = ' ' + plural(hits.length, 'object') + (objs.length === 1000 ? ' (the newest 1,000)' : '');
     if (!hits.length) {
@@ -164,11 +166,14 @@ export async function tableView(root, [entity, project, digest], q) {
 async function tableGrid(el, pid, digest, q) {
   const st = { page: +(q.get('page') || 0), sort: q.get('sort') || '', dir: q.get('dir') || 'asc' };
   const { count } = await tr('/table/query_stats', { project_id: pid, digest });
+  let seq = 0; // only the newest of overlapping loads draws
   async function load(push = false) {
+    const mine = ++seq;
     setQuery({ page: st.page || '', sort: st.sort, dir: st.sort && st.dir !== 'asc' ? st.dir : '' }, push);
     await loading(el, async () => {
       if (!count) return emptyState(h('p', {}, 'This table has no rows.'));
       const { rows } = await tr('/table/query', { project_id: pid, digest, limit: PAGE, offset: st.page * PAGE, sort_by: st.sort ? [{ field: st.sort, direction: st.dir }] : undefined });
+      if (mine !== seq) return STALE;
       const cols = [];
       for (const r of rows) for (const k of Object.keys(r.val && typeof r.val === 'object' ? r.val : { value: 0 })) if (!cols.includes(k)) cols.push(k);
       const pages = Math.max(1, Math.ceil(count / PAGE));

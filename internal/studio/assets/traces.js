@@ -3,7 +3,7 @@
 // JSONL or CSV, picked calls deleted or added to a Dataset for training), and the helpers the
 // call page and the evaluations share.
 import { calls, callsText, tr, v1 } from './api.js';
-import { h, clear, enc, fmtTime, fmtMs, fmtNum, fmtCost, usageTotals, errorBox, loading, emptyState, plural, download, confirmDialog, promptDialog, toast, spinner } from './dom.js';
+import { h, clear, enc, fmtTime, fmtMs, fmtNum, fmtCost, usageTotals, errorBox, loading, emptyState, plural, download, confirmDialog, promptDialog, toast, spinner, STALE } from './dom.js';
 import { navigate, setQuery, projectBase } from './app.js';
 
 const PAGE = 50;
@@ -260,7 +260,9 @@ export async function callsView(root, [entity, project], q) {
   root.append(h('h1', {}, 'Traces ', h('span.muted', {}, pid)), form, h('div.toolbar', {}, viewTools, h('span.spacer'), picker, exporter), pager, table);
 
   let current = { query: undefined, filter: {} };
+  let seq = 0; // loads overlap (a sort clicked while a filter loads): only the newest draws
   async function load(push = false) {
+    const mine = ++seq;
     setQuery({ op: f.op, status: f.status, from: f.from, to: f.to, text: f.text, q: f.q, model: f.model, feedback: f.feedback, all: f.all ? '1' : '', sort: f.sort === 'started_at' ? '' : f.sort, dir: f.dir === 'desc' ? '' : f.dir, page: f.page || '' }, push);
     drawViews();
     clear(queryMsg);
@@ -286,6 +288,7 @@ export async function callsView(root, [entity, project], q) {
       ]);
       let rows, stats;
       try { [rows, stats] = await ask(query); } catch (e) {
+        if (mine !== seq) throw STALE;
         if (!(e.status === 400 && f.q && query)) throw e;
         // The server refused the query language: the calls without it, and why.
         form.querySelector('.querybox').open = true;
@@ -294,6 +297,7 @@ export async function callsView(root, [entity, project], q) {
         current.query = buildQuery(f, false);
         [rows, stats] = await ask(current.query);
       }
+      if (mine !== seq) return STALE;
       renderPager(stats.count, performance.now() - t0);
       return renderTable(rows);
     }, 'Loading calls…');
