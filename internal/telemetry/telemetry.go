@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -85,7 +86,18 @@ func FromEnv(ctx context.Context, role, version string) (*Telemetry, error) {
 		endpoint = strings.TrimRight(os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"), "/") + "/v1/traces"
 	}
 	return &Telemetry{tp: tp, tracer: tp.Tracer(scope, trace.WithInstrumentationVersion(version)),
-		prop: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}), Endpoint: endpoint}, nil
+		prop: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}), Endpoint: redact(endpoint)}, nil
+}
+
+// redact drops what could be a secret from an endpoint for the log: its user information and
+// query.
+func redact(endpoint string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return "(an endpoint that is not a URL)"
+	}
+	u.User, u.RawQuery = nil, ""
+	return u.String()
 }
 
 // New is a Telemetry on a tracer provider of the caller's (tests, or an embedding program).

@@ -56,6 +56,9 @@ func TestNilIsOff(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	tel.Shutdown(ctx)
+	if got := redact("https://user:secret@collector:4318/v1/traces?token=x"); got != "https://collector:4318/v1/traces" {
+		t.Fatalf("redact: %s", got)
+	}
 }
 
 func TestSpans(t *testing.T) {
