@@ -112,7 +112,8 @@ func batchInvarianceModels(t *testing.T) []struct {
 
 // TestServingBatchInvariance: a seeded request's tokens, logprobs and top alternatives are
 // the same bits served cold, with its prompt's prefix cached, with --max-batch-tokens 16 and
-// 5 (its prefill in chunks), and beside another request sharing its forward passes, on
+// 5 (its prefill in chunks), beside another request sharing its forward passes, and with
+// prompt-lookup speculation (its last token and proposals verified in one pass), on
 // quantized weights (docs/chat.md's "same seed and parameters: same output, whatever else
 // runs in the batch"; docs/engine.md, "Batch invariance").
 func TestServingBatchInvariance(t *testing.T) {
@@ -132,13 +133,19 @@ func TestServingBatchInvariance(t *testing.T) {
 				}
 				return p
 			}
-			prompt, other := toks(149), toks(57)
+			// A prompt that repeats itself (a period of 23), so that prompt lookup proposes.
+			base, other := toks(23), toks(57)
+			prompt := make([]int, 149)
+			for i := range prompt {
+				prompt[i] = base[i%len(base)]
+			}
 			seed := int64(7)
 			req := func(p []int, n int) *Request {
 				params := sample.Defaults()
 				params.Seed = &seed
 				return &Request{Prompt: p, Params: params, MaxTokens: n, IgnoreEOS: true, Logprobs: true, TopLogprobs: 5, PromptLogprobs: -1}
 			}
+			var spec SpecStats
 			serve := func(opts Options, beside bool) (sampled, int) {
 				e := New(m, opts)
 				defer e.Close()
@@ -154,6 +161,7 @@ func TestServingBatchInvariance(t *testing.T) {
 				for _, h := range hs[1:] {
 					collectSampled(t, h)
 				}
+				spec = hs[0].Spec
 				return got, hs[0].CachedTokens
 			}
 			cold, _ := serve(Options{NoPrefixCache: true}, false)
@@ -185,8 +193,14 @@ func TestServingBatchInvariance(t *testing.T) {
 				{"--max-batch-tokens 5", Options{MaxBatchTokens: 5}, false},
 				{"beside another request", Options{MaxBatchTokens: 64}, true},
 				{"beside another request, f32 KV cache", Options{MaxBatchTokens: 64, KVCacheDType: model.KVF32}, true},
+				{"with prompt-lookup speculation", Options{Speculative: &Speculative{Method: "ngram", NumSpeculativeTokens: 4, PromptLookupMin: 1, PromptLookupMax: 3}}, false},
 			} {
 				got, _ := serve(c.opts, c.beside)
+				if c.opts.Speculative != nil {
+					// The real models continue the repeated prompt and so verify proposals;
+					// the tiny random one need not.
+					t.Logf("%s: %d tokens proposed, %d accepted", c.what, spec.DraftTokens, spec.AcceptedTokens)
+				}
 				want := cold
 				if c.opts.KVCacheDType == model.KVF32 {
 					want, _ = serve(Options{NoPrefixCache: true, KVCacheDType: model.KVF32}, false)
