@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -135,5 +136,28 @@ func TestHTTPMiddleware(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("no %s in\n%.2000s", want, body)
 		}
+	}
+}
+
+// TestStoreKeepsInterfaces: the counting wrapper of a trace store passes on every exported
+// method of the SQL store (the optional interfaces the trace service asks for: HasFile for the
+// entity quota, table sorting), so that wrapping it changes nothing but the count.
+func TestStoreKeepsInterfaces(t *testing.T) {
+	r := New()
+	st := trace.NewSQLStore(dbtest.SQLite(t))
+	wrapped := reflect.TypeOf(r.Trace.Store(st))
+	sqlType := reflect.TypeOf(st)
+	for i := range sqlType.NumMethod() {
+		m := sqlType.Method(i)
+		if m.Name == "Migrate" || m.Name == "DB" {
+			continue // the system migrates the store before wrapping it; nothing asks a store for its DB
+		}
+		if _, ok := wrapped.MethodByName(m.Name); !ok {
+			t.Errorf("the wrapped trace store lacks %s: pass it on in Trace.Store", m.Name)
+		}
+	}
+	// And a store without the optional interfaces stays without them.
+	if _, ok := r.Trace.Store(struct{ trace.Store }{st}).(trace.TableSorter); ok {
+		t.Error("a store that sorts no tables does not become one")
 	}
 }

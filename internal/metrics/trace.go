@@ -33,8 +33,39 @@ func newTrace(reg prometheus.Registerer) *Trace {
 	return t
 }
 
-// Store wraps a trace store so that the calls it writes are counted.
-func (t *Trace) Store(s trace.Store) trace.Store { return countingStore{Store: s, calls: t.calls} }
+// Store wraps a trace store so that the calls it writes are counted. The wrapper keeps the
+// optional interfaces the trace service asks a store for (a file's existence, which the quota
+// reads; table sorting in the store): TestStoreKeepsInterfaces fails when the SQL store gains
+// an exported method the wrapper does not pass on.
+func (t *Trace) Store(s trace.Store) trace.Store {
+	c := countingStore{Store: s, calls: t.calls}
+	fs, hasFiles := s.(fileStat)
+	ts, sorts := s.(trace.TableSorter)
+	switch {
+	case hasFiles && sorts:
+		return struct {
+			countingStore
+			fileStat
+			trace.TableSorter
+		}{c, fs, ts}
+	case hasFiles:
+		return struct {
+			countingStore
+			fileStat
+		}{c, fs}
+	case sorts:
+		return struct {
+			countingStore
+			trace.TableSorter
+		}{c, ts}
+	}
+	return c
+}
+
+// fileStat is trace's (unexported) interface of a store that tells whether it holds a file.
+type fileStat interface {
+	HasFile(ctx context.Context, project, digest string) (bool, error)
+}
 
 type countingStore struct {
 	trace.Store
