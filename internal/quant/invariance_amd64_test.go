@@ -21,5 +21,5 @@ func avx2Kernels(t *testing.T) {
 	rowQ4_K, rowQ5_K, rowQ6_K = dotQ4_KAVX2, dotQ5_KAVX2, dotQ6_KAVX2
 	setAsmKernels4(dot4Q8_0AVX2, dot4Q4_0AVX2, dot4Q4_1AVX2, dot4Q5_0AVX2, dot4Q5_1AVX2)
 	setAsmKernels1(dot1Q8_0AVX2, dot1Q4_0AVX2, dot1Q4_1AVX2, dot1Q5_0AVX2, dot1Q5_1AVX2)
-	dot4Q4_K, dot4Q6_K, dot1Q4_K, dot1Q6_K = nil, nil, nil, nil
+	dot4Q4_K, dot4Q6_K, dot1Q4_K, dot1Q6_K, row1Q4_K, row1Q6_K = nil, nil, nil, nil, nil, nil
 }

@@ -148,21 +148,30 @@ type kern4K = func(w []byte, q []int8, d []float32, bsums []int16, out *[4]float
 // the same order, so that MatMulT gives a row the same bits whether it meets the weights
 // among four rows or alone (the rows left over from the groups of four, decode): row
 // invariance. The Go versions are the row kernels, which the Go multi-row kernels run per
-// row; dot1Q4_K and dot1Q6_K are nil where dot4Q4_K and dot4Q6_K are.
+// row; dot1Q4_K and dot1Q6_K are nil where dot4Q4_K and dot4Q6_K are. These check the
+// slices' lengths; MatMulT calls the row1 ones, which do not.
 var (
-	dot1Q8_0 kern1 = func(w []byte, q []int8, d, s []float32, out *float32) { *out = dotQ8_0Go(w, q, d) }
-	dot1Q4_0 kern1 = func(w []byte, q []int8, d, s []float32, out *float32) { *out = dotQ4_0Go(w, q, d) }
-	dot1Q4_1 kern1 = func(w []byte, q []int8, d, s []float32, out *float32) { *out = dotQ4_1Go(w, q, d, s) }
-	dot1Q5_0 kern1 = func(w []byte, q []int8, d, s []float32, out *float32) { *out = dotQ5_0Go(w, q, d) }
-	dot1Q5_1 kern1 = func(w []byte, q []int8, d, s []float32, out *float32) { *out = dotQ5_1Go(w, q, d, s) }
+	dot1Q8_0 kern1 = go1(dotQ8_0Go)
+	dot1Q4_0 kern1 = go1(dotQ4_0Go)
+	dot1Q4_1 kern1 = dotQ4_1Go
+	dot1Q5_0 kern1 = go1(dotQ5_0Go)
+	dot1Q5_1 kern1 = dotQ5_1Go
 	dot1Q4_K kern1K
 	dot1Q6_K kern1K
+
+	row1Q8_0, row1Q4_0, row1Q4_1, row1Q5_0, row1Q5_1 = dot1Q8_0, dot1Q4_0, dot1Q4_1, dot1Q5_0, dot1Q5_1
+	row1Q4_K, row1Q6_K                               kern1K
 )
 
 type (
-	kern1  = func(w []byte, q []int8, d, s []float32, out *float32)
-	kern1K = func(w []byte, q []int8, d []float32, bsums []int16, out *float32)
+	kern1  = kern32s
+	kern1K = kernK
 )
+
+// go1 is a kernel of the types without offsets as a kern1 (s unused).
+func go1(f kern32) kern1 {
+	return func(w []byte, q []int8, d, s []float32) float32 { return f(w, q, d) }
+}
 
 func dot4Q4_KGo(w []byte, q []int8, d []float32, bsums []int16, out *[4]float32) {
 	nb := len(d) / 4

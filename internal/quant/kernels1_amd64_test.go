@@ -3,6 +3,7 @@
 package quant
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -70,8 +71,7 @@ func TestSingleRowKernelsMatchMultiRow(t *testing.T) {
 					var out [4]float32
 					k4(w, q, d, s, &out)
 					for i, a := range rows {
-						var v float32
-						k1(w, a.q, a.d, a.s, &v)
+						v := k1(w, a.q, a.d, a.s)
 						if math.Float32bits(v) != math.Float32bits(out[i]) {
 							t.Errorf("%s %v, %d blocks #%d, row %d: single-row %v, among four %v", set.name, typ, nb, rep, i, v, out[i])
 						}
@@ -100,8 +100,7 @@ func TestSingleRowKernelsMatchMultiRow(t *testing.T) {
 					var out [4]float32
 					k4(w, q, d, bs, &out)
 					for i, a := range rows {
-						var v float32
-						k1(w, a.q, a.d, a.bsums, &v)
+						v := k1(w, a.q, a.d, a.bsums)
 						if math.Float32bits(v) != math.Float32bits(out[i]) {
 							t.Errorf("%s %v, %d super-blocks #%d, row %d: single-row %v, among four %v", set.name, typ, nb, rep, i, v, out[i])
 						}
@@ -117,14 +116,14 @@ func TestSingleRowKernelsCheckLengths(t *testing.T) {
 	if !asmAVX2 {
 		t.Skip("no assembly kernels on this CPU")
 	}
+	dispatch := map[gguf.TensorType]kern1{gguf.Q8_0: dot1Q8_0, gguf.Q4_0: dot1Q4_0, gguf.Q4_1: dot1Q4_1, gguf.Q5_0: dot1Q5_0, gguf.Q5_1: dot1Q5_1}
 	for _, typ := range multiRowTypes {
-		k := kernel1(typ)
+		k := dispatch[typ]
 		w, q, d, s := make([]byte, 2*typ.BlockBytes()), make([]int8, 64), make([]float32, 2), make([]float32, 2)
-		var out float32
 		for i, c := range []func(){
-			func() { k(w[:len(w)-1], q, d, s, &out) },
-			func() { k(w, q[:len(q)-1], d, s, &out) },
-			func() { k(w, q, d, s[:1], &out) },
+			func() { k(w[:len(w)-1], q, d, s) },
+			func() { k(w, q[:len(q)-1], d, s) },
+			func() { k(w, q, d, s[:1]) },
 		} {
 			func() {
 				defer func() {
@@ -136,17 +135,15 @@ func TestSingleRowKernelsCheckLengths(t *testing.T) {
 			}()
 		}
 	}
-	for _, typ := range []gguf.TensorType{gguf.Q4_K, gguf.Q6_K} {
-		k := kernel1K(typ)
+	for typ, k := range map[gguf.TensorType]kern1K{gguf.Q4_K: dot1Q4_K, gguf.Q6_K: dot1Q6_K} {
 		if k == nil {
 			continue
 		}
 		w, q, d, bs := make([]byte, 2*typ.BlockBytes()), make([]int8, 512), make([]float32, 2), make([]int16, 32)
-		var out float32
 		for i, c := range []func(){
-			func() { k(w[:len(w)-1], q, d, bs, &out) },
-			func() { k(w, q[:len(q)-1], d, bs, &out) },
-			func() { k(w, q, d, bs[:len(bs)-1], &out) },
+			func() { k(w[:len(w)-1], q, d, bs) },
+			func() { k(w, q[:len(q)-1], d, bs) },
+			func() { k(w, q, d, bs[:len(bs)-1]) },
 		} {
 			func() {
 				defer func() {
@@ -156,6 +153,54 @@ func TestSingleRowKernelsCheckLengths(t *testing.T) {
 				}()
 				c()
 			}()
+		}
+	}
+}
+
+// BenchmarkSingleRowKernels times the single-row kernels (what decode and the rows left over
+// from groups of four run on an unpacked matrix) beside the row kernels, over benchRows rows
+// of 1536 elements against one activation row: ns per row.
+//
+//	go test ./internal/quant/ -run '^$' -bench SingleRowKernels -benchtime 200x
+func BenchmarkSingleRowKernels(b *testing.B) {
+	const benchRows, n = 1024, 1536
+	r := rand.New(rand.NewPCG(7, 10))
+	for _, set := range allSingleRowKernels() {
+		if !set.ok {
+			continue
+		}
+		for _, typ := range []gguf.TensorType{gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q4_K, gguf.Q6_K} {
+			nb := n / typ.BlockSize()
+			w := randomBlocks(r, typ, nb*benchRows)
+			rowBytes := nb * typ.BlockBytes()
+			a := randomTestActs(r, typ, n)
+			rowK := asmRowKernels()[map[string]int{"avx512": 0, "avx2": 1}[set.name]].k
+			k1, k1K := set.x1[typ], set.x1K[typ]
+			for _, which := range []string{"row", "single"} {
+				if which == "single" && k1 == nil && k1K == nil {
+					continue
+				}
+				b.Run(fmt.Sprintf("%s/%v/%s", set.name, typ, which), func(b *testing.B) {
+					var sink, v float32
+					for b.Loop() {
+						for i := range benchRows {
+							row := w[i*rowBytes : (i+1)*rowBytes]
+							switch {
+							case which == "row":
+								v = rowK.call(typ, row, a)
+							case k1 != nil:
+								v = k1(row, a.q, a.d, a.s)
+							default:
+								v = k1K(row, a.q, a.d, a.bsums)
+							}
+							sink += v
+						}
+					}
+					rowKernelSink = sink
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/benchRows, "ns/row")
+					b.ReportMetric(0, "ns/op")
+				})
+			}
 		}
 	}
 }

@@ -22,7 +22,8 @@ func init() {
 		setAsmKernels1(dot1Q8_0AVX512, dot1Q4_0AVX512, dot1Q4_1AVX512, dot1Q5_0AVX512, dot1Q5_1AVX512)
 		quantizeActs32 = quantizeActs32Checked
 		dot4Q4_K, dot4Q6_K = checked4K(dot4Q4_KAVX512, 144), checked4K(dot4Q6_KAVX512, 210)
-		dot1Q4_K, dot1Q6_K = checked1K(dot1Q4_KAVX512, 144), checked1K(dot1Q6_KAVX512, 210)
+		dot1Q4_K, dot1Q6_K = checkedK(dot1Q4_KAVX512, 144), checkedK(dot1Q6_KAVX512, 210)
+		row1Q4_K, row1Q6_K = dot1Q4_KAVX512, dot1Q6_KAVX512
 	case asmAVX2:
 		setAsmKernels(dotQ8_0AVX2, dotQ4_0AVX2, dotQ5_0AVX2, dotQ4_1AVX2, dotQ5_1AVX2,
 			dotQ4_KAVX2, dotQ5_KAVX2, dotQ6_KAVX2)
@@ -48,31 +49,12 @@ func setAsmKernels4(q80, q40, q41, q50, q51 kern4) {
 	dot4Q5_0, dot4Q5_1 = checked4(q50, 22), checked4(q51, 24)
 }
 
-// setAsmKernels1 installs the single-row versions of the multi-row assembly kernels behind a
-// check of the slices' lengths.
+// setAsmKernels1 installs the single-row versions of the multi-row assembly kernels: behind
+// a check of the slices' lengths (dot1Xxx), and as they are for MatMulT (row1Xxx).
 func setAsmKernels1(q80, q40, q41, q50, q51 kern1) {
-	dot1Q8_0, dot1Q4_0, dot1Q4_1 = checked1(q80, 34), checked1(q40, 18), checked1(q41, 20)
-	dot1Q5_0, dot1Q5_1 = checked1(q50, 22), checked1(q51, 24)
-}
-
-func checked1(f kern1, size int) kern1 {
-	return func(w []byte, q []int8, d, s []float32, out *float32) {
-		nb := len(d)
-		if len(w) < size*nb || len(q) < 32*nb || len(s) < nb {
-			panic("quant: single-row kernel: weights or activations shorter than len(d) blocks")
-		}
-		f(w, q, d, s, out)
-	}
-}
-
-func checked1K(f kern1K, size int) kern1K {
-	return func(w []byte, q []int8, d []float32, bsums []int16, out *float32) {
-		nb := len(d)
-		if len(w) < size*nb || len(q) < 256*nb || len(bsums) < 16*nb {
-			panic("quant: single-row kernel: weights or activations shorter than len(d) super-blocks")
-		}
-		f(w, q, d, bsums, out)
-	}
+	dot1Q8_0, dot1Q4_0, dot1Q4_1 = checked32s(q80, 34), checked32s(q40, 18), checked32s(q41, 20)
+	dot1Q5_0, dot1Q5_1 = checked32s(q50, 22), checked32s(q51, 24)
+	row1Q8_0, row1Q4_0, row1Q4_1, row1Q5_0, row1Q5_1 = q80, q40, q41, q50, q51
 }
 
 func checked4(f kern4, size int) kern4 {
@@ -233,37 +215,37 @@ func dot4Q6_KAVX512(w []byte, q []int8, d []float32, bsums []int16, out *[4]floa
 // dot4Q6_KAVX512.
 
 //go:noescape
-func dot1Q8_0AVX512(w []byte, q []int8, d, s []float32, out *float32)
+func dot1Q8_0AVX512(w []byte, q []int8, d, s []float32) float32
 
 //go:noescape
-func dot1Q4_0AVX512(w []byte, q []int8, d, s []float32, out *float32)
+func dot1Q4_0AVX512(w []byte, q []int8, d, s []float32) float32
 
 //go:noescape
-func dot1Q4_1AVX512(w []byte, q []int8, d, s []float32, out *float32)
+func dot1Q4_1AVX512(w []byte, q []int8, d, s []float32) float32
 
 //go:noescape
-func dot1Q5_0AVX512(w []byte, q []int8, d, s []float32, out *float32)
+func dot1Q5_0AVX512(w []byte, q []int8, d, s []float32) float32
 
 //go:noescape
-func dot1Q5_1AVX512(w []byte, q []int8, d, s []float32, out *float32)
+func dot1Q5_1AVX512(w []byte, q []int8, d, s []float32) float32
 
 //go:noescape
-func dot1Q8_0AVX2(w []byte, q []int8, d, s []float32, out *float32)
+func dot1Q8_0AVX2(w []byte, q []int8, d, s []float32) float32
 
 //go:noescape
-func dot1Q4_0AVX2(w []byte, q []int8, d, s []float32, out *float32)
+func dot1Q4_0AVX2(w []byte, q []int8, d, s []float32) float32
 
 //go:noescape
-func dot1Q4_1AVX2(w []byte, q []int8, d, s []float32, out *float32)
+func dot1Q4_1AVX2(w []byte, q []int8, d, s []float32) float32
 
 //go:noescape
-func dot1Q5_0AVX2(w []byte, q []int8, d, s []float32, out *float32)
+func dot1Q5_0AVX2(w []byte, q []int8, d, s []float32) float32
 
 //go:noescape
-func dot1Q5_1AVX2(w []byte, q []int8, d, s []float32, out *float32)
+func dot1Q5_1AVX2(w []byte, q []int8, d, s []float32) float32
 
 //go:noescape
-func dot1Q4_KAVX512(w []byte, q []int8, d []float32, bsums []int16, out *float32)
+func dot1Q4_KAVX512(w []byte, q []int8, d []float32, bsums []int16) float32
 
 //go:noescape
-func dot1Q6_KAVX512(w []byte, q []int8, d []float32, bsums []int16, out *float32)
+func dot1Q6_KAVX512(w []byte, q []int8, d []float32, bsums []int16) float32

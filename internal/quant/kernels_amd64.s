@@ -1408,191 +1408,16 @@ q51x4_done:
 	X4STORE
 
 // ---------------------------------------------------------------------------------------
-// The single-row versions of the AVX-512 multi-row kernels:
-// func dot1XxxAVX512(w []byte, q []int8, d, s []float32, out *float32)
-// One weight row against one activation row (nb = len(d) blocks) with the multi-row kernel's
-// operations for one of its rows, in the same order (X4ROW2, X4ROW1, X4SUM), so that a row
-// of a product is the same bits whether MatMulT reduces it among four or alone (the rows a
-// tile of 16 leaves over, decode): quant's row invariance. The row kernels (dotXxxAVX512)
-// order their sums otherwise.
-
-// X1START is X4START for one row: CX = nb, Z10 and X0 its accumulators.
-#define X1START(k) \
-	MOVQ         w_base+0(FP), AX;   \
-	MOVQ         q_base+24(FP), SI;  \
-	MOVQ         d_base+48(FP), DX;  \
-	MOVQ         d_len+56(FP), CX;   \
-	MOVQ         s_base+72(FP), BX;  \
-	MOVQ         out+96(FP), DI;     \
-	VPBROADCASTD qc0F<>(SB), Z24;    \
-	VPMOVZXBD    qidx01<>(SB), Z25;  \
-	MOVL         $0xff00ff00, R8;    \
-	KMOVD        R8, K1;             \
-	VPXORD       Z10, Z10, Z10;      \
-	VXORPS       X0, X0, X0;         \
-	VBROADCASTSS k(SB), X15
-
-#define X1STORE \
-	X4SUM(Y10, X10, X0, 0); \
-	VZEROUPPER;             \
-	RET
-
-// func dot1Q8_0AVX512(w []byte, q []int8, d, s []float32, out *float32)
-TEXT ·dot1Q8_0AVX512(SB), NOSPLIT, $0-104
-	X1START(qfm128<>)
-	VPBROADCASTD qc80<>(SB), Z26
-	CMPQ         CX, $2
-	JB           q80x1_tail
-
-q80x1_loop:
-	VMOVDQU      2(AX), Y2
-	VINSERTI64X4 $1, 36(AX), Z2, Z2
-	VPXORD       Z26, Z2, Z2
-	D2(34)
-	X4ROW2((SI), (DX), (BX), Z10, X0)
-	X4NEXT(34)
-	CMPQ         CX, $2
-	JAE          q80x1_loop
-
-q80x1_tail:
-	X4ZTOY(Z10, Y10)
-	TESTQ        CX, CX
-	JZ           q80x1_done
-	VMOVDQU      2(AX), Y2
-	VPXORD       Y26, Y2, Y2
-	D1
-	X4ROW1((SI), (DX), (BX), Y10, X0)
-
-q80x1_done:
-	X1STORE
-
-// func dot1Q4_0AVX512(w []byte, q []int8, d, s []float32, out *float32)
-TEXT ·dot1Q4_0AVX512(SB), NOSPLIT, $0-104
-	X1START(qfm8<>)
-	CMPQ         CX, $2
-	JB           q40x1_tail
-
-q40x1_loop:
-	NIBBLES2(2, 20)
-	D2(18)
-	X4ROW2((SI), (DX), (BX), Z10, X0)
-	X4NEXT(18)
-	CMPQ         CX, $2
-	JAE          q40x1_loop
-
-q40x1_tail:
-	X4ZTOY(Z10, Y10)
-	TESTQ        CX, CX
-	JZ           q40x1_done
-	NIBBLES1(2)
-	D1
-	X4ROW1((SI), (DX), (BX), Y10, X0)
-
-q40x1_done:
-	X1STORE
-
-// func dot1Q4_1AVX512(w []byte, q []int8, d, s []float32, out *float32)
-TEXT ·dot1Q4_1AVX512(SB), NOSPLIT, $0-104
-	X1START(qf1<>)
-	CMPQ         CX, $2
-	JB           q41x1_tail
-
-q41x1_loop:
-	NIBBLES2(4, 24)
-	DM2(20)
-	X4ROW2((SI), (DX), (BX), Z10, X0)
-	X4NEXT(20)
-	CMPQ         CX, $2
-	JAE          q41x1_loop
-
-q41x1_tail:
-	X4ZTOY(Z10, Y10)
-	TESTQ        CX, CX
-	JZ           q41x1_done
-	NIBBLES1(4)
-	DM1
-	X4ROW1((SI), (DX), (BX), Y10, X0)
-
-q41x1_done:
-	X1STORE
-
-// func dot1Q5_0AVX512(w []byte, q []int8, d, s []float32, out *float32)
-TEXT ·dot1Q5_0AVX512(SB), NOSPLIT, $0-104
-	X1START(qfm16<>)
-	VPBROADCASTD qc10<>(SB), Z26
-	CMPQ         CX, $2
-	JB           q50x1_tail
-
-q50x1_loop:
-	NIBBLES2(6, 28)
-	MOVL         2(AX), R8
-	MOVL         24(AX), R9
-	SHLQ         $32, R9
-	ORQ          R9, R8
-	KMOVQ        R8, K2
-	VPADDB       Z26, Z2, K2, Z2
-	D2(22)
-	X4ROW2((SI), (DX), (BX), Z10, X0)
-	X4NEXT(22)
-	CMPQ         CX, $2
-	JAE          q50x1_loop
-
-q50x1_tail:
-	X4ZTOY(Z10, Y10)
-	TESTQ        CX, CX
-	JZ           q50x1_done
-	NIBBLES1(6)
-	MOVL         2(AX), R8
-	KMOVD        R8, K2
-	VPADDB       Y26, Y2, K2, Y2
-	D1
-	X4ROW1((SI), (DX), (BX), Y10, X0)
-
-q50x1_done:
-	X1STORE
-
-// func dot1Q5_1AVX512(w []byte, q []int8, d, s []float32, out *float32)
-TEXT ·dot1Q5_1AVX512(SB), NOSPLIT, $0-104
-	X1START(qf1<>)
-	VPBROADCASTD qc10<>(SB), Z26
-	CMPQ         CX, $2
-	JB           q51x1_tail
-
-q51x1_loop:
-	NIBBLES2(8, 32)
-	MOVL         4(AX), R8
-	MOVL         28(AX), R9
-	SHLQ         $32, R9
-	ORQ          R9, R8
-	KMOVQ        R8, K2
-	VPADDB       Z26, Z2, K2, Z2
-	DM2(24)
-	X4ROW2((SI), (DX), (BX), Z10, X0)
-	X4NEXT(24)
-	CMPQ         CX, $2
-	JAE          q51x1_loop
-
-q51x1_tail:
-	X4ZTOY(Z10, Y10)
-	TESTQ        CX, CX
-	JZ           q51x1_done
-	NIBBLES1(8)
-	MOVL         4(AX), R8
-	KMOVD        R8, K2
-	VPADDB       Y26, Y2, K2, Y2
-	DM1
-	X4ROW1((SI), (DX), (BX), Y10, X0)
-
-q51x1_done:
-	X1STORE
-
-// ---------------------------------------------------------------------------------------
 // AVX2 multi-row kernels of the 32-element types (same signature and layout as the AVX-512
 // ones), one block per iteration: the weights' unsigned bytes u in Y2 (for Q8_0 |w| and w
 // in Y12, whose signs move to the activations: u·x would overflow VPMADDUBSW's words),
-// reduced with VPMADDUBSW and VPMADDWD against each row's 32 activation bytes, times d·dx
-// into the row's accumulator (Y0, Y1, Y7, Y4), plus k·c·s in lane 0 (X9 = k·c). Registers
-// as the AVX-512 ones; Y14 words of 1, Y15 0x0f bytes, Y10-Y13 QH_AVX2's constants.
+// reduced with VPMADDUBSW and VPMADDWD against each row's 32 activation bytes, times d·dx,
+// plus k·c·s in lane 0 (X9 = k·c), then added into the row's accumulator (Y0, Y1, Y7, Y4):
+// one addition per block on the accumulator, so that the single-row versions (dot1XxxAVX2,
+// decode), which cannot overlap rows, are not held up by a multiply-add and an add in a
+// chain (they ran 25-35% slower than the row kernels so; the four-row kernels take about 10%
+// longer this way, BenchmarkMultiRowKernels). Registers as the AVX-512 ones; Y14 words of
+// 1, Y15 0x0f bytes, Y10-Y13 QH_AVX2's constants.
 
 #define Y4ROW(qm, dm, sm, acc) \
 	VPMADDUBSW   qm, Y2, Y6;   \
@@ -1600,10 +1425,11 @@ q51x1_done:
 	VCVTDQ2PS    Y6, Y6;       \
 	VMULSS       dm, X8, X5;   \
 	VBROADCASTSS X5, Y5;       \
-	VFMADD231PS  Y5, Y6, acc;  \
+	VMULPS       Y5, Y6, Y6;   \
 	VMOVSS       sm, X5;       \
 	VMULSS       X9, X5, X5;   \
-	VADDPS       Y5, acc, acc
+	VADDPS       Y5, Y6, Y6;   \
+	VADDPS       Y6, acc, acc
 
 #define Y4ROWS \
 	Y4ROW((SI), (DX), (BX), Y0);                      \
@@ -1771,8 +1597,8 @@ q51y4_done:
 	Y4STORE
 
 // The single-row versions of the AVX2 multi-row kernels (as dot1XxxAVX512: one row's
-// operations of the multi-row kernel, Y4ROW or Y4ROW8 and Y4SUM).
-// func dot1XxxAVX2(w []byte, q []int8, d, s []float32, out *float32)
+// operations of the multi-row kernel, Y4ROW or Y4ROW8 and Y4SUM's sum, returned).
+// func dot1XxxAVX2(w []byte, q []int8, d, s []float32) float32
 
 #define Y1START \
 	MOVQ         w_base+0(FP), AX;  \
@@ -1780,18 +1606,21 @@ q51y4_done:
 	MOVQ         d_base+48(FP), DX; \
 	MOVQ         d_len+56(FP), CX;  \
 	MOVQ         s_base+72(FP), BX; \
-	MOVQ         out+96(FP), DI;    \
 	VPBROADCASTD qc0F<>(SB), Y15;   \
 	VPBROADCASTD qc1w<>(SB), Y14;   \
 	VXORPS       Y0, Y0, Y0
 
 #define Y1STORE \
-	Y4SUM(Y0, X0, 0); \
-	VZEROUPPER;       \
-	RET
+	VEXTRACTF128 $1, Y0, X6; \
+	VADDPS       X6, X0, X0; \
+	VMOVHLPS     X0, X0, X6; \
+	VADDPS       X6, X0, X0; \
+	VMOVSHDUP    X0, X6;     \
+	VADDSS       X6, X0, X0; \
+	VZEROUPPER
 
-// func dot1Q8_0AVX2(w []byte, q []int8, d, s []float32, out *float32)
-TEXT ·dot1Q8_0AVX2(SB), NOSPLIT, $0-104
+// func dot1Q8_0AVX2(w []byte, q []int8, d, s []float32) float32
+TEXT ·dot1Q8_0AVX2(SB), NOSPLIT, $0-100
 	Y1START
 	TESTQ     CX, CX
 	JZ        q80y1_done
@@ -1808,9 +1637,11 @@ q80y1_loop:
 
 q80y1_done:
 	Y1STORE
+	MOVSS        X0, ret+96(FP)
+	RET
 
-// func dot1Q4_0AVX2(w []byte, q []int8, d, s []float32, out *float32)
-TEXT ·dot1Q4_0AVX2(SB), NOSPLIT, $0-104
+// func dot1Q4_0AVX2(w []byte, q []int8, d, s []float32) float32
+TEXT ·dot1Q4_0AVX2(SB), NOSPLIT, $0-100
 	Y1START
 	TESTQ     CX, CX
 	JZ        q40y1_done
@@ -1824,9 +1655,11 @@ q40y1_loop:
 
 q40y1_done:
 	Y1STORE
+	MOVSS        X0, ret+96(FP)
+	RET
 
-// func dot1Q4_1AVX2(w []byte, q []int8, d, s []float32, out *float32)
-TEXT ·dot1Q4_1AVX2(SB), NOSPLIT, $0-104
+// func dot1Q4_1AVX2(w []byte, q []int8, d, s []float32) float32
+TEXT ·dot1Q4_1AVX2(SB), NOSPLIT, $0-100
 	Y1START
 	TESTQ     CX, CX
 	JZ        q41y1_done
@@ -1840,9 +1673,11 @@ q41y1_loop:
 
 q41y1_done:
 	Y1STORE
+	MOVSS        X0, ret+96(FP)
+	RET
 
-// func dot1Q5_0AVX2(w []byte, q []int8, d, s []float32, out *float32)
-TEXT ·dot1Q5_0AVX2(SB), NOSPLIT, $0-104
+// func dot1Q5_0AVX2(w []byte, q []int8, d, s []float32) float32
+TEXT ·dot1Q5_0AVX2(SB), NOSPLIT, $0-100
 	Y1START
 	QH_CONSTS_AVX2
 	TESTQ     CX, CX
@@ -1858,9 +1693,11 @@ q50y1_loop:
 
 q50y1_done:
 	Y1STORE
+	MOVSS        X0, ret+96(FP)
+	RET
 
-// func dot1Q5_1AVX2(w []byte, q []int8, d, s []float32, out *float32)
-TEXT ·dot1Q5_1AVX2(SB), NOSPLIT, $0-104
+// func dot1Q5_1AVX2(w []byte, q []int8, d, s []float32) float32
+TEXT ·dot1Q5_1AVX2(SB), NOSPLIT, $0-100
 	Y1START
 	QH_CONSTS_AVX2
 	TESTQ     CX, CX
@@ -1876,6 +1713,8 @@ q51y1_loop:
 
 q51y1_done:
 	Y1STORE
+	MOVSS        X0, ret+96(FP)
+	RET
 
 // func quantizeActs32AVX512(q []int8, d, s []float32, x []float32)
 // Per block of 32 (len(d) blocks): amax = max|x|, D = amax/127, Q = x·(1/D) rounded to
@@ -2170,9 +2009,22 @@ q6kx4_done:
 	RET
 
 // The single-row versions of the K-quants' multi-row kernels (as dot1XxxAVX512):
-// func dot1Q4_KAVX512(w []byte, q []int8, d []float32, bsums []int16, out *float32)
-// func dot1Q6_KAVX512(w []byte, q []int8, d []float32, bsums []int16, out *float32)
-TEXT ·dot1Q4_KAVX512(SB), NOSPLIT, $0-104
+// func dot1Q4_KAVX512(w []byte, q []int8, d []float32, bsums []int16) float32
+// func dot1Q6_KAVX512(w []byte, q []int8, d []float32, bsums []int16) float32
+
+// KX1SUM leaves KX4SUM's sum of z in x (the same operations; the caller returns it).
+#define KX1SUM(z, y, x) \
+	VEXTRACTF64X4 $1, z, Y6;   \
+	VADDPS       Y6, y, y;     \
+	VEXTRACTF128 $1, y, X6;    \
+	VADDPS       X6, x, x;     \
+	VMOVHLPS     x, x, X6;     \
+	VADDPS       X6, x, x;     \
+	VMOVSHDUP    x, X6;        \
+	VADDSS       X6, x, x;     \
+	VZEROUPPER
+
+TEXT ·dot1Q4_KAVX512(SB), NOSPLIT, $0-100
 	MOVQ         w_base+0(FP), AX
 	MOVQ         q_base+24(FP), SI
 	MOVQ         d_base+48(FP), DX
@@ -2215,9 +2067,8 @@ q4kx1_loop:
 	JNZ          q4kx1_loop
 
 q4kx1_done:
-	MOVQ         out+96(FP), DI
-	KX4SUM(Z10, Y10, X10, 0)
-	VZEROUPPER
+	KX1SUM(Z10, Y10, X10)
+	MOVSS        X10, ret+96(FP)
 	RET
 
 #define Q6X1HALF(qloff, qhoff, xoff0, xoff1, idxa, idxb) \
@@ -2236,7 +2087,7 @@ q4kx1_done:
 	Q6X4DOT(xoff0(SI), Z2, Z28, Z16);            \
 	Q6X4DOT(xoff1(SI), Z4, Z29, Z16)
 
-TEXT ·dot1Q6_KAVX512(SB), NOSPLIT, $0-104
+TEXT ·dot1Q6_KAVX512(SB), NOSPLIT, $0-100
 	MOVQ         w_base+0(FP), AX
 	MOVQ         q_base+24(FP), SI
 	MOVQ         d_base+48(FP), DX
@@ -2270,7 +2121,222 @@ q6kx1_loop:
 	JNZ          q6kx1_loop
 
 q6kx1_done:
-	MOVQ         out+96(FP), DI
-	KX4SUM(Z10, Y10, X10, 0)
+	KX1SUM(Z10, Y10, X10)
+	MOVSS        X10, ret+96(FP)
+	RET
+
+// ---------------------------------------------------------------------------------------
+// The single-row versions of the AVX-512 multi-row kernels:
+// func dot1XxxAVX512(w []byte, q []int8, d, s []float32) float32
+// One weight row against one activation row (nb = len(d) blocks) with the multi-row kernel's
+// operations for one of its rows, in the same order (X4ROW2, X4ROW1, X4SUM), so that a row
+// of a product is the same bits whether MatMulT reduces it among four or alone (the rows a
+// tile of 16 leaves over, decode): quant's row invariance. The row kernels (dotXxxAVX512)
+// order their sums otherwise.
+
+// X1START is X4START for one row after the arguments are loaded (AX w, SI q, DX d, CX
+// nb, BX s, by each function: vet reads a macro's arguments as its neighbour's): Z10 and
+// X0 its accumulators.
+#define X1START(k) \
+	VPBROADCASTD qc0F<>(SB), Z24;    \
+	VPMOVZXBD    qidx01<>(SB), Z25;  \
+	MOVL         $0xff00ff00, R8;    \
+	KMOVD        R8, K1;             \
+	VPXORD       Z10, Z10, Z10;      \
+	VXORPS       X0, X0, X0;         \
+	VBROADCASTSS k(SB), X15
+
+// X1STORE leaves X4SUM's sum in X10 (the same operations; the caller returns it).
+#define X1STORE \
+	VEXTRACTF128 $1, Y10, X6;   \
+	VADDPS       X6, X10, X10;  \
+	VFMADD231PS  X15, X0, X10;  \
+	VMOVHLPS     X10, X10, X6;  \
+	VADDPS       X6, X10, X10;  \
+	VMOVSHDUP    X10, X6;       \
+	VADDSS       X6, X10, X10;  \
 	VZEROUPPER
+
+// func dot1Q8_0AVX512(w []byte, q []int8, d, s []float32) float32
+TEXT ·dot1Q8_0AVX512(SB), NOSPLIT, $0-100
+	MOVQ         w_base+0(FP), AX
+	MOVQ         q_base+24(FP), SI
+	MOVQ         d_base+48(FP), DX
+	MOVQ         d_len+56(FP), CX
+	MOVQ         s_base+72(FP), BX
+	X1START(qfm128<>)
+	VPBROADCASTD qc80<>(SB), Z26
+	CMPQ         CX, $2
+	JB           q80x1_tail
+
+q80x1_loop:
+	VMOVDQU      2(AX), Y2
+	VINSERTI64X4 $1, 36(AX), Z2, Z2
+	VPXORD       Z26, Z2, Z2
+	D2(34)
+	X4ROW2((SI), (DX), (BX), Z10, X0)
+	X4NEXT(34)
+	CMPQ         CX, $2
+	JAE          q80x1_loop
+
+q80x1_tail:
+	X4ZTOY(Z10, Y10)
+	TESTQ        CX, CX
+	JZ           q80x1_done
+	VMOVDQU      2(AX), Y2
+	VPXORD       Y26, Y2, Y2
+	D1
+	X4ROW1((SI), (DX), (BX), Y10, X0)
+
+q80x1_done:
+	X1STORE
+	MOVSS        X10, ret+96(FP)
+	RET
+
+// func dot1Q4_0AVX512(w []byte, q []int8, d, s []float32) float32
+TEXT ·dot1Q4_0AVX512(SB), NOSPLIT, $0-100
+	MOVQ         w_base+0(FP), AX
+	MOVQ         q_base+24(FP), SI
+	MOVQ         d_base+48(FP), DX
+	MOVQ         d_len+56(FP), CX
+	MOVQ         s_base+72(FP), BX
+	X1START(qfm8<>)
+	CMPQ         CX, $2
+	JB           q40x1_tail
+
+q40x1_loop:
+	NIBBLES2(2, 20)
+	D2(18)
+	X4ROW2((SI), (DX), (BX), Z10, X0)
+	X4NEXT(18)
+	CMPQ         CX, $2
+	JAE          q40x1_loop
+
+q40x1_tail:
+	X4ZTOY(Z10, Y10)
+	TESTQ        CX, CX
+	JZ           q40x1_done
+	NIBBLES1(2)
+	D1
+	X4ROW1((SI), (DX), (BX), Y10, X0)
+
+q40x1_done:
+	X1STORE
+	MOVSS        X10, ret+96(FP)
+	RET
+
+// func dot1Q4_1AVX512(w []byte, q []int8, d, s []float32) float32
+TEXT ·dot1Q4_1AVX512(SB), NOSPLIT, $0-100
+	MOVQ         w_base+0(FP), AX
+	MOVQ         q_base+24(FP), SI
+	MOVQ         d_base+48(FP), DX
+	MOVQ         d_len+56(FP), CX
+	MOVQ         s_base+72(FP), BX
+	X1START(qf1<>)
+	CMPQ         CX, $2
+	JB           q41x1_tail
+
+q41x1_loop:
+	NIBBLES2(4, 24)
+	DM2(20)
+	X4ROW2((SI), (DX), (BX), Z10, X0)
+	X4NEXT(20)
+	CMPQ         CX, $2
+	JAE          q41x1_loop
+
+q41x1_tail:
+	X4ZTOY(Z10, Y10)
+	TESTQ        CX, CX
+	JZ           q41x1_done
+	NIBBLES1(4)
+	DM1
+	X4ROW1((SI), (DX), (BX), Y10, X0)
+
+q41x1_done:
+	X1STORE
+	MOVSS        X10, ret+96(FP)
+	RET
+
+// func dot1Q5_0AVX512(w []byte, q []int8, d, s []float32) float32
+TEXT ·dot1Q5_0AVX512(SB), NOSPLIT, $0-100
+	MOVQ         w_base+0(FP), AX
+	MOVQ         q_base+24(FP), SI
+	MOVQ         d_base+48(FP), DX
+	MOVQ         d_len+56(FP), CX
+	MOVQ         s_base+72(FP), BX
+	X1START(qfm16<>)
+	VPBROADCASTD qc10<>(SB), Z26
+	CMPQ         CX, $2
+	JB           q50x1_tail
+
+q50x1_loop:
+	NIBBLES2(6, 28)
+	MOVL         2(AX), R8
+	MOVL         24(AX), R9
+	SHLQ         $32, R9
+	ORQ          R9, R8
+	KMOVQ        R8, K2
+	VPADDB       Z26, Z2, K2, Z2
+	D2(22)
+	X4ROW2((SI), (DX), (BX), Z10, X0)
+	X4NEXT(22)
+	CMPQ         CX, $2
+	JAE          q50x1_loop
+
+q50x1_tail:
+	X4ZTOY(Z10, Y10)
+	TESTQ        CX, CX
+	JZ           q50x1_done
+	NIBBLES1(6)
+	MOVL         2(AX), R8
+	KMOVD        R8, K2
+	VPADDB       Y26, Y2, K2, Y2
+	D1
+	X4ROW1((SI), (DX), (BX), Y10, X0)
+
+q50x1_done:
+	X1STORE
+	MOVSS        X10, ret+96(FP)
+	RET
+
+// func dot1Q5_1AVX512(w []byte, q []int8, d, s []float32) float32
+TEXT ·dot1Q5_1AVX512(SB), NOSPLIT, $0-100
+	MOVQ         w_base+0(FP), AX
+	MOVQ         q_base+24(FP), SI
+	MOVQ         d_base+48(FP), DX
+	MOVQ         d_len+56(FP), CX
+	MOVQ         s_base+72(FP), BX
+	X1START(qf1<>)
+	VPBROADCASTD qc10<>(SB), Z26
+	CMPQ         CX, $2
+	JB           q51x1_tail
+
+q51x1_loop:
+	NIBBLES2(8, 32)
+	MOVL         4(AX), R8
+	MOVL         28(AX), R9
+	SHLQ         $32, R9
+	ORQ          R9, R8
+	KMOVQ        R8, K2
+	VPADDB       Z26, Z2, K2, Z2
+	DM2(24)
+	X4ROW2((SI), (DX), (BX), Z10, X0)
+	X4NEXT(24)
+	CMPQ         CX, $2
+	JAE          q51x1_loop
+
+q51x1_tail:
+	X4ZTOY(Z10, Y10)
+	TESTQ        CX, CX
+	JZ           q51x1_done
+	NIBBLES1(8)
+	MOVL         4(AX), R8
+	KMOVD        R8, K2
+	VPADDB       Y26, Y2, K2, Y2
+	DM1
+	X4ROW1((SI), (DX), (BX), Y10, X0)
+
+q51x1_done:
+	X1STORE
+	MOVSS        X10, ret+96(FP)
 	RET

@@ -180,20 +180,20 @@ func kernel4K(t gguf.TensorType) kern4K {
 }
 
 // kernel1 and kernel1K are the single-row versions of kernel4 and kernel4K (nil where those
-// are): what MatMulT reduces the rows left over from the groups of four with, so that a row
-// gets the same bits either way.
+// are), unchecked: what MatMulT reduces the rows left over from the groups of four with, so
+// that a row gets the same bits either way.
 func kernel1(t gguf.TensorType) kern1 {
 	switch t {
 	case gguf.Q8_0:
-		return dot1Q8_0
+		return row1Q8_0
 	case gguf.Q4_0:
-		return dot1Q4_0
+		return row1Q4_0
 	case gguf.Q4_1:
-		return dot1Q4_1
+		return row1Q4_1
 	case gguf.Q5_0:
-		return dot1Q5_0
+		return row1Q5_0
 	case gguf.Q5_1:
-		return dot1Q5_1
+		return row1Q5_1
 	}
 	return nil
 }
@@ -201,9 +201,9 @@ func kernel1(t gguf.TensorType) kern1 {
 func kernel1K(t gguf.TensorType) kern1K {
 	switch t {
 	case gguf.Q4_K:
-		return dot1Q4_K
+		return row1Q4_K
 	case gguf.Q6_K:
-		return dot1Q6_K
+		return row1Q6_K
 	}
 	return nil
 }
@@ -420,7 +420,7 @@ type work struct {
 	a32            Acts32 // the rows of x quantized, one after the other
 	ak             ActsK
 	tasks          []task
-	o4             [][4]float32  // each task's multi-row kernel outputs
+	o4             [][32]float32 // each task's multi-row kernel outputs (the first 4; see taskOut)
 	o64            [][64]float32 // each task's packed kernel outputs
 	one            [1]*Matrix    // MatMulT's ms
 	pf             bool          // the one-row packed kernels prefetch (x1Tuners)
@@ -428,7 +428,10 @@ type work struct {
 }
 
 // task is weight rows [r0, r1) of matrix m against activation rows [x0, x1), written to
-// columns off+r0.. of out.
+// columns off+r0.. of out. Its kernels' outputs (o4) are 128 bytes from the next task's, so
+// that two cores running neighbouring tasks never write the same cache line: with 16 bytes
+// apart, a product of one row (decode) spent as long passing the line between the cores as
+// in its kernels.
 type task struct{ m, r0, r1, off, x0, x1 int }
 
 var workPool = sync.Pool{New: func() any {
@@ -463,7 +466,7 @@ func (w *work) run(ti int) {
 	typ, n := m.Type, m.RowBytes()
 	k4, k1, nb := kernel4(typ), kernel1(typ), w.cols/32
 	k4K, k1K, nbK := kernel4K(typ), kernel1K(typ), w.cols/256
-	a, ak, o := &w.a32, &w.ak, &w.o4[ti]
+	a, ak, o := &w.a32, &w.ak, (*[4]float32)(w.o4[ti][:4])
 	for i0 := t.x0; i0 < t.x1; i0 += xTile {
 		i1 := min(i0+xTile, t.x1)
 		for r := t.r0; r < t.r1; r++ {
@@ -488,13 +491,11 @@ func (w *work) run(ti int) {
 			// there is one (the same bits as among four), else the row kernel.
 			for ; i < i1; i++ {
 				var v float32
-				switch { // into o, the work's: a local's address would escape to the heap
+				switch {
 				case k1 != nil:
-					k1(row, a.Q[32*nb*i:32*nb*(i+1)], a.D[nb*i:nb*(i+1)], a.S[nb*i:nb*(i+1)], &o[0])
-					v = o[0]
+					v = k1(row, a.Q[32*nb*i:32*nb*(i+1)], a.D[nb*i:nb*(i+1)], a.S[nb*i:nb*(i+1)])
 				case k1K != nil:
-					k1K(row, ak.Q[256*nbK*i:256*nbK*(i+1)], ak.D[nbK*i:nbK*(i+1)], ak.BSums[16*nbK*i:16*nbK*(i+1)], &o[0])
-					v = o[0]
+					v = k1K(row, ak.Q[256*nbK*i:256*nbK*(i+1)], ak.D[nbK*i:nbK*(i+1)], ak.BSums[16*nbK*i:16*nbK*(i+1)])
 				default:
 					v = w.dot(typ, row, i)
 				}

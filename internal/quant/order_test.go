@@ -14,32 +14,26 @@ func goKernels(t *testing.T) {
 	r80, r40, r41, r50, r51, r4k, r5k, r6k := rowQ8_0, rowQ4_0, rowQ4_1, rowQ5_0, rowQ5_1, rowQ4_K, rowQ5_K, rowQ6_K
 	d80, d40, d41, d50, d51, d4k, d6k := dot4Q8_0, dot4Q4_0, dot4Q4_1, dot4Q5_0, dot4Q5_1, dot4Q4_K, dot4Q6_K
 	o80, o40, o41, o50, o51, o4k, o6k := dot1Q8_0, dot1Q4_0, dot1Q4_1, dot1Q5_0, dot1Q5_1, dot1Q4_K, dot1Q6_K
+	s80, s40, s41, s50, s51, s4k, s6k := row1Q8_0, row1Q4_0, row1Q4_1, row1Q5_0, row1Q5_1, row1Q4_K, row1Q6_K
 	pk, pkPF := packedKernel, packedKernelPF
 	t.Cleanup(func() {
 		rowQ8_0, rowQ4_0, rowQ4_1, rowQ5_0, rowQ5_1, rowQ4_K, rowQ5_K, rowQ6_K = r80, r40, r41, r50, r51, r4k, r5k, r6k
 		dot4Q8_0, dot4Q4_0, dot4Q4_1, dot4Q5_0, dot4Q5_1, dot4Q4_K, dot4Q6_K = d80, d40, d41, d50, d51, d4k, d6k
 		dot1Q8_0, dot1Q4_0, dot1Q4_1, dot1Q5_0, dot1Q5_1, dot1Q4_K, dot1Q6_K = o80, o40, o41, o50, o51, o4k, o6k
+		row1Q8_0, row1Q4_0, row1Q4_1, row1Q5_0, row1Q5_1, row1Q4_K, row1Q6_K = s80, s40, s41, s50, s51, s4k, s6k
 		packedKernel, packedKernelPF = pk, pkPF
 	})
 	rowQ8_0, rowQ4_0, rowQ4_1, rowQ5_0, rowQ5_1 = dotQ8_0Go, dotQ4_0Go, dotQ4_1Go, dotQ5_0Go, dotQ5_1Go
 	rowQ4_K, rowQ5_K, rowQ6_K = dotQ4_KGo, dotQ5_KGo, dotQ6_KGo
 	dot4Q8_0, dot4Q4_0, dot4Q4_1, dot4Q5_0, dot4Q5_1 = dot4Q8_0Go, dot4Q4_0Go, dot4Q4_1Go, dot4Q5_0Go, dot4Q5_1Go
-	go1 := func(f kern32) kern1 {
-		return func(w []byte, q []int8, d, s []float32, out *float32) { *out = f(w, q, d) }
-	}
-	go1s := func(f kern32s) kern1 {
-		return func(w []byte, q []int8, d, s []float32, out *float32) { *out = f(w, q, d, s) }
-	}
-	go1K := func(f kernK) kern1K {
-		return func(w []byte, q []int8, d []float32, bsums []int16, out *float32) { *out = f(w, q, d, bsums) }
-	}
-	dot1Q8_0, dot1Q4_0, dot1Q4_1 = go1(dotQ8_0Go), go1(dotQ4_0Go), go1s(dotQ4_1Go)
-	dot1Q5_0, dot1Q5_1 = go1(dotQ5_0Go), go1s(dotQ5_1Go)
+	dot1Q8_0, dot1Q4_0, dot1Q4_1 = go1(dotQ8_0Go), go1(dotQ4_0Go), dotQ4_1Go
+	dot1Q5_0, dot1Q5_1 = go1(dotQ5_0Go), dotQ5_1Go
+	row1Q8_0, row1Q4_0, row1Q4_1, row1Q5_0, row1Q5_1 = dot1Q8_0, dot1Q4_0, dot1Q4_1, dot1Q5_0, dot1Q5_1
 	if d4k != nil {
-		dot4Q4_K, dot1Q4_K = dot4Q4_KGo, go1K(dotQ4_KGo)
+		dot4Q4_K, dot1Q4_K, row1Q4_K = dot4Q4_KGo, dotQ4_KGo, dotQ4_KGo
 	}
 	if d6k != nil {
-		dot4Q6_K, dot1Q6_K = dot4Q6_KGo, go1K(dotQ6_KGo)
+		dot4Q6_K, dot1Q6_K, row1Q6_K = dot4Q6_KGo, dotQ6_KGo, dotQ6_KGo
 	}
 	packedKernel, packedKernelPF = packed16Go, nil
 }
