@@ -77,7 +77,9 @@ func (s *system) loadServed(name, path string, opts serving.LoadOptions, now int
 	if !ok && all {
 		t = tpls[""]
 	}
-	opts.ChatTemplate, opts.ChatTemplateFrom = t.src, t.from
+	if t.src != "" || opts.ChatTemplate == "" { // a flag wins over a template the caller set (a pulled Ollama model's)
+		opts.ChatTemplate, opts.ChatTemplateFrom = t.src, t.from
+	}
 	if s.metrics != nil { // vLLM's latency histograms, and engine spans when exporting them
 		opts.Engine.Observer = inference.Tee(s.metrics.Serving.Model(name), s.tel.Engine(name))
 	}

@@ -58,7 +58,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	dsn := fs.String("db", "", "store DSN (default DIR/hone.db)")
 	ref := fs.String("model", "", "trained model ENTITY/PROJECT/NAME[:stepN|:latest] (required; default :latest)")
 	out := fs.String("out", "", "output directory (required; must not exist or be empty)")
-	baseDir := fs.String("base-dir", "", "base model directory (default DATA/models/demo for the demo model)")
+	baseDir := fs.String("base-dir", "", "base model directory, GGUF file or pulled reference (hf:OWNER/REPO, ollama:NAME; default DATA/models/demo for the demo model)")
 	format := fs.String("format", "hf", "output format: hf (a Hugging Face directory), gguf (one GGUF file), gguf-lora (the adapter as a GGUF LoRA)")
 	typ := fs.String("type", "", "weights of a --format gguf file: f16 (default), q8_0, q4_k or f32")
 	pos, err := parseInterleaved(fs, args)
@@ -84,7 +84,12 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "hone export: --format %q: use hf, gguf or gguf-lora\n", *format)
 		return 2
 	}
-	dir, err := exportModel(ctx, *dataDir, *dsn, *ref, *baseDir, *out, *format, *typ, exportProgress(stderr))
+	base, err := pullPath(ctx, *baseDir, stderr) // pull.go: --base-dir hf:... or ollama:..., as hone serve --model took it
+	if err != nil {
+		fmt.Fprintln(stderr, "hone export: --base-dir:", err)
+		return 1
+	}
+	dir, err := exportModel(ctx, *dataDir, *dsn, *ref, base, *out, *format, *typ, exportProgress(stderr))
 	if err != nil {
 		fmt.Fprintln(stderr, "hone export:", err)
 		return 1

@@ -11,12 +11,13 @@ import (
 )
 
 func init() {
-	register("models", "models: synth (write a tiny random-weight HF model directory), prune (keep the best and latest checkpoints), register (base models by name in a shared store)", func(args []string) int {
+	register("models", "models: list and rm (the cache of pulled models), synth (write a tiny random-weight HF model directory), prune (keep the best and latest checkpoints), register (base models by name in a shared store)", func(args []string) int {
 		return runModels(args, os.Stdout, os.Stderr)
 	})
 }
 
 const modelsUsage = `usage:
+  hone models list | rm REF...   (the cache of pulled models, hone pull: list with sizes, remove)
   hone models prune --model ENTITY/PROJECT/NAME [--metric val/reward] [--keep-best N]
                     (on a server: delete every checkpoint but the latest and the N best by metric)
   hone models register|registered|unregister --db postgres://... (base models by name in a shared store)
@@ -42,6 +43,12 @@ func runModels(args []string, stdout, stderr io.Writer) int {
 	}
 	if args[0] == "prune" {
 		return runModelsPrune(context.Background(), args[1:], stdout, stderr)
+	}
+	if args[0] == "list" || args[0] == "ls" { // pull.go: the cache of pulled models
+		return runModelsList(args[1:], stdout, stderr)
+	}
+	if args[0] == "rm" {
+		return runModelsRm(args[1:], stdout, stderr)
 	}
 	if args[0] == "register" || args[0] == "registered" || args[0] == "unregister" {
 		return runModelsStore(context.Background(), args[0], args[1:], stdout, stderr)

@@ -13,8 +13,9 @@ import (
 )
 
 const modelsStoreUsage = `usage:
-  hone models register   --db postgres://... [--data DIR] [--replace] NAME PATH
-                         (store a Hugging Face directory or a .gguf file in the shared store as base
+  hone models register   --db postgres://... [--data DIR] [--replace] NAME PATH|REF
+                         (store a Hugging Face directory or a .gguf file, or a model pulled by its
+                          reference hf:OWNER/REPO or ollama:NAME (hone pull), in the shared store as base
                           model NAME: every hone serve and hone worker on that store loads it, at start
                           or within --base-model-poll)
   hone models registered --db postgres://... [--data DIR]        list the registered base models
@@ -47,7 +48,11 @@ func runModelsStore(ctx context.Context, sub string, args []string, stdout, stde
 	defer store.Close()
 	switch sub {
 	case "register":
-		b, err := reg.RegisterBase(ctx, pos[0], pos[1], *replace)
+		src, err := pullPath(ctx, pos[1], stderr) // pull.go: PATH may be hf:... or ollama:...
+		if err != nil {
+			return fail(err)
+		}
+		b, err := reg.RegisterBase(ctx, pos[0], src, *replace)
 		if errors.Is(err, registry.ErrExists) {
 			return fail(fmt.Errorf("a base model %s is registered already (--replace replaces it)", pos[0]))
 		}

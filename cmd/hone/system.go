@@ -195,12 +195,17 @@ func (s *system) loadModels(ctx context.Context) error {
 	for _, spec := range c.Models {
 		name, dir, ok := strings.Cut(spec, "=")
 		if !ok || name == "" || dir == "" {
-			return fmt.Errorf("--model %q: use NAME=DIR or NAME=FILE.gguf", spec)
+			return fmt.Errorf("--model %q: use NAME=DIR, NAME=FILE.gguf, or NAME=REF (hf:OWNER/REPO, ollama:NAME: hone pull --help)", spec)
 		}
-		m, err := s.loadServed(name, dir, qopts, now, true)
+		src, err := pullForServe(ctx, name, dir, s.log) // pull.go: hf: and ollama: references
 		if err != nil {
 			return fmt.Errorf("--model %s: %w", name, err)
 		}
+		m, err := s.loadServed(name, src.path, src.loadOptions(qopts), now, true)
+		if err != nil {
+			return fmt.Errorf("--model %s: %w", name, err)
+		}
+		s.reportSource(name, src)
 		s.setToolParser(m)
 		s.reportMemory(m)
 		s.models.Add(m)

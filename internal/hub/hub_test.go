@@ -699,6 +699,28 @@ func TestListAndRemove(t *testing.T) {
 	if _, err := c.Remove(mustParse(t, "hf:tiny/llama")); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("%v", err)
 	}
+	// An unfinished Ollama pull shows by its reference, and rm drops what it has.
+	ctx, cancel := context.WithCancel(context.Background())
+	c.writeHook = func(name string, off int64, n int) error {
+		if name == "model" {
+			cancel()
+		}
+		return nil
+	}
+	if _, err := c.Pull(ctx, mustParse(t, "ollama:tiny:1b")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("%v", err)
+	}
+	c.writeHook = nil
+	list, _ = c.List()
+	if len(list) != 2 || list[1].Ref != "ollama:tiny:1b" || !list[1].Incomplete || list[1].Bytes <= 0 {
+		t.Fatalf("%+v", list)
+	}
+	if _, err := c.Remove(mustParse(t, "ollama:tiny:1b")); err != nil {
+		t.Fatal(err)
+	}
+	if blobs, _ := os.ReadDir(filepath.Join(c.Dir, "ollama", "blobs")); len(blobs) != 0 {
+		t.Fatalf("ollama blobs left: %v", blobs)
+	}
 	other := newClient(t, srv)
 	other.HFCache = filepath.Join(c.Dir, "hub")
 	if _, err := other.Remove(mustParse(t, "hf:o/r-GGUF")); err == nil || !strings.Contains(err.Error(), "huggingface_hub's cache") {

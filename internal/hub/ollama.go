@@ -72,6 +72,12 @@ func manifestPath(root string, r Ref) string {
 	return filepath.Join(root, "manifests", r.Host, r.Namespace, r.Name, r.Tag)
 }
 
+// pullingPath is where a pull keeps the manifest it is downloading until it is done, so that
+// an unfinished pull shows in the cache's list and can be removed.
+func pullingPath(root string, r Ref) string {
+	return filepath.Join(root, "pulling", r.Host, r.Namespace, r.Name, r.Tag)
+}
+
 func blobPath(root, dig string) string {
 	return filepath.Join(root, "blobs", strings.Replace(dig, ":", "-", 1))
 }
@@ -153,8 +159,11 @@ func (c *Client) pullOllama(ctx context.Context, r Ref) (_ Model, err error) {
 		total += l.Size
 		resumed += partialBytes(dest, l.Size, b.sum)
 	}
+	pulling := pullingPath(root, r)
 	defer func() {
 		if err != nil && final(err) { // what this pull fetched and no manifest names
+			os.Remove(pulling)
+			removeEmptyDirs(filepath.Dir(pulling), filepath.Join(root, "pulling"))
 			for _, b := range specs {
 				if !c.ollamaReferenced(b.dest) {
 					os.Remove(b.dest)
@@ -166,6 +175,9 @@ func (c *Client) pullOllama(ctx context.Context, r Ref) (_ Model, err error) {
 	if err := c.checkSpace(root, total-resumed); err != nil {
 		return Model{}, err
 	}
+	if err := writeFileAtomic(pulling, raw); err != nil {
+		return Model{}, c.diskErr(err, root, 0)
+	}
 	c.Meter.plan(total, resumed)
 	if err := c.fetchAll(ctx, specs); err != nil {
 		return Model{}, err
@@ -173,6 +185,8 @@ func (c *Client) pullOllama(ctx context.Context, r Ref) (_ Model, err error) {
 	if err := writeFileAtomic(manifestPath(root, r), raw); err != nil {
 		return Model{}, c.diskErr(err, root, 0)
 	}
+	os.Remove(pulling)
+	removeEmptyDirs(filepath.Dir(pulling), filepath.Join(root, "pulling"))
 	m, err := c.ollamaModel(r, ollamaCached{root: cacheRoot{root, "hone"}, man: man, rev: rev, notes: notes})
 	m.Downloaded = total - resumed
 	return m, err
@@ -528,19 +542,32 @@ func listOllama(root cacheRoot) ([]Entry, error) {
 	if root.name != "hone" {
 		return out, err
 	}
-	// Parts of unfinished pulls.
-	var left int64
-	blobs, _ := os.ReadDir(filepath.Join(root.dir, "blobs"))
-	for _, b := range blobs {
-		if strings.HasSuffix(b.Name(), partSuffix) {
-			if fi, err := b.Info(); err == nil {
-				left += fi.Size()
+	// Unfinished pulls: what they have so far.
+	pulling := filepath.Join(root.dir, "pulling")
+	_ = filepath.WalkDir(pulling, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() || strings.HasSuffix(p, ".tmp") {
+			return nil
+		}
+		rel, _ := filepath.Rel(pulling, p)
+		parts := strings.Split(filepath.ToSlash(rel), "/")
+		raw, rerr := os.ReadFile(p)
+		var m manifest
+		if len(parts) != 4 || rerr != nil || json.Unmarshal(raw, &m) != nil {
+			return nil
+		}
+		r := Ref{Kind: Ollama, Host: parts[0], Namespace: parts[1], Name: parts[2], Tag: parts[3]}
+		en := Entry{Ref: r.String(), Cache: root.name, Path: filepath.Join(root.dir, "blobs"), Incomplete: true}
+		for _, l := range append([]layer{m.Config}, m.Layers...) {
+			for _, f := range []string{blobPath(root.dir, l.Digest), blobPath(root.dir, l.Digest) + partSuffix} {
+				if fi, err := os.Stat(f); err == nil && l.Digest != "" {
+					en.Bytes += fi.Size()
+					en.Modified = later(en.Modified, fi.ModTime())
+				}
 			}
 		}
-	}
-	if left > 0 {
-		out = append(out, Entry{Ref: "ollama:(unfinished pulls)", Cache: root.name, Path: filepath.Join(root.dir, "blobs"), Bytes: left, Incomplete: true})
-	}
+		out = append(out, en)
+		return nil
+	})
 	return out, err
 }
 
@@ -549,7 +576,10 @@ func (c *Client) removeOllama(r Ref) (int64, error) {
 	p := manifestPath(root, r)
 	raw, err := os.ReadFile(p)
 	if err != nil {
-		return 0, errorf(ErrNotFound, "%s is not in Hone's cache (%s); hone models list shows what is", r, root)
+		p = pullingPath(root, r) // an unfinished pull
+		if raw, err = os.ReadFile(p); err != nil {
+			return 0, errorf(ErrNotFound, "%s is not in Hone's cache (%s); hone models list shows what is", r, root)
+		}
 	}
 	var m manifest
 	_ = json.Unmarshal(raw, &m)
@@ -557,6 +587,7 @@ func (c *Client) removeOllama(r Ref) (int64, error) {
 		return 0, err
 	}
 	removeEmptyDirs(filepath.Dir(p), filepath.Join(root, "manifests"))
+	removeEmptyDirs(filepath.Dir(p), filepath.Join(root, "pulling"))
 	link := filepath.Join(root, "gguf", r.Host, r.Namespace, r.Name, r.Tag+".gguf")
 	os.Remove(link)
 	removeEmptyDirs(filepath.Dir(link), filepath.Join(root, "gguf"))
@@ -568,8 +599,8 @@ func (c *Client) removeOllama(r Ref) (int64, error) {
 			continue
 		}
 		seen[b] = true
-		if fi, err := os.Stat(b); err == nil {
-			if os.Remove(b) == nil {
+		for _, f := range []string{b, b + partSuffix, b + stateSuffix} {
+			if fi, err := os.Stat(f); err == nil && os.Remove(f) == nil {
 				freed += fi.Size()
 			}
 		}

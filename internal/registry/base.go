@@ -94,7 +94,8 @@ func (r *Registry) RegisterBase(ctx context.Context, name, src string, replace b
 			if err != nil {
 				return err
 			}
-			if d.Type().IsRegular() {
+			// A file, or a link to one (a Hugging Face cache snapshot links its files to blobs).
+			if d.Type().IsRegular() || d.Type()&fs.ModeSymlink != 0 && isRegularFile(p) {
 				rel, _ := filepath.Rel(src, p)
 				paths = append(paths, filepath.ToSlash(rel))
 			}
@@ -231,4 +232,10 @@ func (r *Registry) BlobRefs(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	return []string{`SELECT hash FROM train_checkpoint_files`, `SELECT hash FROM train_resume_files`, `SELECT hash FROM base_model_files`}, nil
+}
+
+// isRegularFile reports whether p is, or links to, a regular file.
+func isRegularFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
 }
