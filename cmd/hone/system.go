@@ -19,6 +19,7 @@ import (
 	"github.com/honeai/hone/internal/auth"
 	"github.com/honeai/hone/internal/blob"
 	"github.com/honeai/hone/internal/db"
+	"github.com/honeai/hone/internal/evaluation"
 	"github.com/honeai/hone/internal/health"
 	"github.com/honeai/hone/internal/inference"
 	"github.com/honeai/hone/internal/jobs"
@@ -62,6 +63,9 @@ type system struct {
 	loaded    sync.Map             // registered base model name → the id this node loaded
 	metrics   *metrics.Registry    // GET /metrics (--metrics-addr, --metrics-on-api)
 	tel       *telemetry.Telemetry // Hone's own spans over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT); nil: none
+	// evals runs evaluations (loop.go); evalEngines are the engines `hone worker` started for them.
+	evals       *evaluation.Service
+	evalEngines []*serving.Served
 
 	workers     sync.WaitGroup
 	stopWorking context.CancelFunc
@@ -172,6 +176,9 @@ func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout
 	if s.blobs != nil {
 		s.training.Blobs = s.blobs
 		s.wandb.UseBlobs(s.blobs)
+	}
+	if err := s.openEvaluation(ctx); err != nil { // loop.go
+		return nil, err
 	}
 	return s, nil
 }
@@ -300,7 +307,7 @@ func (s *system) startWorkers(ctx context.Context) {
 	s.workers.Add(1)
 	go func() {
 		defer s.workers.Done()
-		s.queue.Work(wctx, n, hostOwner(), s.tel.Jobs(s.metrics.Jobs.Wrap(s.training.Run)), s.log)
+		s.queue.Work(wctx, n, hostOwner(), s.jobRunner(), s.log) // loop.go
 	}()
 }
 
@@ -337,6 +344,7 @@ func (s *system) stopWorkers() {
 // close stops the engines and closes the store.
 func (s *system) close() {
 	s.stopWorkers()
+	s.closeEvaluation()
 	s.models.Close()
 	if s.tel != nil { // the spans not yet sent
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

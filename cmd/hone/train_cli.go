@@ -690,6 +690,8 @@ func watchJob(ctx context.Context, c *client, id string, stdout, stderr io.Write
 			}
 			msg, _ := ev.Data["error_message"].(string)
 			fmt.Fprintf(stdout, "training failed: %s\n", msg)
+		default: // an evaluation of the new checkpoint, a promotion, a policy run (eval_cli.go)
+			printLoopEvent(stdout, ev.Type, ev.Data, false, start, new(bool))
 		}
 	}
 	var j jobInfo

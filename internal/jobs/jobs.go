@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -229,10 +230,11 @@ func (q *Queue) Get(ctx context.Context, id string) (Job, error) {
 
 // ListOptions filter and page List.
 type ListOptions struct {
-	ModelID string // only this model's jobs
-	Status  string // only jobs in this status
-	Before  string // only jobs created before this job (its id); "" starts from the newest
-	Limit   int    // at most this many (default 20)
+	ModelID string   // only this model's jobs
+	Status  string   // only jobs in this status
+	Before  string   // only jobs created before this job (its id); "" starts from the newest
+	Limit   int      // at most this many (default 20)
+	Kinds   []string // only jobs of these kinds (none: every kind)
 }
 
 // List returns an entity's jobs, newest first, and whether more follow.
@@ -249,6 +251,12 @@ func (q *Queue) List(ctx context.Context, entity string, o ListOptions) ([]Job, 
 	if o.Status != "" {
 		query += ` AND status = ?`
 		args = append(args, o.Status)
+	}
+	if len(o.Kinds) > 0 {
+		query += ` AND kind IN (?` + strings.Repeat(`, ?`, len(o.Kinds)-1) + `)`
+		for _, k := range o.Kinds {
+			args = append(args, k)
+		}
 	}
 	if o.Before != "" {
 		// Ids are UUIDv7: their order is the order of creation.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/honeai/hone/internal/apierror"
 	"github.com/honeai/hone/internal/auth"
+	"github.com/honeai/hone/internal/evaluation"
 	"github.com/honeai/hone/internal/httpx"
 	"github.com/honeai/hone/internal/jobs"
 	"github.com/honeai/hone/internal/openapi"
@@ -27,6 +28,8 @@ import (
 // API serves the training routes over the training service.
 type API struct {
 	Svc *training.Service
+	// Evals, when set, serves the evaluation jobs (evaluation.go).
+	Evals *evaluation.Service
 }
 
 // Register adds the routes behind bearer authentication.
@@ -47,6 +50,7 @@ func (a *API) Register(r *httpx.Router, bearer httpx.Middleware) {
 	g.HandleFunc("POST /v1/preview/training-jobs/{id}/cancel", a.cancelJob, &openapi.Operation{Summary: "Cancel a training job", Tags: tag, Response: jobs.Job{}})
 	g.HandleFunc("POST /v1/preview/datasets/from-calls", a.datasetFromCalls, &openapi.Operation{Summary: "Build a Weave Dataset of SFT examples or RL trajectory groups from traced chat completions (op, feedback and query filters); its dataset_ref is a training_data_url", Tags: tag, Request: training.FromCallsRequest{}, Response: training.FromCallsResult{}})
 	g.HandleFunc("POST /v1/preview/files", a.uploadFile, &openapi.Operation{Summary: "Upload a training data file (JSONL body); use its url as training_data_url", Tags: tag})
+	a.registerEvaluations(g) // evaluation.go
 }
 
 func entityOf(r *http.Request) string {
@@ -131,7 +135,7 @@ func (a *API) listModels(w http.ResponseWriter, r *http.Request) {
 func (a *API) modelRoutes(w http.ResponseWriter, r *http.Request) {
 	path := r.PathValue("model")
 	ref, sub := path, ""
-	for _, suffix := range []string{"/checkpoints", "/log"} {
+	for _, suffix := range []string{"/checkpoints", "/log", "/evaluations"} {
 		if strings.HasSuffix(path, suffix) {
 			ref, sub = strings.TrimSuffix(path, suffix), suffix[1:]
 		}
@@ -153,6 +157,8 @@ func (a *API) modelRoutes(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteJSON(w, http.StatusOK, map[string]any{"model_id": m.ID, "deleted_checkpoints": n, "deleted_run": true})
 	case r.Method == "GET" && sub == "checkpoints":
 		a.listCheckpoints(w, r, m)
+	case r.Method == "GET" && sub == "evaluations":
+		a.modelEvaluations(w, r, m) // evaluation.go
 	case r.Method == "DELETE" && sub == "checkpoints":
 		var req struct {
 			Steps []int `json:"steps"`

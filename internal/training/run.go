@@ -18,6 +18,11 @@ type queued struct {
 	Version int      `json:"spec_version"` // 1; 0: a job queued by an older Hone (the request as sent)
 	RL      *RLSpec  `json:"rl,omitempty"`
 	SFT     *SFTSpec `json:"sft,omitempty"`
+	// Evaluation is the evaluation to run on the job's new checkpoint (internal/evaluation
+	// runs it; loop.go).
+	Evaluation json.RawMessage `json:"evaluation,omitempty"`
+	// FromStep trains from that checkpoint (0: a fresh adapter) instead of the latest.
+	FromStep *int `json:"from_step,omitempty"`
 }
 
 // decodeQueued reads a job's spec. Jobs queued before specs were (the raw request as the
@@ -84,10 +89,21 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 	// A lora artifact a client logged into the model (ART's fork) is taken up now.
 	s.syncLoRALogged(ctx, m, true)
 	chat := chatTokenizer(base)
-	step := 0
+	step, next := 0, 1
 	var opt *train.AdamW
 	var adapter *model.LoRA
-	if c, err := s.Reg.Latest(ctx, m.ID); err == nil {
+	c, err := s.Reg.Latest(ctx, m.ID)
+	if err == nil {
+		next = c.Step + 1
+	}
+	if q.FromStep != nil && err == nil { // train from another checkpoint (loop.go)
+		if *q.FromStep == 0 {
+			err = registry.ErrNotFound
+		} else if c, err = s.Reg.Step(ctx, m.ID, *q.FromStep); errors.Is(err, registry.ErrNotFound) {
+			return nil, fmt.Errorf("checkpoint step %d, which the job trains from, is gone", *q.FromStep)
+		}
+	}
+	if err == nil {
 		step = c.Step
 		dir, err := s.Reg.CheckpointPath(ctx, m.ID, c.Step)
 		if err != nil {
@@ -197,7 +213,6 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 	if ctx.Err() != nil {
 		return nil, jobs.ErrCancelled
 	}
-	next := step + 1
 	if err := train.SaveCheckpoint(s.Reg.CheckpointDir(m.ID, next), adapter, train.Checkpoint{BaseModel: m.BaseModel, Optimizer: opt}); err != nil {
 		return nil, fmt.Errorf("saving checkpoint: %v", err)
 	}

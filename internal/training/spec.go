@@ -23,6 +23,10 @@ type RLRequest struct {
 	// training data URL (a weave:/// Dataset or table, as POST /v1/preview/datasets/from-calls
 	// builds with kind "rl", an upload or a rooted path) whose rows are trajectory groups.
 	TrajectoryGroupsURL string `json:"trajectory_groups_url,omitempty"`
+	// Evaluation and Promote (Hone additions): an evaluation to run on the new checkpoint
+	// and an alias to move to it by its promotion rule (loop.go).
+	Evaluation json.RawMessage `json:"evaluation,omitempty"`
+	Promote    string          `json:"promote,omitempty"`
 }
 
 // SFTRequest is an SFT job as clients send it (POST /v1/preview/sft-training-jobs).
@@ -31,6 +35,10 @@ type SFTRequest struct {
 	TrainingDataURL    string          `json:"training_data_url"`
 	Config             json.RawMessage `json:"config"`
 	ExperimentalConfig json.RawMessage `json:"experimental_config"`
+	// Evaluation and Promote (Hone additions): an evaluation to run on the new checkpoint
+	// and an alias to move to it by its promotion rule (loop.go).
+	Evaluation json.RawMessage `json:"evaluation,omitempty"`
+	Promote    string          `json:"promote,omitempty"`
 }
 
 // RLSpec is a validated RL job: the groups it trains on (normalised: exchanges become

@@ -63,6 +63,9 @@ type Service struct {
 	// Quota, when set, what each entity's uploads store (uploads_blob.go).
 	MaxUpload int64
 	Quota     *quota.Quota
+	// Evaluations, when set, checks the evaluation a training job names (loop.go); nil
+	// refuses the field.
+	Evaluations EvaluationChecker
 
 	mu       sync.Mutex
 	adapters map[string]map[int]cachedAdapter // model id → checkpoint step → loaded adapter
@@ -257,7 +260,11 @@ func (s *Service) CreateRLJob(ctx context.Context, m registry.Model, req RLReque
 			return jobs.Job{}, err
 		}
 	}
-	return s.Queue.Enqueue(ctx, m.ID, m.Entity, "rl", queued{Version: 1, RL: &spec})
+	ev, err := s.jobEvaluation(ctx, m, req.Evaluation, req.Promote)
+	if err != nil {
+		return jobs.Job{}, err
+	}
+	return s.Queue.Enqueue(ctx, m.ID, m.Entity, "rl", queued{Version: 1, RL: &spec, Evaluation: ev})
 }
 
 // CreateSFTJob validates an SFT request for model m (its data URL included) and queues its
@@ -270,7 +277,11 @@ func (s *Service) CreateSFTJob(ctx context.Context, m registry.Model, req SFTReq
 	if err := s.checkDataURL(ctx, m.Entity, spec.DataURL); err != nil {
 		return jobs.Job{}, err
 	}
-	return s.Queue.Enqueue(ctx, m.ID, m.Entity, "sft", queued{Version: 1, SFT: &spec})
+	ev, err := s.jobEvaluation(ctx, m, req.Evaluation, req.Promote)
+	if err != nil {
+		return jobs.Job{}, err
+	}
+	return s.Queue.Enqueue(ctx, m.ID, m.Entity, "sft", queued{Version: 1, SFT: &spec, Evaluation: ev})
 }
 
 // Upload is a stored training data file; URL is what training_data_url takes.
