@@ -8,8 +8,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/honeai/hone/internal/export"
+	"github.com/honeai/hone/internal/hub"
 	"github.com/honeai/hone/internal/hub/hubtest"
 	"github.com/honeai/hone/internal/synth"
 )
@@ -180,5 +182,24 @@ func TestServePulledModels(t *testing.T) {
 	code = runServe(context.Background(), []string{"--addr", "127.0.0.1:0", "--data", data, "--no-demo-model", "--model", "x=hf:tiny/other"}, &stdout, &stderr, nil)
 	if code == 0 || !strings.Contains(stderr.String(), "--model x: hf:tiny/other is not in the cache") || !strings.Contains(stderr.String(), "HONE_OFFLINE is set: unset it") {
 		t.Fatalf("serve of a model not cached, offline: %d %s", code, stderr.String())
+	}
+}
+
+// TestProgressLine: the bar shows the bytes, the rate and the time left.
+func TestProgressLine(t *testing.T) {
+	p := hub.Progress{Done: 256 << 20, Total: 512 << 20}
+	got := progressLine(p, 16<<20, "hf:o/r")
+	if want := "[############............]  50% 256 MiB/512 MiB 16 MiB/s 16s left  hf:o/r"; got != want {
+		t.Fatalf("%q\nwant %q", got, want)
+	}
+	p.Phase = "checking model.safetensors"
+	if got := progressLine(p, 0, "x"); !strings.Contains(got, "? left") || !strings.HasSuffix(got, "(checking model.safetensors)") {
+		t.Fatalf("%q", got)
+	}
+	var r rateWindow
+	now := time.Now()
+	r.rate(now, 0)
+	if got := r.rate(now.Add(2*time.Second), 4<<20); got != 2<<20 {
+		t.Fatalf("rate %v", got)
 	}
 }

@@ -69,7 +69,9 @@ func run(p *problem) {
 		runPairs(im, p.shared(), nt)
 	case p.packed != nil:
 		runPacked(im, p, nt)
-	case p.transB:
+	case p.transB && im.chainT && p.m <= rawMaxM:
+		runChainT(p, nt)
+	case p.transB && !im.chainT:
 		// y = x·Wᵀ by dot products at every m: each element is the dot kernels' sum whatever
 		// the row count (row invariance: see the package doc), and W is streamed, never
 		// packed.

@@ -19,7 +19,9 @@
 // order: with B not transposed or prepacked, one chain of multiply-adds in depth order from
 // C's value (the micro-kernels start from C, one accumulator per element, and edge tiles
 // start from C's values too); with a transposed B (Sgemm and GemmHalfB with transB), the dot
-// kernels' order (lanes over the depth, then a fixed reduction) at every row count. So a
+// kernels' order (lanes over the depth, then a fixed reduction) at every row count, or, in
+// the pure-Go implementation, the micro-kernels' chain (a loop over W in place for up to 16
+// rows, the blocked path above: its Go dot loops were slower). So a
 // model's output for a sequence does not depend on what else shares its forward pass, as
 // long as the caller's own choices (bf16 or f32 arithmetic: BF16PairRows) do not depend on
 // the row count either (docs/engine.md, "Batch invariance"). TestRowInvariance checks every

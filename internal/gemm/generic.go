@@ -15,13 +15,7 @@ var genericImpl = &impl{
 	mr:     genericMR,
 	nr:     genericNR,
 	micro:  [3]microFn{microGeneric[float32], microGeneric[uint16], microGenericF16},
-	dotMR:  4,
-	dotVec: 1,
-	dot: [3][]dotFn{
-		{dotGeneric[float32], dotGeneric[float32], dotGeneric[float32], dotGeneric[float32]},
-		{dotGeneric[uint16], dotGeneric[uint16], dotGeneric[uint16], dotGeneric[uint16]},
-		{dotGenericF16, dotGenericF16, dotGenericF16, dotGenericF16},
-	},
+	chainT: true,
 }
 
 // widen converts one stored B element to f32: f32 as is, uint16 as bf16.
@@ -96,51 +90,103 @@ func storeTile(acc *[genericMR][genericNR]float32, c *float32, ldc int) {
 	}
 }
 
-// dotGeneric is the dot kernel for f32 (E = float32) or bf16 (E = uint16) W.
-func dotGeneric[E float32 | uint16](k, mx int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int) {
-	esz := unsafe.Sizeof(E(0))
-	for j := 0; j < dotNW; j++ {
-		wrow := unsafe.Slice((*E)(unsafe.Add(w, uintptr(j*ldw)*esz)), k)
-		for i := 0; i < mx; i++ {
-			xrow := unsafe.Slice((*float32)(unsafe.Add(unsafe.Pointer(x), uintptr(i*ldx)*4)), k)
-			var s0, s1, s2, s3 float32
-			p := 0
-			for ; p+4 <= k; p += 4 {
-				s0 += xrow[p] * widen(wrow[p])
-				s1 += xrow[p+1] * widen(wrow[p+1])
-				s2 += xrow[p+2] * widen(wrow[p+2])
-				s3 += xrow[p+3] * widen(wrow[p+3])
+// runChainT is y = x·Wᵀ for the pure-Go implementation (chainT), with few rows: each element
+// the micro-kernels' sum (one chain in depth order of alpha·x times w, from beta·C), with W
+// read in place, a group of dotNW rows against two rows of x at a time (eight chains).
+func runChainT(p *problem, nt int) {
+	m, k := p.m, p.k
+	xbuf := bufPool.Get().(*floatBuf)
+	defer bufPool.Put(xbuf)
+	xs := xbuf.aligned(m * k) // op(A) scaled by alpha, as packA scales it
+	for i := 0; i < m; i++ {
+		row := xs[i*k : (i+1)*k]
+		for q := range row {
+			if p.transA {
+				row[q] = p.alpha * p.a[q*p.lda+i]
+			} else {
+				row[q] = p.alpha * p.a[i*p.lda+q]
 			}
-			for ; p < k; p++ {
-				s0 += xrow[p] * widen(wrow[p])
+		}
+	}
+	groups := (p.n + dotNW - 1) / dotNW
+	if nt == 1 {
+		chainGroups(p, xs, 0, groups)
+		return
+	}
+	tasks := min(groups, tasksPerThread*nt)
+	q := p.shared()
+	parallel(tasks, nt, func(t int) {
+		g0, g1 := split(groups, tasks, t, 1)
+		chainGroups(q, xs, g0, g1)
+	})
+}
+
+// chainGroups is runChainT's work on the groups [g0,g1) of dotNW rows of W.
+func chainGroups(p *problem, xs []float32, g0, g1 int) {
+	m, n, k := p.m, p.n, p.k
+	for g := g0; g < g1; g++ {
+		j0 := g * dotNW
+		rows := min(dotNW, n-j0)
+		var w [dotNW]int // the group's W rows (the last one again past n)
+		for r := range w {
+			w[r] = (j0 + min(r, rows-1)) * p.ldb
+		}
+		for i0 := 0; i0 < m; i0 += 2 {
+			var acc [2][dotNW]float32
+			for i := i0; i < min(i0+2, m); i++ {
+				crow := p.c[i*p.ldc+j0:][:rows]
+				for r, v := range crow { // from beta·C, as scaleC leaves C
+					switch p.beta {
+					case 0:
+					case 1:
+						acc[i-i0][r] = v
+					default:
+						acc[i-i0][r] = v * p.beta
+					}
+				}
 			}
-			*(*float32)(unsafe.Add(unsafe.Pointer(out), uintptr(i*ldo+j)*4)) = (s0 + s1) + (s2 + s3)
+			x0 := xs[i0*k : (i0+1)*k]
+			x1 := x0 // a lone last row computes its sums twice
+			if i0+1 < m {
+				x1 = xs[(i0+1)*k : (i0+2)*k]
+			}
+			switch p.bKind {
+			case kindF32:
+				chain4(&acc, x0, x1, p.b32, w, func(v float32) float32 { return v })
+			case kindBF16:
+				chain4(&acc, x0, x1, p.b16, w, BF16ToFloat32)
+			default:
+				chain4(&acc, x0, x1, p.b16, w, F16ToFloat32)
+			}
+			for i := i0; i < min(i0+2, m); i++ {
+				copy(p.c[i*p.ldc+j0:][:rows], acc[i-i0][:rows])
+			}
 		}
 	}
 }
 
-// dotGenericF16 is the dot kernel for f16 W.
-func dotGenericF16(k, mx int, x *float32, ldx int, w unsafe.Pointer, ldw int, out *float32, ldo int) {
-	var buf [256]float32
-	for j := 0; j < dotNW; j++ {
-		wrow := unsafe.Slice((*uint16)(unsafe.Add(w, uintptr(j*ldw)*2)), k)
-		var sums [16]float32
-		for p0 := 0; p0 < k; p0 += len(buf) {
-			chunk := wrow[p0:min(p0+len(buf), k)]
-			for q, v := range chunk {
-				buf[q] = F16ToFloat32(v)
-			}
-			for i := 0; i < mx; i++ {
-				xrow := unsafe.Slice((*float32)(unsafe.Add(unsafe.Pointer(x), uintptr(i*ldx+p0)*4)), len(chunk))
-				var s float32
-				for q, v := range xrow {
-					s += v * buf[q]
-				}
-				sums[i] += s
-			}
-		}
-		for i := 0; i < mx; i++ {
-			*(*float32)(unsafe.Add(unsafe.Pointer(out), uintptr(i*ldo+j)*4)) = sums[i]
-		}
+// chain4 adds Σ_q x0[q]·w_r[q] to acc[0][r] and Σ_q x1[q]·w_r[q] to acc[1][r] for the four
+// rows of W at b[w[r]:], one chain per element in q's order (the micro-kernels' row[j] +=
+// ai * bv[j], the same expression, so the same rounding and the same fusing where the
+// compiler fuses).
+func chain4[E float32 | uint16](acc *[2][dotNW]float32, x0, x1 []float32, b []E, w [dotNW]int, widen func(E) float32) {
+	k := len(x0)
+	w0, w1, w2, w3 := b[w[0]:w[0]+k], b[w[1]:w[1]+k], b[w[2]:w[2]+k], b[w[3]:w[3]+k]
+	x1 = x1[:k]
+	a00, a01, a02, a03 := acc[0][0], acc[0][1], acc[0][2], acc[0][3]
+	a10, a11, a12, a13 := acc[1][0], acc[1][1], acc[1][2], acc[1][3]
+	for q, xa := range x0 {
+		xb := x1[q]
+		v0, v1, v2, v3 := widen(w0[q]), widen(w1[q]), widen(w2[q]), widen(w3[q])
+		a00 += xa * v0
+		a01 += xa * v1
+		a02 += xa * v2
+		a03 += xa * v3
+		a10 += xb * v0
+		a11 += xb * v1
+		a12 += xb * v2
+		a13 += xb * v3
 	}
+	acc[0] = [dotNW]float32{a00, a01, a02, a03}
+	acc[1] = [dotNW]float32{a10, a11, a12, a13}
 }

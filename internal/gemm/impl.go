@@ -57,9 +57,13 @@ type impl struct {
 	nr        int          // columns of the micro tile: panelW or panelW/2
 	micro     [3]microFn   // by B kind: the full mr-row micro-kernel
 	microRows [3][]microFn // by B kind, optional: micro-kernels for 1..mr rows (index rows-1)
-	dotMR     int          // most x rows one dot-kernel call handles
-	dotVec    int          // the dot kernels need k to be a multiple of this
-	dot       [3][]dotFn   // by B kind: dot kernels for 1..dotMR rows (index mx-1)
+	// chainT: y = x·Wᵀ sums each element as the micro-kernels do (one chain in depth order)
+	// instead of by the dot kernels (the pure-Go implementation, whose dot loops were
+	// slower): runChainT for few rows, the blocked path for more
+	chainT bool
+	dotMR  int        // most x rows one dot-kernel call handles
+	dotVec int        // the dot kernels need k to be a multiple of this
+	dot    [3][]dotFn // by B kind: dot kernels for 1..dotMR rows (index mx-1)
 	// optional, by B kind: the dot kernels over many groups of dotNW rows of W per call,
 	// writing alpha·sum into C (dotRowsFn), for 1..dotMR rows; the same sums as dot
 	dotRows [3][]dotRowsFn

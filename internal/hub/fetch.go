@@ -475,7 +475,7 @@ func (c *Client) fetchRange(ctx context.Context, f *os.File, b *blobSpec, loc *l
 			tries = 0
 		}
 		tries++
-		if tries > c.retries() {
+		if tries >= c.retries() {
 			var se *statusError
 			if errors.As(err, &se) && se.code == http.StatusTooManyRequests {
 				return errorf(ErrRateLimited, "%s: the server answered 429 Too Many Requests %d times in a row; wait a while and run the pull again (it goes on from here)%s", b.name, tries, c.tokenHint(url))
