@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dustin/go-humanize"
 )
@@ -83,9 +84,11 @@ func (c *Client) pullHF(ctx context.Context, r Ref) (_ Model, err error) {
 		}
 		return Model{}, errorf(ErrOffline, "%s is not in the cache (%s, or huggingface_hub's %s) and %s is set: unset it to download the model, or pull it where the network is reachable and copy the cache", r, c.hfDir(), c.HFCache, env)
 	}
-	info, err := c.revision(ctx, r)
+	rctx, cancel := context.WithTimeout(ctx, revisionTimeout)
+	info, err := c.revision(rctx, r)
+	cancel()
 	if err != nil {
-		if unreachable(err) {
+		if unreachable(err) || errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			if m, ok := c.cachedHF(r); ok {
 				m.Notes = append(m.Notes, fmt.Sprintf("%s could not be reached (%v): the cached copy at commit %s is used", c.HFEndpoint, rootCause(err), short(m.Revision)))
 				c.log().Warn("the hub is unreachable; using the cached copy", "ref", r.String(), "commit", m.Revision, "err", err)
@@ -132,6 +135,11 @@ func (c *Client) pullHF(ctx context.Context, r Ref) (_ Model, err error) {
 	m.Downloaded = downloaded
 	return m, nil
 }
+
+// revisionTimeout bounds the question of which commit a revision is at (retries included):
+// a hub that does not answer in time is treated as unreachable, so that a cached model
+// still serves.
+var revisionTimeout = 30 * time.Second
 
 // revision asks the hub for a revision's commit and files.
 func (c *Client) revision(ctx context.Context, r Ref) (*revisionInfo, error) {
@@ -240,6 +248,33 @@ func (c *Client) planHF(ctx context.Context, r Ref, info *revisionInfo) (*hfPlan
 	}
 	sort.Strings(ggufs)
 	at := r.Repo + "@" + r.Revision
+	plan, err := c.pickHF(ctx, r, info, byName, ggufs, at)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range plan.files {
+		if !safePath(f.Name) {
+			return nil, fmt.Errorf("%s: the hub lists a file named %q, which cannot be a path in the cache", at, f.Name)
+		}
+	}
+	return plan, nil
+}
+
+// safePath reports whether a repository's file name stays inside a snapshot.
+func safePath(name string) bool {
+	if name == "" || strings.HasPrefix(name, "/") || strings.Contains(name, "\\") || strings.ContainsRune(name, 0) {
+		return false
+	}
+	for _, p := range strings.Split(name, "/") {
+		if p == "" || p == "." || p == ".." {
+			return false
+		}
+	}
+	return true
+}
+
+// pickHF chooses the plan's files (planHF checks their names).
+func (c *Client) pickHF(ctx context.Context, r Ref, info *revisionInfo, byName map[string]sibling, ggufs []string, at string) (*hfPlan, error) {
 	switch {
 	case r.File != "":
 		s, ok := byName[r.File]

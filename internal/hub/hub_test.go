@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/honeai/hone/internal/gguf"
 	"github.com/honeai/hone/internal/hub/hubtest"
@@ -528,6 +530,26 @@ func TestHFCacheUsedAsIs(t *testing.T) {
 	}
 	c.Dir = t.TempDir()
 	if _, err := c.Pull(context.Background(), mustParse(t, "hf:tiny/llama")); err == nil || !strings.Contains(err.Error(), "cannot reach http://127.0.0.1:1") {
+		t.Fatalf("%v", err)
+	}
+	// A hub that does not answer in time: the cached copy too.
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	defer hang.Close()
+	defer func(d time.Duration) { revisionTimeout = d }(revisionTimeout)
+	revisionTimeout = 200 * time.Millisecond
+	c.Dir, c.HFEndpoint = first.Dir, hang.URL
+	if m, err := c.Pull(context.Background(), mustParse(t, "hf:tiny/llama")); err != nil || len(m.Notes) != 1 {
+		t.Fatalf("%+v %v", m, err)
+	}
+}
+
+// TestPullRefusesUnsafeNames: file names from the hub never leave the snapshot.
+func TestPullRefusesUnsafeNames(t *testing.T) {
+	srv := hubtest.New(t)
+	srv.AddRepoData(t, "evil/repo", map[string][]byte{"../../../escape-Q4_K_M.gguf": []byte("GGUF")})
+	c := newClient(t, srv)
+	_, err := c.Pull(context.Background(), mustParse(t, "hf:evil/repo:Q4_K_M"))
+	if err == nil || !strings.Contains(err.Error(), "cannot be a path in the cache") {
 		t.Fatalf("%v", err)
 	}
 }

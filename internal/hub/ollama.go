@@ -115,9 +115,11 @@ func (c *Client) pullOllama(ctx context.Context, r Ref) (_ Model, err error) {
 		}
 		return Model{}, errorf(ErrOffline, "%s is not in the cache (%s, or Ollama's %s) and HONE_OFFLINE is set: unset it to download the model", r, c.ollamaDir(), c.OllamaCache)
 	}
-	raw, man, err := c.manifest(ctx, r)
+	mctx, cancel := context.WithTimeout(ctx, revisionTimeout)
+	raw, man, err := c.manifest(mctx, r)
+	cancel()
 	if err != nil {
-		if unreachable(err) {
+		if unreachable(err) || errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			if m, ok := c.cachedOllama(r); ok {
 				m.notes = append(m.notes, fmt.Sprintf("%s could not be reached (%v): the cached copy is used", c.registryBase(r), rootCause(err)))
 				return c.ollamaModel(r, m)
