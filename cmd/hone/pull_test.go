@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/honeai/hone/internal/db/dbtest"
 	"github.com/honeai/hone/internal/export"
 	"github.com/honeai/hone/internal/hub"
 	"github.com/honeai/hone/internal/hub/hubtest"
@@ -146,20 +147,23 @@ func TestServePulledModels(t *testing.T) {
 	repo := srv.AddRepo(t, "tiny/llama", files)
 	srv.AddOllama(t, "library/tiny", "1b", []hubtest.Layer{{MediaType: hubtest.MediaModel, Path: familyGGUF(t)},
 		{MediaType: hubtest.MediaTemplate, Data: []byte(ollamaLlama3Template)}})
+	ggufRepo := srv.AddRepo(t, "tiny/llama-GGUF", map[string]string{"tiny-F32.gguf": familyGGUF(t)})
 	pullEnv(t, srv)
 	data := t.TempDir()
-	s := startServer(t, data, "--no-demo-model", "--model", "hf=hf:tiny/llama", "--model", "og=ollama:tiny:1b")
+	s := startServer(t, data, "--no-demo-model", "--model", "hf=hf:tiny/llama", "--model", "og=ollama:tiny:1b", "--model", "g=hf:tiny/llama-GGUF:F32")
 	out := s.stdout.String()
 	for _, want := range []string{
 		"model hf: hf:tiny/llama (commit " + repo.Commit[:12] + ", from " + srv.URL + "/tiny/llama; downloaded ",
 		"model og: ollama:tiny:1b (manifest sha256:",
+		"model g: hf:tiny/llama-GGUF:F32 (commit " + ggufRepo.Commit[:12] + ", from " + srv.URL + "/tiny/llama-GGUF; downloaded ",
+		"/snapshots/" + ggufRepo.Commit + "/tiny-F32.gguf\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("hone serve printed\n%s\nwithout %q", out, want)
 		}
 	}
 	key := initialKey(t, data)
-	for _, name := range []string{"hf", "og"} {
+	for _, name := range []string{"hf", "og", "g"} {
 		code, _, b := do(t, "POST", s.url+"/v1/chat/completions", "Bearer "+key,
 			`{"model":"`+name+`","messages":[{"role":"user","content":"Hi"}],"max_tokens":4}`)
 		if code != 200 {
@@ -201,5 +205,29 @@ func TestProgressLine(t *testing.T) {
 	r.rate(now, 0)
 	if got := r.rate(now.Add(2*time.Second), 4<<20); got != 2<<20 {
 		t.Fatalf("rate %v", got)
+	}
+}
+
+// TestRegisterPulledModel registers a base model by reference in a shared store: the
+// reference is pulled, its snapshot's files (links to blobs) stored, and a node serves it.
+func TestRegisterPulledModel(t *testing.T) {
+	if os.Getenv(dbtest.PostgresEnv) == "" {
+		skipOrFail(t, "%s is not set: no PostgreSQL server for this test", dbtest.PostgresEnv)
+	}
+	srv := hubtest.New(t)
+	_, files := synthFiles(t, func(dir string) error { return synth.Write(dir, synth.Tiny("llama")) })
+	srv.AddRepo(t, "tiny/llama", files)
+	pullEnv(t, srv)
+	dsn := pgSchemaDSN(t)
+	var out, errb bytes.Buffer
+	if rc := runModels([]string{"register", "--db", dsn, "--data", t.TempDir(), "tiny", "hf:tiny/llama"}, &out, &errb); rc != 0 ||
+		!strings.Contains(out.String(), "registered base model tiny (5 files, ") {
+		t.Fatalf("models register: %d %s %s", rc, out.String(), errb.String())
+	}
+	data := t.TempDir()
+	s := startServer(t, data, "--db", dsn, "--no-demo-model")
+	code, _, b := do(t, "POST", s.url+"/v1/chat/completions", "Bearer "+initialKey(t, data), `{"model":"tiny","messages":[{"role":"user","content":"Hi"}],"max_tokens":4}`)
+	if code != 200 {
+		t.Fatalf("chat: %d %s", code, b)
 	}
 }
