@@ -143,7 +143,10 @@ func TestPullCLI(t *testing.T) {
 // chats with them.
 func TestServePulledModels(t *testing.T) {
 	srv := hubtest.New(t)
-	_, files := synthFiles(t, func(dir string) error { return synth.Write(dir, synth.Tiny("llama")) })
+	_, files := synthFiles(t, func(dir string) error { // a base model that has a GGUF form, for the export
+		_, err := synth.WriteFamily(dir, synth.Tiny("llama"), synth.Families["llama3"])
+		return err
+	})
 	repo := srv.AddRepo(t, "tiny/llama", files)
 	srv.AddOllama(t, "library/tiny", "1b", []hubtest.Layer{{MediaType: hubtest.MediaModel, Path: familyGGUF(t)},
 		{MediaType: hubtest.MediaTemplate, Data: []byte(ollamaLlama3Template)}})
@@ -173,6 +176,20 @@ func TestServePulledModels(t *testing.T) {
 	code, _, b := do(t, "POST", s.url+"/v1/chat/completions/render", "Bearer "+key, `{"model":"og","messages":[{"role":"user","content":"Hi"}]}`)
 	if code != 200 || !strings.Contains(string(b), `<|start_header_id|>user<|end_header_id|>`) {
 		t.Fatalf("render: %d %s", code, b)
+	}
+	// hone export --base-dir takes the reference the base was served from.
+	code, _, b = do(t, "POST", s.url+"/v1/preview/models", "Bearer "+key, `{"project":"p","name":"agent","base_model":"hf"}`)
+	if code != 200 {
+		t.Fatalf("create model: %d %s", code, b)
+	}
+	var eout, eerr bytes.Buffer
+	gguf := filepath.Join(t.TempDir(), "base.gguf")
+	if code := runExport(context.Background(), []string{"--data", data, "--model", "local/p/agent:step0", "--format", "gguf", "--type", "f32",
+		"--base-dir", "hf:tiny/llama", "--out", gguf}, &eout, &eerr); code != 0 {
+		t.Fatalf("export --base-dir hf:tiny/llama: %d %s %s", code, eout.String(), eerr.String())
+	}
+	if _, err := os.Stat(gguf); err != nil {
+		t.Fatal(err)
 	}
 	s.stop(t)
 	// Offline, the cache serves them; a model not cached is refused with what to do.
