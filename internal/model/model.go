@@ -745,35 +745,49 @@ func (m *Model) attention(l int, b *batch) {
 			}
 			return
 		}
-		// Prefill: this kv head's keys and values, then per query head its rows times the
-		// keys with GEMM.
+		// Prefill: this kv head's keys and values, then per query head, a block of
+		// attnRows rows at a time, its rows times the keys the block sees with GEMM, the
+		// softmax, and the scores times the values.
 		sc.k, sc.v = sc.k.grow(w*hd), sc.v.grow(w*hd)
 		K, V := sc.k, sc.v
 		s.gatherKV(l, lo, ctx, t.kvHead*hd, hd, K, V)
 		sc.s = sc.s.grow(n * w)
 		S := sc.s
 		for qh := t.kvHead * group; qh < (t.kvHead+1)*group; qh++ {
-			Q := b.q[r0*qd+qh*hd:]
-			out := b.attn[r0*qd+qh*hd:]
-			gemm.Sgemm(false, true, n, w, hd, scale, Q, qd, K, hd, 0, S, w)
-			for r := 0; r < n; r++ {
-				// The softmax over exactly the positions a decode step of this row takes,
-				// [rlo, limit) (so that its vector and scalar parts fall on the same
-				// elements), the rest of the row 0: a row's attention is the same bits
-				// whatever the rows beside it (docs/engine.md, "Batch invariance").
-				limit := b.pos[r0+r] + 1
-				rlo := m.windowFrom(l, limit-1, bs)
-				row := S[r*w : (r+1)*w]
-				seg := row[rlo-lo : limit-lo]
-				m.maskScoresFrom(l, seg, limit-1, rlo)
-				kernels.Softmax(seg)
-				clear(row[:rlo-lo])
-				clear(row[limit-lo:])
+			for rb := 0; rb < n; rb += attnRows {
+				re := min(rb+attnRows, n)
+				// The keys [k0, k1) the block's rows see: from its first row's window to
+				// its last row. A score is the same dot product whatever the keys beside
+				// it, and the keys a row does not see would add zeros after its softmax.
+				k0 := m.windowFrom(l, b.pos[r0+rb], bs) - lo
+				k1 := b.pos[r0+re-1] + 1 - lo
+				Sb := S[rb*w+k0:]
+				gemm.Sgemm(false, true, re-rb, k1-k0, hd, scale, b.q[(r0+rb)*qd+qh*hd:], qd, K[k0*hd:], hd, 0, Sb, w)
+				for r := rb; r < re; r++ {
+					// The softmax over exactly the positions a decode step of this row
+					// takes, [rlo, limit) (so that its vector and scalar parts fall on the
+					// same elements), the rest of the row 0: a row's attention is the same
+					// bits whatever the rows beside it (docs/engine.md, "Batch invariance").
+					limit := b.pos[r0+r] + 1
+					rlo := m.windowFrom(l, limit-1, bs)
+					row := S[r*w+k0 : r*w+k1]
+					seg := row[rlo-lo-k0 : limit-lo-k0]
+					m.maskScoresFrom(l, seg, limit-1, rlo)
+					kernels.Softmax(seg)
+					clear(row[:rlo-lo-k0])
+					clear(row[limit-lo-k0:])
+				}
+				gemm.Sgemm(false, false, re-rb, hd, k1-k0, 1, Sb, w, V[k0*hd:], hd, 0, b.attn[(r0+rb)*qd+qh*hd:], qd)
 			}
-			gemm.Sgemm(false, false, n, hd, w, 1, S, w, V, hd, 0, out, qd)
 		}
 	})
 }
+
+// attnRows is how many rows of a prefill's query head attend at a time: each block's
+// products stop at its last row's position, so a fresh prompt's attention does a little
+// over half the multiply-adds of the whole square (the scores past a row's position were
+// computed and then masked).
+const attnRows = 32
 
 // attnScratch is a decode step's gathered keys and values (kept with the batch), or an
 // attention task's scores and, in a prefill, its kv head's keys and values (pooled).
