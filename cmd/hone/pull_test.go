@@ -105,7 +105,7 @@ func TestPullCLI(t *testing.T) {
 	for args, want := range map[string]string{
 		"hf:nobody/none":        "hone pull: no repository nobody/none on " + srv.URL + ": check the name",
 		"hf:tiny/Llama-Test:Q4": "hone pull: tiny/Llama-Test@main has no GGUF files, so no quantization Q4",
-		"ollama:tiny:70b":       `hone pull: the registry registry.ollama.ai has no tag "70b" of tiny`,
+		"ollama:tiny:70b":       `hone pull: the registry registry.ollama.ai has no tiny:70b (no tag "70b" of tiny, or no such model)`,
 		"./dir":                 `hone pull: "./dir" is not a model reference`,
 	} {
 		out.Reset()

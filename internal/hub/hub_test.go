@@ -654,7 +654,7 @@ func TestPullOllamaErrors(t *testing.T) {
 		msg  string
 	}{
 		"ollama:nothing": {ErrNotFound, "has no model nothing:latest"},
-		"ollama:tiny:7b": {ErrNotFound, `has no tag "7b" of tiny: https://ollama.com/library/tiny/tags lists the tags`},
+		"ollama:tiny:7b": {ErrNotFound, `has no tiny:7b (no tag "7b" of tiny, or no such model): https://ollama.com/library/tiny/tags lists its tags`},
 		"ollama:lora":    {ErrNoWeights, "LoRA adapter layer"},
 		"ollama:empty":   {ErrNoWeights, "has no GGUF model layer"},
 		"ollama:bad":     {ErrChecksum, "model: the downloaded file's SHA-256"},

@@ -282,7 +282,7 @@ func (c *Client) explainOllama(r Ref) func(*statusError) error {
 		name := strings.TrimPrefix(r.String(), "ollama:")
 		switch {
 		case se.code == http.StatusNotFound && strings.Contains(strings.ToLower(se.message), "manifest unknown"):
-			return errorf(ErrNotFound, "the registry %s has no tag %q of %s: %s lists the tags", r.Host, r.Tag, r.Name, c.registryPage(r))
+			return errorf(ErrNotFound, "the registry %s has no %s (no tag %q of %s, or no such model): %s lists its tags, https://ollama.com/search the models", r.Host, name, r.Tag, r.Name, c.registryPage(r))
 		case se.code == http.StatusNotFound:
 			return errorf(ErrNotFound, "the registry %s has no model %s (%s): check the name (%s lists the models)", r.Host, name, se.message, "https://ollama.com/search")
 		case se.code == http.StatusUnauthorized || se.code == http.StatusForbidden:
