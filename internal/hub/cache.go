@@ -221,7 +221,7 @@ func listHF(root cacheRoot) ([]Entry, error) {
 				when = later(when, fi.ModTime())
 			}
 		}
-		if len(marker) > 0 || left > 0 {
+		if root.name == "hone" && (len(marker) > 0 || left > 0) { // another tool's unfinished downloads are its own
 			ref := string(marker)
 			if ref == "" {
 				ref = Ref{Kind: HF, Repo: repo, Revision: DefaultRevision}.String()
