@@ -13,6 +13,7 @@ import (
 	"github.com/honeai/hone/internal/fault"
 	"github.com/honeai/hone/internal/httpx"
 	"github.com/honeai/hone/internal/jobs"
+	"github.com/honeai/hone/internal/loop"
 	"github.com/honeai/hone/internal/serving"
 )
 
@@ -28,8 +29,11 @@ func (s *system) openEvaluation(ctx context.Context) error {
 	}
 	ev.Reg, ev.Models, ev.Training, ev.Trace, ev.Queue, ev.Log = s.reg, s.models, s.training, s.trace, s.queue, s.log
 	ev.Chat = &inprocChat{sys: s}
+	ev.Aliases = s.reg
 	s.evals = ev
 	s.training.Evaluations = ev
+	s.loop = &loop.Service{Reg: s.reg, Evals: ev, Training: s.training, Trace: s.trace, Queue: s.queue, Log: s.log}
+	ev.Promoter = s.loop
 	return nil
 }
 

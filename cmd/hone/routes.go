@@ -48,7 +48,7 @@ func (s *system) handler() (http.Handler, *httpx.Router, error) {
 		PriorityEnabled: s.cfg.Chat.Policy == "priority", Logger: s.log, Tracer: chatTracer{svc: s.trace}, Responses: s.responses, Heavy: heavy}
 	chat.Register(r, bearer)
 
-	train := &trainapi.API{Svc: s.training, Evals: s.evals}
+	train := &trainapi.API{Svc: s.training, Evals: s.evals, Loop: s.loop}
 	train.Register(r, bearer)
 
 	if err := studio.Register(r); err != nil {

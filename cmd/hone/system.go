@@ -23,6 +23,7 @@ import (
 	"github.com/honeai/hone/internal/health"
 	"github.com/honeai/hone/internal/inference"
 	"github.com/honeai/hone/internal/jobs"
+	"github.com/honeai/hone/internal/loop"
 	"github.com/honeai/hone/internal/metrics"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/quota"
@@ -66,6 +67,7 @@ type system struct {
 	// evals runs evaluations (loop.go); evalEngines are the engines `hone worker` started for them.
 	evals       *evaluation.Service
 	evalEngines []*serving.Served
+	loop        *loop.Service // aliases, promotions and training policies (loop.go)
 
 	workers     sync.WaitGroup
 	stopWorking context.CancelFunc

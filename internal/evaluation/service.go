@@ -654,3 +654,13 @@ func (s *Service) View(ctx context.Context, j jobs.Job) (JobView, error) {
 	}
 	return v, nil
 }
+
+// LoadEvaluation reads an Evaluation Hone stored, by its ref (any version selector), for
+// entity: its project, its ref with the digest, and its spec. param names the field of the
+// faults (not found, another entity's, not Hone's).
+func (s *Service) LoadEvaluation(ctx context.Context, entity, ref, param string) (JobEvaluation, error) {
+	if ref == "" {
+		return JobEvaluation{}, fault.Invalid(param, "%s is required: the ref of an Evaluation Hone stored (weave:///<entity>/<project>/object/<name>:<version>)", param)
+	}
+	return s.prepare(ctx, entity, "", ref, nil, param)
+}

@@ -82,7 +82,7 @@ type Registry struct {
 
 // New opens the registry on d, migrating its tables, with checkpoint files under dir.
 func New(ctx context.Context, d *db.DB, dir string) (*Registry, error) {
-	if err := d.Migrate(ctx, "registry", []db.Migration{modelsMigration, resumeMigration}); err != nil {
+	if err := d.Migrate(ctx, "registry", []db.Migration{modelsMigration, resumeMigration, aliasMigration}); err != nil {
 		return nil, err
 	}
 	return &Registry{db: d, dir: dir, now: time.Now}, nil
@@ -187,6 +187,11 @@ func (r *Registry) Delete(ctx context.Context, id string) (int, error) {
 		}
 		if err := deleteResumeTx(ctx, tx, `model_id = ?`, id); err != nil {
 			return err
+		}
+		for _, t := range []string{"train_aliases", "train_alias_events"} { // aliases.go
+			if _, err := tx.Exec(ctx, `DELETE FROM `+t+` WHERE model_id = ?`, id); err != nil {
+				return err
+			}
 		}
 		res, err := tx.Exec(ctx, `DELETE FROM train_models WHERE id = ?`, id)
 		if err != nil {
@@ -299,6 +304,17 @@ func (r *Registry) DeleteCheckpoints(ctx context.Context, modelID string, steps 
 	err := r.db.WriteTx(ctx, func(tx *db.Tx) error {
 		deleted, missing, gone = 0, []int{}, nil
 		for _, s := range steps {
+			// A checkpoint an alias points at stays (aliases.go): the row is locked first, so
+			// that an alias moved onto it meanwhile is seen.
+			var one int
+			tx.QueryRow(ctx, `SELECT step FROM train_checkpoints WHERE model_id = ? AND step = ?`+forUpdate(tx), modelID, s).Scan(&one)
+			aliased, err := aliasedSteps(ctx, tx, modelID)
+			if err != nil {
+				return err
+			}
+			if names := aliased[s]; len(names) > 0 {
+				return &AliasedError{Step: s, Aliases: names}
+			}
 			res, err := tx.Exec(ctx, `DELETE FROM train_checkpoints WHERE model_id = ? AND step = ?`, modelID, s)
 			if err != nil {
 				return err
@@ -427,6 +443,24 @@ func (r *Registry) Prune(ctx context.Context, modelID, metric string, keepBest i
 	res, err := PrunePlan(cs, metric, keepBest)
 	if err != nil || len(res.Deleted) == 0 {
 		return res, err
+	}
+	// The checkpoints aliases point at are kept too (aliases.go).
+	aliased, err := r.AliasedSteps(ctx, modelID)
+	if err != nil {
+		return PruneResult{}, err
+	}
+	var del []int
+	for _, s := range res.Deleted {
+		if len(aliased[s]) > 0 {
+			res.Kept = append(res.Kept, s)
+		} else {
+			del = append(del, s)
+		}
+	}
+	sort.Ints(res.Kept)
+	res.Deleted = append([]int{}, del...)
+	if len(res.Deleted) == 0 {
+		return res, nil
 	}
 	if _, _, err := r.DeleteCheckpoints(ctx, modelID, res.Deleted); err != nil {
 		return PruneResult{}, err

@@ -20,6 +20,7 @@ import (
 	"github.com/honeai/hone/internal/evaluation"
 	"github.com/honeai/hone/internal/httpx"
 	"github.com/honeai/hone/internal/jobs"
+	"github.com/honeai/hone/internal/loop"
 	"github.com/honeai/hone/internal/openapi"
 	"github.com/honeai/hone/internal/registry"
 	"github.com/honeai/hone/internal/training"
@@ -30,6 +31,8 @@ type API struct {
 	Svc *training.Service
 	// Evals, when set, serves the evaluation jobs (evaluation.go).
 	Evals *evaluation.Service
+	// Loop, when set, serves aliases and promotion rules (aliases.go).
+	Loop *loop.Service
 }
 
 // Register adds the routes behind bearer authentication.
@@ -41,7 +44,8 @@ func (a *API) Register(r *httpx.Router, bearer httpx.Middleware) {
 	g.HandleFunc("GET /v1/preview/models", a.listModels, &openapi.Operation{Summary: "List the entity's trainable models", Tags: tag})
 	g.HandleFunc("GET /v1/preview/models/{model...}", a.modelRoutes, &openapi.Operation{Summary: "Get a model, or list its checkpoints (…/checkpoints)", Tags: tag})
 	g.HandleFunc("DELETE /v1/preview/models/{model...}", a.modelRoutes, &openapi.Operation{Summary: "Delete a model, or some of its checkpoints (…/checkpoints)", Tags: tag})
-	g.HandleFunc("POST /v1/preview/models/{model...}", a.modelRoutes, &openapi.Operation{Summary: "Log trajectories and their metrics (…/log)", Tags: tag})
+	g.HandleFunc("POST /v1/preview/models/{model...}", a.modelRoutes, &openapi.Operation{Summary: "Log trajectories and their metrics (…/log); roll an alias back (…/aliases/{alias}/rollback)", Tags: tag})
+	g.HandleFunc("PUT /v1/preview/models/{model...}", a.modelRoutes, &openapi.Operation{Summary: "Move an alias to a checkpoint (…/aliases/{alias}), set its promotion rule (…/aliases/{alias}/rule)", Tags: tag})
 	g.HandleFunc("POST /v1/preview/training-jobs", a.createRLJob, &openapi.Operation{Summary: "Create an RL training job (one step)", Tags: tag, Request: training.RLRequest{}})
 	g.HandleFunc("POST /v1/preview/sft-training-jobs", a.createSFTJob, &openapi.Operation{Summary: "Create an SFT training job", Tags: tag, Request: training.SFTRequest{}})
 	g.HandleFunc("GET /v1/preview/training-jobs", a.listJobs, &openapi.Operation{Summary: "List the entity's training jobs, newest first (model_id, status, before, limit)", Tags: tag})
@@ -134,6 +138,9 @@ func (a *API) listModels(w http.ResponseWriter, r *http.Request) {
 // may itself contain slashes (<entity>/<project>/<name>).
 func (a *API) modelRoutes(w http.ResponseWriter, r *http.Request) {
 	path := r.PathValue("model")
+	if a.loopRoutes(w, r, path) { // aliases.go
+		return
+	}
 	ref, sub := path, ""
 	for _, suffix := range []string{"/checkpoints", "/log", "/evaluations"} {
 		if strings.HasSuffix(path, suffix) {

@@ -64,14 +64,22 @@ func (s *Service) resolveAdapter(ctx context.Context, ref, tag string, parts []s
 		if errors.Is(err, registry.ErrNotFound) {
 			return step0, true, nil
 		}
-	case strings.HasPrefix(tag, "step"):
+	case strings.HasPrefix(tag, "step") && isStepNumber(tag[4:]):
 		n, perr := strconv.Atoi(strings.TrimPrefix(tag, "step"))
 		if perr != nil {
 			return serving.Adapter{}, false, nil
 		}
 		c, err = s.Reg.Step(ctx, m.ID, n)
 	default:
-		return serving.Adapter{}, false, nil
+		// An alias (registry/aliases.go) serves the checkpoint it points at.
+		n, aerr := s.Reg.AliasStep(ctx, m.ID, tag)
+		if aerr != nil {
+			return serving.Adapter{}, false, ignoreNotFound(aerr)
+		}
+		if n == 0 {
+			return step0, true, nil
+		}
+		c, err = s.Reg.Step(ctx, m.ID, n)
 	}
 	if errors.Is(err, registry.ErrNotFound) {
 		return serving.Adapter{}, false, nil
@@ -165,4 +173,18 @@ func (s *Service) forget(modelID string, steps ...int) {
 	for _, st := range steps {
 		delete(s.adapters[modelID], st)
 	}
+}
+
+// isStepNumber tells whether s (after "step") is a step number.
+func isStepNumber(s string) bool {
+	_, err := strconv.Atoi(s)
+	return s != "" && err == nil
+}
+
+// ignoreNotFound is nil for registry.ErrNotFound (a name chat does not know), else err.
+func ignoreNotFound(err error) error {
+	if errors.Is(err, registry.ErrNotFound) {
+		return nil
+	}
+	return err
 }

@@ -163,6 +163,10 @@ func (s *Service) DeleteCheckpoints(ctx context.Context, m registry.Model, steps
 		return 0, nil, fault.Invalid("steps", "steps is required: a list of checkpoint steps")
 	}
 	deleted, missing, err = s.Reg.DeleteCheckpoints(ctx, m.ID, steps)
+	var aliased *registry.AliasedError
+	if errors.As(err, &aliased) {
+		return 0, nil, fault.Conflict("steps", "%v: move the alias to another checkpoint first (nothing was deleted)", aliased)
+	}
 	if err != nil {
 		return 0, nil, err
 	}
