@@ -32,15 +32,30 @@ func (s *system) openEvaluation(ctx context.Context) error {
 	ev.Aliases = s.reg
 	s.evals = ev
 	s.training.Evaluations = ev
-	s.loop = &loop.Service{Reg: s.reg, Evals: ev, Training: s.training, Trace: s.trace, Queue: s.queue, Log: s.log}
-	ev.Promoter = s.loop
+	lp, err := loop.Open(ctx, s.db)
+	if err != nil {
+		return err
+	}
+	lp.Reg, lp.Evals, lp.Training, lp.Trace, lp.Queue, lp.Log = s.reg, ev, s.training, s.trace, s.queue, s.log
+	s.loop = lp
+	ev.Promoter = lp
 	return nil
 }
 
 // jobRunner runs the queue's jobs: evaluation jobs, training jobs (with the evaluation they
 // name), wrapped for metrics and spans.
 func (s *system) jobRunner() jobs.Runner {
-	return s.tel.Jobs(s.metrics.Jobs.Wrap(s.evals.Runner(s.training.Run)))
+	return s.tel.Jobs(s.metrics.Jobs.Wrap(s.loop.Runner(s.evals.Runner(s.training.Run))))
+}
+
+// watchPolicies checks the training policies every --policy-check until ctx ends (each node
+// does; a lease on a policy's row lets one node at a time start its run).
+func (s *system) watchPolicies(ctx context.Context) {
+	s.workers.Add(1)
+	go func() {
+		defer s.workers.Done()
+		s.loop.Watch(ctx, s.cfg.Train.PolicyCheck)
+	}()
 }
 
 // inprocChat is evaluation.Chat over the chat API's handler in this process: a request

@@ -108,6 +108,8 @@ type TrainConfig struct {
 	MaxAttempts int
 	// SFTSaveEvery is how often a running SFT job saves the state it resumes from.
 	SFTSaveEvery time.Duration
+	// PolicyCheck is how often training policies are checked for new feedback (loop.go).
+	PolicyCheck time.Duration
 }
 
 // defaultRequestMemory is --request-memory's default: room for several requests at the
@@ -218,6 +220,7 @@ func newServeFlags(cfg *ServeConfig) *flag.FlagSet {
 	fs.Float64Var(&t.Alpha, "lora-alpha", 16, "LoRA alpha of new trainable models")
 	fs.DurationVar(&t.SFTSaveEvery, "sft-save-every", training.DefaultSFTSaveEvery, "how often a running SFT job saves the state it goes on from if its worker stops (a clean shutdown always saves it; 0: only then)")
 	fs.DurationVar(&t.Lease, "job-lease", 30*time.Second, "how long a training job claimed by a process that died stays claimed before another runs it (renewed every third of it while running)")
+	fs.DurationVar(&t.PolicyCheck, "policy-check", 30*time.Second, "how often this node checks the models' training policies for new calls with feedback (0: never)")
 	fs.IntVar(&t.MaxAttempts, "job-max-attempts", 3, "a training job fails after this many runs in a row whose worker died and that made no progress (saved no state past the furthest saved before); a run that saves further starts the count again")
 	return fs
 }

@@ -295,6 +295,7 @@ func (s *system) startWorkers(ctx context.Context) {
 		defer s.workers.Done()
 		s.sweepTemps(wctx) // sweep.go
 	}()
+	s.watchPolicies(wctx) // loop.go
 	if keep := s.cfg.Chat.ResponsesRetention; keep > 0 {
 		s.workers.Add(1)
 		go func() {

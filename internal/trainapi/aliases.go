@@ -25,7 +25,7 @@ import (
 //
 // {model} is an id or <entity>/<project>/<name>, so the path is split here.
 
-// splitLoopPath finds a model's loop sub-route (aliases, alias-events) in the path of
+// splitLoopPath finds a model's loop sub-route (aliases, alias-events, policy) in the path of
 // /v1/preview/models/{model...}: the model reference, the sub-route's name and the segments
 // after it.
 func splitLoopPath(path string) (ref, sub string, rest []string, ok bool) {
@@ -33,7 +33,7 @@ func splitLoopPath(path string) (ref, sub string, rest []string, ok bool) {
 	for _, n := range []int{3, 1} { // <entity>/<project>/<name>/..., or <id>/...
 		if len(segs) > n {
 			switch segs[n] {
-			case "aliases", "alias-events":
+			case "aliases", "alias-events", "policy":
 				return strings.Join(segs[:n], "/"), segs[n], segs[n+1:], true
 			}
 		}
@@ -69,6 +69,8 @@ func (a *API) loopRoutes(w http.ResponseWriter, r *http.Request, path string) bo
 		a.aliasHistory(w, r, m, "")
 	case "aliases":
 		a.aliasRoutes(w, r, m, rest)
+	case "policy":
+		a.policyRoutes(w, r, m, rest) // policy.go
 	}
 	return true
 }

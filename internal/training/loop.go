@@ -3,10 +3,13 @@ package training
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 
 	"github.com/honeai/hone/internal/fault"
 	"github.com/honeai/hone/internal/jobs"
 	"github.com/honeai/hone/internal/registry"
+	"github.com/honeai/hone/internal/trace"
 )
 
 // What the improvement loop (internal/evaluation, internal/loop) needs of training: a job
@@ -136,4 +139,64 @@ func splitLines(data []byte) []json.RawMessage {
 		}
 	}
 	return out
+}
+
+// CheckFromCalls validates a datasets/from-calls request without reading any call: its
+// project, name, kind, limit, feedback filter and query (a training policy's, checked when
+// it is set).
+func CheckFromCalls(req FromCallsRequest) error {
+	if err := validName("project", req.Project); err != nil {
+		return err
+	}
+	switch req.Kind {
+	case "", "sft", "rl":
+	default:
+		return fault.Invalid("kind", "kind must be sft or rl, got %q", req.Kind)
+	}
+	if req.Name != "" {
+		if err := validName("name", req.Name); err != nil {
+			return err
+		}
+	}
+	if req.Limit != nil && (*req.Limit < 1 || *req.Limit > maxFromCalls) {
+		return fault.Invalid("limit", "limit must be from 1 to %d, got %d", maxFromCalls, *req.Limit)
+	}
+	if _, err := parseFeedbackFilter(req.Feedback); err != nil {
+		return err
+	}
+	for i, op := range req.OpNames {
+		if op == "" || strings.ContainsAny(op, " \t\n") {
+			return fault.Invalid(fmt.Sprintf("op_names[%d]", i), "op_names[%d] %q is not an op name", i, op)
+		}
+	}
+	_, err := trace.ParseQuery(req.Query)
+	return err
+}
+
+// CheckRLConfig validates an RL job's experimental_config (a training policy's).
+func CheckRLConfig(raw json.RawMessage) error {
+	_, err := parseRLConfig(raw)
+	return err
+}
+
+// MatchesFeedback reports whether a call's feedback (as include_feedback gives it, the
+// call's summary) matches a datasets/from-calls feedback filter (nil: any feedback), the way
+// DatasetFromCalls keeps calls; rl also asks for a reward (rewardOf).
+func MatchesFeedback(summary json.RawMessage, filter json.RawMessage, rl bool) bool {
+	fb := callFeedback(summary)
+	if len(fb) == 0 {
+		return false
+	}
+	ff, err := parseFeedbackFilter(filter)
+	if err != nil {
+		return false
+	}
+	if ff != nil && !ff.matches(fb) {
+		return false
+	}
+	if rl {
+		_, ok := rewardOf(fb)
+		return ok
+	}
+	return true
 }
