@@ -140,6 +140,9 @@ func TestTrainingPolicy(t *testing.T) {
 		if v = callJSON(t, "GET", pol, bearer, "", 200); v["new_calls"] != 0.0 || v["last_job_id"] != jobID {
 			t.Errorf("policy after the run %v", v)
 		}
+		if l := callJSON(t, "GET", pol+"/runs", bearer, "", 200); l["policy"].(map[string]any)["alias"] != "prod" {
+			t.Errorf("the runs' list holds the policy: %v", l["policy"])
+		}
 		// By hand: trains from step 1 again; the checkpoint does not beat it, the alias stays.
 		callJSON(t, "POST", pol+"/pause", bearer, "", 200)
 		j := callJSON(t, "POST", pol+"/run", bearer, `{"reason":"try again"}`, 200)
@@ -174,8 +177,8 @@ func TestTrainingPolicy(t *testing.T) {
 
 		callJSON(t, "DELETE", pol, bearer, "", 200)
 		wantError(t, "GET", pol, bearer, "", 404, "policy")
-		if runs := callJSON(t, "GET", pol+"/runs", bearer, "", 200)["data"].([]any); len(runs) != 3 {
-			t.Errorf("the runs after the policy's deletion: %d", len(runs))
+		if l := callJSON(t, "GET", pol+"/runs", bearer, "", 200); len(l["data"].([]any)) != 3 || l["policy"] != nil {
+			t.Errorf("the runs after the policy's deletion: %v", l)
 		}
 	})
 }

@@ -157,6 +157,39 @@ async function startSFT() {
   return { model: m, job: j.id, badJob: jb.id, job2: j2.id };
 }
 
+// The improvement loop on a model of its own (issue 36): an Evaluation, an alias with a
+// promotion rule, a training job that promotes it (its base evaluated too), a paused training
+// policy and one run of it (from a liked call of its own project), all through the API.
+async function seedLoop() {
+  const wait = async (id) => {
+    for (let i = 0; i < 600; i++) {
+      const s = await api(`/v1/preview/training-jobs/${id}`, undefined, { bearer: true });
+      if (s.status === 'SUCCEEDED') return s;
+      if (s.status === 'FAILED' || s.status === 'CANCELLED') throw new Error('loop job failed: ' + s.error_message);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error('loop job did not end');
+  };
+  const rows = ['What is the capital of France?', 'Name the French capital.'].map((q) => JSON.stringify({ messages: [{ role: 'user', content: q }, { role: 'assistant', content: 'Paris.' }] }));
+  const f = await api('/v1/preview/files', rows.join('\n') + '\n', { bearer: true });
+  await api('/v1/preview/models', { project: 'studio', name: 'loop-agent', base_model: 'demo', return_existing: true }, { bearer: true });
+  const ev = await api('/v1/preview/evaluation-jobs', { model: 'demo', project: 'studio', name: 'paris-loop', dataset: f.url, scorers: [{ type: 'contains', value: 'Paris' }], generation: { max_tokens: 3 } }, { bearer: true });
+  await wait(ev.id);
+  const M = '/v1/preview/models/local/studio/loop-agent';
+  await api(`${M}/aliases/prod`, { step: 0, reason: 'the base' }, { bearer: true, method: 'PUT' });
+  await api(`${M}/aliases/prod/rule`, { evaluation: ev.evaluation_ref, metric: 'contains' }, { bearer: true, method: 'PUT' });
+  const j = await api('/v1/preview/sft-training-jobs', { model_id: 'local/studio/loop-agent', training_data_url: f.url, config: { learning_rate: 5e-3, epochs: 4 }, promote: 'prod' }, { bearer: true });
+  await wait(j.id);
+  const id = uuid();
+  await api('/call/upsert_batch', { batch: [{ mode: 'start', req: { start: { project_id: 'local/studio-loop', id, trace_id: uuid(), op_name: 'openai.chat.completions.create', started_at: iso(Date.now()), attributes: {},
+    inputs: { model: 'demo', messages: [{ role: 'user', content: 'Capital of France?' }] } } } },
+  { mode: 'end', req: { end: { project_id: 'local/studio-loop', id, ended_at: iso(Date.now() + 5), summary: {}, output: { choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'Paris.' } }] } } } }] });
+  await api('/feedback/create', { project_id: 'local/studio-loop', weave_ref: `weave:///local/studio-loop/call/${id}`, feedback_type: 'wandb.reaction.1', payload: { emoji: '👍' } });
+  await api(`${M}/policy`, { project: 'studio-loop', alias: 'prod', every_calls: 100, paused: true, config: { learning_rate: 1e-9 } }, { bearer: true, method: 'PUT' });
+  const r = await api(`${M}/policy/run`, { reason: 'seeded' }, { bearer: true });
+  await wait(r.id);
+}
+
 // Three RL steps on a model of their own (each a job, each a checkpoint with its reward and
 // its spread), and validation metrics logged on the last checkpoint.
 async function runRL() {
@@ -739,6 +772,58 @@ try {
   await docShot('model');
   lap('training_ms', t);
 
+  // ---- The improvement loop on a model's page (issue 36): its alias with the rule, the
+  // checkpoint it serves marked, the promotion with both scores, each checkpoint's evaluation
+  // scores (linked to Evaluations to compare), the policy and its run; a rollback and a
+  // promotion made in the page, and the policy paused and resumed (the API holds each).
+  t = Date.now();
+  await seedLoop();
+  await goto(`/${P}/training/models/loop-agent`);
+  await page.waitForSelector('table.aliases tr[data-alias="prod"]');
+  check((await page.$eval('table.aliases tr[data-alias="prod"]', (r) => r.dataset.step)) === '1' && (await text('table.aliases tr[data-alias="prod"] td.rule')).includes('contains of paris-loop'),
+    'prod serves step 1, with its promotion rule: ' + await text('table.aliases tr[data-alias="prod"]'));
+  await page.waitForSelector('table.checkpoints tr[data-step="1"] td.aliases .badge');
+  check((await text('table.checkpoints tr[data-step="1"] td.aliases')) === 'prod' && (await text('table.checkpoints')).includes('eval/paris-loop/contains'),
+    'the checkpoint prod serves is marked, its evaluation score beside its training metrics');
+  await page.waitForSelector('table.alias-history tr[data-kind="promoted"]');
+  check((await text('table.alias-history tr[data-kind="promoted"] td.scores')) === 'contains: step 1 1 vs step 0 0 (margin 0)' && (await text('table.alias-history tr[data-kind="kept"] td.scores')).includes('vs step 1 1'),
+    'the promotion and the kept run, each with both scores: ' + await text('table.alias-history tbody'));
+  await page.waitForSelector('table.model-evals tr[data-step="1"]');
+  check((await text('table.model-evals tr[data-step="1"] td[data-metric="contains"]')) === '1' && (await text('table.model-evals tr[data-step="0"] td[data-metric="contains"]')) === '0',
+    'each checkpoint\'s evaluation scores');
+  const cmpHref = await page.$eval('.modeleval a.compare', (a) => a.getAttribute('href'));
+  check(cmpHref.startsWith(`/${P}/weave/evaluations?compare=`) && decodeURIComponent(cmpHref).split(',').length >= 3, 'the runs compared in Evaluations: ' + cmpHref);
+  await page.waitForSelector('table.policy-runs tbody tr');
+  check((await text('#policy-state')) === 'paused' && (await page.$$('table.policy-runs tbody tr')).length === 1 && (await text('table.policy-runs tbody tr')).includes('kept at step 1'),
+    'the paused policy and its run: ' + await text('#policy'));
+  // The loop's sections (below the curves and checkpoints) for docs/studio.md.
+  await page.evaluate(() => { document.querySelector('#aliases').previousElementSibling.scrollIntoView(); scrollBy(0, -70); });
+  for (const [f, type] of [['docs-loop.webp', 'webp'], ['07c-loop.png', 'png']]) {
+    await page.screenshot({ path: join(out, f), type, ...(type === 'webp' ? { quality: 70 } : {}) });
+    shots.push(join(out, f));
+  }
+  await page.click('#rollback-prod');
+  await confirmOK();
+  await page.waitForSelector('table.aliases tr[data-alias="prod"][data-step="0"]');
+  await page.waitForSelector('table.alias-history tr[data-kind="rollback"]');
+  const rolled = await api('/v1/preview/models/local/studio/loop-agent/aliases/prod', undefined, { bearer: true });
+  check(rolled.step === 0 && rolled.updated_by.startsWith('key '), 'rolled back in the page: the API holds step 0, moved by the key');
+  await page.select('#promote-step-prod', '2');
+  await page.type('#promote-reason-prod', 'reviewed by hand');
+  await page.click('#promote-prod');
+  await page.waitForSelector('table.aliases tr[data-alias="prod"][data-step="2"]');
+  const hist = await api('/v1/preview/models/local/studio/loop-agent/aliases/prod/history', undefined, { bearer: true });
+  check(hist.data[0].kind === 'set' && hist.data[0].to_step === 2 && hist.data[0].reason === 'reviewed by hand', 'promoted in the page with its reason (the API\'s history)');
+  await page.waitForSelector('table.checkpoints tr[data-step="2"] td.aliases .badge');
+  // (by element: the toast of the promotion may lie over the button at the page's foot)
+  await page.$eval('#policy-toggle', (b) => b.click());
+  await page.waitForFunction(() => document.querySelector('#policy-state')?.textContent === 'active');
+  check((await api('/v1/preview/models/local/studio/loop-agent/policy', undefined, { bearer: true })).paused === false, 'the policy resumed in the page');
+  await page.$eval('#policy-toggle', (b) => b.click());
+  await page.waitForFunction(() => document.querySelector('#policy-state')?.textContent === 'paused');
+  check((await api('/v1/preview/models/local/studio/loop-agent/policy', undefined, { bearer: true })).paused === true, 'and paused again');
+  lap('loop_ms', t);
+
   // ---- Playground (followed from the job's checkpoint link): the model list (defect 6), a
   // reply streamed in pieces with its tokens and latency, traced into a project, stopped,
   // edited, regenerated, and two models side by side.
@@ -913,7 +998,8 @@ try {
     ['chat', `/${P}/weave/calls/${seeded.chat}`, '.detail .msg.assistant'],
     ['evaluations', `/${P}/weave/evaluations?compare=${run0},${run1}`, 'table.examples tbody tr'], ['objects', `/${P}/weave/objects`, 'table.objects tbody tr'],
     ['dataset', `/${P}/weave/objects/questions`, 'table.rows tbody tr'], ['training', `/${P}/training`, 'table.jobs tbody tr'],
-    ['job', `/${P}/training/jobs/${job}`, '.chart[data-chart=loss] canvas'], ['model', `/${P}/training/models/rl-agent`, '.chart canvas'], ['playground', '/playground', '#pg-input']];
+    ['job', `/${P}/training/jobs/${job}`, '.chart[data-chart=loss] canvas'], ['model', `/${P}/training/models/rl-agent`, '.chart canvas'],
+    ['loop', `/${P}/training/models/loop-agent`, 'table.policy-runs tbody tr'], ['playground', '/playground', '#pg-input']];
   const contrast = () => page.evaluate(() => {
     const rgb = (s) => {
       if (!s) return null;

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/honeai/hone/internal/apierror"
+	"github.com/honeai/hone/internal/fault"
 	"github.com/honeai/hone/internal/httpx"
 	"github.com/honeai/hone/internal/loop"
 	"github.com/honeai/hone/internal/registry"
@@ -79,7 +80,16 @@ func (a *API) policyRoutes(w http.ResponseWriter, r *http.Request, m registry.Mo
 			apierror.Write(w, r, err)
 			return
 		}
-		httpx.WriteJSON(w, http.StatusOK, page(runs, more, func(v loop.RunView) string { return v.JobID }))
+		out := page(runs, more, func(v loop.RunView) string { return v.JobID })
+		// The policy itself (null when the model has none), so that a page shows both at once.
+		out["policy"] = nil
+		if v, err := a.Loop.Policy(ctx, m); err == nil {
+			out["policy"] = v
+		} else if !fault.Is(err, fault.KindNotFound) {
+			apierror.Write(w, r, err)
+			return
+		}
+		httpx.WriteJSON(w, http.StatusOK, out)
 	case len(rest) <= 1:
 		notAllowed(w, r)
 	default:

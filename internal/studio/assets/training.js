@@ -7,6 +7,7 @@ import { h, clear, enc, jsonView, fmtTime, fmtMs, errorBox, loading, emptyState,
 import { projectBase, onTeardown, setQuery } from './app.js';
 import { keyRows } from './traces.js';
 import { lineChart, chartControls } from './chart.js';
+import { loopSections } from './loop.js';
 
 const FINAL = new Set(['SUCCEEDED', 'FAILED', 'CANCELLED']);
 const GROUPS = [['loss', /(^|\/)loss$/], ['reward', /reward/], ['grad_norm', /grad_norm/], ['learning_rate', /(^|_)lr$|learning_rate/]];
@@ -223,7 +224,9 @@ export async function modelView(root, [entity, project, name]) {
 
   let cpCharts = [];
   const loadCps = () => loading(cps, async () => {
-    const { data } = await v1('GET', `/v1/preview/models/${modelPath(id)}/checkpoints?limit=100&order=asc`);
+    const [{ data }, aliases] = await Promise.all([v1('GET', `/v1/preview/models/${modelPath(id)}/checkpoints?limit=100&order=asc`),
+      v1('GET', `/v1/preview/models/${modelPath(id)}/aliases`).then((r) => r.data, () => [])]);
+    const aliasesOf = (step) => aliases.filter((a) => a.step === step).map((a) => h('span.badge.alias', { title: `${id}:${a.alias}` }, a.alias));
     for (const c of cpCharts) c.remove();
     cpCharts = [];
     if (!data.length) return emptyState(h('p', {}, 'No checkpoints yet: a job saves one when it succeeds.'));
@@ -245,8 +248,8 @@ export async function modelView(root, [entity, project, name]) {
       lineChart(charts, 'checkpoint ' + g, ctl)(s, { bands });
       cpCharts.push(...[...charts.children].slice(before));
     }
-    return h('div.tablewrap', {}, h('table.grid.checkpoints', {}, h('thead', {}, h('tr', {}, h('th', {}, 'Step'), metricNames.map((k) => h('th', {}, k)), h('th', {}, 'Created'), h('th', {}, ''))),
-      h('tbody', {}, data.map((c) => h('tr', { 'data-step': c.step }, h('td.num', {}, c.step), metricNames.map((k) => h('td.num', {}, c.metrics && typeof c.metrics[k] === 'number' ? +c.metrics[k].toPrecision(5) : '')),
+    return h('div.tablewrap', {}, h('table.grid.checkpoints', {}, h('thead', {}, h('tr', {}, h('th', {}, 'Step'), h('th', {}, 'Aliases'), metricNames.map((k) => h('th', {}, k)), h('th', {}, 'Created'), h('th', {}, ''))),
+      h('tbody', {}, data.map((c) => h('tr', { 'data-step': c.step }, h('td.num', {}, c.step), h('td.aliases', {}, aliasesOf(c.step)), metricNames.map((k) => h('td.num', {}, c.metrics && typeof c.metrics[k] === 'number' ? +c.metrics[k].toPrecision(5) : '')),
         h('td', {}, fmtTime(c.created_at)),
         h('td', {}, h('a', { href: `/playground?model=${enc(id + ':step' + c.step)}` }, 'chat'), ' ',
           h('button.link.danger', { type: 'button', onclick: async () => {
@@ -260,6 +263,8 @@ export async function modelView(root, [entity, project, name]) {
           } }, 'delete')))))));
   }, 'Loading checkpoints…');
   await loadCps();
+  // Aliases, their history, the checkpoints' evaluations and the training policy (loop.js).
+  loopSections(root, id, () => loadCps());
 
   // Every job's loss (or reward) overlaid, one curve per run.
   const jobs = (await allJobs(id)).filter((j) => j.status !== 'QUEUED').slice(0, 8);
