@@ -166,6 +166,35 @@ func TestTrainingPolicy(t *testing.T) {
 			t.Errorf("events of a run with nothing to train on: %s", ts)
 		}
 
+		// On a schedule: every second, when a call got feedback since the last run.
+		callJSON(t, "PUT", pol, bearer, `{"project":"ichats","alias":"prod","interval":"1s","config":{"learning_rate":1e-9}}`, 200)
+		tracedChat(t, s, key, "local/ichats", "i1", "What is the capital of France?", "Paris.", "👍")
+		waitFor(t, "a run on the interval", 30*time.Second, func() bool {
+			runs := callJSON(t, "GET", pol+"/runs", bearer, "", 200)["data"].([]any)
+			return len(runs) == 4 && runs[0].(map[string]any)["trigger"].(map[string]any)["reason"] == "interval" && runs[0].(map[string]any)["status"] == "SUCCEEDED"
+		})
+		time.Sleep(1500 * time.Millisecond) // nothing new since: no other run
+		if runs := callJSON(t, "GET", pol+"/runs", bearer, "", 200)["data"].([]any); len(runs) != 4 {
+			t.Errorf("%d runs after an interval with no new feedback", len(runs))
+		}
+		// RL from rewards: two replies to one prompt, one liked and one not, make a group.
+		callJSON(t, "PUT", pol, bearer, `{"project":"rlchats","alias":"prod","kind":"rl","every_calls":100,"experimental_config":{"allow_training_without_logprobs":true,"learning_rate":1e-3}}`, 200)
+		tracedChat(t, s, key, "local/rlchats", "r1", "What is the capital of France?", "Paris.", "👍")
+		tracedChat(t, s, key, "local/rlchats", "r2", "What is the capital of France?", "Lyon.", "👎")
+		if v := callJSON(t, "GET", pol, bearer, "", 200); v["new_calls"] != 2.0 || v["kind"] != "rl" {
+			t.Errorf("an RL policy counts the calls with a reward: %v", v)
+		}
+		j = callJSON(t, "POST", pol+"/run", bearer, "", 200)
+		if jj := waitJob(t, s, bearer, j["id"].(string)); jj["status"] != "SUCCEEDED" {
+			t.Fatalf("an RL run %v", jj)
+		}
+		if ts := eventTypes(t, s, bearer, j["id"].(string)); !strings.Contains(ts, "dataset_built,training_started,gradient_step,checkpoint_saved") || !strings.Contains(ts, "promotion_decided") {
+			t.Errorf("an RL run's events: %s", ts)
+		}
+		if r := callJSON(t, "GET", pol+"/runs", bearer, "", 200)["data"].([]any)[0].(map[string]any)["result"].(map[string]any); r["rows"] != 1.0 || !strings.Contains(r["dataset_ref"].(string), "/object/agent-policy-rl:") {
+			t.Errorf("an RL run's result %v", r)
+		}
+
 		// Another entity reaches none of it.
 		other := "Bearer " + loopKey(t, dir, "other", st.args)
 		wantError(t, "GET", pol, other, "", 404, "model_id")
@@ -177,8 +206,17 @@ func TestTrainingPolicy(t *testing.T) {
 
 		callJSON(t, "DELETE", pol, bearer, "", 200)
 		wantError(t, "GET", pol, bearer, "", 404, "policy")
-		if l := callJSON(t, "GET", pol+"/runs", bearer, "", 200); len(l["data"].([]any)) != 3 || l["policy"] != nil {
+		if l := callJSON(t, "GET", pol+"/runs", bearer, "", 200); len(l["data"].([]any)) != 5 || l["policy"] != nil {
 			t.Errorf("the runs after the policy's deletion: %v", l)
+		}
+		// A deleted model takes its policy, runs and evaluation runs with it.
+		callJSON(t, "PUT", pol, bearer, `{"project":"chats","alias":"prod","every_calls":1}`, 200)
+		callJSON(t, "DELETE", u+"/models/local/p/agent", bearer, "", 200)
+		wantError(t, "GET", pol, bearer, "", 404, "model_id")
+		callJSON(t, "POST", u+"/models", bearer, `{"project":"p","name":"agent","base_model":"demo"}`, 200)
+		wantError(t, "GET", pol, bearer, "", 404, "policy")
+		if l := callJSON(t, "GET", pol+"/runs", bearer, "", 200); len(l["data"].([]any)) != 0 {
+			t.Errorf("a new model of the same name lists %v", l["data"])
 		}
 	})
 }

@@ -822,6 +822,14 @@ try {
   await page.$eval('#policy-toggle', (b) => b.click());
   await page.waitForFunction(() => document.querySelector('#policy-state')?.textContent === 'paused');
   check((await api('/v1/preview/models/local/studio/loop-agent/policy', undefined, { bearer: true })).paused === true, 'and paused again');
+  // The checkpoints' runs on the Evaluations page, as the SDK's own are compared there.
+  await page.$eval('.modeleval a.compare', (a) => a.click());
+  await page.waitForSelector('table.compare tbody tr');
+  await page.waitForSelector('table.examples tbody tr');
+  const runHeads = await page.$$eval('table.compare thead th', (ths) => ths.map((th) => th.textContent));
+  check(['local/studio/loop-agent:step0', 'local/studio/loop-agent:step1', 'local/studio/loop-agent:step2'].every((n) => runHeads.some((x) => x.startsWith(n))) &&
+    (await page.$$('table.examples tbody tr')).length === 2 && !!(await page.$('table.compare tr[data-metric="contains.true_fraction"]')),
+    'Hone\'s evaluation runs compared on the Evaluations page (runs, the contains metric, the 2 examples): ' + runHeads.join(' | '));
   lap('loop_ms', t);
 
   // ---- Playground (followed from the job's checkpoint link): the model list (defect 6), a

@@ -159,3 +159,10 @@ func (s *Service) runs(ctx context.Context, where string, args ...any) ([]RunRec
 	}
 	return out, rows.Err()
 }
+
+// ModelDeleted removes a deleted model's evaluation runs (their calls stay in the trace
+// project, as its Weave Evaluation's).
+func (s *Service) ModelDeleted(ctx context.Context, modelID string) error {
+	_, err := s.DB.Exec(ctx, `DELETE FROM eval_runs WHERE model_id = ?`, modelID)
+	return err
+}

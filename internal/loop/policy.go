@@ -713,3 +713,13 @@ func (s *Service) runPolicy(ctx context.Context, j jobs.Job, progress func(strin
 	progress(EventRunEnded, map[string]any{"step": *step, "promoted": promoted, "message": msg})
 	return step, nil
 }
+
+// ModelDeleted removes a deleted model's policy and its runs' records (their jobs stay).
+func (s *Service) ModelDeleted(ctx context.Context, modelID string) error {
+	for _, t := range []string{"loop_policies", "loop_runs"} {
+		if _, err := s.DB.Exec(ctx, `DELETE FROM `+t+` WHERE model_id = ?`, modelID); err != nil {
+			return err
+		}
+	}
+	return nil
+}

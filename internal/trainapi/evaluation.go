@@ -1,6 +1,7 @@
 package trainapi
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/honeai/hone/internal/apierror"
@@ -152,4 +153,17 @@ func (a *API) modelEvaluations(w http.ResponseWriter, r *http.Request, m registr
 		return
 	}
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"object": "list", "data": runs})
+}
+
+// modelDeleted forgets a deleted model's evaluation runs, policy and policy runs.
+func (a *API) modelDeleted(ctx context.Context, modelID string) error {
+	if a.Evals != nil {
+		if err := a.Evals.ModelDeleted(ctx, modelID); err != nil {
+			return err
+		}
+	}
+	if a.Loop != nil {
+		return a.Loop.ModelDeleted(ctx, modelID)
+	}
+	return nil
 }

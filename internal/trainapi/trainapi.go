@@ -161,6 +161,10 @@ func (a *API) modelRoutes(w http.ResponseWriter, r *http.Request) {
 			apierror.Write(w, r, err)
 			return
 		}
+		if err := a.modelDeleted(r.Context(), m.ID); err != nil { // evaluation.go
+			apierror.Write(w, r, err)
+			return
+		}
 		httpx.WriteJSON(w, http.StatusOK, map[string]any{"model_id": m.ID, "deleted_checkpoints": n, "deleted_run": true})
 	case r.Method == "GET" && sub == "checkpoints":
 		a.listCheckpoints(w, r, m)
