@@ -108,6 +108,17 @@ func TestAliases(t *testing.T) {
 			t.Errorf("prune with an alias on step 1: %v", pr)
 		}
 
+		// The model by its id; a model of a project named aliases is still a model.
+		mid := callJSON(t, "GET", u+"/models/local/p/agent", bearer, "", 200)["id"].(string)
+		if v := callJSON(t, "GET", u+"/models/"+mid+"/aliases/prod", bearer, "", 200); v["step"] != 1.0 {
+			t.Errorf("the alias by the model's id %v", v)
+		}
+		callJSON(t, "POST", u+"/models", bearer, `{"project":"aliases","name":"agent","base_model":"demo"}`, 200)
+		if m := callJSON(t, "GET", u+"/models/local/aliases/agent", bearer, "", 200); m["project"] != "aliases" {
+			t.Errorf("a model of project aliases %v", m)
+		}
+		wantError(t, "GET", a+"/prod/history?limit=0", bearer, "", 400, "limit")
+
 		// 4xx.
 		wantError(t, "PUT", a+"/prod", bearer, `{"step":9}`, 400, "step")
 		wantError(t, "PUT", a+"/prod", bearer, `{"step":-1}`, 400, "step")

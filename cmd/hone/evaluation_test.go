@@ -306,6 +306,9 @@ func TestEvaluationJobs(t *testing.T) {
 		callJSON(t, "POST", s.url+"/obj/create", basic("api", key), sdkEval, 200)
 		wantError(t, "POST", u+"/evaluation-jobs", bearer, `{"model":"demo","project":"evals","evaluation":"weave:///local/evals/object/sdk-eval:latest"}`, 400, "evaluation")
 		wantError(t, "GET", u+"/evaluation-jobs/nope", bearer, "", 404, "evaluation_job_id")
+		wantError(t, "GET", u+"/evaluation-jobs?status=DONE", bearer, "", 400, "status")
+		wantError(t, "GET", u+"/evaluation-jobs?limit=0", bearer, "", 400, "limit")
+		wantError(t, "GET", u+"/evaluation-jobs?model_id=local/p/nope", bearer, "", 404, "model_id")
 		// A training job's id is not an evaluation job's.
 		callJSON(t, "POST", u+"/models", bearer, `{"project":"p","name":"agent","base_model":"demo"}`, 200)
 		tj := callJSON(t, "POST", u+"/sft-training-jobs", bearer, `{"model_id":"local/p/agent","training_data_url":"`+uploadJSONL(t, s, bearer, sftRows)+`"}`, 200)
@@ -392,6 +395,7 @@ func TestTrainingJobEvaluation(t *testing.T) {
 		if len(runs) != 2 || runs[0].(map[string]any)["model"] != "local/p/agent:step2" || runs[0].(map[string]any)["label"] != "checkpoint" {
 			t.Errorf("model evaluations %v", runs)
 		}
+		wantError(t, "GET", u+"/models/local/p/agent/evaluations?limit=1000", bearer, "", 400, "limit")
 		// A third step at a learning rate that breaks nothing; pruning by the evaluation keeps
 		// the best (step 2) and the latest (step 3).
 		j3 := callJSON(t, "POST", u+"/sft-training-jobs", bearer, `{"model_id":"local/p/agent","training_data_url":"`+data+`","config":{"learning_rate":1e-9}}`, 200)

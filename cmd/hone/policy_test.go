@@ -64,6 +64,10 @@ func TestTrainingPolicy(t *testing.T) {
 		waitEvaluation(t, s, bearer, ej["id"].(string))
 		wantError(t, "GET", pol, bearer, "", 404, "policy")
 		wantError(t, "POST", pol+"/run", bearer, "", 404, "policy")
+		wantError(t, "POST", pol+"/pause", bearer, "", 404, "policy")
+		wantError(t, "DELETE", pol, bearer, "", 404, "policy")
+		wantError(t, "GET", pol+"/runs?limit=500", bearer, "", 400, "limit")
+		wantError(t, "POST", pol+"/run", bearer, `{"why":"x"}`, 400, "why")
 		callJSON(t, "PUT", u+"/models/local/p/agent/aliases/norule", bearer, `{"step":0}`, 200)
 
 		// 4xx: each names its field.

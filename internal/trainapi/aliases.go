@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/google/uuid"
+
 	"github.com/honeai/hone/internal/apierror"
 	"github.com/honeai/hone/internal/auth"
 	"github.com/honeai/hone/internal/httpx"
@@ -31,6 +33,9 @@ import (
 func splitLoopPath(path string) (ref, sub string, rest []string, ok bool) {
 	segs := strings.Split(path, "/")
 	for _, n := range []int{3, 1} { // <entity>/<project>/<name>/..., or <id>/...
+		if n == 1 && uuid.Validate(segs[0]) != nil {
+			continue // "local/aliases/agent" is a model of a project named aliases
+		}
 		if len(segs) > n {
 			switch segs[n] {
 			case "aliases", "alias-events", "policy":
