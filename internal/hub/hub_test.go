@@ -725,7 +725,10 @@ func TestListAndRemove(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.writeHook = func(name string, off int64, n int) error {
 		if name == "model" {
+			// Cancel at the model's first bytes and fail that write: a
+			// body that arrives whole in one read would otherwise finish first.
 			cancel()
+			return ctx.Err()
 		}
 		return nil
 	}
@@ -734,7 +737,9 @@ func TestListAndRemove(t *testing.T) {
 	}
 	c.writeHook = nil
 	list, _ = c.List()
-	if len(list) != 2 || list[1].Ref != "ollama:tiny:1b" || !list[1].Incomplete || list[1].Bytes <= 0 {
+	// Its other blobs download beside the model, so how many bytes are down
+	// by the cancel varies (none, some or all of them).
+	if len(list) != 2 || list[1].Ref != "ollama:tiny:1b" || !list[1].Incomplete || list[1].Bytes < 0 {
 		t.Fatalf("%+v", list)
 	}
 	if _, err := c.Remove(mustParse(t, "ollama:tiny:1b")); err != nil {
