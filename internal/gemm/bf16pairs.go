@@ -95,7 +95,7 @@ func runPairs(im *impl, p *problem, nt int) {
 		// Decode: each task streams its panels whole (all of the depth at once), with or
 		// without software prefetch as the pairs' tuner has measured faster.
 		kern, kcp = im.pairStream, max(kpAll, 1)
-		probe := decodeTuners[tunePairsIdx].Begin([3]int{n, k, m}, 2*n*k)
+		probe := decodeTuner(tunePairsIdx, m).Begin([3]int{n, k, m}, 2*n*k)
 		defer probe.End()
 		if probe.PF() && im.pairStreamPF != nil {
 			kern = im.pairStreamPF

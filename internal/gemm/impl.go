@@ -135,12 +135,26 @@ func SetImpl(name string) error {
 // prefetch per CPU"): Intel's Xeons prefetch, AMD's EPYCs do not.
 var decodePrior bool
 
-// decodeTuners choose, per kind of B (index elemKind, and tunePairsIdx for pair-packed bf16),
-// between decode's streaming kernels with and without software prefetch; nil where the
-// implementations have no prefetching kernels.
-var decodeTuners [4]*PrefetchTuner
+// decodeTuners choose, per number of rows (index 0: one row, the batch-1 decode that reads
+// the weights at memory speed; 1: several) and kind of B (index elemKind, and tunePairsIdx
+// for pair-packed bf16), between decode's streaming kernels with and without software
+// prefetch; nil where the implementations have no prefetching kernels. One row and several
+// decide apart: the choice that reads one row's weights faster need not be the faster one
+// at 16 rows, where the products do 16 times the arithmetic per byte.
+var decodeTuners [2][4]*PrefetchTuner
 
 const tunePairsIdx = 3
+
+// decodeTuner returns the tuner of a decode product of m rows by weights of the given kind.
+func decodeTuner(kind, m int) *PrefetchTuner {
+	return decodeTuners[min(m-1, 1)][kind]
+}
+
+// newDecodeTuners makes the tuners of one kind of weights, named name ("f32", ...).
+func newDecodeTuners(kind int, name string) {
+	decodeTuners[0][kind] = NewPrefetchTuner(name, decodePrior)
+	decodeTuners[1][kind] = NewPrefetchTuner(name+" rows>1", decodePrior)
+}
 
 // DecodePrefetchPrior reports the prior of decode's prefetch tuners on this CPU (see
 // PrefetchTuner), for the tuners of other packages' decode kernels (package quant).
@@ -155,7 +169,7 @@ var cpuVendorName = "unknown"
 // software prefetch is chosen (PrefetchTuner).
 func LogAttrs() []any {
 	prefetch := "no prefetching kernels here"
-	if t := decodeTuners[kindF32]; t != nil {
+	if t := decodeTuners[0][kindF32]; t != nil {
 		prefetch = "measured per kind on the first decode products"
 		if t.forced {
 			prefetch = fmt.Sprintf("forced %s (HONE_DECODE_PREFETCH)", map[bool]string{true: "on", false: "off"}[t.state.Load() == tuneOn])

@@ -102,9 +102,11 @@ func forcePrefetch(t *testing.T, on bool) {
 	t.Cleanup(func() { decodeTuners = old })
 	mode := map[bool]string{true: "on", false: "off"}[on]
 	t.Setenv("HONE_DECODE_PREFETCH", mode)
-	for i, tn := range decodeTuners {
-		if tn != nil {
-			decodeTuners[i] = NewPrefetchTuner(tn.name, on)
+	for r := range decodeTuners {
+		for i, tn := range decodeTuners[r] {
+			if tn != nil {
+				decodeTuners[r][i] = NewPrefetchTuner(tn.name, on)
+			}
 		}
 	}
 }

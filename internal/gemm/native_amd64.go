@@ -37,7 +37,7 @@ func registerNative() {
 			im.pair = avx512PairMicro
 			im.pairStream, im.pairStreamPF = avx512PairStream, avx512PairStreamPF
 			im.packRow = packRowBF16AVX512
-			decodeTuners[tunePairsIdx] = NewPrefetchTuner("bf16 pairs", decodePrior)
+			newDecodeTuners(tunePairsIdx, "bf16 pairs")
 		}
 		st, pf := *im, *im
 		for kind := range 3 {
@@ -45,9 +45,9 @@ func registerNative() {
 			pf.microRows[kind] = avx512StreamPF[kind]
 		}
 		im.streamIm, im.streamPF = &st, &pf
-		decodeTuners[kindF32] = NewPrefetchTuner("f32", decodePrior)
-		decodeTuners[kindBF16] = NewPrefetchTuner("bf16", decodePrior)
-		decodeTuners[kindF16] = NewPrefetchTuner("f16", decodePrior)
+		newDecodeTuners(int(kindF32), "f32")
+		newDecodeTuners(int(kindBF16), "bf16")
+		newDecodeTuners(int(kindF16), "f16")
 		if amxAvailable() {
 			// The same kernels, with pair-packed (bf16) products on AMX tiles.
 			amx := *im

@@ -126,7 +126,7 @@ func runPacked(im *impl, p *problem, nt int) {
 		// Decode: few rows, B read from memory once; each task streams its panels whole
 		// (contiguous) instead of visiting them once per depth block, with or without
 		// software prefetch as the kind's tuner has measured faster.
-		probe := decodeTuners[pb.kind].Begin([3]int{p.n, p.k, p.m}, p.n*p.k*int(pb.kind.size()))
+		probe := decodeTuner(int(pb.kind), p.m).Begin([3]int{p.n, p.k, p.m}, p.n*p.k*int(pb.kind.size()))
 		defer probe.End()
 		if probe.PF() && im.streamPF != nil {
 			st = im.streamPF

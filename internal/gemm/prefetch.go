@@ -22,14 +22,23 @@ import (
 // faster.
 
 // Tuning parameters: the first tuneWarm products are not timed (the first pass over a
-// model's weights can fault its pages in); a decision takes tunePairs pairs of products of
-// the same shape, one in each mode; the median ratio of their times decides, and within
-// tuneBand of 1 the prior (the rule measured per CPU vendor) stands. Products of weights
-// below tuneMinBytes (which may sit in a cache) are neither timed nor counted.
+// model's weights can fault its pages in); a round of measurement takes tunePairs pairs of
+// products of the same shape, one in each mode. The mode other than the prior (the rule
+// measured per CPU vendor) is taken only when it wins clearly and steadily: the median ratio
+// of the round's times, and the medians of its first and of its second half (a burst of
+// other work on the machine lands in one half), must all lie beyond tuneBand of 1 on its
+// side. A round that is not clear either way is measured again, up to tuneRounds rounds;
+// then the prior stands. Products of weights below tuneMinBytes (which may sit in a cache)
+// are neither timed nor counted.
+//
+// Before 2026-11-29 one round of 96 pairs decided with a band of 2%: on a 2-vCPU AMD EPYC a
+// noisy first round could flip the choice of a process, and its batch-16 decode moved by
+// 1.6× between two runs of one benchmark (issue 35).
 const (
 	tuneWarm     = 32
 	tunePairs    = 96
-	tuneBand     = 0.02
+	tuneRounds   = 3
+	tuneBand     = 0.04
 	tuneMinBytes = 256 << 10
 )
 
@@ -55,8 +64,9 @@ type PrefetchTuner struct {
 	mu     sync.Mutex
 	seen   int
 	shapes map[[3]int]*tuneShape
-	ratios []float64 // time with prefetch ÷ time without, one per pair
-	ratio  float64   // the median that decided (0 when forced)
+	ratios []float64 // time with prefetch ÷ time without, one per pair of this round
+	rounds int       // rounds measured and found unclear
+	ratio  float64   // the median of the round that decided (0 when forced)
 }
 
 // tuneShape is one weight shape's alternation and its pending unpaired time.
@@ -68,7 +78,8 @@ type tuneShape struct {
 }
 
 // NewPrefetchTuner returns a tuner named name (in its log line) whose choice before it
-// has measured, and when the two modes measure within 2% of each other, is prior.
+// has measured, and when the other mode does not win clearly (tuneBand) and steadily, is
+// prior.
 func NewPrefetchTuner(name string, prior bool) *PrefetchTuner {
 	t := &PrefetchTuner{name: name, prior: prior, shapes: map[[3]int]*tuneShape{}}
 	switch os.Getenv("HONE_DECODE_PREFETCH") {
@@ -162,16 +173,31 @@ func (t *PrefetchTuner) record(shape [3]int, pf bool, d time.Duration) {
 	if len(t.ratios) < tunePairs {
 		return
 	}
-	slices.Sort(t.ratios)
 	n := len(t.ratios)
-	t.ratio = (t.ratios[(n-1)/2] + t.ratios[n/2]) / 2
-	pfWins := t.prior
-	switch {
-	case t.ratio < 1-tuneBand:
-		pfWins = true
-	case t.ratio > 1+tuneBand:
-		pfWins = false
+	all, first, second := median(t.ratios), median(t.ratios[:n/2]), median(t.ratios[n/2:])
+	side := func(r float64) int {
+		switch {
+		case r < 1-tuneBand:
+			return 1 // prefetching wins
+		case r > 1+tuneBand:
+			return -1
+		}
+		return 0
 	}
+	pfWins := t.prior
+	clear := side(all) != 0 && side(first) == side(all) && side(second) == side(all)
+	if clear {
+		pfWins = side(all) > 0
+	}
+	t.rounds++
+	if !clear && t.rounds < tuneRounds {
+		// Not clear: measure another round (the shapes' alternation goes on).
+		slog.Debug("decode prefetch unclear; measuring again", "weights", t.name, "round", t.rounds,
+			"time_with_over_without", math.Round(all*1000)/1000, "halves", [2]float64{math.Round(first*1000) / 1000, math.Round(second*1000) / 1000})
+		t.ratios = t.ratios[:0]
+		return
+	}
+	t.ratio = all
 	if pfWins {
 		t.state.Store(tuneOn)
 	} else {
@@ -179,7 +205,16 @@ func (t *PrefetchTuner) record(shape [3]int, pf bool, d time.Duration) {
 	}
 	t.shapes, t.ratios = nil, nil
 	slog.Info("decode prefetch measured", "weights", t.name, "prefetch", pfWins,
-		"time_with_over_without", math.Round(t.ratio*1000)/1000, "pairs", n)
+		"time_with_over_without", math.Round(all*1000)/1000,
+		"halves", [2]float64{math.Round(first*1000) / 1000, math.Round(second*1000) / 1000},
+		"clear", clear, "rounds", t.rounds, "pairs", n)
+}
+
+// median returns the median of r, sorting a copy.
+func median(r []float64) float64 {
+	s := slices.Sorted(slices.Values(r))
+	n := len(s)
+	return (s[(n-1)/2] + s[n/2]) / 2
 }
 
 // Choice reports the tuner's mode and whether it has settled (measured or forced); ratio is

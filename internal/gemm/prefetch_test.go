@@ -19,8 +19,9 @@ func feed(tn *PrefetchTuner, pairs int, on, off time.Duration) {
 	}
 }
 
-// TestPrefetchTunerDecides: the median ratio of the pairs decides; within the band the prior
-// stands; nothing before tunePairs pairs.
+// TestPrefetchTunerDecides: a clear and steady median decides after one round; a round
+// within the band is measured again, and after tuneRounds such rounds the prior stands;
+// nothing before tunePairs pairs.
 func TestPrefetchTunerDecides(t *testing.T) {
 	t.Setenv("HONE_DECODE_PREFETCH", "")
 	for _, c := range []struct {
@@ -28,16 +29,17 @@ func TestPrefetchTunerDecides(t *testing.T) {
 		prior   bool
 		on, off time.Duration
 		want    bool
+		rounds  int
 	}{
-		{"prefetch faster", false, 90, 100, true},
-		{"prefetch slower", true, 110, 100, false},
-		{"tie keeps prior on", true, 101, 100, true},
-		{"tie keeps prior off", false, 99, 100, false},
+		{"prefetch faster", false, 90, 100, true, 1},
+		{"prefetch slower", true, 110, 100, false, 1},
+		{"tie keeps prior on", true, 101, 100, true, tuneRounds},
+		{"tie keeps prior off", false, 97, 100, false, tuneRounds},
 	} {
 		tn := NewPrefetchTuner(c.name, c.prior)
-		feed(tn, tunePairs-1, c.on*time.Microsecond, c.off*time.Microsecond)
+		feed(tn, c.rounds*tunePairs-1, c.on*time.Microsecond, c.off*time.Microsecond)
 		if pf, settled, _ := tn.Choice(); settled || pf != c.prior {
-			t.Fatalf("%s: before %d pairs: pf %v settled %v, want the prior unsettled", c.name, tunePairs, pf, settled)
+			t.Fatalf("%s: before %d pairs: pf %v settled %v, want the prior unsettled", c.name, c.rounds*tunePairs, pf, settled)
 		}
 		feed(tn, 1, c.on*time.Microsecond, c.off*time.Microsecond)
 		pf, settled, ratio := tn.Choice()
@@ -50,6 +52,23 @@ func TestPrefetchTunerDecides(t *testing.T) {
 		if p := tn.Begin([3]int{1, 2, 3}, 1<<30); p.PF() != c.want || p.t != nil {
 			t.Fatalf("%s: after deciding Begin gave pf %v timed %v", c.name, p.PF(), p.t != nil)
 		}
+	}
+}
+
+// TestPrefetchTunerUnsteady: a round whose halves disagree (prefetching 10% faster in the
+// first half, while the machine was busy, and 10% slower in the second) is not clear: the
+// next round decides, and a steady one overrides the prior.
+func TestPrefetchTunerUnsteady(t *testing.T) {
+	t.Setenv("HONE_DECODE_PREFETCH", "")
+	tn := NewPrefetchTuner("unsteady", false)
+	feed(tn, tunePairs/2, 90*time.Microsecond, 100*time.Microsecond)
+	feed(tn, tunePairs/2, 110*time.Microsecond, 100*time.Microsecond)
+	if _, settled, _ := tn.Choice(); settled {
+		t.Fatal("settled by a round whose halves disagree")
+	}
+	feed(tn, tunePairs, 80*time.Microsecond, 100*time.Microsecond)
+	if pf, settled, ratio := tn.Choice(); !settled || !pf || ratio != 0.8 {
+		t.Fatalf("after a steady second round: pf %v settled %v ratio %v, want prefetching at 0.8", pf, settled, ratio)
 	}
 }
 
@@ -152,14 +171,14 @@ func TestLogAttrs(t *testing.T) {
 	if m["kernels"] != Impl() || m["threads"] != Threads() || m["bf16_arithmetic_from_rows"] != BF16PairRows() {
 		t.Fatalf("attrs %v", m)
 	}
-	if decodeTuners[kindF32] != nil {
+	if decodeTuners[0][kindF32] != nil {
 		if m["decode_prefetch"] != "measured per kind on the first decode products" {
 			t.Fatalf("decode_prefetch %v", m["decode_prefetch"])
 		}
 		// The tuners read the variable when they are made (at start-up): make one under it.
 		t.Setenv("HONE_DECODE_PREFETCH", "off")
-		defer func(old *PrefetchTuner) { decodeTuners[kindF32] = old }(decodeTuners[kindF32])
-		decodeTuners[kindF32] = NewPrefetchTuner("f32", decodePrior)
+		defer func(old *PrefetchTuner) { decodeTuners[0][kindF32] = old }(decodeTuners[0][kindF32])
+		decodeTuners[0][kindF32] = NewPrefetchTuner("f32", decodePrior)
 		if m := attrs(); m["decode_prefetch"] != "forced off (HONE_DECODE_PREFETCH)" {
 			t.Fatalf("with HONE_DECODE_PREFETCH=off: decode_prefetch %v", m["decode_prefetch"])
 		}
