@@ -18,7 +18,7 @@
 #            (R rounds)
 #   trace    ingest of 100,000 calls and the 10,000-call usage roll-up (3 rounds)
 # Usage: scripts/bench-cpu.sh [OUT]    (OUT default /tmp/hone-bench-cpu; PARTS="decode prefill
-# train trace" picks parts; R rounds, default 2). Each part's output goes to OUT/<part>.txt,
+# train trace" picks parts; R rounds, default 2; REPS fresh processes per Hone figure and round, default 3, of which the summary gives the median and spread). Each part's output goes to OUT/<part>.txt,
 # the machine (lscpu, go version, commit) to OUT/machine.txt; scripts/bench-cpu-summary.py OUT
 # prints them as tables with the ratios. Takes about 40 minutes on 2 vCPUs the first time (most
 # of it the Python packages and the training part), less afterwards.
@@ -29,6 +29,7 @@ OUT=${1:-/tmp/hone-bench-cpu}
 WORK=${WORK:-/tmp/hone-bench-model}
 PARTS=${PARTS:-decode prefill train trace}
 R=${R:-2}
+REPS=${REPS:-3}
 mkdir -p "$OUT" "$WORK/quant" "$CACHE"
 say() { echo "== $* ($(date -u +%T))" >&2; }
 {
@@ -79,23 +80,27 @@ for part in $PARTS; do
 		{
 			flock /tmp/hone-bench.lock env GOMAXPROCS=2 "$WORK/gemm.test" -test.run xxx \
 				-test.bench MemoryBandwidth -test.benchtime 10x -test.count "$R" | grep ^Bench
-			WORK=$WORK QBENCH=$Q LLAMA_BIN=$LLAMA_BIN R=$R scripts/bench-model/prefetch.sh
+			WORK=$WORK QBENCH=$Q LLAMA_BIN=$LLAMA_BIN R=$R REPS=$REPS scripts/bench-model/prefetch.sh
 		} 2>&1 | tee "$OUT/decode.txt"
 		;;
 	prefill)
 		flock /tmp/hone-bench.lock bash -c '
-		W=$1 Q=$2 LB=$3 R=$4
+		W=$1 Q=$2 LB=$3 R=$4 REPS=$5
 		for r in $(seq "$R"); do
 			echo "== round $r $(date -u +%T) load $(cut -d" " -f1 /proc/loadavg)"
-			HONE_BENCH_MODELS=$W GOMAXPROCS=2 "$W/model.test" -test.run xxx -test.bench "^BenchmarkPrefill\$/(f32|bf16)/" -test.benchtime 10x | grep ^Bench
+			for rep in $(seq "$REPS"); do
+				HONE_BENCH_MODELS=$W GOMAXPROCS=2 "$W/model.test" -test.run xxx -test.bench "^BenchmarkPrefill\$/(f32|bf16)/" -test.benchtime 10x | grep ^Bench
+			done
 			for f in q8_0 q4_k_m q4_1; do
-				HONE_BENCH_GGUF=$Q/smol-$f.gguf GOMAXPROCS=2 "$W/model.test" -test.run xxx -test.bench "^BenchmarkPrefill\$/^gguf\$/" -test.benchtime 10x | grep ^Bench | sed "s/^/$f /"
+				for rep in $(seq "$REPS"); do
+					HONE_BENCH_GGUF=$Q/smol-$f.gguf GOMAXPROCS=2 "$W/model.test" -test.run xxx -test.bench "^BenchmarkPrefill\$/^gguf\$/" -test.benchtime 10x | grep ^Bench | sed "s/^/$f /"
+				done
 			done
 			for f in "$W/smollm2-f32.gguf" "$W/smollm2-bf16.gguf" "$Q/smol-q8_0.gguf" "$Q/smol-q4_k_m.gguf" "$Q/smol-q4_1.gguf"; do
 				echo "llama.cpp $(basename "$f") $("$LB/llama-bench" -m "$f" -t 2 -p 128 -n 0 -r 3 2>/dev/null | grep -o "pp128 .*")"
 				"$LB/llama-batched-bench" -m "$f" -t 2 -c 4096 -b 2048 -ub 512 -npp 128 -ntg 1 -npl 16 2>/dev/null | grep -E "^\|\s+128" | awk -F"|" "{print \"  batched B=\"\$4\" S_PP \"\$7}"
 			done
-		done' _ "$WORK" "$Q" "$LLAMA_BIN" "$R" 2>&1 | tee "$OUT/prefill.txt"
+		done' _ "$WORK" "$Q" "$LLAMA_BIN" "$R" "$REPS" 2>&1 | tee "$OUT/prefill.txt"
 		;;
 	train)
 		PYTHON=$VENV/bin/python WORK=${TRAIN_WORK:-/tmp/hone-train-bench} QWEN=1 ROUNDS=$R \
