@@ -17,13 +17,15 @@ import (
 	"github.com/honeai/hone/internal/traceapi"
 	"github.com/honeai/hone/internal/trainapi"
 	"github.com/honeai/hone/internal/version"
+	"github.com/honeai/hone/internal/wandbapi"
 )
 
 // extraRoutes lets tests add routes (with the system's authentication) to the handler.
 var extraRoutes []func(r *httpx.Router, bearer, basic httpx.Middleware)
 
-// handler registers the three APIs of the system on one router — training (Bearer), tracing
-// (HTTP Basic) and chat completions (Bearer), with the per-key limit — with the service routes
+// handler registers the APIs of the system on one router — training (Bearer), tracing (HTTP
+// Basic), the W&B API (HTTP Basic or Bearer) and chat completions (Bearer), with the per-key
+// limit — with the service routes
 // and the web UI (internal/studio, no auth: it calls the APIs with the user's key), and wraps
 // it in the shared middleware.
 func (s *system) handler() (http.Handler, *httpx.Router, error) {
@@ -38,10 +40,9 @@ func (s *system) handler() (http.Handler, *httpx.Router, error) {
 	heavy := httpx.Heavy(membudget.New(int64(s.cfg.RequestMemory), trace.MaxRefsBatchBytes, 2*time.Second),
 		httpx.NewKeyLimiter(s.cfg.MaxReadsPerKey))
 	traces := traceapi.New(s.trace)
-	traces.SetWandb(s.wandb)
 	traces.SetHeavy(heavy)
 	traces.Register(r, basic)
-	traces.RegisterGraphQL(r, basic, bearer)
+	wandbapi.New(s.wandb).Register(r, basic, bearer)
 	traceapi.RegisterOTel(r, httpx.AuthenticateAny(s.keys, traceapi.OTelKeyHeader, limiter), &otlp.Ingester{Trace: s.trace}, s.cfg.MaxBodyBytes)
 
 	chat := &chatapi.API{Models: s.models, Adapters: s.training, MaxLogprobs: s.cfg.Chat.MaxLogprobs,
@@ -90,7 +91,7 @@ func (s *system) handler() (http.Handler, *httpx.Router, error) {
 		httpx.AccessLog(s.log),
 		httpx.Recover(s.log),
 		httpx.LimitBodyExcept(s.cfg.MaxBodyBytes, func(r *http.Request) bool {
-			return r.Method == http.MethodPut && r.URL.Path == traceapi.UploadPath
+			return r.Method == http.MethodPut && r.URL.Path == wandbapi.UploadPath
 		}),
 	)
 	return h, r, nil

@@ -15,7 +15,7 @@ const module = "github.com/honeai/hone/"
 var belowHTTP = []string{
 	// services
 	"internal/trace", "internal/auth", "internal/training", "internal/registry",
-	"internal/jobs", "internal/serving", "internal/inference",
+	"internal/jobs", "internal/serving", "internal/inference", "internal/wandb",
 	// engine, store and shared
 	"internal/structured", "internal/model", "internal/train", "internal/sample",
 	"internal/tokenizer", "internal/chattemplate", "internal/safetensors", "internal/gemm",

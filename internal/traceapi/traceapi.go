@@ -25,13 +25,11 @@ import (
 	"github.com/honeai/hone/internal/openapi"
 	"github.com/honeai/hone/internal/pyjson"
 	"github.com/honeai/hone/internal/trace"
-	"github.com/honeai/hone/internal/wandb"
 )
 
 // API is the trace area.
 type API struct {
 	svc *trace.Service
-	wb  *wandb.Service // W&B runs and artifacts (SetWandb); nil: GraphQL answers only the Weave SDKs' fields
 	// heavy wraps the routes that can amplify (SetHeavy: httpx.Heavy); nil: none.
 	heavy httpx.Middleware
 }
@@ -44,19 +42,20 @@ func (a *API) SetHeavy(mw httpx.Middleware) { a.heavy = mw }
 // New returns the trace area on svc.
 func New(svc *trace.Service) *API { return &API{svc: svc} }
 
-// mode says how a route treats request fields Hone does not know.
-type mode int
+// decoding says how a route treats request fields Hone does not know (the drift rule of
+// internal/trace).
+type decoding int
 
 const (
-	// read: a read, delete or purge; an unknown field at any depth is a 400 naming it.
-	read mode = iota
-	// write: a create, upsert or update; unknown fields are kept beside what is stored.
-	write
+	// strict, for a read, delete or purge: an unknown field at any depth is a 400 naming it.
+	strict decoding = iota
+	// lenient, for a create, upsert or update: unknown fields are kept beside what is stored.
+	lenient
 )
 
 // decode reads a JSON body into v under m and returns the context for the service (carrying
-// a write's unknown fields).
-func decode(r *http.Request, v any, m mode) (context.Context, error) {
+// the unknown fields of a lenient decoding).
+func decode(r *http.Request, v any, m decoding) (context.Context, error) {
 	if err := httpx.CheckJSONContentType(r); err != nil {
 		return nil, err
 	}
@@ -74,7 +73,7 @@ func decode(r *http.Request, v any, m mode) (context.Context, error) {
 		}
 		return nil, apierror.BadRequest("", "Malformed JSON body: %v", uerr)
 	}
-	if m == read && len(unknown) > 0 {
+	if m == strict && len(unknown) > 0 {
 		return nil, trace.UnknownFieldsError(unknown)
 	}
 	if err := httpx.CheckText(v); err != nil {
@@ -116,7 +115,7 @@ func setStartUser(ctx context.Context, st *trace.StartedCallSchemaForInsert) {
 
 func (a *API) feedbackBatchCreate(w http.ResponseWriter, r *http.Request) {
 	var req trace.FeedbackBatchCreateReq
-	ctx, err := decode(r, &req, write)
+	ctx, err := decode(r, &req, lenient)
 	if err != nil {
 		apierror.Write(w, r, err)
 		return
@@ -129,9 +128,9 @@ func (a *API) feedbackBatchCreate(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, res)
 }
 
-// jsonRoute decodes Req strictly, authorises the project named by project(req) (its JSON
+// jsonRoute decodes Req under m, authorises the project named by project(req) (its JSON
 // path for error messages is param), runs fn and writes the result.
-func jsonRoute[Req, Res any](m mode, param string, project func(*Req) string, fn func(context.Context, *Req) (Res, error)) http.HandlerFunc {
+func jsonRoute[Req, Res any](m decoding, param string, project func(*Req) string, fn func(context.Context, *Req) (Res, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req Req
 		ctx, err := decode(r, &req, m)
@@ -174,39 +173,39 @@ func (a *API) Register(r *httpx.Router, basic httpx.Middleware) {
 	s := a.svc
 
 	// Objects.
-	g.HandleFunc("POST /obj/create", jsonRoute(write, "obj.project_id", func(q *trace.ObjCreateReq) string { return q.Obj.ProjectID },
+	g.HandleFunc("POST /obj/create", jsonRoute(lenient, "obj.project_id", func(q *trace.ObjCreateReq) string { return q.Obj.ProjectID },
 		func(ctx context.Context, q *trace.ObjCreateReq) (trace.ObjCreateRes, error) {
 			return s.ObjCreate(ctx, *q, user(ctx))
 		}),
 		op("Create an object version (digest computed as Weave does)", trace.ObjCreateReq{}, trace.ObjCreateRes{}))
-	hg.HandleFunc("POST /obj/read", jsonRoute(read, "project_id", func(q *trace.ObjReadReq) string { return q.ProjectID },
+	hg.HandleFunc("POST /obj/read", jsonRoute(strict, "project_id", func(q *trace.ObjReadReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.ObjReadReq) (trace.ObjReadRes, error) { return s.ObjRead(ctx, *q) }),
 		op("Read an object version by digest, latest, vN or alias", trace.ObjReadReq{}, trace.ObjReadRes{}))
-	g.HandleFunc("POST /obj/delete", jsonRoute(read, "project_id", func(q *trace.ObjDeleteReq) string { return q.ProjectID },
+	g.HandleFunc("POST /obj/delete", jsonRoute(strict, "project_id", func(q *trace.ObjDeleteReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.ObjDeleteReq) (trace.ObjDeleteRes, error) {
 			return s.ObjDelete(ctx, *q)
 		}),
 		op("Delete object versions", trace.ObjDeleteReq{}, trace.ObjDeleteRes{}))
-	hg.HandleFunc("POST /objs/query", jsonRoute(read, "project_id", func(q *trace.ObjQueryReq) string { return q.ProjectID },
+	hg.HandleFunc("POST /objs/query", jsonRoute(strict, "project_id", func(q *trace.ObjQueryReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.ObjQueryReq) (trace.ObjQueryRes, error) {
 			return s.ObjsQuery(ctx, *q)
 		}),
 		op("Query object versions", trace.ObjQueryReq{}, trace.ObjQueryRes{}))
 
 	// Tags and aliases.
-	g.HandleFunc("PUT /objs/{object_id}/versions/{digest}/tags", jsonRoute(write, "project_id", func(q *trace.TagsReq) string { return q.ProjectID },
+	g.HandleFunc("PUT /objs/{object_id}/versions/{digest}/tags", jsonRoute(lenient, "project_id", func(q *trace.TagsReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.TagsReq) (trace.Empty, error) {
 			return trace.Empty{}, s.AddTags(ctx, q.ProjectID, pathValue(ctx, "object_id"), pathValue(ctx, "digest"), q.Tags)
 		}), op("Add tags to an object version", trace.TagsReq{}, trace.Empty{}))
-	g.HandleFunc("POST /objs/{object_id}/versions/{digest}/tags/remove", jsonRoute(read, "project_id", func(q *trace.TagsReq) string { return q.ProjectID },
+	g.HandleFunc("POST /objs/{object_id}/versions/{digest}/tags/remove", jsonRoute(strict, "project_id", func(q *trace.TagsReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.TagsReq) (trace.Empty, error) {
 			return trace.Empty{}, s.RemoveTags(ctx, q.ProjectID, pathValue(ctx, "object_id"), pathValue(ctx, "digest"), q.Tags)
 		}), op("Remove tags from an object version", trace.TagsReq{}, trace.Empty{}))
-	g.HandleFunc("PUT /objs/{object_id}/aliases", jsonRoute(write, "project_id", func(q *trace.AliasesSetReq) string { return q.ProjectID },
+	g.HandleFunc("PUT /objs/{object_id}/aliases", jsonRoute(lenient, "project_id", func(q *trace.AliasesSetReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.AliasesSetReq) (trace.Empty, error) {
 			return trace.Empty{}, s.SetAliases(ctx, q.ProjectID, pathValue(ctx, "object_id"), q.Digest, q.Aliases)
 		}), op("Point aliases of an object at a version", trace.AliasesSetReq{}, trace.Empty{}))
-	g.HandleFunc("POST /objs/{object_id}/aliases/remove", jsonRoute(read, "project_id", func(q *trace.AliasesRemoveReq) string { return q.ProjectID },
+	g.HandleFunc("POST /objs/{object_id}/aliases/remove", jsonRoute(strict, "project_id", func(q *trace.AliasesRemoveReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.AliasesRemoveReq) (trace.Empty, error) {
 			return trace.Empty{}, s.RemoveAliases(ctx, q.ProjectID, pathValue(ctx, "object_id"), q.Aliases)
 		}), op("Remove aliases of an object", trace.AliasesRemoveReq{}, trace.Empty{}))
@@ -226,21 +225,21 @@ func (a *API) Register(r *httpx.Router, basic httpx.Middleware) {
 	a.registerStudio(g)
 
 	// Tables.
-	g.HandleFunc("POST /table/create", jsonRoute(write, "table.project_id", func(q *trace.TableCreateReq) string { return q.Table.ProjectID },
+	g.HandleFunc("POST /table/create", jsonRoute(lenient, "table.project_id", func(q *trace.TableCreateReq) string { return q.Table.ProjectID },
 		func(ctx context.Context, q *trace.TableCreateReq) (trace.TableCreateRes, error) {
 			return s.TableCreate(ctx, *q)
 		}),
 		op("Create a table of rows", trace.TableCreateReq{}, trace.TableCreateRes{}))
-	g.HandleFunc("POST /table/update", jsonRoute(write, "project_id", func(q *trace.TableUpdateReq) string { return q.ProjectID },
+	g.HandleFunc("POST /table/update", jsonRoute(lenient, "project_id", func(q *trace.TableUpdateReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.TableUpdateReq) (trace.TableUpdateRes, error) {
 			return s.TableUpdate(ctx, *q)
 		}),
 		op("Append, pop or insert rows, making a new table", trace.TableUpdateReq{}, trace.TableUpdateRes{}))
-	g.HandleFunc("POST /table/create_from_digests", jsonRoute(write, "project_id", func(q *trace.TableCreateFromDigestsReq) string { return q.ProjectID },
+	g.HandleFunc("POST /table/create_from_digests", jsonRoute(lenient, "project_id", func(q *trace.TableCreateFromDigestsReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.TableCreateFromDigestsReq) (trace.TableCreateFromDigestsRes, error) {
 			return s.TableCreateFromDigests(ctx, *q)
 		}), op("Create a table from stored row digests", trace.TableCreateFromDigestsReq{}, trace.TableCreateFromDigestsRes{}))
-	hg.HandleFunc("POST /table/query", jsonRoute(read, "project_id", func(q *trace.TableQueryReq) string { return q.ProjectID },
+	hg.HandleFunc("POST /table/query", jsonRoute(strict, "project_id", func(q *trace.TableQueryReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.TableQueryReq) (trace.TableQueryRes, error) {
 			return s.TableQuery(ctx, *q)
 		}),
@@ -248,24 +247,24 @@ func (a *API) Register(r *httpx.Router, basic httpx.Middleware) {
 	hg.HandleFunc("POST /table/query_stream", a.tableQueryStream, &openapi.Operation{
 		Summary: "Query table rows as JSON lines", Tags: []string{"tracing"}, Security: openapi.BasicAuth,
 		Request: trace.TableQueryReq{}, Response: trace.TableRowSchema{}, ResponseContentType: "application/jsonl"})
-	g.HandleFunc("POST /table/query_stats", jsonRoute(read, "project_id", func(q *trace.TableQueryStatsReq) string { return q.ProjectID },
+	g.HandleFunc("POST /table/query_stats", jsonRoute(strict, "project_id", func(q *trace.TableQueryStatsReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.TableQueryStatsReq) (trace.TableQueryStatsRes, error) {
 			return s.TableQueryStats(ctx, *q)
 		}),
 		op("Count a table's rows", trace.TableQueryStatsReq{}, trace.TableQueryStatsRes{}))
-	g.HandleFunc("POST /table/query_stats_batch", jsonRoute(read, "project_id", func(q *trace.TableQueryStatsBatchReq) string { return q.ProjectID },
+	g.HandleFunc("POST /table/query_stats_batch", jsonRoute(strict, "project_id", func(q *trace.TableQueryStatsBatchReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.TableQueryStatsBatchReq) (trace.TableQueryStatsBatchRes, error) {
 			return s.TableQueryStatsBatch(ctx, *q)
 		}), op("Count rows of several tables", trace.TableQueryStatsBatchReq{}, trace.TableQueryStatsBatchRes{}))
 
 	// Calls.
-	g.HandleFunc("POST /call/start", jsonRoute(write, "start.project_id", func(q *trace.CallStartReq) string { return q.Start.ProjectID },
+	g.HandleFunc("POST /call/start", jsonRoute(lenient, "start.project_id", func(q *trace.CallStartReq) string { return q.Start.ProjectID },
 		func(ctx context.Context, q *trace.CallStartReq) (trace.CallStartRes, error) {
 			setStartUser(ctx, &q.Start)
 			return s.CallStart(ctx, *q)
 		}),
 		op("Start a call", trace.CallStartReq{}, trace.CallStartRes{}))
-	g.HandleFunc("POST /call/end", jsonRoute(write, "end.project_id", func(q *trace.CallEndReq) string { return q.End.ProjectID },
+	g.HandleFunc("POST /call/end", jsonRoute(lenient, "end.project_id", func(q *trace.CallEndReq) string { return q.End.ProjectID },
 		func(ctx context.Context, q *trace.CallEndReq) (trace.Empty, error) {
 			return trace.Empty{}, s.CallEnd(ctx, *q)
 		}),
@@ -275,71 +274,71 @@ func (a *API) Register(r *httpx.Router, basic httpx.Middleware) {
 		Summary: "Query calls as JSON lines", Tags: []string{"tracing"}, Security: openapi.BasicAuth,
 		Request: trace.CallsQueryReq{}, Response: trace.CallSchema{}, ResponseContentType: "application/jsonl"})
 	hg.HandleFunc("POST /calls/query", a.callsQuery, op("Query calls", trace.CallsQueryReq{}, callsQueryRes{}))
-	g.HandleFunc("POST /calls/query_stats", jsonRoute(read, "project_id", func(q *trace.CallsQueryStatsReq) string { return q.ProjectID },
+	g.HandleFunc("POST /calls/query_stats", jsonRoute(strict, "project_id", func(q *trace.CallsQueryStatsReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.CallsQueryStatsReq) (trace.CallsQueryStatsRes, error) {
 			return s.CallsQueryStats(ctx, *q)
 		}),
 		op("Count calls", trace.CallsQueryStatsReq{}, trace.CallsQueryStatsRes{}))
-	hg.HandleFunc("POST /call/read", jsonRoute(read, "project_id", func(q *trace.CallReadReq) string { return q.ProjectID },
+	hg.HandleFunc("POST /call/read", jsonRoute(strict, "project_id", func(q *trace.CallReadReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.CallReadReq) (trace.CallReadRes, error) { return s.CallRead(ctx, *q) }),
 		op("Read a call", trace.CallReadReq{}, trace.CallReadRes{}))
-	g.HandleFunc("POST /call/update", jsonRoute(write, "project_id", func(q *trace.CallUpdateReq) string { return q.ProjectID },
+	g.HandleFunc("POST /call/update", jsonRoute(lenient, "project_id", func(q *trace.CallUpdateReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.CallUpdateReq) (trace.Empty, error) {
 			return trace.Empty{}, s.CallUpdate(ctx, *q)
 		}),
 		op("Rename a call", trace.CallUpdateReq{}, trace.Empty{}))
-	g.HandleFunc("POST /calls/delete", jsonRoute(read, "project_id", func(q *trace.CallsDeleteReq) string { return q.ProjectID },
+	g.HandleFunc("POST /calls/delete", jsonRoute(strict, "project_id", func(q *trace.CallsDeleteReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.CallsDeleteReq) (trace.CallsDeleteRes, error) {
 			return s.CallsDelete(ctx, *q)
 		}),
 		op("Delete calls and their descendants", trace.CallsDeleteReq{}, trace.CallsDeleteRes{}))
 
 	// Usage.
-	g.HandleFunc("POST /trace/usage", jsonRoute(read, "project_id", func(q *trace.TraceUsageReq) string { return q.ProjectID },
+	g.HandleFunc("POST /trace/usage", jsonRoute(strict, "project_id", func(q *trace.TraceUsageReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.TraceUsageReq) (trace.UsageRes, error) {
 			return s.TraceUsage(ctx, *q)
 		}),
 		op("Per-call usage of matching calls, rolled up over descendants", trace.TraceUsageReq{}, trace.UsageRes{}))
-	g.HandleFunc("POST /calls/usage", jsonRoute(read, "project_id", func(q *trace.CallsUsageReq) string { return q.ProjectID },
+	g.HandleFunc("POST /calls/usage", jsonRoute(strict, "project_id", func(q *trace.CallsUsageReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.CallsUsageReq) (trace.UsageRes, error) {
 			return s.CallsUsage(ctx, *q)
 		}),
 		op("Usage of whole traces rooted at calls", trace.CallsUsageReq{}, trace.UsageRes{}))
 
 	// Costs.
-	g.HandleFunc("POST /cost/create", jsonRoute(write, "project_id", func(q *trace.CostCreateReq) string { return q.ProjectID },
+	g.HandleFunc("POST /cost/create", jsonRoute(lenient, "project_id", func(q *trace.CostCreateReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.CostCreateReq) (trace.CostCreateRes, error) {
 			return s.CostCreate(ctx, *q, user(ctx))
 		}),
 		op("Set token prices for a project", trace.CostCreateReq{}, trace.CostCreateRes{}))
-	g.HandleFunc("POST /cost/query", jsonRoute(read, "project_id", func(q *trace.CostQueryReq) string { return q.ProjectID },
+	g.HandleFunc("POST /cost/query", jsonRoute(strict, "project_id", func(q *trace.CostQueryReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.CostQueryReq) (trace.CostQueryRes, error) {
 			return s.CostQuery(ctx, *q)
 		}),
 		op("List token prices", trace.CostQueryReq{}, trace.CostQueryRes{}))
-	g.HandleFunc("POST /cost/purge", jsonRoute(read, "project_id", func(q *trace.CostPurgeReq) string { return q.ProjectID },
+	g.HandleFunc("POST /cost/purge", jsonRoute(strict, "project_id", func(q *trace.CostPurgeReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.CostPurgeReq) (trace.Empty, error) {
 			return trace.Empty{}, s.CostPurge(ctx, *q)
 		}),
 		op("Delete a project's token prices", trace.CostPurgeReq{}, trace.Empty{}))
 
 	// Feedback.
-	g.HandleFunc("POST /feedback/create", jsonRoute(write, "project_id", func(q *trace.FeedbackCreateReq) string { return q.ProjectID },
+	g.HandleFunc("POST /feedback/create", jsonRoute(lenient, "project_id", func(q *trace.FeedbackCreateReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.FeedbackCreateReq) (trace.FeedbackCreateRes, error) {
 			return s.FeedbackCreate(ctx, *q, user(ctx))
 		}), op("Add feedback to a ref", trace.FeedbackCreateReq{}, trace.FeedbackCreateRes{}))
 	g.HandleFunc("POST /feedback/batch/create", a.feedbackBatchCreate,
 		op("Add several feedback items in one transaction", trace.FeedbackBatchCreateReq{}, trace.FeedbackBatchCreateRes{}))
-	g.HandleFunc("POST /feedback/replace", jsonRoute(write, "project_id", func(q *trace.FeedbackReplaceReq) string { return q.ProjectID },
+	g.HandleFunc("POST /feedback/replace", jsonRoute(lenient, "project_id", func(q *trace.FeedbackReplaceReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.FeedbackReplaceReq) (trace.FeedbackCreateRes, error) {
 			return s.FeedbackReplace(ctx, *q, user(ctx))
 		}), op("Replace feedback", trace.FeedbackReplaceReq{}, trace.FeedbackCreateRes{}))
-	g.HandleFunc("POST /feedback/query", jsonRoute(read, "project_id", func(q *trace.FeedbackQueryReq) string { return q.ProjectID },
+	g.HandleFunc("POST /feedback/query", jsonRoute(strict, "project_id", func(q *trace.FeedbackQueryReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.FeedbackQueryReq) (trace.FeedbackQueryRes, error) {
 			return s.FeedbackQuery(ctx, *q)
 		}),
 		op("Query feedback", trace.FeedbackQueryReq{}, trace.FeedbackQueryRes{}))
-	g.HandleFunc("POST /feedback/purge", jsonRoute(read, "project_id", func(q *trace.FeedbackPurgeReq) string { return q.ProjectID },
+	g.HandleFunc("POST /feedback/purge", jsonRoute(strict, "project_id", func(q *trace.FeedbackPurgeReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.FeedbackPurgeReq) (trace.Empty, error) {
 			return trace.Empty{}, s.FeedbackPurge(ctx, *q)
 		}),
@@ -429,7 +428,7 @@ type callsQueryRes struct {
 
 func (a *API) decodeCallsQuery(w http.ResponseWriter, r *http.Request) (trace.CallsQueryReq, bool) {
 	var req trace.CallsQueryReq
-	if _, err := decode(r, &req, read); err != nil {
+	if _, err := decode(r, &req, strict); err != nil {
 		apierror.Write(w, r, err)
 		return req, false
 	}
@@ -519,7 +518,7 @@ func (a *API) callsStreamQuery(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) tableQueryStream(w http.ResponseWriter, r *http.Request) {
 	var req trace.TableQueryReq
-	if _, err := decode(r, &req, read); err != nil {
+	if _, err := decode(r, &req, strict); err != nil {
 		apierror.Write(w, r, err)
 		return
 	}
@@ -612,7 +611,7 @@ func (a *API) fileCreate(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) fileContent(w http.ResponseWriter, r *http.Request) {
 	var req trace.FileContentReadReq
-	if _, err := decode(r, &req, read); err != nil {
+	if _, err := decode(r, &req, strict); err != nil {
 		apierror.Write(w, r, err)
 		return
 	}
@@ -631,7 +630,7 @@ func (a *API) fileContent(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) refsReadBatch(w http.ResponseWriter, r *http.Request) {
 	var req trace.RefsReadBatchReq
-	if _, err := decode(r, &req, read); err != nil {
+	if _, err := decode(r, &req, strict); err != nil {
 		apierror.Write(w, r, err)
 		return
 	}
@@ -659,7 +658,7 @@ func (a *API) callsComplete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req trace.CallsCompleteReq
-	ctx, err := decode(r, &req, write)
+	ctx, err := decode(r, &req, lenient)
 	if err != nil {
 		apierror.Write(w, r, err)
 		return
@@ -680,7 +679,7 @@ func (a *API) v2CallStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req trace.CallStartReq
-	ctx, err := decode(r, &req, write)
+	ctx, err := decode(r, &req, lenient)
 	if err != nil {
 		apierror.Write(w, r, err)
 		return
@@ -704,7 +703,7 @@ func (a *API) v2CallEnd(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req trace.CallEndReq
-	ctx, err := decode(r, &req, write)
+	ctx, err := decode(r, &req, lenient)
 	if err != nil {
 		apierror.Write(w, r, err)
 		return

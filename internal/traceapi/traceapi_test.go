@@ -55,7 +55,6 @@ func setupOn(t testing.TB, d *db.DB) *env {
 	api := traceapi.New(svc)
 	basic := httpx.Authenticate(keys, auth.Basic, nil)
 	api.Register(r, basic)
-	api.RegisterGraphQL(r, basic, httpx.Authenticate(keys, auth.Bearer, nil))
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv := httptest.NewServer(httpx.Chain(r, httpx.WithRequestID(), httpx.Recover(log), httpx.LimitBody(1<<20)))
 	t.Cleanup(srv.Close)
@@ -106,7 +105,7 @@ func TestEveryRouteIsDocumentedAndScoped(t *testing.T) {
 		if code != http.StatusUnauthorized {
 			t.Errorf("%s %s without auth: %d", rt.Method, path, code)
 		}
-		if rt.Method != "POST" && rt.Method != "PUT" || path == "/graphql" {
+		if rt.Method != "POST" && rt.Method != "PUT" {
 			continue
 		}
 		if strings.HasPrefix(path, "/v2/") {
@@ -204,19 +203,6 @@ func TestHTTPBehaviour(t *testing.T) {
 	code, body = e.call(t, "POST", "/trace/usage", e.key, `{"project_id":"ent/p","limit":0}`)
 	if code != 400 || errParam(t, body) != "limit" {
 		t.Fatalf("usage limit 0: %d %s", code, body)
-	}
-	// The W&B GraphQL subset.
-	code, body = e.call(t, "POST", "/graphql", e.key, `{"query":"query DefaultEntity { viewer { username defaultEntity { name } } }"}`)
-	if code != 200 || !strings.Contains(string(body), `"defaultEntity":{"name":"ent"}`) {
-		t.Fatalf("graphql viewer: %d %s", code, body)
-	}
-	code, body = e.call(t, "POST", "/graphql", e.key, `{"query":"query Project($name: String!, $entityName: String!) { project(name: $name, entityName: $entityName) { name } }","variables":{"name":"p","entityName":"other"}}`)
-	if code != 200 || !strings.Contains(string(body), "permission denied") {
-		t.Fatalf("graphql other entity: %d %s", code, body)
-	}
-	code, body = e.call(t, "POST", "/graphql", e.key, `{"query":"{ runs { name } }"}`)
-	if !strings.Contains(string(body), "only these W&B GraphQL fields") {
-		t.Fatalf("graphql unknown: %d %s", code, body)
 	}
 }
 

@@ -2,7 +2,7 @@
 // run and logs an artifact: runs (config, summary, history lines from the file stream, the
 // files the run uploads), artifacts (versions, aliases, manifests) and their files in a blob
 // store on disk (content-addressed by MD5, as W&B names them, one folder per entity). The HTTP
-// side (GraphQL answerer, upload and download routes, file stream) is internal/traceapi;
+// side (GraphQL answerer, upload and download routes, file stream) is internal/wandbapi;
 // training reads an artifact's files through Service.ResolveFile and publishes its
 // checkpoints as "lora" artifacts through Service.Publish (publish.go). No HTTP here.
 package wandb
@@ -129,6 +129,10 @@ func (s *Service) VerifyDownload(entity, md5hex string, exp int64, sig string) b
 }
 
 func (s *Service) nowString() string { return db.FormatTime(s.now()) }
+
+// FormatTime formats t as the W&B API answers a run's or an artifact's times: the store's
+// fixed-width UTC layout (db.TimeLayout).
+func FormatTime(t time.Time) string { return db.FormatTime(t) }
 
 // GlobalID is W&B's form of a node id: base64 of "<Type>:<key>".
 func GlobalID(typ, key string) string {

@@ -1,10 +1,13 @@
-package traceapi
+package wandbapi
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
+	"strings"
+	"sync"
 
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/parser"
@@ -15,14 +18,18 @@ import (
 
 // A small executor for the W&B GraphQL subset: the query is parsed by gqlparser (no schema),
 // each root field is answered by a Go function, and the object it returns is cut down to the
-// selection set. Objects are maps whose values are plain values, nested objects, lists, or
-// field functions (a field with arguments, or one too costly to compute unless selected).
-
-// obj is a GraphQL object; "__typename" names its type for fragments.
-type obj map[string]any
+// selection set. An object is a struct of the answer types (schema.go), or a non-nil pointer
+// to one, whose fields are named by their json tags; a field's value is a plain value, a
+// nested object, a list, or a field function (a field with arguments, or one too costly to
+// compute unless selected). A nil pointer to a struct, or a nil field function, is null; a
+// list is answered element by element, a nil one as an empty list.
 
 // fieldFn computes a field from its arguments (variables already substituted).
 type fieldFn func(args map[string]any) (any, error)
+
+// typed is an answer type with a GraphQL type name, answered as __typename and matched by
+// fragments' type conditions; objects of other types match any condition.
+type typed interface{ typename() string }
 
 // gqlInterfaces names the interface a type answered here implements (besides Node), for
 // fragments on the interface.
@@ -35,7 +42,7 @@ const maxQueryTokens = 20000
 func parseOperation(q, name string) (*ast.QueryDocument, *ast.OperationDefinition, error) {
 	doc, err := parser.ParseQueryWithTokenLimit(&ast.Source{Input: q}, maxQueryTokens)
 	if err != nil {
-		return nil, nil, fmt.Errorf("the query does not parse: %v", err)
+		return nil, nil, fmt.Errorf("the query does not parse: %w", err)
 	}
 	switch {
 	case len(doc.Operations) == 0:
@@ -82,6 +89,84 @@ const maxAnsweredFields = 100000
 // maxSelectionDepth bounds the nesting of objects and fragments (a fragment spreading itself
 // inside a field of its own type would never end).
 const maxSelectionDepth = 64
+
+// object is an answer object the executor selects from: a struct value (the zero object, at
+// the root, has no fields).
+type object struct{ v reflect.Value }
+
+// asObject says whether v is an object (a struct or a non-nil pointer to one) and whether it
+// is a null one (a nil pointer to a struct).
+func asObject(v any) (o object, ok, null bool) {
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer:
+		if rv.Type().Elem().Kind() != reflect.Struct {
+			return object{}, false, false
+		}
+		if rv.IsNil() {
+			return object{}, false, true
+		}
+		return object{rv.Elem()}, true, false
+	case reflect.Struct:
+		return object{rv}, true, false
+	}
+	return object{}, false, false
+}
+
+// typename is o's GraphQL type name, or "" for an object of no named type.
+func (o object) typename() string {
+	if !o.v.IsValid() {
+		return ""
+	}
+	if t, ok := o.v.Interface().(typed); ok {
+		return t.typename()
+	}
+	return ""
+}
+
+// field is the value of o's field named name (nil when o has none).
+func (o object) field(name string) any {
+	if !o.v.IsValid() {
+		return nil
+	}
+	if name == "__typename" {
+		if t := o.typename(); t != "" {
+			return t
+		}
+		return nil
+	}
+	idx, ok := fieldIndexes(o.v.Type())[name]
+	if !ok {
+		return nil
+	}
+	return o.v.FieldByIndex(idx).Interface()
+}
+
+var fieldIndexCache sync.Map // reflect.Type -> map[string][]int
+
+// fieldIndexes maps the names of struct type t's exported fields (their json tags; those of
+// embedded structs included) to their indexes.
+func fieldIndexes(t reflect.Type) map[string][]int {
+	if m, ok := fieldIndexCache.Load(t); ok {
+		return m.(map[string][]int)
+	}
+	m := map[string][]int{}
+	for _, f := range reflect.VisibleFields(t) {
+		if !f.IsExported() || f.Anonymous && f.Type.Kind() == reflect.Struct {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch name {
+		case "-":
+			continue
+		case "":
+			name = f.Name
+		}
+		m[name] = f.Index
+	}
+	fieldIndexCache.Store(t, m)
+	return m
+}
 
 func (e *gqlExec) fail(path []string, err error) {
 	e.errs = append(e.errs, gqlError{Message: err.Error(), Path: path})
@@ -146,7 +231,7 @@ func (e *gqlExec) skipped(ds ast.DirectiveList) bool {
 }
 
 // fields flattens a selection set over o (fragments whose type condition o meets).
-func (e *gqlExec) fields(set ast.SelectionSet, o obj, out *[]*ast.Field) {
+func (e *gqlExec) fields(set ast.SelectionSet, o object, out *[]*ast.Field) {
 	if e.depth++; e.depth > maxSelectionDepth {
 		e.depth--
 		e.nestedTooDeep(nil)
@@ -154,7 +239,7 @@ func (e *gqlExec) fields(set ast.SelectionSet, o obj, out *[]*ast.Field) {
 	}
 	defer func() { e.depth-- }()
 	typeOK := func(cond string) bool {
-		t, _ := o["__typename"].(string)
+		t := o.typename()
 		return cond == "" || t == "" || t == cond || cond == "Node" || gqlInterfaces[t] == cond
 	}
 	for _, s := range set {
@@ -180,8 +265,8 @@ func (e *gqlExec) fields(set ast.SelectionSet, o obj, out *[]*ast.Field) {
 	}
 }
 
-// object selects set from o.
-func (e *gqlExec) object(set ast.SelectionSet, o obj, path []string) map[string]any {
+// selectFrom selects set from o.
+func (e *gqlExec) selectFrom(set ast.SelectionSet, o object, path []string) map[string]any {
 	if e.depth++; e.depth > maxSelectionDepth {
 		e.depth--
 		e.nestedTooDeep(path)
@@ -204,8 +289,10 @@ func (e *gqlExec) object(set ast.SelectionSet, o obj, path []string) map[string]
 			key = f.Name
 		}
 		p := append(append([]string(nil), path...), key)
-		v := o[f.Name]
-		if fn, ok := v.(fieldFn); ok {
+		v := o.field(f.Name)
+		if fn, ok := v.(fieldFn); ok && fn == nil {
+			v = nil
+		} else if ok {
 			args, err := e.args(f)
 			if err == nil {
 				if v, err = fn(args); err != nil {
@@ -225,28 +312,22 @@ func (e *gqlExec) object(set ast.SelectionSet, o obj, path []string) map[string]
 
 // value shapes v, the value of field f, by f's selection set.
 func (e *gqlExec) value(f *ast.Field, v any, path []string) any {
-	switch v := v.(type) {
-	case nil:
+	if v == nil {
 		return nil
-	case obj:
-		if v == nil {
-			return nil
-		}
+	}
+	if o, ok, null := asObject(v); null {
+		return nil
+	} else if ok {
 		if len(f.SelectionSet) == 0 {
 			e.fail(path, fmt.Errorf("field %s is an object: select its fields", f.Name))
 			return nil
 		}
-		return e.object(f.SelectionSet, v, path)
-	case []obj:
-		out := make([]any, len(v))
-		for i, o := range v {
-			out[i] = e.value(f, o, append(path, fmt.Sprint(i)))
-		}
-		return out
-	case []any:
-		out := make([]any, len(v))
-		for i, o := range v {
-			out[i] = e.value(f, o, append(path, fmt.Sprint(i)))
+		return e.selectFrom(f.SelectionSet, o, path)
+	}
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice && rv.Type().Elem().Kind() != reflect.Uint8 {
+		out := make([]any, rv.Len())
+		for i := range out {
+			out[i] = e.value(f, rv.Index(i).Interface(), append(path, fmt.Sprint(i)))
 		}
 		return out
 	}

@@ -1,4 +1,4 @@
-package traceapi
+package wandbapi
 
 import (
 	"bytes"
@@ -20,8 +20,16 @@ import (
 
 	"github.com/honeai/hone/internal/auth"
 	"github.com/honeai/hone/internal/db/dbtest"
+	"github.com/honeai/hone/internal/httpx"
 	"github.com/honeai/hone/internal/wandb"
 )
+
+// newGoldenHandler serves the W&B API over ws (nil: none), entity authenticating requests.
+func newGoldenHandler(ws *wandb.Service, entity httpx.Middleware) http.Handler {
+	r := httpx.NewRouter()
+	New(ws).Register(r, entity, entity)
+	return r
+}
 
 var update = flag.Bool("update", false, "rewrite testdata/golden.txt")
 
@@ -127,9 +135,9 @@ func TestWandbGolden(t *testing.T) {
 			next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), auth.Principal{KeyID: "k", Entity: e})))
 		})
 	}
-	srv := httptest.NewServer(newGoldenHandler(t, ws, as))
+	srv := httptest.NewServer(newGoldenHandler(ws, as))
 	defer srv.Close()
-	bare := httptest.NewServer(newGoldenHandler(t, nil, as))
+	bare := httptest.NewServer(newGoldenHandler(nil, as))
 	defer bare.Close()
 	n := &goldenNorm{base: srv.URL, names: map[string]string{}}
 	var out bytes.Buffer

@@ -1,4 +1,4 @@
-package traceapi
+package wandbapi
 
 import (
 	"encoding/json"
@@ -8,6 +8,34 @@ import (
 
 	"github.com/vektah/gqlparser/v2/ast"
 )
+
+// testProject is a project with a field of any value and a field function.
+type testProject struct {
+	Name       any     `json:"name"`
+	EntityName string  `json:"entityName"`
+	ReadOnly   bool    `json:"readOnly"`
+	Bucket     fieldFn `json:"bucket"`
+}
+
+func (testProject) typename() string { return "Project" }
+
+// testUser is a user that can point at itself, list others and compute a field.
+type testUser struct {
+	Username string      `json:"username"`
+	Self     *testUser   `json:"self"`
+	List     []*testUser `json:"list"`
+	Fn       fieldFn     `json:"fn"`
+	X        int         `json:"x"`
+}
+
+func (testUser) typename() string { return "User" }
+
+// testRoot holds the root fields of the fuzz and bounds tests.
+type testRoot struct {
+	Viewer *testUser `json:"viewer"`
+	M      *testUser `json:"m"`
+	Fn     fieldFn   `json:"fn"`
+}
 
 func TestGraphQLSelection(t *testing.T) {
 	q := `query Q($inc: Boolean!, $n: String) {
@@ -21,18 +49,18 @@ func TestGraphQLSelection(t *testing.T) {
 	}
 	e := &gqlExec{doc: doc, vars: map[string]any{"inc": false, "n": "p"}}
 	var roots []*ast.Field
-	e.fields(op.SelectionSet, nil, &roots)
+	e.fields(op.SelectionSet, object{}, &roots)
 	if len(roots) != 2 || roots[1].Alias != "a" {
 		t.Fatalf("roots %v", roots)
 	}
 	args, _ := e.args(roots[1])
-	v := e.value(roots[1], obj{"__typename": "Project", "name": args["name"], "entityName": "e", "readOnly": false,
-		"bucket": fieldFn(func(map[string]any) (any, error) { t.Fatal("skipped field computed"); return nil, nil })}, nil)
+	v := e.value(roots[1], testProject{Name: args["name"], EntityName: "e",
+		Bucket: func(map[string]any) (any, error) { t.Fatal("skipped field computed"); return nil, nil }}, nil)
 	got, _ := json.Marshal(v)
 	if string(got) != `{"name":"p","readOnly":false,"x":"e"}` {
 		t.Fatalf("got %s", got)
 	}
-	v = e.value(roots[0], obj{"__typename": "User", "username": "u", "defaultEntity": obj{"name": "d", "id": "x"}}, nil)
+	v = e.value(roots[0], gqlUser{Username: "u", DefaultEntity: gqlNodeRef{Name: "d", ID: "x"}}, nil)
 	got, _ = json.Marshal(v)
 	if string(got) != `{"defaultEntity":{"name":"d"},"username":"u"}` {
 		t.Fatalf("got %s", got)
@@ -63,13 +91,13 @@ func FuzzGraphQLExec(f *testing.F) {
 		if err != nil {
 			return
 		}
-		user := obj{"__typename": "User", "username": "u"}
-		user["self"] = user
-		user["list"] = []obj{{"x": 1}, nil}
-		user["fn"] = fieldFn(func(args map[string]any) (any, error) { return user, nil })
-		root := obj{"viewer": user, "m": user, "fn": user["fn"]}
+		user := &testUser{Username: "u"}
+		user.Self = user
+		user.List = []*testUser{{X: 1}, nil}
+		user.Fn = func(args map[string]any) (any, error) { return user, nil }
+		root, _, _ := asObject(testRoot{Viewer: user, M: user, Fn: user.Fn})
 		e := &gqlExec{doc: doc, vars: withDefaults(op, map[string]any{"v": "x"})}
-		out := e.object(op.SelectionSet, root, nil)
+		out := e.selectFrom(op.SelectionSet, root, nil)
 		if _, err := json.Marshal(out); err != nil {
 			t.Fatalf("%q: %v", q, err)
 		}
@@ -86,11 +114,12 @@ func TestGraphQLBounds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		user := obj{"__typename": "User"}
-		user["self"] = user
-		user["fn"] = fieldFn(func(map[string]any) (any, error) { return user, nil })
+		user := &testUser{}
+		user.Self = user
+		user.Fn = func(map[string]any) (any, error) { return user, nil }
 		e := &gqlExec{doc: doc, vars: map[string]any{}}
-		e.object(op.SelectionSet, obj{"viewer": user}, nil)
+		root, _, _ := asObject(testRoot{Viewer: user})
+		e.selectFrom(op.SelectionSet, root, nil)
 		if !strings.Contains(fmt.Sprint(e.errs), says) {
 			t.Errorf("%s: %v", q, e.errs)
 		}
