@@ -23,17 +23,21 @@ import (
 // query naming any other root field gets a GraphQL error naming it. The query is parsed with
 // gqlparser (no schema) and each answer is cut down to what the query selects.
 
+// gqlRequest is a GraphQL request: the query, its variables and the operation to run.
 type gqlRequest struct {
 	Query         string          `json:"query"`
 	Variables     json.RawMessage `json:"variables,omitempty"`
 	OperationName string          `json:"operationName,omitempty"`
 }
 
+// gqlResponse is a GraphQL answer: each root field's value (null where it failed) and the
+// errors, each with the path of the field it belongs to.
 type gqlResponse struct {
 	Data   map[string]any `json:"data"`
 	Errors []gqlError     `json:"errors,omitempty"`
 }
 
+// gqlError is one error of a GraphQL answer.
 type gqlError struct {
 	Message string   `json:"message"`
 	Path    []string `json:"path,omitempty"`
