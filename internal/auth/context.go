@@ -52,14 +52,8 @@ func SplitProject(projectID, param string) (entity, project string, err error) {
 // malformed id is a fault.Invalid naming param (400); a project of another entity is a
 // fault.Forbidden (403) that says nothing of whether it exists.
 func Project(ctx context.Context, projectID, param string) (entity, project string, err error) {
-	entity, project, err = SplitProject(projectID, param)
-	if err != nil {
-		return "", "", err
-	}
-	if err := Entity(ctx, entity, param); err != nil {
-		return "", "", err
-	}
-	return entity, project, nil
+	p, _ := FromContext(ctx)
+	return p.Project(projectID, param)
 }
 
 // Entity checks that the request's principal belongs to entity: fault.Unauthenticated when
@@ -67,6 +61,28 @@ func Project(ctx context.Context, projectID, param string) (entity, project stri
 func Entity(ctx context.Context, entity, param string) error {
 	p, ok := FromContext(ctx)
 	if !ok {
+		return fault.Unauthenticated("authentication required")
+	}
+	return p.CheckEntity(entity, param)
+}
+
+// Project is the package's Project for a principal given as a value (the zero Principal is
+// no one: fault.Unauthenticated).
+func (p Principal) Project(projectID, param string) (entity, project string, err error) {
+	entity, project, err = SplitProject(projectID, param)
+	if err != nil {
+		return "", "", err
+	}
+	if err := p.CheckEntity(entity, param); err != nil {
+		return "", "", err
+	}
+	return entity, project, nil
+}
+
+// CheckEntity is the package's Entity for a principal given as a value (the zero Principal is
+// no one: fault.Unauthenticated).
+func (p Principal) CheckEntity(entity, param string) error {
+	if p == (Principal{}) {
 		return fault.Unauthenticated("authentication required")
 	}
 	if p.Entity != entity {

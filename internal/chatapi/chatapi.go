@@ -16,12 +16,9 @@ import (
 	"time"
 
 	"github.com/honeai/hone/internal/apierror"
-	"github.com/honeai/hone/internal/auth"
-	"github.com/honeai/hone/internal/chattemplate"
 	"github.com/honeai/hone/internal/fault"
 	"github.com/honeai/hone/internal/httpx"
 	"github.com/honeai/hone/internal/inference"
-	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/openapi"
 	"github.com/honeai/hone/internal/serving"
 	"github.com/honeai/hone/internal/toolcall"
@@ -129,11 +126,7 @@ func (a *API) models(w http.ResponseWriter, r *http.Request) {
 	}
 	// The caller's trained models, as vLLM lists LoRA adapters: their parent is the base.
 	if a.Adapters != nil {
-		entity := ""
-		if pr, ok := auth.FromContext(r.Context()); ok {
-			entity = pr.Entity
-		}
-		trained, err := a.Adapters.ListAdapters(r.Context(), entity)
+		trained, err := a.Adapters.ListAdapters(r.Context(), entityOf(r))
 		if err != nil {
 			apierror.Write(w, r, err)
 			return
@@ -148,217 +141,6 @@ func (a *API) models(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	httpx.WriteJSON(w, http.StatusOK, list)
-}
-
-// prepared is a request rendered and tokenised.
-type prepared struct {
-	plan    *plan
-	served  *serving.Served
-	name    string // model name reported
-	adapter *model.LoRA
-	prompt  string
-	ids     []int
-	// traceProject is where the completion is traced ("" = not traced); body the request.
-	traceProject string
-	body         []byte
-	started      time.Time
-}
-
-func (a *API) prepare(r *http.Request) (*prepared, error) {
-	var req Request
-	body, err := decodeBody(r, &req)
-	if err != nil {
-		return nil, err
-	}
-	return a.prepareRequest(r, &req, body)
-}
-
-// decodeBody reads a request's JSON body into v (its content type checked) and returns it.
-func decodeBody(r *http.Request, v any) ([]byte, error) {
-	if err := httpx.CheckJSONContentType(r); err != nil {
-		return nil, err
-	}
-	body, err := httpx.ReadBody(r)
-	if err != nil {
-		return nil, err
-	}
-	return body, httpx.Unmarshal(body, v, httpx.DecodeOptions{})
-}
-
-// prepareRequest checks, renders and tokenises a chat request (body: as received, traced).
-func (a *API) prepareRequest(r *http.Request, reqp *Request, body []byte) (*prepared, error) {
-	req := *reqp
-	traceProject := r.Header.Get(TraceHeader)
-	if traceProject != "" {
-		if a.Tracer == nil {
-			return nil, apierror.BadRequest(TraceHeader, "Tracing of chat completions is not enabled on this server.")
-		}
-		if _, _, err := auth.Project(r.Context(), traceProject, TraceHeader); err != nil {
-			return nil, err
-		}
-	}
-	served, name, adapter, err := a.resolveModel(r, req.Model)
-	if err != nil {
-		return nil, err
-	}
-	if len(req.Messages) == 0 || string(req.Messages) == "null" {
-		return nil, bad("messages", "Field required: `messages`")
-	}
-	p, err := req.validate(served.Model.Config.VocabSize, a.MaxLogprobs, a.PriorityEnabled)
-	if err != nil {
-		return nil, err
-	}
-	tpl := served.Template
-	if req.ChatTemplate != nil {
-		if tpl, err = chattemplate.Compile(*req.ChatTemplate); err != nil {
-			return nil, apierror.BadRequest("chat_template", "%s", err.Error())
-		}
-	}
-	if tpl == nil {
-		return nil, apierror.BadRequest("chat_template", "The model `%s` has no chat template; pass one in `chat_template`, or start the server with --chat-template %s=FILE.", name, served.Name)
-	}
-	if err := p.tools.resolve(served.ToolParser, tpl.Source()); err != nil {
-		return nil, err
-	}
-	if p.beam == nil && p.tools.family != "" {
-		marker := toolcall.Marker(p.tools.family)
-		id, ok := served.Tok.TokenID(marker)
-		markerSpecial := ok && served.Tok.IsSpecial(id)
-		switch {
-		case p.structured == nil:
-			spec, err := p.tools.constraint(markerSpecial)
-			if err != nil {
-				return nil, err
-			}
-			p.structured = spec
-		case p.tools.choice == "auto" && p.structured.JSONSchema() != nil:
-			// A JSON format beside tools: the model either calls or answers in the format, as
-			// OpenAI lets it (where calls can be told from the answer).
-			if spec, err := toolcall.AutoOr(p.tools.family, p.tools.tools, p.tools.parallel, markerSpecial, p.structured.JSONSchema()); err == nil && spec != nil {
-				p.structured = spec
-			}
-		}
-	}
-	special := served.SpecialTokens()
-	in := chattemplate.Input{Messages: req.Messages, Tools: req.Tools, Documents: req.Documents,
-		AddGenerationPrompt: p.agp, ContinueFinalMessage: req.ContinueFinalMessage, SpecialTokens: special, Kwargs: req.templateKwargs()}
-	if p.tools.generic {
-		// The tools, earlier calls and results written in where the template leaves them out.
-		if in, err = toolcall.Prepare(in, tpl.Caps(special), p.tools.family != ""); err != nil {
-			return nil, bad("messages", "%s", err.Error())
-		}
-	}
-	prompt, err := tpl.Render(in)
-	if err != nil {
-		var te *chattemplate.TemplateError
-		if errors.As(err, &te) {
-			return nil, apierror.BadRequest("messages", "%s", te.Msg)
-		}
-		var mp *chattemplate.MediaPartError
-		if errors.As(err, &mp) {
-			// vLLM's words for a text-only model given an image, audio or video part.
-			return nil, apierror.BadRequest(mp.Path, "%s is not a multimodal model", name)
-		}
-		return nil, err
-	}
-	maxLen := served.MaxModelLen()
-	// A prompt that cannot fit the context whatever its tokens is refused before it is
-	// encoded: encoding tens of megabytes takes gigabytes. Each token stands for at most
-	// MaxInputBytesPerToken bytes, so the prompt has at least len/per tokens. Truncation
-	// (truncate_prompt_tokens) keeps long prompts legal; the body limit bounds those.
-	if per := served.Tok.MaxInputBytesPerToken(); per > 0 && p.truncate == 0 {
-		if least := (len(prompt) + per - 1) / per; least > maxLen {
-			return nil, apierror.BadRequest("input_tokens", "This model's maximum context length is %d tokens. However, your prompt has %d bytes after the chat template, so at least %d input tokens (a token stands for at most %d bytes). Please reduce the length of the input messages.", maxLen, len(prompt), least, per)
-		}
-	}
-	ids := served.Tok.Encode(prompt, req.AddSpecialTokens)
-	if p.maxTokens > maxLen {
-		param := "max_tokens"
-		if req.MaxCompletionTokens != nil {
-			param = "max_completion_tokens"
-		}
-		return nil, apierror.BadRequest(param, "%s=%d cannot be greater than max_model_len=max_total_tokens=%d. Please request fewer output tokens.", param, p.maxTokens, maxLen)
-	}
-	if ids, err = p.truncateIDs(ids, maxLen); err != nil {
-		return nil, err
-	}
-	if len(ids) == 0 {
-		return nil, apierror.BadRequest("messages", "The prompt is empty after rendering the chat template.")
-	}
-	if p.maxTokens == 0 {
-		p.maxTokens = maxLen - len(ids)
-		if p.maxTokens < 1 {
-			return nil, apierror.BadRequest("input_tokens", "This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.", maxLen, len(ids))
-		}
-	} else if len(ids)+p.maxTokens > maxLen {
-		return nil, apierror.BadRequest("input_tokens", "This model's maximum context length is %d tokens. However, you requested %d output tokens and your prompt contains %d input tokens, for a total of %d tokens. Please reduce the length of the input prompt or the number of requested output tokens.", maxLen, p.maxTokens, len(ids), len(ids)+p.maxTokens)
-	}
-	p.tokenParams(served, req.BadWords)
-	return &prepared{plan: p, served: served, name: name, adapter: adapter, prompt: prompt, ids: ids,
-		traceProject: traceProject, body: body, started: time.Now()}, nil
-}
-
-// truncateIDs keeps the last truncate_prompt_tokens of a prompt's ids (-1: as many as fit
-// the context beside max_tokens).
-func (p *plan) truncateIDs(ids []int, maxLen int) ([]int, error) {
-	switch {
-	case p.truncate > 0:
-		if p.truncate > maxLen-p.maxTokens {
-			return nil, apierror.BadRequest("truncate_prompt_tokens", "truncate_prompt_tokens=%d cannot be greater than max_model_len - max_tokens = %d. Please request a smaller truncation size.", p.truncate, maxLen-p.maxTokens)
-		}
-		if len(ids) > p.truncate {
-			ids = ids[len(ids)-p.truncate:]
-		}
-	case p.truncate == -1:
-		if keep := maxLen - p.maxTokens; len(ids) > keep {
-			ids = ids[len(ids)-keep:]
-		}
-	}
-	return ids, nil
-}
-
-// tokenParams sets the sampling parameters that need the tokenizer: the ids that end
-// generation (serving.Served.StopIDs: the model's end-of-sequence ids, the tokenizer's, and
-// its end-of-turn tokens) and bad_words as token sequences
-// (each word alone and after a space).
-func (p *plan) tokenParams(served *serving.Served, badWords []string) {
-	p.params.EOS = served.StopIDs()
-	for _, w := range badWords {
-		for _, form := range []string{w, " " + strings.TrimLeft(w, " ")} {
-			if seq := served.Tok.Encode(form, false); len(seq) > 0 {
-				p.params.BadWords = append(p.params.BadWords, seq)
-			}
-		}
-	}
-}
-
-// resolveModel finds the served model a request names: a base model, or a trained
-// checkpoint of the caller's entity on one (its adapter); name is the name to report.
-func (a *API) resolveModel(r *http.Request, ref string) (served *serving.Served, name string, adapter *model.LoRA, err error) {
-	served, ok := a.Models.Get(ref)
-	name = ref
-	if ok {
-		name = served.Name
-	}
-	if !ok && a.Adapters != nil && looksLikeCheckpoint(ref) {
-		entity := ""
-		if pr, ok := auth.FromContext(r.Context()); ok {
-			entity = pr.Entity
-		}
-		ad, found, err := a.Adapters.ResolveAdapter(r.Context(), entity, ref)
-		if err != nil {
-			return nil, "", nil, err
-		}
-		if found {
-			if served, ok = a.Models.Get(ad.Base); ok {
-				adapter, name = ad.LoRA, ad.Name
-			}
-		}
-	}
-	if !ok {
-		return nil, "", nil, apierror.NotFound("model", "The model `%s` does not exist.", ref)
-	}
-	return served, name, adapter, nil
 }
 
 func (a *API) complete(w http.ResponseWriter, r *http.Request) {
@@ -420,7 +202,7 @@ func (a *API) submit(w http.ResponseWriter, r *http.Request, pr *prepared, id st
 		// all the constrained output, never reasoning (a "</think>" a JSON string holds, say).
 		out.Reasoning = false
 	}
-	h, err := pr.served.Engine.Submit(r.Context(), &inference.Request{Guide: gf, ID: id, Key: keyOf(r), Prompt: pr.ids, Params: p.params, N: p.n,
+	h, err := pr.served.Engine.Submit(r.Context(), &inference.Request{Guide: gf, ID: id, Key: pr.who.KeyID, Prompt: pr.ids, Params: p.params, N: p.n,
 		MaxTokens: p.maxTokens, IgnoreEOS: p.req.IgnoreEOS, Adapter: pr.adapter, Priority: p.priority,
 		Logprobs: p.req.Logprobs, TopLogprobs: p.topLogprobs, PromptLogprobs: p.promptLP, CacheSalt: p.cacheSalt, Repetition: p.repetition, Beam: p.beam,
 		Output: out, Speculative: p.spec, NoSpeculative: p.noSpec})
@@ -452,14 +234,6 @@ func (p *plan) submitError(err error, served *serving.Served, promptLen int) err
 	return err
 }
 
-// keyOf is the fairness key of a request's engine submissions: its API key's id.
-func keyOf(r *http.Request) string {
-	if p, ok := auth.FromContext(r.Context()); ok {
-		return p.KeyID
-	}
-	return ""
-}
-
 // nonFinite is the answer to a completion whose logits were not finite.
 func nonFinite(model string) error {
 	return fault.Invalid("model", "the model %s produced non-finite logits (NaN or infinity), so no token can be sampled: its weights or adapter are broken (for a trained checkpoint: its training diverged)", model)
@@ -472,12 +246,8 @@ func (a *API) trace(r *http.Request, ru *run, resp *Response, exception string) 
 	if pr.traceProject == "" || a.Tracer == nil {
 		return
 	}
-	user := ""
-	if p, ok := auth.FromContext(r.Context()); ok {
-		user = p.KeyID
-	}
 	c := TracedCall{Project: pr.traceProject, RequestID: ru.id, Started: pr.started, Ended: time.Now(),
-		Inputs: pr.body, Output: resp, Model: pr.name, Usage: resp.Usage, Exception: exception, PrincipalUserID: user}
+		Inputs: pr.body, Output: resp, Model: pr.name, Usage: resp.Usage, Exception: exception, PrincipalUserID: pr.who.KeyID}
 	if ru.traceAs != nil { // a Responses API request: its op and its response object
 		c.Op, c.Output = ResponsesOp, ru.traceAs(resp)
 	}

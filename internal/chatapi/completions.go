@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/honeai/hone/internal/apierror"
+	"github.com/honeai/hone/internal/auth"
 	"github.com/honeai/hone/internal/httpx"
 	"github.com/honeai/hone/internal/inference"
 	"github.com/honeai/hone/internal/model"
@@ -122,14 +123,13 @@ type preparedCompletion struct {
 	// promptLP is the prompt logprobs asked of the engine: for prompt_logprobs, and for echo
 	// with logprobs (-1: none).
 	promptLP int
+	// who asked: its key is the fairness key of the engine requests.
+	who auth.Principal
 }
 
-func (a *API) prepareCompletion(r *http.Request) (*preparedCompletion, error) {
-	var cr CompletionRequest
-	if _, err := decodeBody(r, &cr); err != nil {
-		return nil, err
-	}
-	served, name, adapter, err := a.resolveModel(r, cr.Model)
+// prepareCompletion checks and tokenises a text completion request for who.
+func (a *API) prepareCompletion(ctx context.Context, who auth.Principal, cr *CompletionRequest) (*preparedCompletion, error) {
+	served, name, adapter, err := a.resolveModel(ctx, who.Entity, cr.Model)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +157,7 @@ func (a *API) prepareCompletion(r *http.Request) (*preparedCompletion, error) {
 	if cr.MaxTokens == nil {
 		p.maxTokens = 16 // OpenAI's and vLLM's default for completions
 	}
-	pc := &preparedCompletion{cr: &cr, plan: p, served: served, name: name, adapter: adapter, promptLP: p.promptLP}
+	pc := &preparedCompletion{cr: cr, plan: p, served: served, name: name, adapter: adapter, promptLP: p.promptLP, who: who}
 	if cr.Echo && cr.Logprobs != nil {
 		pc.promptLP = max(pc.promptLP, *cr.Logprobs)
 	}
@@ -235,7 +235,12 @@ type promptEvent struct {
 }
 
 func (a *API) completions(w http.ResponseWriter, r *http.Request) {
-	pc, err := a.prepareCompletion(r)
+	var cr CompletionRequest
+	if _, err := decodeBody(r, &cr); err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	pc, err := a.prepareCompletion(r.Context(), principalOf(r), &cr)
 	if err != nil {
 		apierror.Write(w, r, err)
 		return
@@ -263,7 +268,7 @@ func (a *API) completions(w http.ResponseWriter, r *http.Request) {
 	for i, pr := range pc.prompts {
 		out := &inference.Output{Tok: pc.served.Tok, SkipSpecial: pc.cr.SkipSpecialTokens == nil || *pc.cr.SkipSpecialTokens,
 			Stops: p.stops, IncludeStop: pc.cr.IncludeStopStrInOutput}
-		reqs[i] = &inference.Request{Guide: gf, ID: fmt.Sprintf("%s-%d", id, i), Key: keyOf(r), Prompt: pr.ids,
+		reqs[i] = &inference.Request{Guide: gf, ID: fmt.Sprintf("%s-%d", id, i), Key: pc.who.KeyID, Prompt: pr.ids,
 			Params: p.params, N: p.n, MaxTokens: p.maxTokens, IgnoreEOS: pc.cr.IgnoreEOS, Adapter: pc.adapter, Priority: p.priority,
 			Logprobs: pc.cr.Logprobs != nil, TopLogprobs: p.topLogprobs, PromptLogprobs: pc.promptLP, CacheSalt: p.cacheSalt,
 			Repetition: p.repetition, Beam: p.beam, Output: out, Speculative: p.spec, NoSpeculative: p.noSpec}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/honeai/hone/internal/apierror"
-	"github.com/honeai/hone/internal/auth"
 	"github.com/honeai/hone/internal/httpx"
 	"github.com/honeai/hone/internal/membudget"
 	"github.com/honeai/hone/internal/respstore"
@@ -350,7 +349,7 @@ func (a *API) responses(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, err)
 		return
 	}
-	pr, err := a.prepareRequest(r, req, body)
+	pr, err := a.prepareChat(r.Context(), principalOf(r), r.Header.Get(TraceHeader), req, body)
 	if err != nil {
 		apierror.Write(w, r, renameParam(err))
 		return
@@ -382,12 +381,7 @@ type ResponseStore interface {
 	Delete(ctx context.Context, entity, id string) error
 }
 
-func entityOf(r *http.Request) string {
-	if pr, ok := auth.FromContext(r.Context()); ok {
-		return pr.Entity
-	}
-	return ""
-}
+func entityOf(r *http.Request) string { return principalOf(r).Entity }
 
 // storeResponse keeps a finished response when the request asks (store, true by default):
 // its conversation (the one it continued, its input, its output as chat messages), its input

@@ -49,7 +49,7 @@ func (a *API) tokenize(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, err)
 		return
 	}
-	served, _, _, err := a.resolveModel(r, req.Model)
+	served, _, _, err := a.resolveModel(r.Context(), entityOf(r), req.Model)
 	if err != nil {
 		apierror.Write(w, r, err)
 		return
@@ -65,7 +65,7 @@ func (a *API) tokenize(w http.ResponseWriter, r *http.Request) {
 		chat := &Request{Common: Common{Model: req.Model}, Messages: req.Messages, AddGenerationPrompt: req.AddGenerationPrompt,
 			ContinueFinalMessage: req.ContinueFinalMessage, AddSpecialTokens: req.AddSpecialTokens != nil && *req.AddSpecialTokens,
 			ChatTemplate: req.ChatTemplate, ChatTemplateKwargs: req.ChatTemplateKwargs, Tools: req.Tools}
-		pr, err := a.prepareRequest(r, chat, body)
+		pr, err := a.prepareChat(r.Context(), principalOf(r), r.Header.Get(TraceHeader), chat, body)
 		if err != nil {
 			apierror.Write(w, r, err)
 			return
@@ -94,7 +94,7 @@ func (a *API) detokenize(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, err)
 		return
 	}
-	served, _, _, err := a.resolveModel(r, req.Model)
+	served, _, _, err := a.resolveModel(r.Context(), entityOf(r), req.Model)
 	if err != nil {
 		apierror.Write(w, r, err)
 		return
@@ -112,7 +112,7 @@ func (a *API) detokenize(w http.ResponseWriter, r *http.Request) {
 // tokenizerInfo is GET /tokenizer_info: the tokenizer's special tokens, chat template and
 // context, in the keys of its tokenizer_config.json (a missing token is null).
 func (a *API) tokenizerInfo(w http.ResponseWriter, r *http.Request) {
-	served, name, _, err := a.resolveModel(r, r.URL.Query().Get("model"))
+	served, name, _, err := a.resolveModel(r.Context(), entityOf(r), r.URL.Query().Get("model"))
 	if err != nil {
 		apierror.Write(w, r, err)
 		return
