@@ -102,7 +102,7 @@ func runAlias(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		var l struct {
 			Data []aliasView `json:"data"`
 		}
-		if err := c.do(ctx, "GET", base, nil, "", &l); err != nil {
+		if err := c.Do(ctx, "GET", base, nil, "", &l); err != nil {
 			return fail(err)
 		}
 		if len(l.Data) == 0 {
@@ -129,22 +129,22 @@ func runAlias(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if *step < 0 {
 			return usage("--step is required (0: the base model)")
 		}
-		if err := c.do(ctx, "PUT", base+"/"+*alias, body(map[string]any{"step": *step, "reason": *reason}), "application/json", &v); err != nil {
+		if err := c.Do(ctx, "PUT", base+"/"+*alias, body(map[string]any{"step": *step, "reason": *reason}), "application/json", &v); err != nil {
 			return fail(err)
 		}
 	case "rollback":
-		if err := c.do(ctx, "POST", base+"/"+*alias+"/rollback", body(map[string]any{"reason": *reason}), "application/json", &v); err != nil {
+		if err := c.Do(ctx, "POST", base+"/"+*alias+"/rollback", body(map[string]any{"reason": *reason}), "application/json", &v); err != nil {
 			return fail(err)
 		}
 	case "delete":
-		if err := c.do(ctx, "DELETE", base+"/"+*alias, body(map[string]any{"reason": *reason}), "application/json", nil); err != nil {
+		if err := c.Do(ctx, "DELETE", base+"/"+*alias, body(map[string]any{"reason": *reason}), "application/json", nil); err != nil {
 			return fail(err)
 		}
 		fmt.Fprintf(stdout, "deleted %s:%s (its history stays)\n", *model, *alias)
 		return 0
 	case "rule":
 		if *remove {
-			if err := c.do(ctx, "DELETE", base+"/"+*alias+"/rule", body(map[string]any{"reason": *reason}), "application/json", &v); err != nil {
+			if err := c.Do(ctx, "DELETE", base+"/"+*alias+"/rule", body(map[string]any{"reason": *reason}), "application/json", &v); err != nil {
 				return fail(err)
 			}
 			fmt.Fprintf(stdout, "%s has no promotion rule now\n", v.Name)
@@ -157,7 +157,7 @@ func runAlias(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if *lower {
 			req["higher_is_better"] = false
 		}
-		if err := c.do(ctx, "PUT", base+"/"+*alias+"/rule", body(req), "application/json", &v); err != nil {
+		if err := c.Do(ctx, "PUT", base+"/"+*alias+"/rule", body(req), "application/json", &v); err != nil {
 			return fail(err)
 		}
 		fmt.Fprintf(stdout, "%s is promoted by %s\n", v.Name, v.Rule)
@@ -179,7 +179,7 @@ func runAlias(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 				CreatedAt string          `json:"created_at"`
 			} `json:"data"`
 		}
-		if err := c.do(ctx, "GET", path+"?limit="+url.QueryEscape(fmt.Sprint(*limit)), nil, "", &l); err != nil {
+		if err := c.Do(ctx, "GET", path+"?limit="+url.QueryEscape(fmt.Sprint(*limit)), nil, "", &l); err != nil {
 			return fail(err)
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)

@@ -109,18 +109,9 @@ func runDatasets(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if err != nil {
 		return fail(err)
 	}
-	var res struct {
-		DatasetRef      string         `json:"dataset_ref"`
-		TableRef        string         `json:"table_ref"`
-		TrainingDataURL string         `json:"training_data_url"`
-		Kind            string         `json:"kind"`
-		Rows            int            `json:"rows"`
-		Calls           int            `json:"calls"`
-		Skipped         int            `json:"skipped"`
-		SkippedReasons  map[string]int `json:"skipped_reasons"`
-		WithoutLogprobs int            `json:"choices_without_logprobs"`
-	}
-	if err := c.postJSON(ctx, "/v1/preview/datasets/from-calls", body, &res); err != nil {
+	// The fields are sent as a map: the server tells one left out from one sent empty.
+	res, err := c.DatasetFromCalls(ctx, body)
+	if err != nil {
 		return fail(err)
 	}
 	what := "examples"

@@ -1,19 +1,18 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
 	"sort"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/honeai/hone/internal/client"
 )
 
 func init() {
@@ -114,10 +113,8 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			if err != nil {
 				return fail(err)
 			}
-			var up struct {
-				URL string `json:"url"`
-			}
-			if err := c.do(ctx, "POST", "/v1/preview/files", bytes.NewReader(data), "application/jsonl", &up); err != nil {
+			up, err := c.UploadFile(ctx, data, "application/jsonl")
+			if err != nil {
 				return fail(fmt.Errorf("uploading %s: %w", *file, err))
 			}
 			*dataset = up.URL
@@ -143,8 +140,9 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			req["generation"] = gen
 		}
 	}
-	var job evalJobView
-	if err := c.postJSON(ctx, "/v1/preview/evaluation-jobs", req, &job); err != nil {
+	// The fields are sent as a map: the server tells one left out from one sent empty.
+	job, err := c.CreateEvaluationJob(ctx, req)
+	if err != nil {
 		return fail(err)
 	}
 	fmt.Fprintf(stdout, "evaluation job %s: %s with %s (%s)\n", job.ID, job.ModelName, job.Evaluation, job.EvaluationRef)
@@ -183,64 +181,28 @@ func parseScorers(flags []string, file string) ([]json.RawMessage, error) {
 	return out, nil
 }
 
-// evalJobView is an evaluation job as the API answers it.
-type evalJobView struct {
-	ID            string             `json:"id"`
-	ModelName     string             `json:"model_name"`
-	Status        string             `json:"status"`
-	Project       string             `json:"project"`
-	Evaluation    string             `json:"evaluation"`
-	EvaluationRef string             `json:"evaluation_ref"`
-	ErrorMessage  *string            `json:"error_message"`
-	Summary       json.RawMessage    `json:"summary"`
-	Metrics       map[string]float64 `json:"metrics"`
-	URL           string             `json:"url"`
-}
-
 // watchEvaluation follows an evaluation job's events with its progress and prints the
 // summary; 0 when it succeeded.
-func watchEvaluation(ctx context.Context, c *client, id string, stdout, stderr io.Writer) int {
+func watchEvaluation(ctx context.Context, c *client.Client, id string, stdout, stderr io.Writer) int {
 	fail := failer("eval", stderr)
-	req, err := http.NewRequestWithContext(ctx, "GET", c.url+"/v1/preview/evaluation-jobs/"+id+"/events", nil)
+	events, err := c.FollowEvaluationEvents(ctx, id)
 	if err != nil {
 		return fail(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.key)
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fail(noServer(c.url, err))
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		b, _ := io.ReadAll(resp.Body)
-		return fail(fmt.Errorf("%d: %s", resp.StatusCode, bytes.TrimSpace(b)))
-	}
+	defer events.Close()
 	tty := isTerminal(stdout)
 	start := time.Now()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	inBar := false
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "data: {") {
-			continue
-		}
-		var ev struct {
-			Type string         `json:"type"`
-			Data map[string]any `json:"data"`
-		}
-		if json.Unmarshal([]byte(line[len("data: "):]), &ev) != nil {
-			continue
-		}
+	for events.Next() {
+		ev := eventOf(events.Event())
 		if inBar && ev.Type != "evaluation_progress" {
 			fmt.Fprintln(stdout)
 			inBar = false
 		}
 		printLoopEvent(stdout, ev.Type, ev.Data, tty, start, &inBar)
 	}
-	var j evalJobView
-	if err := c.do(ctx, "GET", "/v1/preview/evaluation-jobs/"+id, nil, "", &j); err != nil {
+	j, err := c.EvaluationJob(ctx, id)
+	if err != nil {
 		return fail(err)
 	}
 	if j.Status != "SUCCEEDED" {
@@ -253,7 +215,7 @@ func watchEvaluation(ctx context.Context, c *client, id string, stdout, stderr i
 	}
 	fmt.Fprintf(stdout, "evaluation job %s SUCCEEDED: %s on %s\n%s", id, j.Evaluation, j.ModelName, metricTable(j.Metrics))
 	if j.URL != "" {
-		fmt.Fprintf(stdout, "in Hone Studio: %s%s\n", c.url, j.URL)
+		fmt.Fprintf(stdout, "in Hone Studio: %s%s\n", c.URL, j.URL)
 	}
 	return 0
 }

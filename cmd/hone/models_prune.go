@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -37,13 +35,8 @@ func runModelsPrune(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return fail(err)
 	}
-	b, _ := json.Marshal(map[string]any{"best_checkpoint_metric": *metric, "keep_best": *keepBest})
-	var res struct {
-		Deleted []int `json:"deleted_steps"`
-		Kept    []int `json:"kept_steps"`
-		Best    []int `json:"best_steps"`
-	}
-	if err := c.do(ctx, "DELETE", "/v1/preview/models/"+*modelRef+"/checkpoints", bytes.NewReader(b), "application/json", &res); err != nil {
+	res, err := c.PruneCheckpoints(ctx, *modelRef, *metric, *keepBest)
+	if err != nil {
 		return fail(err)
 	}
 	steps := func(xs []int) string {
@@ -56,11 +49,11 @@ func runModelsPrune(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 		return strings.Join(s, ", ")
 	}
-	fmt.Fprintf(stdout, "deleted %d checkpoint(s) of %s: steps %s\n", len(res.Deleted), *modelRef, steps(res.Deleted))
+	fmt.Fprintf(stdout, "deleted %d checkpoint(s) of %s: steps %s\n", len(res.DeletedSteps), *modelRef, steps(res.DeletedSteps))
 	latest := 0
-	if len(res.Kept) > 0 {
-		latest = slices.Max(res.Kept)
+	if len(res.KeptSteps) > 0 {
+		latest = slices.Max(res.KeptSteps)
 	}
-	fmt.Fprintf(stdout, "kept steps %s (best by %s: %s; latest: %d)\n", steps(res.Kept), *metric, steps(res.Best), latest)
+	fmt.Fprintf(stdout, "kept steps %s (best by %s: %s; latest: %d)\n", steps(res.KeptSteps), *metric, steps(res.BestSteps), latest)
 	return 0
 }

@@ -115,19 +115,19 @@ func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			req[flag] = json.RawMessage(raw)
 		}
 		b, _ := json.Marshal(req)
-		if err := c.do(ctx, "PUT", path, bytes.NewReader(b), "application/json", &v); err != nil {
+		if err := c.Do(ctx, "PUT", path, bytes.NewReader(b), "application/json", &v); err != nil {
 			return fail(err)
 		}
 	case "get":
-		if err := c.do(ctx, "GET", path, nil, "", &v); err != nil {
+		if err := c.Do(ctx, "GET", path, nil, "", &v); err != nil {
 			return fail(err)
 		}
 	case "pause", "resume":
-		if err := c.do(ctx, "POST", path+"/"+sub, nil, "", &v); err != nil {
+		if err := c.Do(ctx, "POST", path+"/"+sub, nil, "", &v); err != nil {
 			return fail(err)
 		}
 	case "delete":
-		if err := c.do(ctx, "DELETE", path, nil, "", nil); err != nil {
+		if err := c.Do(ctx, "DELETE", path, nil, "", nil); err != nil {
 			return fail(err)
 		}
 		fmt.Fprintf(stdout, "%s has no training policy now (its runs stay listed)\n", *model)
@@ -137,7 +137,7 @@ func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		var j struct {
 			ID string `json:"id"`
 		}
-		if err := c.do(ctx, "POST", path+"/run", bytes.NewReader(b), "application/json", &j); err != nil {
+		if err := c.Do(ctx, "POST", path+"/run", bytes.NewReader(b), "application/json", &j); err != nil {
 			return fail(err)
 		}
 		fmt.Fprintf(stdout, "policy run %s queued\n", j.ID)
@@ -165,7 +165,7 @@ func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) int
 				CreatedAt string `json:"created_at"`
 			} `json:"data"`
 		}
-		if err := c.do(ctx, "GET", path+"/runs", nil, "", &l); err != nil {
+		if err := c.Do(ctx, "GET", path+"/runs", nil, "", &l); err != nil {
 			return fail(err)
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)

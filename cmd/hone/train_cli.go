@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -10,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -22,7 +20,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/honeai/hone/internal/client"
+	"github.com/honeai/hone/internal/jobs"
+	"github.com/honeai/hone/internal/registry"
 	"github.com/honeai/hone/internal/train"
+	"github.com/honeai/hone/internal/trainapi"
+	"github.com/honeai/hone/internal/training"
 )
 
 func init() {
@@ -36,12 +39,6 @@ func init() {
 		defer stop()
 		return runJobs(ctx, args, os.Stdout, os.Stderr)
 	})
-}
-
-// client talks to a Hone server's training API.
-type client struct {
-	url, key string
-	http     *http.Client
 }
 
 // clientOpts are the flags of every command that talks to a server.
@@ -62,7 +59,9 @@ func envOr(name, def string) string {
 	return def
 }
 
-func newClient(o *clientOpts) (*client, error) {
+// newClient is a client of the server the flags name, with their key (or the data
+// directory's initial key); a server that does not answer is explained (noServer).
+func newClient(o *clientOpts) (*client.Client, error) {
 	key := o.key
 	if key == "" {
 		b, err := os.ReadFile(filepath.Join(o.data, InitialKeyFile))
@@ -71,93 +70,36 @@ func newClient(o *clientOpts) (*client, error) {
 		}
 		key = strings.TrimSpace(string(b))
 	}
-	return &client{url: strings.TrimRight(o.url, "/"), key: key, http: &http.Client{}}, nil
+	c := client.New(o.url, key)
+	c.Unreachable = noServer
+	return c, nil
 }
 
-// statusError is an answer other than 200.
-type statusError struct {
-	status int
-	msg    string
-}
-
-func (e *statusError) Error() string { return fmt.Sprintf("%d: %s", e.status, e.msg) }
-
-func (c *client) do(ctx context.Context, method, path string, body io.Reader, contentType string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, c.url+path, body)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.key)
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return noServer(c.url, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		var env struct {
-			Error struct {
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		if json.Unmarshal(b, &env) == nil && env.Error.Message != "" {
-			return &statusError{resp.StatusCode, env.Error.Message}
-		}
-		return &statusError{resp.StatusCode, strings.TrimSpace(string(b))}
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
-}
-
-func (c *client) postJSON(ctx context.Context, path string, in, out any) error {
-	b, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	return c.do(ctx, "POST", path, bytes.NewReader(b), "application/json", out)
-}
-
-// trainedModel is a model of the training API.
-type trainedModel struct {
-	ID        string `json:"id"`
-	Entity    string `json:"entity"`
-	Project   string `json:"project"`
-	Name      string `json:"name"`
-	BaseModel string `json:"base_model"`
-}
-
-func (m trainedModel) ref() string { return m.Entity + "/" + m.Project + "/" + m.Name }
+// refOf is a trainable model's reference, <entity>/<project>/<name>.
+func refOf(m registry.Model) string { return m.Entity + "/" + m.Project + "/" + m.Name }
 
 // ensureModel finds <entity>/<project>/<name>, or creates it on base (demo when base is "").
 // An existing model needs no base; a base that differs from its own is an error.
-func (c *client) ensureModel(ctx context.Context, ref, base string) (trainedModel, bool, error) {
+func ensureModel(ctx context.Context, c *client.Client, ref, base string) (registry.Model, bool, error) {
 	parts := strings.Split(ref, "/")
 	if len(parts) != 3 || slices.Contains(parts, "") {
-		return trainedModel{}, false, fmt.Errorf("--model %q: use ENTITY/PROJECT/NAME, e.g. local/demo/agent", ref)
+		return registry.Model{}, false, fmt.Errorf("--model %q: use ENTITY/PROJECT/NAME, e.g. local/demo/agent", ref)
 	}
-	var m trainedModel
-	err := c.do(ctx, "GET", "/v1/preview/models/"+ref, nil, "", &m)
-	var se *statusError
+	m, err := c.Model(ctx, ref)
 	switch {
 	case err == nil:
 		if base != "" && base != m.BaseModel {
 			return m, false, fmt.Errorf("model %s exists on base model %q; --base %q differs (leave --base out, or name a new model)", ref, m.BaseModel, base)
 		}
 		return m, false, nil
-	case errors.As(err, &se) && se.status == http.StatusNotFound:
+	case client.StatusOf(err) == http.StatusNotFound:
 	default:
 		return m, false, err
 	}
 	if base == "" {
 		base = "demo"
 	}
-	err = c.postJSON(ctx, "/v1/preview/models", map[string]any{"entity": parts[0], "project": parts[1], "name": parts[2],
-		"base_model": base, "return_existing": true}, &m)
+	m, err = c.CreateModel(ctx, trainapi.CreateModelRequest{Entity: parts[0], Project: parts[1], Name: parts[2], BaseModel: base, ReturnExisting: true})
 	if err != nil {
 		return m, false, fmt.Errorf("creating model %s on base model %q: %w", ref, base, err)
 	}
@@ -167,14 +109,12 @@ func (c *client) ensureModel(ctx context.Context, ref, base string) (trainedMode
 // checkBase checks, before anything is created, the base model a job on ref trains: the
 // model's own when it exists, else base (demo when ""): the server must serve it, with a chat
 // template (training renders the data with it).
-func (c *client) checkBase(ctx context.Context, ref, base string) error {
-	var m trainedModel
-	err := c.do(ctx, "GET", "/v1/preview/models/"+ref, nil, "", &m)
-	var se *statusError
-	switch {
+func checkBase(ctx context.Context, c *client.Client, ref, base string) error {
+	m, err := c.Model(ctx, ref)
+	switch st := client.StatusOf(err); {
 	case err == nil:
 		base = m.BaseModel
-	case errors.As(err, &se) && (se.status == http.StatusNotFound || se.status == http.StatusBadRequest):
+	case st == http.StatusNotFound || st == http.StatusBadRequest:
 		// A new model (a malformed name is ensureModel's to report).
 	default:
 		return err
@@ -182,27 +122,22 @@ func (c *client) checkBase(ctx context.Context, ref, base string) error {
 	if base == "" {
 		base = "demo"
 	}
-	var list struct {
-		Data []struct {
-			ID               string  `json:"id"`
-			ChatTemplateFrom *string `json:"chat_template_from"`
-		} `json:"data"`
-	}
-	if err := c.do(ctx, "GET", "/v1/preview/base-models", nil, "", &list); err != nil {
+	list, err := c.BaseModels(ctx)
+	if err != nil {
 		return err
 	}
 	var names []string
-	for _, b := range list.Data {
+	for _, b := range list {
 		if b.ID != base {
 			names = append(names, b.ID)
 			continue
 		}
-		if b.ChatTemplateFrom != nil && *b.ChatTemplateFrom == "" {
+		if b.ChatTemplateFrom == "" {
 			return fmt.Errorf("base model %s has no chat template, which training renders the data with: start the server with --chat-template %s=FILE", base, base)
 		}
 		return nil
 	}
-	return fmt.Errorf("base model %q is not served by %s (it serves %s): pass --base with one of them", base, c.url, strings.Join(names, ", "))
+	return fmt.Errorf("base model %q is not served by %s (it serves %s): pass --base with one of them", base, c.URL, strings.Join(names, ", "))
 }
 
 var sftUsage = fmt.Sprintf(`usage: hone train sft --model ENTITY/PROJECT/NAME --file FILE.jsonl | --data-url URL [flags]
@@ -337,34 +272,32 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(err)
 	}
-	if err := c.checkBase(ctx, *modelRef, *base); err != nil {
+	if err := checkBase(ctx, c, *modelRef, *base); err != nil {
 		return fail(fmt.Errorf("%w (nothing was created)", err))
 	}
-	m, created, err := c.ensureModel(ctx, *modelRef, *base)
+	m, created, err := ensureModel(ctx, c, *modelRef, *base)
 	if err != nil {
 		return fail(err)
 	}
 	// A job the server refuses leaves no model behind that this command created.
 	failJob := func(err error) int {
 		if created {
-			if derr := c.do(ctx, "DELETE", "/v1/preview/models/"+m.ref(), nil, "", nil); derr == nil {
-				err = fmt.Errorf("%w (the model %s this command created was deleted again)", err, m.ref())
+			if derr := c.DeleteModel(ctx, refOf(m)); derr == nil {
+				err = fmt.Errorf("%w (the model %s this command created was deleted again)", err, refOf(m))
 			}
 		}
 		return fail(err)
 	}
-	var job struct {
-		ID string `json:"id"`
-	}
+	var jobID string
 	switch kind {
 	case "sft":
-		var up struct {
-			URL string `json:"url"`
-		}
-		if *dataURL != "" {
-			up.URL = *dataURL
-		} else if err := c.do(ctx, "POST", "/v1/preview/files", bytes.NewReader(data), "application/jsonl", &up); err != nil {
-			return failJob(err)
+		trainURL := *dataURL
+		if trainURL == "" {
+			up, err := c.UploadFile(ctx, data, "application/jsonl")
+			if err != nil {
+				return failJob(err)
+			}
+			trainURL = up.URL
 		}
 		cfg := map[string]any{"assistant_turns": *turns, "learning_rate": *lr, "epochs": *epochs}
 		if set["trainable-tokens"] {
@@ -373,7 +306,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if *batch > 0 {
 			cfg["batch_size"] = *batch
 		}
-		body := map[string]any{"model_id": m.ID, "training_data_url": up.URL, "config": cfg}
+		req := training.SFTRequest{ModelID: m.ID, TrainingDataURL: trainURL, Config: mustJSON(cfg)}
 		xc := map[string]any{}
 		if *schedule != "" {
 			xc["schedule"] = *schedule
@@ -382,9 +315,9 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			xc["warmup_steps"] = *warmup
 		}
 		if len(xc) > 0 {
-			body["experimental_config"] = xc
+			req.ExperimentalConfig = mustJSON(xc)
 		}
-		if err := c.postJSON(ctx, "/v1/preview/sft-training-jobs", body, &job); err != nil {
+		if jobID, err = c.CreateSFTJob(ctx, req); err != nil {
 			return failJob(err)
 		}
 	case "rl":
@@ -401,17 +334,14 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if set["trainable-tokens"] {
 			xc["trainable_tokens"] = *tokens
 		}
-		body := map[string]any{"model_id": m.ID, "trajectory_groups": groups, "experimental_config": xc}
-		if *dataURL != "" {
-			body = map[string]any{"model_id": m.ID, "trajectory_groups_url": *dataURL, "experimental_config": xc}
-		}
-		if err := c.postJSON(ctx, "/v1/preview/training-jobs", body, &job); err != nil {
+		req := training.RLRequest{ModelID: m.ID, TrajectoryGroups: groups, TrajectoryGroupsURL: *dataURL, ExperimentalConfig: mustJSON(xc)}
+		if jobID, err = c.CreateRLJob(ctx, req); err != nil {
 			return failJob(err)
 		}
 	}
-	fmt.Fprintf(stdout, "job %s queued for model %s (%s)\n", job.ID, m.ref(), m.ID)
+	fmt.Fprintf(stdout, "job %s queued for model %s (%s)\n", jobID, refOf(m), m.ID)
 	if created {
-		fmt.Fprintf(stdout, "created model %s on base model %s\n", m.ref(), m.BaseModel)
+		fmt.Fprintf(stdout, "created model %s on base model %s\n", refOf(m), m.BaseModel)
 	}
 	for _, n := range notes {
 		fmt.Fprintln(stdout, n)
@@ -419,7 +349,16 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *noWatch {
 		return 0
 	}
-	return watchJob(ctx, c, job.ID, stdout, stderr)
+	return watchJob(ctx, c, jobID, stdout, stderr)
+}
+
+// mustJSON is v (maps of flags' values) as JSON.
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 // readSFTFile reads a JSONL file of SFT chat data and checks every line's shape (the server
@@ -531,18 +470,9 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	switch sub {
 	case "list":
-		q := url.Values{"limit": {strconv.Itoa(*limit)}}
-		if *model != "" {
-			q.Set("model_id", *model)
-		}
-		if *status != "" {
-			q.Set("status", strings.ToUpper(*status))
-		}
-		var list struct {
-			Data    []jobInfo `json:"data"`
-			HasMore bool      `json:"has_more"`
-		}
-		if err := c.do(ctx, "GET", "/v1/preview/training-jobs?"+q.Encode(), nil, "", &list); err != nil {
+		f := client.JobFilter{Model: *model, Status: strings.ToUpper(*status), Limit: *limit}
+		list, err := c.ListJobs(ctx, f)
+		if err != nil {
 			return fail(err)
 		}
 		if len(list.Data) == 0 {
@@ -563,12 +493,13 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "(more: raise --limit)\n")
 		}
 	case "get", "cancel":
+		// Printed as the server wrote it (every field, in its order of names).
 		var j map[string]any
 		var err error
 		if sub == "get" {
-			err = c.do(ctx, "GET", "/v1/preview/training-jobs/"+pos[0], nil, "", &j)
+			err = c.JSON(ctx, "GET", "/v1/preview/training-jobs/"+pos[0], nil, &j)
 		} else {
-			err = c.postJSON(ctx, "/v1/preview/training-jobs/"+pos[0]+"/cancel", map[string]any{}, &j)
+			err = c.JSON(ctx, "POST", "/v1/preview/training-jobs/"+pos[0]+"/cancel", map[string]any{}, &j)
 		}
 		if err != nil {
 			return fail(err)
@@ -581,53 +512,20 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// jobInfo is a training job as the API returns it.
-type jobInfo struct {
-	ID           string  `json:"id"`
-	ModelID      string  `json:"model_id"`
-	Kind         string  `json:"kind"`
-	Status       string  `json:"status"`
-	CreatedAt    string  `json:"created_at"`
-	ErrorMessage *string `json:"error_message"`
-	Step         *int    `json:"step"`
-}
-
 // watchJob follows a job's events (server-sent events) with a progress bar and the latest
 // metrics (one line per step when stdout is not a terminal), and returns 0 when it succeeded.
-func watchJob(ctx context.Context, c *client, id string, stdout, stderr io.Writer) int {
+func watchJob(ctx context.Context, c *client.Client, id string, stdout, stderr io.Writer) int {
 	fail := failer("jobs watch", stderr)
-	req, err := http.NewRequestWithContext(ctx, "GET", c.url+"/v1/preview/training-jobs/"+id+"/events", nil)
+	events, err := c.FollowJobEvents(ctx, id)
 	if err != nil {
 		return fail(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.key)
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fail(noServer(c.url, err))
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		b, _ := io.ReadAll(resp.Body)
-		return fail(fmt.Errorf("%d: %s", resp.StatusCode, bytes.TrimSpace(b)))
-	}
+	defer events.Close()
 	tty := isTerminal(stdout)
 	total, done, attempt := 0, 0, 0
 	start := time.Now()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "data: {") {
-			continue
-		}
-		var ev struct {
-			Type string         `json:"type"`
-			Data map[string]any `json:"data"`
-		}
-		if json.Unmarshal([]byte(line[len("data: "):]), &ev) != nil {
-			continue
-		}
+	for events.Next() {
+		ev := eventOf(events.Event())
 		// A job that runs again (its worker died, or was shut down) starts from its first
 		// step, or goes on from a saved state (training_resumed); its events name the run.
 		if a, ok := ev.Data["attempt"].(float64); ok && int(a) > attempt {
@@ -694,15 +592,14 @@ func watchJob(ctx context.Context, c *client, id string, stdout, stderr io.Write
 			printLoopEvent(stdout, ev.Type, ev.Data, false, start, new(bool))
 		}
 	}
-	var j jobInfo
-	if err := c.do(ctx, "GET", "/v1/preview/training-jobs/"+id, nil, "", &j); err != nil {
+	j, err := c.Job(ctx, id)
+	if err != nil {
 		return fail(err)
 	}
 	if j.Status == "SUCCEEDED" && j.Step != nil {
-		var m trainedModel
 		ref := j.ModelID
-		if c.do(ctx, "GET", "/v1/preview/models/"+j.ModelID, nil, "", &m) == nil {
-			ref = m.ref()
+		if m, err := c.Model(ctx, j.ModelID); err == nil {
+			ref = refOf(m)
 		}
 		// A job adds one checkpoint, however many gradient steps (epochs × batches) it took.
 		fmt.Fprintf(stdout, "job %s SUCCEEDED after %d gradient step(s): %s is now at checkpoint step %d (each job adds one); chat with model %q or %q\n",
@@ -716,6 +613,18 @@ func watchJob(ctx context.Context, c *client, id string, stdout, stderr io.Write
 		return 1
 	}
 	return 0
+}
+
+// event is a job's event with its data decoded, for printing.
+type event struct {
+	Type string
+	Data map[string]any
+}
+
+func eventOf(e jobs.Event) event {
+	ev := event{Type: e.Type}
+	json.Unmarshal(e.Data, &ev.Data)
+	return ev
 }
 
 func bar(done, total, width int) string {

@@ -80,11 +80,13 @@ func (a *API) policyRoutes(w http.ResponseWriter, r *http.Request, m registry.Mo
 			apierror.Write(w, r, err)
 			return
 		}
-		out := page(runs, more, func(v loop.RunView) string { return v.JobID })
 		// The policy itself (null when the model has none), so that a page shows both at once.
-		out["policy"] = nil
+		out := struct {
+			Page[loop.RunView]
+			Policy any `json:"policy"`
+		}{Page: page(runs, more, func(v loop.RunView) string { return v.JobID })}
 		if v, err := a.Loop.Policy(ctx, m); err == nil {
-			out["policy"] = v
+			out.Policy = v
 		} else if !fault.Is(err, fault.KindNotFound) {
 			apierror.Write(w, r, err)
 			return

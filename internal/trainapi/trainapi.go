@@ -64,18 +64,23 @@ func entityOf(r *http.Request) string {
 	return ""
 }
 
+// List is the envelope of the training API's unpaged lists.
+type List[T any] struct {
+	Object string `json:"object"`
+	Data   []T    `json:"data"`
+}
+
+// BaseModel is a base model that can be fine-tuned (GET /v1/preview/base-models).
+type BaseModel struct {
+	ID     string `json:"id"`
+	Object string `json:"object"`
+	// ChatTemplateFrom says where the chat template that training renders data with
+	// comes from (the model's files, --chat-template, a built-in one); "" for none.
+	ChatTemplateFrom string `json:"chat_template_from"`
+}
+
 func (a *API) baseModels(w http.ResponseWriter, r *http.Request) {
-	type item struct {
-		ID     string `json:"id"`
-		Object string `json:"object"`
-		// ChatTemplateFrom says where the chat template that training renders data with
-		// comes from (the model's files, --chat-template, a built-in one); "" for none.
-		ChatTemplateFrom string `json:"chat_template_from"`
-	}
-	out := struct {
-		Object string `json:"object"`
-		Data   []item `json:"data"`
-	}{Object: "list", Data: []item{}}
+	out := List[BaseModel]{Object: "list", Data: []BaseModel{}}
 	for _, m := range a.Svc.Models.List() {
 		from := m.TemplateFrom
 		if m.Template == nil {
@@ -83,10 +88,14 @@ func (a *API) baseModels(w http.ResponseWriter, r *http.Request) {
 		} else if from == "" {
 			from = "the model's files"
 		}
-		out.Data = append(out.Data, item{ID: m.Name, Object: "model", ChatTemplateFrom: from})
+		out.Data = append(out.Data, BaseModel{ID: m.Name, Object: "model", ChatTemplateFrom: from})
 	}
 	httpx.WriteJSON(w, http.StatusOK, out)
 }
+
+// CreateModelRequest is the body of POST /v1/preview/models (its schema keeps the name
+// createModelReq in the OpenAPI document).
+type CreateModelRequest = createModelReq
 
 type createModelReq struct {
 	Entity         string `json:"entity"`
@@ -196,8 +205,8 @@ func (a *API) modelRoutes(w http.ResponseWriter, r *http.Request) {
 				apierror.Write(w, r, err)
 				return
 			}
-			httpx.WriteJSON(w, http.StatusOK, map[string]any{"deleted_count": len(res.Deleted), "not_found_steps": []int{},
-				"deleted_steps": res.Deleted, "kept_steps": res.Kept, "best_steps": res.Best})
+			httpx.WriteJSON(w, http.StatusOK, PruneResult{DeletedCount: len(res.Deleted), NotFoundSteps: []int{},
+				DeletedSteps: res.Deleted, KeptSteps: res.Kept, BestSteps: res.Best})
 			return
 		}
 		n, missing, err := a.Svc.DeleteCheckpoints(r.Context(), m, req.Steps)
@@ -252,13 +261,34 @@ func (a *API) listCheckpoints(w http.ResponseWriter, r *http.Request, m registry
 	httpx.WriteJSON(w, http.StatusOK, page(cs, more, func(c registry.Checkpoint) string { return c.ID }))
 }
 
-// page is the list envelope of ART's paged routes.
-func page[T any](data []T, more bool, id func(T) string) map[string]any {
-	out := map[string]any{"object": "list", "data": data, "first_id": nil, "last_id": nil, "has_more": more}
+// PruneResult answers DELETE /v1/preview/models/{model}/checkpoints with
+// best_checkpoint_metric or keep_best: the steps deleted and kept, the best among them.
+type PruneResult struct {
+	BestSteps     []int `json:"best_steps"`
+	DeletedCount  int   `json:"deleted_count"`
+	DeletedSteps  []int `json:"deleted_steps"`
+	KeptSteps     []int `json:"kept_steps"`
+	NotFoundSteps []int `json:"not_found_steps"`
+}
+
+// Page is the list envelope of ART's paged routes (its fields in the order of their names,
+// as the envelope was first written as a map).
+type Page[T any] struct {
+	Data    []T     `json:"data"`
+	FirstID *string `json:"first_id"`
+	HasMore bool    `json:"has_more"`
+	LastID  *string `json:"last_id"`
+	Object  string  `json:"object"`
+}
+
+// page is the page of data (more: whether more follow), its items named by id.
+func page[T any](data []T, more bool, id func(T) string) Page[T] {
+	out := Page[T]{Object: "list", Data: data, HasMore: more}
 	if len(data) == 0 {
-		out["data"] = []T{}
+		out.Data = []T{}
 	} else {
-		out["first_id"], out["last_id"] = id(data[0]), id(data[len(data)-1])
+		first, last := id(data[0]), id(data[len(data)-1])
+		out.FirstID, out.LastID = &first, &last
 	}
 	return out
 }
@@ -339,7 +369,21 @@ func (a *API) uploadFile(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, err)
 		return
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"id": up.ID, "object": "file", "bytes": up.Bytes, "url": up.URL})
+	httpx.WriteJSON(w, http.StatusOK, File{Bytes: up.Bytes, ID: up.ID, Object: "file", URL: up.URL})
+}
+
+// File is an uploaded training data file (POST /v1/preview/files): URL is what
+// training_data_url takes.
+type File struct {
+	Bytes  int    `json:"bytes"`
+	ID     string `json:"id"`
+	Object string `json:"object"`
+	URL    string `json:"url"`
+}
+
+// JobCreated answers the creation of a training job.
+type JobCreated struct {
+	ID string `json:"id"`
 }
 
 // ---- Jobs ----
@@ -360,7 +404,7 @@ func (a *API) createRLJob(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, err)
 		return
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"id": j.ID})
+	httpx.WriteJSON(w, http.StatusOK, JobCreated{ID: j.ID})
 }
 
 func (a *API) createSFTJob(w http.ResponseWriter, r *http.Request) {
@@ -379,7 +423,7 @@ func (a *API) createSFTJob(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, err)
 		return
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"id": j.ID})
+	httpx.WriteJSON(w, http.StatusOK, JobCreated{ID: j.ID})
 }
 
 func (a *API) getJob(w http.ResponseWriter, r *http.Request) {
