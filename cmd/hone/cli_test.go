@@ -13,7 +13,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/honeai/hone/internal/client"
 	"github.com/honeai/hone/internal/synth"
+	"github.com/honeai/hone/internal/trainapi"
+	"github.com/honeai/hone/internal/training"
 )
 
 // run calls a subcommand's function with captured output.
@@ -276,15 +279,22 @@ func TestEventStreamEndsWithFinalEvent(t *testing.T) {
 	dir := t.TempDir()
 	s := startServer(t, dir, "--train-workers", "2")
 	bearer := "Bearer " + initialKey(t, dir)
-	code, _, body := do(t, "POST", s.url+"/v1/preview/models", bearer, `{"project":"p","name":"m","base_model":"demo"}`)
-	id := jsonOf(t, code, body, 200)["id"].(string)
+	ctx := context.Background()
+	c := client.New(s.url, initialKey(t, dir))
+	m, err := c.CreateModel(ctx, trainapi.CreateModelRequest{Project: "p", Name: "m", BaseModel: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Messages only (nothing sampled): each job ends at once.
-	group := `{"trajectories":[{"messages_and_choices":[{"role":"user","content":"x"},{"role":"assistant","content":"a"}],"reward":1},{"messages_and_choices":[{"role":"user","content":"x"},{"role":"assistant","content":"b"}]}]}`
+	group := json.RawMessage(`{"trajectories":[{"messages_and_choices":[{"role":"user","content":"x"},{"role":"assistant","content":"a"}],"reward":1},{"messages_and_choices":[{"role":"user","content":"x"},{"role":"assistant","content":"b"}]}]}`)
 	const n = 100
 	errs := make(chan string, n)
 	for range n {
-		code, _, body := do(t, "POST", s.url+"/v1/preview/training-jobs", bearer, `{"model_id":"`+id+`","trajectory_groups":[`+group+`]}`)
-		job := jsonOf(t, code, body, 200)["id"].(string)
+		job, err := c.CreateRLJob(ctx, training.RLRequest{ModelID: m.ID, TrajectoryGroups: []json.RawMessage{group}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The stream itself, as a client reads it: its final event, then [DONE].
 		go func() {
 			req, _ := http.NewRequest("GET", s.url+"/v1/preview/training-jobs/"+job+"/events", nil)
 			req.Header.Set("Authorization", bearer)

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/honeai/hone/internal/client"
+	"github.com/honeai/hone/internal/training"
 )
 
 // The routes and fields Hone adds for Hone Studio, end to end against a started server on
@@ -182,28 +186,21 @@ func TestDatasetFromCallsAppend(t *testing.T) {
 			}
 			return `{"$expr":{"$in":[{"$getField":"id"},[` + strings.Join(lits, ",") + `]]}}`
 		}
-		type result struct {
-			DatasetRef   string `json:"dataset_ref"`
-			Rows         int    `json:"rows"`
-			PreviousRows int    `json:"previous_rows"`
-		}
-		build := func(body string) (int, result, []byte) {
-			code, _, b := do(t, "POST", s.url+"/v1/preview/datasets/from-calls", "Bearer "+key, body)
-			var r result
-			json.Unmarshal(b, &r)
-			return code, r, b
+		c := client.New(s.url, key)
+		build := func(name string, add bool, query string) (training.FromCallsResult, error) {
+			return c.DatasetFromCalls(context.Background(), training.FromCallsRequest{Project: "local/loop", Name: name, Append: add, Query: json.RawMessage(query)})
 		}
 		// append to a dataset that does not exist yet creates it.
-		code, r, b := build(`{"project":"local/loop","name":"picked","append":true,"query":` + picked("c1", "c2") + `}`)
-		if code != 200 || r.Rows != 2 || r.PreviousRows != 0 {
-			t.Fatalf("first append: %d %s", code, b)
+		r, err := build("picked", true, picked("c1", "c2"))
+		if err != nil || r.Rows != 2 || r.PreviousRows != 0 {
+			t.Fatalf("first append: %+v %v", r, err)
 		}
-		code, r, b = build(`{"project":"local/loop","name":"picked","append":true,"query":` + picked("c3") + `}`)
-		if code != 200 || r.Rows != 3 || r.PreviousRows != 2 {
-			t.Fatalf("second append: %d %s", code, b)
+		r, err = build("picked", true, picked("c3"))
+		if err != nil || r.Rows != 3 || r.PreviousRows != 2 {
+			t.Fatalf("second append: %+v %v", r, err)
 		}
 		// The latest version holds the earlier rows, then the new one.
-		code, _, b = do(t, "POST", s.url+"/obj/read", authz, `{"project_id":"local/loop","object_id":"picked","digest":"latest"}`)
+		code, _, b := do(t, "POST", s.url+"/obj/read", authz, `{"project_id":"local/loop","object_id":"picked","digest":"latest"}`)
 		var obj struct {
 			Obj struct {
 				VersionIndex int `json:"version_index"`
@@ -237,16 +234,16 @@ func TestDatasetFromCallsAppend(t *testing.T) {
 			t.Errorf("rows after append: %v", got)
 		}
 		// Without append, a version of the new rows alone (as before).
-		if code, r, b = build(`{"project":"local/loop","name":"picked","query":` + picked("c2") + `}`); code != 200 || r.Rows != 1 || r.PreviousRows != 0 {
-			t.Errorf("without append: %d %s", code, b)
+		if r, err = build("picked", false, picked("c2")); err != nil || r.Rows != 1 || r.PreviousRows != 0 {
+			t.Errorf("without append: %+v %v", r, err)
 		}
 		// append onto an object that is no dataset is a 400 naming name, and writes nothing.
 		if code, _, b := do(t, "POST", s.url+"/obj/create", authz, `{"obj":{"project_id":"local/loop","object_id":"plain","val":{"a":1}}}`); code != 200 {
 			t.Fatalf("obj create %d %s", code, b)
 		}
-		code, _, b = do(t, "POST", s.url+"/v1/preview/datasets/from-calls", "Bearer "+key, `{"project":"local/loop","name":"plain","append":true,"query":`+picked("c1")+`}`)
-		if p := envelope(t, b).Param; code != 400 || p == nil || *p != "name" {
-			t.Errorf("append onto a plain object: %d %s", code, b)
+		var refused *client.Error
+		if _, err = build("plain", true, picked("c1")); !errors.As(err, &refused) || refused.Status != 400 || refused.Param != "name" {
+			t.Errorf("append onto a plain object: %v", err)
 		}
 		code, _, b = do(t, "POST", s.url+"/obj/read", authz, `{"project_id":"local/loop","object_id":"plain","digest":"latest"}`)
 		if code != 200 || !strings.Contains(string(b), `"version_index":0`) {
