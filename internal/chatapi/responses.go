@@ -69,29 +69,121 @@ type ResponsesRequest struct {
 
 // ResponseObject is a response of the Responses API.
 type ResponseObject struct {
-	ID                 string           `json:"id"`
-	Object             string           `json:"object"`
-	CreatedAt          int64            `json:"created_at"`
-	Status             string           `json:"status"`
-	Model              string           `json:"model"`
-	Output             []map[string]any `json:"output"`
-	Usage              *ResponsesUsage  `json:"usage"`
-	Error              any              `json:"error"`
-	IncompleteDetails  any              `json:"incomplete_details"`
-	Instructions       *string          `json:"instructions"`
-	MaxOutputTokens    *int             `json:"max_output_tokens"`
-	Temperature        *float64         `json:"temperature"`
-	TopP               *float64         `json:"top_p"`
-	Tools              []any            `json:"tools"`
-	ToolChoice         any              `json:"tool_choice"`
-	ParallelToolCalls  bool             `json:"parallel_tool_calls"`
-	Text               map[string]any   `json:"text"`
-	Reasoning          map[string]any   `json:"reasoning"`
-	PreviousResponseID *string          `json:"previous_response_id"`
-	Store              bool             `json:"store"`
-	Truncation         string           `json:"truncation"`
-	Metadata           json.RawMessage  `json:"metadata"`
-	User               *string          `json:"user"`
+	ID                 string          `json:"id"`
+	Object             string          `json:"object"`
+	CreatedAt          int64           `json:"created_at"`
+	Status             string          `json:"status"`
+	Model              string          `json:"model"`
+	Output             OutputItems     `json:"output"`
+	Usage              *ResponsesUsage `json:"usage"`
+	Error              any             `json:"error"`
+	IncompleteDetails  any             `json:"incomplete_details"`
+	Instructions       *string         `json:"instructions"`
+	MaxOutputTokens    *int            `json:"max_output_tokens"`
+	Temperature        *float64        `json:"temperature"`
+	TopP               *float64        `json:"top_p"`
+	Tools              []any           `json:"tools"`
+	ToolChoice         any             `json:"tool_choice"`
+	ParallelToolCalls  bool            `json:"parallel_tool_calls"`
+	Text               map[string]any  `json:"text"`
+	Reasoning          map[string]any  `json:"reasoning"`
+	PreviousResponseID *string         `json:"previous_response_id"`
+	Store              bool            `json:"store"`
+	Truncation         string          `json:"truncation"`
+	Metadata           json.RawMessage `json:"metadata"`
+	User               *string         `json:"user"`
+}
+
+// OutputItems are a response's output items: *ReasoningItem, *MessageItem and
+// *FunctionCallItem. Each item type lists its fields in the order of their names, as the
+// items were first written as maps (stored responses and clients' tests compare bytes).
+type OutputItems []OutputItem
+
+// JSONSchemaAlias documents the items as objects in the OpenAPI document.
+func (OutputItems) JSONSchemaAlias() any { return []map[string]any{} }
+
+// OutputItem is one output item of a response.
+type OutputItem interface{ outputItem() }
+
+// ReasoningItem is the model's reasoning (its <think> block) as an output item.
+type ReasoningItem struct {
+	Content []ReasoningText `json:"content"`
+	ID      string          `json:"id"`
+	Status  string          `json:"status"`
+	Summary []any           `json:"summary"` // always empty
+	Type    string          `json:"type"`    // reasoning
+}
+
+// ReasoningText is a reasoning item's text.
+type ReasoningText struct {
+	Text string `json:"text"`
+	Type string `json:"type"` // reasoning_text
+}
+
+// MessageItem is the assistant's answer as an output item.
+type MessageItem struct {
+	Content []OutputText `json:"content"`
+	ID      string       `json:"id"`
+	Role    string       `json:"role"` // assistant
+	Status  string       `json:"status"`
+	Type    string       `json:"type"` // message
+}
+
+// OutputText is a message item's text, with its tokens' logprobs when asked for.
+type OutputText struct {
+	Annotations []any            `json:"annotations"` // always empty
+	Logprobs    *[]OutputLogprob `json:"logprobs,omitempty"`
+	Text        string           `json:"text"`
+	Type        string           `json:"type"` // output_text
+}
+
+// OutputLogprob is one token's logprob in an output text.
+type OutputLogprob struct {
+	Bytes       []int              `json:"bytes"`
+	Logprob     float64            `json:"logprob"`
+	Token       string             `json:"token"`
+	TopLogprobs []OutputTopLogprob `json:"top_logprobs"`
+}
+
+// OutputTopLogprob is one alternative of an output token.
+type OutputTopLogprob struct {
+	Bytes   []int   `json:"bytes"`
+	Logprob float64 `json:"logprob"`
+	Token   string  `json:"token"`
+}
+
+// FunctionCallItem is a function call as an output item.
+type FunctionCallItem struct {
+	Arguments string `json:"arguments"`
+	CallID    string `json:"call_id"`
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Status    string `json:"status"`
+	Type      string `json:"type"` // function_call
+}
+
+func (*ReasoningItem) outputItem()    {}
+func (*MessageItem) outputItem()      {}
+func (*FunctionCallItem) outputItem() {}
+
+// chatMessage is a chat message of the conversation a Responses request runs as and a
+// stored response keeps (fields in the order of their names, as the messages were first
+// maps: a chat template may print a message or its calls as JSON).
+type chatMessage struct {
+	Content    any            `json:"content"` // a string, content parts, or null beside calls
+	Role       string         `json:"role"`
+	ToolCallID *string        `json:"tool_call_id,omitempty"`
+	ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
+}
+
+// chatToolCall is an assistant message's function call.
+type chatToolCall struct {
+	Function struct {
+		Arguments string `json:"arguments"`
+		Name      string `json:"name"`
+	} `json:"function"`
+	ID   string `json:"id"`
+	Type string `json:"type"` // function
 }
 
 // ResponsesUsage is a response's token usage.
@@ -133,7 +225,7 @@ func textOf(raw json.RawMessage, where string) (json.RawMessage, error) {
 // chatRequest turns a Responses request into the chat request it runs as: its instructions,
 // then history (the conversation of the response it continues, as chat messages), then its
 // input, which it also answers as chat messages.
-func (rr *ResponsesRequest) chatRequest(history []map[string]any) (*Request, []map[string]any, error) {
+func (rr *ResponsesRequest) chatRequest(history []chatMessage) (*Request, []chatMessage, error) {
 	switch {
 	case len(rr.Conversation) > 0 && string(rr.Conversation) != "null":
 		return nil, nil, bad("conversation", "conversation is not supported: Hone stores no conversations; send the conversation in `input`.")
@@ -142,13 +234,13 @@ func (rr *ResponsesRequest) chatRequest(history []map[string]any) (*Request, []m
 	case len(rr.Prompt) > 0 && string(rr.Prompt) != "null":
 		return nil, nil, bad("prompt", "stored prompts are not supported.")
 	}
-	var msgs []map[string]any
+	var msgs []chatMessage
 	if len(rr.Input) == 0 || string(rr.Input) == "null" {
 		return nil, nil, bad("input", "Field required: `input`")
 	}
 	var one string
 	if json.Unmarshal(rr.Input, &one) == nil {
-		msgs = append(msgs, map[string]any{"role": "user", "content": one})
+		msgs = append(msgs, chatMessage{Role: "user", Content: one})
 	} else {
 		var items []map[string]json.RawMessage
 		if err := json.Unmarshal(rr.Input, &items); err != nil {
@@ -172,7 +264,7 @@ func (rr *ResponsesRequest) chatRequest(history []map[string]any) (*Request, []m
 				if err != nil {
 					return nil, nil, err
 				}
-				msgs = append(msgs, map[string]any{"role": role, "content": content})
+				msgs = append(msgs, chatMessage{Role: role, Content: content})
 			case typ == "function_call":
 				var name, args, callID string
 				json.Unmarshal(it["name"], &name)
@@ -181,12 +273,13 @@ func (rr *ResponsesRequest) chatRequest(history []map[string]any) (*Request, []m
 				if name == "" || callID == "" {
 					return nil, nil, bad(where, "A function_call item needs name and call_id.")
 				}
-				call := map[string]any{"id": callID, "type": "function", "function": map[string]any{"name": name, "arguments": args}}
+				call := chatToolCall{ID: callID, Type: "function"}
+				call.Function.Name, call.Function.Arguments = name, args
 				// Calls in a row are one assistant turn.
-				if n := len(msgs); n > 0 && msgs[n-1]["role"] == "assistant" && msgs[n-1]["tool_calls"] != nil {
-					msgs[n-1]["tool_calls"] = append(msgs[n-1]["tool_calls"].([]any), call)
+				if n := len(msgs); n > 0 && msgs[n-1].Role == "assistant" && msgs[n-1].ToolCalls != nil {
+					msgs[n-1].ToolCalls = append(msgs[n-1].ToolCalls, call)
 				} else {
-					msgs = append(msgs, map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{call}})
+					msgs = append(msgs, chatMessage{Role: "assistant", ToolCalls: []chatToolCall{call}})
 				}
 			case typ == "function_call_output":
 				var callID string
@@ -195,7 +288,7 @@ func (rr *ResponsesRequest) chatRequest(history []map[string]any) (*Request, []m
 				if err != nil {
 					return nil, nil, err
 				}
-				msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": callID, "content": output})
+				msgs = append(msgs, chatMessage{Role: "tool", ToolCallID: &callID, Content: output})
 			case typ == "reasoning":
 				// The model's earlier reasoning: chat templates drop it from past turns.
 			case typ == "item_reference":
@@ -206,9 +299,9 @@ func (rr *ResponsesRequest) chatRequest(history []map[string]any) (*Request, []m
 		}
 	}
 	input := msgs
-	msgs = append(append([]map[string]any(nil), history...), input...)
+	msgs = append(append([]chatMessage(nil), history...), input...)
 	if rr.Instructions != nil && *rr.Instructions != "" {
-		msgs = append([]map[string]any{{"role": "system", "content": *rr.Instructions}}, msgs...)
+		msgs = append([]chatMessage{{Role: "system", Content: *rr.Instructions}}, msgs...)
 	}
 	messages, err := json.Marshal(msgs)
 	if err != nil {
@@ -321,7 +414,7 @@ func (a *API) responses(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, err)
 		return
 	}
-	var history []map[string]any
+	var history []chatMessage
 	if rr.PreviousResponseID != nil && *rr.PreviousResponseID != "" {
 		if why := httpx.BadText(*rr.PreviousResponseID); why != "" {
 			apierror.Write(w, r, bad("previous_response_id", "previous_response_id %s.", why))
@@ -390,7 +483,7 @@ func (a *API) storeResponse(r *http.Request, rs *responseState, o *ResponseObjec
 	if a.Responses == nil || rs.rr.Store != nil && !*rs.rr.Store {
 		return
 	}
-	conv := append(append(append([]map[string]any(nil), rs.history...), rs.input...), outputMessages(o)...)
+	conv := append(append(append([]chatMessage(nil), rs.history...), rs.input...), outputMessages(o)...)
 	cj, err := json.Marshal(conv)
 	if err != nil {
 		return
@@ -409,30 +502,29 @@ func (a *API) storeResponse(r *http.Request, rs *responseState, o *ResponseObjec
 
 // outputMessages is a response's output as the chat messages of the conversation it ends:
 // one assistant message with its text and its function calls (reasoning is left out).
-func outputMessages(o *ResponseObject) []map[string]any {
+func outputMessages(o *ResponseObject) []chatMessage {
 	var text strings.Builder
-	var calls []any
+	var calls []chatToolCall
 	for _, item := range o.Output {
-		switch item["type"] {
-		case "message":
-			for _, c := range item["content"].([]any) {
-				if t, ok := c.(map[string]any)["text"].(string); ok {
-					text.WriteString(t)
-				}
+		switch item := item.(type) {
+		case *MessageItem:
+			for _, c := range item.Content {
+				text.WriteString(c.Text)
 			}
-		case "function_call":
-			calls = append(calls, map[string]any{"id": item["call_id"], "type": "function",
-				"function": map[string]any{"name": item["name"], "arguments": item["arguments"]}})
+		case *FunctionCallItem:
+			call := chatToolCall{ID: item.CallID, Type: "function"}
+			call.Function.Name, call.Function.Arguments = item.Name, item.Arguments
+			calls = append(calls, call)
 		}
 	}
-	msg := map[string]any{"role": "assistant", "content": text.String()}
+	msg := chatMessage{Role: "assistant", Content: text.String()}
 	if len(calls) > 0 {
-		msg["tool_calls"] = calls
+		msg.ToolCalls = calls
 		if text.Len() == 0 {
-			msg["content"] = nil
+			msg.Content = nil
 		}
 	}
-	return []map[string]any{msg}
+	return []chatMessage{msg}
 }
 
 // inputItems is a request's input as the items GET …/input_items lists (a string is one user
@@ -534,7 +626,7 @@ type responseState struct {
 	created int64
 	seq     int
 	// history is the conversation the response continues, input its input, as chat messages.
-	history, input []map[string]any
+	history, input []chatMessage
 }
 
 // object is the response: status completed (incomplete at max_output_tokens) and its
@@ -542,7 +634,7 @@ type responseState struct {
 func (rs *responseState) object(resp *Response) *ResponseObject {
 	rr := rs.rr
 	o := &ResponseObject{ID: rs.id, Object: "response", CreatedAt: rs.created, Status: "in_progress", Model: rs.run.pr.name,
-		Output: []map[string]any{}, Instructions: rr.Instructions, MaxOutputTokens: rr.MaxOutputTokens, Temperature: rr.Temperature,
+		Output: OutputItems{}, Instructions: rr.Instructions, MaxOutputTokens: rr.MaxOutputTokens, Temperature: rr.Temperature,
 		TopP: rr.TopP, Tools: []any{}, ToolChoice: "auto", ParallelToolCalls: rr.ParallelToolCalls == nil || *rr.ParallelToolCalls,
 		Text: map[string]any{"format": map[string]any{"type": "text"}}, Reasoning: map[string]any{"effort": nil, "summary": nil},
 		Store: rr.Store == nil || *rr.Store, Truncation: "disabled", Metadata: rr.Metadata, User: rr.User, PreviousResponseID: rr.PreviousResponseID}
@@ -597,43 +689,44 @@ func itemStatus(finish string) string {
 	return "completed"
 }
 
-func (rs *responseState) reasoningItem(text string) map[string]any {
-	return map[string]any{"type": "reasoning", "id": "rs_" + rs.id[5:], "summary": []any{},
-		"content": []any{map[string]any{"type": "reasoning_text", "text": text}}, "status": "completed"}
+func (rs *responseState) reasoningItem(text string) *ReasoningItem {
+	return &ReasoningItem{Type: "reasoning", ID: "rs_" + rs.id[5:], Summary: []any{},
+		Content: []ReasoningText{{Type: "reasoning_text", Text: text}}, Status: "completed"}
 }
 
-func (rs *responseState) messageItem(text string, lps *Logprobs, status string) map[string]any {
+func (rs *responseState) messageItem(text string, lps *Logprobs, status string) *MessageItem {
 	part := rs.textPart(text, lps)
-	content := []any{}
+	content := []OutputText{}
 	if status != "in_progress" {
 		content = append(content, part)
 	}
-	return map[string]any{"type": "message", "id": "msg_" + rs.id[5:], "status": status, "role": "assistant", "content": content}
+	return &MessageItem{Type: "message", ID: "msg_" + rs.id[5:], Status: status, Role: "assistant", Content: content}
 }
 
-func (rs *responseState) textPart(text string, lps *Logprobs) map[string]any {
-	part := map[string]any{"type": "output_text", "text": text, "annotations": []any{}}
+func (rs *responseState) textPart(text string, lps *Logprobs) OutputText {
+	part := OutputText{Type: "output_text", Text: text, Annotations: []any{}}
 	if lps != nil {
-		part["logprobs"] = responseLogprobs(lps.Content)
+		l := responseLogprobs(lps.Content)
+		part.Logprobs = &l
 	}
 	return part
 }
 
-func responseLogprobs(lps []TokenLogprob) []any {
-	out := []any{}
+func responseLogprobs(lps []TokenLogprob) []OutputLogprob {
+	out := []OutputLogprob{}
 	for _, l := range lps {
-		top := []any{}
+		top := []OutputTopLogprob{}
 		for _, t := range l.TopLogprobs {
-			top = append(top, map[string]any{"token": t.Token, "logprob": t.Logprob, "bytes": t.Bytes})
+			top = append(top, OutputTopLogprob{Token: t.Token, Logprob: t.Logprob, Bytes: t.Bytes})
 		}
-		out = append(out, map[string]any{"token": l.Token, "logprob": l.Logprob, "bytes": l.Bytes, "top_logprobs": top})
+		out = append(out, OutputLogprob{Token: l.Token, Logprob: l.Logprob, Bytes: l.Bytes, TopLogprobs: top})
 	}
 	return out
 }
 
-func (rs *responseState) callItem(i int, callID, name, args, status string) map[string]any {
-	return map[string]any{"type": "function_call", "id": fmt.Sprintf("fc_%s_%d", rs.id[5:], i), "call_id": callID, "name": name,
-		"arguments": args, "status": status}
+func (rs *responseState) callItem(i int, callID, name, args, status string) *FunctionCallItem {
+	return &FunctionCallItem{Type: "function_call", ID: fmt.Sprintf("fc_%s_%d", rs.id[5:], i), CallID: callID, Name: name,
+		Arguments: args, Status: status}
 }
 
 // stream answers with the Responses API's server-sent events: response.created and
@@ -671,7 +764,7 @@ func (rs *responseState) stream(w http.ResponseWriter, r *http.Request, a *API) 
 			return
 		}
 		item := rs.reasoningItem(reasoning.String())
-		emit("response.reasoning_text.done", map[string]any{"item_id": item["id"], "output_index": reasoningAt, "content_index": 0, "text": reasoning.String()})
+		emit("response.reasoning_text.done", map[string]any{"item_id": item.ID, "output_index": reasoningAt, "content_index": 0, "text": reasoning.String()})
 		emit("response.output_item.done", map[string]any{"output_index": reasoningAt, "item": item})
 		reasoningAt = -2
 	}
@@ -685,8 +778,8 @@ func (rs *responseState) stream(w http.ResponseWriter, r *http.Request, a *API) 
 		}
 		item := rs.messageItem(text.String(), lps, itemStatus(ru.choices[0].finish))
 		part := rs.textPart(text.String(), lps)
-		emit("response.output_text.done", map[string]any{"item_id": item["id"], "output_index": messageAt, "content_index": 0, "text": text.String(), "logprobs": []any{}})
-		emit("response.content_part.done", map[string]any{"item_id": item["id"], "output_index": messageAt, "content_index": 0, "part": part})
+		emit("response.output_text.done", map[string]any{"item_id": item.ID, "output_index": messageAt, "content_index": 0, "text": text.String(), "logprobs": []any{}})
+		emit("response.content_part.done", map[string]any{"item_id": item.ID, "output_index": messageAt, "content_index": 0, "part": part})
 		emit("response.output_item.done", map[string]any{"output_index": messageAt, "item": item})
 		messageAt = -2
 	}
@@ -698,7 +791,7 @@ func (rs *responseState) stream(w http.ResponseWriter, r *http.Request, a *API) 
 			if reasoningAt < 0 {
 				reasoningAt, next = next, next+1
 				item := rs.reasoningItem("")
-				item["content"], item["status"] = []any{}, "in_progress"
+				item.Content, item.Status = []ReasoningText{}, "in_progress"
 				emit("response.output_item.added", map[string]any{"output_index": reasoningAt, "item": item})
 			}
 			reasoning.WriteString(d)
@@ -710,12 +803,12 @@ func (rs *responseState) stream(w http.ResponseWriter, r *http.Request, a *API) 
 				messageAt, next = next, next+1
 				item := rs.messageItem("", nil, "in_progress")
 				emit("response.output_item.added", map[string]any{"output_index": messageAt, "item": item})
-				emit("response.content_part.added", map[string]any{"item_id": item["id"], "output_index": messageAt, "content_index": 0,
+				emit("response.content_part.added", map[string]any{"item_id": item.ID, "output_index": messageAt, "content_index": 0,
 					"part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}})
 			}
 			if messageAt >= 0 {
 				text.WriteString(d)
-				lps := []any{}
+				lps := []OutputLogprob{}
 				if req.Logprobs && len(ru.choices[0].logprobs) > sentLP {
 					lps = responseLogprobs(ru.choices[0].logprobs[sentLP:])
 					sentLP = len(ru.choices[0].logprobs)
@@ -752,7 +845,7 @@ func (rs *responseState) stream(w http.ResponseWriter, r *http.Request, a *API) 
 		messageAt, next = next, next+1
 		item := rs.messageItem("", nil, "in_progress")
 		emit("response.output_item.added", map[string]any{"output_index": messageAt, "item": item})
-		emit("response.content_part.added", map[string]any{"item_id": item["id"], "output_index": messageAt, "content_index": 0,
+		emit("response.content_part.added", map[string]any{"item_id": item.ID, "output_index": messageAt, "content_index": 0,
 			"part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}})
 	}
 	closeMessage()

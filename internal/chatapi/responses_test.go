@@ -40,3 +40,45 @@ func FuzzResponsesRequest(f *testing.F) {
 		}
 	})
 }
+
+// TestResponsesJSON: the typed messages and output items are written as they were when they
+// were maps (keys in the order of their names): stored conversations and responses, the
+// prompts templates render from the messages, and clients' byte comparisons stay the same.
+func TestResponsesJSON(t *testing.T) {
+	var rr ResponsesRequest
+	json.Unmarshal([]byte(`{"instructions":"Be brief.","input":[{"role":"user","content":"a<b"},
+		{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},{"type":"function_call","call_id":"c2","name":"g","arguments":""},
+		{"type":"function_call_output","call_id":"c1","output":"ok"}]}`), &rr)
+	history := []chatMessage{{Role: "user", Content: "earlier"}}
+	req, input, err := rr.chatRequest(history)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"content":"Be brief.","role":"system"},{"content":"earlier","role":"user"},{"content":"a\u003cb","role":"user"},` +
+		`{"content":null,"role":"assistant","tool_calls":[{"function":{"arguments":"{}","name":"f"},"id":"c1","type":"function"},{"function":{"arguments":"","name":"g"},"id":"c2","type":"function"}]},` +
+		`{"content":"ok","role":"tool","tool_call_id":"c1"}]`
+	if string(req.Messages) != want {
+		t.Errorf("messages:\n got %s\nwant %s", req.Messages, want)
+	}
+	if len(input) != 3 {
+		t.Errorf("input: %d messages", len(input))
+	}
+
+	rs := &responseState{id: "resp_abc"}
+	lps := &Logprobs{Content: []TokenLogprob{{Token: "x", Logprob: -0.5, Bytes: []int{120}, TopLogprobs: []TopLogprobJS{{Token: "x", Logprob: -0.5, Bytes: []int{120}}}}}}
+	o := &ResponseObject{Output: OutputItems{rs.reasoningItem("hmm"), rs.messageItem("Hi", lps, "completed"), rs.messageItem("", nil, "in_progress"),
+		rs.callItem(0, "call_1", "f", `{"a":1}`, "completed")}}
+	b, _ := json.Marshal(o.Output)
+	want = `[{"content":[{"text":"hmm","type":"reasoning_text"}],"id":"rs_abc","status":"completed","summary":[],"type":"reasoning"},` +
+		`{"content":[{"annotations":[],"logprobs":[{"bytes":[120],"logprob":-0.5,"token":"x","top_logprobs":[{"bytes":[120],"logprob":-0.5,"token":"x"}]}],"text":"Hi","type":"output_text"}],"id":"msg_abc","role":"assistant","status":"completed","type":"message"},` +
+		`{"content":[],"id":"msg_abc","role":"assistant","status":"in_progress","type":"message"},` +
+		`{"arguments":"{\"a\":1}","call_id":"call_1","id":"fc_abc_0","name":"f","status":"completed","type":"function_call"}]`
+	if string(b) != want {
+		t.Errorf("output:\n got %s\nwant %s", b, want)
+	}
+	// The conversation a stored response keeps ends with its output as one assistant message.
+	b, _ = json.Marshal(outputMessages(o))
+	if want := `[{"content":"Hi","role":"assistant","tool_calls":[{"function":{"arguments":"{\"a\":1}","name":"f"},"id":"call_1","type":"function"}]}]`; string(b) != want {
+		t.Errorf("output messages:\n got %s\nwant %s", b, want)
+	}
+}
