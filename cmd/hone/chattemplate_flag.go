@@ -40,13 +40,13 @@ func chatTemplates(values []string) (map[string]chatTemplateFlag, error) {
 		case strings.Contains(file, "{{") || strings.Contains(file, "{%"):
 			t = chatTemplateFlag{src: file, from: "--chat-template (given inline)"}
 		default:
-			return nil, fmt.Errorf("--chat-template %q: %v (give FILE, a Jinja chat template, or NAME=FILE for the model served as NAME)", v, err)
+			return nil, fmt.Errorf("--chat-template %q: %w (give FILE, a Jinja chat template, or NAME=FILE for the model served as NAME)", v, err)
 		}
 		if strings.TrimSpace(t.src) == "" {
 			return nil, fmt.Errorf("--chat-template %q: the template is empty", v)
 		}
 		if _, err := chattemplate.Compile(t.src); err != nil {
-			return nil, fmt.Errorf("--chat-template %q: %v", v, err)
+			return nil, fmt.Errorf("--chat-template %q: %w", v, err)
 		}
 		out[name] = t
 	}

@@ -174,7 +174,7 @@ func parseScorers(flags []string, file string) ([]json.RawMessage, error) {
 		}
 		var list []json.RawMessage
 		if err := json.Unmarshal(data, &list); err != nil {
-			return nil, fmt.Errorf("--scorers %s: not a JSON list of scorers: %v", file, err)
+			return nil, fmt.Errorf("--scorers %s: not a JSON list of scorers: %w", file, err)
 		}
 		out = append(out, list...)
 	}

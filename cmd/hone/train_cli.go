@@ -375,7 +375,7 @@ func readSFTFile(path string) ([]byte, int, error) {
 			continue
 		}
 		if _, err := train.ParseSFTLine(line); err != nil {
-			return nil, 0, fmt.Errorf("%s:%d: %v (nothing was sent)", path, i+1, err)
+			return nil, 0, fmt.Errorf("%s:%d: %w (nothing was sent)", path, i+1, err)
 		}
 		n++
 	}
@@ -393,7 +393,7 @@ func readGroupsFile(path string) (groups []json.RawMessage, notes []string, err 
 		return nil, nil, err
 	}
 	if err := json.Unmarshal(raw, &groups); err != nil {
-		return nil, nil, fmt.Errorf("%s must hold a JSON array of trajectory groups: %v (nothing was sent)", path, err)
+		return nil, nil, fmt.Errorf("%s must hold a JSON array of trajectory groups: %w (nothing was sent)", path, err)
 	}
 	if len(groups) == 0 {
 		return nil, nil, fmt.Errorf("%s holds no trajectory groups (nothing was sent)", path)
@@ -402,7 +402,7 @@ func readGroupsFile(path string) (groups []json.RawMessage, notes []string, err 
 	for i, g := range groups {
 		var grp train.TrajectoryGroup // a missing reward is 0, as ART sends it
 		if err := json.Unmarshal(g, &grp); err != nil {
-			return nil, nil, fmt.Errorf("%s: group %d: %v (nothing was sent)", path, i, err)
+			return nil, nil, fmt.Errorf("%s: group %d: %w (nothing was sent)", path, i, err)
 		}
 		if len(grp.Trajectories) == 0 {
 			return nil, nil, fmt.Errorf("%s: group %d has no trajectories (nothing was sent)", path, i)

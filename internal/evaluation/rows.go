@@ -164,7 +164,7 @@ func (ex *example) check(scorers []Scorer, param string) error {
 				}
 			case ToolCall:
 				if _, err := expectedCall(v); err != nil {
-					return fmt.Errorf("row %d: scorer %s: %v", ex.index, sc.Name, err)
+					return fmt.Errorf("row %d: scorer %s: %w", ex.index, sc.Name, err)
 				}
 			}
 		}

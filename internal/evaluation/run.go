@@ -30,7 +30,7 @@ func (s *Service) Runner(next jobs.Runner) jobs.Runner {
 		}
 		var je JobEvaluation
 		if err := json.Unmarshal(raw, &je); err != nil {
-			return nil, fmt.Errorf("the job's evaluation is not readable: %v", err)
+			return nil, fmt.Errorf("the job's evaluation is not readable: %w", err)
 		}
 		return s.trainThenEvaluate(ctx, j, je, next, progress)
 	}
@@ -40,7 +40,7 @@ func (s *Service) Runner(next jobs.Runner) jobs.Runner {
 func (s *Service) runJob(ctx context.Context, j jobs.Job, progress func(string, any)) (*int, error) {
 	var je JobEvaluation
 	if err := json.Unmarshal(j.Payload, &je); err != nil {
-		return nil, fmt.Errorf("the job's payload is not readable: %v", err)
+		return nil, fmt.Errorf("the job's payload is not readable: %w", err)
 	}
 	rec, err := s.Evaluate(ctx, j, "", je, je.Target, progress)
 	if err != nil {
@@ -74,7 +74,7 @@ func (s *Service) trainThenEvaluate(ctx context.Context, j jobs.Job, je JobEvalu
 	}
 	m, err := s.Reg.Get(ctx, j.ModelID)
 	if err != nil {
-		return nil, fmt.Errorf("the job's model is gone: %v", err)
+		return nil, fmt.Errorf("the job's model is gone: %w", err)
 	}
 	t := CheckpointTarget(m, *step)
 	rec, err := s.Evaluate(ctx, j, "checkpoint", je, t, progress)
@@ -82,7 +82,7 @@ func (s *Service) trainThenEvaluate(ctx context.Context, j jobs.Job, je JobEvalu
 		if errors.Is(err, jobs.ErrCancelled) || ctx.Err() != nil {
 			return nil, err
 		}
-		return nil, fmt.Errorf("checkpoint step %d was saved, but its evaluation failed: %v", *step, err)
+		return nil, fmt.Errorf("checkpoint step %d was saved, but its evaluation failed: %w", *step, err)
 	}
 	if err := s.promote(ctx, j, je, rec, progress); err != nil {
 		return nil, err
@@ -141,7 +141,7 @@ func (s *Service) Evaluate(ctx context.Context, j jobs.Job, label string, je Job
 	sp := je.Spec
 	exs, err := s.examples(ctx, sp.Dataset, sp)
 	if err != nil {
-		return rec, fmt.Errorf("the evaluation's dataset %s: %v", sp.Dataset, err)
+		return rec, fmt.Errorf("the evaluation's dataset %s: %w", sp.Dataset, err)
 	}
 	scorers := make([]*scorer, len(sp.Scorers))
 	for i, sc := range sp.Scorers {
@@ -154,7 +154,7 @@ func (s *Service) Evaluate(ctx context.Context, j jobs.Job, label string, je Job
 		if sc.Type == Judge {
 			jt, err := s.ResolveTarget(ctx, j.Entity, sc.Model, "model")
 			if err != nil {
-				return rec, fmt.Errorf("the judge of scorer %s: %v", sc.Name, err)
+				return rec, fmt.Errorf("the judge of scorer %s: %w", sc.Name, err)
 			}
 			judges[sc.Name] = jt.Name
 		}
@@ -449,7 +449,7 @@ func (s *Service) row(ctx context.Context, j jobs.Job, project, parentID, traceI
 		case sc.Type == Judge:
 			score, err := s.judge(ctx, j, sc, judges[sc.Name], ex, out, expected)
 			if err != nil && !fault.Is(err, fault.KindInvalid) {
-				return rowResult{}, fmt.Errorf("row %d: the judge of scorer %s: %v", ex.index, sc.Name, err)
+				return rowResult{}, fmt.Errorf("row %d: the judge of scorer %s: %w", ex.index, sc.Name, err)
 			}
 			if err != nil {
 				serr = err.Error()

@@ -235,7 +235,7 @@ func (s *Service) rule(ctx context.Context, modelID, alias, param string) (regis
 	}
 	var r Rule
 	if err := json.Unmarshal(a.Rule, &r); err != nil {
-		return a, r, fmt.Errorf("alias %s's rule is not readable: %v", alias, err)
+		return a, r, fmt.Errorf("alias %s's rule is not readable: %w", alias, err)
 	}
 	return a, r, nil
 }
@@ -302,7 +302,7 @@ func (s *Service) Promote(ctx context.Context, j jobs.Job, alias string, je eval
 	}
 	a, r, err := s.rule(ctx, m.ID, alias, "promote")
 	if err != nil {
-		return fmt.Errorf("promoting %s: %v", alias, err)
+		return fmt.Errorf("promoting %s: %w", alias, err)
 	}
 	if cand.Step == nil {
 		return fmt.Errorf("promoting %s: the evaluated model is not a checkpoint of %s", alias, modelRef(m))
@@ -349,7 +349,7 @@ func (s *Service) Promote(ctx context.Context, j jobs.Job, alias string, je eval
 		cur, err = s.Evals.Evaluate(ctx, j, "current", je, evaluation.CheckpointTarget(m, a.Step), progress)
 	}
 	if err != nil {
-		return fmt.Errorf("evaluating %s:%s's current checkpoint (step %d): %v", modelRef(m), alias, a.Step, err)
+		return fmt.Errorf("evaluating %s:%s's current checkpoint (step %d): %w", modelRef(m), alias, a.Step, err)
 	}
 	d.CurrentCall = cur.ID
 	if v, ok := cur.Metrics[r.Metric]; ok {

@@ -596,16 +596,16 @@ func (s *Service) saveResult(ctx context.Context, jobID string, r runResult) {
 func (s *Service) runPolicy(ctx context.Context, j jobs.Job, progress func(string, any)) (*int, error) {
 	var pl policyPayload
 	if err := json.Unmarshal(j.Payload, &pl); err != nil {
-		return nil, fmt.Errorf("the run's payload is not readable: %v", err)
+		return nil, fmt.Errorf("the run's payload is not readable: %w", err)
 	}
 	p := pl.Policy
 	m, err := s.Reg.Get(ctx, j.ModelID)
 	if err != nil {
-		return nil, fmt.Errorf("the policy's model is gone: %v", err)
+		return nil, fmt.Errorf("the policy's model is gone: %w", err)
 	}
 	a, r, err := s.rule(ctx, m.ID, p.Alias, "alias")
 	if err != nil {
-		return nil, fmt.Errorf("the policy's alias: %v", err)
+		return nil, fmt.Errorf("the policy's alias: %w", err)
 	}
 	var res runResult
 	if data, ok := s.Evals.PriorEvent(ctx, j.ID, EventRunStarted); ok {
@@ -644,7 +644,7 @@ func (s *Service) runPolicy(ctx context.Context, j jobs.Job, progress func(strin
 			return nil, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("building the dataset: %v", err)
+			return nil, fmt.Errorf("building the dataset: %w", err)
 		}
 		res.DatasetRef, res.Rows, res.Calls = ds.DatasetRef, ds.Rows, ds.Calls
 		progress(EventDataset, map[string]any{"dataset_ref": ds.DatasetRef, "rows": ds.Rows, "calls": ds.Calls, "skipped": ds.Skipped,
@@ -684,14 +684,14 @@ func (s *Service) runPolicy(ctx context.Context, j jobs.Job, progress func(strin
 	// The rule's evaluation, and the promotion.
 	je, err := s.Evals.LoadEvaluation(ctx, m.Entity, r.Evaluation, "alias")
 	if err != nil {
-		return nil, fmt.Errorf("the rule's evaluation: %v", err)
+		return nil, fmt.Errorf("the rule's evaluation: %w", err)
 	}
 	rec, err := s.Evals.Evaluate(ctx, j, "checkpoint", je, evaluation.CheckpointTarget(m, *step), progress)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, jobs.ErrCancelled
 		}
-		return nil, fmt.Errorf("checkpoint step %d was saved, but its evaluation failed: %v", *step, err)
+		return nil, fmt.Errorf("checkpoint step %d was saved, but its evaluation failed: %w", *step, err)
 	}
 	res.CallID = rec.ID
 	if err := s.Promote(ctx, j, p.Alias, je, rec, progress); err != nil {

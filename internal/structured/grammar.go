@@ -43,7 +43,7 @@ func GrammarRules(src string) (RuleSet, error) {
 			return RuleSet{}, fmt.Errorf("the grammar holds bytes that are not valid UTF-8")
 		}
 		if _, err := CompileRegex(r); err != nil {
-			return RuleSet{}, fmt.Errorf("rule %q is not valid: %v", g.set.Names[i], err)
+			return RuleSet{}, fmt.Errorf("rule %q is not valid: %w", g.set.Names[i], err)
 		}
 	}
 	if len(g.set.Rules) > 1 {
@@ -293,7 +293,7 @@ func (p *exprParser) atom() (string, error) {
 		class := p.s[p.i : end+1]
 		p.i = end + 1
 		if _, err := regexp.Compile(class); err != nil {
-			return "", fmt.Errorf("bad character class %s: %v", class, err)
+			return "", fmt.Errorf("bad character class %s: %w", class, err)
 		}
 		return class, nil
 	case c == '/' && p.g.lark:
@@ -313,7 +313,7 @@ func (p *exprParser) atom() (string, error) {
 			return "", fmt.Errorf("regex flags after /%s/ are not supported", re)
 		}
 		if _, err := regexp.Compile(re); err != nil {
-			return "", fmt.Errorf("bad regex /%s/: %v", re, err)
+			return "", fmt.Errorf("bad regex /%s/: %w", re, err)
 		}
 		return "(?:" + re + ")", nil
 	case c == '.' && !p.g.lark:

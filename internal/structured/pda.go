@@ -105,7 +105,7 @@ func CompileRules(rs RuleSet) (*PDA, error) {
 		}
 		d, err := CompileRegex(src)
 		if err != nil {
-			return nil, fmt.Errorf("rule %s: %v", p.name(i), err)
+			return nil, fmt.Errorf("rule %s: %w", p.name(i), err)
 		}
 		p.rules = append(p.rules, d)
 	}

@@ -77,7 +77,7 @@ func schemaInto(set *RuleSet, schema json.RawMessage, o SchemaOptions) (string, 
 		if json.Unmarshal(schema, &b) == nil && b {
 			root = map[string]json.RawMessage{}
 		} else {
-			return "", fmt.Errorf("the JSON schema must be an object: %v", err)
+			return "", fmt.Errorf("the JSON schema must be an object: %w", err)
 		}
 	}
 	o.set = set

@@ -118,14 +118,14 @@ func parseStructuralTag(raw json.RawMessage) (*StructuralTag, string, error) {
 	}
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &probe); err != nil {
-		return nil, "", fmt.Errorf("the structural tag must be a JSON object: %v", err)
+		return nil, "", fmt.Errorf("the structural tag must be a JSON object: %w", err)
 	}
 	if _, ok := probe["format"]; ok {
 		return nil, "format", fmt.Errorf("the structural tag \"format\" form is not supported; give \"structures\" (begin, schema, end) and \"triggers\"")
 	}
 	var st StructuralTag
 	if err := json.Unmarshal(raw, &st); err != nil {
-		return nil, "", fmt.Errorf("the structural tag is malformed: %v", err)
+		return nil, "", fmt.Errorf("the structural tag is malformed: %w", err)
 	}
 	if len(st.Structures) == 0 {
 		return nil, "structures", fmt.Errorf("the structural tag needs at least one structure")
