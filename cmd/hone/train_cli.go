@@ -26,6 +26,7 @@ import (
 	"github.com/honeai/hone/internal/train"
 	"github.com/honeai/hone/internal/trainapi"
 	"github.com/honeai/hone/internal/training"
+	"github.com/honeai/hone/internal/trainingdata"
 )
 
 func init() {
@@ -374,7 +375,7 @@ func readSFTFile(path string) ([]byte, int, error) {
 		if len(line) == 0 {
 			continue
 		}
-		if _, err := train.ParseSFTLine(line); err != nil {
+		if _, err := trainingdata.ParseSFTLine(line); err != nil {
 			return nil, 0, fmt.Errorf("%s:%d: %w (nothing was sent)", path, i+1, err)
 		}
 		n++
@@ -400,7 +401,7 @@ func readGroupsFile(path string) (groups []json.RawMessage, notes []string, err 
 	}
 	skipped := 0
 	for i, g := range groups {
-		var grp train.TrajectoryGroup // a missing reward is 0, as ART sends it
+		var grp trainingdata.TrajectoryGroup // a missing reward is 0, as ART sends it
 		if err := json.Unmarshal(g, &grp); err != nil {
 			return nil, nil, fmt.Errorf("%s: group %d: %w (nothing was sent)", path, i, err)
 		}

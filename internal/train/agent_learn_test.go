@@ -12,6 +12,7 @@ import (
 	"github.com/honeai/hone/internal/inference"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/sample"
+	"github.com/honeai/hone/internal/trainingdata"
 )
 
 // forcedGuide lets each output step take one of a fixed set of tokens and ends the output
@@ -54,7 +55,7 @@ func sampleOnce(t *testing.T, eng *inference.Engine, req *inference.Request) ([]
 }
 
 // plainLogprobs are a plain OpenAI client's logprobs entries for sampled ids and logprobs.
-func plainLogprobs(c *ChatTokenizer, ids []int, lps []float32) map[string]any {
+func plainLogprobs(c *trainingdata.ChatTokenizer, ids []int, lps []float32) map[string]any {
 	entries := plainEntries(c, ids)
 	for i := range entries {
 		entries[i]["logprob"] = lps[i]
@@ -75,7 +76,7 @@ func TestRLLearnsToolCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := LoadChat(dir)
+	c, err := trainingdata.LoadChat(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func TestRLLearnsToolCall(t *testing.T) {
 	tools := json.RawMessage(lookupTools)
 	prompts := []string{"What is the value?", "Look it up.", "Which value is stored?", "Find the value."}
 	render := func(msgs []json.RawMessage) []int {
-		b, _ := templateMessages(msgs)
+		b, _ := json.Marshal(msgs)
 		in := chattemplateInput(b, c)
 		in.Tools = tools
 		text, err := c.Template.Render(in)
@@ -124,7 +125,7 @@ func TestRLLearnsToolCall(t *testing.T) {
 	var o *AdamW
 	var rewards []float64
 	for step := 0; step < 12; step++ {
-		var groups []TrajectoryGroup
+		var groups []trainingdata.TrajectoryGroup
 		hits, total := 0, 0
 		for pi, p := range prompts {
 			user := json.RawMessage(fmt.Sprintf(`{"role":"user","content":%q}`, p))
@@ -133,7 +134,7 @@ func TestRLLearnsToolCall(t *testing.T) {
 			params.Seed = &seed
 			calls, callLps := sampleOnce(t, eng, &inference.Request{Prompt: render([]json.RawMessage{user}), Params: params, N: samples,
 				MaxTokens: len(steps), IgnoreEOS: true, Adapter: a, Logprobs: true, PromptLogprobs: -1, Guide: steps})
-			var g TrajectoryGroup
+			var g trainingdata.TrajectoryGroup
 			for k := 0; k < samples; k++ {
 				key := c.Tok.Decode(calls[k][len(prefix):len(prefix)+1], false)
 				args, _ := json.Marshal(map[string]string{"key": key})
@@ -142,7 +143,9 @@ func TestRLLearnsToolCall(t *testing.T) {
 					"message":  map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": id, "type": "function", "function": map[string]any{"name": "lookup", "arguments": string(args)}}}},
 					"logprobs": plainLogprobs(c, calls[k], callLps[k])})
 				result := json.RawMessage(fmt.Sprintf(`{"role":"tool","tool_call_id":%q,"content":"value of %s"}`, id, key))
-				callMsg := json.RawMessage(fmt.Sprintf(`{"role":"assistant","content":null,"tool_calls":[{"id":%q,"type":"function","function":{"name":"lookup","arguments":%q}}]}`, id, args))
+				// The call sent back, its content "" as the template gets a tool-call message
+				// (trainingdata renders a null content so).
+				callMsg := json.RawMessage(fmt.Sprintf(`{"role":"assistant","content":"","tool_calls":[{"id":%q,"type":"function","function":{"name":"lookup","arguments":%q}}]}`, id, args))
 				// The answer after the tool's result.
 				aseed := seed*samples + int64(k)
 				aparams := sample.Defaults()
@@ -157,7 +160,7 @@ func TestRLLearnsToolCall(t *testing.T) {
 					r, hits = 1, hits+1
 				}
 				total++
-				g.Trajectories = append(g.Trajectories, Trajectory{Reward: r, Tools: tools,
+				g.Trajectories = append(g.Trajectories, trainingdata.Trajectory{Reward: r, Tools: tools,
 					MessagesAndChoices: []json.RawMessage{user, callChoice, result, ansChoice}})
 			}
 			groups = append(groups, g)

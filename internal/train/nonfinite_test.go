@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/honeai/hone/internal/trainingdata"
 )
 
 // TestDivergedTrainingStops: SFT with a learning rate or weight decay of ±1e308 stops at its
@@ -50,12 +52,12 @@ func TestDivergedTrainingStops(t *testing.T) {
 	a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 4, Alpha: 8, Seed: 1})
 	e, _ := NewTrainer(m, a)
 	user := json.RawMessage(`{"role":"user","content":"Say something"}`)
-	var g TrajectoryGroup
+	var g trainingdata.TrajectoryGroup
 	for i, ids := range [][]int{{100, 101}, {102, 103}} {
-		g.Trajectories = append(g.Trajectories, Trajectory{Reward: float64(i),
+		g.Trajectories = append(g.Trajectories, trainingdata.Trajectory{Reward: float64(i),
 			MessagesAndChoices: []json.RawMessage{user, choiceJSON(c, ids, []float32{-1, -2})}})
 	}
-	_, _, err := RLStep(context.Background(), e, c, []TrajectoryGroup{g}, RLConfig{Loss: "cispo", LearningRate: 1e308, ScaleRewards: true}, nil)
+	_, _, err := RLStep(context.Background(), e, c, []trainingdata.TrajectoryGroup{g}, RLConfig{Loss: "cispo", LearningRate: 1e308, ScaleRewards: true}, nil)
 	if !errors.Is(err, ErrDiverged) {
 		t.Fatalf("RL step at learning rate 1e308: %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/honeai/hone/internal/model"
+	"github.com/honeai/hone/internal/trainingdata"
 )
 
 // adamwGolden is testdata/adamw.json, written by scripts/train-goldens/adamw.py with
@@ -219,14 +220,14 @@ func TestSFTDeterministic(t *testing.T) {
 }
 
 func TestPlanSFT(t *testing.T) {
-	ex := func(n int) Example {
-		x := Example{Tokens: make([]int, n), Train: make([]bool, n)}
+	ex := func(n int) trainingdata.Example {
+		x := trainingdata.Example{Tokens: make([]int, n), Train: make([]bool, n)}
 		for i := range x.Train {
 			x.Train[i] = i >= n/2
 		}
 		return x
 	}
-	xs := []Example{ex(10), ex(20), ex(30), ex(40), ex(50)}
+	xs := []trainingdata.Example{ex(10), ex(20), ex(30), ex(40), ex(50)}
 	// auto: n/8 examples a step, at least 1 and at most 8 (AutoBatchSize).
 	p, err := PlanSFT(xs, SFTConfig{MaxSeqLen: 60})
 	if err != nil {
@@ -273,7 +274,7 @@ func TestPlanSFT(t *testing.T) {
 		t.Fatal("unknown schedule accepted")
 	}
 	// A long example is cut to MaxSeqLen.
-	p, _ = PlanSFT([]Example{ex(100)}, SFTConfig{MaxSeqLen: 64})
+	p, _ = PlanSFT([]trainingdata.Example{ex(100)}, SFTConfig{MaxSeqLen: 64})
 	if n := len(p.Batches[0][0].Seq.Tokens); n != 64 {
 		t.Fatalf("long example packed to %d tokens", n)
 	}

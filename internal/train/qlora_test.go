@@ -18,6 +18,7 @@ import (
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/quant"
 	"github.com/honeai/hone/internal/synth"
+	"github.com/honeai/hone/internal/trainingdata"
 )
 
 // qloraArchs are the architectures Hone trains.
@@ -115,11 +116,11 @@ func TestQLoRASFT(t *testing.T) {
 				}
 				defer m.Close()
 				largest := quantizedMatrices(t, m, q)
-				c, err := LoadChat(dir)
+				c, err := trainingdata.LoadChat(dir)
 				if err != nil {
 					t.Fatal(err)
 				}
-				xs, err := ReadSFT(strings.NewReader(capitals), c, "all")
+				xs, err := trainingdata.ReadSFT(strings.NewReader(capitals), c, "all")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -204,7 +205,7 @@ func TestQLoRASFT(t *testing.T) {
 // loaded on the unquantized base, makes them more likely there too.
 func TestQLoRARLStep(t *testing.T) {
 	dir := qloraDir(t, "qwen2")
-	c, err := LoadChat(dir)
+	c, err := trainingdata.LoadChat(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,17 +242,17 @@ func TestQLoRARLStep(t *testing.T) {
 			before := meanLogp(e, a)
 			var o *AdamW
 			for step := 0; step < 4; step++ {
-				var g TrajectoryGroup
+				var g trainingdata.TrajectoryGroup
 				for i := range good {
 					for _, x := range []struct {
 						tok int
 						r   float64
 					}{{good[i], 1}, {bad[i], 0}} {
-						g.Trajectories = append(g.Trajectories, Trajectory{Reward: x.r, MessagesAndChoices: []json.RawMessage{msgs[1 : len(msgs)-1],
+						g.Trajectories = append(g.Trajectories, trainingdata.Trajectory{Reward: x.r, MessagesAndChoices: []json.RawMessage{msgs[1 : len(msgs)-1],
 							choiceJSON(c, []int{x.tok}, []float32{logp(e, a, x.tok)})}})
 					}
 				}
-				met, o2, err := RLStep(context.Background(), e, c, []TrajectoryGroup{g}, RLConfig{LearningRate: 5e-3}, o)
+				met, o2, err := RLStep(context.Background(), e, c, []trainingdata.TrajectoryGroup{g}, RLConfig{LearningRate: 5e-3}, o)
 				if err != nil && !errors.Is(err, ErrNothingToTrain) {
 					t.Fatal(err)
 				}

@@ -16,6 +16,7 @@ import (
 	"github.com/honeai/hone/internal/quant"
 	"github.com/honeai/hone/internal/safetensors"
 	"github.com/honeai/hone/internal/synth"
+	"github.com/honeai/hone/internal/trainingdata"
 )
 
 // q8_0 encodes v (a multiple of 32 long) as Q8_0 blocks: d = max|x|/127 as f16, q = round(x/d).
@@ -211,11 +212,11 @@ func TestSFTOnQuantizedBase(t *testing.T) {
 	if m.Layers[0].Gate.W.Q == nil || m.LMHead.W.Q == nil {
 		t.Fatal("the base is not quantized")
 	}
-	c, err := LoadChat(dir)
+	c, err := trainingdata.LoadChat(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	xs, err := ReadSFT(strings.NewReader(capitals), c, "all")
+	xs, err := trainingdata.ReadSFT(strings.NewReader(capitals), c, "all")
 	if err != nil {
 		t.Fatal(err)
 	}

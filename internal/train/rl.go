@@ -1,98 +1,15 @@
 package train
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/honeai/hone/internal/model"
+	"github.com/honeai/hone/internal/trainingdata"
 )
-
-// TrajectoryGroup is ART's group of trajectories sampled for the same prompt.
-type TrajectoryGroup struct {
-	Trajectories []Trajectory   `json:"trajectories"`
-	Exceptions   []any          `json:"exceptions,omitempty"`
-	Metadata     map[string]any `json:"metadata,omitempty"`
-}
-
-// Trajectory is ART's trajectory: messages and sampled choices (or the exchanges ART's
-// capture API records, see Normalize), a reward and metrics. A missing reward is 0.0: ART
-// leaves it out of the JSON then.
-type Trajectory struct {
-	MessagesAndChoices  []json.RawMessage `json:"messages_and_choices,omitempty"`
-	Tools               json.RawMessage   `json:"tools,omitempty"`
-	AdditionalHistories []History         `json:"additional_histories,omitempty"`
-	Exchanges           *Exchanges        `json:"exchanges,omitempty"`
-	Reward              float64           `json:"reward"`
-	Metrics             Metrics           `json:"metrics,omitempty"`
-	Metadata            map[string]any    `json:"metadata,omitempty"`
-	Logs                []string          `json:"logs,omitempty"`
-}
-
-// Metrics are a trajectory's metrics: numbers, or booleans (ART allows them) read as 1 and 0.
-type Metrics map[string]float64
-
-// UnmarshalJSON reads numbers and booleans.
-func (m *Metrics) UnmarshalJSON(b []byte) error {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return err
-	}
-	if raw == nil {
-		*m = nil
-		return nil
-	}
-	out := make(Metrics, len(raw))
-	for k, v := range raw {
-		var f float64
-		var t bool
-		switch {
-		case json.Unmarshal(v, &f) == nil:
-			out[k] = f
-		case json.Unmarshal(v, &t) == nil:
-			out[k] = 0
-			if t {
-				out[k] = 1
-			}
-		default:
-			return fmt.Errorf("metric %q must be a number or a boolean, got %s", k, v)
-		}
-	}
-	*m = out
-	return nil
-}
-
-// History is an additional conversation of a trajectory (for example a sub-agent's).
-type History struct {
-	MessagesAndChoices []json.RawMessage `json:"messages_and_choices"`
-	Tools              json.RawMessage   `json:"tools,omitempty"`
-}
-
-// choice is the part of an OpenAI choice RL reads.
-type choice struct {
-	FinishReason string `json:"finish_reason"`
-	// StopReason is vLLM's stop_reason: null when the choice ended on an end-of-sequence
-	// token, the stop string or stop token id otherwise.
-	StopReason json.RawMessage `json:"stop_reason"`
-	Message    json.RawMessage `json:"message"`
-	Logprobs   *struct {
-		Content []lpEntry `json:"content"`
-	} `json:"logprobs"`
-	TokenIDs []int `json:"token_ids"`
-}
-
-// lpEntry is one entry of a choice's logprobs.content.
-type lpEntry struct {
-	Token   string  `json:"token"`
-	Logprob float64 `json:"logprob"`
-	Bytes   []int   `json:"bytes"`
-}
 
 // RLConfig is ART's ExperimentalTrainingConfig as far as Hone implements it.
 type RLConfig struct {
@@ -150,7 +67,7 @@ type RLMetrics struct {
 	NumTrajectories    int     `json:"num_trajectories"`
 	NumTrainableTokens int     `json:"num_trainable_tokens"`
 	// NumUnknownTokens counts sampled tokens whose ids the choices did not say (trained
-	// as context only; see logprobs.go).
+	// as context only; see internal/trainingdata/logprobs.go).
 	NumUnknownTokens int     `json:"num_unknown_tokens,omitempty"`
 	TokensPerSecond  float64 `json:"tokens_per_second"`
 }
@@ -158,7 +75,8 @@ type RLMetrics struct {
 // ErrNothingToTrain is returned when every group's advantages are zero.
 var ErrNothingToTrain = errors.New("no trajectory group has rewards that differ, so there is nothing to train on (every advantage is zero)")
 
-// rlSeq is one tokenised trajectory conversation with its sampled tokens.
+// rlSeq is one tokenised trajectory conversation (trainingdata.Sequence) with its sampled
+// tokens.
 type rlSeq struct {
 	seq       Seq
 	sampled   []bool    // per token: sampled by the policy (trained)
@@ -232,273 +150,10 @@ func (c *RLConfig) defaults() error {
 	return nil
 }
 
-// tokenizeTrajectory turns one conversation of ART's messages_and_choices into tokens,
-// marking the tokens of each Choice (the sampled assistant turns): their ids come from the
-// choice's token_ids, else from its logprobs entries (see logprobs.go), else, when allowed,
-// from tokenising the turn as the template renders it; their sampling logprobs from the
-// choice's logprobs. Everything else — system, user and tool turns, tools, assistant
-// messages given as messages, and the template's text around each choice (the generation
-// prompt, the end-of-turn text) — is context, rendered by the template.
-//
-// A choice's sampled tokens take the place of its turn's body (what the template renders for
-// the message: content, reasoning, tool calls) in the rendered conversation: where their
-// text is the rendered text (or a part of it, such as the content after a think block the
-// template adds), they stand for that part; where it is not (a tool call sampled with other
-// spacing than the template writes it), they replace the body, and the end-of-turn text
-// follows them (less what they already hold, such as a sampled end-of-turn token).
-func (c *ChatTokenizer) tokenizeTrajectory(items []json.RawMessage, tools json.RawMessage, allowNoLogprobs bool) (*rlSeq, error) {
-	msgs := make([]json.RawMessage, len(items))
-	chosen := make([]*choice, len(items))
-	for i, raw := range items {
-		var probe map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &probe); err != nil {
-			return nil, fmt.Errorf("messages_and_choices[%d] is not an object", i)
-		}
-		if _, isChoice := probe["message"]; isChoice {
-			var ch choice
-			if err := json.Unmarshal(raw, &ch); err != nil {
-				return nil, fmt.Errorf("messages_and_choices[%d]: %v", i, err)
-			}
-			chosen[i] = &ch
-			msgs[i] = ch.Message
-			continue
-		}
-		msgs[i] = raw
-	}
-	all, err := templateMessages(msgs)
-	if err != nil {
-		return nil, err
-	}
-	in, err := c.input(all, tools)
-	if err != nil {
-		return nil, err
-	}
-	text, spans, err := c.Template.AssistantSpans(in)
-	if err != nil {
-		return nil, err
-	}
-	// Assistant messages in order, to pair with spans.
-	var assistant []int
-	for i, raw := range msgs {
-		var m struct {
-			Role string `json:"role"`
-		}
-		json.Unmarshal(raw, &m)
-		if m.Role == "assistant" {
-			assistant = append(assistant, i)
-		}
-	}
-	if len(assistant) != len(spans) {
-		return nil, fmt.Errorf("the chat template rendered %d assistant turns for %d assistant messages", len(spans), len(assistant))
-	}
-	out := &rlSeq{}
-	pos := 0
-	appendText := func(s string) {
-		for _, id := range c.Tok.Encode(s, false) {
-			out.seq.Tokens = append(out.seq.Tokens, id)
-			out.sampled = append(out.sampled, false)
-			out.oldLogp = append(out.oldLogp, math.NaN())
-		}
-	}
-	for k, mi := range assistant {
-		ch := chosen[mi]
-		if ch == nil {
-			continue // context, rendered as text
-		}
-		m := readAssistant(ch.Message)
-		sp := spans[k]
-		turn := text[sp.Start:sp.End]
-		body := turn[:len(turn)-sp.Tail]
-		if len(m.calls) > 0 && !rendersCalls(body, m.calls) {
-			return nil, fmt.Errorf("messages_and_choices[%d]: the model's chat template does not render tool calls (%s is not in the assistant turn it renders)", mi, m.calls[0])
-		}
-		// What the sampled text may be: the content, or for a tool-call choice the body
-		// (the calls as the template writes them, which a model trained on the template
-		// samples).
-		texts := []string{m.content, body}
-		if len(m.calls) > 0 || m.content == "" {
-			texts = []string{body, m.content}
-		}
-		ids, lps, known, err := c.sampledTokens(ch, texts, allowNoLogprobs)
-		if err != nil {
-			return nil, fmt.Errorf("messages_and_choices[%d]: %v", mi, err)
-		}
-		ids, lps, known = c.sampledTurnEnd(ch, turn[len(body):], ids, lps, known)
-		var gen []byte
-		for _, id := range ids {
-			gen = append(gen, c.Tok.TokenBytes(id)...)
-		}
-		// Where the sampled text lies in the turn: [j, j+len(gen)); the rest of the turn
-		// after it (from rest) is context.
-		j, rest := placeSampled(turn, len(body), string(gen))
-		appendText(text[pos : sp.Start+j])
-		for i, id := range ids {
-			out.seq.Tokens = append(out.seq.Tokens, id)
-			out.sampled = append(out.sampled, known[i])
-			out.oldLogp = append(out.oldLogp, lps[i])
-			if !known[i] {
-				out.unknown++
-			}
-		}
-		pos = sp.Start + rest
-	}
-	appendText(text[pos:])
-	return out, nil
-}
-
-// sampledTurnEnd adds the token that closes the turn to a choice's sampled tokens when the
-// choice ended on it but does not say so: a choice that finished with "stop" (or
-// "tool_calls") on an end-of-sequence token (no stop_reason) sampled the end-of-turn token the template writes
-// after its body (tail's first token, when special), and a choice without logprobs, or whose
-// client left that token out of them, ends with a token that is not special. The token is
-// trained as sampled (its sampling logprob unknown), so that RL, like SFT, teaches the turn's
-// end.
-func (c *ChatTokenizer) sampledTurnEnd(ch *choice, tail string, ids []int, lps []float64, known []bool) ([]int, []float64, []bool) {
-	stopped := ch.FinishReason == "stop" || ch.FinishReason == "tool_calls" // vLLM's tool_calls: stopped, calls parsed
-	if !stopped || (len(ch.StopReason) > 0 && string(ch.StopReason) != "null") || tail == "" {
-		return ids, lps, known
-	}
-	if len(ids) > 0 && c.Tok.IsSpecial(ids[len(ids)-1]) {
-		return ids, lps, known
-	}
-	end := c.Tok.Encode(tail, false)
-	if len(end) == 0 || !c.Tok.IsSpecial(end[0]) {
-		return ids, lps, known
-	}
-	return append(ids, end[0]), append(lps, math.NaN()), append(known, true)
-}
-
-// placeSampled finds where a choice's sampled text gen lies in its rendered turn (whose body
-// is turn[:bodyLen], the rest being the end-of-turn text): the body's end (the text before it
-// — a think block the template adds — is context), or the body and part of the end-of-turn
-// text (a sampled stop token), or anywhere in the turn; else gen replaces the body. It
-// returns where gen starts and where the context after it resumes.
-func placeSampled(turn string, bodyLen int, gen string) (start, rest int) {
-	if gen == "" {
-		return bodyLen, bodyLen
-	}
-	for end := bodyLen; end <= len(turn); end++ {
-		if strings.HasSuffix(turn[:end], gen) {
-			return end - len(gen), end
-		}
-	}
-	if j := strings.Index(turn, gen); j >= 0 {
-		return j, j + len(gen)
-	}
-	// Replaced: skip the part of the end-of-turn text that gen already ends with.
-	tail := turn[bodyLen:]
-	for n := len(tail); n > 0; n-- {
-		if strings.HasSuffix(gen, tail[:n]) {
-			return 0, bodyLen + n
-		}
-	}
-	return 0, bodyLen
-}
-
-// assistantMsg is what tokenizeTrajectory reads of a choice's message.
-type assistantMsg struct {
-	content string
-	calls   []string // the tool calls' function names
-}
-
-func readAssistant(raw json.RawMessage) assistantMsg {
-	var m struct {
-		Content   any `json:"content"`
-		ToolCalls []struct {
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		} `json:"tool_calls"`
-	}
-	json.Unmarshal(raw, &m)
-	var out assistantMsg
-	out.content, _ = m.Content.(string)
-	for _, tc := range m.ToolCalls {
-		if tc.Function.Name != "" {
-			out.calls = append(out.calls, tc.Function.Name)
-		}
-	}
-	return out
-}
-
-// rendersCalls says whether a rendered assistant turn shows every tool call (by name).
-func rendersCalls(turn string, names []string) bool {
-	for _, n := range names {
-		if !strings.Contains(turn, n) {
-			return false
-		}
-	}
-	return true
-}
-
-// templateMessages is the messages as the template gets them: an assistant message whose
-// content is null (an OpenAI tool-call message) gets the empty string, as vLLM gives
-// templates such a message, so that templates which add to or search the content
-// (SmolLM2's, Qwen3's) render it.
-func templateMessages(msgs []json.RawMessage) ([]byte, error) {
-	out := make([]json.RawMessage, len(msgs))
-	for i, raw := range msgs {
-		out[i] = raw
-		var m map[string]json.RawMessage
-		if json.Unmarshal(raw, &m) != nil || string(m["role"]) != `"assistant"` {
-			continue
-		}
-		if c, ok := m["content"]; ok && string(c) != "null" {
-			continue
-		}
-		// Keep the key order: insert "content" after the existing fields.
-		b := bytes.TrimRight(raw, " \t\r\n")
-		if len(b) < 2 || b[len(b)-1] != '}' {
-			continue
-		}
-		if _, ok := m["content"]; ok {
-			b = replaceNullContent(b)
-		} else {
-			sep := ","
-			if len(m) == 0 {
-				sep = ""
-			}
-			b = append(slices.Clone(b[:len(b)-1]), sep+`"content":""}`...)
-		}
-		out[i] = b
-	}
-	return json.Marshal(out)
-}
-
-// replaceNullContent rewrites an object's "content": null as "content": "", keeping the
-// order of its keys.
-func replaceNullContent(obj []byte) []byte {
-	dec := json.NewDecoder(bytes.NewReader(obj))
-	dec.Token() // {
-	for dec.More() {
-		kt, err := dec.Token()
-		if err != nil {
-			return obj
-		}
-		var v json.RawMessage
-		before := dec.InputOffset()
-		if err := dec.Decode(&v); err != nil {
-			return obj
-		}
-		if k, _ := kt.(string); k == "content" && string(v) == "null" {
-			after := dec.InputOffset()
-			seg := obj[before:after]
-			i := bytes.LastIndex(seg, []byte("null"))
-			if i < 0 {
-				return obj
-			}
-			out := slices.Clone(obj[:int(before)+i])
-			out = append(out, `""`...)
-			return append(out, obj[int(before)+i+4:]...)
-		}
-	}
-	return obj
-}
-
 // RLStep runs one RL step (one ART training job) on groups: group-relative advantages, the
 // configured loss over the sampled tokens, one optimizer update. It returns the metrics, or
 // ErrNothingToTrain when no group has differing rewards.
-func RLStep(ctx context.Context, e *Trainer, chat *ChatTokenizer, groups []TrajectoryGroup, cfg RLConfig, o *AdamW) (RLMetrics, *AdamW, error) {
+func RLStep(ctx context.Context, e *Trainer, chat *trainingdata.ChatTokenizer, groups []trainingdata.TrajectoryGroup, cfg RLConfig, o *AdamW) (RLMetrics, *AdamW, error) {
 	if err := cfg.defaults(); err != nil {
 		return RLMetrics{}, o, err
 	}
@@ -545,10 +200,8 @@ func RLStep(ctx context.Context, e *Trainer, chat *ChatTokenizer, groups []Traje
 			if err := t.Normalize(); err != nil {
 				return met, o, fmt.Errorf("trajectory_groups[%d].trajectories[%d]: %v", gi, ti, err)
 			}
-			convs := []History{{MessagesAndChoices: t.MessagesAndChoices, Tools: t.Tools}}
-			convs = append(convs, t.AdditionalHistories...)
-			for hi, h := range convs {
-				s, err := chat.tokenizeTrajectory(h.MessagesAndChoices, h.Tools, cfg.AllowWithoutLogprobs)
+			for hi, h := range t.Histories() {
+				d, err := chat.TokenizeTrajectory(h.MessagesAndChoices, h.Tools, cfg.AllowWithoutLogprobs)
 				if err != nil {
 					where := fmt.Sprintf("trajectory_groups[%d].trajectories[%d]", gi, ti)
 					if hi > 0 {
@@ -556,10 +209,11 @@ func RLStep(ctx context.Context, e *Trainer, chat *ChatTokenizer, groups []Traje
 					}
 					return met, o, fmt.Errorf("%s: %v", where, err)
 				}
-				if len(s.seq.Tokens) > cfg.MaxSeqLen {
-					return met, o, fmt.Errorf("trajectory_groups[%d].trajectories[%d] has %d tokens, more than %d", gi, ti, len(s.seq.Tokens), cfg.MaxSeqLen)
+				if len(d.Tokens) > cfg.MaxSeqLen {
+					return met, o, fmt.Errorf("trajectory_groups[%d].trajectories[%d] has %d tokens, more than %d", gi, ti, len(d.Tokens), cfg.MaxSeqLen)
 				}
-				s.advantage, s.traj = adv, trained-1
+				s := &rlSeq{seq: Seq{Tokens: d.Tokens}, sampled: d.Sampled, oldLogp: d.OldLogp, unknown: d.Unknown,
+					advantage: adv, traj: trained - 1}
 				met.NumUnknownTokens += s.unknown
 				seqs = append(seqs, s)
 			}
@@ -800,7 +454,7 @@ func (l *rlLoss) compute(cfg *RLConfig, s *rlSeq, st TokenStats, old []float64, 
 
 // RewardStdDev is the mean over groups of their rewards' population standard deviation
 // (ART's reward_std_dev).
-func RewardStdDev(groups []TrajectoryGroup) float64 {
+func RewardStdDev(groups []trainingdata.TrajectoryGroup) float64 {
 	if len(groups) == 0 {
 		return 0
 	}
@@ -814,22 +468,6 @@ func RewardStdDev(groups []TrajectoryGroup) float64 {
 		sum += std
 	}
 	return sum / float64(len(groups))
-}
-
-// Trainable says whether the group's rewards differ (else every advantage in it is zero and
-// the group teaches nothing).
-func (g TrajectoryGroup) Trainable() bool {
-	for _, t := range g.Trajectories {
-		if t.Reward != g.Trajectories[0].Reward {
-			return true
-		}
-	}
-	return false
-}
-
-// Trainable says whether some group's rewards differ.
-func Trainable(groups []TrajectoryGroup) bool {
-	return slices.ContainsFunc(groups, TrajectoryGroup.Trainable)
 }
 
 // meanStd is the mean and population standard deviation.
@@ -847,32 +485,4 @@ func meanStd(x []float64) (float64, float64) {
 		s += (v - m) * (v - m)
 	}
 	return m, math.Sqrt(s / float64(len(x)))
-}
-
-// CheckGroups tokenises every trajectory (and additional history) that an RL step on groups
-// would train — those of groups whose rewards differ — as RLStep does, so that a job is
-// refused when it is created rather than failing when it runs: ids that cannot be recovered
-// from a choice's logprobs, a choice without logprobs, a template that cannot render a turn.
-// The error names the trajectory (trajectory_groups[g].trajectories[t], and
-// .additional_histories[h]) and the choice.
-func (c *ChatTokenizer) CheckGroups(groups []TrajectoryGroup, allowNoLogprobs bool) error {
-	for gi, g := range groups {
-		if !g.Trainable() {
-			continue
-		}
-		for ti, t := range g.Trajectories {
-			convs := []History{{MessagesAndChoices: t.MessagesAndChoices, Tools: t.Tools}}
-			convs = append(convs, t.AdditionalHistories...)
-			for hi, h := range convs {
-				if _, err := c.tokenizeTrajectory(h.MessagesAndChoices, h.Tools, allowNoLogprobs); err != nil {
-					where := fmt.Sprintf("trajectory_groups[%d].trajectories[%d]", gi, ti)
-					if hi > 0 {
-						where += fmt.Sprintf(".additional_histories[%d]", hi-1)
-					}
-					return &FieldError{Field: where, Msg: err.Error()}
-				}
-			}
-		}
-	}
-	return nil
 }

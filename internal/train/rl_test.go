@@ -7,20 +7,20 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strings"
 	"testing"
 
 	"github.com/honeai/hone/internal/chattemplate"
 	"github.com/honeai/hone/internal/inference"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/sample"
+	"github.com/honeai/hone/internal/trainingdata"
 )
 
 func reward(v float64) float64 { return v }
 
 // choiceJSON builds an OpenAI choice as Hone's chat API returns it with logprobs and
 // return_token_ids.
-func choiceJSON(c *ChatTokenizer, ids []int, lps []float32) json.RawMessage {
+func choiceJSON(c *trainingdata.ChatTokenizer, ids []int, lps []float32) json.RawMessage {
 	var content []map[string]any
 	for i, id := range ids {
 		content = append(content, map[string]any{"token": fmt.Sprintf("token_id:%d", id), "logprob": lps[i], "bytes": []int{}})
@@ -30,53 +30,27 @@ func choiceJSON(c *ChatTokenizer, ids []int, lps []float32) json.RawMessage {
 	return b
 }
 
-func TestRLTokenizeAndErrors(t *testing.T) {
+// TestRLStepErrors: groups whose rewards are all equal train nothing, and say so; an unknown
+// loss is refused.
+func TestRLStepErrors(t *testing.T) {
 	dir := tinyDir(t, "llama", 0.02)
-	c, err := LoadChat(dir)
+	c, err := trainingdata.LoadChat(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	user := json.RawMessage(`{"role":"user","content":"Say something"}`)
 	ids := []int{100, 101, 102}
-	s, err := c.tokenizeTrajectory([]json.RawMessage{user, choiceJSON(c, ids, []float32{-1, -2, -3})}, nil, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sampled []int
-	var lps []float64
-	for i, sm := range s.sampled {
-		if sm {
-			sampled = append(sampled, s.seq.Tokens[i])
-			lps = append(lps, s.oldLogp[i])
-		}
-	}
-	if fmt.Sprint(sampled) != "[100 101 102]" || fmt.Sprint(lps) != "[-1 -2 -3]" {
-		t.Fatalf("sampled %v logprobs %v", sampled, lps)
-	}
-	// The rendered text around the choice is kept: the sequence decodes to the template's text.
-	if txt := c.Tok.Decode(s.seq.Tokens, false); !strings.Contains(txt, "Say something") || !strings.Contains(txt, "<|im_end|>") {
-		t.Fatalf("text %q", txt)
-	}
-	// No logprobs: an error unless allowed.
-	noLP := json.RawMessage(`{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"hello"}}`)
-	if _, err := c.tokenizeTrajectory([]json.RawMessage{user, noLP}, nil, false); err == nil || !strings.Contains(err.Error(), "allow_training_without_logprobs") {
-		t.Fatalf("err = %v", err)
-	}
-	if _, err := c.tokenizeTrajectory([]json.RawMessage{user, noLP}, nil, true); err != nil {
-		t.Fatal(err)
-	}
-	// Groups whose rewards are all equal train nothing, and say so.
 	m, _ := model.Load(dir, model.LoadOptions{})
 	a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 2})
 	e, _ := NewTrainer(m, a)
-	g := TrajectoryGroup{Trajectories: []Trajectory{
+	g := trainingdata.TrajectoryGroup{Trajectories: []trainingdata.Trajectory{
 		{MessagesAndChoices: []json.RawMessage{user, choiceJSON(c, ids, []float32{-1, -2, -3})}, Reward: reward(1)},
 		{MessagesAndChoices: []json.RawMessage{user, choiceJSON(c, ids, []float32{-1, -2, -3})}, Reward: reward(1)},
 	}}
-	if _, _, err := RLStep(context.Background(), e, c, []TrajectoryGroup{g}, RLConfig{}, nil); !errors.Is(err, ErrNothingToTrain) {
+	if _, _, err := RLStep(context.Background(), e, c, []trainingdata.TrajectoryGroup{g}, RLConfig{}, nil); !errors.Is(err, ErrNothingToTrain) {
 		t.Fatalf("err = %v", err)
 	}
-	if _, _, err := RLStep(context.Background(), e, c, []TrajectoryGroup{g}, RLConfig{Loss: "dpo"}, nil); err == nil {
+	if _, _, err := RLStep(context.Background(), e, c, []trainingdata.TrajectoryGroup{g}, RLConfig{Loss: "dpo"}, nil); err == nil {
 		t.Fatal("unknown loss accepted")
 	}
 }
@@ -92,7 +66,7 @@ func TestRLLearnsTargetTokens(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, err := LoadChat(dir)
+			c, err := trainingdata.LoadChat(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,7 +79,7 @@ func TestRLLearnsTargetTokens(t *testing.T) {
 			var o *AdamW
 			first, last := -1.0, 0.0
 			for step := 0; step < 60; step++ {
-				var groups []TrajectoryGroup
+				var groups []trainingdata.TrajectoryGroup
 				total, hits := 0, 0
 				for pi, p := range prompts {
 					msgs, _ := json.Marshal([]map[string]string{{"role": "user", "content": p}})
@@ -129,14 +103,14 @@ func TestRLLearnsTargetTokens(t *testing.T) {
 							lps[ev.Choice] = append(lps[ev.Choice], ev.Logprob)
 						}
 					}
-					var g TrajectoryGroup
+					var g trainingdata.TrajectoryGroup
 					for k := 0; k < 8; k++ {
 						r := 0.0
 						if target(toks[k][0]) {
 							r, hits = 1, hits+1
 						}
 						total++
-						g.Trajectories = append(g.Trajectories, Trajectory{Reward: reward(r),
+						g.Trajectories = append(g.Trajectories, trainingdata.Trajectory{Reward: reward(r),
 							MessagesAndChoices: []json.RawMessage{json.RawMessage(fmt.Sprintf(`{"role":"user","content":%q}`, p)), choiceJSON(c, toks[k], lps[k])}})
 					}
 					groups = append(groups, g)
@@ -166,7 +140,7 @@ func TestRLLearnsTargetTokens(t *testing.T) {
 	}
 }
 
-func chattemplateInput(msgs []byte, c *ChatTokenizer) chattemplate.Input {
+func chattemplateInput(msgs []byte, c *trainingdata.ChatTokenizer) chattemplate.Input {
 	return chattemplate.Input{Messages: msgs, AddGenerationPrompt: true, SpecialTokens: c.Special}
 }
 

@@ -1,207 +1,27 @@
 package train
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"math/rand/v2"
-	"sync"
 	"time"
 
-	"github.com/honeai/hone/internal/chattemplate"
-	"github.com/honeai/hone/internal/tokenizer"
-	"github.com/honeai/hone/internal/toolcall"
+	"github.com/honeai/hone/internal/trainingdata"
 )
-
-// Example is one tokenised conversation: Train[i] says whether token i is learned (predicted
-// from the tokens before it).
-type Example struct {
-	Tokens []int
-	Train  []bool
-}
-
-// Trainable counts the learned tokens.
-func (x *Example) Trainable() int {
-	n := 0
-	for i, t := range x.Train {
-		if t && i > 0 {
-			n++
-		}
-	}
-	return n
-}
-
-// ChatTokenizer renders conversations with a model's chat template and tokeniser.
-type ChatTokenizer struct {
-	Template *chattemplate.Template
-	Tok      *tokenizer.Tokenizer
-	Special  map[string]string // bos_token, eos_token, ...
-	// Vocab is the model's vocabulary size when larger than the tokenizer's (padding rows).
-	Vocab int
-	// GenericTools: the model's tool calls are in Hone's generic format (its template shows
-	// no tool syntax), so conversations are prepared as chat prepares them (toolcall.Prepare:
-	// tools described, calls and results written in where the template leaves them out), and
-	// training sees what serving renders.
-	GenericTools bool
-
-	once sync.Once
-	idx  *tokenIndexes
-}
-
-// input is a conversation's template input: prepared for the generic tool format when the
-// model uses it (GenericTools), with the tools described when there are any.
-func (c *ChatTokenizer) input(all, tools json.RawMessage) (chattemplate.Input, error) {
-	in := chattemplate.Input{Messages: all, Tools: tools, SpecialTokens: c.Special}
-	if !c.GenericTools {
-		return in, nil
-	}
-	return toolcall.Prepare(in, c.Template.Caps(c.Special), len(tools) > 0 && string(tools) != "null")
-}
-
-// Tokenize renders messages (and tools) and marks the tokens of assistant turns — all of
-// them, or only the last with turns == "last" — found through the template
-// (chattemplate.AssistantSpans): a token is learned when its bytes overlap an assistant span.
-//
-// Tool calls are trained as the template writes them in the assistant's turn (arguments given
-// as a JSON string are rendered as the object they hold); tool results, system and user turns
-// are context. A model in the generic tool format gets its calls written as chat writes them
-// (GenericTools); otherwise a template that does not render an assistant message's tool calls
-// is an error naming the message, since the turn would teach an empty reply.
-func (c *ChatTokenizer) Tokenize(messages, tools json.RawMessage, turns string) (Example, error) {
-	var msgs []json.RawMessage
-	if err := json.Unmarshal(messages, &msgs); err != nil {
-		return Example{}, errors.New(`"messages" must be an array of chat messages`)
-	}
-	all, err := templateMessages(msgs)
-	if err != nil {
-		return Example{}, err
-	}
-	in, err := c.input(all, tools)
-	if err != nil {
-		return Example{}, err
-	}
-	text, spans, err := c.Template.AssistantSpans(in)
-	if err != nil {
-		return Example{}, err
-	}
-	if len(spans) == 0 {
-		return Example{}, errors.New("the conversation has no assistant message to learn")
-	}
-	k := 0
-	for i, raw := range msgs {
-		var m struct {
-			Role string `json:"role"`
-		}
-		if json.Unmarshal(raw, &m) != nil || m.Role != "assistant" || k >= len(spans) {
-			continue
-		}
-		sp := spans[k]
-		k++
-		if a := readAssistant(raw); len(a.calls) > 0 && !rendersCalls(text[sp.Start:sp.End-sp.Tail], a.calls) {
-			return Example{}, fmt.Errorf("messages[%d]: the model's chat template does not render tool calls (%s is not in the assistant turn it renders)", i, a.calls[0])
-		}
-	}
-	if turns == "last" {
-		spans = spans[len(spans)-1:]
-	}
-	ids := c.Tok.Encode(text, false)
-	x := Example{Tokens: ids, Train: make([]bool, len(ids))}
-	off := 0
-	for i, id := range ids {
-		n := len(c.Tok.TokenBytes(id))
-		for _, s := range spans {
-			if off < s.End && off+n > s.Start {
-				x.Train[i] = true
-			}
-		}
-		off += n
-	}
-	if off != len(text) {
-		return Example{}, fmt.Errorf("tokens do not cover the rendered text (%d of %d bytes); the tokenizer normalises text", off, len(text))
-	}
-	return x, nil
-}
-
-// SFTLine is one line of SFT chat data, before tokenisation.
-type SFTLine struct {
-	Messages json.RawMessage `json:"messages"`
-	Tools    json.RawMessage `json:"tools"`
-}
-
-// ParseSFTLine checks the shape of one non-empty JSONL line of SFT data: a JSON object whose
-// "messages" is a non-empty array of objects, each with a string "role". Clients use it to
-// check a file before they upload it; ReadSFT checks every line again with the template.
-func ParseSFTLine(b []byte) (SFTLine, error) {
-	var row SFTLine
-	if err := json.Unmarshal(b, &row); err != nil {
-		return row, fmt.Errorf("not a JSON object: %v", err)
-	}
-	var msgs []struct {
-		Role *string `json:"role"`
-	}
-	if len(row.Messages) == 0 || row.Messages[0] != '[' || json.Unmarshal(row.Messages, &msgs) != nil {
-		return row, errors.New(`"messages" must be an array of chat messages`)
-	}
-	if len(msgs) == 0 {
-		return row, errors.New(`"messages" is empty`)
-	}
-	for i, m := range msgs {
-		if m.Role == nil {
-			return row, fmt.Errorf(`messages[%d] has no string "role"`, i)
-		}
-	}
-	return row, nil
-}
-
-// ReadSFT reads chat data in JSONL, one {"messages": [...], "tools"?: [...]} per line,
-// tokenised with c. A bad line is an error naming it.
-func ReadSFT(r io.Reader, c *ChatTokenizer, turns string) ([]Example, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	var out []Example
-	line := 0
-	for sc.Scan() {
-		line++
-		b := bytes.TrimSpace(sc.Bytes())
-		if len(b) == 0 {
-			continue
-		}
-		row, err := ParseSFTLine(b)
-		if err != nil {
-			return nil, fmt.Errorf("line %d: %v", line, err)
-		}
-		x, err := c.Tokenize(row.Messages, row.Tools, turns)
-		if err != nil {
-			return nil, fmt.Errorf("line %d: %v", line, err)
-		}
-		out = append(out, x)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("line %d: %v", line+1, err)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("the training data has no examples")
-	}
-	return out, nil
-}
 
 // Packed is examples packed into one sequence.
 type Packed struct {
 	Seq   Seq
-	Train []bool // per token, as in Example
+	Train []bool // per token, as in trainingdata.Example
 }
 
 // Pack places examples one after another into sequences of at most maxLen tokens (an example
 // longer than maxLen is cut to its first maxLen tokens), in order.
-func Pack(xs []Example, maxLen int) []Packed {
+func Pack(xs []trainingdata.Example, maxLen int) []Packed {
 	var out []Packed
 	var cur Packed
 	for _, x := range xs {
@@ -277,7 +97,7 @@ const (
 func AutoBatchSize(n int) int { return min(max(n/8, 1), 8) }
 
 // PlanSFT splits examples into optimizer steps.
-func PlanSFT(xs []Example, cfg SFTConfig) (*SFTPlan, error) {
+func PlanSFT(xs []trainingdata.Example, cfg SFTConfig) (*SFTPlan, error) {
 	if cfg.Epochs <= 0 {
 		cfg.Epochs = DefaultSFTEpochs
 	}
@@ -299,7 +119,7 @@ func PlanSFT(xs []Example, cfg SFTConfig) (*SFTPlan, error) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 7))
 	p := &SFTPlan{cfg: cfg}
 	for ep := 0; ep < cfg.Epochs; ep++ {
-		order := make([]Example, len(xs))
+		order := make([]trainingdata.Example, len(xs))
 		copy(order, xs)
 		if cfg.Shuffle {
 			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
@@ -449,21 +269,4 @@ func RunSFTFrom(ctx context.Context, e *Trainer, p *SFTPlan, o *AdamW, first int
 		}
 	}
 	return o, nil
-}
-
-// LoadChat reads the tokenizer and chat template of a model directory.
-func LoadChat(dir string) (*ChatTokenizer, error) {
-	tok, err := tokenizer.Load(dir)
-	if err != nil {
-		return nil, err
-	}
-	src := tok.ChatTemplate("")
-	if src == "" {
-		return nil, fmt.Errorf("the model in %s has no chat template", dir)
-	}
-	tpl, err := chattemplate.Compile(src)
-	if err != nil {
-		return nil, err
-	}
-	return &ChatTokenizer{Template: tpl, Tok: tok, Special: tok.Config().SpecialTokens}, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/synth"
+	"github.com/honeai/hone/internal/trainingdata"
 )
 
 func tinyDir(t testing.TB, arch string, std float64) string {
@@ -28,42 +29,10 @@ const capitals = `{"messages":[{"role":"user","content":"Capital of France?"},{"
 {"messages":[{"role":"user","content":"Capital of Kenya?"},{"role":"assistant","content":"Nairobi."}]}
 `
 
-func TestTokenizeMarksAssistantTurns(t *testing.T) {
-	dir := tinyDir(t, "llama", 0.02)
-	c, err := LoadChat(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	xs, err := ReadSFT(strings.NewReader(capitals), c, "all")
-	if err != nil {
-		t.Fatal(err)
-	}
-	learned := func(x Example) string {
-		var ids []int
-		for i, id := range x.Tokens {
-			if x.Train[i] {
-				ids = append(ids, id)
-			}
-		}
-		return c.Tok.Decode(ids, false)
-	}
-	if got := learned(xs[0]); !strings.Contains(got, "Paris.") || strings.Contains(got, "France") {
-		t.Fatalf("learned text %q", got)
-	}
-	if got := learned(xs[2]); !strings.Contains(got, "Lima.") || !strings.Contains(got, "Santiago.") || strings.Contains(got, "Chile") {
-		t.Fatalf("all turns: %q", got)
-	}
-	last, _ := ReadSFT(strings.NewReader(capitals), c, "last")
-	if got := learned(last[2]); strings.Contains(got, "Lima") || !strings.Contains(got, "Santiago.") {
-		t.Fatalf("last turn: %q", got)
-	}
-	// Bad lines are named.
-	for _, bad := range []string{"{\"messages\": 3}\n", "not json\n", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}\n"} {
-		if _, err := ReadSFT(strings.NewReader(capitals+bad), c, "all"); err == nil || !strings.Contains(err.Error(), "line 5") {
-			t.Errorf("%q: err = %v", bad, err)
-		}
-	}
-	// Packing keeps examples apart.
+// TestPackKeepsExamplesApart: packed examples keep their segments, and an example's first
+// token is not learned (nothing is before it in its segment).
+func TestPackKeepsExamplesApart(t *testing.T) {
+	_, _, _, xs := tinySFT(t, "llama")
 	pk := Pack(xs, 1000)
 	if len(pk) != 1 || len(pk[0].Seq.Segments) != 4 || pk[0].Train[pk[0].Seq.Segments[1]] {
 		t.Fatalf("packing: %d sequences, segments %v", len(pk), pk[0].Seq.Segments)
@@ -303,18 +272,18 @@ func TestRunSFTStopsWithinAStep(t *testing.T) {
 }
 
 // tinySFT loads a tiny model of arch (std 0.2), its chat tokenizer and the capitals examples.
-func tinySFT(t *testing.T, arch string) (string, *model.Model, *ChatTokenizer, []Example) {
+func tinySFT(t *testing.T, arch string) (string, *model.Model, *trainingdata.ChatTokenizer, []trainingdata.Example) {
 	t.Helper()
 	dir := tinyDir(t, arch, 0.2)
 	m, err := model.Load(dir, model.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := LoadChat(dir)
+	c, err := trainingdata.LoadChat(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	xs, err := ReadSFT(strings.NewReader(capitals), c, "all")
+	xs, err := trainingdata.ReadSFT(strings.NewReader(capitals), c, "all")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/honeai/hone/internal/quant"
 	"github.com/honeai/hone/internal/safetensors"
 	"github.com/honeai/hone/internal/synth"
+	"github.com/honeai/hone/internal/trainingdata"
 )
 
 // tokenRowsModel is a tiny model of arch (tied or not, quantized to q at load unless F32).
@@ -330,7 +331,7 @@ func TestFrozenTokenRows(t *testing.T) {
 // first update of their own AdamW steps); frozen, it leaves them as they are.
 func TestRLTrainsTokenRows(t *testing.T) {
 	dir := tinyDir(t, "llama", 0.2)
-	c, err := LoadChat(dir)
+	c, err := trainingdata.LoadChat(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +347,7 @@ func TestRLTrainsTokenRows(t *testing.T) {
 			"message": map[string]any{"role": "assistant", "content": c.Tok.Decode(toks, true)}, "logprobs": map[string]any{"content": content}})
 		return b
 	}
-	g := TrajectoryGroup{Trajectories: []Trajectory{
+	g := trainingdata.TrajectoryGroup{Trajectories: []trainingdata.Trajectory{
 		{MessagesAndChoices: []json.RawMessage{user, choice([]int{100, 101, end})}, Reward: 1},
 		{MessagesAndChoices: []json.RawMessage{user, choice([]int{102, 103, end})}, Reward: 0},
 	}}
@@ -358,7 +359,7 @@ func TestRLTrainsTokenRows(t *testing.T) {
 		before := slices.Clone(a.HeadTokens.Rows)
 		e, _ := NewTrainer(m, a)
 		e.FrozenTokens = frozen
-		_, o, err := RLStep(context.Background(), e, c, []TrajectoryGroup{g}, RLConfig{LearningRate: 1e-2, ScaleRewards: true}, nil)
+		_, o, err := RLStep(context.Background(), e, c, []trainingdata.TrajectoryGroup{g}, RLConfig{LearningRate: 1e-2, ScaleRewards: true}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

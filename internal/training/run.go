@@ -10,6 +10,7 @@ import (
 	"github.com/honeai/hone/internal/jobs"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/registry"
+	"github.com/honeai/hone/internal/serving"
 	"github.com/honeai/hone/internal/train"
 )
 
@@ -63,7 +64,8 @@ func decodeQueued(j jobs.Job) (queued, error) {
 }
 
 // Run executes one job (the jobs.Runner of the queue): it loads the model's latest adapter
-// (or a fresh one) and its optimizer state, trains, and saves the next checkpoint.
+// (or a fresh one) and its optimizer state (loadStart), trains (runRL in rl.go, runSFT in
+// sft.go), and saves the next checkpoint.
 func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any)) (*int, error) {
 	q, err := decodeQueued(j)
 	if err != nil {
@@ -89,42 +91,9 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 	// A lora artifact a client logged into the model (ART's fork) is taken up now.
 	s.syncLoRALogged(ctx, m, true)
 	chat := chatTokenizer(base)
-	step, next := 0, 1
-	var opt *train.AdamW
-	var adapter *model.LoRA
-	c, err := s.Reg.Latest(ctx, m.ID)
-	if err == nil {
-		next = c.Step + 1
-	}
-	if q.FromStep != nil && err == nil { // train from another checkpoint (loop.go)
-		if *q.FromStep == 0 {
-			err = registry.ErrNotFound
-		} else if c, err = s.Reg.Step(ctx, m.ID, *q.FromStep); errors.Is(err, registry.ErrNotFound) {
-			return nil, fmt.Errorf("checkpoint step %d, which the job trains from, is gone", *q.FromStep)
-		}
-	}
-	if err == nil {
-		step = c.Step
-		dir, err := s.Reg.CheckpointPath(ctx, m.ID, c.Step)
-		if err != nil {
-			return nil, fmt.Errorf("loading checkpoint step %d: %v", c.Step, err)
-		}
-		a, o, err := train.LoadCheckpoint(dir, &base.Model.Config)
-		if err != nil {
-			return nil, fmt.Errorf("loading checkpoint step %d: %v", c.Step, err)
-		}
-		adapter, opt = a, o
-	} else if !errors.Is(err, registry.ErrNotFound) {
+	step, next, adapter, opt, err := s.loadStart(ctx, m, base, q.FromStep)
+	if err != nil {
 		return nil, err
-	}
-	if adapter == nil {
-		rank, alpha := s.LoRARank, s.LoRAAlpha
-		if rank == 0 {
-			rank, alpha = 8, 16
-		}
-		if adapter, err = train.NewLoRA(&base.Model.Config, train.LoRAConfig{Rank: rank, Alpha: alpha, Seed: uint64(time.Now().UnixNano())}); err != nil {
-			return nil, err
-		}
 	}
 	mode := ""
 	if q.RL != nil {
@@ -136,79 +105,14 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 	if err != nil {
 		return nil, err
 	}
-	metrics := map[string]float64{}
-	switch {
-	case q.RL != nil:
-		plan := *q.RL
-		cfg, groups := plan.Config, plan.Groups
-		if cfg.KLPenaltyCoef > 0 {
-			// The reference: kl_penalty_reference_step, or kl_penalty_step_lag steps before
-			// the step trained from, or the base model (step 0).
-			refStep := 0
-			switch {
-			case plan.KLRefStep != nil:
-				refStep = *plan.KLRefStep
-			case plan.KLStepLag != nil:
-				refStep = max(0, step-*plan.KLStepLag)
-			}
-			if refStep > 0 {
-				dir, err := s.Reg.CheckpointPath(ctx, m.ID, refStep)
-				if err != nil {
-					return nil, fmt.Errorf("the KL reference, checkpoint step %d: %v", refStep, err)
-				}
-				ref, _, err := train.LoadCheckpoint(dir, &base.Model.Config)
-				if err != nil {
-					return nil, fmt.Errorf("the KL reference, checkpoint step %d: %v", refStep, err)
-				}
-				cfg.RefAdapter = ref
-			} else {
-				cfg.RefAdapter = emptyAdapter(base.Model.Config.NumLayers) // the base model
-			}
-		}
-		stdDev := train.RewardStdDev(groups)
-		if plan.ScaleLRByStd {
-			if cfg.LRMultiplier, err = s.rewardStdLRMultiplier(ctx, m.ID, step, stdDev); err != nil {
-				return nil, err
-			}
-		}
-		n := 0
-		if train.Trainable(groups) {
-			n = 1
-		}
-		progress(jobs.EventStarted, startedEvent(n, tokens))
-		for i, g := range groups {
-			if !g.Trainable() {
-				progress(jobs.EventGroupSkipped, skippedGroup(i, g))
-			}
-		}
-		e, err := train.NewTrainer(base.Model, adapter)
-		if err != nil {
-			return nil, err
-		}
-		e.FrozenTokens = mode == TokensOff
-		met, o, err := train.RLStep(ctx, e, chat, groups, cfg, opt)
-		switch {
-		case errors.Is(err, train.ErrNothingToTrain):
-			// As ART's backends do, the step still advances: its checkpoint is the adapter
-			// unchanged.
-			metrics = map[string]float64{"reward": met.Reward, "reward_std_dev": met.RewardStdDev}
-		case errors.Is(err, train.ErrDiverged):
-			progress(jobs.EventStep, met) // its non-finite numbers as strings
-			return nil, fmt.Errorf("step %d: %v; no checkpoint was saved", step+1, err)
-		case err != nil:
-			if ctx.Err() != nil {
-				return nil, jobs.ErrCancelled
-			}
-			return nil, err
-		default:
-			opt = o
-			progress(jobs.EventStep, met)
-			metrics = map[string]float64{"reward": met.Reward, "reward_std_dev": met.RewardStdDev, "loss": met.Loss, "grad_norm": met.GradNorm}
-		}
-	case q.SFT != nil:
-		if adapter, opt, metrics, err = s.runSFT(ctx, j, m, base, chat, step, adapter, opt, *q.SFT, tokens, progress); err != nil {
-			return nil, err
-		}
+	var metrics map[string]float64
+	if q.RL != nil {
+		opt, metrics, err = s.runRL(ctx, m, base, chat, step, adapter, opt, *q.RL, tokens, progress)
+	} else {
+		adapter, opt, metrics, err = s.runSFT(ctx, j, m, base, chat, step, adapter, opt, *q.SFT, tokens, progress)
+	}
+	if err != nil {
+		return nil, err
 	}
 	if ctx.Err() != nil {
 		return nil, jobs.ErrCancelled
@@ -226,47 +130,46 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 	return &next, nil
 }
 
-// rewardStdLRMultiplier is ART's scale_learning_rate_by_reward_std_dev: a line fitted to the
-// reward standard deviation of each step trained so far (recorded on the checkpoints) and of
-// this one, the multiplier being its value at this step over its value at step 0 (1 with
-// fewer than two steps or a line that starts at or below 0; never below 0).
-func (s *Service) rewardStdLRMultiplier(ctx context.Context, modelID string, step int, current float64) (float64, error) {
-	xs, ys := []float64{float64(step)}, []float64{current}
-	for after := ""; ; {
-		cs, more, err := s.Reg.Checkpoints(ctx, modelID, after, 100, "asc")
+// loadStart loads what a job trains from: the model's latest checkpoint, or the one the job
+// names (fromStep; 0: none), with its optimizer state, or a fresh adapter. step is that
+// checkpoint's (0: none), next the step of the checkpoint the job saves.
+func (s *Service) loadStart(ctx context.Context, m registry.Model, base *serving.Served, fromStep *int) (step, next int, adapter *model.LoRA, opt *train.AdamW, err error) {
+	step, next = 0, 1
+	c, err := s.Reg.Latest(ctx, m.ID)
+	if err == nil {
+		next = c.Step + 1
+	}
+	if fromStep != nil && err == nil { // train from another checkpoint (loop.go)
+		if *fromStep == 0 {
+			err = registry.ErrNotFound
+		} else if c, err = s.Reg.Step(ctx, m.ID, *fromStep); errors.Is(err, registry.ErrNotFound) {
+			return 0, 0, nil, nil, fmt.Errorf("checkpoint step %d, which the job trains from, is gone", *fromStep)
+		}
+	}
+	if err == nil {
+		step = c.Step
+		dir, err := s.Reg.CheckpointPath(ctx, m.ID, c.Step)
 		if err != nil {
-			return 0, err
+			return 0, 0, nil, nil, fmt.Errorf("loading checkpoint step %d: %v", c.Step, err)
 		}
-		for _, c := range cs {
-			if v, ok := c.Metrics["reward_std_dev"]; ok && c.Step <= step {
-				xs, ys = append(xs, float64(c.Step-1)), append(ys, v)
-			}
+		a, o, err := train.LoadCheckpoint(dir, &base.Model.Config)
+		if err != nil {
+			return 0, 0, nil, nil, fmt.Errorf("loading checkpoint step %d: %v", c.Step, err)
 		}
-		if !more || len(cs) == 0 {
-			break
+		adapter, opt = a, o
+	} else if !errors.Is(err, registry.ErrNotFound) {
+		return 0, 0, nil, nil, err
+	}
+	if adapter == nil {
+		rank, alpha := s.LoRARank, s.LoRAAlpha
+		if rank == 0 {
+			rank, alpha = 8, 16
 		}
-		after = cs[len(cs)-1].ID
+		if adapter, err = train.NewLoRA(&base.Model.Config, train.LoRAConfig{Rank: rank, Alpha: alpha, Seed: uint64(time.Now().UnixNano())}); err != nil {
+			return 0, 0, nil, nil, err
+		}
 	}
-	slope, intercept, ok := fitLine(xs, ys)
-	if !ok || intercept <= 0 {
-		return 1, nil
-	}
-	return max(0, (slope*float64(step)+intercept)/intercept), nil
-}
-
-// fitLine is the least-squares line through the points; ok is false without two distinct x.
-func fitLine(xs, ys []float64) (slope, intercept float64, ok bool) {
-	n := float64(len(xs))
-	var sx, sy, sxx, sxy float64
-	for i := range xs {
-		sx, sy, sxx, sxy = sx+xs[i], sy+ys[i], sxx+xs[i]*xs[i], sxy+xs[i]*ys[i]
-	}
-	d := n*sxx - sx*sx
-	if len(xs) < 2 || d <= 1e-12 {
-		return 0, 0, false
-	}
-	slope = (n*sxy - sx*sy) / d
-	return slope, (sy - slope*sx) / n, true
+	return step, next, adapter, opt, nil
 }
 
 // startedEvent is the data of a training_started event: the job's sequences (SFT: steps)
@@ -275,32 +178,6 @@ func startedEvent(n int, tokens []string) map[string]any {
 	ev := map[string]any{"num_sequences": n}
 	if len(tokens) > 0 {
 		ev["trainable_tokens"] = tokens
-	}
-	return ev
-}
-
-// emptyAdapter adapts nothing: the base model, as a KL reference.
-func emptyAdapter(layers int) *model.LoRA {
-	a := &model.LoRA{Name: "base", Rank: 1, Scaling: 1, Layers: make([]map[string]*model.LoRAPair, layers)}
-	for i := range a.Layers {
-		a.Layers[i] = map[string]*model.LoRAPair{}
-	}
-	return a
-}
-
-// skippedGroup is the data of a group_skipped event: which group, and why it teaches nothing.
-func skippedGroup(i int, g train.TrajectoryGroup) map[string]any {
-	n := len(g.Trajectories)
-	ev := map[string]any{"group_index": i, "num_trajectories": n}
-	switch n {
-	case 0:
-		ev["message"] = fmt.Sprintf("trajectory group %d skipped: it has no trajectories", i)
-	case 1:
-		ev["reward"] = g.Trajectories[0].Reward
-		ev["message"] = fmt.Sprintf("trajectory group %d skipped: its only trajectory has nothing to be compared with (reward %g), so its advantage is zero", i, g.Trajectories[0].Reward)
-	default:
-		ev["reward"] = g.Trajectories[0].Reward
-		ev["message"] = fmt.Sprintf("trajectory group %d skipped: all %d trajectories have reward %g, so every advantage is zero and the group teaches nothing", i, n, g.Trajectories[0].Reward)
 	}
 	return ev
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/honeai/hone/internal/fault"
 	"github.com/honeai/hone/internal/jsonfields"
 	"github.com/honeai/hone/internal/train"
+	"github.com/honeai/hone/internal/trainingdata"
 )
 
 // RLRequest is an RL job as ART's clients send it (POST /v1/preview/training-jobs).
@@ -45,8 +46,8 @@ type SFTRequest struct {
 // messages and choices, a missing reward is 0) and the trainer's configuration. It is built
 // once when the job is created and queued as such.
 type RLSpec struct {
-	Groups []train.TrajectoryGroup `json:"trajectory_groups"`
-	Config train.RLConfig          `json:"config"`
+	Groups []trainingdata.TrajectoryGroup `json:"trajectory_groups"`
+	Config train.RLConfig                 `json:"config"`
 	// KLRefStep and KLStepLag name the KL reference checkpoint (resolved when the job runs).
 	KLRefStep *int `json:"kl_penalty_reference_step,omitempty"`
 	KLStepLag *int `json:"kl_penalty_step_lag,omitempty"`
@@ -351,8 +352,8 @@ func tokenMode(v *string, param string) (string, error) {
 
 // ParseGroups reads trajectory groups; trajectories recorded as exchanges (ART's capture
 // API) become messages and choices, and a missing reward is 0.0.
-func ParseGroups(raw []json.RawMessage) ([]train.TrajectoryGroup, error) {
-	out := make([]train.TrajectoryGroup, len(raw))
+func ParseGroups(raw []json.RawMessage) ([]trainingdata.TrajectoryGroup, error) {
+	out := make([]trainingdata.TrajectoryGroup, len(raw))
 	for i, g := range raw {
 		if err := json.Unmarshal(g, &out[i]); err != nil {
 			return nil, fault.Invalid(fmt.Sprintf("trajectory_groups[%d]", i), "trajectory_groups[%d] is not a trajectory group: %v", i, err)
@@ -360,7 +361,7 @@ func ParseGroups(raw []json.RawMessage) ([]train.TrajectoryGroup, error) {
 		for k := range out[i].Trajectories {
 			if err := out[i].Trajectories[k].Normalize(); err != nil {
 				where := fmt.Sprintf("trajectory_groups[%d].trajectories[%d]", i, k)
-				var fe *train.FieldError
+				var fe *trainingdata.FieldError
 				if errors.As(err, &fe) {
 					return nil, fault.Invalid(where+"."+fe.Field, "%s.%s %s", where, fe.Field, fe.Msg)
 				}

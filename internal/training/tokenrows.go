@@ -7,6 +7,7 @@ import (
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/serving"
 	"github.com/honeai/hone/internal/train"
+	"github.com/honeai/hone/internal/trainingdata"
 )
 
 // unlearnedTurnEnd: a model whose probability of its end-of-turn token where an answer ends
@@ -17,13 +18,13 @@ var unlearnedTurnEnd = 0.01
 
 // prepareTokenRows gives a job's adapter the trainable token rows its trainable_tokens mode
 // asks (docs/training.md, "Trainable token rows"): on: rows for the tokens that mark the
-// assistant's turn in the base's template (train.ChatTokenizer.TurnTokens, with serving's
+// assistant's turn in the base's template (trainingdata.ChatTokenizer.TurnTokens, with serving's
 // stop set); auto (""): those when the adapter has token rows already, or when the model
 // (with the adapter) does not end its turns: its end-of-turn token's probability where an
 // answer ends is below unlearnedTurnEnd of a uniform guess; off: no new rows (rows the adapter
 // has stay, frozen: the trainer is told by the mode). It returns the tokens whose rows the
 // job trains, as text.
-func prepareTokenRows(base *serving.Served, chat *train.ChatTokenizer, a *model.LoRA, mode string) ([]string, error) {
+func prepareTokenRows(base *serving.Served, chat *trainingdata.ChatTokenizer, a *model.LoRA, mode string) ([]string, error) {
 	if mode == TokensOff {
 		return nil, nil
 	}

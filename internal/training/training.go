@@ -30,7 +30,7 @@ import (
 	"github.com/honeai/hone/internal/registry"
 	"github.com/honeai/hone/internal/serving"
 	"github.com/honeai/hone/internal/trace"
-	"github.com/honeai/hone/internal/train"
+	"github.com/honeai/hone/internal/trainingdata"
 )
 
 // Service trains adapters of the served models. Reg, Queue and Models are required; the
@@ -257,7 +257,7 @@ func (s *Service) CreateRLJob(ctx context.Context, m registry.Model, req RLReque
 	if base, ok := s.Models.Get(m.BaseModel); ok && base.Template != nil && base.Tok != nil {
 		chat := chatTokenizer(base)
 		if err := chat.CheckGroups(spec.Groups, spec.Config.AllowWithoutLogprobs); err != nil {
-			var fe *train.FieldError
+			var fe *trainingdata.FieldError
 			if errors.As(err, &fe) {
 				return jobs.Job{}, fault.Invalid(fe.Field, "%s: %s", fe.Field, fe.Msg)
 			}

@@ -1,8 +1,7 @@
-package train
+package trainingdata
 
 import (
 	"compress/gzip"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/honeai/hone/internal/chattemplate"
-	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/tokenizer"
 )
 
@@ -221,11 +219,11 @@ func TestAgentTrajectoryRLPerTemplate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := realChat(t, tc.tok, tc.tmpl)
 			c.GenericTools = tc.generic
-			s, err := c.tokenizeTrajectory(agentChoices(c, tc.calls), json.RawMessage(lookupTools), false)
+			s, err := c.TokenizeTrajectory(agentChoices(c, tc.calls), json.RawMessage(lookupTools), false)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := runs(c, s.seq.Tokens, s.sampled)
+			got := runs(c, s.Tokens, s.Sampled)
 			// Each choice ended on its turn's end, which the entries leave out: it is trained
 			// too (its sampling logprob unknown).
 			end := c.Tok.Decode(c.Tok.Encode(c.Template.TurnEnd(c.Special), false)[:1], false)
@@ -235,9 +233,9 @@ func TestAgentTrajectoryRLPerTemplate(t *testing.T) {
 			}
 			// One logprob per sampled token, the entries' own.
 			var lps, wantLps []float64
-			for i, sm := range s.sampled {
+			for i, sm := range s.Sampled {
 				if sm {
-					lps = append(lps, s.oldLogp[i])
+					lps = append(lps, s.OldLogp[i])
 				}
 			}
 			for _, g := range []string{tc.calls[0], tc.calls[1], "Paris and Lima."} {
@@ -246,8 +244,8 @@ func TestAgentTrajectoryRLPerTemplate(t *testing.T) {
 				}
 				wantLps = append(wantLps, math.NaN())
 			}
-			if fmt.Sprint(lps) != fmt.Sprint(wantLps) || s.unknown != 0 {
-				t.Fatalf("logprobs %v, want %v (%d unknown)", lps, wantLps, s.unknown)
+			if fmt.Sprint(lps) != fmt.Sprint(wantLps) || s.Unknown != 0 {
+				t.Fatalf("logprobs %v, want %v (%d unknown)", lps, wantLps, s.Unknown)
 			}
 			// The sequence is the conversation as the template renders it.
 			all, _ := templateMessages(agentMessages())
@@ -259,7 +257,7 @@ func TestAgentTrajectoryRLPerTemplate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if dec := c.Tok.Decode(s.seq.Tokens, false); dec != text {
+			if dec := c.Tok.Decode(s.Tokens, false); dec != text {
 				t.Fatalf("sequence %q\nrendered %q", dec, text)
 			}
 		})
@@ -275,15 +273,15 @@ func TestAgentChoiceSampledOffTemplate(t *testing.T) {
 	c := realChat(t, "qwen3", "qwen2_5")
 	compact := "<tool_call>\n{\"name\":\"lookup\",\"arguments\":{\"key\":\"France\"}}\n</tool_call><|im_end|>"
 	items := agentChoices(c, []string{compact, "<tool_call>\n{\"name\": \"lookup\", \"arguments\": {\"key\": \"Peru\"}}\n</tool_call>"})
-	s, err := c.tokenizeTrajectory(items, json.RawMessage(lookupTools), false)
+	s, err := c.TokenizeTrajectory(items, json.RawMessage(lookupTools), false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := runs(c, s.seq.Tokens, s.sampled)
+	got := runs(c, s.Tokens, s.Sampled)
 	if len(got) != 3 || got[0] != compact {
 		t.Fatalf("sampled %q", got)
 	}
-	dec := c.Tok.Decode(s.seq.Tokens, false)
+	dec := c.Tok.Decode(s.Tokens, false)
 	if !strings.Contains(dec, "<|im_start|>assistant\n"+compact+"\n<|im_start|>user\n<tool_response>\nParis") || strings.Contains(dec, "\"arguments\": {\"key\": \"France\"}") {
 		t.Fatalf("sequence %q", dec)
 	}
@@ -302,58 +300,18 @@ func TestAgentChoiceSampledOffTemplate(t *testing.T) {
 	}
 	items = agentMessages()
 	items[2] = plainToolChoice(c, "call_1", "𓂀𓃰", gen)
-	s, err = c.tokenizeTrajectory(items, json.RawMessage(lookupTools), false)
+	s, err = c.TokenizeTrajectory(items, json.RawMessage(lookupTools), false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var sampled []int
-	for i, sm := range s.sampled {
+	for i, sm := range s.Sampled {
 		if sm {
-			sampled = append(sampled, s.seq.Tokens[i])
+			sampled = append(sampled, s.Tokens[i])
 		}
 	}
 	ids = append(ids, c.Tok.Encode("<|im_end|>", false)...) // the turn's end it stopped on
-	if fmt.Sprint(sampled) != fmt.Sprint(ids) || s.unknown != 0 {
-		t.Fatalf("sampled %v, want %v (%d lossy entries, %d unknown)", sampled, ids, lossy, s.unknown)
-	}
-}
-
-// TestAdditionalHistoriesTrainAsSequences: each additional history of a trajectory (a
-// sub-agent's conversation, with its own tools) is trained as its own sequence with the
-// trajectory's advantage, and an error in one names it.
-func TestAdditionalHistoriesTrainAsSequences(t *testing.T) {
-	dir := tinyDir(t, "llama", 0.02)
-	c, err := LoadChat(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, _ := model.Load(dir, model.LoadOptions{})
-	a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 2})
-	e, _ := NewTrainer(m, a)
-	user := json.RawMessage(`{"role":"user","content":"Find it."}`)
-	traj := func(r float64, ids ...int) Trajectory {
-		call := plainToolChoice(c, "c1", "x", `<tool_call>{"name": "lookup", "arguments": {"key": "x"}}</tool_call>`)
-		return Trajectory{Reward: r, Tools: json.RawMessage(lookupTools),
-			MessagesAndChoices: []json.RawMessage{user, choiceJSON(c, ids, []float32{-1, -1})},
-			AdditionalHistories: []History{{Tools: json.RawMessage(lookupTools),
-				MessagesAndChoices: []json.RawMessage{user, call, json.RawMessage(`{"role":"tool","tool_call_id":"c1","content":"found"}`), choiceJSON(c, ids, []float32{-2, -2})}}}}
-	}
-	g := TrajectoryGroup{Trajectories: []Trajectory{traj(1, 100, 101), traj(0, 102, 103)}}
-	met, _, err := RLStep(context.Background(), e, c, []TrajectoryGroup{g}, RLConfig{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Per trajectory: its own choice (2 tokens), and in the additional history the call
-	// (which ended on its turn's end: that token is trained too) and the final choice (2).
-	calls := len(c.Tok.Encode(`<tool_call>{"name": "lookup", "arguments": {"key": "x"}}</tool_call>`, false)) + 1
-	if met.NumTrajectories != 4 || met.NumTrainableTokens != 2*(2+calls+2) {
-		t.Fatalf("%d sequences, %d trainable tokens (want 4, %d)", met.NumTrajectories, met.NumTrainableTokens, 2*(2+calls+2))
-	}
-	bad := traj(0, 102, 103)
-	bad.AdditionalHistories[0].MessagesAndChoices[1] = json.RawMessage(`{"index":0,"message":{"role":"assistant","content":"x"}}`)
-	g.Trajectories[1] = bad
-	err = c.CheckGroups([]TrajectoryGroup{g}, false)
-	if err == nil || err.Error() != "trajectory_groups[0].trajectories[1].additional_histories[0] messages_and_choices[1]: the choice has no logprobs; sample with logprobs=true or set allow_training_without_logprobs" {
-		t.Fatalf("err = %v", err)
+	if fmt.Sprint(sampled) != fmt.Sprint(ids) || s.Unknown != 0 {
+		t.Fatalf("sampled %v, want %v (%d lossy entries, %d unknown)", sampled, ids, lossy, s.Unknown)
 	}
 }

@@ -1,4 +1,4 @@
-package train
+package trainingdata
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/honeai/hone/internal/chattemplate"
 	"github.com/honeai/hone/internal/inference"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/sample"
@@ -50,7 +51,7 @@ func TestLogprobIDsFromSampledReplies(t *testing.T) {
 	eng := inference.New(m, inference.Options{})
 	defer eng.Close()
 	msgs, _ := json.Marshal([]map[string]string{{"role": "user", "content": "Say a word."}})
-	text, err := c.Template.Render(chattemplateInput(msgs, c))
+	text, err := c.Template.Render(chattemplate.Input{Messages: msgs, AddGenerationPrompt: true, SpecialTokens: c.Special})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package train
+package trainingdata
 
 import (
 	"encoding/json"
@@ -51,7 +51,6 @@ func FuzzReadSFT(f *testing.F) {
 				}
 			}
 		}
-		Pack(xs, 16)
 	})
 }
 
@@ -81,16 +80,16 @@ func FuzzTrajectory(f *testing.F) {
 		if len(tr.MessagesAndChoices) == 0 || tr.Exchanges != nil {
 			t.Fatalf("normalised to %+v", tr)
 		}
-		for _, h := range append([]History{{MessagesAndChoices: tr.MessagesAndChoices, Tools: tr.Tools}}, tr.AdditionalHistories...) {
-			s, err := c.tokenizeTrajectory(h.MessagesAndChoices, h.Tools, allow)
+		for _, h := range tr.Histories() {
+			s, err := c.TokenizeTrajectory(h.MessagesAndChoices, h.Tools, allow)
 			if err != nil {
 				continue
 			}
-			n := len(s.seq.Tokens)
-			if len(s.sampled) != n || len(s.oldLogp) != n {
-				t.Fatalf("%d tokens, %d sampled flags, %d logprobs", n, len(s.sampled), len(s.oldLogp))
+			n := len(s.Tokens)
+			if len(s.Sampled) != n || len(s.OldLogp) != n {
+				t.Fatalf("%d tokens, %d sampled flags, %d logprobs", n, len(s.Sampled), len(s.OldLogp))
 			}
-			for _, id := range s.seq.Tokens {
+			for _, id := range s.Tokens {
 				if id < 0 || id >= max(c.Vocab, c.Tok.VocabSize()) {
 					t.Fatalf("token id %d out of the vocabulary", id)
 				}

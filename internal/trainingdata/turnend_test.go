@@ -1,4 +1,4 @@
-package train
+package trainingdata
 
 import (
 	"encoding/json"
@@ -145,21 +145,21 @@ func TestRLTrainsTheTurnEnd(t *testing.T) {
 				tc.choice["index"] = 0
 				tc.choice["message"] = map[string]any{"role": "assistant", "content": "Lima."}
 				b, _ := json.Marshal(tc.choice)
-				s, err := chat.tokenizeTrajectory([]json.RawMessage{user, b}, nil, true)
+				s, err := chat.TokenizeTrajectory([]json.RawMessage{user, b}, nil, true)
 				if err != nil {
 					t.Fatalf("%s: %v", tc.name, err)
 				}
 				var sampled []int
-				for i, sm := range s.sampled {
+				for i, sm := range s.Sampled {
 					if sm {
-						sampled = append(sampled, s.seq.Tokens[i])
+						sampled = append(sampled, s.Tokens[i])
 					}
 				}
 				endsTurn := len(sampled) > 0 && sampled[len(sampled)-1] == eot
 				if endsTurn != tc.want || len(sampled) < len(answer) {
 					t.Errorf("%s: sampled %v (%q), end of turn %d learned: %v, want %v", tc.name, sampled, chat.Tok.Decode(sampled, false), eot, endsTurn, tc.want)
 				}
-				if txt := chat.Tok.Decode(s.seq.Tokens, false); txt != renderedTurn(t, chat, user) {
+				if txt := chat.Tok.Decode(s.Tokens, false); txt != renderedTurn(t, chat, user) {
 					t.Errorf("%s: the sequence %q is not the rendered conversation", tc.name, txt)
 				}
 			}
