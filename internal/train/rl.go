@@ -198,7 +198,7 @@ func RLStep(ctx context.Context, e *Trainer, chat *trainingdata.ChatTokenizer, g
 			trainable = true
 			trained++
 			if err := t.Normalize(); err != nil {
-				return met, o, fmt.Errorf("trajectory_groups[%d].trajectories[%d]: %v", gi, ti, err)
+				return met, o, fmt.Errorf("trajectory_groups[%d].trajectories[%d]: %w", gi, ti, err)
 			}
 			for hi, h := range t.Histories() {
 				d, err := chat.TokenizeTrajectory(h.MessagesAndChoices, h.Tools, cfg.AllowWithoutLogprobs)
@@ -207,7 +207,7 @@ func RLStep(ctx context.Context, e *Trainer, chat *trainingdata.ChatTokenizer, g
 					if hi > 0 {
 						where += fmt.Sprintf(".additional_histories[%d]", hi-1)
 					}
-					return met, o, fmt.Errorf("%s: %v", where, err)
+					return met, o, fmt.Errorf("%s: %w", where, err)
 				}
 				if len(d.Tokens) > cfg.MaxSeqLen {
 					return met, o, fmt.Errorf("trajectory_groups[%d].trajectories[%d] has %d tokens, more than %d", gi, ti, len(d.Tokens), cfg.MaxSeqLen)

@@ -110,7 +110,7 @@ func (s *Service) localPath(p string) (string, error) {
 	}
 	root, err := filepath.EvalSymlinks(s.DataRoot)
 	if err != nil {
-		return "", fmt.Errorf("the training data root is not readable: %v", err)
+		return "", fmt.Errorf("the training data root is not readable: %w", err)
 	}
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(root, p)
@@ -140,7 +140,7 @@ func (s *Service) readData(ctx context.Context, entity, u string) ([]byte, error
 		}
 		rows, err := s.Trace.DatasetRows(ctx, ref)
 		if err != nil {
-			return nil, fmt.Errorf("reading the rows of %s: %v", u, err)
+			return nil, fmt.Errorf("reading the rows of %s: %w", u, err)
 		}
 		var buf bytes.Buffer
 		for _, row := range rows {

@@ -53,10 +53,10 @@ func (s *Service) loadResume(ctx context.Context, m registry.Model, jobID string
 	}
 	js, err := os.ReadFile(filepath.Join(dir, resumeFile))
 	if err != nil {
-		return nil, nil, got, fmt.Errorf("its resume state: %v", err)
+		return nil, nil, got, fmt.Errorf("its resume state: %w", err)
 	}
 	if err := json.Unmarshal(js, &got); err != nil {
-		return nil, nil, got, fmt.Errorf("its resume state: %v", err)
+		return nil, nil, got, fmt.Errorf("its resume state: %w", err)
 	}
 	switch {
 	case got.Job != want.Job:
@@ -70,7 +70,7 @@ func (s *Service) loadResume(ctx context.Context, m registry.Model, jobID string
 	}
 	a, o, err := train.LoadCheckpoint(dir, cfg)
 	if err != nil {
-		return nil, nil, got, fmt.Errorf("its resume state: %v", err)
+		return nil, nil, got, fmt.Errorf("its resume state: %w", err)
 	}
 	return a, o, got, nil
 }

@@ -33,11 +33,11 @@ func (s *Service) runRL(ctx context.Context, m registry.Model, base *serving.Ser
 		if refStep > 0 {
 			dir, err := s.Reg.CheckpointPath(ctx, m.ID, refStep)
 			if err != nil {
-				return nil, nil, fmt.Errorf("the KL reference, checkpoint step %d: %v", refStep, err)
+				return nil, nil, fmt.Errorf("the KL reference, checkpoint step %d: %w", refStep, err)
 			}
 			ref, _, err := train.LoadCheckpoint(dir, &base.Model.Config)
 			if err != nil {
-				return nil, nil, fmt.Errorf("the KL reference, checkpoint step %d: %v", refStep, err)
+				return nil, nil, fmt.Errorf("the KL reference, checkpoint step %d: %w", refStep, err)
 			}
 			cfg.RefAdapter = ref
 		} else {
@@ -74,7 +74,7 @@ func (s *Service) runRL(ctx context.Context, m registry.Model, base *serving.Ser
 		return opt, map[string]float64{"reward": met.Reward, "reward_std_dev": met.RewardStdDev}, nil
 	case errors.Is(err, train.ErrDiverged):
 		progress(jobs.EventStep, met) // its non-finite numbers as strings
-		return nil, nil, fmt.Errorf("step %d: %v; no checkpoint was saved", step+1, err)
+		return nil, nil, fmt.Errorf("step %d: %w; no checkpoint was saved", step+1, err)
 	case err != nil:
 		if ctx.Err() != nil {
 			return nil, nil, jobs.ErrCancelled

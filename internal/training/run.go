@@ -31,14 +31,14 @@ type queued struct {
 func decodeQueued(j jobs.Job) (queued, error) {
 	var q queued
 	if err := json.Unmarshal(j.Payload, &q); err != nil {
-		return q, fmt.Errorf("the job's payload is not readable: %v", err)
+		return q, fmt.Errorf("the job's payload is not readable: %w", err)
 	}
 	if q.Version == 0 {
 		switch j.Kind {
 		case "rl":
 			var req RLRequest
 			if err := json.Unmarshal(j.Payload, &req); err != nil {
-				return q, fmt.Errorf("the job's payload is not readable: %v", err)
+				return q, fmt.Errorf("the job's payload is not readable: %w", err)
 			}
 			spec, err := NewRLSpec(req)
 			if err != nil {
@@ -48,7 +48,7 @@ func decodeQueued(j jobs.Job) (queued, error) {
 		case "sft":
 			var req SFTRequest
 			if err := json.Unmarshal(j.Payload, &req); err != nil {
-				return q, fmt.Errorf("the job's payload is not readable: %v", err)
+				return q, fmt.Errorf("the job's payload is not readable: %w", err)
 			}
 			spec, err := NewSFTSpec(req)
 			if err != nil {
@@ -73,7 +73,7 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 	}
 	m, err := s.Reg.Get(ctx, j.ModelID)
 	if err != nil {
-		return nil, fmt.Errorf("the job's model is gone: %v", err)
+		return nil, fmt.Errorf("the job's model is gone: %w", err)
 	}
 	base, ok := s.Models.Get(m.BaseModel)
 	if !ok {
@@ -118,7 +118,7 @@ func (s *Service) Run(ctx context.Context, j jobs.Job, progress func(string, any
 		return nil, jobs.ErrCancelled
 	}
 	if err := train.SaveCheckpoint(s.Reg.CheckpointDir(m.ID, next), adapter, train.Checkpoint{BaseModel: m.BaseModel, Optimizer: opt}); err != nil {
-		return nil, fmt.Errorf("saving checkpoint: %v", err)
+		return nil, fmt.Errorf("saving checkpoint: %w", err)
 	}
 	if _, err := s.Reg.AddCheckpoint(ctx, m.ID, next, metrics); err != nil {
 		return nil, err
@@ -150,11 +150,11 @@ func (s *Service) loadStart(ctx context.Context, m registry.Model, base *serving
 		step = c.Step
 		dir, err := s.Reg.CheckpointPath(ctx, m.ID, c.Step)
 		if err != nil {
-			return 0, 0, nil, nil, fmt.Errorf("loading checkpoint step %d: %v", c.Step, err)
+			return 0, 0, nil, nil, fmt.Errorf("loading checkpoint step %d: %w", c.Step, err)
 		}
 		a, o, err := train.LoadCheckpoint(dir, &base.Model.Config)
 		if err != nil {
-			return 0, 0, nil, nil, fmt.Errorf("loading checkpoint step %d: %v", c.Step, err)
+			return 0, 0, nil, nil, fmt.Errorf("loading checkpoint step %d: %w", c.Step, err)
 		}
 		adapter, opt = a, o
 	} else if !errors.Is(err, registry.ErrNotFound) {

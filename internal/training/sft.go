@@ -22,11 +22,11 @@ func (s *Service) runSFT(ctx context.Context, j jobs.Job, m registry.Model, base
 	step int, adapter *model.LoRA, opt *train.AdamW, sp SFTSpec, tokens []string, progress func(string, any)) (*model.LoRA, *train.AdamW, map[string]float64, error) {
 	data, err := s.readData(ctx, m.Entity, sp.DataURL)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("training data: %v", err)
+		return nil, nil, nil, fmt.Errorf("training data: %w", err)
 	}
 	xs, err := trainingdata.ReadSFT(bytes.NewReader(data), chat, sp.Turns)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("training data: %v", err)
+		return nil, nil, nil, fmt.Errorf("training data: %w", err)
 	}
 	plan, err := train.PlanSFT(xs, sp.Config)
 	if err != nil {
@@ -97,7 +97,7 @@ func (s *Service) runSFT(ctx context.Context, j jobs.Job, m registry.Model, base
 	}
 	s.dropResume(ctx, m.ID, j.ID)
 	if errors.Is(err, train.ErrDiverged) {
-		return nil, nil, nil, fmt.Errorf("%v; no checkpoint was saved", err)
+		return nil, nil, nil, fmt.Errorf("%w; no checkpoint was saved", err)
 	}
 	return nil, nil, nil, err
 }

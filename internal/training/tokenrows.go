@@ -48,7 +48,7 @@ func prepareTokenRows(base *serving.Served, chat *trainingdata.ChatTokenizer, a 
 		return nil, nil
 	}
 	if _, err := train.AddTokenRows(base.Model, a, ids); err != nil {
-		return nil, fmt.Errorf("trainable token rows: %v", err)
+		return nil, fmt.Errorf("trainable token rows: %w", err)
 	}
 	var names []string
 	for _, t := range []*model.TokenRows{a.EmbedTokens, a.HeadTokens} {
