@@ -189,6 +189,16 @@ func quoteAll(ss []string) []string {
 	return out
 }
 
+// Reply ends a handler with a service's answer: err in the error envelope
+// (apierror.Write), else v as JSON with 200.
+func Reply(w http.ResponseWriter, r *http.Request, v any, err error) {
+	if err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, v)
+}
+
 // WriteJSON writes v as JSON with status. HTML characters are not escaped. A value that
 // marshals itself (json.Marshaler) is written as it produced it, without re-validation.
 func WriteJSON(w http.ResponseWriter, status int, v any) {

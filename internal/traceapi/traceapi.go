@@ -121,11 +121,7 @@ func (a *API) feedbackBatchCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := a.svc.FeedbackBatchCreate(ctx, req, user(ctx), authorizer(ctx))
-	if err != nil {
-		apierror.Write(w, r, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, res)
+	httpx.Reply(w, r, res, err)
 }
 
 // jsonRoute decodes Req under m, authorises the project named by project(req) (its JSON
@@ -415,11 +411,7 @@ func (a *API) upsertBatch(w http.ResponseWriter, r *http.Request) {
 		return nil
 	}
 	res, err := a.svc.CallUpsertBatchBody(ctx, routeName(r), body, check, authorizer(ctx))
-	if err != nil {
-		apierror.Write(w, r, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, res)
+	httpx.Reply(w, r, res, err)
 }
 
 type callsQueryRes struct {
@@ -602,11 +594,7 @@ func (a *API) fileCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := trace.WithUnknownFields(r.Context(), routeName(r), unknown)
 	res, err := a.svc.FileCreate(ctx, project, hdr.Filename, content, r.FormValue("expected_digest"))
-	if err != nil {
-		apierror.Write(w, r, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, res)
+	httpx.Reply(w, r, res, err)
 }
 
 func (a *API) fileContent(w http.ResponseWriter, r *http.Request) {
@@ -635,11 +623,7 @@ func (a *API) refsReadBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := a.svc.RefsReadBatch(r.Context(), req, authorizer(r.Context()))
-	if err != nil {
-		apierror.Write(w, r, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, res)
+	httpx.Reply(w, r, res, err)
 }
 
 // pathProject authorises the project named by the route's {entity}/{project}.
@@ -690,11 +674,7 @@ func (a *API) v2CallStart(w http.ResponseWriter, r *http.Request) {
 	}
 	setStartUser(ctx, &req.Start)
 	res, err := a.svc.CallStart(ctx, req)
-	if err != nil {
-		apierror.Write(w, r, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, res)
+	httpx.Reply(w, r, res, err)
 }
 
 func (a *API) v2CallEnd(w http.ResponseWriter, r *http.Request) {

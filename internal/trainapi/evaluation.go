@@ -45,11 +45,7 @@ func (a *API) createEvaluation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v, err := a.Evals.View(r.Context(), j)
-	if err != nil {
-		apierror.Write(w, r, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, v)
+	httpx.Reply(w, r, v, err)
 }
 
 func (a *API) listEvaluations(w http.ResponseWriter, r *http.Request) {
@@ -102,11 +98,7 @@ func (a *API) getEvaluation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v, err := a.Evals.View(r.Context(), j)
-	if err != nil {
-		apierror.Write(w, r, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, v)
+	httpx.Reply(w, r, v, err)
 }
 
 func (a *API) evaluationEvents(w http.ResponseWriter, r *http.Request) {
@@ -128,11 +120,7 @@ func (a *API) cancelEvaluation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v, err := a.Evals.View(r.Context(), j)
-	if err != nil {
-		apierror.Write(w, r, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, v)
+	httpx.Reply(w, r, v, err)
 }
 
 // modelEvaluations answers GET /v1/preview/models/{model}/evaluations: the finished

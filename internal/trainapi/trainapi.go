@@ -124,11 +124,7 @@ func (a *API) createModel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m, err := a.Svc.CreateModel(r.Context(), n)
-	if err != nil {
-		apierror.Write(w, r, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, m)
+	httpx.Reply(w, r, m, err)
 }
 
 func (a *API) listModels(w http.ResponseWriter, r *http.Request) {
@@ -334,11 +330,7 @@ func (a *API) datasetFromCalls(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := a.Svc.DatasetFromCalls(r.Context(), req)
-	if err != nil {
-		apierror.Write(w, r, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, res)
+	httpx.Reply(w, r, res, err)
 }
 
 // uploadFile stores a training data file (the raw body, or the "file" part of a multipart
@@ -428,11 +420,7 @@ func (a *API) createSFTJob(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) getJob(w http.ResponseWriter, r *http.Request) {
 	j, err := a.Svc.Job(r.Context(), entityOf(r), r.PathValue("id"))
-	if err != nil {
-		apierror.Write(w, r, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, j)
+	httpx.Reply(w, r, j, err)
 }
 
 func (a *API) listJobs(w http.ResponseWriter, r *http.Request) {
@@ -452,11 +440,7 @@ func (a *API) listJobs(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) cancelJob(w http.ResponseWriter, r *http.Request) {
 	j, err := a.Svc.CancelJob(r.Context(), entityOf(r), r.PathValue("id"))
-	if err != nil {
-		apierror.Write(w, r, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, j)
+	httpx.Reply(w, r, j, err)
 }
 
 func terminal(status string) bool {
