@@ -301,7 +301,7 @@ func (m *Model) rowContexts(steps []Step, T int) []int {
 	}
 	ctx := make([]int, 0, T)
 	for _, st := range steps {
-		n := st.Seq.n + len(st.Tokens)
+		n := st.Seq.Len() + len(st.Tokens)
 		for range st.Tokens {
 			ctx = append(ctx, n)
 		}
