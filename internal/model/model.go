@@ -268,6 +268,7 @@ func fromSource(cfg *Config, f tensorSource, opts LoadOptions) (*Model, error) {
 	ld := &loader{src: f, dtype: opts.DType, quantize: opts.Quantize, used: map[string]bool{}}
 	m := &Model{Config: *cfg, file: f}
 	c := cfg
+	fam := c.Family()
 	var err error
 	_, hasHead := f.shape("lm_head.weight")
 	tied := !hasHead || c.TieWordEmbeddings
@@ -284,7 +285,7 @@ func fromSource(cfg *Config, f tensorSource, opts LoadOptions) (*Model, error) {
 		if L.MLPNorm, err = ld.vector(p+mlpNormName(c), c.HiddenSize); err != nil {
 			return nil, err
 		}
-		if c.Arch == "phi3" {
+		if fam.FusedProjections {
 			if err := ld.phi3Layer(L, p, c); err != nil {
 				return nil, err
 			}
@@ -299,7 +300,7 @@ func fromSource(cfg *Config, f tensorSource, opts LoadOptions) (*Model, error) {
 		if L.V, err = ld.linear(p+"self_attn.v_proj", c.KVDim(), c.HiddenSize, c.AttentionBias); err != nil {
 			return nil, err
 		}
-		if L.O, err = ld.linear(p+"self_attn.o_proj", c.HiddenSize, c.QDim(), c.AttentionBias && c.Arch != "qwen2"); err != nil {
+		if L.O, err = ld.linear(p+"self_attn.o_proj", c.HiddenSize, c.QDim(), c.AttentionBias && !fam.NoOutputBias); err != nil {
 			return nil, err
 		}
 		if c.QKNorm {
