@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 )
 
@@ -74,7 +75,7 @@ func TestExportEndToEnd(t *testing.T) {
 			at[i] = i
 		}
 		fwd := func(m *model.Model, a *model.LoRA) [][]float32 {
-			cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: 16})
+			cache := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: 16, NumBlocks: 16})
 			r, err := m.Forward([]model.Step{{Seq: cache.NewSequence(), Tokens: toks, LogitsAt: at, Adapter: a}})
 			if err != nil {
 				t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 )
 
@@ -30,7 +31,7 @@ func TestModelsSynthMistral(t *testing.T) {
 	for i := range toks {
 		toks[i] = i + 1
 	}
-	seq := model.NewKVCache(c, model.KVCacheOptions{NumBlocks: 8}).NewSequence()
+	seq := model.NewKVCache(c, kvcache.Options{NumBlocks: 8}).NewSequence()
 	if _, err := m.Forward([]model.Step{{Seq: seq, Tokens: toks, LogitsAt: []int{19}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 )
 
@@ -27,7 +28,7 @@ func TestModelsSynthPhi3(t *testing.T) {
 	if c.Arch != "phi3" || c.RotaryDims() != 12 || !c.TieWordEmbeddings || c.RopeScaling == nil || c.RopeScaling.Kind() != "longrope" || c.RopeScaling.OriginalMaxPositionEmbeddings != 64 {
 		t.Fatalf("config %+v", c)
 	}
-	seq := model.NewKVCache(c, model.KVCacheOptions{NumBlocks: 8}).NewSequence()
+	seq := model.NewKVCache(c, kvcache.Options{NumBlocks: 8}).NewSequence()
 	if _, err := m.Forward([]model.Step{{Seq: seq, Tokens: []int{1, 2, 3}, LogitsAt: []int{2}}}); err != nil {
 		t.Fatal(err)
 	}

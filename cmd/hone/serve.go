@@ -24,7 +24,7 @@ import (
 	"github.com/honeai/hone/internal/gemm"
 	"github.com/honeai/hone/internal/httpx"
 	"github.com/honeai/hone/internal/inference"
-	"github.com/honeai/hone/internal/model"
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/training"
 	"github.com/honeai/hone/internal/version"
 )
@@ -136,12 +136,12 @@ func (b *byteSize) Set(v string) error {
 }
 
 // kvDTypeFlag is --kv-cache-dtype.
-type kvDTypeFlag model.KVDType
+type kvDTypeFlag kvcache.DType
 
-func (k *kvDTypeFlag) String() string { return model.KVDType(*k).String() }
+func (k *kvDTypeFlag) String() string { return kvcache.DType(*k).String() }
 
 func (k *kvDTypeFlag) Set(v string) error {
-	d, err := model.ParseKVDType(v)
+	d, err := kvcache.ParseDType(v)
 	if err != nil {
 		return fmt.Errorf("%q is not a KV cache dtype (auto, f32 or f16)", v)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/toolcall"
 	"io"
 	"log/slog"
@@ -191,7 +192,7 @@ func (s *system) loadModels(ctx context.Context) error {
 	c := s.cfg.Chat
 	opts := serving.LoadOptions{DType: model.DType(c.DType), Engine: inference.Options{
 		Policy: c.Policy, MaxQueue: c.MaxQueue, MaxQueuePerKey: c.MaxQueuePerKey, MaxRunning: c.MaxRunning,
-		MaxBatchTokens: c.MaxBatchTokens, KVCacheBytes: int64(c.KVMemory), KVBlocks: c.KVBlocks, KVCacheDType: model.KVDType(c.KVDType),
+		MaxBatchTokens: c.MaxBatchTokens, KVCacheBytes: int64(c.KVMemory), KVBlocks: c.KVBlocks, KVCacheDType: kvcache.DType(c.KVDType),
 		NoPrefixCache: c.NoPrefixCache, Logger: s.log, Speculative: c.Speculative.spec},
 		Prepack: !s.cfg.WorkerOnly, NoEngine: s.cfg.WorkerOnly, MaxModelLen: c.MaxModelLen}
 	now := time.Now().Unix()

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/safetensors"
 )
@@ -136,7 +137,7 @@ func TestTokenRowsEndToEnd(t *testing.T) {
 			t.Fatalf("token %d: the merged model's embedding is not the base's with the adapter", id)
 		}
 	}
-	cache := model.NewKVCache(&base.Config, model.KVCacheOptions{NumBlocks: 64})
+	cache := model.NewKVCache(&base.Config, kvcache.Options{NumBlocks: 64})
 	at := make([]int, len(ids))
 	for i := range at {
 		at[i] = i

@@ -17,7 +17,8 @@ var belowHTTP = []string{
 	"internal/trace", "internal/auth", "internal/training", "internal/registry",
 	"internal/jobs", "internal/serving", "internal/inference", "internal/wandb",
 	// engine, store and shared
-	"internal/structured", "internal/model", "internal/train", "internal/trainingdata", "internal/sample",
+	"internal/structured", "internal/model", "internal/kvcache", "internal/train", "internal/trainingdata",
+	"internal/sample",
 	"internal/tokenizer", "internal/chattemplate", "internal/safetensors", "internal/gemm",
 	"internal/kernels", "internal/synth", "internal/db", "internal/pyjson", "internal/fault",
 }

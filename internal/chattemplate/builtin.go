@@ -46,27 +46,17 @@ func Builtin(name string) (string, bool) {
 	return src, ok
 }
 
-// BuiltinFor picks the built-in template of a model from its architecture (model.Config's
-// Arch) and its vocabulary (special reports whether a text is one of its special tokens):
-// gemma2/gemma3 Gemma's, phi3 Phi-3's, qwen2 ChatML, qwen3/qwen3moe Qwen3's, each when the
-// vocabulary has the family's turn markers; any other model (llama, mistral) by the markers
-// its vocabulary has, as llama.cpp tells them apart: Llama 3's headers, ChatML's
+// BuiltinFor picks the built-in template of a model from its family's template (pref, a
+// built-in's name or "": package model's Family.ChatTemplate, gemma for Gemma 2 and 3, phi3,
+// chatml for Qwen2, qwen3 for Qwen3 and Qwen3-MoE) and its vocabulary (special reports
+// whether a text is one of its special tokens): pref when the vocabulary has its turn
+// markers; otherwise (and for llama and mistral, which name none) by the markers the
+// vocabulary has, as llama.cpp tells them apart: Llama 3's headers, ChatML's
 // <|im_start|>/<|im_end|> (SmolLM), Gemma's, Phi-3's, and [INST] for a SentencePiece
 // vocabulary with <s> and </s> (Mistral, Llama 2). "" when none fits.
-func BuiltinFor(arch string, special func(string) bool) string {
+func BuiltinFor(pref string, special func(string) bool) string {
 	has := func(name string) bool {
 		return !slices.ContainsFunc(builtinMarkers[name], func(t string) bool { return !special(t) })
-	}
-	pref := ""
-	switch arch {
-	case "gemma", "gemma2", "gemma3":
-		pref = BuiltinGemma
-	case "phi3":
-		pref = BuiltinPhi3
-	case "qwen2":
-		pref = BuiltinChatML
-	case "qwen3", "qwen3moe":
-		pref = BuiltinQwen3
 	}
 	if pref != "" && has(pref) {
 		return pref

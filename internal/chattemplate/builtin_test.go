@@ -169,28 +169,25 @@ func TestQwen3BuiltinThinking(t *testing.T) {
 func TestBuiltinFor(t *testing.T) {
 	vocab := func(toks ...string) func(string) bool { return func(s string) bool { return slices.Contains(toks, s) } }
 	for _, c := range []struct {
-		arch  string
+		pref  string // the family's template (package model's Family.ChatTemplate)
 		vocab []string
 		want  string
 	}{
-		{"gemma3", []string{"<bos>", "<start_of_turn>", "<end_of_turn>"}, BuiltinGemma},
-		{"gemma2", []string{"<bos>", "<start_of_turn>", "<end_of_turn>"}, BuiltinGemma},
-		{"phi3", []string{"<s>", "</s>", "<|user|>", "<|assistant|>", "<|end|>"}, BuiltinPhi3},
-		{"qwen2", []string{"<|im_start|>", "<|im_end|>"}, BuiltinChatML},
-		{"qwen3", []string{"<|im_start|>", "<|im_end|>"}, BuiltinQwen3},
-		{"qwen3moe", []string{"<|im_start|>", "<|im_end|>"}, BuiltinQwen3},
-		{"llama", []string{"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}, BuiltinLlama3},
-		{"llama", []string{"<|endoftext|>", "<|im_start|>", "<|im_end|>"}, BuiltinChatML},
-		{"llama", []string{"<unk>", "<s>", "</s>"}, BuiltinMistral},
-		{"mistral", []string{"<unk>", "<s>", "</s>"}, BuiltinMistral},
-		// An architecture's template needs its markers; without them the vocabulary decides.
-		{"phi3", []string{"<|endoftext|>", "<|im_start|>", "<|im_end|>"}, BuiltinChatML},
-		{"gemma3", []string{"<unk>", "<s>", "</s>"}, BuiltinMistral},
-		{"llama", []string{"<|endoftext|>"}, ""},
-		{"qwen2", nil, ""},
+		{BuiltinGemma, []string{"<bos>", "<start_of_turn>", "<end_of_turn>"}, BuiltinGemma},
+		{BuiltinPhi3, []string{"<s>", "</s>", "<|user|>", "<|assistant|>", "<|end|>"}, BuiltinPhi3},
+		{BuiltinChatML, []string{"<|im_start|>", "<|im_end|>"}, BuiltinChatML},
+		{BuiltinQwen3, []string{"<|im_start|>", "<|im_end|>"}, BuiltinQwen3},
+		{"", []string{"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}, BuiltinLlama3},
+		{"", []string{"<|endoftext|>", "<|im_start|>", "<|im_end|>"}, BuiltinChatML},
+		{"", []string{"<unk>", "<s>", "</s>"}, BuiltinMistral},
+		// A family's template needs its markers; without them the vocabulary decides.
+		{BuiltinPhi3, []string{"<|endoftext|>", "<|im_start|>", "<|im_end|>"}, BuiltinChatML},
+		{BuiltinGemma, []string{"<unk>", "<s>", "</s>"}, BuiltinMistral},
+		{"", []string{"<|endoftext|>"}, ""},
+		{BuiltinChatML, nil, ""},
 	} {
-		if got := BuiltinFor(c.arch, vocab(c.vocab...)); got != c.want {
-			t.Errorf("%s %v: got %q, want %q", c.arch, c.vocab, got, c.want)
+		if got := BuiltinFor(c.pref, vocab(c.vocab...)); got != c.want {
+			t.Errorf("%q %v: got %q, want %q", c.pref, c.vocab, got, c.want)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/honeai/hone/internal/export"
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/safetensors"
 	"github.com/honeai/hone/internal/synth"
@@ -43,7 +44,7 @@ func logits(t *testing.T, m *model.Model, a *model.LoRA, seqs [][]int) [][][]flo
 	t.Helper()
 	var out [][][]float32
 	for _, toks := range seqs {
-		cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: 64})
+		cache := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: 16, NumBlocks: 64})
 		at := make([]int, len(toks))
 		for i := range at {
 			at[i] = i

@@ -18,6 +18,7 @@ import (
 
 	"github.com/honeai/hone/internal/export"
 	"github.com/honeai/hone/internal/gguf"
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/synth"
 	"github.com/honeai/hone/internal/tokenizer"
@@ -317,7 +318,7 @@ func argmaxOf(v []float32) int {
 // lastLogitsOf runs the prompt through m and returns the last position's logits.
 func lastLogitsOf(t *testing.T, m *model.Model, prompt []int) []float32 {
 	t.Helper()
-	seq := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: 8}).NewSequence()
+	seq := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: 16, NumBlocks: 8}).NewSequence()
 	l, err := m.Forward([]model.Step{{Seq: seq, Tokens: prompt, LogitsAt: []int{len(prompt) - 1}}})
 	if err != nil {
 		t.Fatal(err)

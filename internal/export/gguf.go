@@ -116,7 +116,7 @@ func WriteGGUFProgress(out, baseDir string, a *model.LoRA, typ, name string, pro
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	tok, err := tokenizer.GGUFMetadata(baseDir, cfg.VocabSize, cfg.Arch)
+	tok, err := tokenizer.GGUFMetadata(baseDir, cfg.VocabSize, cfg.Family().GGUFVocab)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}

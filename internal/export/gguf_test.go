@@ -15,6 +15,7 @@ import (
 
 	"github.com/honeai/hone/internal/export"
 	"github.com/honeai/hone/internal/gguf"
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/tokenizer"
 )
@@ -90,7 +91,7 @@ func honeGreedyOn(t *testing.T, path, prompt string, n int) ([]int, string) {
 	}
 	defer m.Close()
 	toks := tok.Encode(prompt, true)
-	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: 64})
+	cache := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: 16, NumBlocks: 64})
 	seq := cache.NewSequence()
 	var out []int
 	for range n {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/honeai/hone/internal/gguf"
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/sample"
 	"github.com/honeai/hone/internal/synth"
@@ -192,7 +193,7 @@ func TestServingBatchInvariance(t *testing.T) {
 				{"--max-batch-tokens 16", Options{MaxBatchTokens: 16}, false},
 				{"--max-batch-tokens 5", Options{MaxBatchTokens: 5}, false},
 				{"beside another request", Options{MaxBatchTokens: 64}, true},
-				{"beside another request, f32 KV cache", Options{MaxBatchTokens: 64, KVCacheDType: model.KVF32}, true},
+				{"beside another request, f32 KV cache", Options{MaxBatchTokens: 64, KVCacheDType: kvcache.F32}, true},
 				{"with prompt-lookup speculation", Options{Speculative: &Speculative{Method: "ngram", NumSpeculativeTokens: 4, PromptLookupMin: 1, PromptLookupMax: 3}}, false},
 			} {
 				got, _ := serve(c.opts, c.beside)
@@ -202,8 +203,8 @@ func TestServingBatchInvariance(t *testing.T) {
 					t.Logf("%s: %d tokens proposed, %d accepted", c.what, spec.DraftTokens, spec.AcceptedTokens)
 				}
 				want := cold
-				if c.opts.KVCacheDType == model.KVF32 {
-					want, _ = serve(Options{NoPrefixCache: true, KVCacheDType: model.KVF32}, false)
+				if c.opts.KVCacheDType == kvcache.F32 {
+					want, _ = serve(Options{NoPrefixCache: true, KVCacheDType: kvcache.F32}, false)
 				}
 				if d := got.diff(want); d != "" {
 					t.Errorf("%s: %s", c.what, d)

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 )
 
@@ -24,7 +25,7 @@ func refBeam(m *model.Model, prompt []int, width, maxTokens int, lp float64, eos
 		var cands []beam
 		for _, b := range live {
 			toks := append(slices.Clone(prompt), b.out...)
-			cache := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: 64})
+			cache := model.NewKVCache(&m.Config, kvcache.Options{NumBlocks: 64})
 			l, _ := m.Forward([]model.Step{{Seq: cache.NewSequence(), Tokens: toks, LogitsAt: []int{len(toks) - 1}}})
 			lps := logSoftmax(l[0][0])
 			for _, t := range topK(lps, 2*width) {

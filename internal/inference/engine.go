@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/sample"
 )
@@ -62,14 +63,14 @@ type Options struct {
 	KVCacheBytes int64
 	KVBlocks     int // most KV cache blocks (default: as many as KVCacheBytes holds)
 	BlockSize    int // positions per block (16)
-	// KVCacheDType is the KV cache's element type; KVAuto (the zero value) is the model's
+	// KVCacheDType is the KV cache's element type; kvcache.Auto (the zero value) is the model's
 	// Model.AutoKVDType: f16 for quantized matrices, else f32.
-	KVCacheDType model.KVDType
+	KVCacheDType kvcache.DType
 	Policy       string // "fcfs" (default) or "priority"
 	// NoPrefixCache turns off reuse of cached prompt blocks across requests.
 	NoPrefixCache bool
 	// NoWindowSplit keeps a model's sliding layers in the one KV cache of every layer
-	// (model.KVCacheOptions.NoWindowSplit), as before they had a window cache of their own:
+	// (kvcache.Options.NoWindowSplit), as before they had a window cache of their own:
 	// for comparisons.
 	NoWindowSplit bool
 	Logger        *slog.Logger
@@ -249,7 +250,7 @@ func (h *Handle) Stop(choice int, stopString string) {
 type Engine struct {
 	m    *model.Model
 	opts Options
-	kv   *model.KVCache
+	kv   *kvcache.Cache
 	// windowBlocks, for a model whose sliding layers have a cache of their own, is the most
 	// blocks a sequence holds there (model.KVWindowBlocks); 0 otherwise.
 	windowBlocks int
@@ -306,11 +307,11 @@ func New(m *model.Model, opts Options) *Engine {
 	if opts.KVCacheBytes <= 0 {
 		opts.KVCacheBytes = DefaultKVCacheBytes
 	}
-	if opts.KVCacheDType == model.KVAuto {
+	if opts.KVCacheDType == kvcache.Auto {
 		opts.KVCacheDType = m.AutoKVDType()
 	}
 	perBlock := model.KVBytesPerBlock(&m.Config, opts.BlockSize, opts.KVCacheDType)
-	kvOpts := model.KVCacheOptions{BlockSize: opts.BlockSize, DType: opts.KVCacheDType}
+	kvOpts := kvcache.Options{BlockSize: opts.BlockSize, DType: opts.KVCacheDType}
 	windowBlocks := 0
 	if global, sliding := model.KVLayerSplit(&m.Config); global != nil && !opts.NoWindowSplit {
 		// The sliding layers keep their window only, in a cache of their own
@@ -363,7 +364,7 @@ type KVCacheInfo struct {
 	BytesPerBlock int64         // memory of one block
 	MaxBytes      int64         // memory with every block in use (Blocks × BytesPerBlock, plus the sliding layers' cache of a model with one)
 	HeldBytes     int64         // memory the cache holds now (grows with use up to MaxBytes)
-	DType         model.KVDType // KVF32 or KVF16
+	DType         kvcache.DType // F32 or F16
 	// Window, for a model whose sliding layers have a cache of their own, is their window
 	// (positions), and WindowSequences how many sequences' windows that cache holds at once.
 	Window, WindowSequences int
@@ -584,7 +585,7 @@ func blocksNeeded(promptLen, n, maxTokens int, beam bool, bs, blocks, windowBloc
 type choice struct {
 	h        *Handle
 	index    int
-	seq      *model.Sequence
+	seq      *kvcache.Sequence
 	sampler  *sample.Sampler
 	output   []int
 	prefill  int // prompt tokens already in the cache (parent only)
@@ -604,8 +605,8 @@ type running struct {
 	choices  []*choice
 	reserved kvNeed
 	admitted time.Time
-	hashes   []model.BlockHash // the prompt's full blocks, for the prefix cache
-	beams    *beamState        // beam search only
+	hashes   []kvcache.BlockHash // the prompt's full blocks, for the prefix cache
+	beams    *beamState          // beam search only
 }
 
 // sched is the scheduler loop's state: requests waiting for admission, the running ones,
@@ -918,7 +919,7 @@ func (e *Engine) usePrefixCache(r *running) {
 		salt += fmt.Sprintf("\x00lora:%d", req.Adapter.CacheID())
 	}
 	bs := e.opts.BlockSize
-	r.hashes = model.HashBlocks(req.Prompt, bs, salt)
+	r.hashes = kvcache.HashBlocks(req.Prompt, bs, salt)
 	usable := r.hashes
 	if n := (len(req.Prompt) - 1) / bs; n < len(usable) {
 		usable = usable[:n]

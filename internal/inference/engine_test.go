@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/sample"
 	"github.com/honeai/hone/internal/synth"
@@ -66,11 +67,11 @@ func collect(t *testing.T, h *Handle) map[int][]int {
 
 // greedyDirect decodes greedily with the model alone, for comparison.
 func greedyDirect(m *model.Model, prompt []int, n int) []int {
-	return greedyOn(m, model.KVCacheOptions{NumBlocks: 64}, prompt, n)
+	return greedyOn(m, kvcache.Options{NumBlocks: 64}, prompt, n)
 }
 
 // greedyOn is greedyDirect on a cache made with opts.
-func greedyOn(m *model.Model, opts model.KVCacheOptions, prompt []int, n int) []int {
+func greedyOn(m *model.Model, opts kvcache.Options, prompt []int, n int) []int {
 	seq := model.NewKVCache(&m.Config, opts).NewSequence()
 	toks := prompt
 	var out []int

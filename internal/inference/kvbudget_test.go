@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/sample"
 )
@@ -17,7 +18,7 @@ import (
 func TestKVBudgetBoundsBlocks(t *testing.T) {
 	m := tiny(t)
 	const bs = 4
-	per := model.KVBytesPerBlock(&m.Config, bs, model.KVF32)
+	per := model.KVBytesPerBlock(&m.Config, bs, kvcache.F32)
 
 	def := New(m, Options{BlockSize: bs})
 	if kv := def.KVCache(); int64(kv.Blocks) != DefaultKVCacheBytes/per || kv.HeldBytes != 0 {

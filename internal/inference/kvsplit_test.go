@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/sample"
 	"github.com/honeai/hone/internal/synth"
@@ -43,7 +44,7 @@ func TestWindowSplitServing(t *testing.T) {
 	for i := range prompt {
 		prompt[i] = 3 + i*7%50
 	}
-	want := greedyOn(m, model.KVCacheOptions{BlockSize: 4, NumBlocks: 256, NoWindowSplit: true}, prompt, 80)
+	want := greedyOn(m, kvcache.Options{BlockSize: 4, NumBlocks: 256, NoWindowSplit: true}, prompt, 80)
 	req := func() *Request {
 		return &Request{Prompt: prompt, Params: greedy(), MaxTokens: 80, IgnoreEOS: true, PromptLogprobs: -1}
 	}

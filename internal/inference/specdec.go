@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/honeai/hone/internal/model"
+	"github.com/honeai/hone/internal/kvcache"
 	"strings"
 )
 
@@ -33,7 +33,7 @@ type Speculative struct {
 
 // Limits of a speculative configuration.
 const (
-	MaxSpeculativeTokens = model.WindowRollback // a windowed model's KV keeps this much behind its window
+	MaxSpeculativeTokens = kvcache.WindowRollback // a windowed model's KV keeps this much behind its window
 	MaxPromptLookup      = 128
 )
 

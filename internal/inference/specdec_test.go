@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/sample"
 	"github.com/honeai/hone/internal/tokenizer"
@@ -404,7 +405,7 @@ func TestSpecSamplingDistribution(t *testing.T) {
 	allowed := []int{1, 2, 3, 4, 5, 6, 7, 8}
 	prompt := []int{1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2}
 	// Exact joint probabilities of three tokens.
-	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: 64})
+	cache := model.NewKVCache(&m.Config, kvcache.Options{NumBlocks: 64})
 	probs := func(toks []int) []float64 {
 		seq := cache.NewSequence()
 		defer seq.Free()

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/synth"
 )
@@ -22,7 +23,7 @@ func TestDecodeStepAllocations(t *testing.T) {
 	o := synth.Tiny("llama")
 	m := synthModel(t, o)
 	const batch, ctx, runs = 4, 40, 50
-	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: batch * ((ctx+runs+2)/16 + 1)})
+	cache := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: 16, NumBlocks: batch * ((ctx+runs+2)/16 + 1)})
 	steps := make([]model.Step, batch)
 	prefill := make([]model.Step, batch)
 	for i := range steps {
@@ -57,7 +58,7 @@ func TestForwardIntoReusesLogits(t *testing.T) {
 	m := synthModel(t, o)
 	const batch = 4
 	newSteps := func() []model.Step {
-		cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: 64})
+		cache := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: 16, NumBlocks: 64})
 		steps := make([]model.Step, batch)
 		for i := range steps {
 			s := cache.NewSequence()

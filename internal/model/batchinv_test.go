@@ -10,6 +10,7 @@ import (
 
 	"github.com/honeai/hone/internal/gemm"
 	"github.com/honeai/hone/internal/gguf"
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/quant"
 	"github.com/honeai/hone/internal/safetensors"
@@ -20,7 +21,7 @@ import (
 type invariantModel struct {
 	name      string
 	load      func(t *testing.T) *model.Model
-	kv        model.KVDType
+	kv        kvcache.DType
 	blockSize int
 	check     gguf.TensorType // a quantized type the matrices must have (F32: none)
 	lora      bool            // the prompt runs with a LoRA adapter (its neighbours without)
@@ -150,36 +151,36 @@ func invariantModels() []invariantModel {
 	base := invarianceBase()
 	f32 := model.LoadOptions{}
 	ms := []invariantModel{
-		{name: "llama f32", load: loadSynth(base, f32, nil), kv: model.KVF32, blockSize: 16},
-		{name: "llama f32, f16 KV cache", load: loadSynth(base, f32, nil), kv: model.KVF16, blockSize: 16},
+		{name: "llama f32", load: loadSynth(base, f32, nil), kv: kvcache.F32, blockSize: 16},
+		{name: "llama f32, f16 KV cache", load: loadSynth(base, f32, nil), kv: kvcache.F16, blockSize: 16},
 	}
 	bf16 := base
 	bf16.DType = "bf16"
 	ms = append(ms,
-		invariantModel{name: "llama bf16, f32 arithmetic", kv: model.KVF32, blockSize: 16,
+		invariantModel{name: "llama bf16, f32 arithmetic", kv: kvcache.F32, blockSize: 16,
 			load: loadSynth(bf16, f32, func(m *model.Model) { m.BF16MinRows = 0 })},
-		invariantModel{name: "llama bf16, bf16 arithmetic", kv: model.KVF32, blockSize: 16,
+		invariantModel{name: "llama bf16, bf16 arithmetic", kv: kvcache.F32, blockSize: 16,
 			load: loadSynth(bf16, f32, func(m *model.Model) {
 				model.ForceBF16Arithmetic(m)
 				m.BF16MinRows = 1
 			})},
-		invariantModel{name: "llama f16", load: loadSynthF16(base), kv: model.KVF16, blockSize: 16},
-		invariantModel{name: "llama f32 with a LoRA adapter", load: loadSynth(base, f32, nil), kv: model.KVF32, blockSize: 16, lora: true},
-		invariantModel{name: "llama Q4_1 (GGUF) with a LoRA adapter", load: loadSynthGGUF(base, gguf.Q4_1), kv: model.KVF16, blockSize: 16, lora: true},
+		invariantModel{name: "llama f16", load: loadSynthF16(base), kv: kvcache.F16, blockSize: 16},
+		invariantModel{name: "llama f32 with a LoRA adapter", load: loadSynth(base, f32, nil), kv: kvcache.F32, blockSize: 16, lora: true},
+		invariantModel{name: "llama Q4_1 (GGUF) with a LoRA adapter", load: loadSynthGGUF(base, gguf.Q4_1), kv: kvcache.F16, blockSize: 16, lora: true},
 	)
 	for _, typ := range []gguf.TensorType{gguf.Q8_0, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K} {
 		ms = append(ms,
-			invariantModel{name: "llama " + typ.String() + " (GGUF)", load: loadSynthGGUF(base, typ), kv: model.KVF16, blockSize: 16},
+			invariantModel{name: "llama " + typ.String() + " (GGUF)", load: loadSynthGGUF(base, typ), kv: kvcache.F16, blockSize: 16},
 			invariantModel{name: "llama --quantize " + typ.String(), load: loadSynth(base, model.LoadOptions{Quantize: typ}, nil),
-				kv: model.KVF16, blockSize: 16, check: typ})
+				kv: kvcache.F16, blockSize: 16, check: typ})
 	}
 	for _, arch := range []string{"gemma2", "gemma3", "mistral", "qwen3", "qwen3moe", "phi3"} {
 		o := synth.Tiny(arch)
 		o.Std = 0.1
-		ms = append(ms, invariantModel{name: arch + " f32", load: loadSynth(o, f32, nil), kv: model.KVF32, blockSize: 4})
+		ms = append(ms, invariantModel{name: arch + " f32", load: loadSynth(o, f32, nil), kv: kvcache.F32, blockSize: 4})
 		if arch == "gemma3" || arch == "qwen3moe" {
 			ms = append(ms, invariantModel{name: arch + " --quantize Q8_0", load: loadSynth(o, model.LoadOptions{Quantize: gguf.Q8_0}, nil),
-				kv: model.KVF16, blockSize: 4})
+				kv: kvcache.F16, blockSize: 4})
 		}
 	}
 	return ms
@@ -235,8 +236,8 @@ func TestForwardBatchInvariance(t *testing.T) {
 				return p
 			}
 			prompt, other, third := toks(promptLen), toks(30), toks(20)
-			newCache := func() *model.KVCache {
-				return model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: im.blockSize, NumBlocks: 256, DType: im.kv})
+			newCache := func() *kvcache.Cache {
+				return model.NewKVCache(&m.Config, kvcache.Options{BlockSize: im.blockSize, NumBlocks: 256, DType: im.kv})
 			}
 			all := func(n int) []int {
 				at := make([]int, n)

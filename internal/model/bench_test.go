@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/quant"
 	"github.com/honeai/hone/internal/synth"
@@ -88,12 +89,12 @@ func smolLM2(b *testing.B, dtype string) *model.Model {
 
 // benchKV is the KV cache dtype of the benchmarks: HONE_BENCH_KV_DTYPE (auto, f32 or f16;
 // default f32, what every figure before the f16 cache was measured with).
-func benchKV(b *testing.B) model.KVDType {
+func benchKV(b *testing.B) kvcache.DType {
 	v := os.Getenv("HONE_BENCH_KV_DTYPE")
 	if v == "" {
-		return model.KVF32
+		return kvcache.F32
 	}
-	d, err := model.ParseKVDType(v)
+	d, err := kvcache.ParseDType(v)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func BenchmarkPrefill(b *testing.B) {
 		for _, batch := range []int{1, 16} {
 			b.Run(fmt.Sprintf("%s/batch%d", dtype, batch), func(b *testing.B) {
 				m := smolLM2(b, dtype)
-				cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: batch * (n + 15) / 16, DType: benchKV(b)})
+				cache := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: 16, NumBlocks: batch * (n + 15) / 16, DType: benchKV(b)})
 				rng := rand.New(rand.NewPCG(1, 1))
 				steps := make([]model.Step, batch)
 				for i := range steps {
@@ -170,7 +171,7 @@ func BenchmarkDecode(b *testing.B) {
 						b.Fatalf("HONE_BENCH_DECODE_CTX=%q", v)
 					}
 				}
-				cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: batch * ((ctx+128)/16 + 2), DType: benchKV(b)})
+				cache := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: 16, NumBlocks: batch * ((ctx+128)/16 + 2), DType: benchKV(b)})
 				rng := rand.New(rand.NewPCG(2, 2))
 				steps := make([]model.Step, batch)
 				var prefill []model.Step

@@ -87,18 +87,6 @@ type GenerationConfig struct {
 	DoSample          *bool
 }
 
-// supported maps HF architecture names to Hone's.
-var supported = map[string]string{
-	"LlamaForCausalLM":    "llama",
-	"Qwen2ForCausalLM":    "qwen2",
-	"Qwen3ForCausalLM":    "qwen3",
-	"Qwen3MoeForCausalLM": "qwen3moe",
-	"Phi3ForCausalLM":     "phi3",
-	"MistralForCausalLM":  "mistral",
-	// Ministral is Mistral's block with per-layer attention types (layer_types).
-	"MinistralForCausalLM": "mistral",
-}
-
 // ErrUnsupported is returned for architectures Hone cannot run.
 var ErrUnsupported = errors.New("model: unsupported architecture")
 
@@ -118,13 +106,37 @@ func intOrList(raw json.RawMessage) []int {
 	return nil
 }
 
-// modelTypes maps config.json's model_type to Hone's architecture, for configs without an
-// architectures list (transformers then picks the model class from model_type).
-var modelTypes = map[string]string{"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3moe", "phi3": "phi3", "mistral": "mistral", "ministral": "mistral"}
+// hfConfig is a config.json as ParseConfig reads it: the fields of transformers' config
+// classes that every family's parseHF may read, and the whole object (raw) for the rest.
+type hfConfig struct {
+	Architectures         []string        `json:"architectures"`
+	ModelType             string          `json:"model_type"`
+	HiddenSize            int             `json:"hidden_size"`
+	IntermediateSize      int             `json:"intermediate_size"`
+	NumHiddenLayers       int             `json:"num_hidden_layers"`
+	NumAttentionHeads     int             `json:"num_attention_heads"`
+	NumKeyValueHeads      *int            `json:"num_key_value_heads"`
+	HeadDim               *int            `json:"head_dim"`
+	VocabSize             int             `json:"vocab_size"`
+	RMSNormEps            *float64        `json:"rms_norm_eps"`
+	MaxPositionEmbeddings *int            `json:"max_position_embeddings"`
+	TieWordEmbeddings     bool            `json:"tie_word_embeddings"`
+	AttentionBias         bool            `json:"attention_bias"`
+	MLPBias               bool            `json:"mlp_bias"`
+	HiddenAct             *string         `json:"hidden_act"`
+	TorchDType            string          `json:"torch_dtype"`
+	DType                 string          `json:"dtype"`
+	BOSTokenID            json.RawMessage `json:"bos_token_id"`
+	EOSTokenID            json.RawMessage `json:"eos_token_id"`
 
-// ParseConfig reads config.json contents.
+	raw map[string]json.RawMessage
+}
+
+// ParseConfig reads config.json contents: the family (Family) its architectures (or, without
+// them, its model_type) name, the fields every family has, and the family's own (its
+// parseHF).
 //
-// It reads what transformers' Llama, Qwen2 and Qwen3 code reads, in both layouts:
+// For Llama, Qwen2 and Qwen3 it reads what transformers' code reads, in both layouts:
 // transformers 4's `rope_theta` and `rope_scaling`, and transformers 5's `rope_parameters`
 // (one dictionary, or one per layer type), with transformers 5's precedence (a `rope_scaling`
 // dictionary wins over `rope_parameters`; the dictionary's `rope_theta` wins over a top-level
@@ -133,92 +145,46 @@ var modelTypes = map[string]string{"llama": "llama", "qwen2": "qwen2", "qwen3": 
 // attention that can bind, an activation other than SiLU, quantized weights) is refused with
 // an error that names it.
 func ParseConfig(data []byte) (*Config, error) {
-	var c struct {
-		Architectures         []string        `json:"architectures"`
-		ModelType             string          `json:"model_type"`
-		HiddenSize            int             `json:"hidden_size"`
-		IntermediateSize      int             `json:"intermediate_size"`
-		NumHiddenLayers       int             `json:"num_hidden_layers"`
-		NumAttentionHeads     int             `json:"num_attention_heads"`
-		NumKeyValueHeads      *int            `json:"num_key_value_heads"`
-		HeadDim               *int            `json:"head_dim"`
-		VocabSize             int             `json:"vocab_size"`
-		RMSNormEps            *float64        `json:"rms_norm_eps"`
-		MaxPositionEmbeddings *int            `json:"max_position_embeddings"`
-		TieWordEmbeddings     bool            `json:"tie_word_embeddings"`
-		AttentionBias         bool            `json:"attention_bias"`
-		MLPBias               bool            `json:"mlp_bias"`
-		HiddenAct             *string         `json:"hidden_act"`
-		TorchDType            string          `json:"torch_dtype"`
-		DType                 string          `json:"dtype"`
-		BOSTokenID            json.RawMessage `json:"bos_token_id"`
-		EOSTokenID            json.RawMessage `json:"eos_token_id"`
-	}
+	var c hfConfig
 	if err := json.Unmarshal(data, &c); err != nil {
 		return nil, fmt.Errorf("model: config.json: %w", err)
 	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(data, &raw); err != nil {
+	if err := json.Unmarshal(data, &c.raw); err != nil {
 		return nil, fmt.Errorf("model: config.json: %w", err)
 	}
-	arch := ""
-	for _, a := range c.Architectures {
-		if v, ok := supported[a]; ok {
-			arch = v
-			break
-		}
-	}
-	if arch == "" && len(c.Architectures) == 0 {
-		arch = modelTypes[c.ModelType]
-	}
-	for _, a := range c.Architectures {
-		if v, ok := gemmaTypes[a]; ok && arch == "" {
-			arch = v
-		}
-	}
-	if arch == "" && len(c.Architectures) == 0 {
-		arch = gemmaTypes[c.ModelType]
-	}
-	if arch == "" {
-		name := strings.Join(c.Architectures, ", ")
-		if name == "" {
-			name = c.ModelType
-		}
-		if name == "" {
-			name = "(none given)"
-		}
-		return nil, fmt.Errorf("%w %s: Hone runs LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Phi3ForCausalLM, MistralForCausalLM, MinistralForCausalLM, Gemma2ForCausalLM and Gemma3ForCausalLM", ErrUnsupported, name)
+	fam := familyForHF(c.Architectures, c.ModelType)
+	if fam == nil {
+		return nil, unsupportedHF(c.Architectures, c.ModelType)
 	}
 	cfg := &Config{
-		Arch: arch, HiddenSize: c.HiddenSize, IntermediateSize: c.IntermediateSize, NumLayers: c.NumHiddenLayers,
+		Arch: fam.Arch, HiddenSize: c.HiddenSize, IntermediateSize: c.IntermediateSize, NumLayers: c.NumHiddenLayers,
 		NumHeads: c.NumAttentionHeads, VocabSize: c.VocabSize, TieWordEmbeddings: c.TieWordEmbeddings,
 		TorchDType: c.TorchDType, BOSTokenID: intOrList(c.BOSTokenID), EOSTokenID: intOrList(c.EOSTokenID),
 	}
 	if cfg.TorchDType == "" {
 		cfg.TorchDType = c.DType // transformers 5 writes dtype
 	}
-	if IsGemma(arch) {
-		if err := parseGemma(raw, cfg); err != nil {
-			return nil, err
-		}
-		return cfg, cfg.validate()
+	if err := fam.parseHF(&c, cfg); err != nil {
+		return nil, err
 	}
-	// Biases as each architecture's modelling code reads them: Llama has attention_bias (q, k,
-	// v and o) and mlp_bias; Qwen2 always has q/k/v biases and reads neither field; Qwen3 has
-	// attention_bias (q, k, v and o) and no MLP biases. Mistral has no biases and reads
-	// neither field.
-	switch arch {
-	case "llama":
-		cfg.AttentionBias, cfg.MLPBias = c.AttentionBias, c.MLPBias
-	case "qwen2":
-		cfg.AttentionBias = true
-	case "qwen3", "qwen3moe":
-		cfg.AttentionBias, cfg.QKNorm = c.AttentionBias, true
-	}
+	return cfg, cfg.validate()
+}
+
+// decoderDefaults are a Llama-style config class's defaults that differ between families.
+type decoderDefaults struct {
+	headDim      int     // head_dim when absent (0: hidden_size / num_attention_heads)
+	rmsNormEps   float64 // rms_norm_eps when absent
+	maxPositions int     // max_position_embeddings when absent
+}
+
+// parseDecoder reads what the Llama-style config classes (Llama, Qwen2, Qwen3, Qwen3-MoE,
+// Mistral, Phi-3) share, with the family's defaults where a field is absent, and returns
+// layer_types (nil when absent). Biases, sliding windows and RoPE are the family's own.
+func (c *hfConfig) parseDecoder(cfg *Config, d decoderDefaults) ([]string, error) {
 	if c.HiddenAct != nil && *c.HiddenAct != "silu" && *c.HiddenAct != "swish" {
 		return nil, fmt.Errorf("model: config.json: hidden_act %q is not supported (silu only)", *c.HiddenAct)
 	}
-	if q, ok := raw["quantization_config"]; ok && !isNullJSON(q) {
+	if q, ok := c.raw["quantization_config"]; ok && !isNullJSON(q) {
 		return nil, fmt.Errorf("model: config.json: quantization_config is set: Hone runs f32, bf16 and f16 weights, not quantized ones")
 	}
 	// Defaults are transformers' for each architecture.
@@ -229,60 +195,23 @@ func ParseConfig(data []byte) (*Config, error) {
 	switch {
 	case c.HeadDim != nil && *c.HeadDim != 0:
 		cfg.HeadDim = *c.HeadDim
-	case arch == "qwen3":
-		cfg.HeadDim = 128 // Qwen3Config's default
+	case d.headDim != 0:
+		cfg.HeadDim = d.headDim
 	case cfg.NumHeads > 0:
 		cfg.HeadDim = cfg.HiddenSize / cfg.NumHeads
 	}
-	cfg.RMSNormEps = 1e-6
+	cfg.RMSNormEps = d.rmsNormEps
 	if c.RMSNormEps != nil {
 		cfg.RMSNormEps = *c.RMSNormEps
 	}
-	cfg.MaxPositionEmbeddings = 2048
-	switch arch {
-	case "llama":
-	case "mistral":
-		cfg.MaxPositionEmbeddings = 131072 // MistralConfig's default
-	default:
-		cfg.MaxPositionEmbeddings = 32768
-	}
+	cfg.MaxPositionEmbeddings = d.maxPositions
 	if c.MaxPositionEmbeddings != nil {
 		cfg.MaxPositionEmbeddings = *c.MaxPositionEmbeddings
 	}
 	if cfg.MaxPositionEmbeddings <= 0 {
 		return nil, fmt.Errorf("model: config.json: max_position_embeddings must be positive, got %d", cfg.MaxPositionEmbeddings)
 	}
-	layerTypes, err := parseLayerTypes(raw, cfg.NumLayers)
-	if err != nil {
-		return nil, err
-	}
-	if arch == "phi3" {
-		if err := parsePhi3(raw, cfg); err != nil {
-			return nil, err
-		}
-		return cfg, cfg.validate()
-	}
-	switch arch {
-	case "llama":
-	case "mistral":
-		ministral := c.ModelType == "ministral" || slices.Contains(c.Architectures, "MinistralForCausalLM")
-		if err := parseMistralWindow(raw, layerTypes, ministral, cfg); err != nil {
-			return nil, err
-		}
-	default:
-		if err := checkSlidingWindow(raw, arch, layerTypes, cfg); err != nil {
-			return nil, err
-		}
-	}
-	if err := parseRope(raw, layerTypes, cfg); err != nil {
-		return nil, err
-	}
-	if arch == "qwen3moe" {
-		if err := parseQwen3MoE(raw, cfg); err != nil {
-			return nil, err
-		}
-	}
-	return cfg, cfg.validate()
+	return parseLayerTypes(c.raw, cfg.NumLayers)
 }
 
 func isNullJSON(raw json.RawMessage) bool {
@@ -310,96 +239,6 @@ func parseLayerTypes(raw map[string]json.RawMessage, layers int) ([]string, erro
 		}
 	}
 	return types, nil
-}
-
-// parseMistralWindow reads Mistral's sliding_window: every layer attends to the sliding_window
-// latest positions (its own included), as transformers' MistralModel masks them; null means
-// full attention, and an absent field MistralConfig's default 4096. A window at least
-// max_position_embeddings long never excludes a position Hone accepts, so it is dropped.
-// MistralModel ignores layer_types (transformers warns and windows every layer); a
-// MistralForCausalLM config whose layer_types mark some layers full_attention is refused
-// rather than computed differently from what it says. Ministral (ministral, or
-// MinistralForCausalLM) reads layer_types, by default every layer sliding when there is a
-// window: its sliding layers are Gemma's mechanism (Config.Sliding).
-func parseMistralWindow(raw map[string]json.RawMessage, layerTypes []string, ministral bool, cfg *Config) error {
-	window := 4096
-	if v, ok := raw["sliding_window"]; ok {
-		if isNullJSON(v) {
-			window = 0
-		} else if err := json.Unmarshal(v, &window); err != nil || window <= 0 {
-			return fmt.Errorf("model: config.json: sliding_window must be a positive integer or null")
-		}
-	}
-	if ministral && layerTypes != nil {
-		if window == 0 && slices.Contains(layerTypes, "sliding_attention") {
-			return fmt.Errorf("model: config.json: layer_types has sliding_attention layers but sliding_window is null")
-		}
-		if window == 0 || window >= cfg.MaxPositionEmbeddings || !slices.Contains(layerTypes, "full_attention") {
-			layerTypes = nil // every layer the same: Mistral's rule below
-		}
-	}
-	if window == 0 || window >= cfg.MaxPositionEmbeddings {
-		return nil
-	}
-	if ministral && layerTypes != nil {
-		cfg.SlidingWindow = window
-		cfg.Sliding = make([]bool, len(layerTypes))
-		for i, t := range layerTypes {
-			cfg.Sliding[i] = t == "sliding_attention"
-		}
-		return nil
-	}
-	for i, t := range layerTypes {
-		if t != "sliding_attention" {
-			return fmt.Errorf("model: config.json: layer_types[%d] is %q with sliding_window %d: MistralForCausalLM windows every layer; alternating full and sliding layers are not supported", i, t, window)
-		}
-	}
-	cfg.SlidingWindow = window
-	return nil
-}
-
-// checkSlidingWindow refuses sliding-window attention that could change a result. Qwen2 and
-// Qwen3 use a window only when use_sliding_window is true, on the layers layer_types marks
-// "sliding_attention" (by default those from max_window_layers on); a window at least
-// max_position_embeddings long never excludes a position Hone accepts, so it is allowed.
-func checkSlidingWindow(raw map[string]json.RawMessage, arch string, layerTypes []string, cfg *Config) error {
-	var use bool
-	if v, ok := raw["use_sliding_window"]; ok && !isNullJSON(v) {
-		if err := json.Unmarshal(v, &use); err != nil {
-			return fmt.Errorf("model: config.json: use_sliding_window must be a boolean")
-		}
-	}
-	if !use {
-		return nil
-	}
-	window := 4096 // Qwen2Config's and Qwen3Config's default
-	if v, ok := raw["sliding_window"]; ok {
-		if isNullJSON(v) {
-			return nil
-		}
-		if err := json.Unmarshal(v, &window); err != nil {
-			return fmt.Errorf("model: config.json: sliding_window must be an integer")
-		}
-	}
-	if window >= cfg.MaxPositionEmbeddings {
-		return nil
-	}
-	maxWindowLayers := 28
-	if v, ok := raw["max_window_layers"]; ok && !isNullJSON(v) {
-		if err := json.Unmarshal(v, &maxWindowLayers); err != nil {
-			return fmt.Errorf("model: config.json: max_window_layers must be an integer")
-		}
-	}
-	for i := 0; i < cfg.NumLayers; i++ {
-		sliding := i >= maxWindowLayers
-		if layerTypes != nil {
-			sliding = layerTypes[i] == "sliding_attention"
-		}
-		if sliding {
-			return fmt.Errorf("model: config.json: sliding_window %d (use_sliding_window is true, layer %d) is not supported: Hone attends to every earlier position", window, i)
-		}
-	}
-	return nil
 }
 
 // ropeParams is one RoPE parameter dictionary (rope_scaling or rope_parameters).

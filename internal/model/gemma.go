@@ -7,6 +7,7 @@ import (
 
 	"github.com/honeai/hone/internal/gguf"
 	"github.com/honeai/hone/internal/kernels"
+	"github.com/honeai/hone/internal/tokenizer"
 )
 
 // BlockExtras are the parts of a transformer block that Gemma 2 and Gemma 3 add to the Llama
@@ -40,9 +41,6 @@ type BlockExtras struct {
 	// rope_local_base_freq), no scaling; the other layers with RopeTheta and RopeScaling.
 	RopeLocalTheta float64
 }
-
-// IsGemma reports whether the architecture is Gemma 2 or Gemma 3.
-func IsGemma(arch string) bool { return arch == "gemma2" || arch == "gemma3" }
 
 // AttnScale is the factor of the attention scores q·k.
 func (m *Model) AttnScale() float32 {
@@ -215,16 +213,65 @@ func finishGemma(m *Model, src tensorSource) {
 	}
 }
 
-// gemmaTypes maps Gemma's architectures and model types to Hone's.
-var gemmaTypes = map[string]string{
-	"Gemma2ForCausalLM": "gemma2", "Gemma3ForCausalLM": "gemma3",
-	"gemma2": "gemma2", "gemma3_text": "gemma3",
+// Gemma 2 (Gemma2ForCausalLM) and Gemma 3's text model (Gemma3ForCausalLM): Llama's block
+// with the BlockExtras above, which differ between the two as their gemmaSpecs say.
+var (
+	gemma2Family = gemmaFamily("gemma2", []string{"Gemma2ForCausalLM"}, []string{"gemma2"}, &gemma2Spec)
+	gemma3Family = gemmaFamily("gemma3", []string{"Gemma3ForCausalLM"}, []string{"gemma3_text"}, &gemma3Spec)
+)
+
+// gemmaSpec is what tells Gemma 2 and Gemma 3 apart, in config.json and in llama.cpp's GGUF.
+type gemmaSpec struct {
+	// pattern: every pattern-th layer is global, the others slide (llama.cpp's fixed pattern,
+	// and config.json's default where it has no layer_types); patternField names the
+	// config.json field that may set it ("": none).
+	pattern      int
+	patternField string
+	// bigLayers is the layer count of the 27B shape, whose queries llama.cpp scales by
+	// (hidden/heads)^-1/2 rather than head_dim's.
+	bigLayers int
+	// maxPositions is max_position_embeddings' default.
+	maxPositions int
+	// softcaps: attention and final logits are soft-capped by default (50 and 30), and
+	// llama.cpp's architecture caps them always (Gemma 2); without, neither is unless
+	// config.json or the GGUF says so, and llama.cpp caps neither (Gemma 3).
+	softcaps bool
+	// qkNorm: per-head RMSNorms of queries and keys (Gemma 3).
+	qkNorm bool
+	// localRope: the sliding layers rotate with a base of their own (rope_local_base_freq,
+	// default 1e4; transformers 5's rope_parameters keyed by layer type), the global ones with
+	// rope_theta (default 1e6) and rope_scaling; llama.cpp reads a linear scaling (Gemma 3).
+	localRope bool
+}
+
+var (
+	gemma2Spec = gemmaSpec{pattern: 2, bigLayers: 46, maxPositions: 8192, softcaps: true}
+	gemma3Spec = gemmaSpec{pattern: 6, patternField: "sliding_window_pattern", bigLayers: 62, maxPositions: 131072, qkNorm: true, localRope: true}
+)
+
+// gemmaFamily is the descriptor of a Gemma family.
+func gemmaFamily(arch string, classes, modelTypes []string, spec *gemmaSpec) Family {
+	return Family{
+		Arch:            arch,
+		HFArchitectures: classes,
+		HFModelTypes:    modelTypes,
+		GGUFArch:        arch,
+		GGUFVocab:       tokenizer.GGUFVocabRules{NoSpacePrefix: true},
+		ChatTemplate:    "gemma",
+		parseHF:         func(h *hfConfig, cfg *Config) error { return parseGemma(h.raw, cfg, spec) },
+		fromGGUF: func(g *ggufConfig, c *Config) error {
+			c.AttentionBias = g.hasBias || g.hasOBias
+			return gemmaFromGGUF(g.f.Metadata, c, g.flt, g.num, spec)
+		},
+		ggufKeys:     gemmaGGUFKeys,
+		ggufMetadata: func(c *Config) ([]gguf.KV, []GGUFVector, error) { return gemmaGGUFMetadata(c, spec) },
+	}
 }
 
 // parseGemma reads a Gemma 2 or Gemma 3 text config.json (transformers' Gemma2Config and
 // Gemma3TextConfig, their defaults when a field is absent). Every field that changes the
 // computation is implemented or refused by name.
-func parseGemma(raw map[string]json.RawMessage, cfg *Config) error {
+func parseGemma(raw map[string]json.RawMessage, cfg *Config, spec *gemmaSpec) error {
 	bad := func(format string, a ...any) error { return fmt.Errorf("model: config.json: "+format, a...) }
 	get := func(key string, dst any) (bool, error) {
 		v, ok := raw[key]
@@ -236,9 +283,8 @@ func parseGemma(raw map[string]json.RawMessage, cfg *Config) error {
 		}
 		return true, nil
 	}
-	gemma3 := cfg.Arch == "gemma3"
 	cfg.NormPlusOne, cfg.PostNorms, cfg.ScaleEmbed, cfg.GeluTanh = true, true, true, true
-	cfg.QKNorm = gemma3
+	cfg.QKNorm = spec.qkNorm
 	if _, err := get("attention_bias", &cfg.AttentionBias); err != nil {
 		return err
 	}
@@ -264,10 +310,7 @@ func parseGemma(raw map[string]json.RawMessage, cfg *Config) error {
 	cfg.NumKVHeads = cfg.NumHeads
 	cfg.HeadDim = 256
 	cfg.RMSNormEps = 1e-6
-	cfg.MaxPositionEmbeddings = 8192
-	if gemma3 {
-		cfg.MaxPositionEmbeddings = 131072
-	}
+	cfg.MaxPositionEmbeddings = spec.maxPositions
 	cfg.TieWordEmbeddings = true
 	for key, dst := range map[string]*int{"num_key_value_heads": &cfg.NumKVHeads, "head_dim": &cfg.HeadDim,
 		"max_position_embeddings": &cfg.MaxPositionEmbeddings} {
@@ -301,7 +344,7 @@ func parseGemma(raw map[string]json.RawMessage, cfg *Config) error {
 		*s.dst = 0
 		v, present := raw[s.key]
 		switch {
-		case !present && !gemma3:
+		case !present && spec.softcaps:
 			*s.dst = s.def
 		case present && !isNullJSON(v):
 			if err := json.Unmarshal(v, s.dst); err != nil || !(*s.dst > 0) {
@@ -326,14 +369,13 @@ func parseGemma(raw map[string]json.RawMessage, cfg *Config) error {
 	if layerTypes == nil {
 		// Gemma 2 alternates, sliding first; Gemma 3 has sliding_window_pattern (default 6):
 		// every pattern-th layer is global.
-		pattern := 2
-		if gemma3 {
-			pattern = 6
-			if _, err := get("sliding_window_pattern", &pattern); err != nil {
+		pattern := spec.pattern
+		if spec.patternField != "" {
+			if _, err := get(spec.patternField, &pattern); err != nil {
 				return err
 			}
 			if pattern <= 0 {
-				return bad("sliding_window_pattern must be positive")
+				return bad("%s must be positive", spec.patternField)
 			}
 		}
 		for i := 0; i < cfg.NumLayers; i++ {
@@ -348,7 +390,7 @@ func parseGemma(raw map[string]json.RawMessage, cfg *Config) error {
 	for i, t := range layerTypes {
 		cfg.Sliding[i] = t == "sliding_attention"
 	}
-	if !gemma3 {
+	if !spec.localRope {
 		return parseRope(raw, layerTypes, cfg)
 	}
 	return parseGemma3Rope(raw, cfg)
@@ -462,15 +504,11 @@ var gemmaGGUFNames = map[string]string{
 // metadata cannot say (sliding layers all but every second for Gemma 2 and every sixth for
 // Gemma 3, Gemma 3's local RoPE base 10000, a query scale of head_dim, or hidden/heads for
 // the 27B shapes, no soft-caps on Gemma 3), so a model that differs has no GGUF form.
-func gemmaGGUFMetadata(c *Config) ([]gguf.KV, []GGUFVector, error) {
-	gemma3 := c.Arch == "gemma3"
+func gemmaGGUFMetadata(c *Config, spec *gemmaSpec) ([]gguf.KV, []GGUFVector, error) {
 	bad := func(format string, args ...any) ([]gguf.KV, []GGUFVector, error) {
 		return nil, nil, fmt.Errorf("model: %s has no GGUF form: %s", c.Arch, fmt.Sprintf(format, args...))
 	}
-	pattern, big := 2, 46
-	if gemma3 {
-		pattern, big = 6, 62
-	}
+	pattern, big := spec.pattern, spec.bigLayers
 	if c.SlidingWindow <= 0 {
 		return bad("llama.cpp's %s attends within a sliding window on its sliding layers, and this model has none", c.Arch)
 	}
@@ -504,7 +542,7 @@ func gemmaGGUFMetadata(c *Config) ([]gguf.KV, []GGUFVector, error) {
 	if c.RopeScaling != nil {
 		kind = c.RopeScaling.Kind()
 	}
-	if !gemma3 {
+	if spec.softcaps {
 		if c.AttnSoftcap <= 0 || c.FinalSoftcap <= 0 {
 			return bad("llama.cpp's gemma2 caps the attention and final logits, and this model leaves one uncapped")
 		}
@@ -550,29 +588,26 @@ var gemmaGGUFKeys = map[string]bool{
 // rope.freq_base_swa) and global base (default 1e6). llama.cpp keeps no
 // query_pre_attn_scalar: like it, Hone scales by head_dim^-1/2, or (hidden/heads)^-1/2 for
 // the 27B shapes (46 layers for gemma2, 62 for gemma3), whose configs set that.
-func gemmaFromGGUF(f interface{ Has(string) bool }, c *Config, flt func(string, float64) float64, num func(string, int) int) error {
+func gemmaFromGGUF(f interface{ Has(string) bool }, c *Config, flt func(string, float64) float64, num func(string, int) int, spec *gemmaSpec) error {
 	a := c.Arch + "."
-	gemma3 := c.Arch == "gemma3"
-	c.NormPlusOne, c.PostNorms, c.ScaleEmbed, c.GeluTanh, c.QKNorm = true, true, true, true, gemma3
-	if !gemma3 {
+	c.NormPlusOne, c.PostNorms, c.ScaleEmbed, c.GeluTanh, c.QKNorm = true, true, true, true, spec.qkNorm
+	if spec.softcaps {
 		c.AttnSoftcap, c.FinalSoftcap = flt(a+"attn_logit_softcapping", 50), flt(a+"final_logit_softcapping", 30)
 	} else {
 		c.AttnSoftcap, c.FinalSoftcap = flt(a+"attn_logit_softcapping", 0), flt(a+"final_logit_softcapping", 0)
+	}
+	if spec.localRope {
 		if !f.Has(a + "rope.freq_base") {
 			c.RopeTheta = 1e6
 		}
 		c.RopeLocalTheta = flt(a+"rope.freq_base_swa", 10000)
 	}
 	c.QueryPreAttnScalar = float64(c.HeadDim)
-	if (!gemma3 && c.NumLayers == 46) || (gemma3 && c.NumLayers == 62) {
+	if c.NumLayers == spec.bigLayers {
 		c.QueryPreAttnScalar = float64(c.HiddenSize / c.NumHeads)
 	}
 	c.SlidingWindow = num("attention.sliding_window", 4096)
-	pattern := 2
-	if gemma3 {
-		pattern = 6
-	}
-	pattern = num("attention.sliding_window_pattern", pattern)
+	pattern := num("attention.sliding_window_pattern", spec.pattern)
 	if pattern <= 0 {
 		return fmt.Errorf("model: %sattention.sliding_window_pattern must be positive", a)
 	}

@@ -10,6 +10,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/synth"
 )
@@ -47,7 +48,7 @@ func TestGemmaGreedyDecode(t *testing.T) {
 			o := synth.Tiny(arch)
 			o.Std = 0.2
 			m := synthModel(t, o)
-			cache := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: 64, BlockSize: 4})
+			cache := model.NewKVCache(&m.Config, kvcache.Options{NumBlocks: 64, BlockSize: 4})
 			seq, other := cache.NewSequence(), cache.NewSequence()
 			prompt := []int{5, 17, 200, 3, 99}
 			toks := append([]int(nil), prompt...)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -35,13 +36,17 @@ func ConfigFromGGUF(f *gguf.File) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
-	switch arch {
-	case "llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3":
-	default:
-		return nil, fmt.Errorf("%w %q in %s (general.architecture): Hone runs llama, qwen2, qwen3, qwen3moe, phi3, gemma2 and gemma3", ErrUnsupported, arch, f.Name)
+	fam := familyForGGUF(arch)
+	if fam == nil {
+		return nil, fmt.Errorf("%w %q in %s (general.architecture): Hone runs %s", ErrUnsupported, arch, f.Name, familyList(func(f *Family) []string {
+			if f.GGUFArch == "" {
+				return nil
+			}
+			return []string{f.GGUFArch}
+		}, true))
 	}
 	for _, k := range md.Keys() {
-		if rest, ok := strings.CutPrefix(k, arch+"."); ok && !ggufArchKeys[rest] && !(IsGemma(arch) && gemmaGGUFKeys[rest]) && !(arch == "qwen3moe" && ggufMoEKeys[rest]) && !(arch == "phi3" && phi3GGUFKeys[rest]) {
+		if rest, ok := strings.CutPrefix(k, arch+"."); ok && !ggufArchKeys[rest] && !fam.ggufKeys[rest] {
 			return nil, fmt.Errorf("model: %s: metadata key %s is not supported", f.Name, k)
 		}
 	}
@@ -84,7 +89,7 @@ func ConfigFromGGUF(f *gguf.File) (*Config, error) {
 		}
 		return d
 	}
-	c := &Config{Arch: arch, TorchDType: "float32"}
+	c := &Config{Arch: fam.Arch, TorchDType: "float32"}
 	c.NumLayers = num("block_count", -1)
 	c.HiddenSize = num("embedding_length", -1)
 	c.IntermediateSize = num("feed_forward_length", -1)
@@ -103,7 +108,7 @@ func ConfigFromGGUF(f *gguf.File) (*Config, error) {
 		return nil, fmt.Errorf("model: %s: %s.attention.value_length %d differs from the key length %d: not supported", f.Name, arch, v, c.HeadDim)
 	}
 	rotary := num("rope.dimension_count", c.HeadDim)
-	if v := rotary; v != c.HeadDim && arch != "phi3" {
+	if v := rotary; v != c.HeadDim && !fam.ggufPartialRotary {
 		return nil, fmt.Errorf("model: %s: %s.rope.dimension_count %d is not the head size %d: Hone rotates the whole head", f.Name, arch, v, c.HeadDim)
 	}
 	if firstErr != nil {
@@ -142,35 +147,16 @@ func ConfigFromGGUF(f *gguf.File) (*Config, error) {
 	}
 	_, hasOutput := f.Tensors["output.weight"]
 	c.TieWordEmbeddings = !hasOutput
-	_, hasBias := f.Tensors["blk.0.attn_q.bias"]
-	_, hasOBias := f.Tensors["blk.0.attn_output.bias"]
-	_, hasMLPBias := f.Tensors["blk.0.ffn_up.bias"]
-	switch arch {
-	case "llama":
-		c.AttentionBias, c.MLPBias = hasBias, hasMLPBias
-	case "qwen2":
-		c.AttentionBias = true
-	case "qwen3", "qwen3moe":
-		c.AttentionBias, c.QKNorm = hasBias || hasOBias, true
-	case "phi3":
-		if err := phi3FromGGUF(f, c, rotary, flt, num); err != nil {
+	g := &ggufConfig{f: f, flt: flt, num: num, rotary: rotary}
+	_, g.hasBias = f.Tensors["blk.0.attn_q.bias"]
+	_, g.hasOBias = f.Tensors["blk.0.attn_output.bias"]
+	_, g.hasMLPBias = f.Tensors["blk.0.ffn_up.bias"]
+	if fam.fromGGUF != nil {
+		if err := fam.fromGGUF(g, c); err != nil {
 			return nil, err
 		}
 		if firstErr != nil {
 			return nil, firstErr
-		}
-	case "gemma2", "gemma3":
-		c.AttentionBias = hasBias || hasOBias
-		if err := gemmaFromGGUF(md, c, flt, num); err != nil {
-			return nil, err
-		}
-		if firstErr != nil {
-			return nil, firstErr
-		}
-	}
-	if arch == "qwen3moe" {
-		if err := moeFromGGUF(f, c); err != nil {
-			return nil, err
 		}
 	}
 	ids := func(keys ...string) []int {
@@ -190,6 +176,18 @@ func ConfigFromGGUF(f *gguf.File) (*Config, error) {
 		return nil, fmt.Errorf("%w (from %s)", err, f.Name)
 	}
 	return c, nil
+}
+
+// ggufConfig is what ConfigFromGGUF hands a family's fromGGUF: the file, its metadata readers
+// (flt and num as ConfigFromGGUF's: a key's value or the default, def < 0 making it required;
+// their errors are returned after fromGGUF), rope.dimension_count (default the head size),
+// and which biases the first layer's tensors have.
+type ggufConfig struct {
+	f                             *gguf.File
+	flt                           func(key string, def float64) float64
+	num                           func(key string, def int) int
+	rotary                        int
+	hasBias, hasOBias, hasMLPBias bool // blk.0.attn_q.bias, attn_output.bias, ffn_up.bias
 }
 
 // ggufRopeFreqs is the tensor in which llama.cpp's converter stores Llama 3.1's rope_scaling:
@@ -233,7 +231,7 @@ func containsInt(a []int, x int) bool {
 type ggufSource struct {
 	quantized bool
 	pack      bool
-	arch      string
+	fam       *Family
 	f         *gguf.File
 	hf        map[string]string // Hugging Face name -> GGUF name
 	gg        map[string]string // GGUF name -> Hugging Face name
@@ -241,7 +239,7 @@ type ggufSource struct {
 }
 
 func newGGUFSource(f *gguf.File, c *Config) *ggufSource {
-	s := &ggufSource{arch: c.Arch, f: f, hf: map[string]string{}, gg: map[string]string{}, permut: map[string]int{}}
+	s := &ggufSource{fam: c.Family(), f: f, hf: map[string]string{}, gg: map[string]string{}, permut: map[string]int{}}
 	add := func(hf, gg string) {
 		s.hf[hf], s.gg[gg] = gg, hf
 	}
@@ -250,7 +248,7 @@ func newGGUFSource(f *gguf.File, c *Config) *ggufSource {
 	}
 	for i := 0; i < c.NumLayers; i++ {
 		for hf := range GGUFLayerNames {
-			if !ggufLayerName(c.Arch, hf) {
+			if !ggufLayerName(s.fam, hf) {
 				continue
 			}
 			name := fmt.Sprintf("model.layers.%d.%s", i, hf)
@@ -366,7 +364,7 @@ func unpermuteRows(v []float32, rows, cols, heads int) ([]float32, error) {
 func (s *ggufSource) names() []string {
 	var out []string
 	for _, n := range s.f.Names() {
-		if n == ggufRopeFreqs || (s.arch == "phi3" && (n == ggufRopeShort || n == ggufRopeLong)) {
+		if n == ggufRopeFreqs || slices.Contains(s.fam.ggufTensors, n) {
 			continue // read into the config by ConfigFromGGUF
 		}
 		if hf, ok := s.gg[n]; ok {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/honeai/hone/internal/chattemplate"
 	"github.com/honeai/hone/internal/gguf"
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/safetensors"
 	"github.com/honeai/hone/internal/synth"
@@ -200,7 +201,7 @@ func llamaCppRopeFreqs(c *model.Config) []float32 {
 // lastLogits runs prompt through m and returns the logits after its last token.
 func lastLogits(t *testing.T, m *model.Model, prompt []int) []float32 {
 	t.Helper()
-	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: max(16, len(prompt)/16+1)})
+	cache := model.NewKVCache(&m.Config, kvcache.Options{NumBlocks: max(16, len(prompt)/16+1)})
 	logits, err := m.Forward([]model.Step{{Seq: cache.NewSequence(), Tokens: prompt, LogitsAt: []int{len(prompt) - 1}}})
 	if err != nil {
 		t.Fatal(err)
@@ -509,8 +510,8 @@ func TestGGUFMatchesSmolLM2Directory(t *testing.T) {
 			t.Fatalf("rendering %q, want %q", gtext, wtext)
 		}
 		prompt := gt.Encode(gtext, true)
-		gs := model.NewKVCache(&got.Config, model.KVCacheOptions{NumBlocks: 8}).NewSequence()
-		ws := model.NewKVCache(&want.Config, model.KVCacheOptions{NumBlocks: 8}).NewSequence()
+		gs := model.NewKVCache(&got.Config, kvcache.Options{NumBlocks: 8}).NewSequence()
+		ws := model.NewKVCache(&want.Config, kvcache.Options{NumBlocks: 8}).NewSequence()
 		tokens := prompt
 		for step := 0; step < 4; step++ {
 			gl, err := got.Forward([]model.Step{{Seq: gs, Tokens: tokens, LogitsAt: []int{len(tokens) - 1}}})

@@ -79,7 +79,7 @@ func ggufTensorName(hf string, postNorms bool) (name string, layer int, ok bool)
 // GGUFPermutedHeads is the number of heads whose rows llama.cpp's converter reorders in the
 // Hugging Face tensor hf (Llama's q and k projections, weights and biases), or 0.
 func GGUFPermutedHeads(c *Config, hf string) int {
-	if (c.Arch != "llama" && c.Arch != "mistral") || !strings.HasPrefix(hf, "model.layers.") {
+	if !c.Family().PermutedQK || !strings.HasPrefix(hf, "model.layers.") {
 		return 0
 	}
 	switch {
@@ -120,28 +120,28 @@ func UnpermuteRowsFromGGUF(v []float32, rows, cols, heads int) ([]float32, error
 }
 
 // GGUFMetadata is the inverse of ConfigFromGGUF: general.architecture and the {arch}.*
-// hyperparameters llama.cpp's convert_hf_to_gguf.py writes for c (vocab_size and
-// rope.dimension_count for llama, key/value lengths when the head size is not
-// hidden/heads, a linear RoPE scaling, Phi-3's keys), and the 1-D tensors it adds: a llama3
-// rope_scaling's per-frequency divisors (rope_freqs.weight), Phi-3's LongRoPE factors.
+// hyperparameters llama.cpp's convert_hf_to_gguf.py writes for c, and the 1-D tensors it adds
+// (GGUFVector), as c's family writes them (its ggufMetadata: ggufDecoderMetadata for the
+// Llama-style families, phi3GGUFMetadata, gemmaGGUFMetadata).
 func GGUFMetadata(c *Config) (meta []gguf.KV, vectors []GGUFVector, err error) {
-	arch := c.Arch
-	switch arch {
-	case "llama", "qwen2", "qwen3", "qwen3moe", "phi3":
-	case "gemma2", "gemma3":
-		return gemmaGGUFMetadata(c)
-	case "mistral":
-		// llama.cpp's converter writes MistralForCausalLM as llama, which has no sliding
-		// window: a window that binds has no GGUF form.
-		if c.SlidingWindow > 0 {
-			return nil, nil, fmt.Errorf("model: Mistral's sliding_window %d has no GGUF form: llama.cpp reads Mistral as llama, which attends to every earlier position", c.SlidingWindow)
-		}
-		arch = "llama"
-	default:
-		return nil, nil, fmt.Errorf("model: architecture %q has no GGUF export (llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, mistral without a sliding window)", c.Arch)
+	fam := FamilyOf(c.Arch)
+	if fam == nil || fam.ggufMetadata == nil {
+		return nil, nil, fmt.Errorf("model: architecture %q has no GGUF export (%s)", c.Arch, familyList(func(f *Family) []string {
+			if f.ggufMetadata == nil {
+				return nil
+			}
+			return []string{f.Arch}
+		}, false))
 	}
+	return fam.ggufMetadata(c)
+}
+
+// ggufBaseMetadata is general.architecture (arch) and the {arch}.* keys the converter writes
+// for every Llama-style architecture: sizes, heads, RoPE base, norm epsilon, and the key and
+// value lengths when the head size is not hidden/heads.
+func ggufBaseMetadata(c *Config, arch string) []gguf.KV {
 	a := arch + "."
-	meta = []gguf.KV{
+	meta := []gguf.KV{
 		{Key: "general.architecture", Value: arch},
 		{Key: a + "block_count", Value: uint32(c.NumLayers)},
 		{Key: a + "context_length", Value: uint32(c.MaxPositionEmbeddings)},
@@ -156,16 +156,19 @@ func GGUFMetadata(c *Config) (meta []gguf.KV, vectors []GGUFVector, err error) {
 		meta = append(meta, gguf.KV{Key: a + "attention.key_length", Value: uint32(c.HeadDim)},
 			gguf.KV{Key: a + "attention.value_length", Value: uint32(c.HeadDim)})
 	}
+	return meta
+}
+
+// ggufDecoderMetadata is GGUFMetadata for the Llama-style families written as arch (llama,
+// qwen2, qwen3, qwen3moe; Mistral as llama): ggufBaseMetadata, llama's vocab_size and
+// rope.dimension_count, a linear RoPE scaling, the experts' keys (GGUFMoEMetadata), and a
+// llama3 rope_scaling's per-frequency divisors (rope_freqs.weight).
+func ggufDecoderMetadata(c *Config, arch string) (meta []gguf.KV, vectors []GGUFVector, err error) {
+	meta = ggufBaseMetadata(c, arch)
+	a := arch + "."
 	if arch == "llama" {
 		meta = append(meta, gguf.KV{Key: a + "vocab_size", Value: uint32(c.VocabSize)},
 			gguf.KV{Key: a + "rope.dimension_count", Value: uint32(c.HeadDim)})
-	}
-	if c.Arch == "phi3" {
-		extra, vectors, err := phi3GGUFMetadata(c)
-		if err != nil {
-			return nil, nil, err
-		}
-		return append(meta, extra...), vectors, nil
 	}
 	factors := c.RopeFreqFactors
 	if rs := c.RopeScaling; rs != nil {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/synth"
 )
@@ -107,7 +108,7 @@ func checkGoldenLogits(t *testing.T, m *model.Model, g golden, goldenDir string,
 			t.Fatal(err)
 		}
 	}
-	seq := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: numBlocks}).NewSequence()
+	seq := model.NewKVCache(&m.Config, kvcache.Options{NumBlocks: numBlocks}).NewSequence()
 	var got [][]float32
 	for at := 0; at < len(g.Tokens); {
 		n := 1

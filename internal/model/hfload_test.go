@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/honeai/hone/internal/chattemplate"
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/safetensors"
 	"github.com/honeai/hone/internal/synth"
@@ -84,7 +85,7 @@ func TestQwen3AttentionBiasIncludesOutput(t *testing.T) {
 		t.Fatal("o_proj bias not loaded")
 	}
 	tokens := randTokens(rand.New(rand.NewPCG(5, 6)), 9, m.Config.VocabSize)
-	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: 4})
+	cache := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: 16, NumBlocks: 4})
 	got, err := m.Forward([]model.Step{{Seq: cache.NewSequence(), Tokens: tokens, LogitsAt: all(len(tokens))}})
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +158,7 @@ func TestRealSmolLM2Directory(t *testing.T) {
 		if !slices.Equal(prompt, c.PromptIDs) {
 			t.Fatalf("%q: prompt ids %v, want %v (template %q)", c.Question, prompt, c.PromptIDs, text)
 		}
-		cache := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: 8})
+		cache := model.NewKVCache(&m.Config, kvcache.Options{NumBlocks: 8})
 		seq := cache.NewSequence()
 		var gen []int
 		tokens := prompt

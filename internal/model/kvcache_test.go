@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 )
 
@@ -15,10 +16,10 @@ import (
 func TestKVCacheGrowsWithUse(t *testing.T) {
 	m := load(t, "llama")
 	const bs, maxBlocks, chunk = 4, 12, 2
-	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: bs, NumBlocks: maxBlocks, ChunkBlocks: chunk})
+	cache := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: bs, NumBlocks: maxBlocks, ChunkBlocks: chunk})
 	defer cache.Close()
 	per := cache.BytesPerBlock()
-	if per != model.KVBytesPerBlock(&m.Config, bs, model.KVF32) || cache.MaxBytes() != maxBlocks*per {
+	if per != model.KVBytesPerBlock(&m.Config, bs, kvcache.F32) || cache.MaxBytes() != maxBlocks*per {
 		t.Fatalf("bytes per block %d, max %d", per, cache.MaxBytes())
 	}
 	held := func(blocks int) {
@@ -83,7 +84,7 @@ func TestKVCacheGrowsWithUse(t *testing.T) {
 	// NumBlocks bounds the memory: 48 positions fill it, one more does not fit.
 	long := randTokens(rng, maxBlocks*bs+1, m.Config.VocabSize)
 	d := cache.NewSequence()
-	if _, err := m.Forward([]model.Step{{Seq: d, Tokens: long}}); !errors.Is(err, model.ErrNoBlocks) {
+	if _, err := m.Forward([]model.Step{{Seq: d, Tokens: long}}); !errors.Is(err, kvcache.ErrNoBlocks) {
 		t.Fatalf("%d positions in %d blocks: err = %v", len(long), maxBlocks, err)
 	}
 	held(6)

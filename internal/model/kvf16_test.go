@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/honeai/hone/internal/gguf"
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/synth"
 	"github.com/honeai/hone/internal/tokenizer"
@@ -53,24 +54,24 @@ func TestKVCacheF16(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			if m.AutoKVDType() != model.KVF32 {
+			if m.AutoKVDType() != kvcache.F32 {
 				t.Fatalf("auto KV dtype of an f32 model: %v", m.AutoKVDType())
 			}
 			const bs = 4
 			rng := rand.New(rand.NewPCG(5, 6))
 			tokens := randTokens(rng, 45, m.Config.VocabSize)
-			f32 := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: bs, NumBlocks: 64})
+			f32 := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: bs, NumBlocks: 64})
 			want, err := m.Forward([]model.Step{{Seq: f32.NewSequence(), Tokens: tokens, LogitsAt: all(len(tokens))}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: bs, NumBlocks: 64, DType: model.KVF16})
+			cache := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: bs, NumBlocks: 64, DType: kvcache.F16})
 			perBlock := cache.BytesPerBlock() // every layer's: a split cache's two parts together
 			if w := cache.Window(); w != nil {
 				perBlock += w.BytesPerBlock()
 			}
-			if cache.DType() != model.KVF16 || 2*cache.BytesPerBlock() != f32.BytesPerBlock() ||
-				perBlock != model.KVBytesPerBlock(&m.Config, bs, model.KVF16) {
+			if cache.DType() != kvcache.F16 || 2*cache.BytesPerBlock() != f32.BytesPerBlock() ||
+				perBlock != model.KVBytesPerBlock(&m.Config, bs, kvcache.F16) {
 				t.Fatalf("f16 cache: dtype %v, %d bytes a block (f32: %d)", cache.DType(), cache.BytesPerBlock(), f32.BytesPerBlock())
 			}
 			one := cache.NewSequence()
@@ -144,29 +145,20 @@ func TestKVCacheF16(t *testing.T) {
 	}
 }
 
-// TestKVCacheDType: ParseKVDType takes the flag's values; KVAuto is f16 for a model with
-// quantized matrices and f32 otherwise; NewKVCache takes KVAuto as f32.
+// TestKVCacheDType: kvcache.Auto is f16 for a model with quantized matrices and f32
+// otherwise; NewKVCache takes kvcache.Auto as f32 (kvcache's TestParseDType reads the flag's
+// values).
 func TestKVCacheDType(t *testing.T) {
-	for in, want := range map[string]model.KVDType{"": model.KVAuto, "auto": model.KVAuto, "f32": model.KVF32, "f16": model.KVF16} {
-		if got, err := model.ParseKVDType(in); err != nil || got != want {
-			t.Errorf("ParseKVDType(%q) = %v, %v", in, got, err)
-		}
-	}
-	for _, in := range []string{"fp8", "bf16", "F16", "half"} {
-		if _, err := model.ParseKVDType(in); err == nil {
-			t.Errorf("ParseKVDType(%q): no error", in)
-		}
-	}
 	m := load(t, "llama")
-	if c := model.NewKVCache(&m.Config, model.KVCacheOptions{}); c.DType() != model.KVF32 {
-		t.Errorf("NewKVCache with KVAuto: %v", c.DType())
+	if c := model.NewKVCache(&m.Config, kvcache.Options{}); c.DType() != kvcache.F32 {
+		t.Errorf("NewKVCache with kvcache.Auto: %v", c.DType())
 	}
 	q, err := model.Load(tinyDir(t, "llama"), model.LoadOptions{Quantize: gguf.Q8_0})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	if q.AutoKVDType() != model.KVF16 {
+	if q.AutoKVDType() != kvcache.F16 {
 		t.Errorf("auto KV dtype of a quantized model: %v", q.AutoKVDType())
 	}
 }
@@ -197,15 +189,15 @@ func TestSmolLM2KVCacheF16(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if m.AutoKVDType() != model.KVF16 {
+	if m.AutoKVDType() != kvcache.F16 {
 		t.Fatalf("auto KV dtype of a quantized GGUF: %v", m.AutoKVDType())
 	}
 	tok, err := tokenizer.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(prompt []int, dt model.KVDType) ([]int, [][]float32) {
-		seq := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: 16, DType: dt}).NewSequence()
+	run := func(prompt []int, dt kvcache.DType) ([]int, [][]float32) {
+		seq := model.NewKVCache(&m.Config, kvcache.Options{NumBlocks: 16, DType: dt}).NewSequence()
 		var toks []int
 		var logits [][]float32
 		in := prompt
@@ -227,8 +219,8 @@ func TestSmolLM2KVCacheF16(t *testing.T) {
 		"<|im_start|>user\nWrite a long story about a lighthouse keeper and the sea.<|im_end|>\n<|im_start|>assistant\n",
 	} {
 		p := tok.Encode(text, true)
-		ht, hl := run(p, model.KVF16)
-		ft, fl := run(p, model.KVF32)
+		ht, hl := run(p, kvcache.F16)
+		ft, fl := run(p, kvcache.F32)
 		d, s := maxDiff(hl[0], fl[0])
 		t.Logf("%q: first logits differ by %.3g of the largest logit; f16: %q", text, d/s, tok.Decode(ht, false))
 		if d/s > 0.08 {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/synth"
 )
@@ -17,22 +18,22 @@ import (
 // layers' holds them all; freeing everything gives every block back.
 func TestWindowSplitMatchesOneCache(t *testing.T) {
 	for _, arch := range []string{"gemma2", "gemma3"} {
-		for _, dtype := range []model.KVDType{model.KVF32, model.KVF16} {
+		for _, dtype := range []kvcache.DType{kvcache.F32, kvcache.F16} {
 			t.Run(arch+"/"+dtype.String(), func(t *testing.T) {
 				o := synth.Tiny(arch)
 				o.Std = 0.1
 				m := synthModel(t, o)
 				const bs, chunk = 4, 13
-				one := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: bs, NumBlocks: 256, DType: dtype, NoWindowSplit: true})
-				split := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: bs, NumBlocks: 256, DType: dtype})
+				one := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: bs, NumBlocks: 256, DType: dtype, NoWindowSplit: true})
+				split := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: bs, NumBlocks: 256, DType: dtype})
 				if one.Window() != nil || split.Window() == nil {
 					t.Fatalf("window caches: one %v, split %v", one.Window() != nil, split.Window() != nil)
 				}
 				limit := model.KVWindowBlocks(&m.Config, bs, chunk)
 				a, b := one.NewSequence(), split.NewSequence()
-				step := func(what string, sa, sb *model.Sequence, tokens []int) {
+				step := func(what string, sa, sb *kvcache.Sequence, tokens []int) {
 					t.Helper()
-					logits := func(s *model.Sequence) [][]float32 {
+					logits := func(s *kvcache.Sequence) [][]float32 {
 						out, err := m.Forward([]model.Step{{Seq: s, Tokens: tokens, LogitsAt: all(len(tokens))}})
 						if err != nil {
 							t.Fatal(err)
@@ -73,7 +74,7 @@ func TestWindowSplitMatchesOneCache(t *testing.T) {
 					step("after a rollback", a, b, []int{tok(400 + i)})
 				}
 				t.Logf("at %d positions: global layers %d blocks, sliding layers %d (limit %d)", b.Len(), b.HeldBlocks(), b.Window().HeldBlocks(), limit)
-				for _, s := range []*model.Sequence{a, b, fa, fb} {
+				for _, s := range []*kvcache.Sequence{a, b, fa, fb} {
 					s.Free()
 				}
 				if split.FreeBlocks() != 256 || split.Window().FreeBlocks() != 256 {
@@ -92,7 +93,7 @@ func TestWindowSplitPrefix(t *testing.T) {
 	o.Std = 0.1
 	m := synthModel(t, o)
 	const bs = 4
-	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: bs, NumBlocks: 256})
+	cache := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: bs, NumBlocks: 256})
 	tokens := make([]int, 200)
 	for i := range tokens {
 		tokens[i] = (i*41 + 7) % o.Vocab
@@ -101,10 +102,10 @@ func TestWindowSplitPrefix(t *testing.T) {
 	if _, err := m.Forward([]model.Step{{Seq: a, Tokens: tokens, LogitsAt: []int{0}}}); err != nil {
 		t.Fatal(err)
 	}
-	hashes := model.HashBlocks(tokens, bs, "")
+	hashes := kvcache.HashBlocks(tokens, bs, "")
 	cache.InsertSequence(hashes, a)
 	// The sliding layers gave back the blocks behind 200 - 8 + 1 - 64 (WindowRollback).
-	dropped := (200 - o.SlidingWindow + 1 - model.WindowRollback) / bs
+	dropped := (200 - o.SlidingWindow + 1 - kvcache.WindowRollback) / bs
 	if p := cache.LookupPrefix(hashes[:20]); p.Blocks() != 0 {
 		t.Fatalf("a prefix of 20 blocks, whose window the sliding layers gave back (before block %d), was found with %d blocks", dropped, p.Blocks())
 	}
@@ -119,7 +120,7 @@ func TestWindowSplitPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 	full := append(append([]int(nil), tokens...), 5, 6, 7)
-	ref := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: bs, NumBlocks: 256, NoWindowSplit: true}).NewSequence()
+	ref := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: bs, NumBlocks: 256, NoWindowSplit: true}).NewSequence()
 	want, err := m.Forward([]model.Step{{Seq: ref, Tokens: full, LogitsAt: all(len(full))}})
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +155,7 @@ func BenchmarkGemmaKVMemory(b *testing.B) {
 			for range b.N {
 				held := map[bool]int64{}
 				for _, one := range []bool{false, true} {
-					c := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: n / 16, DType: model.KVF16, NoWindowSplit: one})
+					c := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: 16, NumBlocks: n / 16, DType: kvcache.F16, NoWindowSplit: one})
 					s := c.NewSequence()
 					for p := 0; p < n; p += 512 {
 						tokens := make([]int, 512)

@@ -3,6 +3,7 @@ package model_test
 import (
 	"testing"
 
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/synth"
 )
@@ -24,12 +25,12 @@ func TestSlidingWindowReleasesBlocks(t *testing.T) {
 				tokens[i] = (i*37 + 11) % o.Vocab
 			}
 			const bs = 4
-			ref := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: bs, NumBlocks: 128}).NewSequence()
+			ref := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: bs, NumBlocks: 128}).NewSequence()
 			want, err := m.Forward([]model.Step{{Seq: ref, Tokens: tokens, LogitsAt: all(len(tokens))}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: bs, NumBlocks: 128})
+			cache := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: bs, NumBlocks: 128})
 			seq := cache.NewSequence()
 			most := 0
 			for i, tok := range tokens {
@@ -60,7 +61,7 @@ func TestSlidingWindowReleasesBlocks(t *testing.T) {
 			}
 			// The window's 8 positions and the WindowRollback margin span at most
 			// (8+64)/4+1 blocks of 4, plus the one being filled.
-			if limit := (o.SlidingWindow+model.WindowRollback+bs-1)/bs + 2; most > limit {
+			if limit := (o.SlidingWindow+kvcache.WindowRollback+bs-1)/bs + 2; most > limit {
 				t.Fatalf("held up to %d blocks, want at most %d", most, limit)
 			}
 			if free := cache.FreeBlocks(); free != 128-seq.HeldBlocks() {
@@ -68,7 +69,7 @@ func TestSlidingWindowReleasesBlocks(t *testing.T) {
 			}
 			t.Logf("held at most %d of %d blocks", most, full)
 			f := seq.Fork()
-			cache.Insert(model.HashBlocks(tokens, bs, ""), seq.Blocks())
+			cache.Insert(kvcache.HashBlocks(tokens, bs, ""), seq.Blocks())
 			if _, err := m.Forward([]model.Step{{Seq: f, Tokens: []int{1}, LogitsAt: []int{0}}}); err != nil {
 				t.Fatal(err)
 			}
@@ -110,7 +111,7 @@ func BenchmarkSlidingWindowKV(b *testing.B) {
 	}
 	var held int
 	for range b.N {
-		cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: bs, NumBlocks: n / bs})
+		cache := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: bs, NumBlocks: n / bs})
 		seq := cache.NewSequence()
 		for p := 0; p < n; p += chunk {
 			if _, err := m.Forward([]model.Step{{Seq: seq, Tokens: tokens[p : p+chunk], LogitsAt: []int{chunk - 1}}}); err != nil {
@@ -120,7 +121,7 @@ func BenchmarkSlidingWindowKV(b *testing.B) {
 		held = seq.HeldBlocks()
 		seq.Free()
 	}
-	per := float64(model.KVBytesPerBlock(&m.Config, bs, model.KVF32)) / (1 << 20)
+	per := float64(model.KVBytesPerBlock(&m.Config, bs, kvcache.F32)) / (1 << 20)
 	b.ReportMetric(float64(held)*per, "kv_MiB_held")
 	b.ReportMetric(float64(n/bs)*per, "kv_MiB_full")
 	b.Logf("%d of %d blocks held", held, n/bs)

@@ -57,6 +57,7 @@ type LayerBuffers struct {
 // weights only; see Linear.PairsPacked). ad may be nil.
 func (m *Model) LayerForward(l int, x []float32, pos []int, bf16 bool, b *LayerBuffers, ad Adapters, attend func()) {
 	c := &m.Config
+	fused := c.Family().FusedProjections
 	L := &m.Layers[l]
 	T, H, I := len(pos), c.HiddenSize, c.IntermediateSize
 	qd, kvd := c.QDim(), c.KVDim()
@@ -73,7 +74,7 @@ func (m *Model) LayerForward(l int, x []float32, pos []int, bf16 bool, b *LayerB
 	adapt("q_proj", h, q)
 	adapt("k_proj", h, k)
 	adapt("v_proj", h, b.V[:T*kvd])
-	if c.Arch == "phi3" {
+	if fused {
 		m.adaptFused(ad, l, "qkv_proj", h, T, b.Tmp, q, k, b.V[:T*kvd])
 	}
 	if L.QNorm != nil && b.QPre != nil {
@@ -96,7 +97,7 @@ func (m *Model) LayerForward(l int, x []float32, pos []int, bf16 bool, b *LayerB
 	L.gateUp.forward(bf16, h, T, b.Tmp, g, u)
 	adapt("gate_proj", h, g)
 	adapt("up_proj", h, u)
-	if c.Arch == "phi3" {
+	if fused {
 		m.adaptFused(ad, l, "gate_up_proj", h, T, b.Tmp, g, u)
 	}
 	m.activate(act, b.ExpGate, g, u)

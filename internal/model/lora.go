@@ -64,7 +64,7 @@ var Modules = []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_
 
 // ModuleShape returns the (out, in) of a module for cfg.
 func ModuleShape(cfg *Config, module string) (out, in int, ok bool) {
-	if cfg.Arch == "phi3" {
+	if cfg.Family().FusedProjections {
 		return phi3ModuleShape(cfg, module)
 	}
 	switch module {

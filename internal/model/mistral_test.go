@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/honeai/hone/internal/gguf"
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/synth"
 )
@@ -31,7 +32,7 @@ func checkGoldenNeedsWindow(t *testing.T, golden string, o synth.Options) {
 		t.Fatalf("sliding window %d, want %d", m.Config.SlidingWindow, w)
 	}
 	m.Config.SlidingWindow = 0
-	seq := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: 8}).NewSequence()
+	seq := model.NewKVCache(&m.Config, kvcache.Options{NumBlocks: 8}).NewSequence()
 	out, err := m.Forward([]model.Step{{Seq: seq, Tokens: g.Tokens, LogitsAt: all(len(g.Tokens))}})
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +70,7 @@ func TestMinistralGoldenNeedsLayerTypes(t *testing.T) {
 		sliding []bool
 	}{{"every layer windowed", 8, nil}, {"no window", 0, nil}} {
 		m.Config.SlidingWindow, m.Config.Sliding = v.window, v.sliding
-		seq := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: 8}).NewSequence()
+		seq := model.NewKVCache(&m.Config, kvcache.Options{NumBlocks: 8}).NewSequence()
 		out, err := m.Forward([]model.Step{{Seq: seq, Tokens: g.Tokens, LogitsAt: all(len(g.Tokens))}})
 		if err != nil {
 			t.Fatal(err)

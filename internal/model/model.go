@@ -1,12 +1,12 @@
 // Package model runs Llama (Llama 3.x, SmolLM2), Qwen2/Qwen2.5 and Qwen3 causal language
 // models from Hugging Face directories (config.json, generation_config.json, safetensors
-// weights) on the CPU, in batches of sequences of different lengths over a paged KV cache,
-// with per-sequence LoRA adapters in PEFT's layout.
+// weights) on the CPU, in batches of sequences of different lengths over a paged KV cache
+// (internal/kvcache), with per-sequence LoRA adapters in PEFT's layout.
 //
 // # Forward pass
 //
 //	m, err := model.Load(dir, model.LoadOptions{})
-//	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: 1024})
+//	cache := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: 16, NumBlocks: 1024})
 //	seq := cache.NewSequence()
 //	logits, err := m.Forward([]model.Step{{Seq: seq, Tokens: prompt, LogitsAt: []int{len(prompt) - 1}}})
 //	// logits[0][0] holds the vocabulary's logits after the last prompt token; seq now holds
@@ -38,6 +38,7 @@ import (
 	"github.com/honeai/hone/internal/gemm"
 	"github.com/honeai/hone/internal/gguf"
 	"github.com/honeai/hone/internal/kernels"
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/quant"
 	"github.com/honeai/hone/internal/safetensors"
 )
@@ -267,6 +268,7 @@ func fromSource(cfg *Config, f tensorSource, opts LoadOptions) (*Model, error) {
 	ld := &loader{src: f, dtype: opts.DType, quantize: opts.Quantize, used: map[string]bool{}}
 	m := &Model{Config: *cfg, file: f}
 	c := cfg
+	fam := c.Family()
 	var err error
 	_, hasHead := f.shape("lm_head.weight")
 	tied := !hasHead || c.TieWordEmbeddings
@@ -283,7 +285,7 @@ func fromSource(cfg *Config, f tensorSource, opts LoadOptions) (*Model, error) {
 		if L.MLPNorm, err = ld.vector(p+mlpNormName(c), c.HiddenSize); err != nil {
 			return nil, err
 		}
-		if c.Arch == "phi3" {
+		if fam.FusedProjections {
 			if err := ld.phi3Layer(L, p, c); err != nil {
 				return nil, err
 			}
@@ -298,7 +300,7 @@ func fromSource(cfg *Config, f tensorSource, opts LoadOptions) (*Model, error) {
 		if L.V, err = ld.linear(p+"self_attn.v_proj", c.KVDim(), c.HiddenSize, c.AttentionBias); err != nil {
 			return nil, err
 		}
-		if L.O, err = ld.linear(p+"self_attn.o_proj", c.HiddenSize, c.QDim(), c.AttentionBias && c.Arch != "qwen2"); err != nil {
+		if L.O, err = ld.linear(p+"self_attn.o_proj", c.HiddenSize, c.QDim(), c.AttentionBias && !fam.NoOutputBias); err != nil {
 			return nil, err
 		}
 		if c.QKNorm {
@@ -446,7 +448,7 @@ func ModelDirExists(dir string) bool {
 
 // Step is the work of one sequence in a forward pass.
 type Step struct {
-	Seq    *Sequence
+	Seq    *kvcache.Sequence
 	Tokens []int
 	// LogitsAt lists indexes into Tokens whose next-token logits are wanted.
 	LogitsAt []int
@@ -455,7 +457,7 @@ type Step struct {
 
 // Forward runs the tokens of every step through the model, appends their keys and values to
 // the steps' sequences, and returns, per step, the logits at LogitsAt. When the cache cannot
-// hold the new tokens it returns ErrNoBlocks and changes nothing.
+// hold the new tokens it returns kvcache.ErrNoBlocks and changes nothing.
 func (m *Model) Forward(steps []Step) ([][][]float32, error) { return m.ForwardInto(steps, nil) }
 
 // ForwardInto is Forward with the logits written into *logits (grown as needed) instead of a
@@ -471,8 +473,8 @@ func (m *Model) ForwardInto(steps []Step, logits *[]float32) ([][][]float32, err
 		if st.Seq == nil || len(st.Tokens) == 0 {
 			return nil, fmt.Errorf("model: step %d has no sequence or no tokens", i)
 		}
-		if st.Seq.n+len(st.Tokens) > m.Rope.Len() {
-			return nil, fmt.Errorf("model: step %d reaches position %d, beyond max_position_embeddings %d", i, st.Seq.n+len(st.Tokens), m.Rope.Len())
+		if st.Seq.Len()+len(st.Tokens) > m.Rope.Len() {
+			return nil, fmt.Errorf("model: step %d reaches position %d, beyond max_position_embeddings %d", i, st.Seq.Len()+len(st.Tokens), m.Rope.Len())
 		}
 		for _, id := range st.Tokens {
 			if id < 0 || id >= c.VocabSize {
@@ -492,9 +494,9 @@ func (m *Model) ForwardInto(steps []Step, logits *[]float32) ([][][]float32, err
 		T += len(st.Tokens)
 	}
 	for i := range steps {
-		if err := steps[i].Seq.reserve(len(steps[i].Tokens)); err != nil {
+		if err := steps[i].Seq.Reserve(len(steps[i].Tokens)); err != nil {
 			for _, prev := range steps[:i] {
-				prev.Seq.shrink()
+				prev.Seq.Shrink()
 			}
 			return nil, err
 		}
@@ -551,8 +553,7 @@ func (m *Model) ForwardInto(steps []Step, logits *[]float32) ([][][]float32, err
 		}
 	}
 	for _, st := range steps {
-		st.Seq.advance(len(st.Tokens))
-		m.releaseBehindWindow(st.Seq)
+		st.Seq.Advance(len(st.Tokens))
 	}
 	return out, nil
 }
@@ -604,7 +605,7 @@ func newBatch(m *Model, steps []Step, T int) *batch {
 		b.start[i] = r
 		for j, id := range st.Tokens {
 			m.EmbedRowFor(b.x[r*H:(r+1)*H], id, st.Adapter)
-			b.pos[r] = st.Seq.n + j
+			b.pos[r] = st.Seq.Len() + j
 			r++
 		}
 	}
@@ -645,18 +646,9 @@ func (m *Model) layer(l int, b *batch) {
 func (m *Model) storeKV(l int, b *batch) {
 	kv := m.Config.KVDim()
 	for i, st := range b.steps {
-		s := st.Seq
 		for j := range st.Tokens {
 			r := b.start[i] + j
-			if s.c.dtype == KVF16 {
-				ck, cv := s.at16(l, b.pos[r])
-				gemm.F16.Encode(ck[:kv], b.k[r*kv:(r+1)*kv])
-				gemm.F16.Encode(cv[:kv], b.v[r*kv:(r+1)*kv])
-				continue
-			}
-			ck, cv := s.at(l, b.pos[r])
-			copy(ck[:kv], b.k[r*kv:(r+1)*kv])
-			copy(cv[:kv], b.v[r*kv:(r+1)*kv])
+			st.Seq.Store(l, b.pos[r], b.k[r*kv:(r+1)*kv], b.v[r*kv:(r+1)*kv])
 		}
 	}
 }
@@ -676,7 +668,7 @@ func (m *Model) attention(l int, b *batch) {
 	}
 	// Each step's keys and values of positions [lo, ctx), gathered into rows (widened to f32
 	// from an f16 cache); lo is 0, or for a windowed layer the block where the first row's
-	// window starts (the blocks before it may be released, kvwindow.go). A decode step's are
+	// window starts (the blocks before it may be released, kvcache.Sequence.Advance). A decode step's are
 	// gathered here, whole rows of every kv head, a block at a time; a prefill's in its tasks,
 	// a kv head at a time (its context may be long).
 	// With fewer decode steps than cores, each step's gather is split at block boundaries so
@@ -691,7 +683,7 @@ func (m *Model) attention(l int, b *batch) {
 		}
 		r0 := b.start[i]
 		ctx := b.pos[r0] + len(st.Tokens)
-		bs := st.Seq.c.blockSize
+		bs := st.Seq.BlockSize()
 		lo := m.windowFrom(l, b.pos[r0], bs)
 		g := &b.kv[i]
 		g.k, g.v = g.k.grow((ctx-lo)*kvd), g.v.grow((ctx-lo)*kvd)
@@ -705,7 +697,7 @@ func (m *Model) attention(l int, b *batch) {
 		gp := b.gather[t]
 		g := &b.kv[gp.step]
 		off := (gp.lo - gp.base) * kvd
-		b.steps[gp.step].Seq.gatherKV(l, gp.lo, gp.hi, 0, kvd, g.k[off:], g.v[off:])
+		b.steps[gp.step].Seq.Gather(l, gp.lo, gp.hi, 0, kvd, g.k[off:], g.v[off:])
 	})
 	// On gemm's worker pool, which the products before and after keep hot: a decode step's
 	// few tasks would wait longer for new goroutines.
@@ -716,7 +708,7 @@ func (m *Model) attention(l int, b *batch) {
 		n := len(st.Tokens)
 		r0 := b.start[t.step]
 		ctx := b.pos[r0] + n
-		bs := s.c.blockSize
+		bs := s.BlockSize()
 		lo := m.windowFrom(l, b.pos[r0], bs)
 		w := ctx - lo
 		sc := attnScratchPool.Get().(*attnScratch)
@@ -750,7 +742,7 @@ func (m *Model) attention(l int, b *batch) {
 		// softmax, and the scores times the values.
 		sc.k, sc.v = sc.k.grow(w*hd), sc.v.grow(w*hd)
 		K, V := sc.k, sc.v
-		s.gatherKV(l, lo, ctx, t.kvHead*hd, hd, K, V)
+		s.Gather(l, lo, ctx, t.kvHead*hd, hd, K, V)
 		sc.s = sc.s.grow(n * w)
 		S := sc.s
 		for qh := t.kvHead * group; qh < (t.kvHead+1)*group; qh++ {
@@ -813,43 +805,5 @@ const scratchKeep = 1 << 20
 func (sc *attnScratch) release() {
 	if cap(sc.s)+cap(sc.k)+cap(sc.v) <= scratchKeep {
 		attnScratchPool.Put(sc)
-	}
-}
-
-// gatherKV copies layer l's keys and values of positions [lo, hi), the hd elements from
-// offset off of each position's kvDim, into K and V (rows of hd), widening an f16 cache's;
-// whole rows (hd = kvDim) a block at a time.
-func (s *Sequence) gatherKV(l, lo, hi, off, hd int, K, V []float32) {
-	bs, kvDim := s.c.blockSize, s.c.kvDim
-	for p0 := lo; p0 < hi; p0 = (p0/bs + 1) * bs {
-		cnt := min((p0/bs+1)*bs, hi) - p0
-		if hd == kvDim {
-			dk, dv := K[(p0-lo)*hd:(p0-lo+cnt)*hd], V[(p0-lo)*hd:(p0-lo+cnt)*hd]
-			if s.c.dtype == KVF16 {
-				ck, cv := s.at16(l, p0)
-				gemm.F16.Decode(dk, ck[:cnt*hd])
-				gemm.F16.Decode(dv, cv[:cnt*hd])
-			} else {
-				ck, cv := s.at(l, p0)
-				copy(dk, ck)
-				copy(dv, cv)
-			}
-			continue
-		}
-		if s.c.dtype == KVF16 {
-			ck, cv := s.at16(l, p0)
-			for j := range cnt {
-				p := p0 + j - lo
-				gemm.F16.Decode(K[p*hd:(p+1)*hd], ck[j*kvDim+off:][:hd])
-				gemm.F16.Decode(V[p*hd:(p+1)*hd], cv[j*kvDim+off:][:hd])
-			}
-			continue
-		}
-		ck, cv := s.at(l, p0)
-		for j := range cnt {
-			p := p0 + j - lo
-			copy(K[p*hd:(p+1)*hd], ck[j*kvDim+off:][:hd])
-			copy(V[p*hd:(p+1)*hd], cv[j*kvDim+off:][:hd])
-		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/safetensors"
 	"github.com/honeai/hone/internal/synth"
@@ -283,7 +284,7 @@ func TestForwardMatchesReference(t *testing.T) {
 			// 37 tokens: more than two 16-position blocks, and more than 4 rows so that the
 			// GEMM attention path runs; positions past the llama3 original length.
 			tokens := randTokens(rng, 37, m.Config.VocabSize)
-			cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: 16})
+			cache := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: 16, NumBlocks: 16})
 			seq := cache.NewSequence()
 			got, err := m.Forward([]model.Step{{Seq: seq, Tokens: tokens, LogitsAt: all(len(tokens))}})
 			if err != nil {
@@ -310,7 +311,7 @@ func TestChunkedAndDecodeEqualOneShot(t *testing.T) {
 			m := load(t, variant)
 			tokens := randTokens(rand.New(rand.NewPCG(3, 4)), 41, m.Config.VocabSize)
 			want := reference(m, tokens, nil)
-			cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 8, NumBlocks: 64})
+			cache := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: 8, NumBlocks: 64})
 			for _, chunks := range [][]int{{41}, {5, 11, 1, 24}, {1, 1, 1, 2, 3, 5, 8, 20}, {16, 16, 9}} {
 				seq := cache.NewSequence()
 				at := 0
@@ -346,8 +347,8 @@ func TestBatchEqualsSingles(t *testing.T) {
 		seqs[i] = randTokens(rng, n+3, m.Config.VocabSize)
 		wants[i] = reference(m, seqs[i], nil)
 	}
-	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 4, NumBlocks: 64})
-	cs := make([]*model.Sequence, len(lens))
+	cache := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: 4, NumBlocks: 64})
+	cs := make([]*kvcache.Sequence, len(lens))
 	for i := range cs {
 		cs[i] = cache.NewSequence()
 	}
@@ -437,7 +438,7 @@ func TestLoRAPerSequence(t *testing.T) {
 		t.Fatalf("adapters: scaling %v/%v targets %v/%v", a1.Scaling, a2.Scaling, a1.Targets, a2.Targets)
 	}
 	tokens := randTokens(rand.New(rand.NewPCG(7, 8)), 12, m.Config.VocabSize)
-	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: 16})
+	cache := model.NewKVCache(&m.Config, kvcache.Options{NumBlocks: 16})
 	adapters := []*model.LoRA{a1, nil, a2}
 	var steps []model.Step
 	for _, a := range adapters {
@@ -480,7 +481,7 @@ func TestForkSharesPrefix(t *testing.T) {
 	m := load(t, "llama")
 	rng := rand.New(rand.NewPCG(11, 12))
 	prompt := randTokens(rng, 10, m.Config.VocabSize) // 2.5 blocks of 4
-	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 4, NumBlocks: 32})
+	cache := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: 4, NumBlocks: 32})
 	s1 := cache.NewSequence()
 	if _, err := m.Forward([]model.Step{{Seq: s1, Tokens: prompt}}); err != nil {
 		t.Fatal(err)
@@ -536,11 +537,11 @@ func TestForkSharesPrefix(t *testing.T) {
 
 func TestCacheFullChangesNothing(t *testing.T) {
 	m := load(t, "llama")
-	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 4, NumBlocks: 3})
+	cache := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: 4, NumBlocks: 3})
 	a, b := cache.NewSequence(), cache.NewSequence()
 	tokens := randTokens(rand.New(rand.NewPCG(1, 1)), 9, m.Config.VocabSize)
 	_, err := m.Forward([]model.Step{{Seq: a, Tokens: tokens[:4]}, {Seq: b, Tokens: tokens}})
-	if !errors.Is(err, model.ErrNoBlocks) {
+	if !errors.Is(err, kvcache.ErrNoBlocks) {
 		t.Fatalf("err = %v", err)
 	}
 	if a.Len() != 0 || b.Len() != 0 || cache.FreeBlocks() != 3 {
@@ -550,7 +551,7 @@ func TestCacheFullChangesNothing(t *testing.T) {
 
 func TestForwardValidates(t *testing.T) {
 	m := load(t, "llama")
-	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{})
+	cache := model.NewKVCache(&m.Config, kvcache.Options{})
 	for name, st := range map[string]model.Step{
 		"no tokens":   {Seq: cache.NewSequence()},
 		"bad id":      {Seq: cache.NewSequence(), Tokens: []int{m.Config.VocabSize}},
@@ -584,7 +585,7 @@ func TestBF16PrefillAgrees(t *testing.T) {
 	model.ForceBF16Arithmetic(m)
 	rng := rand.New(rand.NewPCG(7, 7))
 	tokens := randTokens(rng, 90, m.Config.VocabSize)
-	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: 16})
+	cache := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: 16, NumBlocks: 16})
 	seq := cache.NewSequence()
 	got, err := m.Forward([]model.Step{{Seq: seq, Tokens: tokens[:80], LogitsAt: all(80)}})
 	if err != nil {
@@ -634,7 +635,7 @@ func TestBF16DecodeAgrees(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 8))
 	tokens := randTokens(rng, 20, m.Config.VocabSize)
 	want := reference(m, tokens, nil)
-	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: 4})
+	cache := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: 16, NumBlocks: 4})
 	seq := cache.NewSequence()
 	worst := 0.0
 	for p := range tokens {

@@ -22,6 +22,30 @@ import (
 // Layer l is sparse when num_experts > 0, l is not in mlp_only_layers and (l+1) is a multiple
 // of decoder_sparse_step; the other layers have the dense MLP of intermediate_size.
 
+// qwen3MoEFamily is Qwen3-MoE (above): Qwen3's config and attention, and the experts.
+var qwen3MoEFamily = Family{
+	Arch:            "qwen3moe",
+	HFArchitectures: []string{"Qwen3MoeForCausalLM"},
+	HFModelTypes:    []string{"qwen3_moe"},
+	GGUFArch:        "qwen3moe",
+	ChatTemplate:    "qwen3",
+	parseHF: func(h *hfConfig, cfg *Config) error {
+		cfg.AttentionBias, cfg.QKNorm = h.AttentionBias, true
+		if err := parseQwen(h, cfg, decoderDefaults{rmsNormEps: 1e-6, maxPositions: 32768}); err != nil {
+			return err
+		}
+		return parseQwen3MoE(h.raw, cfg)
+	},
+	fromGGUF: func(g *ggufConfig, c *Config) error {
+		if err := qwen3FromGGUF(g, c); err != nil {
+			return err
+		}
+		return moeFromGGUF(g.f, c)
+	},
+	ggufKeys:     ggufMoEKeys,
+	ggufMetadata: func(c *Config) ([]gguf.KV, []GGUFVector, error) { return ggufDecoderMetadata(c, "qwen3moe") },
+}
+
 // MoEConfig is the routed-experts part of a Config (nil for dense architectures).
 type MoEConfig struct {
 	NumExperts   int    // num_experts

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/honeai/hone/internal/gguf"
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/synth"
 )
@@ -67,7 +68,7 @@ func BenchmarkQwen3MoEDecodeQ4K(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer m.Close()
-	seq := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: 256}).NewSequence()
+	seq := model.NewKVCache(&m.Config, kvcache.Options{NumBlocks: 256}).NewSequence()
 	prompt := make([]int, 32)
 	for i := range prompt {
 		prompt[i] = (i*37 + 11) % o.Vocab

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/honeai/hone/internal/gguf"
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/safetensors"
 	"github.com/honeai/hone/internal/synth"
@@ -116,7 +117,7 @@ func TestQwen3MoEGreedyDecode(t *testing.T) {
 		full = append(full, id)
 	}
 	// A batch of a prefill and a decode step.
-	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: 16})
+	cache := model.NewKVCache(&m.Config, kvcache.Options{NumBlocks: 16})
 	a, b := cache.NewSequence(), cache.NewSequence()
 	if _, err := m.Forward([]model.Step{{Seq: a, Tokens: prompt}}); err != nil {
 		t.Fatal(err)

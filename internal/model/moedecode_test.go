@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/honeai/hone/internal/gguf"
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/synth"
 )
@@ -31,7 +32,7 @@ func TestQwen3MoEDecodeOneRow(t *testing.T) {
 			}
 			tokens := []int{5, 100, 23, 400, 7, 61, 2, 250, 9, 77, 310, 4}
 			want := allLogits(t, m, tokens)
-			seq := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: 8}).NewSequence()
+			seq := model.NewKVCache(&m.Config, kvcache.Options{NumBlocks: 8}).NewSequence()
 			for i, tok := range tokens {
 				out, err := m.Forward([]model.Step{{Seq: seq, Tokens: []int{tok}, LogitsAt: []int{0}}})
 				if err != nil {

@@ -22,25 +22,42 @@ import (
 
 	"github.com/honeai/hone/internal/kernels"
 	"github.com/honeai/hone/internal/quant"
+	"github.com/honeai/hone/internal/tokenizer"
 )
 
 // phi3RopeKeys are the RoPE dictionary keys Phi-3 reads; any other key is refused by name.
 var phi3RopeKeys = []string{"rope_type", "type", "rope_theta", "partial_rotary_factor", "short_factor",
 	"long_factor", "factor", "attention_factor", "original_max_position_embeddings"}
 
-// parsePhi3 reads the fields of Phi3Config that ParseConfig's common part does not: its
-// defaults (max_position_embeddings 4096, rms_norm_eps 1e-5), sliding_window, and RoPE
-// (rope_theta, partial_rotary_factor, rope_scaling default or longrope; Phi3Config maps the
-// legacy types "su" and "yarn" to longrope).
-func parsePhi3(raw map[string]json.RawMessage, cfg *Config) error {
+// phi3Family is Phi-3 and Phi-4-mini (above): fused projections, partial rotary dimensions,
+// LongRoPE, a window on every layer.
+var phi3Family = Family{
+	Arch:              "phi3",
+	HFArchitectures:   []string{"Phi3ForCausalLM"},
+	HFModelTypes:      []string{"phi3"},
+	GGUFArch:          "phi3",
+	FusedProjections:  true,
+	GGUFVocab:         tokenizer.GGUFVocabRules{Phi3AddedTokens: true},
+	ChatTemplate:      "phi3",
+	parseHF:           parsePhi3,
+	fromGGUF:          phi3FromGGUF,
+	ggufKeys:          phi3GGUFKeys,
+	ggufTensors:       []string{ggufRopeShort, ggufRopeLong},
+	ggufPartialRotary: true,
+	ggufMetadata:      phi3GGUFMetadata,
+}
+
+// parsePhi3 reads Phi3Config: the Llama-style fields with its defaults
+// (max_position_embeddings 4096, rms_norm_eps 1e-5), sliding_window, and RoPE (rope_theta,
+// partial_rotary_factor, rope_scaling default or longrope; Phi3Config maps the legacy types
+// "su" and "yarn" to longrope).
+func parsePhi3(h *hfConfig, cfg *Config) error {
+	if _, err := h.parseDecoder(cfg, decoderDefaults{rmsNormEps: 1e-5, maxPositions: 4096}); err != nil {
+		return err
+	}
+	raw := h.raw
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("model: config.json: "+format, a...)
-	}
-	if v, ok := raw["max_position_embeddings"]; !ok || isNullJSON(v) {
-		cfg.MaxPositionEmbeddings = 4096
-	}
-	if v, ok := raw["rms_norm_eps"]; !ok || isNullJSON(v) {
-		cfg.RMSNormEps = 1e-5
 	}
 	// Phi3Attention attends within sliding_window when it is set (every layer, as Mistral's
 	// do); a window at least max_position_embeddings long never excludes a position Hone
@@ -301,7 +318,7 @@ func (m *Model) rowContexts(steps []Step, T int) []int {
 	}
 	ctx := make([]int, 0, T)
 	for _, st := range steps {
-		n := st.Seq.n + len(st.Tokens)
+		n := st.Seq.Len() + len(st.Tokens)
 		for range st.Tokens {
 			ctx = append(ctx, n)
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/synth"
 )
@@ -97,7 +98,7 @@ func TestPhi3MixedBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: 32})
+	cache := model.NewKVCache(&m.Config, kvcache.Options{NumBlocks: 32})
 	a, b, c := cache.NewSequence(), cache.NewSequence(), cache.NewSequence()
 	out, err := m.Forward([]model.Step{
 		{Seq: a, Tokens: gl.Tokens, LogitsAt: all(len(gl.Tokens)), Adapter: adapter},
@@ -125,7 +126,7 @@ func TestPhi3GreedyDecode(t *testing.T) {
 	for name := range phi3Opts {
 		t.Run(name, func(t *testing.T) {
 			m := loadPhi3(t, name, "")
-			cache := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: 16})
+			cache := model.NewKVCache(&m.Config, kvcache.Options{NumBlocks: 16})
 			seq := cache.NewSequence()
 			toks := []int{5, 17, 300, 42, 9}
 			out, err := m.Forward([]model.Step{{Seq: seq, Tokens: toks, LogitsAt: []int{len(toks) - 1}}})

@@ -34,10 +34,11 @@ var (
 		"self_attn.v_proj.weight": true, "mlp.gate_proj.weight": true, "mlp.up_proj.weight": true}
 )
 
-// ggufLayerName reports whether the layer tensor hf (a GGUFLayerNames key) belongs to arch's
-// GGUF layout: Phi-3's fused tensors for phi3, the split ones for the others.
-func ggufLayerName(arch, hf string) bool {
-	if arch == "phi3" {
+// ggufLayerName reports whether the layer tensor hf (a GGUFLayerNames key) belongs to the
+// family's GGUF layout: the fused tensors for a family with fused projections (Phi-3), the
+// split ones for the others.
+func ggufLayerName(fam *Family, hf string) bool {
+	if fam.FusedProjections {
 		return !phi3SplitNames[hf]
 	}
 	return !phi3FusedNames[hf]
@@ -48,7 +49,8 @@ func ggufLayerName(arch, hf string) bool {
 // whose sequence is longer than the original context (llama.cpp picks them for every
 // position once its context size is); and it honours a sliding window below the context
 // length, as transformers' Phi3ForCausalLM does (llama.cpp disables Phi-3's window).
-func phi3FromGGUF(f *gguf.File, c *Config, rotary int, flt func(string, float64) float64, num func(string, int) int) error {
+func phi3FromGGUF(g *ggufConfig, c *Config) error {
+	f, rotary, flt, num := g.f, g.rotary, g.flt, g.num
 	a := c.Arch + "."
 	if rotary < 2 || rotary > c.HeadDim || rotary%2 != 0 {
 		return fmt.Errorf("model: %s: %srope.dimension_count %d: want an even number from 2 to the head size %d", f.Name, a, rotary, c.HeadDim)
@@ -104,22 +106,24 @@ type GGUFVector struct {
 	Values []float32
 }
 
-// phi3GGUFMetadata is what llama.cpp's converter adds for a phi3 config: the original
-// context, the rotary dimensions, the sliding window (0 for none) and, with LongRoPE, the
-// attention factor and the factor tensors. The converter recomputes the attention factor
-// from the context lengths, so a config whose attention_factor differs has no GGUF form.
+// phi3GGUFMetadata is GGUFMetadata for phi3: the keys of every family (ggufBaseMetadata), and
+// what llama.cpp's converter adds for a phi3 config: the original context, the rotary
+// dimensions, the sliding window (0 for none) and, with LongRoPE, the attention factor and
+// the factor tensors. The converter recomputes the attention factor from the context
+// lengths, so a config whose attention_factor differs has no GGUF form.
 func phi3GGUFMetadata(c *Config) ([]gguf.KV, []GGUFVector, error) {
 	a := c.Arch + "."
+	base := ggufBaseMetadata(c, c.Arch)
 	omax := 4096 // Phi3Config's default
 	rs := c.RopeScaling
 	if rs != nil {
 		omax = rs.OriginalMaxPositionEmbeddings
 	}
-	meta := []gguf.KV{
+	meta := append(base, []gguf.KV{
 		{Key: a + "rope.scaling.original_context_length", Value: uint32(omax)},
 		{Key: a + "rope.dimension_count", Value: uint32(c.RotaryDims())},
 		{Key: a + "attention.sliding_window", Value: uint32(c.SlidingWindow)},
-	}
+	}...)
 	if rs == nil {
 		return meta, nil, nil
 	}

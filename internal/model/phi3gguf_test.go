@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/honeai/hone/internal/gguf"
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/safetensors"
 	"github.com/honeai/hone/internal/synth"
@@ -144,7 +145,7 @@ func TestPhi3GGUFMatchesDirectory(t *testing.T) {
 // allLogits runs tokens through m in one prefill and returns the logits at every position.
 func allLogits(t *testing.T, m *model.Model, tokens []int) [][]float32 {
 	t.Helper()
-	seq := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: 32}).NewSequence()
+	seq := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: 16, NumBlocks: 32}).NewSequence()
 	out, err := m.Forward([]model.Step{{Seq: seq, Tokens: tokens, LogitsAt: all(len(tokens))}})
 	if err != nil {
 		t.Fatal(err)
@@ -276,7 +277,7 @@ func checkLlamaCppGreedy(t *testing.T, bin, path string) {
 	}
 	for _, prompt := range []string{"The quick brown fox", "Hello world, this is a test of"} {
 		toks := tok.Encode(prompt, true)
-		seq := model.NewKVCache(&m.Config, model.KVCacheOptions{BlockSize: 16, NumBlocks: 8}).NewSequence()
+		seq := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: 16, NumBlocks: 8}).NewSequence()
 		var out []int
 		for range 16 {
 			l, err := m.Forward([]model.Step{{Seq: seq, Tokens: toks, LogitsAt: []int{len(toks) - 1}}})

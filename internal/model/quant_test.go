@@ -9,6 +9,7 @@ import (
 
 	"github.com/honeai/hone/internal/gemm"
 	"github.com/honeai/hone/internal/gguf"
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/quant"
 	"github.com/honeai/hone/internal/synth"
@@ -127,7 +128,7 @@ func quantizeGGUF(t *testing.T, typeOf func(name string) gguf.TensorType) func([
 // greedy generates n tokens greedily after prompt, returning them and the logits of each step.
 func greedy(t *testing.T, m *model.Model, prompt []int, n int) ([]int, [][]float32) {
 	t.Helper()
-	seq := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: 16}).NewSequence()
+	seq := model.NewKVCache(&m.Config, kvcache.Options{NumBlocks: 16}).NewSequence()
 	var toks []int
 	var logits [][]float32
 	in := prompt

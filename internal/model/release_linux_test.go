@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/honeai/hone/internal/gemm"
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/safetensors"
 	"github.com/honeai/hone/internal/synth"
 )
@@ -139,7 +140,7 @@ func TestPrepackReleasesMappedWeights(t *testing.T) {
 			}
 			defer m.Close()
 			forward := func() []float32 {
-				cache := NewKVCache(&m.Config, KVCacheOptions{NumBlocks: 16})
+				cache := NewKVCache(&m.Config, kvcache.Options{NumBlocks: 16})
 				logits, err := m.Forward([]Step{{Seq: cache.NewSequence(), Tokens: []int{1, 2, 3, 4, 5}, LogitsAt: []int{4}}})
 				if err != nil {
 					t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/honeai/hone/internal/kernels"
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 )
 
@@ -37,7 +38,7 @@ type greedyRun struct {
 
 func runGolden(t *testing.T, m *model.Model, prompt, golden []int) greedyRun {
 	t.Helper()
-	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: 8})
+	cache := model.NewKVCache(&m.Config, kvcache.Options{NumBlocks: 8})
 	seq := cache.NewSequence()
 	var r greedyRun
 	tokens, diverged := prompt, false

@@ -32,7 +32,7 @@ func (s *Served) resolveTemplate(opts LoadOptions) error {
 		}
 	}
 	if src == "" {
-		name := chattemplate.BuiltinFor(s.Model.Config.Arch, func(text string) bool {
+		name := chattemplate.BuiltinFor(s.Model.Config.Family().ChatTemplate, func(text string) bool {
 			id, ok := s.Tok.TokenID(text)
 			return ok && s.Tok.IsSpecial(id)
 		})

@@ -5,10 +5,21 @@ import (
 	"fmt"
 )
 
+// qwen3MoEArch is Qwen3-MoE (Qwen3MoeForCausalLM): Qwen3's attention (q/k norms, head_dim 32
+// in Tiny), routed experts on the sparse layers.
+var qwen3MoEArch = archSpec{
+	name: "qwen3moe", class: "Qwen3MoeForCausalLM", modelType: "qwen3_moe",
+	tiny:       func(o *Options) { o.HeadDim = 32 },
+	ownHeadDim: true,
+	qkNorm:     true,
+	experts:    true,
+	config:     moeConfig,
+}
+
 // moeDefaults fills the expert options of a qwen3moe model: 8 experts, 2 per token, experts
 // of width 32, normalised top-k weights (as Qwen3-MoE's released models).
 func moeDefaults(o *Options) {
-	if o.Arch != "qwen3moe" {
+	if a := o.arch(); a == nil || !a.experts {
 		return
 	}
 	if o.Experts == 0 {
@@ -23,7 +34,7 @@ func moeDefaults(o *Options) {
 }
 
 func (o *Options) checkMoE() error {
-	if o.Arch != "qwen3moe" {
+	if !o.arch().experts {
 		if o.Experts != 0 || o.ExpertsPerTok != 0 || o.MoEIntermediate != 0 || o.MLPOnlyLayers != nil || o.DenseTopK {
 			return errors.New("synth: expert options are only offered for qwen3moe")
 		}
@@ -43,7 +54,7 @@ func (o *Options) checkMoE() error {
 
 // sparse reports whether layer l of a qwen3moe model has routed experts.
 func (o *Options) sparse(l int) bool {
-	if o.Arch != "qwen3moe" {
+	if !o.arch().experts {
 		return false
 	}
 	for _, d := range o.MLPOnlyLayers {

@@ -5,6 +5,17 @@ import (
 	"math"
 )
 
+// phi3Arch is Phi-3 (Phi3ForCausalLM): fused projections, LongRoPE, a partial rotary factor;
+// max_position_embeddings 256 in Tiny (original_max_position_embeddings 64: LongRoPE's long
+// factors from 65 tokens).
+var phi3Arch = archSpec{
+	name: "phi3", class: "Phi3ForCausalLM", modelType: "phi3",
+	tiny:   func(o *Options) { o.MaxPos = 256 },
+	check:  (*Options).checkPhi3,
+	config: phi3Config,
+	layer:  phi3Layer,
+}
+
 // checkPhi3 validates the Phi-3 options: an even number of rotary dimensions, and RoPE
 // scaling longrope (the default) or none.
 func (o *Options) checkPhi3() error {
@@ -29,7 +40,6 @@ func (o *Options) checkPhi3() error {
 // index (short ones near 1, long ones up to about 1 + 0.8·d/4) against an original context of
 // a quarter of max_position_embeddings, and the partial rotary factor.
 func phi3Config(o *Options, c map[string]any) {
-	c["model_type"] = "phi3"
 	c["original_max_position_embeddings"] = o.MaxPos / 4
 	c["partial_rotary_factor"] = o.PartialRotary
 	c["sliding_window"] = o.MaxPos // no window inside the context

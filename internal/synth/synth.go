@@ -79,18 +79,8 @@ type Options struct {
 func Tiny(arch string) Options {
 	o := Options{Arch: arch, Layers: 2, Hidden: 64, Heads: 4, KVHeads: 2, Intermediate: 128, Vocab: 512,
 		MaxPos: 512, RopeTheta: 10000, RMSNormEps: 1e-6, DType: "f32", Std: 0.02, Seed: 1}
-	if arch == "qwen3" || arch == "qwen3moe" {
-		o.HeadDim = 32 // Qwen3 sets head_dim independently of hidden/heads
-	}
-	if arch == "phi3" {
-		o.MaxPos = 256 // original_max_position_embeddings 64: LongRoPE's long factors from 65 tokens
-	}
-	if arch == "gemma2" || arch == "gemma3" {
-		o.HeadDim, o.Tied, o.SlidingWindow, o.QueryPreAttnScalar = 32, true, 8, 24
-	}
-	if isMistral(arch) {
-		// An explicit head_dim other than hidden/heads (as Mistral NeMo and Ministral have).
-		o.HeadDim, o.SlidingWindow = 32, 8
+	if a := archOf(arch); a != nil && a.tiny != nil {
+		a.tiny(&o) // the architecture's own (its archSpec)
 	}
 	moeDefaults(&o)
 	return o
@@ -125,12 +115,12 @@ func Qwen25_05B() Options {
 
 func (o *Options) fill() error {
 	d := Tiny(o.Arch)
-	switch o.Arch {
-	case "llama", "qwen2", "qwen3", "qwen3moe", "phi3", "mistral", "ministral", "gemma2", "gemma3":
-	case "":
-		return errors.New("synth: arch is required (llama, qwen2, qwen3, qwen3moe, phi3, mistral, ministral, gemma2 or gemma3)")
-	default:
-		return fmt.Errorf("synth: unsupported arch %q (use llama, qwen2, qwen3, qwen3moe, phi3, mistral, ministral, gemma2 or gemma3)", o.Arch)
+	a := o.arch()
+	switch {
+	case o.Arch == "":
+		return fmt.Errorf("synth: arch is required (%s)", archList())
+	case a == nil:
+		return fmt.Errorf("synth: unsupported arch %q (use %s)", o.Arch, archList())
 	}
 	setInt := func(p *int, v int) {
 		if *p == 0 {
@@ -145,7 +135,7 @@ func (o *Options) fill() error {
 	setInt(&o.Vocab, d.Vocab)
 	setInt(&o.MaxPos, d.MaxPos)
 	if o.HeadDim == 0 {
-		if (o.Arch == "qwen3" || o.Arch == "qwen3moe" || isMistral(o.Arch) || isGemma(o.Arch)) && o.Hidden == d.Hidden && o.Heads == d.Heads {
+		if a.ownHeadDim && o.Hidden == d.Hidden && o.Heads == d.Heads {
 			o.HeadDim = d.HeadDim
 		} else {
 			o.HeadDim = o.Hidden / o.Heads
@@ -163,11 +153,11 @@ func (o *Options) fill() error {
 	if o.Std == 0 {
 		o.Std = d.Std
 	}
-	if (isGemma(o.Arch) || isMistral(o.Arch)) && o.SlidingWindow == 0 {
-		o.SlidingWindow = d.SlidingWindow
+	if o.SlidingWindow == 0 {
+		o.SlidingWindow = d.SlidingWindow // Tiny's: gemma's and (mi)mistral's
 	}
-	if isGemma(o.Arch) && o.QueryPreAttnScalar == 0 {
-		o.QueryPreAttnScalar = d.QueryPreAttnScalar
+	if o.QueryPreAttnScalar == 0 {
+		o.QueryPreAttnScalar = d.QueryPreAttnScalar // gemma's
 	}
 	switch {
 	case o.Layers < 1 || o.Hidden < 1 || o.Heads < 1 || o.KVHeads < 1 || o.Intermediate < 1:
@@ -176,15 +166,15 @@ func (o *Options) fill() error {
 		return fmt.Errorf("synth: heads (%d) must be a multiple of kv-heads (%d)", o.Heads, o.KVHeads)
 	case o.HeadDim%2 != 0:
 		return fmt.Errorf("synth: head dimension %d must be even", o.HeadDim)
-	case o.Arch != "qwen3" && o.Arch != "qwen3moe" && !isMistral(o.Arch) && !isGemma(o.Arch) && o.HeadDim*o.Heads != o.Hidden:
+	case !a.ownHeadDim && o.HeadDim*o.Heads != o.Hidden:
 		return fmt.Errorf("synth: hidden (%d) must equal heads × head_dim (%d × %d) for %s", o.Hidden, o.Heads, o.HeadDim, o.Arch)
 	case o.DType != "f32" && o.DType != "bf16":
 		return fmt.Errorf("synth: dtype %q (use f32 or bf16)", o.DType)
-	case o.Arch == "phi3":
-		if err := o.checkPhi3(); err != nil {
+	case a.check != nil:
+		if err := a.check(o); err != nil {
 			return err
 		}
-	case o.RopeScaling != "" && (o.RopeScaling != "llama3" || o.Arch != "llama"):
+	case o.RopeScaling != "" && (o.RopeScaling != "llama3" || !a.llama3Rope):
 		return fmt.Errorf("synth: rope scaling %q is only offered as llama3 on llama", o.RopeScaling)
 	}
 	moeDefaults(o)
@@ -325,15 +315,14 @@ func Write(dir string, o Options) error {
 }
 
 func configJSON(o *Options, bos, eos int) map[string]any {
-	archName := map[string]string{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-		"qwen3moe": "Qwen3MoeForCausalLM", "phi3": "Phi3ForCausalLM", "mistral": "MistralForCausalLM", "ministral": "MinistralForCausalLM", "gemma2": "Gemma2ForCausalLM", "gemma3": "Gemma3ForCausalLM"}[o.Arch]
+	a := o.arch()
 	dtype := "float32"
 	if o.DType == "bf16" {
 		dtype = "bfloat16"
 	}
 	c := map[string]any{
-		"architectures":           []string{archName},
-		"model_type":              o.Arch,
+		"architectures":           []string{a.class},
+		"model_type":              a.modelType,
 		"hidden_size":             o.Hidden,
 		"intermediate_size":       o.Intermediate,
 		"num_hidden_layers":       o.Layers,
@@ -354,51 +343,7 @@ func configJSON(o *Options, bos, eos int) map[string]any {
 		"use_cache":               true,
 		"transformers_version":    "4.51.0",
 	}
-	switch o.Arch {
-	case "llama":
-		c["attention_bias"] = false
-		c["mlp_bias"] = false
-		c["pretraining_tp"] = 1
-		if o.RopeScaling == "llama3" {
-			c["rope_scaling"] = map[string]any{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-				"high_freq_factor": 4.0, "original_max_position_embeddings": min(o.MaxPos, 64)}
-		} else {
-			c["rope_scaling"] = nil
-		}
-	case "qwen2":
-		c["use_sliding_window"] = false
-		c["sliding_window"] = o.MaxPos
-		c["max_window_layers"] = o.Layers
-		c["rope_scaling"] = nil
-	case "qwen3":
-		c["attention_bias"] = false
-		c["use_sliding_window"] = false
-		c["sliding_window"] = nil
-		c["max_window_layers"] = o.Layers
-		c["rope_scaling"] = nil
-	case "phi3":
-		phi3Config(o, c)
-	case "mistral":
-		// Every layer attends to the SlidingWindow latest positions; no biases, no
-		// rope_scaling (MistralConfig has neither attention_bias nor mlp_bias).
-		c["sliding_window"] = o.SlidingWindow
-		c["rope_scaling"] = nil
-	case "ministral":
-		// MinistralForCausalLM: Mistral's block with per-layer attention types; here sliding
-		// and full alternate, sliding first.
-		c["sliding_window"] = o.SlidingWindow
-		c["rope_scaling"] = nil
-		types := make([]string, o.Layers)
-		for i := range types {
-			types[i] = []string{"sliding_attention", "full_attention"}[i%2]
-		}
-		c["layer_types"] = types
-	case "gemma2", "gemma3":
-		gemmaConfig(o, c)
-	case "qwen3moe":
-		c["model_type"] = "qwen3_moe"
-		moeConfig(o, c)
-	}
+	a.config(o, c)
 	return c
 }
 
@@ -432,26 +377,23 @@ func weights(o *Options) []safetensors.Tensor {
 	// Output projections scaled down with depth as GPT-2 style initialisers do, so that deep
 	// random models keep activations in range.
 	deep := func() float64 { return rng.NormFloat64() * o.Std / math.Sqrt(2*float64(o.Layers)) }
+	a := o.arch()
 	for l := 0; l < o.Layers; l++ {
 		p := fmt.Sprintf("model.layers.%d.", l)
-		if o.Arch == "phi3" {
-			phi3Layer(o, p, add, normal, norm, deep)
-			continue
-		}
-		if isGemma(o.Arch) {
-			gemmaLayer(o, p, add, normal, deep)
+		if a.layer != nil {
+			a.layer(o, p, add, normal, norm, deep)
 			continue
 		}
 		add(p+"input_layernorm.weight", []int{o.Hidden}, norm)
 		add(p+"self_attn.q_proj.weight", []int{qd, o.Hidden}, normal)
 		add(p+"self_attn.k_proj.weight", []int{kv, o.Hidden}, normal)
 		add(p+"self_attn.v_proj.weight", []int{kv, o.Hidden}, normal)
-		if o.Arch == "qwen2" {
+		if a.qkvBias {
 			add(p+"self_attn.q_proj.bias", []int{qd}, bias)
 			add(p+"self_attn.k_proj.bias", []int{kv}, bias)
 			add(p+"self_attn.v_proj.bias", []int{kv}, bias)
 		}
-		if o.Arch == "qwen3" || o.Arch == "qwen3moe" {
+		if a.qkNorm {
 			add(p+"self_attn.q_norm.weight", []int{o.HeadDim}, norm)
 			add(p+"self_attn.k_norm.weight", []int{o.HeadDim}, norm)
 		}
@@ -465,7 +407,7 @@ func weights(o *Options) []safetensors.Tensor {
 		add(p+"mlp.up_proj.weight", []int{o.Intermediate, o.Hidden}, normal)
 		add(p+"mlp.down_proj.weight", []int{o.Hidden, o.Intermediate}, deep)
 	}
-	if isGemma(o.Arch) {
+	if a.normPlusOne {
 		add("model.norm.weight", []int{o.Hidden}, gemmaNorm(rng))
 	} else {
 		add("model.norm.weight", []int{o.Hidden}, norm)
@@ -476,5 +418,5 @@ func weights(o *Options) []safetensors.Tensor {
 	return out
 }
 
-// isMistral reports whether arch is Mistral's block (mistral, ministral).
-func isMistral(arch string) bool { return arch == "mistral" || arch == "ministral" }
+// arch is the options' architecture (nil until fill has checked it is one).
+func (o *Options) arch() *archSpec { return archOf(o.Arch) }

@@ -330,9 +330,9 @@ const ggufTokenUnused = 5
 // GGUFMetadata is the tokenizer.* metadata llama.cpp's convert_hf_to_gguf.py writes for the
 // tokenizer of a Hugging Face model directory (tokenizer.json, tokenizer_config.json,
 // chat_template.jinja, config.json; tokenizer.model and added_tokens.json for SentencePiece),
-// for a model of architecture arch (as config.json names it: "phi3" converts its SentencePiece
-// added tokens its own way) and vocabSize embeddings: the inverse of FromGGUF. Two kinds of
-// vocabulary are written, as the converter writes them:
+// for a model of vocabSize embeddings whose architecture's converter applies rules (package
+// model's Family.GGUFVocab): the inverse of FromGGUF. Two kinds of vocabulary are written, as
+// the converter writes them:
 //
 //   - byte-level BPE (tokenizer.ggml.model "gpt2"), whose normalizer and pre-tokenizer must be
 //     one of FromGGUF's tokenizer.ggml.pre values (llama.cpp identifies pre-tokenizers by name
@@ -348,7 +348,7 @@ const ggufTokenUnused = 5
 // Either way ids below vocabSize that the vocabulary lacks become "[PAD<id>]" of type
 // unused (5), and the special token ids, add_bos/eos/sep_token flags and chat template follow
 // gguf.SpecialVocab.
-func GGUFMetadata(dir string, vocabSize int, arch string) ([]gguf.KV, error) {
+func GGUFMetadata(dir string, vocabSize int, rules GGUFVocabRules) ([]gguf.KV, error) {
 	raw, err := os.ReadFile(filepath.Join(dir, "tokenizer.json"))
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
@@ -392,7 +392,7 @@ func GGUFMetadata(dir string, vocabSize int, arch string) ([]gguf.KV, error) {
 		for i, at := range tj.AddedTokens {
 			added[i] = addedToken{at.ID, at.Content, at.Special}
 		}
-		if byID, meta, err = spmGGUFVocab(dir, tc, added, vocabSize, arch == "phi3"); err != nil {
+		if byID, meta, err = spmGGUFVocab(dir, tc, added, vocabSize, rules.Phi3AddedTokens); err != nil {
 			return nil, err
 		}
 	case tj.Model.Type == "BPE":
@@ -514,18 +514,27 @@ func GGUFMetadata(dir string, vocabSize int, arch string) ([]gguf.KV, error) {
 	if tpl != "" {
 		meta = append(meta, gguf.KV{Key: "tokenizer.chat_template", Value: tpl})
 	}
-	// The architectures' own rules (the model classes' set_vocab): LlamaModel (llama, mistral)
-	// turns add_bos_token off for a vocabulary of 49152 (Granite's small models; SmolLM2's
-	// size too); Gemma 2 and 3 turn the space prefix off.
-	switch arch {
-	case "llama", "mistral":
-		if vocabSize == 49152 {
-			meta = setKV(meta, "tokenizer.ggml.add_bos_token", false)
-		}
-	case "gemma2", "gemma3":
+	// The architectures' own rules (the model classes' set_vocab).
+	if rules.NoBOSFor49152 && vocabSize == 49152 {
+		meta = setKV(meta, "tokenizer.ggml.add_bos_token", false)
+	}
+	if rules.NoSpacePrefix {
 		meta = setKV(meta, "tokenizer.ggml.add_space_prefix", false)
 	}
 	return meta, nil
+}
+
+// GGUFVocabRules are what llama.cpp's converter does differently for the vocabulary of a model
+// class (its set_vocab); the zero value is none of it.
+type GGUFVocabRules struct {
+	// Phi3AddedTokens: SentencePiece added tokens as Phi3MiniModel.set_vocab writes them
+	// (spmGGUFVocab).
+	Phi3AddedTokens bool
+	// NoBOSFor49152: add_bos_token off for a vocabulary of 49152 (LlamaModel, for Granite's
+	// small models; SmolLM2's size too).
+	NoBOSFor49152 bool
+	// NoSpacePrefix: add_space_prefix off (Gemma 2 and 3).
+	NoSpacePrefix bool
 }
 
 // setKV replaces key's value in meta, or appends it.

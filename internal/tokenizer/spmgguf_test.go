@@ -15,6 +15,12 @@ import (
 	"github.com/honeai/hone/internal/gguf"
 )
 
+// vocabRules are the converter's vocabulary rules of the architectures the tests name, as
+// package model's families give them (Family.GGUFVocab).
+var vocabRules = map[string]GGUFVocabRules{
+	"llama": {NoBOSFor49152: true}, "qwen2": {}, "phi3": {Phi3AddedTokens: true}, "gemma3": {NoSpacePrefix: true},
+}
+
 // spmModelDir writes a model directory with the SentencePiece test vocabulary: tokenizer.model
 // and legacy/'s tokenizer.json and tokenizer_config.json, with a config.json of vocab
 // embeddings.
@@ -76,7 +82,7 @@ func TestSPMGGUFMetadataMatchesConverter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ref.Close()
-	meta, err := GGUFMetadata(spmModelDir(t, 800), 800, "llama")
+	meta, err := GGUFMetadata(spmModelDir(t, 800), 800, vocabRules["llama"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +113,7 @@ func TestSPMGGUFMetadataMatchesConverter(t *testing.T) {
 // tokenizes every golden string as sentencepiece does (llama.cpp's split of control tokens
 // written in the text included).
 func TestSPMGGUFExportEncodes(t *testing.T) {
-	meta, err := GGUFMetadata(spmModelDir(t, 800), 800, "llama")
+	meta, err := GGUFMetadata(spmModelDir(t, 800), 800, vocabRules["llama"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +146,7 @@ func TestSPMGGUFVocabRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	vocab := func(arch string) ([]string, []float32, []int32, *gguf.Metadata) {
-		meta, err := GGUFMetadata(dir, 805, arch)
+		meta, err := GGUFMetadata(dir, 805, vocabRules[arch])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +188,7 @@ func TestSPMGGUFVocabRules(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "tokenizer.model")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := GGUFMetadata(dir, 805, "llama"); err == nil || !strings.Contains(err.Error(), "tokenizer.model") {
+	if _, err := GGUFMetadata(dir, 805, vocabRules["llama"]); err == nil || !strings.Contains(err.Error(), "tokenizer.model") {
 		t.Fatalf("without tokenizer.model: %v", err)
 	}
 }
@@ -237,7 +243,7 @@ func TestGGUFPreO200kAndTekken(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			meta, err := GGUFMetadata(dir, want.VocabSize(), "qwen2")
+			meta, err := GGUFMetadata(dir, want.VocabSize(), vocabRules["qwen2"])
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/synth"
 )
@@ -118,7 +119,7 @@ func TestGemmaSFT(t *testing.T) {
 			packed := e.Logprobs(Seq{Tokens: append(append([]int(nil), t0...), t1...), Segments: []int{len(t0)}}, a)
 			off := 0
 			for _, toks := range [][]int{t0, t1} {
-				cache := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: 64, BlockSize: 4})
+				cache := model.NewKVCache(&m.Config, kvcache.Options{NumBlocks: 64, BlockSize: 4})
 				seq := cache.NewSequence()
 				var logits [][]float32
 				for at := 0; at < len(toks); { // a prefill chunk, then decode steps

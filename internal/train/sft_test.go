@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/synth"
 	"github.com/honeai/hone/internal/trainingdata"
@@ -79,7 +80,7 @@ func TestSFTMemorises(t *testing.T) {
 	}
 	seq := Seq{Tokens: xs[0].Tokens}
 	want := e.Logprobs(seq, a)
-	cache := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: 64})
+	cache := model.NewKVCache(&m.Config, kvcache.Options{NumBlocks: 64})
 	logits, err := m.Forward([]model.Step{{Seq: cache.NewSequence(), Tokens: seq.Tokens, LogitsAt: allPositions(len(seq.Tokens)), Adapter: loaded}})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/honeai/hone/internal/gguf"
+	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/quant"
 	"github.com/honeai/hone/internal/safetensors"
@@ -276,7 +277,7 @@ func TestTokenRowsTrainSaveServe(t *testing.T) {
 			seq := Seq{Tokens: xs[0].Tokens}
 			wantA := e.Logprobs(seq, a)
 			wantBase := e.Logprobs(seq, nil)
-			cache := model.NewKVCache(&m.Config, model.KVCacheOptions{NumBlocks: 128})
+			cache := model.NewKVCache(&m.Config, kvcache.Options{NumBlocks: 128})
 			at := allPositions(len(seq.Tokens))
 			logits, err := m.Forward([]model.Step{{Seq: cache.NewSequence(), Tokens: seq.Tokens, LogitsAt: at, Adapter: loaded},
 				{Seq: cache.NewSequence(), Tokens: seq.Tokens, LogitsAt: at}})

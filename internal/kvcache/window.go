@@ -1,4 +1,4 @@
-package model
+package kvcache
 
 // Sliding-window models whose every layer is windowed (Mistral, Phi-3 with a window,
 // Ministral with every layer sliding) never read a position again once it is a window behind
@@ -7,14 +7,14 @@ package model
 // released block's entry in the block table becomes noBlock; the table keeps its length, so
 // positions keep their blocks. Models that interleave global layers, which read every
 // position (Gemma 2/3, Ministral), keep their sliding layers in a cache of their own
-// (KVCache.Window), whose sequences drop their blocks the same way.
+// (Cache.Window), whose sequences drop their blocks the same way.
 
 // noBlock marks a block table entry whose block was released (see dropBefore).
 const noBlock int32 = -1
 
 // dropBefore releases the sequence's blocks that hold only positions before pos. Truncating
 // the sequence afterwards to a length whose window would reach a released position is not
-// supported: Forward drops one block later than the window allows, so a truncation by up to
+// supported: Advance drops one block later than the window allows, so a truncation by up to
 // a block's worth of positions (speculative decoding's rejected tokens) stays safe.
 func (s *Sequence) dropBefore(pos int) {
 	c := s.c
@@ -40,42 +40,23 @@ func (s *Sequence) HeldBlocks() int {
 	return n
 }
 
-// everyLayerWindowed reports whether every layer attends within a sliding window.
-func (c *Config) everyLayerWindowed() bool {
-	if c.SlidingWindow <= 0 {
-		return false
-	}
-	for _, s := range c.Sliding {
-		if !s {
-			return false
-		}
-	}
-	return true
-}
-
-// releaseBehindWindow drops the blocks of st's sequence that no layer will read again (see
-// above); it runs once the step's positions are stored.
-func (m *Model) releaseBehindWindow(seq *Sequence) {
+// releaseBehindWindow drops the blocks of the sequence that no layer will read again (see
+// above); Advance runs it once a step's positions are stored.
+func (s *Sequence) releaseBehindWindow() {
 	switch {
-	case m.Config.everyLayerWindowed():
-	case seq.swa != nil:
+	case s.c.windowed:
+	case s.swa != nil:
 		// A model mixing global and sliding layers: the sliding layers' cache only.
-		seq = seq.swa
+		s = s.swa
 	default:
 		return
 	}
-	// The next query sits at seq.n and reads from seq.n - window + 1; a margin of
+	// The next query sits at s.n and reads from s.n - window + 1; a margin of
 	// WindowRollback positions (at least a block) keeps truncations by that much safe.
-	seq.dropBefore(seq.n - m.Config.SlidingWindow + 1 - max(seq.c.blockSize, WindowRollback))
+	s.dropBefore(s.n - s.c.window + 1 - max(s.c.blockSize, WindowRollback))
 }
 
 // WindowRollback is how many positions a sequence of a model whose every layer is windowed
 // may be truncated back by (speculative decoding removes its rejected proposals): the blocks
 // behind the window are kept that much longer.
 const WindowRollback = 64
-
-// windowFrom is the first position (a block start) that queries at positions from p on read
-// in layer l.
-func (m *Model) windowFrom(l, p, blockSize int) int {
-	return m.WindowStart(l, p) / blockSize * blockSize
-}

@@ -1,6 +1,6 @@
 //go:build linux || darwin || freebsd
 
-package model
+package kvcache
 
 import (
 	"unsafe"

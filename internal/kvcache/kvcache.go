@@ -1,4 +1,18 @@
-package model
+// Package kvcache is the paged key/value cache of the forward pass: fixed-size blocks of
+// positions in one pool shared by every sequence, each sequence holding a block table, with
+// reference-counted blocks (forks, beam search, a prefix cache), copy on write, a prefix index
+// keyed by chained block hashes, f32 or f16 elements, and, for models with sliding-window
+// attention, blocks given back once they fall behind the window (window.go).
+//
+// The cache knows of its model only its Layout; package model builds it from a Config
+// (model.NewKVCache) and reads and writes the cache in its forward pass:
+//
+//	cache := model.NewKVCache(&m.Config, kvcache.Options{BlockSize: 16, NumBlocks: 1024})
+//	seq := cache.NewSequence()
+//	logits, err := m.Forward([]model.Step{{Seq: seq, Tokens: prompt, LogitsAt: []int{len(prompt) - 1}}})
+//	...
+//	seq.Free()
+package kvcache
 
 import (
 	"crypto/sha256"
@@ -9,9 +23,11 @@ import (
 	"runtime"
 	"sync"
 	"unsafe"
+
+	"github.com/honeai/hone/internal/gemm"
 )
 
-// KVCache is a paged key/value cache: fixed-size blocks of BlockSize positions, shared by all
+// Cache is a paged key/value cache: fixed-size blocks of BlockSize positions, shared by all
 // sequences, each sequence holding a block table. Blocks are reference-counted so that
 // sequences can share prefix blocks (forks for n > 1 and beam search, a prefix cache): a
 // shared block is never written; appending into a shared, partly filled last block copies it
@@ -28,15 +44,15 @@ import (
 // one reference, so that a later prompt with the same prefix starts from them. They are
 // evicted, least recently used first, when an allocation finds no free block and the cache
 // cannot grow.
-type KVCache struct {
+type Cache struct {
 	blockSize int
 	layers    int
 	kvDim     int
 	maxBlocks int
-	dtype     KVDType
+	dtype     DType
 	// Memory: chunk i holds blocks [i·chunkBlocks, (i+1)·chunkBlocks); a block is its layers'
 	// keys then values, blockElems elements each: f32 in chunks, or IEEE half bit patterns in
-	// chunks16 (dtype KVF16; the same memory seen as uint16).
+	// chunks16 (dtype F16; the same memory seen as uint16).
 	chunkBlocks int // a power of two
 	chunkShift  uint
 	blockElems  int // blockSize × kvDim
@@ -58,11 +74,14 @@ type KVCache struct {
 
 	// A model mixing global and sliding-window layers: swa holds the sliding layers
 	// (layerSWA), this cache the global ones; slot is each model layer's index in its cache.
-	// window is the sliding layers' window.
-	swa      *KVCache
+	// window is the sliding layers' window; windowed marks a cache whose every layer attends
+	// within it (a model windowed throughout, or swa), whose sequences give back the blocks
+	// behind it (window.go).
+	swa      *Cache
 	layerSWA []bool
 	slot     []int
 	window   int
+	windowed bool
 }
 
 // BlockHash identifies a full block of tokens by everything before it: see HashBlocks.
@@ -94,109 +113,126 @@ func HashBlocks(tokens []int, blockSize int, salt string) []BlockHash {
 }
 
 // ErrNoBlocks is returned when the cache has too few free blocks for a step.
-var ErrNoBlocks = errors.New("model: KV cache is full")
+var ErrNoBlocks = errors.New("kvcache: KV cache is full")
 
-// KVDType is the element type of a KV cache's keys and values.
-type KVDType uint8
+// DType is the element type of a KV cache's keys and values.
+type DType uint8
 
 const (
-	// KVAuto is f16 for a model whose matrices are quantized (a quantized GGUF file, or
+	// Auto is f16 for a model whose matrices are quantized (a quantized GGUF file, or
 	// --quantize), as llama.cpp's default, and f32 otherwise (Model.AutoKVDType); a cache
-	// made without a model (NewKVCache) takes it as f32.
-	KVAuto KVDType = iota
-	// KVF32 stores keys and values as float32.
-	KVF32
-	// KVF16 stores them as IEEE-754 binary16 (rounded to nearest even, overflowing to ±Inf
+	// made without a model (New) takes it as f32.
+	Auto DType = iota
+	// F32 stores keys and values as float32.
+	F32
+	// F16 stores them as IEEE-754 binary16 (rounded to nearest even, overflowing to ±Inf
 	// beyond 65504), widened to f32 inside the attention products: half the memory.
-	KVF16
+	F16
 )
 
 // String returns "auto", "f32" or "f16".
-func (d KVDType) String() string {
+func (d DType) String() string {
 	switch d {
-	case KVAuto:
+	case Auto:
 		return "auto"
-	case KVF32:
+	case F32:
 		return "f32"
-	case KVF16:
+	case F16:
 		return "f16"
 	}
-	return fmt.Sprintf("KVDType(%d)", uint8(d))
+	return fmt.Sprintf("DType(%d)", uint8(d))
 }
 
-// ParseKVDType reads "auto" (or ""), "f32" or "f16" (vLLM's --kv-cache-dtype spelling).
-func ParseKVDType(s string) (KVDType, error) {
+// ParseDType reads "auto" (or ""), "f32" or "f16" (vLLM's --kv-cache-dtype spelling).
+func ParseDType(s string) (DType, error) {
 	switch s {
 	case "", "auto":
-		return KVAuto, nil
+		return Auto, nil
 	case "f32":
-		return KVF32, nil
+		return F32, nil
 	case "f16":
-		return KVF16, nil
+		return F16, nil
 	}
 	return 0, fmt.Errorf("unknown KV cache dtype %q (auto, f32 or f16)", s)
 }
 
-// size is the bytes of one element (KVAuto counts as f32).
-func (d KVDType) size() int64 {
-	if d == KVF16 {
+// Size is the bytes of one element (Auto counts as f32).
+func (d DType) Size() int64 {
+	if d == F16 {
 		return 2
 	}
 	return 4
 }
 
-// AutoKVDType is what KVAuto means for m: f16 when its matrices are quantized (ggml block
-// types: llama.cpp keeps such models' KV cache in f16 by default), else f32, so that a model
-// served at f32 or bf16 keeps its exact f32 attention.
-func (m *Model) AutoKVDType() KVDType {
-	q := m.Embed.Q != nil || m.LMHead.W.Q != nil
-	for i := range m.Layers {
-		for _, l := range m.Layers[i].linears() {
-			q = q || l.W.Q != nil
-		}
-	}
-	if q {
-		return KVF16
-	}
-	return KVF32
-}
-
-// KVCacheOptions sizes a cache.
-type KVCacheOptions struct {
+// Options sizes a cache.
+type Options struct {
 	BlockSize int // positions per block (default 16)
 	NumBlocks int // most blocks in the pool (default 256)
-	// DType is the keys' and values' element type (KVAuto: f32 here; the engine resolves
-	// KVAuto with Model.AutoKVDType).
-	DType KVDType
+	// DType is the keys' and values' element type (Auto: f32 here; the engine resolves
+	// Auto with model.Model.AutoKVDType).
+	DType DType
 	// ChunkBlocks is how many blocks' memory is allocated at a time (default: about
-	// KVChunkBytes' worth, at least one block); rounded down to a power of two.
+	// ChunkBytes' worth, at least one block); rounded down to a power of two.
 	ChunkBlocks int
 	// WindowBlocks is the most blocks of the sliding layers' cache of a model that mixes
-	// sliding-window and global layers (Gemma 2 and 3, Ministral; see KVLayerSplit), default
+	// sliding-window and global layers (Gemma 2 and 3, Ministral; see Layout.Split), default
 	// NumBlocks. NoWindowSplit keeps every layer in one cache (tests compare the two).
 	WindowBlocks  int
 	NoWindowSplit bool
 }
 
-// KVChunkBytes is the memory a cache allocates at a time by default.
-const KVChunkBytes = 4 << 20
+// ChunkBytes is the memory a cache allocates at a time by default.
+const ChunkBytes = 4 << 20
 
-// KVBytesPerBlock is the memory of one block of blockSize positions of cfg's model: keys and
-// values of every layer, in dtype (KVAuto: f32).
-func KVBytesPerBlock(cfg *Config, blockSize int, dtype KVDType) int64 {
-	return int64(cfg.NumLayers) * int64(blockSize) * int64(cfg.KVDim()) * dtype.size() * 2
+// Layout is what a cache knows of its model: the shape of the keys and values of a position,
+// and which layers attend within a sliding window (package model builds it from a Config:
+// model.Config.KVLayout).
+type Layout struct {
+	Layers int // the model's layers
+	KVDim  int // floats of the keys (and of the values) of one position in one layer
+	// Window > 0: the layers Sliding marks (every layer when Sliding is nil) attend to the
+	// Window latest positions only.
+	Window  int
+	Sliding []bool
 }
 
-// KVLayerSplit returns the global and the sliding-window layers of a model that mixes the
-// two (Gemma 2 and 3, Ministral), whose KV cache is two caches: the global layers keep every
-// position, the sliding ones only their window (NewKVCache). Both are nil for a model whose
-// layers are all global or all windowed.
-func KVLayerSplit(cfg *Config) (global, sliding []int) {
-	if cfg.SlidingWindow <= 0 || cfg.everyLayerWindowed() {
+// IsSliding reports whether layer l attends within the window.
+func (lo Layout) IsSliding(l int) bool {
+	if lo.Window <= 0 {
+		return false
+	}
+	return lo.Sliding == nil || lo.Sliding[l]
+}
+
+// EveryLayerWindowed reports whether every layer attends within the window.
+func (lo Layout) EveryLayerWindowed() bool {
+	if lo.Window <= 0 {
+		return false
+	}
+	for _, s := range lo.Sliding {
+		if !s {
+			return false
+		}
+	}
+	return true
+}
+
+// BytesPerBlock is the memory of one block of blockSize positions: keys and values of every
+// layer, in dtype (Auto: f32).
+func (lo Layout) BytesPerBlock(blockSize int, dtype DType) int64 {
+	return int64(lo.Layers) * int64(blockSize) * int64(lo.KVDim) * dtype.Size() * 2
+}
+
+// Split returns the global and the sliding-window layers of a model that mixes the two
+// (Gemma 2 and 3, Ministral), whose KV cache is two caches: the global layers keep every
+// position, the sliding ones only their window (New). Both are nil for a model whose layers
+// are all global or all windowed.
+func (lo Layout) Split() (global, sliding []int) {
+	if lo.Window <= 0 || lo.EveryLayerWindowed() {
 		return nil, nil
 	}
-	for l := 0; l < cfg.NumLayers; l++ {
-		if cfg.IsSliding(l) {
+	for l := 0; l < lo.Layers; l++ {
+		if lo.IsSliding(l) {
 			sliding = append(sliding, l)
 		} else {
 			global = append(global, l)
@@ -208,40 +244,46 @@ func KVLayerSplit(cfg *Config) (global, sliding []int) {
 	return global, sliding
 }
 
-// KVWindowBlocks is the most blocks a sequence's sliding layers hold when each forward pass
+// WindowBlocks is the most blocks a sequence's sliding layers hold when each forward pass
 // adds at most stepTokens positions: the window, the rollback margin, the step's new
 // positions, and a partly filled block at either end.
-func KVWindowBlocks(cfg *Config, blockSize, stepTokens int) int {
-	return (cfg.SlidingWindow+max(blockSize, WindowRollback)+stepTokens+blockSize-1)/blockSize + 2
+func (lo Layout) WindowBlocks(blockSize, stepTokens int) int {
+	return (lo.Window+max(blockSize, WindowRollback)+stepTokens+blockSize-1)/blockSize + 2
 }
 
-// NewKVCache returns a cache for cfg; it holds no block memory until sequences grow. For a
-// model that mixes global and sliding-window layers (KVLayerSplit) it is the global layers'
-// cache and holds a second one, of opts.WindowBlocks blocks, for the sliding layers: their
-// sequences give back the blocks behind the window (kvwindow.go), so a long sequence holds
-// its global layers' keys and values in full and its sliding layers' for the window only.
-func NewKVCache(cfg *Config, opts KVCacheOptions) *KVCache {
+// New returns a cache for a model of the given layout; it holds no block memory until
+// sequences grow. For a model that mixes global and sliding-window layers (Layout.Split) it
+// is the global layers' cache and holds a second one, of opts.WindowBlocks blocks, for the
+// sliding layers: their sequences give back the blocks behind the window (window.go), so a
+// long sequence holds its global layers' keys and values in full and its sliding layers' for
+// the window only.
+func New(lo Layout, opts Options) *Cache {
 	if opts.BlockSize <= 0 {
 		opts.BlockSize = 16
 	}
 	if opts.NumBlocks <= 0 {
 		opts.NumBlocks = 256
 	}
-	if opts.DType == KVAuto {
-		opts.DType = KVF32
+	if opts.DType == Auto {
+		opts.DType = F32
 	}
-	global, sliding := KVLayerSplit(cfg)
+	global, sliding := lo.Split()
 	if global == nil || opts.NoWindowSplit {
-		return newKVCache(cfg.NumLayers, cfg.KVDim(), opts)
+		c := newCache(lo.Layers, lo.KVDim, opts)
+		if lo.EveryLayerWindowed() {
+			c.window, c.windowed = lo.Window, true
+		}
+		return c
 	}
-	c := newKVCache(len(global), cfg.KVDim(), opts)
+	c := newCache(len(global), lo.KVDim, opts)
 	wopts := opts
 	if wopts.NumBlocks = opts.WindowBlocks; wopts.NumBlocks <= 0 {
 		wopts.NumBlocks = opts.NumBlocks
 	}
-	c.swa = newKVCache(len(sliding), cfg.KVDim(), wopts)
-	c.window = cfg.SlidingWindow
-	c.layerSWA, c.slot = make([]bool, cfg.NumLayers), make([]int, cfg.NumLayers)
+	c.swa = newCache(len(sliding), lo.KVDim, wopts)
+	c.window = lo.Window
+	c.swa.window, c.swa.windowed = lo.Window, true
+	c.layerSWA, c.slot = make([]bool, lo.Layers), make([]int, lo.Layers)
 	for i, l := range global {
 		c.slot[l] = i
 	}
@@ -251,32 +293,32 @@ func NewKVCache(cfg *Config, opts KVCacheOptions) *KVCache {
 	return c
 }
 
-// newKVCache is a cache of the given layers, with opts' defaults filled in.
-func newKVCache(layers, kvDim int, opts KVCacheOptions) *KVCache {
+// newCache is a cache of the given layers, with opts' defaults filled in.
+func newCache(layers, kvDim int, opts Options) *Cache {
 	if opts.ChunkBlocks <= 0 {
-		opts.ChunkBlocks = int(max(1, KVChunkBytes/(int64(layers)*int64(opts.BlockSize)*int64(kvDim)*opts.DType.size()*2)))
+		opts.ChunkBlocks = int(max(1, ChunkBytes/(int64(layers)*int64(opts.BlockSize)*int64(kvDim)*opts.DType.Size()*2)))
 	}
 	// A power of two, so that finding a block's chunk is a shift.
 	shift := bits.Len(uint(min(opts.ChunkBlocks, opts.NumBlocks))) - 1
-	return &KVCache{blockSize: opts.BlockSize, layers: layers, kvDim: kvDim, maxBlocks: opts.NumBlocks, dtype: opts.DType,
+	return &Cache{blockSize: opts.BlockSize, layers: layers, kvDim: kvDim, maxBlocks: opts.NumBlocks, dtype: opts.DType,
 		chunkBlocks: 1 << shift, chunkShift: uint(shift), blockElems: opts.BlockSize * kvDim,
 		prefix: map[BlockHash]int32{}, hashOf: map[int32]BlockHash{}}
 }
 
 // Window is the cache of the sliding layers of a model that mixes global and sliding-window
-// layers (see NewKVCache), or nil.
-func (c *KVCache) Window() *KVCache { return c.swa }
+// layers (see New), or nil.
+func (c *Cache) Window() *Cache { return c.swa }
 
 // grow allocates the next chunk's memory and puts its blocks on the free list (the lowest
 // first to be taken); false when the cache holds NumBlocks already.
-func (c *KVCache) grow() bool {
+func (c *Cache) grow() bool {
 	first := len(c.ref)
 	n := min(c.chunkBlocks, c.maxBlocks-first)
 	if n <= 0 {
 		return false
 	}
 	elems := n * c.layers * 2 * c.blockElems
-	if c.dtype == KVF16 {
+	if c.dtype == F16 {
 		mem, free := allocKV((elems + 1) / 2)
 		c.chunks16 = append(c.chunks16, unsafe.Slice((*uint16)(unsafe.Pointer(&mem[0])), elems))
 		c.grown(first, n, free)
@@ -289,7 +331,7 @@ func (c *KVCache) grow() bool {
 }
 
 // grown records a new chunk of n blocks from block first, whose memory free gives back.
-func (c *KVCache) grown(first, n int, free func()) {
+func (c *Cache) grown(first, n int, free func()) {
 	c.frees = append(c.frees, free)
 	if free != nil {
 		c.cleanups = append(c.cleanups, runtime.AddCleanup(c, func(f func()) { f() }, free))
@@ -303,7 +345,7 @@ func (c *KVCache) grown(first, n int, free func()) {
 
 // Close gives the cache's memory back now rather than when the cache is collected; the
 // cache and its sequences must not be used afterwards.
-func (c *KVCache) Close() {
+func (c *Cache) Close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, cl := range c.cleanups {
@@ -322,7 +364,7 @@ func (c *KVCache) Close() {
 
 // MemoryBytes is the block memory the cache holds now (it grows with use, up to MaxBytes),
 // the sliding layers' cache included.
-func (c *KVCache) MemoryBytes() int64 {
+func (c *Cache) MemoryBytes() int64 {
 	c.mu.Lock()
 	n := int64(len(c.ref)) * c.BytesPerBlock()
 	c.mu.Unlock()
@@ -334,7 +376,7 @@ func (c *KVCache) MemoryBytes() int64 {
 
 // MaxBytes is the memory the cache holds with all NumBlocks blocks in use (and all of the
 // sliding layers' cache's).
-func (c *KVCache) MaxBytes() int64 {
+func (c *Cache) MaxBytes() int64 {
 	n := int64(c.maxBlocks) * c.BytesPerBlock()
 	if c.swa != nil {
 		n += c.swa.MaxBytes()
@@ -343,40 +385,40 @@ func (c *KVCache) MaxBytes() int64 {
 }
 
 // kv returns layer l's keys and values of block b (an f32 cache).
-func (c *KVCache) kv(l int, b int32) (k, v []float32) {
+func (c *Cache) kv(l int, b int32) (k, v []float32) {
 	ch := c.chunks[int(b)>>c.chunkShift]
 	off := ((int(b)&(c.chunkBlocks-1))*c.layers + l) * 2 * c.blockElems
 	return ch[off : off+c.blockElems], ch[off+c.blockElems : off+2*c.blockElems]
 }
 
 // kv16 returns layer l's keys and values of block b (an f16 cache).
-func (c *KVCache) kv16(l int, b int32) (k, v []uint16) {
+func (c *Cache) kv16(l int, b int32) (k, v []uint16) {
 	ch := c.chunks16[int(b)>>c.chunkShift]
 	off := ((int(b)&(c.chunkBlocks-1))*c.layers + l) * 2 * c.blockElems
 	return ch[off : off+c.blockElems], ch[off+c.blockElems : off+2*c.blockElems]
 }
 
-// DType is the keys' and values' element type (KVF32 or KVF16).
-func (c *KVCache) DType() KVDType { return c.dtype }
+// DType is the keys' and values' element type (F32 or F16).
+func (c *Cache) DType() DType { return c.dtype }
 
 // BlockSize is the number of positions per block.
-func (c *KVCache) BlockSize() int { return c.blockSize }
+func (c *Cache) BlockSize() int { return c.blockSize }
 
 // NumBlocks is the most blocks the pool holds.
-func (c *KVCache) NumBlocks() int { return c.maxBlocks }
+func (c *Cache) NumBlocks() int { return c.maxBlocks }
 
 // FreeBlocks is how many blocks an allocation can have: unused ones (with memory or not yet)
 // and those only the prefix index holds.
-func (c *KVCache) FreeBlocks() int {
+func (c *Cache) FreeBlocks() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.available()
 }
 
-func (c *KVCache) available() int { return len(c.free) + c.evictable + c.maxBlocks - len(c.ref) }
+func (c *Cache) available() int { return len(c.free) + c.evictable + c.maxBlocks - len(c.ref) }
 
 // CachedBlocks is how many blocks the prefix index holds.
-func (c *KVCache) CachedBlocks() int {
+func (c *Cache) CachedBlocks() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.prefix)
@@ -384,7 +426,7 @@ func (c *KVCache) CachedBlocks() int {
 
 // Lookup returns the blocks of the longest prefix of hashes held by the prefix index, most
 // recently used from now on. The caller starts a sequence from them with NewSequenceFrom.
-func (c *KVCache) Lookup(hashes []BlockHash) []int32 {
+func (c *Cache) Lookup(hashes []BlockHash) []int32 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.clock++
@@ -406,16 +448,16 @@ func (c *KVCache) Lookup(hashes []BlockHash) []int32 {
 // Insert adds a sequence's full blocks to the prefix index: blocks[i] holds the tokens
 // hashes[i] names. Blocks already indexed (under any hash) and hashes already present are
 // skipped. Each newly indexed block gains the index's reference.
-func (c *KVCache) Insert(hashes []BlockHash, blocks []int32) {
+func (c *Cache) Insert(hashes []BlockHash, blocks []int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.index(hashes, blocks, false)
 }
 
-// index is Insert under c.mu. At a block released behind a sliding window (kvwindow.go) it
+// index is Insert under c.mu. At a block released behind a sliding window (window.go) it
 // stops (nothing after it is reachable by a prefix chain), or with pastReleased skips it
 // (the sliding layers' cache, whose blocks are looked up by their own hashes).
-func (c *KVCache) index(hashes []BlockHash, blocks []int32, pastReleased bool) {
+func (c *Cache) index(hashes []BlockHash, blocks []int32, pastReleased bool) {
 	c.clock++
 	for i, h := range hashes {
 		if i >= len(blocks) {
@@ -454,7 +496,7 @@ func (p Prefix) Blocks() int { return len(p.blocks) }
 // cached prefix whose last window of positions the sliding layers' cache also holds (its
 // blocks behind the window are not needed; a prefix whose window was given back is cut to
 // one that still has it, or to nothing).
-func (c *KVCache) LookupPrefix(hashes []BlockHash) Prefix {
+func (c *Cache) LookupPrefix(hashes []BlockHash) Prefix {
 	blocks := c.Lookup(hashes)
 	if c.swa == nil || len(blocks) == 0 {
 		return Prefix{blocks: blocks}
@@ -492,11 +534,11 @@ func (c *KVCache) LookupPrefix(hashes []BlockHash) Prefix {
 
 // NewSequenceFromPrefix returns a sequence whose first n positions are the prefix's blocks
 // (n within its last block), adding a reference to each.
-func (c *KVCache) NewSequenceFromPrefix(p Prefix, n int) *Sequence {
+func (c *Cache) NewSequenceFromPrefix(p Prefix, n int) *Sequence {
 	s := c.newSequenceFrom(p.blocks, n)
 	if c.swa != nil {
 		if len(p.swa) != len(p.blocks) {
-			panic("model: a prefix without the sliding layers' blocks")
+			panic("kvcache: a prefix without the sliding layers' blocks")
 		}
 		s.swa = c.swa.newSequenceFrom(p.swa, n)
 	}
@@ -506,7 +548,7 @@ func (c *KVCache) NewSequenceFromPrefix(p Prefix, n int) *Sequence {
 // InsertSequence adds the sequence's full blocks to the prefix index (Insert), the sliding
 // layers' too: those it still holds, each under its own hash (LookupPrefix asks for the
 // window's only).
-func (c *KVCache) InsertSequence(hashes []BlockHash, s *Sequence) {
+func (c *Cache) InsertSequence(hashes []BlockHash, s *Sequence) {
 	c.Insert(hashes, s.blocks)
 	if c.swa == nil || s.swa == nil {
 		return
@@ -517,7 +559,7 @@ func (c *KVCache) InsertSequence(hashes []BlockHash, s *Sequence) {
 }
 
 // evictOne drops the least recently used block that only the index holds; false if none.
-func (c *KVCache) evictOne() bool {
+func (c *Cache) evictOne() bool {
 	best, bestUse := int32(-1), int64(0)
 	for b := range c.hashOf {
 		if c.ref[b] == 1 && (best < 0 || c.lastUse[b] < bestUse) {
@@ -537,11 +579,11 @@ func (c *KVCache) evictOne() bool {
 
 // BytesPerBlock is the memory of one block over the cache's layers (keys and values; for a
 // model mixing global and sliding layers, the global ones: see Window).
-func (c *KVCache) BytesPerBlock() int64 {
-	return int64(c.layers) * int64(c.blockElems) * c.dtype.size() * 2
+func (c *Cache) BytesPerBlock() int64 {
+	return int64(c.layers) * int64(c.blockElems) * c.dtype.Size() * 2
 }
 
-func (c *KVCache) alloc() (int32, bool) {
+func (c *Cache) alloc() (int32, bool) {
 	if len(c.free) == 0 && !c.grow() && !c.evictOne() {
 		return 0, false
 	}
@@ -551,13 +593,13 @@ func (c *KVCache) alloc() (int32, bool) {
 	return b, true
 }
 
-func (c *KVCache) release(b int32) {
+func (c *Cache) release(b int32) {
 	c.ref[b]--
 	if c.ref[b] == 0 {
 		c.free = append(c.free, b)
 	}
 	if c.ref[b] < 0 {
-		panic(fmt.Sprintf("model: KV block %d released too often", b))
+		panic(fmt.Sprintf("kvcache: KV block %d released too often", b))
 	}
 	if c.ref[b] == 1 {
 		if _, ok := c.hashOf[b]; ok {
@@ -566,7 +608,7 @@ func (c *KVCache) release(b int32) {
 	}
 }
 
-func (c *KVCache) retain(b int32) {
+func (c *Cache) retain(b int32) {
 	if c.ref[b] == 1 {
 		if _, ok := c.hashOf[b]; ok {
 			c.evictable--
@@ -576,7 +618,7 @@ func (c *KVCache) retain(b int32) {
 }
 
 // Retain adds a reference to blocks.
-func (c *KVCache) Retain(blocks []int32) {
+func (c *Cache) Retain(blocks []int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, b := range blocks {
@@ -587,7 +629,7 @@ func (c *KVCache) Retain(blocks []int32) {
 }
 
 // Release drops a reference to blocks.
-func (c *KVCache) Release(blocks []int32) {
+func (c *Cache) Release(blocks []int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, b := range blocks {
@@ -598,7 +640,7 @@ func (c *KVCache) Release(blocks []int32) {
 }
 
 // RefCount is the number of references to a block.
-func (c *KVCache) RefCount(b int32) int {
+func (c *Cache) RefCount(b int32) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return int(c.ref[b])
@@ -607,14 +649,14 @@ func (c *KVCache) RefCount(b int32) int {
 // Sequence is one sequence's view of the cache: its block table and length (and, for a
 // model mixing global and sliding layers, its view of the sliding layers' cache).
 type Sequence struct {
-	c      *KVCache
+	c      *Cache
 	blocks []int32
 	n      int
 	swa    *Sequence
 }
 
 // NewSequence returns an empty sequence.
-func (c *KVCache) NewSequence() *Sequence {
+func (c *Cache) NewSequence() *Sequence {
 	s := &Sequence{c: c}
 	if c.swa != nil {
 		s.swa = c.swa.NewSequence()
@@ -626,16 +668,16 @@ func (c *KVCache) NewSequence() *Sequence {
 // filled) blocks, adding a reference to each; used to start from cached prefix blocks. A
 // cache with a sliding layers' cache takes its prefixes with LookupPrefix and
 // NewSequenceFromPrefix instead.
-func (c *KVCache) NewSequenceFrom(blocks []int32, n int) *Sequence {
+func (c *Cache) NewSequenceFrom(blocks []int32, n int) *Sequence {
 	if c.swa != nil {
-		panic("model: NewSequenceFrom on a cache with a sliding layers' cache (use NewSequenceFromPrefix)")
+		panic("kvcache: NewSequenceFrom on a cache with a sliding layers' cache (use NewSequenceFromPrefix)")
 	}
 	return c.newSequenceFrom(blocks, n)
 }
 
-func (c *KVCache) newSequenceFrom(blocks []int32, n int) *Sequence {
+func (c *Cache) newSequenceFrom(blocks []int32, n int) *Sequence {
 	if n > len(blocks)*c.blockSize || n < (len(blocks)-1)*c.blockSize {
-		panic(fmt.Sprintf("model: %d positions do not fill %d blocks", n, len(blocks)))
+		panic(fmt.Sprintf("kvcache: %d positions do not fill %d blocks", n, len(blocks)))
 	}
 	c.Retain(blocks)
 	return &Sequence{c: c, blocks: append([]int32(nil), blocks...), n: n}
@@ -647,7 +689,7 @@ func (s *Sequence) Len() int { return s.n }
 // Blocks is the block table (do not modify).
 func (s *Sequence) Blocks() []int32 { return s.blocks }
 
-// Window is the sequence's view of the sliding layers' cache, or nil (see KVCache.Window).
+// Window is the sequence's view of the sliding layers' cache, or nil (see Cache.Window).
 func (s *Sequence) Window() *Sequence { return s.swa }
 
 // Fork returns a new sequence sharing every block of s.
@@ -683,30 +725,37 @@ func (s *Sequence) Truncate(n int) {
 	s.n = n
 }
 
-// advance counts k more positions stored.
-func (s *Sequence) advance(k int) {
-	s.n += k
-	if s.swa != nil {
-		s.swa.n += k
-	}
-}
+// BlockSize is the number of positions per block of the sequence's cache.
+func (s *Sequence) BlockSize() int { return s.c.blockSize }
 
-// reserve makes room for n more positions: new blocks, and a private copy of a shared,
-// partly filled last block. It changes nothing when the pool is too small.
-func (s *Sequence) reserve(n int) error {
+// Reserve makes room for n more positions: new blocks, and a private copy of a shared,
+// partly filled last block. It changes nothing when the pool is too small (ErrNoBlocks). A
+// forward pass reserves its steps' positions, stores their keys and values (Store), and then
+// counts them (Advance); Shrink undoes a Reserve.
+func (s *Sequence) Reserve(n int) error {
 	if err := s.reserveOwn(n); err != nil {
 		return err
 	}
 	if s.swa != nil {
 		if err := s.swa.reserveOwn(n); err != nil {
-			s.shrink()
+			s.Shrink()
 			return err
 		}
 	}
 	return nil
 }
 
-// reserveOwn is reserve in the sequence's own cache.
+// Advance counts k more positions stored, then gives back the blocks behind a sliding
+// window that no layer will read again (window.go).
+func (s *Sequence) Advance(k int) {
+	s.n += k
+	if s.swa != nil {
+		s.swa.n += k
+	}
+	s.releaseBehindWindow()
+}
+
+// reserveOwn is Reserve in the sequence's own cache.
 func (s *Sequence) reserveOwn(n int) error {
 	c := s.c
 	c.mu.Lock()
@@ -725,7 +774,7 @@ func (s *Sequence) reserveOwn(n int) error {
 		b, _ := c.alloc()
 		used := (s.n % c.blockSize) * c.kvDim
 		for l := 0; l < c.layers; l++ {
-			if c.dtype == KVF16 {
+			if c.dtype == F16 {
 				sk, sv := c.kv16(l, last)
 				dk, dv := c.kv16(l, b)
 				copy(dk[:used], sk[:used])
@@ -747,15 +796,15 @@ func (s *Sequence) reserveOwn(n int) error {
 	return nil
 }
 
-// shrink releases blocks beyond those the sequence's length needs (undoing a reserve).
-func (s *Sequence) shrink() {
+// Shrink releases blocks beyond those the sequence's length needs (undoing a Reserve).
+func (s *Sequence) Shrink() {
 	keep := (s.n + s.c.blockSize - 1) / s.c.blockSize
 	if keep < len(s.blocks) {
 		s.c.Release(s.blocks[keep:])
 		s.blocks = s.blocks[:keep]
 	}
 	if s.swa != nil {
-		s.swa.shrink()
+		s.swa.Shrink()
 	}
 }
 
@@ -787,4 +836,57 @@ func (s *Sequence) at16(l, pos int) (k, v []uint16) {
 	k, v = s.c.kv16(l, s.blocks[pos/bs])
 	off := (pos % bs) * s.c.kvDim
 	return k[off:], v[off:]
+}
+
+// Store writes layer l's keys k and values v (kvDim floats each) of position pos, which a
+// Reserve made room for, rounding them to binary16 in an f16 cache.
+func (s *Sequence) Store(l, pos int, k, v []float32) {
+	kv := s.c.kvDim
+	if s.c.dtype == F16 {
+		ck, cv := s.at16(l, pos)
+		gemm.F16.Encode(ck[:kv], k[:kv])
+		gemm.F16.Encode(cv[:kv], v[:kv])
+		return
+	}
+	ck, cv := s.at(l, pos)
+	copy(ck[:kv], k[:kv])
+	copy(cv[:kv], v[:kv])
+}
+
+// Gather copies layer l's keys and values of positions [lo, hi), the hd elements from
+// offset off of each position's kvDim, into K and V (rows of hd), widening an f16 cache's;
+// whole rows (hd = kvDim) a block at a time.
+func (s *Sequence) Gather(l, lo, hi, off, hd int, K, V []float32) {
+	bs, kvDim := s.c.blockSize, s.c.kvDim
+	for p0 := lo; p0 < hi; p0 = (p0/bs + 1) * bs {
+		cnt := min((p0/bs+1)*bs, hi) - p0
+		if hd == kvDim {
+			dk, dv := K[(p0-lo)*hd:(p0-lo+cnt)*hd], V[(p0-lo)*hd:(p0-lo+cnt)*hd]
+			if s.c.dtype == F16 {
+				ck, cv := s.at16(l, p0)
+				gemm.F16.Decode(dk, ck[:cnt*hd])
+				gemm.F16.Decode(dv, cv[:cnt*hd])
+			} else {
+				ck, cv := s.at(l, p0)
+				copy(dk, ck)
+				copy(dv, cv)
+			}
+			continue
+		}
+		if s.c.dtype == F16 {
+			ck, cv := s.at16(l, p0)
+			for j := range cnt {
+				p := p0 + j - lo
+				gemm.F16.Decode(K[p*hd:(p+1)*hd], ck[j*kvDim+off:][:hd])
+				gemm.F16.Decode(V[p*hd:(p+1)*hd], cv[j*kvDim+off:][:hd])
+			}
+			continue
+		}
+		ck, cv := s.at(l, p0)
+		for j := range cnt {
+			p := p0 + j - lo
+			copy(K[p*hd:(p+1)*hd], ck[j*kvDim+off:][:hd])
+			copy(V[p*hd:(p+1)*hd], cv[j*kvDim+off:][:hd])
+		}
+	}
 }
