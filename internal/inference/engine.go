@@ -6,7 +6,7 @@
 //
 //	eng := inference.New(m, inference.Options{})
 //	defer eng.Close()
-//	h, err := eng.Submit(ctx, &inference.Request{Prompt: ids, Params: p, MaxTokens: 64})
+//	h, err := eng.Submit(ctx, &inference.Request{Prompt: ids, Params: sample.Defaults(), MaxTokens: 64})
 //	for ev := range h.Events() { ... } // tokens and finish events per choice
 //
 // Admission reserves the KV blocks a request can need (prompt plus max tokens for every
@@ -60,7 +60,7 @@ type Options struct {
 	// KVCacheDType is the KV cache's element type; KVAuto (the zero value) is the model's
 	// Model.AutoKVDType: f16 for quantized matrices, else f32.
 	KVCacheDType model.KVDType
-	Policy       string // "fcfs" (default) or "priority"
+	Policy       Policy // PolicyFCFS (default) or PolicyPriority
 	// NoPrefixCache turns off reuse of cached prompt blocks across requests.
 	NoPrefixCache bool
 	// NoWindowSplit keeps a model's sliding layers in the one KV cache of every layer
@@ -73,6 +73,27 @@ type Options struct {
 	Speculative *Speculative
 	// Observer, when set, is told each request's latencies (metrics; observe.go).
 	Observer Observer
+}
+
+// Policy is the order in which waiting requests are admitted (Options.Policy).
+type Policy string
+
+// Scheduling policies.
+const (
+	// PolicyFCFS admits waiting requests in arrival order; Submit refuses a request with a
+	// priority (ErrPriorityNotEnabled).
+	PolicyFCFS Policy = "fcfs"
+	// PolicyPriority admits the lowest Request.Priority first, in arrival order among equals.
+	PolicyPriority Policy = "priority"
+)
+
+// ParsePolicy reads a policy by name: fcfs or priority.
+func ParsePolicy(name string) (Policy, error) {
+	switch p := Policy(name); p {
+	case PolicyFCFS, PolicyPriority:
+		return p, nil
+	}
+	return "", fmt.Errorf("unknown scheduling policy %q (fcfs or priority)", name)
 }
 
 // Engine schedules requests on one model.
@@ -171,7 +192,7 @@ func New(m *model.Model, opts Options) *Engine {
 		kvOpts.NumBlocks, kvOpts.NoWindowSplit = opts.KVBlocks, opts.NoWindowSplit
 	}
 	if opts.Policy == "" {
-		opts.Policy = "fcfs"
+		opts.Policy = PolicyFCFS
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()

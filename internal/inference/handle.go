@@ -93,7 +93,7 @@ func (e *Engine) SubmitAll(ctx context.Context, reqs []*Request) ([]*Handle, err
 		if req.N <= 0 {
 			req.N = 1
 		}
-		if req.Priority != 0 && e.opts.Policy != "priority" {
+		if req.Priority != 0 && e.opts.Policy != PolicyPriority {
 			return nil, ErrPriorityNotEnabled
 		}
 		if len(req.Prompt) == 0 {

@@ -215,7 +215,7 @@ func (e *Engine) promptLogprobs(c *choice, start int, tokens []int, logits [][]f
 			break
 		}
 		tok := req.Prompt[pos]
-		lp, rank, top := sample.Logprobs(logits[j], tok, req.PromptLogprobs)
+		lp, rank, top := sample.Logprobs(logits[j], tok, req.PromptTopLogprobs)
 		lps = append(lps, PromptLogprob{Token: tok, Logprob: lp, Rank: rank, Top: top})
 	}
 	c.promptLPs = lps

@@ -11,7 +11,7 @@ type Request struct {
 	Prompt    []int
 	Params    sample.Params
 	N         int // parallel samples (default 1)
-	MaxTokens int
+	MaxTokens int // most tokens of each choice (one is always sampled)
 	IgnoreEOS bool
 	Adapter   *model.LoRA
 	Priority  int
@@ -21,9 +21,11 @@ type Request struct {
 	// Logprobs: report each sampled token's logprob and TopLogprobs alternatives.
 	Logprobs    bool
 	TopLogprobs int
-	// PromptLogprobs >= 0 asks for the logprob of every prompt token and that many
-	// alternatives (-1: none). Such a request computes its whole prompt (no prefix cache).
-	PromptLogprobs int
+	// PromptLogprobs: report the logprob of every prompt token and PromptTopLogprobs
+	// alternatives, in one event before the first token. Such a request computes its whole
+	// prompt (no prefix cache).
+	PromptLogprobs    bool
+	PromptTopLogprobs int
 	// CacheSalt keys the prefix cache: requests share cached prompt blocks only when their
 	// salts (and adapters) are equal.
 	CacheSalt string

@@ -22,7 +22,7 @@ type choice struct {
 	guide    Guide     // structured outputs only
 	mask     []uint64
 	spec     *Speculative // speculative decoding only
-	// promptLPs gathers the prompt's logprobs over its prefill chunks (PromptLogprobs >= 0).
+	// promptLPs gathers the prompt's logprobs over its prefill chunks (Request.PromptLogprobs).
 	promptLPs []PromptLogprob
 	last      time.Time // when its last token came (Options.Observer only)
 }
@@ -144,7 +144,7 @@ func (e *Engine) collect(s *sched) bool {
 // admit moves waiting requests into the running batch, in policy order, while their KV
 // blocks can be reserved and batch slots allow.
 func (e *Engine) admit(s *sched) {
-	if e.opts.Policy == "priority" {
+	if e.opts.Policy == PolicyPriority {
 		slices.SortStableFunc(s.waiting, func(a, b *Handle) int { return a.req.Priority - b.req.Priority })
 	}
 	s.nRunning = 0
@@ -238,7 +238,7 @@ func (e *Engine) buildBatch(active []*running) batch {
 		}
 		n := min(budget, len(p)-c.prefill)
 		st := model.Step{Seq: c.seq, Tokens: p[c.prefill : c.prefill+n], Adapter: r.h.req.Adapter}
-		if r.h.req.PromptLogprobs >= 0 {
+		if r.h.req.PromptLogprobs {
 			st.LogitsAt = allIdx(n)
 		} else if c.prefill+n == len(p) {
 			st.LogitsAt = []int{n - 1}
@@ -270,7 +270,7 @@ func (e *Engine) applyOutputs(active []*running, b batch, out [][][]float32) {
 			e.statsMu.Lock()
 			e.stats.PromptTokens += int64(len(st.Tokens))
 			e.statsMu.Unlock()
-			if req.PromptLogprobs >= 0 {
+			if req.PromptLogprobs {
 				e.promptLogprobs(c, start, st.Tokens, out[i])
 			}
 			if c.prefill < len(req.Prompt) {
@@ -339,7 +339,7 @@ func (e *Engine) report(s *sched) {
 // one prompt token is always computed, for the logits of the first sample).
 func (e *Engine) usePrefixCache(r *running) {
 	req := r.h.req
-	if e.opts.NoPrefixCache || req.PromptLogprobs >= 0 {
+	if e.opts.NoPrefixCache || req.PromptLogprobs {
 		return
 	}
 	salt := req.CacheSalt
