@@ -192,7 +192,7 @@ func chatOverhead(b *testing.B, dir string) {
 		t0 = time.Now()
 		p := sample.Defaults()
 		p.Temperature = 0.8
-		h, err := eng.Submit(context.Background(), &inference.Request{Prompt: ids, Params: p, MaxTokens: n, IgnoreEOS: true, PromptLogprobs: -1})
+		h, err := eng.Submit(context.Background(), &inference.Request{Prompt: ids, Params: p, MaxTokens: n, IgnoreEOS: true})
 		if err != nil {
 			b.Fatal(err)
 		}

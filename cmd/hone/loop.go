@@ -12,6 +12,7 @@ import (
 	"github.com/honeai/hone/internal/evaluation"
 	"github.com/honeai/hone/internal/fault"
 	"github.com/honeai/hone/internal/httpx"
+	"github.com/honeai/hone/internal/inference"
 	"github.com/honeai/hone/internal/jobs"
 	"github.com/honeai/hone/internal/loop"
 	"github.com/honeai/hone/internal/serving"
@@ -76,7 +77,7 @@ func (c *inprocChat) handler() http.Handler {
 			models = s.engineModels()
 		}
 		api := &chatapi.API{Models: models, Adapters: s.training, MaxLogprobs: s.cfg.Chat.MaxLogprobs, Logger: s.log,
-			PriorityEnabled: s.cfg.Chat.Policy == "priority"}
+			PriorityEnabled: s.cfg.Chat.Policy == inference.PolicyPriority}
 		r := httpx.NewRouter()
 		// The principal is the job's, put in the request's context by Complete.
 		api.Register(r, func(next http.Handler) http.Handler { return next })

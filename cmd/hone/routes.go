@@ -9,6 +9,7 @@ import (
 	"github.com/honeai/hone/internal/chatapi"
 	"github.com/honeai/hone/internal/health"
 	"github.com/honeai/hone/internal/httpx"
+	"github.com/honeai/hone/internal/inference"
 	"github.com/honeai/hone/internal/membudget"
 	"github.com/honeai/hone/internal/openapi"
 	"github.com/honeai/hone/internal/otlp"
@@ -46,7 +47,7 @@ func (s *system) handler() (http.Handler, *httpx.Router, error) {
 	traceapi.RegisterOTel(r, httpx.AuthenticateAny(s.keys, traceapi.OTelKeyHeader, limiter), &otlp.Ingester{Trace: s.trace}, s.cfg.MaxBodyBytes)
 
 	chat := &chatapi.API{Models: s.models, Adapters: s.training, MaxLogprobs: s.cfg.Chat.MaxLogprobs,
-		PriorityEnabled: s.cfg.Chat.Policy == "priority", Logger: s.log, Tracer: chatTracer{svc: s.trace}, Responses: s.responses, Heavy: heavy}
+		PriorityEnabled: s.cfg.Chat.Policy == inference.PolicyPriority, Logger: s.log, Tracer: chatTracer{svc: s.trace}, Responses: s.responses, Heavy: heavy}
 	chat.Register(r, bearer)
 
 	train := &trainapi.API{Svc: s.training, Evals: s.evals, Loop: s.loop}

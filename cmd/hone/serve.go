@@ -72,7 +72,7 @@ type ServeConfig struct {
 type ChatConfig struct {
 	Models         modelFlags // --model NAME=DIR or NAME=FILE.gguf, in order
 	NoDemo         bool
-	Policy         string
+	Policy         inference.Policy
 	MaxQueue       int
 	MaxQueuePerKey int // one API key's share of MaxQueue
 	MaxRunning     int
@@ -195,7 +195,7 @@ func newServeFlags(cfg *ServeConfig) *flag.FlagSet {
 	c := &cfg.Chat
 	fs.Var(&c.Models, "model", "serve a Hugging Face model directory as NAME=DIR, or a GGUF file as NAME=FILE.gguf (repeatable); the first is the default")
 	fs.BoolVar(&c.NoDemo, "no-demo-model", false, "do not serve the demo model (written to DATA/models/demo on first start)")
-	fs.StringVar(&c.Policy, "scheduling-policy", "fcfs", "order of waiting requests: fcfs or priority (lower priority value first)")
+	fs.StringVar((*string)(&c.Policy), "scheduling-policy", string(inference.PolicyFCFS), "order of waiting requests: fcfs or priority (lower priority value first)")
 	fs.IntVar(&c.MaxQueue, "max-queue", 256, "waiting requests per model before 429 (a text completion counts each prompt)")
 	fs.IntVar(&c.MaxQueuePerKey, "max-queue-per-key", 128, "waiting sequences per model of one API key (a request counts its n, a text completion each prompt) before 429, so that other keys still get in (0: no share); a text completion asking more is a 400")
 	fs.IntVar(&c.MaxRunning, "max-running", 64, "sequences in a model's running batch")

@@ -76,8 +76,8 @@ type system struct {
 
 // newSystem builds the system of cfg; close releases it.
 func newSystem(ctx context.Context, cfg ServeConfig, logger *slog.Logger, stdout io.Writer) (_ *system, err error) {
-	if cfg.Chat.Policy != "fcfs" && cfg.Chat.Policy != "priority" {
-		return nil, fmt.Errorf("--scheduling-policy %q: use fcfs or priority", cfg.Chat.Policy)
+	if _, err := inference.ParsePolicy(string(cfg.Chat.Policy)); err != nil {
+		return nil, fmt.Errorf("--scheduling-policy: %w", err)
 	}
 	if _, err := toolParsers(cfg.Chat.ToolParsers); err != nil {
 		return nil, err

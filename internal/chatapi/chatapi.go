@@ -204,7 +204,7 @@ func (a *API) submit(w http.ResponseWriter, r *http.Request, pr *prepared, id st
 	}
 	h, err := pr.served.Engine.Submit(r.Context(), &inference.Request{Guide: gf, ID: id, Key: pr.who.KeyID, Prompt: pr.ids, Params: p.params, N: p.n,
 		MaxTokens: p.maxTokens, IgnoreEOS: p.req.IgnoreEOS, Adapter: pr.adapter, Priority: p.priority,
-		Logprobs: p.req.Logprobs, TopLogprobs: p.topLogprobs, PromptLogprobs: p.promptLP, CacheSalt: p.cacheSalt, Repetition: p.repetition, Beam: p.beam,
+		Logprobs: p.req.Logprobs, TopLogprobs: p.topLogprobs, PromptLogprobs: p.promptLP >= 0, PromptTopLogprobs: p.promptLP, CacheSalt: p.cacheSalt, Repetition: p.repetition, Beam: p.beam,
 		Output: out, Speculative: p.spec, NoSpeculative: p.noSpec})
 	if err != nil {
 		apierror.Write(w, r, p.submitError(err, pr.served, len(pr.ids)))

@@ -270,7 +270,7 @@ func (a *API) completions(w http.ResponseWriter, r *http.Request) {
 			Stops: p.stops, IncludeStop: pc.cr.IncludeStopStrInOutput}
 		reqs[i] = &inference.Request{Guide: gf, ID: fmt.Sprintf("%s-%d", id, i), Key: pc.who.KeyID, Prompt: pr.ids,
 			Params: p.params, N: p.n, MaxTokens: p.maxTokens, IgnoreEOS: pc.cr.IgnoreEOS, Adapter: pc.adapter, Priority: p.priority,
-			Logprobs: pc.cr.Logprobs != nil, TopLogprobs: p.topLogprobs, PromptLogprobs: pc.promptLP, CacheSalt: p.cacheSalt,
+			Logprobs: pc.cr.Logprobs != nil, TopLogprobs: p.topLogprobs, PromptLogprobs: pc.promptLP >= 0, PromptTopLogprobs: pc.promptLP, CacheSalt: p.cacheSalt,
 			Repetition: p.repetition, Beam: p.beam, Output: out, Speculative: p.spec, NoSpeculative: p.noSpec}
 	}
 	hs, err := pc.served.Engine.SubmitAll(ctx, reqs)

@@ -144,7 +144,7 @@ func TestServingBatchInvariance(t *testing.T) {
 			req := func(p []int, n int) *Request {
 				params := sample.Defaults()
 				params.Seed = &seed
-				return &Request{Prompt: p, Params: params, MaxTokens: n, IgnoreEOS: true, Logprobs: true, TopLogprobs: 5, PromptLogprobs: -1}
+				return &Request{Prompt: p, Params: params, MaxTokens: n, IgnoreEOS: true, Logprobs: true, TopLogprobs: 5}
 			}
 			var spec SpecStats
 			serve := func(opts Options, beside bool) (sampled, int) {

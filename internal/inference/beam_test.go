@@ -65,7 +65,7 @@ func TestBeamSearchMatchesReference(t *testing.T) {
 		want := refBeam(m, prompt, tc.width, 7, tc.lp, eos)
 		p := greedy()
 		p.EOS = eos
-		h, err := e.Submit(context.Background(), &Request{Prompt: prompt, Params: p, MaxTokens: 7, Beam: &Beam{Width: tc.width, LengthPenalty: tc.lp}, PromptLogprobs: -1})
+		h, err := e.Submit(context.Background(), &Request{Prompt: prompt, Params: p, MaxTokens: 7, Beam: &Beam{Width: tc.width, LengthPenalty: tc.lp}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func TestBeamSearchMatchesReference(t *testing.T) {
 	want := refBeam(m, prompt, 3, 5, 1, []int{first})
 	p := greedy()
 	p.EOS = []int{first}
-	h, _ := e.Submit(context.Background(), &Request{Prompt: prompt, Params: p, MaxTokens: 5, Beam: &Beam{Width: 3, LengthPenalty: 1}, PromptLogprobs: -1})
+	h, _ := e.Submit(context.Background(), &Request{Prompt: prompt, Params: p, MaxTokens: 5, Beam: &Beam{Width: 3, LengthPenalty: 1}})
 	got := collect(t, h)
 	for i := range want {
 		if !slices.Equal(got[i], want[i]) {

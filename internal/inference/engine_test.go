@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -246,6 +247,63 @@ func TestQueueAndPriority(t *testing.T) {
 		collect(t, h)
 	}
 }
+
+// TestPriorityPolicy: ParsePolicy knows fcfs and priority; under PolicyPriority the waiting
+// requests are admitted lowest priority first, in arrival order among equals.
+func TestPriorityPolicy(t *testing.T) {
+	for _, name := range []string{"fcfs", "priority"} {
+		if p, err := ParsePolicy(name); err != nil || string(p) != name {
+			t.Errorf("ParsePolicy(%q) = %q, %v", name, p, err)
+		}
+	}
+	for _, name := range []string{"", "FCFS", "lifo"} {
+		if p, err := ParsePolicy(name); err == nil {
+			t.Errorf("ParsePolicy(%q) = %q, want an error", name, p)
+		}
+	}
+	e := New(tiny(t), Options{Policy: PolicyPriority, MaxRunning: 1})
+	defer e.Close()
+	// The first request holds the only running slot (its guide holds the loop) until the
+	// others wait.
+	g := gate(make(chan struct{}))
+	first, err := e.Submit(context.Background(), &Request{Prompt: []int{1, 2}, Params: greedy(), MaxTokens: 2, Guide: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	priorities := []int{3, 1, 2, 1}
+	var reqs []*Request
+	for i, p := range priorities {
+		reqs = append(reqs, &Request{Prompt: []int{3, 4, i}, Params: greedy(), MaxTokens: 2, Priority: p})
+	}
+	hs, err := e.SubmitAll(context.Background(), reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(g)
+	collect(t, first)
+	for _, h := range hs {
+		collect(t, h)
+	}
+	order := []int{0, 1, 2, 3}
+	slices.SortFunc(order, func(a, b int) int { return hs[a].FirstToken.Compare(hs[b].FirstToken) })
+	if want := []int{1, 3, 2, 0}; !slices.Equal(order, want) {
+		t.Fatalf("admitted %v (priorities %v), want %v", order, priorities, want)
+	}
+}
+
+// gate is a guide that allows every token once its channel is closed: until then it holds
+// the engine's loop.
+type gate chan struct{}
+
+func (g gate) NewGuide() Guide { return g }
+func (g gate) Mask(dst []uint64) {
+	<-g
+	for i := range dst {
+		dst[i] = ^uint64(0)
+	}
+}
+func (g gate) Accept(int) error { return nil }
+func (g gate) MustEnd() bool    { return false }
 
 func TestMain(m *testing.M) {
 	code := m.Run()

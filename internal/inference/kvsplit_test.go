@@ -46,7 +46,7 @@ func TestWindowSplitServing(t *testing.T) {
 	}
 	want := greedyOn(m, kvcache.Options{BlockSize: 4, NumBlocks: 256, NoWindowSplit: true}, prompt, 80)
 	req := func() *Request {
-		return &Request{Prompt: prompt, Params: greedy(), MaxTokens: 80, IgnoreEOS: true, PromptLogprobs: -1}
+		return &Request{Prompt: prompt, Params: greedy(), MaxTokens: 80, IgnoreEOS: true}
 	}
 	got, cached := run1(t, e, req())
 	if cached != 0 || !slices.Equal(got, want) {
@@ -109,9 +109,9 @@ func TestWindowSplitEngineMatchesOneCache(t *testing.T) {
 	reqs := func() []*Request {
 		long := prompt(7, 45)
 		return []*Request{
-			{Prompt: long, Params: greedy(), MaxTokens: 70, IgnoreEOS: true, Logprobs: true, PromptLogprobs: -1},
-			{Prompt: prompt(5, 20), Params: seeded(3), MaxTokens: 50, IgnoreEOS: true, N: 3, Logprobs: true, PromptLogprobs: -1},
-			{Prompt: prompt(11, 33), Params: greedy(), MaxTokens: 60, IgnoreEOS: true, Logprobs: true, Speculative: ngram(8, 1, 3), PromptLogprobs: -1},
+			{Prompt: long, Params: greedy(), MaxTokens: 70, IgnoreEOS: true, Logprobs: true},
+			{Prompt: prompt(5, 20), Params: seeded(3), MaxTokens: 50, IgnoreEOS: true, N: 3, Logprobs: true},
+			{Prompt: prompt(11, 33), Params: greedy(), MaxTokens: 60, IgnoreEOS: true, Logprobs: true, Speculative: ngram(8, 1, 3)},
 		}
 	}
 	opts := Options{BlockSize: 4, MaxBatchTokens: 16}
@@ -121,7 +121,7 @@ func TestWindowSplitEngineMatchesOneCache(t *testing.T) {
 	e := New(m, opts)
 	got := run(t, e, reqs()...)
 	// The long prompt again, once its blocks are in the prefix cache.
-	again := run(t, e, &Request{Prompt: prompt(7, 45), Params: greedy(), MaxTokens: 70, IgnoreEOS: true, Logprobs: true, PromptLogprobs: -1})
+	again := run(t, e, &Request{Prompt: prompt(7, 45), Params: greedy(), MaxTokens: 70, IgnoreEOS: true, Logprobs: true})
 	st := e.Stats()
 	e.Close()
 	sameResults(t, "window cache", got, want)
@@ -133,7 +133,7 @@ func TestWindowSplitEngineMatchesOneCache(t *testing.T) {
 	beam := func(e *Engine) []int {
 		defer e.Close()
 		p := greedy()
-		h, err := e.Submit(context.Background(), &Request{Prompt: prompt(13, 25), Params: p, MaxTokens: 40, IgnoreEOS: true, Beam: &Beam{Width: 3, LengthPenalty: 1}, PromptLogprobs: -1})
+		h, err := e.Submit(context.Background(), &Request{Prompt: prompt(13, 25), Params: p, MaxTokens: 40, IgnoreEOS: true, Beam: &Beam{Width: 3, LengthPenalty: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,9 +18,9 @@ func TestNonFiniteLogitsEndWithError(t *testing.T) {
 	e := New(m, Options{})
 	defer e.Close()
 	for _, req := range []*Request{
-		{Prompt: []int{1, 2, 3}, Params: greedy(), N: 2, MaxTokens: 4, Adapter: a, Logprobs: true, PromptLogprobs: -1},
+		{Prompt: []int{1, 2, 3}, Params: greedy(), N: 2, MaxTokens: 4, Adapter: a, Logprobs: true},
 		// Beam search ranks beams by their logprobs: none can be ranked by NaN.
-		{Prompt: []int{1, 2, 3}, Params: greedy(), MaxTokens: 4, Adapter: a, Logprobs: true, PromptLogprobs: -1, Beam: &Beam{Width: 2, LengthPenalty: 1}},
+		{Prompt: []int{1, 2, 3}, Params: greedy(), MaxTokens: 4, Adapter: a, Logprobs: true, Beam: &Beam{Width: 2, LengthPenalty: 1}},
 	} {
 		h, err := e.Submit(context.Background(), req)
 		if err != nil {
@@ -40,7 +40,7 @@ func TestNonFiniteLogitsEndWithError(t *testing.T) {
 		}
 	}
 	// The engine goes on serving.
-	h, err := e.Submit(context.Background(), &Request{Prompt: []int{1, 2, 3}, Params: greedy(), MaxTokens: 2, PromptLogprobs: -1, Beam: &Beam{Width: 2, LengthPenalty: 1}})
+	h, err := e.Submit(context.Background(), &Request{Prompt: []int{1, 2, 3}, Params: greedy(), MaxTokens: 2, Beam: &Beam{Width: 2, LengthPenalty: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,13 @@
 package inference
 
 import (
+	"math"
+	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
+	"github.com/honeai/hone/internal/sample"
 	"github.com/honeai/hone/internal/tokenizer"
 	"github.com/honeai/hone/internal/toolcall"
 )
@@ -183,4 +187,134 @@ func (e *Engine) emit(h *Handle, ev Event) (Event, bool) {
 	ev.Text = st.delta(ev.Finish != "")
 	h.events <- ev
 	return ev, true
+}
+
+// nonFiniteLogits counts the logits that are NaN or +Inf (-Inf is a masked token).
+func nonFiniteLogits(raw []float32) int {
+	n := 0
+	for _, v := range raw {
+		if v != v || v > math.MaxFloat32 {
+			n++
+		}
+	}
+	return n
+}
+
+// promptLogprobs gathers the logprob of each prompt token given the ones before it, a prefill
+// chunk at a time, and sends them all in one event once the prompt's last chunk is done (a
+// long prompt, or one sharing a step's token budget, takes several chunks).
+func (e *Engine) promptLogprobs(c *choice, start int, tokens []int, logits [][]float32) {
+	req := c.h.req
+	lps := c.promptLPs
+	if start == 0 {
+		lps = append(lps[:0], PromptLogprob{Token: req.Prompt[0], Rank: 0})
+	}
+	for j := range tokens {
+		pos := start + j + 1 // the token these logits predict
+		if pos >= len(req.Prompt) {
+			break
+		}
+		tok := req.Prompt[pos]
+		lp, rank, top := sample.Logprobs(logits[j], tok, req.PromptTopLogprobs)
+		lps = append(lps, PromptLogprob{Token: tok, Logprob: lp, Rank: rank, Top: top})
+	}
+	c.promptLPs = lps
+	if start+len(tokens) >= len(req.Prompt) {
+		e.emit(c.h, Event{Choice: -1, PromptLogprobs: lps})
+		c.promptLPs = nil
+	}
+}
+
+// sampleNext samples the next token of c from raw logits and checks stop conditions.
+func (e *Engine) sampleNext(c *choice, raw []float32) { e.sampleAt(c, raw, c.seq.Len()) }
+
+// sampleAt samples the token after seqLen cached positions of c (a speculative step caches
+// more) and checks stop conditions; it returns the token (-1 when none was sampled).
+func (e *Engine) sampleAt(c *choice, raw []float32, seqLen int) int {
+	req := c.h.req
+	if bad := nonFiniteLogits(raw); bad > 0 {
+		// Broken weights (an adapter of training that diverged): nothing can be sampled
+		// from NaN. The choice ends with "error", which the API answers as such.
+		adapter := ""
+		if req.Adapter != nil {
+			adapter = req.Adapter.Name
+		}
+		e.log.Error("inference: non-finite logits; the choice ends with an error", "adapter", adapter,
+			"non_finite", bad, "vocab", len(raw), "generated", len(c.output))
+		e.finish(c, FinishError, nil)
+		return -1
+	}
+	ev := Event{Choice: c.index, HasToken: true}
+	var rawCopy []float32
+	if req.Logprobs {
+		rawCopy = append([]float32(nil), raw...)
+	}
+	c.sampler.Process(raw, req.Prompt, c.output)
+	if c.guide != nil {
+		words := (len(raw) + 63) / 64
+		if len(c.mask) != words {
+			c.mask = make([]uint64, words)
+		}
+		clear(c.mask)
+		c.guide.Mask(c.mask)
+		ninf := float32(math.Inf(-1))
+		for i := range raw {
+			if c.mask[i>>6]&(1<<(i&63)) == 0 {
+				raw[i] = ninf
+			}
+		}
+	}
+	tok := c.sampler.Sample(raw)
+	ev.Token = tok
+	if req.Logprobs {
+		ev.Logprob, ev.Rank, ev.Top = sample.Logprobs(rawCopy, tok, req.TopLogprobs)
+	}
+	c.output = append(c.output, tok)
+	if c.h.FirstToken.IsZero() {
+		c.h.FirstToken = time.Now()
+	}
+	e.observeToken(c)
+	e.statsMu.Lock()
+	e.stats.GeneratedTokens++
+	e.statsMu.Unlock()
+	switch {
+	case !req.IgnoreEOS && slices.Contains(req.Params.EOS, tok):
+		ev.Finish = "stop"
+	case slices.Contains(req.Params.StopTokenIDs, tok):
+		ev.Finish, ev.StopReason = "stop", tok
+	case len(c.output) >= req.MaxTokens || seqLen+1 >= e.m.Config.MaxPositionEmbeddings:
+		ev.Finish = "length"
+	case req.Repetition != nil && len(c.output) >= req.Params.MinTokens && req.Repetition.Repeats(c.output):
+		ev.Finish = "repetition"
+	}
+	if c.guide != nil && ev.Finish == "" {
+		if err := c.guide.Accept(tok); err != nil || c.guide.MustEnd() {
+			ev.Finish = "stop" // the constraint is complete (or, never expected, violated)
+		}
+	}
+	ev, _ = e.emit(c.h, ev)
+	if ev.Finish != "" {
+		c.finished = true
+		c.seq.Free()
+	}
+	return tok
+}
+
+func (e *Engine) finish(c *choice, reason string, stopReason any) {
+	if c.finished {
+		return
+	}
+	c.finished = true
+	c.seq.Free()
+	e.emit(c.h, Event{Choice: c.index, Finish: reason, StopReason: stopReason})
+}
+
+func (e *Engine) finishAll(r *running, reason string) {
+	for _, c := range r.choices {
+		e.finish(c, reason, nil)
+	}
+	// Choices not forked yet (still prefilling) finish too.
+	for k := len(r.choices); k < r.h.req.N; k++ {
+		e.emit(r.h, Event{Choice: k, Finish: reason})
+	}
 }

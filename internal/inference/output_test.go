@@ -107,7 +107,7 @@ func TestEngineStopsAtStopString(t *testing.T) {
 	run := func(o *Output) (string, []Event) {
 		p := sample.Defaults()
 		p.Temperature = 0
-		h, err := e.Submit(context.Background(), &Request{Prompt: []int{3, 4, 5}, Params: p, MaxTokens: 40, IgnoreEOS: true, PromptLogprobs: -1, Output: o})
+		h, err := e.Submit(context.Background(), &Request{Prompt: []int{3, 4, 5}, Params: p, MaxTokens: 40, IgnoreEOS: true, Output: o})
 		if err != nil {
 			t.Fatal(err)
 		}

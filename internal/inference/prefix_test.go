@@ -31,7 +31,7 @@ func TestPrefixCache(t *testing.T) {
 	}
 	want := greedyDirect(m, prompt, 6)
 	req := func(p []int, salt string, a *model.LoRA) *Request {
-		return &Request{Prompt: p, Params: greedy(), MaxTokens: 6, IgnoreEOS: true, CacheSalt: salt, Adapter: a, PromptLogprobs: -1}
+		return &Request{Prompt: p, Params: greedy(), MaxTokens: 6, IgnoreEOS: true, CacheSalt: salt, Adapter: a}
 	}
 	got, cached := run1(t, e, req(prompt, "", nil))
 	if cached != 0 || !slices.Equal(got, want) {
@@ -56,7 +56,7 @@ func TestPrefixCache(t *testing.T) {
 	}
 	// Prompt logprobs need every prompt position computed.
 	r := req(prompt, "", nil)
-	r.PromptLogprobs = 0
+	r.PromptLogprobs = true
 	if _, cached = run1(t, e, r); cached != 0 {
 		t.Fatalf("prompt logprobs used the cache: %d", cached)
 	}
@@ -92,7 +92,7 @@ func TestPrefixCacheEviction(t *testing.T) {
 		for j := range p {
 			p[j] = 2 + (i*31+j*5)%60
 		}
-		got, _ := run1(t, e, &Request{Prompt: p, Params: greedy(), MaxTokens: 8, IgnoreEOS: true, PromptLogprobs: -1})
+		got, _ := run1(t, e, &Request{Prompt: p, Params: greedy(), MaxTokens: 8, IgnoreEOS: true})
 		if want := greedyDirect(m, p, 8); !slices.Equal(got, want) {
 			t.Fatalf("prompt %d: %v want %v", i, got, want)
 		}
@@ -104,7 +104,7 @@ func TestPrefixCacheEviction(t *testing.T) {
 	base := []int{7, 8, 9, 10, 11, 12, 13, 14, 15}
 	var hs []*Handle
 	for i := 0; i < 3; i++ {
-		h, err := e.Submit(context.Background(), &Request{Prompt: append(slices.Clone(base), 20+i), Params: greedy(), MaxTokens: 3, IgnoreEOS: true, PromptLogprobs: -1})
+		h, err := e.Submit(context.Background(), &Request{Prompt: append(slices.Clone(base), 20+i), Params: greedy(), MaxTokens: 3, IgnoreEOS: true})
 		if err != nil {
 			t.Fatal(err)
 		}

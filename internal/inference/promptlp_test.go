@@ -21,7 +21,7 @@ func TestPromptLogprobsOverChunks(t *testing.T) {
 		defer e.Close()
 		var hs []*Handle
 		for _, n := range []int{70, 30} {
-			h, err := e.Submit(context.Background(), &Request{Prompt: prompt, Params: greedy(), MaxTokens: n, IgnoreEOS: true, PromptLogprobs: 2})
+			h, err := e.Submit(context.Background(), &Request{Prompt: prompt, Params: greedy(), MaxTokens: n, IgnoreEOS: true, PromptLogprobs: true, PromptTopLogprobs: 2})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,13 +17,15 @@ import (
 	"github.com/honeai/hone/internal/kernels"
 )
 
-// Params are the sampling parameters of one sequence.
+// Params are the sampling parameters of one sequence. The zero value samples greedily with
+// every processor off; Validate checks the API's ranges, which refuse a zero TopP or
+// RepetitionPenalty.
 type Params struct {
 	Temperature       float64 // 0 = greedy; (0, 0.01) is raised to 0.01
-	TopP              float64 // (0, 1]; 1 = off
+	TopP              float64 // (0, 1]; 0 or 1 = off
 	TopK              int     // 0 or -1 = off
 	MinP              float64 // [0, 1]; 0 = off
-	RepetitionPenalty float64 // > 0; 1 = off
+	RepetitionPenalty float64 // > 0; 0 or 1 = off
 	FrequencyPenalty  float64 // [-2, 2]
 	PresencePenalty   float64 // [-2, 2]
 	LogitBias         map[int]float64
@@ -106,6 +108,12 @@ type Sampler struct {
 
 // New returns a sampler. A nil seed draws one at random.
 func New(p Params) *Sampler {
+	if p.TopP == 0 {
+		p.TopP = 1
+	}
+	if p.RepetitionPenalty == 0 {
+		p.RepetitionPenalty = 1
+	}
 	var seed uint64
 	if p.Seed != nil {
 		seed = uint64(*p.Seed)

@@ -49,6 +49,31 @@ func TestProcessorsInOrder(t *testing.T) {
 	}
 }
 
+// TestZeroParams: the zero Params samples greedily with nothing else on (a zero
+// repetition penalty would divide the seen tokens' logits by zero).
+func TestZeroParams(t *testing.T) {
+	l := []float32{0.5, 2, 3, -1}
+	s := New(Params{})
+	got := append([]float32(nil), l...)
+	s.Process(got, []int{1, 3}, []int{0})
+	for i := range l {
+		if got[i] != l[i] {
+			t.Fatalf("processed %v, want %v", got, l)
+		}
+	}
+	if tok := s.Sample(got); tok != 2 {
+		t.Fatalf("sampled %d, want 2", tok)
+	}
+	s = New(Params{Temperature: 1, TopK: 2})
+	seen := map[int]bool{}
+	for range 200 {
+		seen[s.Sample(append([]float32(nil), l...))] = true
+	}
+	if len(seen) != 2 || !seen[1] || !seen[2] {
+		t.Fatalf("top_k 2 with a zero top_p sampled %v, want tokens 1 and 2", seen)
+	}
+}
+
 func TestGreedyAndTruncation(t *testing.T) {
 	l := logitsOf(100, 1)
 	want := argmax(l)

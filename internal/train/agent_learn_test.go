@@ -133,7 +133,7 @@ func TestRLLearnsToolCall(t *testing.T) {
 			params := sample.Defaults()
 			params.Seed = &seed
 			calls, callLps := sampleOnce(t, eng, &inference.Request{Prompt: render([]json.RawMessage{user}), Params: params, N: samples,
-				MaxTokens: len(steps), IgnoreEOS: true, Adapter: a, Logprobs: true, PromptLogprobs: -1, Guide: steps})
+				MaxTokens: len(steps), IgnoreEOS: true, Adapter: a, Logprobs: true, Guide: steps})
 			var g trainingdata.TrajectoryGroup
 			for k := 0; k < samples; k++ {
 				key := c.Tok.Decode(calls[k][len(prefix):len(prefix)+1], false)
@@ -151,7 +151,7 @@ func TestRLLearnsToolCall(t *testing.T) {
 				aparams := sample.Defaults()
 				aparams.Seed = &aseed
 				ans, ansLps := sampleOnce(t, eng, &inference.Request{Prompt: render([]json.RawMessage{user, callMsg, result}), Params: aparams, N: 1,
-					MaxTokens: 2, IgnoreEOS: true, Adapter: a, Logprobs: true, PromptLogprobs: -1})
+					MaxTokens: 2, IgnoreEOS: true, Adapter: a, Logprobs: true})
 				ansChoice, _ := json.Marshal(map[string]any{"index": 0, "finish_reason": "length",
 					"message":  map[string]any{"role": "assistant", "content": c.Tok.Decode(ans[0], true)},
 					"logprobs": plainLogprobs(c, ans[0], ansLps[0])})

@@ -91,7 +91,7 @@ func TestRLLearnsTargetTokens(t *testing.T) {
 					params := sample.Defaults()
 					params.Seed = &seed
 					h, err := eng.Submit(context.Background(), &inference.Request{Prompt: c.Tok.Encode(text, false), Params: params, N: 8,
-						MaxTokens: 1, IgnoreEOS: true, Adapter: a, Logprobs: true, PromptLogprobs: -1})
+						MaxTokens: 1, IgnoreEOS: true, Adapter: a, Logprobs: true})
 					if err != nil {
 						t.Fatal(err)
 					}

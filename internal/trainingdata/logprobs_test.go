@@ -59,7 +59,7 @@ func TestLogprobIDsFromSampledReplies(t *testing.T) {
 	for seed := int64(0); seed < 4; seed++ {
 		params := sample.Defaults()
 		params.Seed = &seed
-		h, err := eng.Submit(context.Background(), &inference.Request{Prompt: c.Tok.Encode(text, false), Params: params, N: 16, MaxTokens: 24, Logprobs: true, PromptLogprobs: -1})
+		h, err := eng.Submit(context.Background(), &inference.Request{Prompt: c.Tok.Encode(text, false), Params: params, N: 16, MaxTokens: 24, Logprobs: true})
 		if err != nil {
 			t.Fatal(err)
 		}
