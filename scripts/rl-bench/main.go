@@ -62,6 +62,29 @@ var prompts = []string{
 type bench struct {
 	url, key, base string
 	client         *http.Client
+	pid            int // the server this started (0: none), whose CPU time is read
+}
+
+// cpu is the CPU time (user and system, all threads) the server has used, 0 when it was not
+// started here (Linux: /proc/PID/stat, in clock ticks of 10 ms).
+func (b *bench) cpu() time.Duration {
+	if b.pid == 0 {
+		return 0
+	}
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", b.pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command's closing parenthesis: state is field 3, utime 14, stime 15.
+	i := bytes.LastIndexByte(st, ')')
+	f := strings.Fields(string(st[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	var ut, stt int64
+	fmt.Sscan(f[11], &ut)
+	fmt.Sscan(f[12], &stt)
+	return time.Duration(ut+stt) * 10 * time.Millisecond
 }
 
 func main() {
@@ -172,7 +195,7 @@ func (b *bench) start(bin, modelPath string, port int, extra []string) (stop fun
 		out.Close()
 		os.RemoveAll(dir)
 	}
-	b.url = "http://" + addr
+	b.url, b.pid = "http://"+addr, cmd.Process.Pid
 	t0 := time.Now()
 	for time.Since(t0) < 3*time.Minute {
 		log, _ := os.ReadFile(filepath.Join(dir, "serve.log"))
@@ -276,8 +299,12 @@ type event struct {
 // round is one timed RL step.
 type round struct {
 	rollouts, submit, queueing, setup, step, save, training, publication, total time.Duration
-	tokens, trainable, trajectories                                             int
-	serverTokensPerSecond                                                       float64
+	// The server's CPU time (all threads) during the rollouts, from the job's submission to
+	// its end, and from there to the checkpoint answering: on a machine shared with other
+	// work it moves less than the wall-clock phases do.
+	cpuRollouts, cpuJob, cpuPublication time.Duration
+	tokens, trainable, trajectories     int
+	serverTokensPerSecond               float64
 }
 
 func (b *bench) run(rounds, nPrompts, samples, maxTokens, conc int) error {
@@ -294,7 +321,8 @@ func (b *bench) run(rounds, nPrompts, samples, maxTokens, conc int) error {
 	}
 	inference := fmt.Sprintf("wandb-artifact:///%s/%s/%s", m.Entity, m.Project, m.Name)
 	fmt.Printf("model %s/%s/%s on %s: %d prompts × %d samples of up to %d tokens, %d rounds\n", m.Entity, m.Project, m.Name, b.base, nPrompts, samples, maxTokens, rounds)
-	fmt.Printf("%5s %9s %8s %9s %8s %8s %8s %9s %12s %8s %7s %9s %9s\n", "round", "rollouts", "submit", "queueing", "setup", "step", "save", "training", "publication", "total", "tok/traj", "trained", "tok/s(srv)")
+	fmt.Printf("%5s %9s %8s %9s %8s %8s %8s %9s %12s %8s %7s %8s %10s | %13s %8s %12s\n", "round", "rollouts", "submit", "queueing", "setup", "step", "save", "training", "publication", "total", "tok/traj", "trained", "tok/s(srv)",
+		"cpu:rollouts", "cpu:job", "cpu:publish")
 	var all []round
 	for r := 1; r <= rounds; r++ {
 		rd, err := b.round(ctx, r, m.ID, inference, nPrompts, samples, maxTokens, conc)
@@ -302,8 +330,9 @@ func (b *bench) run(rounds, nPrompts, samples, maxTokens, conc int) error {
 			return fmt.Errorf("round %d: %w", r, err)
 		}
 		all = append(all, rd)
-		fmt.Printf("%5d %9s %8s %9s %8s %8s %8s %9s %12s %8s %7.1f %9d %9.0f\n", r, sec(rd.rollouts), sec(rd.submit), sec(rd.queueing), sec(rd.setup), sec(rd.step), sec(rd.save),
-			sec(rd.training), sec(rd.publication), sec(rd.total), float64(rd.tokens)/float64(rd.trajectories), rd.trainable, rd.serverTokensPerSecond)
+		fmt.Printf("%5d %9s %8s %9s %8s %8s %8s %9s %12s %8s %7.1f %8d %10.0f | %13s %8s %12s\n", r, sec(rd.rollouts), sec(rd.submit), sec(rd.queueing), sec(rd.setup), sec(rd.step), sec(rd.save),
+			sec(rd.training), sec(rd.publication), sec(rd.total), float64(rd.tokens)/float64(rd.trajectories), rd.trainable, rd.serverTokensPerSecond,
+			sec(rd.cpuRollouts), sec(rd.cpuJob), sec(rd.cpuPublication))
 	}
 	fmt.Printf("median (min–max) over %d rounds:\n", len(all))
 	for _, f := range []struct {
@@ -313,13 +342,19 @@ func (b *bench) run(rounds, nPrompts, samples, maxTokens, conc int) error {
 		{"queueing", func(r round) time.Duration { return r.queueing }}, {"training", func(r round) time.Duration { return r.training }},
 		{"  setup", func(r round) time.Duration { return r.setup }}, {"  step", func(r round) time.Duration { return r.step }},
 		{"  save", func(r round) time.Duration { return r.save }}, {"publication", func(r round) time.Duration { return r.publication }},
-		{"total", func(r round) time.Duration { return r.total }}} {
+		{"total", func(r round) time.Duration { return r.total }},
+		{"server CPU, rollouts", func(r round) time.Duration { return r.cpuRollouts }},
+		{"server CPU, job", func(r round) time.Duration { return r.cpuJob }},
+		{"server CPU, publication", func(r round) time.Duration { return r.cpuPublication }}} {
 		var v []time.Duration
 		for _, r := range all {
 			v = append(v, f.get(r))
 		}
 		slices.Sort(v)
-		fmt.Printf("  %-12s %7s s (%s–%s)\n", f.name, sec(v[len(v)/2]), sec(v[0]), sec(v[len(v)-1]))
+		if v[len(v)-1] == 0 {
+			continue // no server CPU times (-url)
+		}
+		fmt.Printf("  %-24s %7s s (%s–%s)\n", f.name, sec(v[len(v)/2]), sec(v[0]), sec(v[len(v)-1]))
 	}
 	tok, n := 0, 0
 	for _, r := range all {
@@ -342,7 +377,7 @@ func (b *bench) round(ctx context.Context, r int, modelID, inference string, nPr
 	for g := range groups {
 		groups[g].Trajectories = make([]trajectory, samples)
 	}
-	t0 := time.Now()
+	c0, t0 := b.cpu(), time.Now()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var firstErr error
@@ -385,6 +420,8 @@ func (b *bench) round(ctx context.Context, r int, modelID, inference string, nPr
 	}
 	wg.Wait()
 	rd.rollouts = time.Since(t0)
+	c1 := b.cpu()
+	rd.cpuRollouts = c1 - c0
 	if firstErr != nil {
 		return rd, firstErr
 	}
@@ -402,6 +439,8 @@ func (b *bench) round(ctx context.Context, r int, modelID, inference string, nPr
 	if err != nil {
 		return rd, err
 	}
+	c2 := b.cpu()
+	rd.cpuJob = c2 - c1
 	if err := b.call(ctx, "GET", "/v1/preview/training-jobs/"+j.ID, nil, &j); err != nil {
 		return rd, err
 	}
@@ -426,6 +465,7 @@ func (b *bench) round(ctx context.Context, r int, modelID, inference string, nPr
 		time.Sleep(5 * time.Millisecond)
 	}
 	servable := time.Now()
+	rd.cpuPublication = b.cpu() - c2
 	rd.total = servable.Sub(t0)
 	created, started, finished := parse(j.CreatedAt), parse(*j.StartedAt), parse(*j.FinishedAt)
 	rd.queueing, rd.training, rd.publication = started.Sub(created), finished.Sub(started), servable.Sub(finished)
