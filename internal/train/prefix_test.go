@@ -2,6 +2,7 @@ package train
 
 import (
 	"math"
+	"slices"
 	"math/rand/v2"
 	"testing"
 )
@@ -116,11 +117,12 @@ func snapshot(g *Grads) []map[string][2][]float32 {
 	return out
 }
 
-// TestRLPassesMatchOneByOne checks an RL step's passes packed and with shared prompts
-// (planRLPasses) against the sequences run one by one, without prefixes: the loss, the
-// metrics and the gradients, with a KL reference and a trajectory whose sampling logprobs
-// are unknown (the extra pass for them). One case packs few rows a pass, so that a group's
-// samples split over passes, each repeating the prompt.
+// TestRLPassesMatchOneByOne checks an RL step's passes (planRLPasses: each sequence's rows
+// after its last sampled token left out; one by one, or packed with shared prompts) against
+// the whole sequences run one by one (rlWhole): the loss, the metrics and the gradients, with
+// a KL reference and a trajectory whose sampling logprobs are unknown (the extra pass for
+// them). One case packs few rows a pass, so that a group's samples split over passes, each
+// repeating the prompt.
 func TestRLPassesMatchOneByOne(t *testing.T) {
 	for _, arch := range []string{"llama", "gemma3"} {
 		t.Run(arch, func(t *testing.T) {
@@ -137,30 +139,29 @@ func TestRLPassesMatchOneByOne(t *testing.T) {
 			run := func(share bool, rows int) (RLMetrics, []map[string][2][]float32, int) {
 				defer func(s bool, r int) { rlSharePrefixes, rlPassRows = s, r }(rlSharePrefixes, rlPassRows)
 				rlSharePrefixes, rlPassRows = share, rows
-				seqs := rlBenchSeqs(m.Config.VocabSize, 3, 4, 20, 5)
-				seqs[5].oldLogp[22] = math.NaN()
-				seqs[2].sampled = make([]bool, len(seqs[2].sampled)) // nothing sampled: left out
+				seqs := rlTestSeqs(m.Config.VocabSize)
 				w := rlWeights(seqs)
 				var met RLMetrics
 				_, err := e.rlPasses(t.Context(), seqs, &cfg, w, &met)
 				if err != nil {
 					t.Fatal(err)
 				}
-				plan := planRLPasses(seqs, share, rows)
+				plan := planRLPasses(slices.DeleteFunc(slices.Clone(seqs), func(s *rlSeq) bool { return !slices.Contains(s.sampled, true) }), share, rows)
 				for _, p := range plan {
 					for _, mb := range p.members {
-						if share && mb.skip != 19 {
-							t.Errorf("%d rows a pass: a member shares %d tokens, want the 19 before its first sampled token", rows, mb.skip)
+						if share && mb.skip != 19 || mb.end != 25 {
+							t.Errorf("%d rows a pass: a member shares %d tokens and ends at %d, want the 19 before its first sampled token and 25", rows, mb.skip, mb.end)
 						}
 					}
 				}
 				return met, snapshot(e.G), len(plan)
 			}
-			want, wantG, _ := run(false, 1)
+			want, wantG := rlWhole(t, e, &cfg, m.Config.VocabSize)
 			for _, c := range []struct {
 				rows, passes int
-			}{{1024, 1}, {35, 6}} {
-				got, gotG, passes := run(true, c.rows)
+				share        bool
+			}{{1, 11, false}, {1024, 1, true}, {30, 6, true}} {
+				got, gotG, passes := run(c.share, c.rows)
 				if passes < c.passes {
 					t.Errorf("%d rows a pass: %d passes, want at least %d", c.rows, passes, c.passes)
 				}
@@ -191,4 +192,64 @@ func TestRLPassesMatchOneByOne(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rlTestSeqs are TestRLPassesMatchOneByOne's sequences: 3 groups of 4, prompts of 20 tokens,
+// 5 sampled, 2 of context after them; one with an unknown sampling logprob, one with nothing
+// sampled.
+func rlTestSeqs(vocab int) []*rlSeq {
+	seqs := rlBenchSeqs(vocab, 3, 4, 20, 5)
+	seqs[5].oldLogp[22] = math.NaN()
+	seqs[2].sampled = make([]bool, len(seqs[2].sampled)) // nothing sampled: left out
+	return seqs
+}
+
+// rlWhole is an RL step's passes as RLStep ran them before planRLPasses: each whole sequence
+// on its own.
+func rlWhole(t *testing.T, e *Trainer, cfg *RLConfig, vocab int) (RLMetrics, []map[string][2][]float32) {
+	seqs := rlTestSeqs(vocab)
+	w := rlWeights(seqs)
+	var met RLMetrics
+	e.G.Zero()
+	for _, s := range seqs {
+		n := 0
+		for _, sm := range s.sampled {
+			if sm {
+				n++
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		met.NumTrainableTokens += n
+		old := make([]float64, len(s.seq.Tokens))
+		s.seq.Need = make([]bool, len(s.seq.Tokens))
+		needOld := false
+		for t := 0; t+1 < len(s.seq.Tokens); t++ {
+			s.seq.Need[t] = s.sampled[t+1]
+			old[t] = s.oldLogp[t+1]
+			needOld = needOld || s.sampled[t+1] && math.IsNaN(old[t])
+		}
+		ref := e.Logprobs(s.seq, cfg.RefAdapter)
+		if needOld {
+			cur := e.Logprobs(s.seq, e.A)
+			for t := range old {
+				if math.IsNaN(old[t]) {
+					old[t] = float64(cur.Logp[t])
+				}
+			}
+		}
+		e.ForwardBackward(s.seq, func(st TokenStats) []float32 {
+			var l rlLoss
+			met.Loss += l.compute(cfg, s, st, old, ref, w[s.traj])
+			met.Entropy += l.entropy
+			met.KLDiv += l.k3
+			met.KLPolicyRef += l.klRef
+			return l.g
+		})
+	}
+	if met.NumTrainableTokens == 0 {
+		t.Fatal("nothing trained")
+	}
+	return met, snapshot(e.G)
 }

@@ -7,8 +7,9 @@ import (
 )
 
 // rlPassRows is the most rows an RL step's pass holds when it packs several sequences (a
-// longer sequence runs alone): the activations the backward pass keeps take about 1 MB a
-// row on the SmolLM2-135M shape in f32, as much as an SFT batch of the same length.
+// longer sequence runs alone), and at most the model's positions: the activations the
+// backward pass keeps take about 1 MB a row on the SmolLM2-135M shape in f32, as much as an
+// SFT batch of the same length.
 var rlPassRows = 1024
 
 // rlMinShared is the fewest tokens sequences must share at their start to run them once.
@@ -17,11 +18,13 @@ const rlMinShared = 16
 // rlSharePrefixes turns the sharing of prompts on (tests compare it with passes without).
 var rlSharePrefixes = true
 
-// rlMember is one trajectory sequence in a pass: its tokens from skip on are the pass's
-// rows [off, off+len−skip); its first skip tokens are the pass's prefix rows (skip 0: none).
+// rlMember is one trajectory sequence in a pass: its tokens [skip, end) are the pass's rows
+// [off, off+end−skip); its first skip tokens are the pass's prefix rows (skip 0: none); the
+// tokens from end on, after its last sampled token, are left out: the rows that predict the
+// sampled tokens come before them and do not depend on them.
 type rlMember struct {
-	s         *rlSeq
-	off, skip int
+	s              *rlSeq
+	off, skip, end int
 }
 
 // rlPass is one forward and backward pass of an RL step: sequences packed one after
@@ -39,8 +42,8 @@ func (mb rlMember) view(st TokenStats) TokenStats {
 	}
 	n := len(mb.s.seq.Tokens)
 	out := TokenStats{Logp: make([]float32, n), Entropy: make([]float32, n)}
-	copy(out.Logp[mb.skip:], st.Logp[mb.off:mb.off+n-mb.skip])
-	copy(out.Entropy[mb.skip:], st.Entropy[mb.off:mb.off+n-mb.skip])
+	copy(out.Logp[mb.skip:mb.end], st.Logp[mb.off:])
+	copy(out.Entropy[mb.skip:mb.end], st.Entropy[mb.off:])
 	return out
 }
 
@@ -52,6 +55,17 @@ func (s *rlSeq) firstNeeded() int {
 		}
 	}
 	return len(s.sampled) - 1
+}
+
+// neededEnd is one past the last sampled token (at least 1): the tokens a pass needs, the
+// last sampled one being the target of the position before it.
+func (s *rlSeq) neededEnd() int {
+	for t := len(s.sampled) - 1; t > 0; t-- {
+		if s.sampled[t] {
+			return t + 1
+		}
+	}
+	return 1
 }
 
 // planRLPasses packs the sequences into passes of at most rows rows (a longer sequence alone).
@@ -99,7 +113,8 @@ func planRLPasses(seqs []*rlSeq, share bool, rows int) []rlPass {
 		}
 		pi := -1 // the prefix's segment in the current pass
 		for _, s := range u.members {
-			n := len(s.seq.Tokens) - u.prefix
+			end := max(s.neededEnd(), u.prefix+2)
+			n := end - u.prefix
 			if prefix != nil && pi < 0 {
 				n += u.prefix
 			}
@@ -112,12 +127,12 @@ func planRLPasses(seqs []*rlSeq, share bool, rows int) []rlPass {
 			}
 			// Targets: token t+1 is predicted at position t; the head computes sampled
 			// ones only.
-			need := make([]bool, len(s.seq.Tokens)-u.prefix)
+			need := make([]bool, end-u.prefix)
 			for t := range need {
-				need[t] = u.prefix+t+1 < len(s.sampled) && s.sampled[u.prefix+t+1]
+				need[t] = u.prefix+t+1 < end && s.sampled[u.prefix+t+1]
 			}
-			cur.members = append(cur.members, rlMember{s: s, off: len(cur.seq.Tokens), skip: u.prefix})
-			cur.segment(s.seq.Tokens[u.prefix:], need, pi)
+			cur.members = append(cur.members, rlMember{s: s, off: len(cur.seq.Tokens), skip: u.prefix, end: end})
+			cur.segment(s.seq.Tokens[u.prefix:end], need, pi)
 		}
 	}
 	// A pass without prefixes runs as a plain packed sequence.
@@ -171,7 +186,7 @@ func (e *Trainer) rlPasses(ctx context.Context, seqs []*rlSeq, cfg *RLConfig, w 
 		trained = append(trained, s)
 	}
 	entSum, klSum, klRefSum := 0.0, 0.0, 0.0
-	for _, p := range planRLPasses(trained, rlSharePrefixes && !e.M.NeedsRopeContext(), rlPassRows) {
+	for _, p := range planRLPasses(trained, rlSharePrefixes && !e.M.NeedsRopeContext(), min(rlPassRows, e.M.Rope.Len())) {
 		if err := ctx.Err(); err != nil {
 			return tokens, err
 		}
@@ -212,7 +227,7 @@ func (e *Trainer) rlPasses(ctx context.Context, seqs []*rlSeq, cfg *RLConfig, w 
 				entSum += l.entropy
 				klSum += l.k3
 				klRefSum += l.klRef
-				copy(g[mb.off:], l.g[mb.skip:])
+				copy(g[mb.off:], l.g[mb.skip:mb.end])
 			}
 			return g
 		})
