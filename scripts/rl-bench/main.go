@@ -265,8 +265,11 @@ func (e *httpError) Error() string { return fmt.Sprintf("%s: %d %s", e.path, e.s
 type completion struct {
 	Choices []json.RawMessage `json:"choices"`
 	Usage   struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
+		PromptTokens        int `json:"prompt_tokens"`
+		CompletionTokens    int `json:"completion_tokens"`
+		PromptTokensDetails struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
 	} `json:"usage"`
 }
 
@@ -303,8 +306,10 @@ type round struct {
 	// its end, and from there to the checkpoint answering: on a machine shared with other
 	// work it moves less than the wall-clock phases do.
 	cpuRollouts, cpuJob, cpuPublication time.Duration
-	tokens, trainable, trajectories     int
-	serverTokensPerSecond               float64
+	// again is the publication's request sent again once the checkpoint answered.
+	again                                           time.Duration
+	tokens, prompt, cached, trainable, trajectories int
+	serverTokensPerSecond                           float64
 }
 
 func (b *bench) run(rounds, nPrompts, samples, maxTokens, conc int) error {
@@ -343,6 +348,7 @@ func (b *bench) run(rounds, nPrompts, samples, maxTokens, conc int) error {
 		{"  setup", func(r round) time.Duration { return r.setup }}, {"  step", func(r round) time.Duration { return r.step }},
 		{"  save", func(r round) time.Duration { return r.save }}, {"publication", func(r round) time.Duration { return r.publication }},
 		{"total", func(r round) time.Duration { return r.total }},
+		{"  the same request again", func(r round) time.Duration { return r.again }},
 		{"server CPU, rollouts", func(r round) time.Duration { return r.cpuRollouts }},
 		{"server CPU, job", func(r round) time.Duration { return r.cpuJob }},
 		{"server CPU, publication", func(r round) time.Duration { return r.cpuPublication }}} {
@@ -356,11 +362,12 @@ func (b *bench) run(rounds, nPrompts, samples, maxTokens, conc int) error {
 		}
 		fmt.Printf("  %-24s %7s s (%s–%s)\n", f.name, sec(v[len(v)/2]), sec(v[0]), sec(v[len(v)-1]))
 	}
-	tok, n := 0, 0
+	tok, n, prompt, cached := 0, 0, 0, 0
 	for _, r := range all {
-		tok, n = tok+r.tokens, n+r.trajectories
+		tok, n, prompt, cached = tok+r.tokens, n+r.trajectories, prompt+r.prompt, cached+r.cached
 	}
-	fmt.Printf("  tokens per trajectory (prompt + completion): %.1f\n", float64(tok)/float64(n))
+	fmt.Printf("  tokens per trajectory (prompt + completion): %.1f; rollouts' prompt tokens from the prefix cache: %.0f%%\n",
+		float64(tok)/float64(n), 100*float64(cached)/float64(prompt))
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("load average at the end: %s", load)
 	return nil
@@ -414,6 +421,8 @@ func (b *bench) round(ctx context.Context, r int, modelID, inference string, nPr
 				groups[g].Trajectories[i] = trajectory{MessagesAndChoices: []json.RawMessage{user, c.Choices[0]},
 					Reward: float64(len(ch.Message.Content)) + float64(i)/100}
 				rd.tokens += c.Usage.PromptTokens + c.Usage.CompletionTokens
+				rd.prompt += c.Usage.PromptTokens
+				rd.cached += c.Usage.PromptTokensDetails.CachedTokens
 				rd.trajectories++
 			}()
 		}
@@ -451,11 +460,14 @@ func (b *bench) round(ctx context.Context, r int, modelID, inference string, nPr
 		}
 		return rd, fmt.Errorf("job %s: %s %s", j.ID, j.Status, msg)
 	}
-	// The checkpoint, asked for until it answers.
+	// The checkpoint, asked for until it answers (a salt of its own: no prompt cached).
 	ckpt := fmt.Sprintf("%s:step%d", inference, *j.Step)
-	for {
-		err := b.call(ctx, "POST", "/v1/chat/completions", map[string]any{"model": ckpt,
+	hi := func(salt string) error {
+		return b.call(ctx, "POST", "/v1/chat/completions", map[string]any{"model": ckpt, "cache_salt": salt,
 			"messages": []map[string]string{{"role": "user", "content": "Hi"}}, "max_tokens": 1}, nil)
+	}
+	for {
+		err := hi(fmt.Sprintf("publication-%d", r))
 		if err == nil {
 			break
 		}
@@ -466,6 +478,11 @@ func (b *bench) round(ctx context.Context, r int, modelID, inference string, nPr
 	}
 	servable := time.Now()
 	rd.cpuPublication = b.cpu() - c2
+	// The same request again, the checkpoint loaded: what answering costs by itself.
+	if err := hi(fmt.Sprintf("again-%d", r)); err != nil {
+		return rd, err
+	}
+	rd.again = time.Since(servable)
 	rd.total = servable.Sub(t0)
 	created, started, finished := parse(j.CreatedAt), parse(*j.StartedAt), parse(*j.FinishedAt)
 	rd.queueing, rd.training, rd.publication = started.Sub(created), finished.Sub(started), servable.Sub(finished)
