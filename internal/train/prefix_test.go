@@ -2,8 +2,8 @@ package train
 
 import (
 	"math"
-	"slices"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
