@@ -176,7 +176,7 @@ func encodeUsageFast(summary []byte) (string, bool) {
 		model []byte
 		u     ModelUsage
 	}
-	var models []entry
+	models := make([]entry, 0, 2)
 	i := 1
 	for i < len(s) && s[i] != '}' {
 		if s[i] == ',' {
@@ -257,7 +257,7 @@ func encodeUsageFast(summary []byte) (string, bool) {
 		models = append(models, entry{name, u})
 	}
 	slices.SortFunc(models, func(a, b entry) int { return bytes.Compare(a.model, b.model) })
-	var b []byte
+	b := make([]byte, 0, 96)
 	for _, e := range models {
 		c := e.u
 		if c.zero() {
