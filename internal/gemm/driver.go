@@ -71,10 +71,11 @@ func run(p *problem) {
 		runPacked(im, p, nt)
 	case p.transB && im.chainT && p.m <= rawMaxM:
 		runChainT(p, nt)
-	case p.transB && !im.chainT:
+	case p.transB && !im.chainT && p.k >= im.dotVec:
 		// y = x·Wᵀ by dot products at every m: each element is the dot kernels' sum whatever
 		// the row count (row invariance: see the package doc), and W is streamed, never
-		// packed.
+		// packed. A depth shorter than the kernels' vector (a LoRA product's rank) would be
+		// summed by scalar loops: such a W is packed, whatever m.
 		runDot(im, p, nt)
 	case !p.transB && p.m <= rawMaxM:
 		runRaw(im, p, nt)

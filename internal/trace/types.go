@@ -481,6 +481,9 @@ type CallsUsageReq struct {
 type UsageRes struct {
 	CallUsage         map[string]map[string]*AggregatedUsage `json:"call_usage"`
 	UnfinishedCallIDs []string                               `json:"unfinished_call_ids"`
+	// rendered is the JSON of call_usage up to its last member, written with the result
+	// (rollUpRendered); nil: MarshalJSON writes it from CallUsage.
+	rendered []byte
 }
 
 // AggregatedUsage is the usage of one model, summed.

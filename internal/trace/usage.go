@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/honeai/hone/internal/fault"
 	"github.com/honeai/hone/internal/pyjson"
@@ -314,6 +316,20 @@ func toAggregated(ids []string, agg [][]ModelCount, withCosts bool) map[string]m
 	return out
 }
 
+// aggregated is one model's roll-up in the response shape, as toAggregated writes it.
+func aggregated(u *ModelCount, withCosts bool) AggregatedUsage {
+	a := AggregatedUsage{
+		Requests: u.Requests, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
+		TotalTokens: u.TotalTokens, CacheReadInputTokens: u.CacheRead, CacheCreationInputTokens: u.CacheCreation,
+	}
+	if withCosts {
+		c := [4]float64{u.PromptCost, u.CompletionCost, u.CacheReadCost, u.CacheCreationCost}
+		a.PromptTokensTotalCost, a.CompletionTokensTotalCost = &c[0], &c[1]
+		a.CacheReadInputTokensTotalCost, a.CacheCreationInputTokensTotalCost = &c[2], &c[3]
+	}
+	return a
+}
+
 // unfinished returns the sorted ids of calls without an end.
 func unfinished(calls []UsageCall) []string {
 	out := []string{}
@@ -327,8 +343,12 @@ func unfinished(calls []UsageCall) []string {
 }
 
 // MarshalJSON writes the usage result without reflection (a roll-up of 10,000 calls is a
-// large object); call ids and models are sorted.
+// large object); call ids and models are sorted. A result made by rollUpRendered has its
+// call_usage written already.
 func (r UsageRes) MarshalJSON() ([]byte, error) {
+	if r.rendered != nil {
+		return r.appendUnfinished(r.rendered), nil
+	}
 	b := make([]byte, 0, 64+len(r.CallUsage)*160)
 	b = append(b, `{"call_usage":{`...)
 	for i, id := range sortedKeys(r.CallUsage) {
@@ -356,6 +376,11 @@ func (r UsageRes) MarshalJSON() ([]byte, error) {
 		}
 		b = append(b, '}')
 	}
+	return r.appendUnfinished(b), nil
+}
+
+// appendUnfinished ends the JSON of a result whose call_usage members b holds.
+func (r UsageRes) appendUnfinished(b []byte) []byte {
 	b = append(b, `},"unfinished_call_ids":[`...)
 	for i, id := range r.UnfinishedCallIDs {
 		if i > 0 {
@@ -363,7 +388,61 @@ func (r UsageRes) MarshalJSON() ([]byte, error) {
 		}
 		b = appendJSONString(b, id)
 	}
-	return append(b, "]}"...), nil
+	return append(b, "]}"...)
+}
+
+// parallelUsageCalls is the number of calls from which a roll-up's result is built on two
+// cores (rollUpRendered).
+const parallelUsageCalls = 1000
+
+// rollUpRendered is rollUpResult for every call of a large roll-up on two cores: while the
+// calls' usage is summed (rollUp), their ids are sorted; then the JSON of call_usage is written
+// (UsageRes.MarshalJSON's bytes, in the sorted order from each call's list in model order)
+// while the result's maps are built.
+func rollUpRendered(calls []UsageCall, pricer Pricer, withCosts bool) UsageRes {
+	order := make([]int32, len(calls))
+	sorted := make(chan struct{})
+	go func() {
+		defer close(sorted)
+		for i := range order {
+			order[i] = int32(i)
+		}
+		slices.SortFunc(order, func(a, b int32) int { return strings.Compare(calls[a].ID, calls[b].ID) })
+	}()
+	agg := rollUp(calls, pricer)
+	<-sorted
+	var b []byte
+	rendered := make(chan struct{})
+	go func() {
+		defer close(rendered)
+		b = make([]byte, 0, 64+len(calls)*160)
+		b = append(b, `{"call_usage":{`...)
+		for k, i := range order {
+			if k > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, calls[i].ID)
+			b = append(b, ":{"...)
+			for j, u := range agg[i] {
+				if j > 0 {
+					b = append(b, ',')
+				}
+				b = appendJSONString(b, u.Model)
+				b = append(b, ':')
+				a := aggregated(&u, withCosts)
+				b = a.appendJSON(b)
+			}
+			b = append(b, '}')
+		}
+	}()
+	ids := make([]string, len(calls))
+	for i, c := range calls {
+		ids[i] = c.ID
+	}
+	res := UsageRes{UnfinishedCallIDs: unfinished(calls), CallUsage: toAggregated(ids, agg, withCosts)}
+	<-rendered
+	res.rendered = b
+	return res
 }
 
 // appendJSONString appends s as a JSON string: printable ASCII without quotes or backslashes
@@ -492,6 +571,9 @@ func (s *Service) rollUpResult(ctx context.Context, project string, calls []Usag
 	var pricer Pricer
 	if withCosts {
 		pricer = s.lazyPricer(ctx, project)
+	}
+	if keys == nil && len(calls) >= parallelUsageCalls && runtime.GOMAXPROCS(0) > 1 {
+		return rollUpRendered(calls, pricer, withCosts)
 	}
 	agg := rollUp(calls, pricer)
 	res := UsageRes{UnfinishedCallIDs: unfinished(calls)}

@@ -3,6 +3,7 @@ package trace
 import (
 	"bytes"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 )
@@ -26,6 +27,14 @@ func encodeUsage(summary []byte) string {
 	if !bytes.Contains(summary, []byte(`"usage"`)) {
 		return ""
 	}
+	if s, ok := encodeUsageFast(summary); ok {
+		return s
+	}
+	return encodeUsageParsed(summary)
+}
+
+// encodeUsageParsed is encodeUsage through ExtractUsage, for any summary.
+func encodeUsageParsed(summary []byte) string {
 	u := ExtractUsage(summary)
 	if len(u) == 0 {
 		return ""
@@ -127,4 +136,192 @@ func usageList(summary []byte) []ModelCount {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Model < out[j].Model })
 	return out
+}
+
+// encodeUsageFast is encodeUsage for the summaries ingest sees most, read in place without
+// building a document: compact JSON text (as callValue stores it) without escapes, one
+// "usage" key, no model or count named twice, counts that are integers. ok is false for any
+// other summary, which encodeUsage then reads through ExtractUsage.
+func encodeUsageFast(summary []byte) (string, bool) {
+	const key = `"usage":`
+	at := bytes.Index(summary, []byte(key))
+	if at < 0 || bytes.IndexByte(summary, '\\') >= 0 || bytes.Contains(summary[at+len(key):], []byte(key)) {
+		return "", false
+	}
+	// Without escapes, a string holds no quote: `"usage":` is a key; it must be the top
+	// object's.
+	depth := 0
+	for i := 0; i < at; i++ {
+		switch summary[i] {
+		case '"':
+			j := bytes.IndexByte(summary[i+1:], '"')
+			if j < 0 {
+				return "", false
+			}
+			i += j + 1
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+		}
+	}
+	if depth != 1 {
+		return "", false
+	}
+	s := summary[at+len(key):]
+	if len(s) == 0 || s[0] != '{' {
+		return "", true // not an object: no usage
+	}
+	type entry struct {
+		model []byte
+		u     ModelUsage
+	}
+	models := make([]entry, 0, 2)
+	i := 1
+	for i < len(s) && s[i] != '}' {
+		if s[i] == ',' {
+			i++
+		}
+		name, next, ok := fastKey(s, i)
+		if !ok {
+			return "", false
+		}
+		for _, e := range models {
+			if bytes.Equal(e.model, name) {
+				return "", false
+			}
+		}
+		i = next
+		if i >= len(s) || s[i] != '{' {
+			if i = fastSkip(s, i); i < 0 {
+				return "", false
+			}
+			continue // not an object: not a model's counts
+		}
+		var u ModelUsage
+		var seen [8]bool
+		i++
+		for i < len(s) && s[i] != '}' {
+			if s[i] == ',' {
+				i++
+			}
+			k, next, ok := fastKey(s, i)
+			if !ok {
+				return "", false
+			}
+			i = next
+			slot := slices.Index(usageCountKeys[:], string(k))
+			end := fastSkip(s, i)
+			if end < 0 {
+				return "", false
+			}
+			if slot < 0 {
+				i = end
+				continue
+			}
+			if seen[slot] {
+				return "", false // a count named twice: ExtractUsage's rules
+			}
+			seen[slot] = true
+			var n int64 // null, a string, an object: 0
+			if c := s[i]; c == '-' || c >= '0' && c <= '9' {
+				v, rest, ok := leadingInt(s[i:end])
+				if !ok || len(rest) != 0 {
+					return "", false // a float or an integer past int64: ExtractUsage's rules
+				}
+				n = v
+			}
+			i = end
+			switch slot {
+			case 0:
+				u.Requests = n
+			case 1, 2:
+				u.PromptTokens += n
+			case 3, 4:
+				u.CompletionTokens += n
+			case 5:
+				u.TotalTokens = n
+			case 6:
+				u.CacheRead = n
+			case 7:
+				u.CacheCreation = n
+			}
+		}
+		if i >= len(s) {
+			return "", false
+		}
+		i++ // }
+		if u.TotalTokens == 0 {
+			u.TotalTokens = u.PromptTokens + u.CompletionTokens
+		}
+		models = append(models, entry{name, u})
+	}
+	slices.SortFunc(models, func(a, b entry) int { return bytes.Compare(a.model, b.model) })
+	b := make([]byte, 0, 96)
+	for _, e := range models {
+		c := e.u
+		if c.zero() {
+			continue
+		}
+		b = strconv.AppendInt(b, int64(len(e.model)), 10)
+		b = append(b, ':')
+		b = append(b, e.model...)
+		for _, n := range [...]int64{c.Requests, c.PromptTokens, c.CompletionTokens, c.TotalTokens, c.CacheRead, c.CacheCreation} {
+			b = append(b, ' ')
+			b = strconv.AppendInt(b, n, 10)
+		}
+		b = append(b, ';')
+	}
+	return string(b), true
+}
+
+// usageCountKeys are the counts ExtractUsage reads in a model's usage.
+var usageCountKeys = [...]string{"requests", "prompt_tokens", "input_tokens", "completion_tokens", "output_tokens",
+	"total_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"}
+
+// fastKey reads `"key":` at s[i] in text without escapes; it returns the key and the index
+// of its value.
+func fastKey(s []byte, i int) ([]byte, int, bool) {
+	if i >= len(s) || s[i] != '"' {
+		return nil, 0, false
+	}
+	j := bytes.IndexByte(s[i+1:], '"')
+	if j < 0 || i+j+2 >= len(s) || s[i+j+2] != ':' {
+		return nil, 0, false
+	}
+	return s[i+1 : i+1+j], i + j + 3, true
+}
+
+// fastSkip returns the index just past the JSON value at s[i] in compact text without
+// escapes, -1 when it ends early.
+func fastSkip(s []byte, i int) int {
+	depth := 0
+	for ; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '"':
+			j := bytes.IndexByte(s[i+1:], '"')
+			if j < 0 {
+				return -1
+			}
+			i += j + 1
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i
+			}
+			depth--
+		case ',':
+			if depth == 0 {
+				return i
+			}
+		}
+		if depth == 0 && (s[i] == '"' || s[i] == '}' || s[i] == ']') {
+			return i + 1
+		}
+	}
+	if depth == 0 {
+		return i
+	}
+	return -1
 }

@@ -21,9 +21,50 @@ import (
 type Seq struct {
 	Tokens   []int
 	Segments []int
+	// Prefix, when not nil, has one entry per segment (Segments then lists every segment's
+	// start, the first at 0): the index of the segment whose tokens come before the
+	// segment's own, or -1. A segment that continues a prefix attends to all of the prefix's
+	// rows and to its own, its positions follow the prefix's, and its gradient reaches the
+	// prefix's rows through their keys and values: sequences that start with the same
+	// tokens (a prompt sampled several times) run them once. A prefix continues none.
+	Prefix []int
 	// Need, when not nil, says which positions' statistics (the prediction of the next
 	// token) are wanted; the head computes only those, the others read 0 and get no gradient.
 	Need []bool
+}
+
+// prefixRows returns, for every row, the rows [start, end) of the prefix its segment
+// continues (end == start: none), and the row's position; nil without prefixes.
+func (s *Seq) prefixRows(seg []int) (pre [][2]int, pos []int) {
+	if s.Prefix == nil {
+		return nil, nil
+	}
+	if len(s.Prefix) != len(s.Segments) {
+		panic(fmt.Sprintf("train: %d prefixes for %d segments", len(s.Prefix), len(s.Segments)))
+	}
+	end := func(j int) int {
+		if j+1 < len(s.Segments) {
+			return s.Segments[j+1]
+		}
+		return len(s.Tokens)
+	}
+	if len(s.Segments) == 0 || s.Segments[0] != 0 {
+		panic("train: with prefixes, Segments lists every segment's start, the first at 0")
+	}
+	pre, pos = make([][2]int, len(s.Tokens)), make([]int, len(s.Tokens))
+	for j, p := range s.Prefix {
+		var pr [2]int
+		if p >= 0 {
+			if s.Prefix[p] >= 0 || p >= j {
+				panic("train: a prefix must come before the segments that continue it and continue none")
+			}
+			pr = [2]int{s.Segments[p], end(p)}
+		}
+		for r := s.Segments[j]; r < end(j); r++ {
+			pre[r], pos[r] = pr, r-seg[r]+pr[1]-pr[0]
+		}
+	}
+	return pre, pos
 }
 
 // segStarts returns, for every row, the first row of its segment.
@@ -154,6 +195,7 @@ type acts struct {
 	dropIn           map[string][]float32 // dropped-out adapter inputs by module
 	dropMask         map[string][]float32
 	pos, seg         []int
+	pre              [][2]int // each row's prefix rows (Seq.Prefix); nil: none
 	ar               *arena
 	T                int
 	layer            int
@@ -178,9 +220,15 @@ func (e *Trainer) pass(s Seq, a *model.LoRA, coef func(TokenStats) []float32, st
 	ar := &e.ar
 	defer ar.reset()
 	seg := s.segStarts()
-	pos := make([]int, T)
-	for r := range pos {
-		pos[r] = r - seg[r]
+	pre, pos := s.prefixRows(seg)
+	if pre != nil && m.NeedsRopeContext() {
+		panic("train: prefixes on a model whose rotary table depends on the sequence's length")
+	}
+	if pos == nil {
+		pos = make([]int, T)
+		for r := range pos {
+			pos[r] = r - seg[r]
+		}
 	}
 	x := ar.raw(T * H)
 	for r, id := range s.Tokens {
@@ -197,7 +245,7 @@ func (e *Trainer) pass(s Seq, a *model.LoRA, coef func(TokenStats) []float32, st
 			inputs[l] = ar.clone(x)
 		}
 		m0 := ar.mark()
-		ac := e.newActs(l, T, pos, seg, a, backward)
+		ac := e.newActs(l, T, pos, seg, pre, a, backward)
 		e.layerForward(ac, x)
 		if backward && !e.Recompute {
 			kept[l], spans[l] = ac, [2]int{m0, ar.mark()}
@@ -238,7 +286,7 @@ func (e *Trainer) pass(s Seq, a *model.LoRA, coef func(TokenStats) []float32, st
 		m0 := ar.mark()
 		ac := kept[l]
 		if ac == nil {
-			ac = e.newActs(l, T, pos, seg, a, true)
+			ac = e.newActs(l, T, pos, seg, pre, a, true)
 			e.layerForward(ac, ar.clone(inputs[l]))
 		}
 		kept[l] = nil
@@ -257,9 +305,9 @@ func (e *Trainer) pass(s Seq, a *model.LoRA, coef func(TokenStats) []float32, st
 	return stats, nil
 }
 
-func (e *Trainer) newActs(l, T int, pos, seg []int, a *model.LoRA, training bool) *acts {
+func (e *Trainer) newActs(l, T int, pos, seg []int, pre [][2]int, a *model.LoRA, training bool) *acts {
 	c := &e.M.Config
-	return &acts{ar: &e.ar, T: T, layer: l, pos: pos, seg: seg, lora: a, training: training, seed: e.Seed ^ e.passes*0x9e3779b97f4a7c15,
+	return &acts{ar: &e.ar, T: T, layer: l, pos: pos, seg: seg, pre: pre, lora: a, training: training, seed: e.Seed ^ e.passes*0x9e3779b97f4a7c15,
 		dropoutRate: e.Dropout, hd: c.HeadDim, qd: c.QDim(), kvd: c.KVDim(), hid: c.HiddenSize}
 }
 
@@ -336,9 +384,50 @@ func (e *Trainer) layerForward(ac *acts, x []float32) {
 	e.dropMoEScratch(ac)
 }
 
-// attention computes causal attention within segments, in blocks of rows, from ac.Q, K and V
-// into ac.Attn; only each row's log-sum-exp is kept, and the backward pass recomputes the
-// probabilities from it.
+// attnSpan is a block of query rows [r0, r1) that attention handles at once, with the keys
+// it reads: the prefix rows [p0, p1) (none when equal), then the rows [c0, r1). Its score
+// matrix has the prefix's columns first, then the others.
+type attnSpan struct{ r0, r1, c0, p0, p1 int }
+
+// attnSpans lists the blocks of query rows: attnBlock rows at a time, each reading the keys
+// from its first row's segment start; with prefixes (Seq.Prefix), blocks stay within a
+// segment.
+func (ac *acts) attnSpans() []attnSpan {
+	T := ac.T
+	var out []attnSpan
+	if ac.pre == nil {
+		for r0 := 0; r0 < T; r0 += attnBlock {
+			out = append(out, attnSpan{r0: r0, r1: min(r0+attnBlock, T), c0: ac.seg[r0]})
+		}
+		return out
+	}
+	for s0 := 0; s0 < T; {
+		s1 := s0 + 1
+		for s1 < T && ac.seg[s1] == s0 {
+			s1++
+		}
+		for r0 := s0; r0 < s1; r0 += attnBlock {
+			out = append(out, attnSpan{r0: r0, r1: min(r0+attnBlock, s1), c0: s0, p0: ac.pre[s0][0], p1: ac.pre[s0][1]})
+		}
+		s0 = s1
+	}
+	return out
+}
+
+// keyRange is the columns [lo, hi) of row r's scores in span sp that it attends to: its
+// prefix's and its own segment's up to itself, within the layer's window.
+func (ac *acts) keyRange(m *model.Model, sp attnSpan, r int) (lo, hi int) {
+	np := sp.p1 - sp.p0
+	if np == 0 {
+		return max(ac.seg[r], m.WindowStart(ac.layer, r)) - sp.c0, r - sp.c0 + 1
+	}
+	// The prefix's positions start at 0 and the segment's follow them.
+	return m.WindowStart(ac.layer, ac.pos[r]), np + r - sp.c0 + 1
+}
+
+// attention computes causal attention within segments (and the prefixes they continue), in
+// blocks of rows, from ac.Q, K and V into ac.Attn; only each row's log-sum-exp is kept, and
+// the backward pass recomputes the probabilities from it.
 func (e *Trainer) attention(ac *acts) {
 	c := &e.M.Config
 	T, hd, qd, kvd := ac.T, ac.hd, ac.qd, ac.kvd
@@ -347,20 +436,25 @@ func (e *Trainer) attention(ac *acts) {
 	group := c.NumHeads / c.NumKVHeads
 	scale := e.M.AttnScale()
 	scratch := make([][]float32, c.NumHeads)
+	spans := ac.attnSpans()
 	kernels.ParallelFor(c.NumHeads, 1, func(h int) {
 		g := h / group
 		S := ar.raw(min(attnBlock, T) * T)
 		scratch[h] = S
-		// Row block [r0, r1) attends to columns [seg[r0], r1) only: S is nr × w (stride T).
-		for r0 := 0; r0 < T; r0 += attnBlock {
-			r1 := min(r0+attnBlock, T)
-			c0 := ac.seg[r0]
+		// Row block [r0, r1) attends to the prefix's columns and to [c0, r1) only: S is
+		// nr × (np + w) (stride T).
+		for _, sp := range spans {
+			r0, r1, c0, p0 := sp.r0, sp.r1, sp.c0, sp.p0
+			np := sp.p1 - p0
 			nr, w := r1-r0, r1-c0
-			gemm.Sgemm(false, true, nr, w, hd, scale, q[r0*qd+h*hd:], qd, k[c0*kvd+g*hd:], kvd, 0, S, T)
+			if np > 0 {
+				gemm.Sgemm(false, true, nr, np, hd, scale, q[r0*qd+h*hd:], qd, k[p0*kvd+g*hd:], kvd, 0, S, T)
+			}
+			gemm.Sgemm(false, true, nr, w, hd, scale, q[r0*qd+h*hd:], qd, k[c0*kvd+g*hd:], kvd, 0, S[np:], T)
 			for i := 0; i < nr; i++ {
 				r := r0 + i
-				row := S[i*T : i*T+w]
-				lo, hi := max(ac.seg[r], e.M.WindowStart(ac.layer, r))-c0, r-c0+1
+				row := S[i*T : i*T+np+w]
+				lo, hi := ac.keyRange(e.M, sp, r)
 				clear(row[:lo])
 				clear(row[hi:])
 				if cp := c.AttnSoftcap; cp > 0 {
@@ -368,7 +462,12 @@ func (e *Trainer) attention(ac *acts) {
 				}
 				ac.lse[h*T+r] = softmaxLSE(row[lo:hi])
 			}
-			gemm.Sgemm(false, false, nr, hd, w, 1, S, T, v[c0*kvd+g*hd:], kvd, 0, ac.Attn[r0*qd+h*hd:], qd)
+			beta := float32(0)
+			if np > 0 {
+				gemm.Sgemm(false, false, nr, hd, np, 1, S, T, v[p0*kvd+g*hd:], kvd, 0, ac.Attn[r0*qd+h*hd:], qd)
+				beta = 1
+			}
+			gemm.Sgemm(false, false, nr, hd, w, 1, S[np:], T, v[c0*kvd+g*hd:], kvd, beta, ac.Attn[r0*qd+h*hd:], qd)
 		}
 	})
 	ar.drop(scratch...)
@@ -479,6 +578,7 @@ func (e *Trainer) layerBackward(ac *acts, xin, dout []float32, needInput bool) [
 	// Per query head, with the head's own dK and dV (T × hd), summed over each group after;
 	// the probabilities of each block are recomputed from the scores and the kept log-sum-exp.
 	dkh, dvh := make([][]float32, c.NumHeads), make([][]float32, c.NumHeads)
+	spans := ac.attnSpans()
 	kernels.ParallelFor(c.NumHeads, 1, func(h int) {
 		g := h / group
 		P, dP := ar.raw(min(attnBlock, T)*T), ar.raw(min(attnBlock, T)*T)
@@ -487,16 +587,20 @@ func (e *Trainer) layerBackward(ac *acts, xin, dout []float32, needInput bool) [
 			tc = ar.raw(T)
 		}
 		dkh[h], dvh[h] = ar.get(T*hd), ar.get(T*hd)
-		for r0 := 0; r0 < T; r0 += attnBlock {
-			r1 := min(r0+attnBlock, T)
-			c0 := ac.seg[r0]
+		for _, sp := range spans {
+			r0, r1, c0, p0 := sp.r0, sp.r1, sp.c0, sp.p0
+			np := sp.p1 - p0
 			nr, w := r1-r0, r1-c0
-			gemm.Sgemm(false, true, nr, w, hd, scale, ac.Q[r0*qd+h*hd:], qd, ac.K[c0*kvd+g*hd:], kvd, 0, P, T)
-			gemm.Sgemm(false, true, nr, w, hd, 1, dattn[r0*qd+h*hd:], qd, ac.V[c0*kvd+g*hd:], kvd, 0, dP, T)
+			if np > 0 {
+				gemm.Sgemm(false, true, nr, np, hd, scale, ac.Q[r0*qd+h*hd:], qd, ac.K[p0*kvd+g*hd:], kvd, 0, P, T)
+				gemm.Sgemm(false, true, nr, np, hd, 1, dattn[r0*qd+h*hd:], qd, ac.V[p0*kvd+g*hd:], kvd, 0, dP, T)
+			}
+			gemm.Sgemm(false, true, nr, w, hd, scale, ac.Q[r0*qd+h*hd:], qd, ac.K[c0*kvd+g*hd:], kvd, 0, P[np:], T)
+			gemm.Sgemm(false, true, nr, w, hd, 1, dattn[r0*qd+h*hd:], qd, ac.V[c0*kvd+g*hd:], kvd, 0, dP[np:], T)
 			for i := 0; i < nr; i++ {
 				r := r0 + i
-				pr, dr := P[i*T:i*T+w], dP[i*T:i*T+w]
-				lo, hi := max(ac.seg[r], m.WindowStart(ac.layer, r))-c0, r-c0+1
+				pr, dr := P[i*T:i*T+np+w], dP[i*T:i*T+np+w]
+				lo, hi := ac.keyRange(m, sp, r)
 				l := ac.lse[h*T+r]
 				if tc != nil {
 					model.Softcap(pr[lo:hi], tc[lo:hi], c.AttnSoftcap)
@@ -516,9 +620,16 @@ func (e *Trainer) layerBackward(ac *acts, xin, dout []float32, needInput bool) [
 				clear(dr[:lo])
 				clear(dr[hi:])
 			}
-			gemm.Sgemm(true, false, w, hd, nr, 1, P, T, dattn[r0*qd+h*hd:], qd, 1, dvh[h][c0*hd:], hd)
-			gemm.Sgemm(false, false, nr, hd, w, scale, dP, T, ac.K[c0*kvd+g*hd:], kvd, 0, dq[r0*qd+h*hd:], qd)
-			gemm.Sgemm(true, false, w, hd, nr, scale, dP, T, ac.Q[r0*qd+h*hd:], qd, 1, dkh[h][c0*hd:], hd)
+			beta := float32(0)
+			if np > 0 {
+				gemm.Sgemm(true, false, np, hd, nr, 1, P, T, dattn[r0*qd+h*hd:], qd, 1, dvh[h][p0*hd:], hd)
+				gemm.Sgemm(false, false, nr, hd, np, scale, dP, T, ac.K[p0*kvd+g*hd:], kvd, 0, dq[r0*qd+h*hd:], qd)
+				gemm.Sgemm(true, false, np, hd, nr, scale, dP, T, ac.Q[r0*qd+h*hd:], qd, 1, dkh[h][p0*hd:], hd)
+				beta = 1
+			}
+			gemm.Sgemm(true, false, w, hd, nr, 1, P[np:], T, dattn[r0*qd+h*hd:], qd, 1, dvh[h][c0*hd:], hd)
+			gemm.Sgemm(false, false, nr, hd, w, scale, dP[np:], T, ac.K[c0*kvd+g*hd:], kvd, beta, dq[r0*qd+h*hd:], qd)
+			gemm.Sgemm(true, false, w, hd, nr, scale, dP[np:], T, ac.Q[r0*qd+h*hd:], qd, 1, dkh[h][c0*hd:], hd)
 		}
 	})
 	kernels.ParallelFor(T, 64, func(r int) {

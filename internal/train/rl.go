@@ -236,61 +236,10 @@ func RLStep(ctx context.Context, e *Trainer, chat *trainingdata.ChatTokenizer, g
 		lr *= math.Pow(float64(trained), cfg.NumTrajectoriesLRPower)
 	}
 	met.LearningRate = lr
-	e.G.Zero()
-	tokens := 0
-	entSum, klSum, klRefSum := 0.0, 0.0, 0.0
-	for _, s := range seqs {
-		if err := ctx.Err(); err != nil {
-			return met, o, err
-		}
-		n := 0
-		for _, sm := range s.sampled {
-			if sm {
-				n++
-			}
-		}
-		if n == 0 {
-			continue
-		}
-		met.NumTrainableTokens += n
-		tokens += len(s.seq.Tokens)
-		// Targets: token t+1 is predicted at position t; the head computes sampled ones only.
-		old := make([]float64, len(s.seq.Tokens))
-		s.seq.Need = make([]bool, len(s.seq.Tokens))
-		for t := 0; t+1 < len(s.seq.Tokens); t++ {
-			s.seq.Need[t] = s.sampled[t+1]
-		}
-		var ref TokenStats
-		if cfg.KLPenaltyCoef > 0 {
-			ref = e.Logprobs(s.seq, cfg.RefAdapter)
-		}
-		needOld := false
-		for t := 0; t+1 < len(s.seq.Tokens); t++ {
-			old[t] = s.oldLogp[t+1]
-			if s.sampled[t+1] && math.IsNaN(old[t]) {
-				needOld = true
-			}
-		}
-		if needOld {
-			cur := e.Logprobs(s.seq, e.A) // on-policy: the ratio is 1
-			for t := range old {
-				if math.IsNaN(old[t]) {
-					old[t] = float64(cur.Logp[t])
-				}
-			}
-		}
-		var seqLoss float64
-		e.ForwardBackward(s.seq, func(st TokenStats) []float32 {
-			var l rlLoss
-			seqLoss = l.compute(&cfg, s, st, old, ref, w[s.traj])
-			entSum += l.entropy
-			klSum += l.k3
-			klRefSum += l.klRef
-			return l.g
-		})
-		met.Loss += seqLoss
+	tokens, err := e.rlPasses(ctx, seqs, &cfg, w, &met)
+	if err != nil {
+		return met, o, err
 	}
-	met.Entropy, met.KLDiv, met.KLPolicyRef = entSum, klSum, klRefSum
 	met.GradNorm = e.G.Clip(cfg.MaxGradNorm)
 	if err := checkGradStep(met.Loss, met.GradNorm); err != nil {
 		return met, o, err
