@@ -5,48 +5,22 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 
 	"github.com/honeai/hone/internal/auth"
 	"github.com/honeai/hone/internal/client"
-	"github.com/honeai/hone/internal/db/dbtest"
 	"github.com/honeai/hone/internal/httpx"
 	"github.com/honeai/hone/internal/jobs"
-	"github.com/honeai/hone/internal/registry"
-	"github.com/honeai/hone/internal/serving"
-	"github.com/honeai/hone/internal/synth"
 	"github.com/honeai/hone/internal/trainapi"
 	"github.com/honeai/hone/internal/training"
+	"github.com/honeai/hone/internal/training/trainingtest"
 )
 
 // server is the training API over a temporary SQLite store serving one tiny random model
 // ("tiny"); a request with the key "good" acts as entity local, any other is refused.
 func server(t *testing.T) *httptest.Server {
 	t.Helper()
-	ctx := context.Background()
-	d := dbtest.SQLite(t)
-	dir := t.TempDir()
-	reg, err := registry.New(ctx, d, filepath.Join(dir, "checkpoints"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := jobs.Open(ctx, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mdir := filepath.Join(dir, "tiny")
-	if err := synth.Write(mdir, synth.Tiny("llama")); err != nil {
-		t.Fatal(err)
-	}
-	base, err := serving.Load("tiny", mdir, serving.LoadOptions{NoEngine: true}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(base.Close)
-	models := serving.NewModels()
-	models.Add(base)
-	svc := &training.Service{Reg: reg, Queue: q, Models: models, FilesDir: filepath.Join(dir, "files"), DataRoot: t.TempDir()}
+	svc := trainingtest.NewService(t)
 	r := httpx.NewRouter()
 	bearer := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {

@@ -16,15 +16,15 @@ go test -c -o "$T/model.test" ./internal/model
 lscpu | grep -E "Model name|Flags" >&2
 exec flock /tmp/hone-bench.lock bash -c '
 T=$1 REPS=$2
+# A benchmark line may hold a tuner'"'"'s log line between its name and its figure.
+tps() { grep -o "^Benchmark[^[:space:]]*\|[0-9.]* tokens/s\|decode prefetch measured.*" | awk -v pf="$1" "/^Benchmark/ {n = \$0; next} /^decode/ {sub(/decode prefetch measured /, \"\"); print pf \" tuner \" \$0; next} {print pf \" \" n \" \" \$1}"; }
 for rep in $(seq "$REPS"); do
 	for pf in measured off on; do
 		export HONE_DECODE_PREFETCH=$pf
 		[ "$pf" = measured ] && unset HONE_DECODE_PREFETCH
-		GOMAXPROCS=2 "$T/model.test" -test.run xxx -test.bench "^BenchmarkDecode\$/(f32|bf16)/" -test.benchtime 20x 2>&1 |
-			sed -n "s/^\(BenchmarkDecode[^ \t]*\).* \([0-9.]*\) tokens\/s.*/$pf \1 \2/p; s/.*decode prefetch measured /$pf tuner /p"
+		GOMAXPROCS=2 "$T/model.test" -test.run xxx -test.bench "^BenchmarkDecode\$/(f32|bf16)/" -test.benchtime 20x 2>&1 | tps "$pf"
 		if [ -n "${HONE_BENCH_GGUF:-}" ]; then
-			GOMAXPROCS=2 "$T/model.test" -test.run xxx -test.bench "^BenchmarkDecode\$/^gguf\$/" -test.benchtime 40x 2>&1 |
-				sed -n "s/^\(BenchmarkDecode[^ \t]*\).* \([0-9.]*\) tokens\/s.*/$pf \1 \2/p; s/.*decode prefetch measured /$pf tuner /p"
+			GOMAXPROCS=2 "$T/model.test" -test.run xxx -test.bench "^BenchmarkDecode\$/^gguf\$/" -test.benchtime 40x 2>&1 | tps "$pf"
 		fi
 	done
 done' _ "$T" "$REPS" | tee "$T/out.txt" | grep tuner >&2 || true
