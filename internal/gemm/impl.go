@@ -139,8 +139,9 @@ var decodePrior bool
 // the weights at memory speed; 1: several) and kind of B (index elemKind, and tunePairsIdx
 // for pair-packed bf16), between decode's streaming kernels with and without software
 // prefetch; nil where the implementations have no prefetching kernels. One row and several
-// decide apart: the choice that reads one row's weights faster need not be the faster one
-// at 16 rows, where the products do 16 times the arithmetic per byte.
+// (up to the streaming kernels' four) decide apart: the choice that reads one row's weights
+// faster need not be the faster one at four rows, which do four times the arithmetic per
+// byte.
 var decodeTuners [2][4]*PrefetchTuner
 
 const tunePairsIdx = 3
