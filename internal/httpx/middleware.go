@@ -83,22 +83,37 @@ func WithRequestID() Middleware {
 	}
 }
 
-// statusWriter records the status and size of a response while passing Flush and Unwrap
-// through (for streaming and http.ResponseController).
-type statusWriter struct {
+// StatusWriter records the status and size of a response while passing Flush and Unwrap
+// through (for streaming and http.ResponseController): for middleware that reports on the
+// response (the access log, metrics, tracing).
+type StatusWriter struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
 }
 
-func (s *statusWriter) WriteHeader(code int) {
+// NewStatusWriter wraps w.
+func NewStatusWriter(w http.ResponseWriter) *StatusWriter { return &StatusWriter{ResponseWriter: w} }
+
+// Status is the response's status code: 200 when the handler wrote nothing or only a body.
+func (s *StatusWriter) Status() int {
+	if s.status == 0 {
+		return http.StatusOK
+	}
+	return s.status
+}
+
+// Bytes is the size of the body written so far.
+func (s *StatusWriter) Bytes() int64 { return s.bytes }
+
+func (s *StatusWriter) WriteHeader(code int) {
 	if s.status == 0 {
 		s.status = code
 	}
 	s.ResponseWriter.WriteHeader(code)
 }
 
-func (s *statusWriter) Write(b []byte) (int, error) {
+func (s *StatusWriter) Write(b []byte) (int, error) {
 	if s.status == 0 {
 		s.status = http.StatusOK
 	}
@@ -107,13 +122,13 @@ func (s *statusWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-func (s *statusWriter) Flush() {
+func (s *StatusWriter) Flush() {
 	if f, ok := s.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
 }
 
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+func (s *StatusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // AccessLog logs one line per request: request id, method, path (no query string), status,
 // duration, bytes, and the key id and entity when authenticated. It never logs headers or
@@ -122,18 +137,15 @@ func AccessLog(logger *slog.Logger) Middleware {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
-			sw := &statusWriter{ResponseWriter: w}
+			sw := NewStatusWriter(w)
 			next.ServeHTTP(sw, r)
-			status := sw.status
-			if status == 0 {
-				status = http.StatusOK
-			}
+			status := sw.Status()
 			attrs := []slog.Attr{
 				slog.String("method", r.Method),
 				slog.String("path", r.URL.Path),
 				slog.Int("status", status),
 				slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
-				slog.Int64("bytes", sw.bytes),
+				slog.Int64("bytes", sw.Bytes()),
 			}
 			if ri := Info(r.Context()); ri != nil {
 				ri.mu.Lock()

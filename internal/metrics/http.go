@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/honeai/hone/internal/httpx"
 )
 
 // HTTP is the API's requests by route (the router's pattern, so that ids in paths do not
@@ -29,7 +31,7 @@ func newHTTP(reg prometheus.Registerer) *HTTP {
 func (h *HTTP) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := httpx.NewStatusWriter(w)
 		next.ServeHTTP(sw, r)
 		d := time.Since(start).Seconds()
 		route := "unmatched"
@@ -38,10 +40,7 @@ func (h *HTTP) Middleware(next http.Handler) http.Handler {
 		} else if r.Pattern != "" {
 			route = r.Pattern
 		}
-		code := sw.status
-		if code == 0 {
-			code = http.StatusOK
-		}
+		code := sw.Status()
 		h.duration.WithLabelValues(route, r.Method, strconv.Itoa(code)).Observe(d)
 		if t := h.trace; t != nil && code < 400 {
 			switch {
@@ -53,30 +52,3 @@ func (h *HTTP) Middleware(next http.Handler) http.Handler {
 		}
 	})
 }
-
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-func (s *statusWriter) Flush() {
-	if f, ok := s.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

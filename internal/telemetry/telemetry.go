@@ -38,6 +38,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/honeai/hone/internal/httpx"
 	"github.com/honeai/hone/internal/inference"
 	"github.com/honeai/hone/internal/jobs"
 )
@@ -126,17 +127,14 @@ func (t *Telemetry) Middleware(next http.Handler) http.Handler {
 			attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path),
 			attribute.String("url.scheme", scheme(r)), attribute.String("network.protocol.version", fmt.Sprintf("%d.%d", r.ProtoMajor, r.ProtoMinor))))
 		defer span.End()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := httpx.NewStatusWriter(w)
 		r2 := r.WithContext(ctx)
 		next.ServeHTTP(sw, r2)
 		if _, route, ok := strings.Cut(r2.Pattern, " "); ok {
 			span.SetName(r.Method + " " + route)
 			span.SetAttributes(attribute.String("http.route", route))
 		}
-		code := sw.status
-		if code == 0 {
-			code = http.StatusOK
-		}
+		code := sw.Status()
 		span.SetAttributes(attribute.Int("http.response.status_code", code))
 		if code >= 500 {
 			span.SetStatus(codes.Error, http.StatusText(code))
@@ -150,33 +148,6 @@ func scheme(r *http.Request) string {
 	}
 	return "http"
 }
-
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-func (s *statusWriter) Flush() {
-	if f, ok := s.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // Engine is the engine observer of served model name: engine.step and engine.generate
 // spans (nil when t is).
