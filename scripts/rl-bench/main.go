@@ -29,15 +29,11 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,6 +42,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/honeai/hone/internal/client"
+	"github.com/honeai/hone/internal/jobs"
 )
 
 // prompts are the rollouts' user messages: with SmolLM2's chat template (its default system
@@ -61,8 +60,8 @@ var prompts = []string{
 
 type bench struct {
 	url, key, base string
-	client         *http.Client
-	pid            int // the server this started (0: none), whose CPU time is read
+	api            *client.Client // Hone's typed client, as the CLI uses it
+	pid            int            // the server this started (0: none), whose CPU time is read
 }
 
 // cpu is the CPU time (user and system, all threads) the server has used, 0 when it was not
@@ -106,7 +105,7 @@ func main() {
 		fatal(fmt.Errorf("at most %d prompts", len(prompts)))
 	}
 	printCPU()
-	b := &bench{url: strings.TrimRight(*url, "/"), key: *key, base: *base, client: &http.Client{Timeout: 10 * time.Minute}}
+	b := &bench{url: strings.TrimRight(*url, "/"), key: *key, base: *base}
 	if b.url == "" {
 		stop, err := b.start(*bin, *modelPath, *port, strings.Fields(*serveFlags))
 		if err != nil {
@@ -114,6 +113,7 @@ func main() {
 		}
 		defer stop()
 	}
+	b.api = client.New(b.url, b.key)
 	if err := b.run(*rounds, *nPrompts, *samples, *maxTokens, *conc); err != nil {
 		fatal(err)
 	}
@@ -221,44 +221,11 @@ func (b *bench) start(bin, modelPath string, port int, extra []string) (stop fun
 
 // call sends a JSON request and decodes the answer into out (when not nil).
 func (b *bench) call(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		js, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(js)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, b.url+path, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+b.key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := b.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return &httpError{status: resp.StatusCode, body: string(data), path: path}
-	}
-	if out != nil {
-		return json.Unmarshal(data, out)
+	if err := b.api.JSON(ctx, method, path, body, out); err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	return nil
 }
-
-type httpError struct {
-	status     int
-	path, body string
-}
-
-func (e *httpError) Error() string { return fmt.Sprintf("%s: %d %s", e.path, e.status, e.body) }
 
 // completion is the part of a chat completion the bench reads; the choice is kept as sent,
 // as ART keeps the OpenAI SDK's Choice.
@@ -280,23 +247,6 @@ type trajectory struct {
 
 type group struct {
 	Trajectories []trajectory `json:"trajectories"`
-}
-
-type job struct {
-	ID         string  `json:"id"`
-	Status     string  `json:"status"`
-	CreatedAt  string  `json:"created_at"`
-	StartedAt  *string `json:"started_at"`
-	FinishedAt *string `json:"finished_at"`
-	Step       *int    `json:"step"`
-	Error      *string `json:"error_message"`
-}
-
-type event struct {
-	ID        string          `json:"id"`
-	Type      string          `json:"type"`
-	Data      json.RawMessage `json:"data"`
-	CreatedAt string          `json:"created_at"`
 }
 
 // round is one timed RL step.
@@ -439,7 +389,7 @@ func (b *bench) round(ctx context.Context, r int, modelID, inference string, nPr
 		"kimi_k2_tau": nil, "learning_rate": 5e-6, "mask_prob_ratio": false, "max_negative_advantage_importance_sampling_weight": nil,
 		"ppo": false, "precalculate_logprobs": false, "scale_rewards": true}
 	s0 := time.Now()
-	var j job
+	var j jobs.Job
 	if err := b.call(ctx, "POST", "/v1/preview/training-jobs", map[string]any{"model_id": modelID, "trajectory_groups": groups, "experimental_config": cfg}, &j); err != nil {
 		return rd, err
 	}
@@ -455,8 +405,8 @@ func (b *bench) round(ctx context.Context, r int, modelID, inference string, nPr
 	}
 	if j.Status != "SUCCEEDED" || j.Step == nil || j.StartedAt == nil || j.FinishedAt == nil {
 		msg := ""
-		if j.Error != nil {
-			msg = *j.Error
+		if j.ErrorMessage != nil {
+			msg = *j.ErrorMessage
 		}
 		return rd, fmt.Errorf("job %s: %s %s", j.ID, j.Status, msg)
 	}
@@ -471,7 +421,7 @@ func (b *bench) round(ctx context.Context, r int, modelID, inference string, nPr
 		if err == nil {
 			break
 		}
-		if he := (*httpError)(nil); !errors.As(err, &he) || time.Since(s0) > 5*time.Minute {
+		if client.StatusOf(err) == 0 || time.Since(s0) > 5*time.Minute {
 			return rd, err
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -523,45 +473,20 @@ func parse(s string) time.Time {
 	return t
 }
 
-// follow reads the job's events as server-sent events until the stream ends.
-func (b *bench) follow(ctx context.Context, id string) ([]event, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", b.url+"/v1/preview/training-jobs/"+id+"/events", nil)
+// follow reads the job's events until the stream ends (the job checked afterwards).
+func (b *bench) follow(ctx context.Context, id string) ([]jobs.Event, error) {
+	st, err := b.api.FollowJobEvents(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+b.key)
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := b.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(resp.Body)
-		return nil, &httpError{status: resp.StatusCode, body: string(body), path: req.URL.Path}
-	}
-	var evs []event
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
-		if data == "[DONE]" {
-			return evs, nil
-		}
-		var e event
-		if err := json.Unmarshal([]byte(data), &e); err != nil {
-			return nil, fmt.Errorf("event %q: %w", data, err)
-		}
+	defer st.Close()
+	var evs []jobs.Event
+	for st.Next() {
+		e := st.Event()
 		evs = append(evs, e)
 		if e.Type == "training_failed" {
 			return nil, fmt.Errorf("job %s failed: %s", id, e.Data)
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	return evs, errors.New("the event stream ended without [DONE]")
+	return evs, st.Err()
 }
