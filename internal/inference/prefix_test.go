@@ -116,3 +116,58 @@ func TestPrefixCacheEviction(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefixSharedByRequestsAdmittedTogether: requests with one prompt admitted in the same
+// step (an RL group's rollouts) compute its full blocks once: the first prefills them, the
+// others wait that step and start from the blocks it put into the prefix cache; a prompt
+// sharing only some blocks waits too and takes those; a prompt sharing none never waits.
+// Every output is the bare model's.
+func TestPrefixSharedByRequestsAdmittedTogether(t *testing.T) {
+	m := tiny(t)
+	for _, off := range []bool{false, true} {
+		e := New(m, Options{BlockSize: 4, MaxBatchTokens: 256, NoPrefixCache: off})
+		// A first request holds the loop (its guide) until the others are all waiting, so
+		// they are admitted in one step.
+		g := gate(make(chan struct{}))
+		first, err := e.Submit(context.Background(), &Request{Prompt: []int{1, 2}, Params: greedy(), MaxTokens: 2, Guide: g})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prompt := make([]int, 19)
+		for i := range prompt {
+			prompt[i] = 3 + i*7%50
+		}
+		partial := append(slices.Clone(prompt[:10]), 61, 62, 63, 64, 65, 66) // shares 2 full blocks
+		other := []int{40, 41, 42, 43, 44, 45, 46, 47, 48}                    // shares none
+		prompts := [][]int{prompt, prompt, prompt, partial, other, prompt}
+		var reqs []*Request
+		for _, p := range prompts {
+			reqs = append(reqs, &Request{Prompt: p, Params: greedy(), MaxTokens: 5, IgnoreEOS: true})
+		}
+		hs, err := e.SubmitAll(context.Background(), reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		close(g)
+		collect(t, first)
+		var cached []int
+		for i, h := range hs {
+			if got, want := collect(t, h)[0], greedyDirect(m, prompts[i], 5); !slices.Equal(got, want) {
+				t.Fatalf("off=%v request %d: %v want %v", off, i, got, want)
+			}
+			cached = append(cached, h.CachedTokens)
+		}
+		st := e.Stats()
+		computed := st.PromptTokens - 2 // the first request's
+		// Requests 1, 2 and 5 take the prompt's 4 usable blocks (16 tokens), request 3 the
+		// 2 it shares (8); request 0 and the unrelated one compute everything.
+		want, wantComputed := []int{0, 16, 16, 8, 0, 16}, int64(19+3+3+8+9+3)
+		if off {
+			want, wantComputed = []int{0, 0, 0, 0, 0, 0}, int64(19*4+16+9)
+		}
+		if !slices.Equal(cached, want) || computed != wantComputed {
+			t.Fatalf("off=%v: cached %v want %v; computed %d prompt tokens, want %d", off, cached, want, computed, wantComputed)
+		}
+		e.Close()
+	}
+}

@@ -36,6 +36,9 @@ type running struct {
 	admitted time.Time
 	hashes   []kvcache.BlockHash // the prompt's full blocks, for the prefix cache
 	beams    *beamState          // beam search only
+	// deferred is set once the prompt's prefill waited for another request's prefill of a
+	// shared prefix (waitsForPrefix); the prefix cache is looked up again before it starts.
+	deferred bool
 }
 
 // sched is the scheduler loop's state: requests waiting for admission, the running ones,
@@ -231,11 +234,19 @@ func (e *Engine) buildBatch(active []*running) batch {
 			budget--
 		}
 	}
-	for _, r := range active {
+	for i, r := range active {
 		c := r.choices[0]
 		p := r.h.req.Prompt
 		if c.finished || c.prefill >= len(p) || budget == 0 {
 			continue
+		}
+		if e.waitsForPrefix(active[:i], r) {
+			r.deferred = true
+			continue
+		}
+		if r.deferred {
+			r.deferred = false
+			e.refreshPrefix(r)
 		}
 		n := min(budget, len(p)-c.prefill)
 		st := model.Step{Seq: c.seq, Tokens: p[c.prefill : c.prefill+n], Adapter: r.h.req.Adapter}
@@ -349,11 +360,7 @@ func (e *Engine) usePrefixCache(r *running) {
 	}
 	bs := e.opts.BlockSize
 	r.hashes = kvcache.HashBlocks(req.Prompt, bs, salt)
-	usable := r.hashes
-	if n := (len(req.Prompt) - 1) / bs; n < len(usable) {
-		usable = usable[:n]
-	}
-	p := e.kv.LookupPrefix(usable)
+	p := e.kv.LookupPrefix(usableBlocks(r.hashes, len(req.Prompt), bs))
 	if p.Blocks() == 0 {
 		return
 	}
@@ -364,6 +371,67 @@ func (e *Engine) usePrefixCache(r *running) {
 	e.statsMu.Lock()
 	e.stats.CachedPromptTokens += int64(c.prefill)
 	e.statsMu.Unlock()
+}
+
+// waitsForPrefix reports whether r's prefill should wait a step for one of the requests
+// admitted before it (earlier) that is prefilling the same prompt blocks: r has not computed
+// any of its prompt yet, and an earlier request's prompt shares more full blocks with r's
+// than r took from the prefix cache. That request puts its blocks into the prefix cache when
+// its prompt is done, and r then starts from them instead of computing them a second time
+// (rollouts of one prompt, submitted together, compute the prompt once). The first request of
+// any group never waits, so every group makes progress.
+func (e *Engine) waitsForPrefix(earlier []*running, r *running) bool {
+	c := r.choices[0]
+	if r.hashes == nil || c.prefill != r.h.CachedTokens {
+		return false
+	}
+	usable := usableBlocks(r.hashes, len(r.h.req.Prompt), e.opts.BlockSize)
+	held := c.prefill / e.opts.BlockSize
+	if len(usable) <= held {
+		return false
+	}
+	for _, o := range earlier {
+		oc := o.choices[0]
+		if o.hashes == nil || oc.finished || oc.prefill >= len(o.h.req.Prompt) {
+			continue
+		}
+		shared := 0
+		for shared < len(usable) && shared < len(o.hashes) && usable[shared] == o.hashes[shared] {
+			shared++
+		}
+		if shared > held {
+			return true
+		}
+	}
+	return false
+}
+
+// refreshPrefix starts r's prompt again from the prefix cache when it now holds more of the
+// prompt than r took at admission (r waited for another request's prefill and has computed
+// nothing since).
+func (e *Engine) refreshPrefix(r *running) {
+	c := r.choices[0]
+	bs := e.opts.BlockSize
+	p := e.kv.LookupPrefix(usableBlocks(r.hashes, len(r.h.req.Prompt), bs))
+	if p.Blocks()*bs <= c.prefill {
+		return
+	}
+	c.seq.Free()
+	c.seq = e.kv.NewSequenceFromPrefix(p, p.Blocks()*bs)
+	e.statsMu.Lock()
+	e.stats.CachedPromptTokens += int64(p.Blocks()*bs - c.prefill)
+	e.statsMu.Unlock()
+	c.prefill = p.Blocks() * bs
+	r.h.CachedTokens = c.prefill
+}
+
+// usableBlocks is the part of a prompt's full-block hashes a request may start from: at
+// least one prompt token is always computed, for the logits of the first sample.
+func usableBlocks(hashes []kvcache.BlockHash, promptLen, bs int) []kvcache.BlockHash {
+	if n := (promptLen - 1) / bs; n < len(hashes) {
+		return hashes[:n]
+	}
+	return hashes
 }
 
 func allIdx(n int) []int {
