@@ -138,7 +138,7 @@ func TestPrefixSharedByRequestsAdmittedTogether(t *testing.T) {
 			prompt[i] = 3 + i*7%50
 		}
 		partial := append(slices.Clone(prompt[:10]), 61, 62, 63, 64, 65, 66) // shares 2 full blocks
-		other := []int{40, 41, 42, 43, 44, 45, 46, 47, 48}                    // shares none
+		other := []int{40, 41, 42, 43, 44, 45, 46, 47, 48}                   // shares none
 		prompts := [][]int{prompt, prompt, prompt, partial, other, prompt}
 		var reqs []*Request
 		for _, p := range prompts {
