@@ -82,6 +82,9 @@ type tuneShape struct {
 // prior.
 func NewPrefetchTuner(name string, prior bool) *PrefetchTuner {
 	t := &PrefetchTuner{name: name, prior: prior, shapes: map[[3]int]*tuneShape{}}
+	tunersMu.Lock()
+	tuners = append(tuners, t)
+	tunersMu.Unlock()
 	switch os.Getenv("HONE_DECODE_PREFETCH") {
 	case "on":
 		t.state.Store(tuneOn)
@@ -91,6 +94,36 @@ func NewPrefetchTuner(name string, prior bool) *PrefetchTuner {
 		t.forced = true
 	}
 	return t
+}
+
+// tuners are every PrefetchTuner made, for Tuning.
+var (
+	tunersMu sync.Mutex
+	tuners   []*PrefetchTuner
+)
+
+// Tuning reports whether a tuner has seen products and not yet decided: decode products are
+// then still being timed in both modes. Benchmarks of steady decode run until it is false
+// before they start their clocks (a process's first few hundred decode steps).
+func Tuning() bool {
+	tunersMu.Lock()
+	defer tunersMu.Unlock()
+	for _, t := range tuners {
+		if t.tuning() {
+			return true
+		}
+	}
+	return false
+}
+
+// tuning reports whether t has seen products and not yet decided.
+func (t *PrefetchTuner) tuning() bool {
+	if t.state.Load() != tuneMeasuring {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.seen > 0
 }
 
 // Probe is one product's mode, and its start time when the tuner times it.

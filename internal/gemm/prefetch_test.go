@@ -184,3 +184,31 @@ func TestLogAttrs(t *testing.T) {
 		}
 	}
 }
+
+// TestTuning: a tuner is tuning from its first product of weights worth timing until it
+// decides; Tuning reports any such tuner; forced tuners never tune.
+func TestTuning(t *testing.T) {
+	t.Setenv("HONE_DECODE_PREFETCH", "")
+	tn := NewPrefetchTuner("tuning", false)
+	if tn.tuning() {
+		t.Fatal("tuning before any product")
+	}
+	tn.Begin([3]int{1, 2, 3}, 1).End() // small weights: untimed, unseen
+	if tn.tuning() {
+		t.Fatal("tuning after a product of small weights")
+	}
+	tn.Begin([3]int{1, 2, 3}, 1<<30).End()
+	if !tn.tuning() || !Tuning() {
+		t.Fatalf("after a product: tuning %v, Tuning() %v", tn.tuning(), Tuning())
+	}
+	feed(tn, tunePairs, 50*time.Microsecond, 100*time.Microsecond)
+	if tn.tuning() {
+		t.Fatal("tuning after deciding")
+	}
+	t.Setenv("HONE_DECODE_PREFETCH", "on")
+	forced := NewPrefetchTuner("forced", false)
+	forced.Begin([3]int{1, 2, 3}, 1<<30).End()
+	if forced.tuning() {
+		t.Fatal("a forced tuner tunes")
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/honeai/hone/internal/gemm"
 	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/quant"
@@ -154,6 +155,10 @@ func BenchmarkPrefill(b *testing.B) {
 	}
 }
 
+// decodeWarmup counts the decode steps BenchmarkDecode ran, untimed, while a prefetch tuner
+// measured (the tuners decide once per process).
+var decodeWarmup int
+
 // BenchmarkDecode measures generation: batch sequences, each with 128 tokens of context, all
 // advancing by one token per forward pass up to 256 tokens, then back to 128 (as llama.cpp's
 // batched-bench with -npp 128 -ntg 128 measures). The logits go into one buffer reused from
@@ -187,8 +192,7 @@ func BenchmarkDecode(b *testing.B) {
 				runtime.ReadMemStats(&ms)
 				gcs := ms.NumGC
 				var logits []float32 // reused from step to step, as the serving engine does
-				b.ResetTimer()
-				for it := 0; it < b.N; it++ {
+				step := func() {
 					if _, err := m.ForwardInto(steps, &logits); err != nil {
 						b.Fatal(err)
 					}
@@ -200,9 +204,27 @@ func BenchmarkDecode(b *testing.B) {
 						b.StartTimer()
 					}
 				}
+				// Steady decode: the prefetch tuners time their first products in both modes
+				// (gemm.PrefetchTuner); the clock starts once they have decided (at most 2,000
+				// steps; HONE_BENCH_NO_WARMUP=1 times from the first step, the tuning included).
+				if os.Getenv("HONE_BENCH_NO_WARMUP") != "1" {
+					for step(); gemm.Tuning() && decodeWarmup < 2000; decodeWarmup++ {
+						step()
+					}
+				}
+				b.ResetTimer()
+				for it := 0; it < b.N; it++ {
+					step()
+				}
 				b.StopTimer()
+				b.ReportMetric(float64(decodeWarmup), "warmup-steps") // in this process, so far
 				runtime.ReadMemStats(&ms)
 				b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tokens/s")
+				// The whole model's read bandwidth: the weights one step reads, per second
+				// (compare with BenchmarkMemoryBandwidth in internal/gemm at batch 1).
+				if w := m.DecodeWeightBytes(); w > 0 {
+					b.ReportMetric(float64(w)*float64(b.N)/b.Elapsed().Seconds()/1e9, "weights-GB/s")
+				}
 				// The collections the steps' garbage caused: their cost grows with the live
 				// heap and they stop the workers of the products they interrupt.
 				b.ReportMetric(float64(ms.NumGC-gcs)/float64(b.N*batch), "GCs/token")

@@ -727,3 +727,38 @@ func (ld *loader) linear(prefix string, out, in int, bias bool) (Linear, error) 
 	}
 	return l, nil
 }
+
+// storedBytes is the weight's size in the form its products read: quantized blocks, 16-bit or
+// f32 values (a dropped weight's pack holds the same values, in its own element size).
+func (w *Weight) storedBytes() int64 {
+	switch {
+	case w.Q != nil:
+		return w.Q.Bytes()
+	case w.Half != nil || w.Kind != 0:
+		return int64(w.Rows) * int64(w.Cols) * 2
+	case w.F32 != nil:
+		return int64(w.Rows) * int64(w.Cols) * 4
+	case w.pk != nil && w.pk.Half() != 0:
+		return int64(w.Rows) * int64(w.Cols) * 2
+	}
+	return int64(w.Rows) * int64(w.Cols) * 4
+}
+
+// DecodeWeightBytes is how many bytes of weights one decode step reads from memory whatever
+// its batch: every layer's projections and the LM head, in the form they are stored (the
+// embedding's one row per token is left out). Benchmarks divide it by a step's time for the
+// whole model's bandwidth, to set beside the memory's (docs/performance.md). 0 for a model
+// with routed experts, whose steps read only the experts they route to.
+func (m *Model) DecodeWeightBytes() int64 {
+	var n int64
+	for i := range m.Layers {
+		L := &m.Layers[i]
+		if L.MoE != nil {
+			return 0
+		}
+		for _, l := range L.linears() {
+			n += l.W.storedBytes()
+		}
+	}
+	return n + m.LMHead.W.storedBytes()
+}
