@@ -13,8 +13,9 @@ import statistics
 import sys
 
 MODELS = {"smollm2-f32.gguf": "f32", "smollm2-bf16.gguf": "bf16", "smol-q8_0.gguf": "q8_0",
-          "smol-q4_k_m.gguf": "q4_k_m", "smol-q4_1.gguf": "q4_1"}
-ORDER = ["f32", "bf16", "q8_0", "q4_k_m", "q4_1"]
+          "smol-q4_k_m.gguf": "q4_k_m", "smol-q4_1.gguf": "q4_1",
+          "gemma-3-270m-q4_k_m.gguf": "gemma3_q4_k_m"}
+ORDER = ["f32", "bf16", "q8_0", "q4_k_m", "q4_1", "gemma3_q4_k_m"]
 
 
 def read(out, name):
@@ -63,19 +64,20 @@ def decode(text):
             continue
         if m := re.match(r"Hone, HONE_DECODE_PREFETCH=(\w+)", line):
             pf, model = m[1], None
-        elif line.startswith("llama.cpp"):
+        elif line.strip() == "llama.cpp":
             pf, model = "llama", None
-        elif m := re.match(r"^ (q8_0|q4_k_m|q4_1)$", line):
+        elif m := re.match(r"^ (q8_0|q4_k_m|q4_1|gemma3_q4_k_m)$", line):
             model = m[1]
         elif m := re.match(r"\s+BenchmarkDecodeBandwidth/([\w-]+)/batch1-\d+\s+([\d.]+) GB/s", line):
             bw.append((f"products of decode, {m[1]}, prefetch {pf}", float(m[2])))
-        elif m := re.match(r"\s+BenchmarkDecode/(f32|bf16|gguf)/batch(\d+)-\d+\s+([\d.]+) tokens/s", line):
+        elif m := re.match(r"\s+BenchmarkDecode/(f32|bf16|gguf)/batch(\d+)-\d+\s+([\d.]+) (tokens/s|weights-GB/s)", line):
             mdl = model if m[1] == "gguf" else m[1]
-            cur.setdefault((mdl, int(m[2])), {}).setdefault(pf, []).append(float(m[3]))
-        elif m := re.match(r"^ (\S+\.gguf) tg64 \|\s+([\d.]+)", line):
+            key = pf if m[4] == "tokens/s" else pf + " GB/s"
+            cur.setdefault((mdl, int(m[2])), {}).setdefault(key, []).append(float(m[3]))
+        elif m := re.match(r"^(?:llama\.cpp)? (\S+\.gguf) tg64 \|\s+([\d.]+)", line):
             model = MODELS.get(m[1])
             cur.setdefault((model, 1), {})["tg"] = float(m[2])
-        elif m := re.match(r"\s+batched B=\s*(\d+)\s+S_TG\s+([\d.]+)", line):
+        elif m := re.match(r"\s+batched B=\s*(\d+)(?:\s+S_PP\s+[\d.]+)?\s+S_TG\s+([\d.]+)", line):
             if model:
                 key = "s1" if m[1] == "1" else "s16"
                 cur.setdefault((model, 1 if m[1] == "1" else 16), {})[key] = float(m[2])
@@ -90,7 +92,7 @@ def prefill(text):
             rounds.append(cur)
         elif cur is None:
             continue
-        elif m := re.match(r"(?:(q8_0|q4_k_m|q4_1) )?BenchmarkPrefill/(f32|bf16|gguf)/batch(\d+)-\d+\s.*?([\d.]+) tokens/s", line):
+        elif m := re.match(r"(?:(q8_0|q4_k_m|q4_1|gemma3_q4_k_m) )?BenchmarkPrefill/(f32|bf16|gguf)/batch(\d+)-\d+\s.*?([\d.]+) tokens/s", line):
             mdl = m[1] or m[2]
             cur.setdefault((mdl, int(m[3])), {}).setdefault("hone", []).append(float(m[4]))
         elif m := re.match(r"llama\.cpp (\S+\.gguf) pp128 \|\s+([\d.]+)", line):
@@ -102,11 +104,49 @@ def prefill(text):
 
 
 def cells(rounds):
-    """Each round's measurements per model and batch, in table order."""
+    """Each round's measurements per model and batch, in table order (models it has)."""
     for r, cur in enumerate(rounds, 1):
         for mdl in ORDER:
             for b in (1, 16):
-                yield r, mdl, b, cur.get((mdl, b), {})
+                if (mdl, b) in cur:
+                    yield r, mdl, b, cur[(mdl, b)]
+
+
+def print_decode(text, title, stream):
+    """The decode table of one part's output; stream is the best STREAM figure seen so far."""
+    rounds, bw = decode(text)
+    stream = max([v for k, v in bw if k.startswith("STREAM")] + ([stream] if stream else []), default=None)
+    choices = [m[1] for m in re.finditer(r"decode prefetch measured (.*)", text)]
+    print(f"## {title} (tokens/s, Hone's as median (min–max, spread) of its repetitions; goal: every row at least 1.3× llama.cpp)\n")
+    print("| round | model | batch | Hone, no prefetch | Hone, prefetch | Hone, measured (default) | llama.cpp (tg64 / batched) "
+          "| measured ÷ tg64 or batched-16 | prefetch ÷ same | no prefetch ÷ same | whole model, measured: GB/s ÷ STREAM |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r, mdl, b, v in cells(rounds):
+        ref = v.get("tg") if b == 1 else v.get("s16")
+        refs = f"{v.get('tg', 0):.1f} / {v.get('s1', 0):.1f}" if b == 1 else f"{v.get('s16', 0):.1f}"
+        off, on, meas = (v.get(k, []) for k in ("off", "on", "measured"))
+        gbs = med(v.get("measured GB/s", []))
+        whole = f"{gbs:.1f} ÷ {stream:.1f} = {gbs / stream:.2f}" if b == 1 and gbs and stream else "—"
+        print(f"| {r} | {mdl} | {b} | {reps(off)} | {reps(on)} | {reps(meas)} | {refs} | "
+              f"{ratio(med(meas), ref)} | {ratio(med(on), ref)} | {ratio(med(off), ref)} | {whole} |")
+    if choices:
+        print("\nThe tuners' choices with HONE_DECODE_PREFETCH unset (gemm.PrefetchTuner):\n")
+        for c in choices:
+            print(f"- {c}")
+    if bw:
+        print("\n| bandwidth | GB/s | ÷ best STREAM |\n|---|---:|---:|")
+        for k, v in bw:
+            print(f"| {k} | {v:.1f} | {ratio(v, stream)} |")
+    print()
+    return stream
+
+
+def print_prefill(text, title):
+    print(f"## {title} of 128 tokens (tokens/s, Hone's as median (min–max, spread); llama.cpp: pp128 at batch 1, batched-bench S_PP at 16; goal 1.3×)\n")
+    print("| round | model | batch | Hone | llama.cpp | ratio |\n|---|---|---:|---:|---:|---:|")
+    for r, mdl, b, v in cells(prefill(text)):
+        print(f"| {r} | {mdl} | {b} | {reps(v.get('hone', []))} | {v.get('ref', 0):.1f} | {ratio(med(v.get('hone', [])), v.get('ref'))} |")
+    print()
 
 
 def main():
@@ -124,38 +164,15 @@ def main():
                 print(f"- {line}")
         print()
 
-    text = read(out, "decode.txt")
-    if text:
-        rounds, bw = decode(text)
-        choices = [m[1] for m in re.finditer(r"decode prefetch measured (.*)", text)]
-        print("## Decode (tokens/s, Hone's as median (min–max, spread) of its repetitions; goal: every row at least 1.3× llama.cpp)\n")
-        print("| round | model | batch | Hone, no prefetch | Hone, prefetch | Hone, measured (default) | llama.cpp (tg64 / batched) "
-              "| measured ÷ tg64 or batched-16 | prefetch ÷ same | no prefetch ÷ same |")
-        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for r, mdl, b, v in cells(rounds):
-            ref = v.get("tg") if b == 1 else v.get("s16")
-            refs = f"{v.get('tg', 0):.1f} / {v.get('s1', 0):.1f}" if b == 1 else f"{v.get('s16', 0):.1f}"
-            off, on, meas = (v.get(k, []) for k in ("off", "on", "measured"))
-            print(f"| {r} | {mdl} | {b} | {reps(off)} | {reps(on)} | {reps(meas)} | {refs} | "
-                  f"{ratio(med(meas), ref)} | {ratio(med(on), ref)} | {ratio(med(off), ref)} |")
-        if choices:
-            print("\nThe tuners' choices with HONE_DECODE_PREFETCH unset (gemm.PrefetchTuner):\n")
-            for c in choices:
-                print(f"- {c}")
-        if bw:
-            stream = max((v for k, v in bw if k.startswith("STREAM")), default=None)
-            print("\n| bandwidth | GB/s | ÷ best STREAM |\n|---|---:|---:|")
-            for k, v in bw:
-                print(f"| {k} | {v:.1f} | {ratio(v, stream)} |")
-        print()
-
-    text = read(out, "prefill.txt")
-    if text:
-        print("## Prefill of 128 tokens (tokens/s, Hone's as median (min–max, spread); llama.cpp: pp128 at batch 1, batched-bench S_PP at 16; goal 1.3×)\n")
-        print("| round | model | batch | Hone | llama.cpp | ratio |\n|---|---|---:|---:|---:|---:|")
-        for r, mdl, b, v in cells(prefill(text)):
-            print(f"| {r} | {mdl} | {b} | {reps(v.get('hone', []))} | {v.get('ref', 0):.1f} | {ratio(med(v.get('hone', [])), v.get('ref'))} |")
-        print()
+    stream = None
+    for name, title in (("decode.txt", "Decode"), ("gemma.txt", "Gemma 3 270M Q4_K_M, decode")):
+        text = read(out, name)
+        if text:
+            stream = print_decode(text, title, stream)
+    for name, title in (("prefill.txt", "Prefill"), ("gemma.txt", "Gemma 3 270M Q4_K_M, prefill")):
+        text = read(out, name)
+        if text:
+            print_prefill(text, title)
 
     text = read(out, "train.txt")
     if text:

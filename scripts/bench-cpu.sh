@@ -14,6 +14,9 @@
 #            llama.cpp (R rounds)
 #   prefill  prefill of 128 tokens at batch 1 and 16 on the same files against llama-bench
 #            and llama-batched-bench (R rounds)
+#   gemma    decode (batch 1 and 16) and prefill on a Gemma 3 270M Q4_K_M GGUF (GEMMA, default
+#            \$HONE_GEMMA3_GGUF or the file scripts/test-setup.sh fetches) against llama.cpp
+#            (R rounds; skipped when the file is missing)
 #   train    scripts/train-bench/run.sh with the Qwen2.5-0.5B shape against PyTorch + peft
 #            (R rounds)
 #   trace    ingest of 100,000 calls and the 10,000-call usage roll-up (3 rounds)
@@ -27,7 +30,8 @@ cd "$(dirname "$0")/.."
 CACHE=${CACHE:-$HOME/.cache/hone}
 OUT=${1:-/tmp/hone-bench-cpu}
 WORK=${WORK:-/tmp/hone-bench-model}
-PARTS=${PARTS:-decode prefill train trace}
+PARTS=${PARTS:-decode prefill gemma train trace}
+GEMMA=${GEMMA:-${HONE_GEMMA3_GGUF:-$CACHE/gemma3-270m-q4km/gemma-3-270m-q4_k_m.gguf}}
 R=${R:-2}
 REPS=${REPS:-3}
 mkdir -p "$OUT" "$WORK/quant" "$CACHE"
@@ -106,6 +110,37 @@ for part in $PARTS; do
 		PYTHON=$VENV/bin/python WORK=${TRAIN_WORK:-/tmp/hone-train-bench} QWEN=1 ROUNDS=$R \
 			flock /tmp/hone-bench.lock scripts/train-bench/run.sh 2>&1 | tee "$OUT/train.txt"
 		;;
+	gemma)
+		if [ ! -f "$GEMMA" ]; then
+			echo "no Gemma file at $GEMMA (scripts/test-setup.sh fetches one): skipped" >&2
+			continue
+		fi
+		# A Gemma-family quantized file as published (Gemma 3 270M, Q4_K_M: Q5_0, Q4_K, Q6_K
+		# and Q8_0 matrices, its tied 262,144-token head in Q8_0): decode at batch 1 and 16
+		# (prefetch off, on and measured) and prefill of 128 tokens, against llama.cpp.
+		flock /tmp/hone-bench.lock bash -c '
+		W=$1 G=$2 LB=$3 R=$4 REPS=$5
+		tps() { grep -o "^Benchmark[^ ]*\|[0-9.]* tokens/s\|[0-9.]* weights-GB/s\|[0-9.]* GB/s\|decode prefetch measured.*" | awk "/^Benchmark/ {n = \$0; next} /^decode/ {print \"  \" \$0; next} {print \"  \" n \"\t\" \$0}"; }
+		GOMAXPROCS=2 "$W/gemm.test" -test.run xxx -test.bench MemoryBandwidth -test.benchtime 10x | grep ^Bench
+		for r in $(seq "$R"); do
+			echo "== round $r $(date -u +%T) load $(cut -d" " -f1 /proc/loadavg)"
+			for pf in off on measured; do
+				echo "Hone, HONE_DECODE_PREFETCH=$pf"
+				echo " gemma3_q4_k_m"
+				for rep in $(seq "$REPS"); do
+					if [ "$pf" = measured ]; then unset HONE_DECODE_PREFETCH; else export HONE_DECODE_PREFETCH=$pf; fi
+					HONE_BENCH_GGUF=$G GOMAXPROCS=2 "$W/model.test" -test.run xxx -test.bench "^BenchmarkDecode\$/^gguf\$/" -test.benchtime 100x 2>&1 | tps
+				done
+				unset HONE_DECODE_PREFETCH
+			done
+			for rep in $(seq "$REPS"); do
+				HONE_BENCH_GGUF=$G GOMAXPROCS=2 "$W/model.test" -test.run xxx -test.bench "^BenchmarkPrefill\$/^gguf\$/" -test.benchtime 10x | grep ^Bench | sed "s/^/gemma3_q4_k_m /"
+			done
+			echo "llama.cpp"
+			"$LB/llama-bench" -m "$G" -t 2 -p 128 -n 64 -r 3 2>/dev/null | grep -o "pp128 .*\|tg64 .*" | sed "s/^/ $(basename "$G") /;s/^/llama.cpp/"
+			"$LB/llama-batched-bench" -m "$G" -t 2 -c 4096 -b 2048 -ub 512 -npp 128 -ntg 64 -npl 1,16 2>/dev/null | grep -E "^\|\s+128" | awk -F"|" "{print \"  batched B=\"\$4\" S_PP \"\$7\" S_TG \"\$9}"
+		done' _ "$WORK" "$GEMMA" "$LLAMA_BIN" "$R" "$REPS" 2>&1 | tee "$OUT/gemma.txt"
+		;;
 	trace)
 		go test -c -o "$WORK/traceapi.test" ./internal/traceapi
 		(cd internal/traceapi && flock /tmp/hone-bench.lock "$WORK/traceapi.test" -test.run xxx \
@@ -113,7 +148,7 @@ for part in $PARTS; do
 			grep ^Bench | tee "$OUT/trace.txt"
 		;;
 	*)
-		echo "unknown part $part (decode, prefill, train, trace)" >&2
+		echo "unknown part $part (decode, prefill, gemma, train, trace)" >&2
 		exit 2
 		;;
 	esac

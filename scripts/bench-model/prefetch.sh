@@ -19,7 +19,7 @@ go test -c -o "$W/gemm.test" ./internal/gemm
 exec flock /tmp/hone-bench.lock bash -c '
 W=$1 Q=$2 LB=$3 R=$4 REPS=$5
 lscpu | grep -E "Model name|Flags"
-tps() { grep -o "^Benchmark[^ ]*\|[0-9.]* tokens/s\|[0-9.]* GB/s\|decode prefetch measured.*" | awk "/^Benchmark/ {n = \$0; next} /^decode/ {print \"  \" \$0; next} {print \"  \" n \"\t\" \$0}"; }
+tps() { grep -o "^Benchmark[^ ]*\|[0-9.]* tokens/s\|[0-9.]* weights-GB/s\|[0-9.]* GB/s\|decode prefetch measured.*" | awk "/^Benchmark/ {n = \$0; next} /^decode/ {print \"  \" \$0; next} {print \"  \" n \"\t\" \$0}"; }
 for r in $(seq "$R"); do
 	echo "== round $r $(date -u +%T) load $(cut -d" " -f1 /proc/loadavg)"
 	for pf in off on measured; do
