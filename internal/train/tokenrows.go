@@ -216,7 +216,9 @@ var turnEndProbes = [][2]string{{"What is the capital of France?", "The capital 
 // trained on its chat markers gives it far less than a uniform guess (the published Gemma 3
 // 270M base's <end_of_turn>: about 1e-12).
 func TurnEndProb(e *Trainer, c *trainingdata.ChatTokenizer, a *model.LoRA, end int) (float64, error) {
-	sum, n := 0.0, 0
+	// The exchanges run in one pass, each a segment of its own.
+	var seq Seq
+	var ats []int // each exchange's end-of-turn position in seq
 	for _, qa := range turnEndProbes {
 		msgs, _ := json.Marshal([]map[string]string{{"role": "user", "content": qa[0]}, {"role": "assistant", "content": qa[1]}})
 		x, err := c.Tokenize(msgs, nil, "all")
@@ -233,14 +235,22 @@ func TurnEndProb(e *Trainer, c *trainingdata.ChatTokenizer, a *model.LoRA, end i
 		if at < 0 {
 			continue
 		}
-		need := make([]bool, at+1)
-		need[at-1] = true
-		st := e.Logprobs(Seq{Tokens: x.Tokens[:at+1], Need: need}, a)
-		sum += float64(st.Logp[at-1])
-		n++
+		off := len(seq.Tokens)
+		seq.Segments = append(seq.Segments, off)
+		seq.Tokens = append(seq.Tokens, x.Tokens[:at+1]...)
+		ats = append(ats, off+at)
 	}
-	if n == 0 {
+	if len(ats) == 0 {
 		return 0, fmt.Errorf("train: no probe answer ends with token %d", end)
 	}
-	return math.Exp(sum / float64(n)), nil
+	seq.Need = make([]bool, len(seq.Tokens))
+	for _, at := range ats {
+		seq.Need[at-1] = true
+	}
+	st := e.Logprobs(seq, a)
+	sum := 0.0
+	for _, at := range ats {
+		sum += float64(st.Logp[at-1])
+	}
+	return math.Exp(sum / float64(len(ats))), nil
 }

@@ -369,3 +369,43 @@ func TestRLTrainsTokenRows(t *testing.T) {
 		}
 	}
 }
+
+// TestTurnEndProbOnePass: the probes run packed in one pass give the geometric mean of the
+// end-of-turn probabilities each probe gives alone.
+func TestTurnEndProbOnePass(t *testing.T) {
+	for _, arch := range []string{"llama", "gemma3"} {
+		t.Run(arch, func(t *testing.T) {
+			_, m, c, _ := tinySFT(t, arch)
+			eos, _ := c.Tok.EOS()
+			end, _ := c.TurnTokens([]int{eos})
+			a, _ := NewLoRA(&m.Config, LoRAConfig{Rank: 8, Alpha: 16, Seed: 1})
+			e, _ := NewTrainer(m, a)
+			got, err := TurnEndProb(e, c, a, end)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum, n := 0.0, 0
+			for _, qa := range turnEndProbes {
+				msgs, _ := json.Marshal([]map[string]string{{"role": "user", "content": qa[0]}, {"role": "assistant", "content": qa[1]}})
+				x, err := c.Tokenize(msgs, nil, "all")
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := 1; i < len(x.Tokens); i++ {
+					if x.Train[i] && x.Tokens[i] == end {
+						st := e.Logprobs(Seq{Tokens: x.Tokens[:i+1]}, a)
+						sum += float64(st.Logp[i-1])
+						n++
+						break
+					}
+				}
+			}
+			if n != len(turnEndProbes) {
+				t.Fatalf("%d of %d probes end with token %d", n, len(turnEndProbes), end)
+			}
+			if want := math.Exp(sum / float64(n)); math.Abs(got-want) > 1e-5*want {
+				t.Fatalf("TurnEndProb %v, probes one by one %v", got, want)
+			}
+		})
+	}
+}
