@@ -3,7 +3,9 @@ package inference
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/honeai/hone/internal/model"
 )
@@ -171,3 +173,83 @@ func TestPrefixSharedByRequestsAdmittedTogether(t *testing.T) {
 		e.Close()
 	}
 }
+
+// prefillSteps counts an engine's steps that ran a prefill.
+type prefillSteps struct {
+	n   int
+	log []int
+}
+
+func (*prefillSteps) FirstToken(time.Duration)         {}
+func (*prefillSteps) InterToken(time.Duration)         {}
+func (*prefillSteps) Finished(time.Duration, int, int) {}
+func (p *prefillSteps) Step(_ time.Time, _ time.Duration, _, _, prefills int) {
+	p.log = append(p.log, prefills)
+	if prefills > 0 {
+		p.n++
+	}
+}
+
+// TestPrefixSharingWaves: groups of samples whose prompts share a system prompt's block and
+// differ after it prefill in three waves whatever their number: the first prompt; then its
+// group's other samples and every other group's first (starting from the shared block); then
+// the other groups' samples. Waiting never chains request after request.
+func TestPrefixSharingWaves(t *testing.T) {
+	m := tiny(t)
+	obs := &prefillSteps{}
+	e := New(m, Options{BlockSize: 4, MaxBatchTokens: 512, Observer: obs})
+	defer e.Close()
+	// A first request holds the loop in its first sample (its guide) until the others are
+	// all waiting, so they are admitted in one step.
+	g := &signalGate{entered: make(chan struct{}), release: make(chan struct{})}
+	first, err := e.Submit(context.Background(), &Request{Prompt: []int{1, 2}, Params: greedy(), MaxTokens: 2, Guide: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-g.entered
+	system := []int{5, 6, 7, 8}
+	var reqs []*Request
+	var prompts [][]int
+	for grp := range 4 {
+		p := append(slices.Clone(system), 10+grp, 20+grp, 30+grp, 40+grp, 11+grp, 21+grp, 31+grp, 41+grp, 50)
+		for range 4 {
+			prompts = append(prompts, p)
+			reqs = append(reqs, &Request{Prompt: p, Params: greedy(), MaxTokens: 3, IgnoreEOS: true})
+		}
+	}
+	hs, err := e.SubmitAll(context.Background(), reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(g.release)
+	collect(t, first)
+	var cached []int
+	for i, h := range hs {
+		if got, want := collect(t, h)[0], greedyDirect(m, prompts[i], 3); !slices.Equal(got, want) {
+			t.Fatalf("request %d: %v want %v", i, got, want)
+		}
+		cached = append(cached, h.CachedTokens)
+	}
+	want := []int{0, 12, 12, 12, 4, 12, 12, 12, 4, 12, 12, 12, 4, 12, 12, 12}
+	if !slices.Equal(cached, want) || obs.n != 1+3 {
+		t.Fatalf("cached %v want %v; %d steps with prefills (%v), want 1 (the first request) + 3", cached, want, obs.n, obs.log)
+	}
+}
+
+// signalGate is a guide that tells when the engine's loop first asks it for a mask, then
+// holds the loop there until released.
+type signalGate struct {
+	once             sync.Once
+	entered, release chan struct{}
+}
+
+func (g *signalGate) NewGuide() Guide { return g }
+func (g *signalGate) Mask(dst []uint64) {
+	g.once.Do(func() { close(g.entered) })
+	<-g.release
+	for i := range dst {
+		dst[i] = ^uint64(0)
+	}
+}
+func (g *signalGate) Accept(int) error { return nil }
+func (g *signalGate) MustEnd() bool    { return false }

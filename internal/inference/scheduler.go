@@ -36,9 +36,6 @@ type running struct {
 	admitted time.Time
 	hashes   []kvcache.BlockHash // the prompt's full blocks, for the prefix cache
 	beams    *beamState          // beam search only
-	// deferred is set once the prompt's prefill waited for another request's prefill of a
-	// shared prefix (waitsForPrefix); the prefix cache is looked up again before it starts.
-	deferred bool
 }
 
 // sched is the scheduler loop's state: requests waiting for admission, the running ones,
@@ -241,12 +238,7 @@ func (e *Engine) buildBatch(active []*running) batch {
 			continue
 		}
 		if e.waitsForPrefix(active[:i], r) {
-			r.deferred = true
 			continue
-		}
-		if r.deferred {
-			r.deferred = false
-			e.refreshPrefix(r)
 		}
 		n := min(budget, len(p)-c.prefill)
 		st := model.Step{Seq: c.seq, Tokens: p[c.prefill : c.prefill+n], Adapter: r.h.req.Adapter}
@@ -373,56 +365,51 @@ func (e *Engine) usePrefixCache(r *running) {
 	e.statsMu.Unlock()
 }
 
-// waitsForPrefix reports whether r's prefill should wait a step for one of the requests
-// admitted before it (earlier) that is prefilling the same prompt blocks: r has not computed
-// any of its prompt yet, and an earlier request's prompt shares more full blocks with r's
-// than r took from the prefix cache. That request puts its blocks into the prefix cache when
-// its prompt is done, and r then starts from them instead of computing them a second time
-// (rollouts of one prompt, submitted together, compute the prompt once). The first request of
-// any group never waits, so every group makes progress.
+// waitsForPrefix decides, for a request whose prompt is not started (none of it computed
+// beyond what it took from the prefix cache), whether its prefill waits a step: it does when
+// a request admitted before it (earlier) is prefilling the same prompt blocks, more of them
+// than the prefix cache holds now, and will be done within about a step (its prompt's rest
+// fits a forward pass). That request puts its blocks into the prefix cache when its prompt is
+// done; the waiting one then starts from them instead of computing them a second time
+// (rollouts of one prompt, submitted together, compute it once). The first request of any
+// group never waits, so every group makes progress. When r does not wait, it starts from
+// whatever the prefix cache holds now (more than at its admission when another request put
+// blocks there since).
 func (e *Engine) waitsForPrefix(earlier []*running, r *running) bool {
 	c := r.choices[0]
 	if r.hashes == nil || c.prefill != r.h.CachedTokens {
 		return false
 	}
-	usable := usableBlocks(r.hashes, len(r.h.req.Prompt), e.opts.BlockSize)
-	held := c.prefill / e.opts.BlockSize
+	bs := e.opts.BlockSize
+	usable := usableBlocks(r.hashes, len(r.h.req.Prompt), bs)
+	held := c.prefill / bs
 	if len(usable) <= held {
 		return false
 	}
+	p := e.kv.LookupPrefix(usable)
 	for _, o := range earlier {
 		oc := o.choices[0]
-		if o.hashes == nil || oc.finished || oc.prefill >= len(o.h.req.Prompt) {
+		if o.hashes == nil || oc.finished || oc.prefill >= len(o.h.req.Prompt) || len(o.h.req.Prompt)-oc.prefill > e.opts.MaxBatchTokens {
 			continue
 		}
 		shared := 0
 		for shared < len(usable) && shared < len(o.hashes) && usable[shared] == o.hashes[shared] {
 			shared++
 		}
-		if shared > held {
+		if shared > max(held, p.Blocks()) {
 			return true
 		}
 	}
-	return false
-}
-
-// refreshPrefix starts r's prompt again from the prefix cache when it now holds more of the
-// prompt than r took at admission (r waited for another request's prefill and has computed
-// nothing since).
-func (e *Engine) refreshPrefix(r *running) {
-	c := r.choices[0]
-	bs := e.opts.BlockSize
-	p := e.kv.LookupPrefix(usableBlocks(r.hashes, len(r.h.req.Prompt), bs))
-	if p.Blocks()*bs <= c.prefill {
-		return
+	if p.Blocks() > held {
+		c.seq.Free()
+		c.seq = e.kv.NewSequenceFromPrefix(p, p.Blocks()*bs)
+		e.statsMu.Lock()
+		e.stats.CachedPromptTokens += int64(p.Blocks()*bs - c.prefill)
+		e.statsMu.Unlock()
+		c.prefill = p.Blocks() * bs
+		r.h.CachedTokens = c.prefill
 	}
-	c.seq.Free()
-	c.seq = e.kv.NewSequenceFromPrefix(p, p.Blocks()*bs)
-	e.statsMu.Lock()
-	e.stats.CachedPromptTokens += int64(p.Blocks()*bs - c.prefill)
-	e.statsMu.Unlock()
-	c.prefill = p.Blocks() * bs
-	r.h.CachedTokens = c.prefill
+	return false
 }
 
 // usableBlocks is the part of a prompt's full-block hashes a request may start from: at

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/honeai/hone/internal/cputime"
 	"github.com/honeai/hone/internal/db"
 	"github.com/honeai/hone/internal/db/dbtest"
 	"github.com/honeai/hone/internal/trace"
@@ -98,12 +99,12 @@ func BenchmarkIngestUpsertBatch(b *testing.B) {
 					}
 				}
 				b.StartTimer()
-				start, cpu0 := time.Now(), cpuSeconds()
+				start, cpu0 := time.Now(), cputime.Seconds()
 				for _, body := range bodies {
 					e.mustPost(b, "/call/upsert_batch", body)
 				}
 				elapsed += time.Since(start)
-				cpu += cpuSeconds() - cpu0
+				cpu += cputime.Seconds() - cpu0
 			}
 			b.ReportMetric(float64(calls*b.N)/elapsed.Seconds(), "calls/s")
 			// CPU time of the process per call (server and client, all threads, µs).
@@ -134,14 +135,14 @@ func BenchmarkTraceUsage10k(b *testing.B) {
 					b.Fatalf("usage: %d entries, %v", len(res.CallUsage), err)
 				}
 				b.ResetTimer()
-				start, cpu0 := time.Now(), cpuSeconds()
+				start, cpu0 := time.Now(), cputime.Seconds()
 				for i := 0; i < b.N; i++ {
 					e.mustPost(b, "/trace/usage", body)
 				}
 				b.ReportMetric(float64(time.Since(start).Microseconds())/1000/float64(b.N), "ms/rollup")
 				// CPU time of the process (server and client, all threads): on a machine shared
 				// with other work it moves less than the wall-clock time does.
-				b.ReportMetric((cpuSeconds()-cpu0)*1000/float64(b.N), "cpu-ms/rollup")
+				b.ReportMetric((cputime.Seconds()-cpu0)*1000/float64(b.N), "cpu-ms/rollup")
 			})
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/honeai/hone/internal/cputime"
 	"github.com/honeai/hone/internal/gguf"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/synth"
@@ -127,7 +128,7 @@ func BenchmarkSFTStep(b *testing.B) {
 			plan := &SFTPlan{Batches: [][]Packed{{pk}}, cfg: SFTConfig{LearningRates: []float64{1e-4}, MaxGradNorm: 1}}
 			var o *AdamW
 			b.ResetTimer()
-			start, cpu0 := time.Now(), cpuSeconds()
+			start, cpu0 := time.Now(), cputime.Seconds()
 			for i := 0; i < b.N; i++ {
 				var err error
 				if o, err = RunSFT(b.Context(), e, plan, o, nil); err != nil {
@@ -137,7 +138,7 @@ func BenchmarkSFTStep(b *testing.B) {
 			b.ReportMetric(float64(512*b.N)/time.Since(start).Seconds(), "tokens/s")
 			// CPU time per step (all threads): on a machine shared with other work it moves
 			// less than the wall-clock rate does.
-			b.ReportMetric((cpuSeconds()-cpu0)/float64(b.N), "cpu-s/step")
+			b.ReportMetric((cputime.Seconds()-cpu0)/float64(b.N), "cpu-s/step")
 			b.ReportMetric(peakRSSMB(), "peak-RSS-MB")
 		})
 	}
@@ -179,7 +180,7 @@ func BenchmarkRLStep(b *testing.B) {
 			}
 			o := NewAdamW(0)
 			b.ResetTimer()
-			start, cpu0 := time.Now(), cpuSeconds()
+			start, cpu0 := time.Now(), cputime.Seconds()
 			for i := 0; i < b.N; i++ {
 				e.G.Zero()
 				e.ForwardBackward(s, coef)
@@ -187,7 +188,7 @@ func BenchmarkRLStep(b *testing.B) {
 				o.Update(e.A, e.G, 1e-5)
 			}
 			b.ReportMetric(float64(512*b.N)/time.Since(start).Seconds(), "tokens/s")
-			b.ReportMetric((cpuSeconds()-cpu0)/float64(b.N), "cpu-s/step")
+			b.ReportMetric((cputime.Seconds()-cpu0)/float64(b.N), "cpu-s/step")
 			b.ReportMetric(peakRSSMB(), "peak-RSS-MB")
 		})
 	}

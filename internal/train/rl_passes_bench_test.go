@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/honeai/hone/internal/cputime"
 	"github.com/honeai/hone/internal/gguf"
 )
 
@@ -57,7 +58,7 @@ func BenchmarkRLStepGroups(b *testing.B) {
 	}
 	tokens := 0
 	b.ResetTimer()
-	start, cpu0 := time.Now(), cpuSeconds()
+	start, cpu0 := time.Now(), cputime.Seconds()
 	for i := 0; i < b.N; i++ {
 		seqs := rlBenchSeqs(m.Config.VocabSize, 6, 8, 50, 8)
 		w := rlWeights(seqs)
@@ -73,5 +74,5 @@ func BenchmarkRLStepGroups(b *testing.B) {
 	el := time.Since(start).Seconds()
 	b.ReportMetric(float64(tokens)/el, "tokens/s")
 	b.ReportMetric(el/float64(b.N), "s/step")
-	b.ReportMetric((cpuSeconds()-cpu0)/float64(b.N), "cpu-s/step")
+	b.ReportMetric((cputime.Seconds()-cpu0)/float64(b.N), "cpu-s/step")
 }
