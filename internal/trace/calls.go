@@ -408,7 +408,7 @@ func (s *Service) CallsQuery(ctx context.Context, req CallsQueryReq, each func(C
 			return err
 		}
 	}
-	return s.store.QueryCalls(ctx, req.ProjectID, q, func(c CallRow) error {
+	return s.queryCalls(ctx, req.ProjectID, q, func(c CallRow) error {
 		cs := c.CallSchema
 		// The call's values count towards the process's memory budget for requests until
 		// the answer is written (a streamed answer gives them back as it goes).

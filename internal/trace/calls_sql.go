@@ -286,6 +286,8 @@ func (s *SQLStore) callField(field string) (string, []any, ValueType, error) {
 		return "COALESCE(display_name, op_name)", nil, TText, nil
 	case TotalTokensField:
 		return totalTokensSQL(d), nil, TNum, nil
+	case TotalCostField:
+		return "", nil, 0, fault.Invalid("query", "%s is priced when a call is read: it sorts (as the first key of sort_by) but cannot be queried", field)
 	}
 	if rest, ok := strings.CutPrefix(field, "feedback.["); ok {
 		return feedbackOfCall(d, rest)

@@ -630,9 +630,15 @@ func JSONField(d db.Dialect, col string, segs []string) (string, []any, ValueTyp
 // types sort deterministically (SQLite: numbers, then text; PostgreSQL: numbers numerically,
 // then everything else as text).
 func SortSQL(d db.Dialect, sorts []SortBy, resolve FieldResolver, param string) (string, []any, error) {
+	return sortSQLFrom(d, sorts, resolve, param, 0)
+}
+
+// sortSQLFrom is SortSQL of sorts[first:], whose errors name their index in sorts.
+func sortSQLFrom(d db.Dialect, sorts []SortBy, resolve FieldResolver, param string, first int) (string, []any, error) {
 	var parts []string
 	var args []any
-	for i, s := range sorts {
+	for i := first; i < len(sorts); i++ {
+		s := sorts[i]
 		dir := strings.ToLower(s.Dir())
 		if dir == "" {
 			dir = "asc"

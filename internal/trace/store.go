@@ -44,6 +44,9 @@ type Store interface {
 	UpdateCall(ctx context.Context, project, id string, displayName *string) (bool, error)
 	DeleteCalls(ctx context.Context, project string, ids []string, at string) (int, error)
 	UsageCalls(ctx context.Context, project string, q CallQuery, withStart bool) ([]UsageCall, error)
+	// QueryCallUsage streams the id, start and usage counts of the calls matching q in the
+	// order of q.Sort's keys after the first, then id (the cost sort, costsort.go).
+	QueryCallUsage(ctx context.Context, project string, q CallQuery, each func(id, startedAt string, usage []ModelCount) error) error
 
 	// Files.
 	PutFile(ctx context.Context, project, digest, name string, content []byte, at string) error

@@ -84,3 +84,51 @@ func (s *SQLStore) UsageCalls(ctx context.Context, project string, q CallQuery, 
 	}
 	return append(out, page...), nil
 }
+
+// QueryCallUsage streams the id, start and usage counts of every call matching q to each, in
+// the order of q.Sort's keys after the first (which is TotalCostField, ordered by the caller),
+// then id; q.Limit and q.Offset are not applied. A row written before summary_usage existed
+// gives the usage of its summary.
+func (s *SQLStore) QueryCallUsage(ctx context.Context, project string, q CallQuery, each func(id, startedAt string, usage []ModelCount) error) error {
+	where, args, err := s.callWhere(project, q)
+	if err != nil {
+		return err
+	}
+	order := "id ASC"
+	if len(q.Sort) > 1 {
+		o, sargs, err := sortSQLFrom(s.db.Dialect(), q.Sort, s.callField, "sort_by", 1)
+		if err != nil {
+			return err
+		}
+		order = o + ", id ASC"
+		args = append(args, sargs...)
+	}
+	rows, err := s.db.Query(ctx, `SELECT id, started_at, CASE WHEN summary_usage IS NULL THEN 'j' || summary ELSE summary_usage END
+		FROM trace_calls WHERE `+where+` ORDER BY `+order, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	models := map[string]string{}
+	var id, started string
+	var usage sql.RawBytes // valid until the next Next: read here
+	var list []ModelCount
+	for rows.Next() {
+		if err := rows.Scan(&id, &started, &usage); err != nil {
+			return err
+		}
+		list = list[:0]
+		switch {
+		case len(usage) > 0 && usage[0] == 'j':
+			list = usageList(usage[1:])
+		case len(usage) > 0:
+			if u, ok := decodeUsageInto(list, usage, models); ok {
+				list = u
+			}
+		}
+		if err := each(id, started, list); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}

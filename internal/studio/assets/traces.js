@@ -132,7 +132,7 @@ const COLUMNS = [
   ['start', 'Start', 'started_at', true, (c) => h('time', { datetime: c.started_at, title: fmtTime(c.started_at) }, fmtShort(c.started_at))],
   ['latency', 'Latency', 'summary.weave.latency_ms', true, (c) => fmtMs(latencyOf(c)), 'num'],
   ['tokens', 'Tokens', 'summary.weave.total_tokens', true, (c) => { const u = usageTotals(c.summary && c.summary.usage); return u.tokens ? fmtNum(u.tokens) : ''; }, 'num'],
-  ['cost', 'Cost', null, true, (c) => fmtCost(costsOf(c)), 'num'],
+  ['cost', 'Cost', 'summary.weave.total_cost', true, (c) => fmtCost(costsOf(c)), 'num'],
   ['feedback', 'Feedback', `feedback.[${REACTION}].payload.emoji`, true, (c) => feedbackSummary(c)],
   ['id', 'Id', 'id', false, (c) => h('code', {}, c.id.slice(-12))],
 ];
