@@ -126,6 +126,16 @@ func Build(info Info, routes []Route) ([]byte, error) {
 		for _, s := range o.Streams {
 			content[s] = map[string]any{"schema": map[string]string{"type": "string"}}
 		}
+		for _, a := range o.Answers {
+			var schema any = map[string]string{"type": "string"}
+			if a.Schema != nil {
+				schema = ref(a.Schema)
+				if a.Array {
+					schema = map[string]any{"type": "array", "items": schema}
+				}
+			}
+			content[a.Type] = map[string]any{"schema": schema}
+		}
 		op["responses"] = map[string]any{
 			"200":     map[string]any{"description": "Success", "content": content},
 			"default": map[string]any{"description": "Error", "content": map[string]any{"application/json": map[string]any{"schema": map[string]string{"$ref": "#/components/schemas/ErrorEnvelope"}}}},

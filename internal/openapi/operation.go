@@ -24,6 +24,14 @@ type Param struct {
 	Type        string // JSON Schema type: "string", "integer", "boolean", "number"
 }
 
+// Content is a content type of a response and its schema: Schema is a value of its Go type
+// (a JSON array of them when Array is set), or nil for text.
+type Content struct {
+	Type   string
+	Schema any
+	Array  bool
+}
+
 // Operation documents one route.
 type Operation struct {
 	Summary     string
@@ -41,5 +49,8 @@ type Operation struct {
 	ResponseContentType string
 	// Streams lists extra response content types (e.g. text/event-stream when `stream` is set).
 	Streams []string
+	// Answers lists other content types of the success response, chosen by the request's
+	// Accept header, each with its schema.
+	Answers []Content
 	Params  []Param
 }

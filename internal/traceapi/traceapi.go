@@ -267,8 +267,14 @@ func (a *API) Register(r *httpx.Router, basic httpx.Middleware) {
 		op("End a call", trace.CallEndReq{}, trace.Empty{}))
 	g.HandleFunc("POST /call/upsert_batch", a.upsertBatch, op("Start and end calls in one batch", trace.CallCreateBatchReq{}, trace.CallCreateBatchRes{}))
 	hg.HandleFunc("POST /calls/stream_query", a.callsStreamQuery, &openapi.Operation{
-		Summary: "Query calls as JSON lines", Tags: []string{"tracing"}, Security: openapi.BasicAuth,
-		Request: trace.CallsQueryReq{}, Response: trace.CallSchema{}, ResponseContentType: "application/jsonl"})
+		Summary: "Query calls as JSON lines, or export them as CSV, TSV or a JSON array (by Accept)", Tags: []string{"tracing"}, Security: openapi.BasicAuth,
+		Description: "The answer's format follows the Accept header, as Weave's trace server does: application/jsonl (the default, " +
+			"and for any other Accept), text/csv or text/tab-separated-values (a header of the calls' flattened paths, such as " +
+			"inputs.messages or summary.weave.status, under columns when it is set; then a row per call, nested values as JSON text) " +
+			"or application/json (one array). CSV, TSV and JSON answer at most 100,000 calls: a larger limit, or more matching calls " +
+			"without one, is a 400 naming limit.",
+		Request: trace.CallsQueryReq{}, Response: trace.CallSchema{}, ResponseContentType: mediaJSONL,
+		Answers: []openapi.Content{{Type: mediaJSON, Schema: trace.CallSchema{}, Array: true}, {Type: mediaCSV}, {Type: mediaTSV}}})
 	hg.HandleFunc("POST /calls/query", a.callsQuery, op("Query calls", trace.CallsQueryReq{}, callsQueryRes{}))
 	g.HandleFunc("POST /calls/query_stats", jsonRoute(strict, "project_id", func(q *trace.CallsQueryStatsReq) string { return q.ProjectID },
 		func(ctx context.Context, q *trace.CallsQueryStatsReq) (trace.CallsQueryStatsRes, error) {
@@ -497,6 +503,14 @@ func (j *jsonLines) finish(r *http.Request, err error) {
 func (a *API) callsStreamQuery(w http.ResponseWriter, r *http.Request) {
 	req, ok := a.decodeCallsQuery(w, r)
 	if !ok {
+		return
+	}
+	switch f := exportFormat(r.Header.Get("Accept")); f {
+	case mediaJSON:
+		a.exportJSON(w, r, req)
+		return
+	case mediaCSV, mediaTSV:
+		a.exportCSV(w, r, req, f)
 		return
 	}
 	out := newJSONLines(w)

@@ -38,6 +38,13 @@ func setup(t testing.TB) *env {
 // setupOn is setup on the store d.
 func setupOn(t testing.TB, d *db.DB) *env {
 	t.Helper()
+	return setupWith(t, d, nil)
+}
+
+// setupWith is setupOn with heavy as the middleware of the routes that can amplify (nil:
+// none).
+func setupWith(t testing.TB, d *db.DB, heavy httpx.Middleware) *env {
+	t.Helper()
 	ctx := context.Background()
 	ks := auth.NewSQLStore(d)
 	if err := ks.Migrate(ctx); err != nil {
@@ -53,6 +60,9 @@ func setupOn(t testing.TB, d *db.DB) *env {
 	r := httpx.NewRouter()
 	svc := trace.NewService(st)
 	api := traceapi.New(svc)
+	if heavy != nil {
+		api.SetHeavy(heavy)
+	}
 	basic := httpx.Authenticate(keys, auth.Basic, nil)
 	api.Register(r, basic)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))

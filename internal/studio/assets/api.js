@@ -66,12 +66,14 @@ export async function calls(body, progress) {
   return out;
 }
 
-// callsText runs /calls/stream_query and answers its JSON lines as text (an export).
-export async function callsText(body) {
+// callsExport runs /calls/stream_query in the format accept asks (the server's export:
+// application/jsonl, application/json, text/csv or text/tab-separated-values) and answers the
+// file as a Blob.
+export async function callsExport(body, accept) {
   const res = await check(await fetch('/calls/stream_query', {
-    method: 'POST', headers: { ...basic(), 'Content-Type': 'application/json', Accept: 'application/jsonl' }, body: JSON.stringify(body),
+    method: 'POST', headers: { ...basic(), 'Content-Type': 'application/json', Accept: accept }, body: JSON.stringify(body),
   }));
-  return res.text();
+  return res.blob();
 }
 
 // whoami answers the key's entity (the W&B viewer query the SDKs ask at start).

@@ -261,8 +261,8 @@ export function toast(msg, kind = 'info') {
 }
 
 // download saves text as a file.
-export function download(name, text, type) {
-  const url = URL.createObjectURL(new Blob([text], { type }));
+export function download(name, data, type) {
+  const url = URL.createObjectURL(data instanceof Blob ? data : new Blob([data], { type }));
   const a = h('a', { href: url, download: name, style: { display: 'none' } });
   document.body.append(a);
   a.click();

@@ -1,12 +1,24 @@
 // Traces: the calls table (filters, feedback and model filters, the query language, previews of
-// inputs and outputs, a column picker, sort and paging by the server, saved views, export as
-// JSONL or CSV, picked calls deleted or added to a Dataset for training), and the helpers the
-// call page and the evaluations share.
-import { calls, callsText, tr, v1 } from './api.js';
+// inputs and outputs, a column picker, sort and paging by the server, saved views, the server's
+// export as JSON lines, JSON, CSV or TSV, picked calls deleted or added to a Dataset for
+// training), and the helpers the call page and the evaluations share.
+import { calls, callsExport, tr, v1 } from './api.js';
 import { h, clear, enc, fmtTime, fmtMs, fmtNum, fmtCost, usageTotals, errorBox, loading, emptyState, plural, download, confirmDialog, promptDialog, toast, spinner, STALE } from './dom.js';
 import { navigate, setQuery, projectBase } from './app.js';
 
 const PAGE = 50;
+
+// The server's exports (POST /calls/stream_query by Accept): kind → [Accept, label]. CSV and
+// TSV hold EXPORT_COLUMNS, flattened; JSON and JSON lines whole calls.
+const EXPORTS = {
+  jsonl: ['application/jsonl', 'JSON lines (.jsonl)'],
+  json: ['application/json', 'JSON (.json)'],
+  csv: ['text/csv', 'CSV (.csv)'],
+  tsv: ['text/tab-separated-values', 'TSV (.tsv)'],
+};
+const EXPORT_COLUMNS = ['id', 'trace_id', 'parent_id', 'op_name', 'display_name', 'started_at', 'ended_at', 'summary.weave.status', 'summary.weave.latency_ms',
+  'inputs', 'output', 'exception', 'summary.usage', 'summary.weave.costs', 'summary.weave.feedback'];
+const MAX_EXPORT = 100000;
 
 export const opName = (op) => {
   const m = /\/op\/([^:]+)/.exec(op || '');
@@ -251,15 +263,16 @@ export async function callsView(root, [entity, project], q) {
       load();
     } }), ' ', label))));
 
-  // Export: the filtered calls (or the picked ones) as JSON lines or CSV.
+  // Export: the filtered calls (or the picked ones), written by the server in the format the
+  // request's Accept header asks (as Weave's frontend downloads them).
   const exporter = h('details.colpicker#export', {}, h('summary', {}, 'Export'),
-    h('div.menu', {}, h('button#export-jsonl', { type: 'button', onclick: () => exportCalls('jsonl') }, 'JSON lines (.jsonl)'),
-      h('button#export-csv', { type: 'button', onclick: () => exportCalls('csv') }, 'CSV (.csv)'),
-      h('p.muted', {}, 'The calls that match the filters (the picked ones, when some are picked), up to 100,000.')));
+    h('div.menu', {}, Object.entries(EXPORTS).map(([kind, [, label]]) => h('button#export-' + kind, { type: 'button', onclick: () => exportCalls(kind) }, label)),
+      h('p.muted', {}, 'The calls that match the filters (the picked ones, when some are picked), in the table\'s order, up to 100,000.')));
 
   root.append(h('h1', {}, 'Traces ', h('span.muted', {}, pid)), form, h('div.toolbar', {}, viewTools, h('span.spacer'), picker, exporter), pager, table);
 
   let current = { query: undefined, filter: {} };
+  let count = 0; // the calls the filters match (the pager's count)
   let seq = 0; // loads overlap (a sort clicked while a filter loads): only the newest draws
   async function load(push = false) {
     const mine = ++seq;
@@ -305,29 +318,34 @@ export async function callsView(root, [entity, project], q) {
 
   async function exportCalls(kind) {
     exporter.open = false;
+    const n = picked.size || count;
+    if (n > MAX_EXPORT) { toast(`${plural(n, 'call')} match: an export holds at most ${fmtNum(MAX_EXPORT)}. Narrow the filters.`, 'error'); return; }
     const body = picked.size ? { project_id: pid, filter: { call_ids: [...picked] } }
       : { project_id: pid, filter: current.filter, query: current.query };
     body.sort_by = [{ field: f.sort, direction: f.dir }];
-    body.limit = 100000;
     body.include_costs = true;
     body.include_feedback = true;
+    // JSON lines are the SDKs' format, which the server does not bound: the table's bound.
+    if (kind === 'jsonl') body.limit = MAX_EXPORT;
+    // CSV and TSV: these columns, flattened by the server (inputs.messages, summary.weave.status, …).
+    if (kind === 'csv' || kind === 'tsv') body.columns = EXPORT_COLUMNS;
     const note = toast('Exporting…');
     try {
-      const text = await callsText(body);
-      const name = `${project}-calls-${new Date().toISOString().slice(0, 19).replace(/[:T]/g, '-')}`;
-      const lines = text.split('\n').filter((l) => l.trim());
-      if (kind === 'jsonl') download(name + '.jsonl', lines.join('\n') + (lines.length ? '\n' : ''), 'application/jsonl');
-      else download(name + '.csv', toCSV(lines.map((l) => JSON.parse(l))), 'text/csv');
+      const [accept] = EXPORTS[kind];
+      const blob = await callsExport(body, accept);
+      const name = `${project}-calls-${new Date().toISOString().slice(0, 19).replace(/[:T]/g, '-')}.${kind}`;
+      download(name, blob);
       note.remove();
-      toast(`Exported ${plural(lines.length, 'call')} as ${kind.toUpperCase()}.`);
+      toast(`Exported ${plural(n, 'call')} as ${kind.toUpperCase()}.`);
     } catch (e) { note.remove(); toast(e, 'error'); }
   }
 
-  function renderPager(count, ms) {
+  function renderPager(n, ms) {
+    count = n;
     const pages = Math.max(1, Math.ceil(count / PAGE));
     const go = (p) => { f.page = p; load(true); };
     clear(pager,
-      h('span', { id: 'calls-count' }, plural(count, 'call')), h('span.muted', {}, ` · ${Math.round(ms)} ms`),
+      h('span', { id: 'calls-count' }, plural(n, 'call')), h('span.muted', {}, ` · ${Math.round(ms)} ms`),
       ' ', bulk,
       h('span.spacer'),
       h('button', { type: 'button', disabled: f.page === 0, onclick: () => go(f.page - 1), title: 'Previous page', 'aria-label': 'Previous page' }, '‹'),
@@ -370,22 +388,6 @@ export async function callsView(root, [entity, project], q) {
   }
   drawBulk();
   await load();
-}
-
-// toCSV writes calls as CSV (RFC 4180): one row per call, inputs and output as JSON.
-export function toCSV(rows) {
-  const cols = ['id', 'trace_id', 'parent_id', 'op_name', 'display_name', 'status', 'started_at', 'ended_at', 'latency_ms', 'model', 'tokens', 'cost', 'feedback', 'inputs', 'output', 'exception'];
-  const cell = (v) => {
-    const s = v === undefined || v === null ? '' : typeof v === 'string' ? v : JSON.stringify(v);
-    return /[",\n\r]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
-  };
-  const out = [cols.join(',')];
-  for (const c of rows) {
-    const u = usageTotals(c.summary && c.summary.usage);
-    out.push([c.id, c.trace_id, c.parent_id, opName(c.op_name), c.display_name, statusOf(c), c.started_at, c.ended_at, latencyOf(c), modelOf(c),
-      u.tokens || '', costsOf(c) || '', feedbackSummary(c), c.inputs, c.output, c.exception].map(cell).join(','));
-  }
-  return out.join('\r\n') + '\r\n';
 }
 
 // addToDataset asks for a Dataset's name and adds the picked chat completions to it as SFT
