@@ -317,6 +317,11 @@ type pyReadBack struct {
 	Predictions          [][2]any        `json:"predictions"`
 	Scores               []string        `json:"scores"`
 	ScoredByExact        int             `json:"scored_by_exact"`
+	SavedView            struct {
+		ObjectID string   `json:"object_id"`
+		Label    string   `json:"label"`
+		OpNames  []string `json:"op_names"`
+	} `json:"saved_view"`
 }
 
 // checkPythonReadBack checks the answers the Python SDK got when it read back what it wrote,
@@ -414,6 +419,41 @@ func checkPythonReadBack(t *testing.T, s *server, key, project string, res sdkRe
 	}
 	if runnable != 3 {
 		t.Errorf("%d scores stored, want 3", runnable)
+	}
+
+	// The SDK's SavedView: an object of base class SavedView, listed as Hone Studio lists the
+	// project's views, and loaded back by the SDK.
+	op := "weave:///" + project + "/op/llm:*"
+	eq("SavedView.load(ref)", rb.SavedView.Label, "llm calls")
+	eq("SavedView op_names", rb.SavedView.OpNames, []string{op})
+	var views struct {
+		Objs []struct {
+			ObjectID        string `json:"object_id"`
+			BaseObjectClass string `json:"base_object_class"`
+			Val             struct {
+				ViewType   string `json:"view_type"`
+				Label      string `json:"label"`
+				Definition struct {
+					Filter struct {
+						OpNames []string `json:"op_names"`
+					} `json:"filter"`
+					SortBy []struct {
+						Field     string `json:"field"`
+						Direction string `json:"direction"`
+					} `json:"sort_by"`
+				} `json:"definition"`
+			} `json:"val"`
+		} `json:"objs"`
+	}
+	post(t, s, key, "/objs/query", map[string]any{"project_id": project, "filter": map[string]any{"base_object_classes": []string{"SavedView"}, "latest_only": true}}, &views)
+	if len(views.Objs) != 1 {
+		t.Fatalf("SavedView objects: %+v", views.Objs)
+	}
+	v := views.Objs[0]
+	if v.ObjectID != rb.SavedView.ObjectID || v.BaseObjectClass != "SavedView" || v.Val.ViewType != "traces" || v.Val.Label != "llm calls" ||
+		len(v.Val.Definition.Filter.OpNames) != 1 || v.Val.Definition.Filter.OpNames[0] != op ||
+		len(v.Val.Definition.SortBy) != 1 || v.Val.Definition.SortBy[0].Field != "started_at" || v.Val.Definition.SortBy[0].Direction != "desc" {
+		t.Errorf("SavedView as stored: %+v (the SDK's ref names %s)", v, rb.SavedView.ObjectID)
 	}
 }
 

@@ -4,7 +4,7 @@ Environment: WF_TRACE_SERVER_URL, WANDB_API_KEY, HONE_PROJECT (<entity>/<project
 Writes as users do (objects, a dataset, a tree of ops with usage, feedback, an Evaluation with
 a scorer), then reads everything back through the SDK as users do (get_calls with op and trace
 filters, get_call, children, refs' .get(), a dataset's rows, feedback, the evaluation's calls
-and scores). Prints one JSON object with what it wrote and what it read, for the Go test to
+and scores), and saves a SavedView of the calls. Prints one JSON object with what it wrote and what it read, for the Go test to
 check against the expected answers and against Hone's own endpoints.
 """
 import asyncio
@@ -102,6 +102,12 @@ read["predictions"] = sorted([c.inputs["question"], c.output] for c in predict_c
 scores = client.get_feedback(query={"$expr": {"$eq": [{"$getField": "feedback_type"}, {"$literal": "wandb.runnable.exact"}]}})
 read["scores"] = sorted(json.dumps(f.payload["output"], sort_keys=True) for f in scores)
 read["scored_by_exact"] = len(list(client.get_calls(scored_by=["exact"])))
+
+# A saved view of the calls (Hone Studio lists and opens it), loaded back by its ref.
+view = weave.SavedView("traces", "llm calls").filter_op("llm").sort_by("started_at", "desc").save()
+loaded = weave.SavedView.load(view.ref.uri())
+read["saved_view"] = {"object_id": view.ref.name, "label": loaded.label,
+                      "op_names": list(loaded.base.definition.filter.op_names or [])}
 client.finish()
 
 print(json.dumps({

@@ -1,10 +1,11 @@
 // Traces: the calls table (filters, feedback and model filters, the query language, previews of
-// inputs and outputs, a column picker, sort and paging by the server, saved views, the server's
+// inputs and outputs, a column picker, sort and paging by the server, saved views (views.js), the server's
 // export as JSON lines, JSON, CSV or TSV, picked calls deleted or added to a Dataset for
 // training), and the helpers the call page and the evaluations share.
 import { calls, callsExport, tr, v1 } from './api.js';
 import { h, clear, enc, fmtTime, fmtMs, fmtNum, fmtCost, usageTotals, errorBox, loading, emptyState, plural, download, confirmDialog, promptDialog, toast, spinner, STALE } from './dom.js';
 import { navigate, setQuery, projectBase } from './app.js';
+import { listViews, readView, saveView, deleteView, newViewID, viewTarget } from './views.js';
 
 const PAGE = 50;
 
@@ -173,11 +174,35 @@ function shownColumns() {
   return new Set(COLUMNS.filter((c) => c[3]).map((c) => c[0]));
 }
 
-const viewsKey = (pid) => 'hone.views.' + pid;
-const savedViews = (pid) => { try { return JSON.parse(localStorage.getItem(viewsKey(pid)) || '[]'); } catch { return []; } };
+// opened is the saved view last opened and the query string it opened at: the list shows it
+// as the current view while the table is at that query string.
+let opened = { id: '', search: '' };
+
+// openView shows a saved view: its columns, then its filters, sort and page.
+function openView(v) {
+  const t = viewTarget(v.val);
+  opened = { id: v.id, search: t.search };
+  if (t.columns) localStorage.setItem(colsKey, JSON.stringify(t.columns));
+  else if (t.cols) {
+    const shown = shownColumns();
+    for (const [k, on] of Object.entries(t.cols)) on ? shown.add(k) : shown.delete(k);
+    localStorage.setItem(colsKey, JSON.stringify([...shown]));
+  }
+  if (t.left.length) toast(`The view "${v.label}" also sets ${t.left.join(', ')}, which this table does not apply.`);
+  navigate(location.pathname + t.search, !!v.replace);
+}
 
 export async function callsView(root, [entity, project], q) {
   const pid = `${entity}/${project}`;
+  if (q.get('view')) {
+    // A view's link: open it in place of the link.
+    let v = null;
+    try { v = await readView(pid, q.get('view')); } catch (e) { toast(e, 'error'); }
+    if (v) { openView({ ...v, replace: true }); return; }
+    toast(`There is no saved view "${q.get('view')}" in ${pid}.`, 'error');
+    q.delete('view');
+    history.replaceState(null, '', location.pathname + (q.toString() ? '?' + q : ''));
+  }
   const f = {
     op: q.get('op') || '', status: q.get('status') || '', from: q.get('from') || '', to: q.get('to') || '', model: q.get('model') || '',
     feedback: q.get('feedback') || '', text: q.get('text') || '', q: q.get('q') || '', all: q.get('all') === '1',
@@ -228,31 +253,52 @@ export async function callsView(root, [entity, project], q) {
   h('button.primary', { type: 'submit' }, 'Apply'),
   h('details.querybox', { open: !!f.q }, h('summary', {}, 'Query ', h('span.muted', {}, '(the calls query language, docs/trace.md)')), qbox, queryMsg));
 
-  // Saved views: the filters, sort and columns under a name, per project (in this browser).
+  // Saved views: on the server, as Weave keeps them (views.js), shared by everyone who sees
+  // the project; ?view=<id> opens one by its link.
+  let views = [];
   const viewsSel = h('select#views', { 'aria-label': 'Saved views', onchange: () => {
-    const v = savedViews(pid).find((x) => x.name === viewsSel.value);
-    if (v) { if (v.columns) localStorage.setItem(colsKey, JSON.stringify(v.columns)); navigate(location.pathname + v.search); }
+    const v = views.find((x) => x.id === viewsSel.value);
+    if (v) openView(v);
   } });
   const drawViews = () => {
-    const vs = savedViews(pid);
     const here = location.search;
-    clear(viewsSel, h('option', { value: '' }, vs.length ? 'Saved views…' : 'No saved views'), vs.map((v) => h('option', { value: v.name, selected: v.search === here }, v.name)));
+    clear(viewsSel, h('option', { value: '' }, views.length ? 'Saved views…' : 'No saved views'),
+      views.map((v) => h('option', { value: v.id, selected: (opened.id === v.id && opened.search === here) ||
+        (!!v.val.definition && !!v.val.definition.hone_studio && v.val.definition.hone_studio.search === here) }, v.label)));
+    for (const b of viewTools.querySelectorAll('#view-link, #delete-view')) b.disabled = !viewsSel.value;
   };
-  drawViews();
+  const loadViews = async () => {
+    try { views = await listViews(pid); } catch (e) { views = []; toast(e, 'error'); }
+    drawViews();
+  };
+  const picked1 = () => views.find((x) => x.id === viewsSel.value);
   const viewTools = h('span.views', {}, viewsSel,
-    h('button#save-view', { type: 'button', title: 'Save these filters, sort and columns as a view', onclick: async () => {
+    h('button#save-view', { type: 'button', title: 'Save these filters, sort and columns as a view of this project', onclick: async () => {
       const name = await promptDialog('Name of this view', '', 'Save');
       if (!name || !name.trim()) return;
-      const vs = savedViews(pid).filter((v) => v.name !== name.trim());
-      vs.push({ name: name.trim(), search: location.search, columns: [...shown] });
-      localStorage.setItem(viewsKey(pid), JSON.stringify(vs));
-      drawViews();
-      toast(`Saved the view "${name.trim()}".`);
+      const label = name.trim();
+      const same = views.find((v) => v.label === label);
+      try {
+        await saveView(pid, same ? same.id : newViewID(), { label, search: location.search, columns: [...shown], query: current.query, all: f.all,
+          sort: f.sort, dir: f.dir, page: f.page, pageSize: PAGE });
+        await loadViews();
+        toast(`Saved the view "${label}" in ${pid}.`);
+      } catch (e) { toast(e, 'error'); }
     } }, 'Save view'),
-    h('button.link#delete-view', { type: 'button', title: 'Delete the selected view', onclick: () => {
-      if (!viewsSel.value) return;
-      localStorage.setItem(viewsKey(pid), JSON.stringify(savedViews(pid).filter((v) => v.name !== viewsSel.value)));
-      drawViews();
+    h('button.link#view-link', { type: 'button', title: 'Copy a link to the selected view', onclick: async () => {
+      const v = picked1();
+      if (!v) return;
+      const url = `${location.origin}${location.pathname}?view=${enc(v.id)}`;
+      try { await navigator.clipboard.writeText(url); toast(`Copied the link to "${v.label}".`); } catch { toast(url); }
+    } }, 'link'),
+    h('button.link#delete-view', { type: 'button', title: 'Delete the selected view (for everyone in this project)', onclick: async () => {
+      const v = picked1();
+      if (!v || !await confirmDialog(`Delete the view "${v.label}"? It is deleted for everyone in ${pid}.`)) return;
+      try {
+        await deleteView(pid, v.id);
+        await loadViews();
+        toast(`Deleted the view "${v.label}".`);
+      } catch (e) { toast(e, 'error'); }
     } }, 'delete'));
 
   // The column picker.
@@ -387,6 +433,7 @@ export async function callsView(root, [entity, project], q) {
     return t;
   }
   drawBulk();
+  loadViews();
   await load();
 }
 
