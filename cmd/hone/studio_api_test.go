@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -163,6 +164,53 @@ func TestCallsTotalTokensField(t *testing.T) {
 		ids := streamIDs(t, s, authz, `{"project_id":"local/tok","query":{"$expr":{"$gt":[{"$getField":"summary.weave.total_tokens"},{"$literal":20}]}},"sort_by":[{"field":"id","direction":"asc"}],"columns":["id"]}`)
 		if strings.Join(ids, " ") != "io total two" {
 			t.Errorf("total_tokens > 20: %v", ids)
+		}
+	})
+}
+
+// TestCallsTotalCostAndExport: the calls table's cost sort (summary.weave.total_cost, priced
+// when read) and its export (/calls/stream_query by Accept), end to end on both stores.
+func TestCallsTotalCostAndExport(t *testing.T) {
+	forEachFaultStore(t, func(t *testing.T, st faultStore) {
+		data := t.TempDir()
+		s := startServer(t, data, st.args...)
+		key := initialKey(t, data)
+		authz := basic("api", key)
+		call := func(id string, usage any) map[string]any {
+			c := map[string]any{"project_id": "local/cost", "id": id, "trace_id": "t" + id, "op_name": "op", "started_at": "2026-01-01T00:00:00Z",
+				"inputs": map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hi, " + id}}}}
+			if usage != nil {
+				c["summary"] = map[string]any{"usage": usage}
+			}
+			return c
+		}
+		upsert(t, s, key, []map[string]any{
+			call("mini", map[string]any{"gpt-4o-mini": map[string]any{"prompt_tokens": 1000, "completion_tokens": 1000}}), // 0.00075
+			call("big", map[string]any{"gpt-4o": map[string]any{"prompt_tokens": 1000, "completion_tokens": 1000}}),       // 0.0125
+			call("mid", map[string]any{"gpt-4o": map[string]any{"prompt_tokens": 400}}),                                   // 0.001
+			call("unpriced", map[string]any{"my-model": map[string]any{"prompt_tokens": 9000}}),                           // unknown: last
+			call("none", nil), // unknown: last
+		})
+		for _, c := range []struct{ dir, want string }{{"desc", "big mid mini none unpriced"}, {"asc", "mini mid big none unpriced"}} {
+			ids := streamIDs(t, s, authz, `{"project_id":"local/cost","sort_by":[{"field":"summary.weave.total_cost","direction":"`+c.dir+`"}],"columns":["id"]}`)
+			if got := strings.Join(ids, " "); got != c.want {
+				t.Errorf("sorted by cost %s: %s, want %s", c.dir, got, c.want)
+			}
+		}
+		req, _ := http.NewRequest("POST", s.url+"/calls/stream_query", strings.NewReader(`{"project_id":"local/cost","sort_by":[{"field":"summary.weave.total_cost","direction":"desc"}],"columns":["id","inputs"],"limit":2}`))
+		req.Header.Set("Authorization", authz)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "text/csv")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		// (upsert writes the messages' keys in Go's map order: content, role)
+		want := "id,inputs.messages\nbig,\"[{\"\"content\"\":\"\"hi, big\"\",\"\"role\"\":\"\"user\"\"}]\"\nmid,\"[{\"\"content\"\":\"\"hi, mid\"\",\"\"role\"\":\"\"user\"\"}]\"\n"
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/csv; charset=utf-8" || string(body) != want {
+			t.Errorf("CSV export: %d %s\n%s\nwant\n%s", resp.StatusCode, resp.Header.Get("Content-Type"), body, want)
 		}
 	})
 }

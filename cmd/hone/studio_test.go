@@ -162,7 +162,7 @@ func TestStudioBrowser(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("studio scenario: %v (screenshots in %s)\nstdout:\n%s\nstderr:\n%s", err, shots, stdout.String(), stderr.String())
 	}
-	wantChecks := 207 // and 3 more on the SDK's trace and evaluation
+	wantChecks := 224 // and 3 more on the SDK's trace and evaluation
 	if sdkEnv != nil {
 		wantChecks += 3
 	}

@@ -134,7 +134,9 @@ async function seed() {
   for (let k = 0; k < (process.env.HONE_STUDIO_QUICK ? 0 : 100); k++) {
     const batch = [];
     for (let i = 0; i < 1000; i++) {
-      const items = call(uuid(), uuid(), null, i % 3 ? 'agent.run' : 'agent.plan', t0 - (k * 1000 + i) * 10, 5 + (i % 97), { inputs: { n: k * 1000 + i }, output: i });
+      // Usage on each (a model with a default price), so that sorting by cost prices 100,000 calls.
+      const items = call(uuid(), uuid(), null, i % 3 ? 'agent.run' : 'agent.plan', t0 - (k * 1000 + i) * 10, 5 + (i % 97), { inputs: { n: k * 1000 + i }, output: i,
+        summary: { usage: { 'gpt-4o-mini': { requests: 1, prompt_tokens: 10 + (i * 7919) % 1000, completion_tokens: 20 } } } });
       for (const it of items) (it.req.start || it.req.end).project_id = P + '-100k';
       batch.push(...items);
     }
@@ -318,6 +320,30 @@ try {
   await page.waitForFunction(() => !location.search.includes('sort='));
   await page.waitForSelector('table.calls th[data-col=start].sorted');
   check(true, 'Back undoes the sort');
+  // Sort by cost (summary.weave.total_cost, priced by the server when it reads the calls),
+  // nested calls too, with a price for the demo model: the page is the server's order, the
+  // priced calls first (most first, then least first), the others after them both ways.
+  await api('/cost/create', { project_id: P, costs: { demo: { prompt_token_cost: 1e-6, completion_token_cost: 2e-6 } } });
+  await goto(`/${P}/weave?all=1`);
+  await page.waitForSelector('table.calls tbody tr');
+  await page.click('th[data-col=cost] button.sortbtn');
+  await page.waitForFunction(() => location.search.includes('sort=summary.weave.total_cost'));
+  await page.waitForSelector('th[data-col=cost].sorted[aria-sort=descending]');
+  const costRows = () => page.$$eval('table.calls tbody tr', (rs) => rs.map((r) => [r.dataset.id, r.querySelector('td[data-col=cost]').textContent]));
+  const byCost = async (dir) => lines(await api('/calls/stream_query', { project_id: P, sort_by: [{ field: 'summary.weave.total_cost', direction: dir }], limit: 50, include_costs: true, columns: ['id', 'summary'] }));
+  const costOf = (c) => Object.values(c.summary.weave.costs || {}).reduce((n, u) => n + (u.prompt_tokens_total_cost || 0) + (u.completion_tokens_total_cost || 0) + (u.cache_read_input_tokens_total_cost || 0) + (u.cache_creation_input_tokens_total_cost || 0), 0);
+  let dom = await costRows();
+  let viaAPI = await byCost('desc');
+  check(dom.length === 50 && dom.map((r) => r[0]).join() === viaAPI.map((c) => c.id).join(), 'sorted by cost: the page is the API\'s order');
+  check(dom[0][0] === seeded.chat && dom[0][1] === '$0.000035' && dom[1][0] === seeded.chat2 && dom[1][1].startsWith('$') && dom.slice(2).every((r) => r[1] === '') &&
+    costOf(viaAPI[0]) > costOf(viaAPI[1]) && costOf(viaAPI[1]) > 0, 'sorted by cost, most first: ' + dom.slice(0, 3));
+  await page.click('th[data-col=cost] button.sortbtn');
+  await page.waitForSelector('th[data-col=cost].sorted[aria-sort=ascending]');
+  dom = await costRows();
+  viaAPI = await byCost('asc');
+  check(dom.map((r) => r[0]).join() === viaAPI.map((c) => c.id).join() && dom[0][0] === seeded.chat2 && dom[1][0] === seeded.chat, 'sorted by cost, least first, calls without a cost still last');
+  await goto(`/${P}/weave`);
+  await page.waitForFunction(() => /^67 calls/.test(document.querySelector('#calls-count')?.textContent || ''));
   // Filter by status and op, then page; Back returns to the first page.
   await page.select('select[name=status]', 'success');
   await page.type('input[name=op]', 'score');
@@ -345,36 +371,138 @@ try {
   await page.waitForSelector('table.calls tbody tr');
   check(!!(await page.$('details.querybox[open] .querymsg .error')) && (await text('.querymsg')).includes('not valid JSON') && /^67 calls/.test(await text('#calls-count')),
     'a bad query: the box open with the error, the table without the query: ' + await text('.querymsg'));
-  // A saved view: the filters under a name, restored from the list.
+  // A saved view: the filters, sort and columns under a name, stored on the server as Weave
+  // stores views (an object of base class SavedView), listed after a reload, opened by its link
+  // in a fresh browser context (no localStorage), and deleted.
   await goto(`/${P}/weave?op=agent&status=success`);
   await page.waitForSelector('#save-view');
+  await page.waitForSelector('table.calls tbody tr');
   await page.click('#save-view');
   await page.waitForSelector('dialog[open] input');
   await page.type('dialog[open] input', 'agent runs');
   await page.click('dialog[open] #prompt-ok');
-  await page.waitForFunction(() => [...document.querySelectorAll('#views option')].some((o) => o.value === 'agent runs'));
+  await page.waitForFunction(() => [...document.querySelectorAll('#views option')].some((o) => o.textContent === 'agent runs'));
+  const stored = (await api('/objs/query', { project_id: P, filter: { base_object_classes: ['SavedView'], latest_only: true } })).objs;
+  const sv = stored.find((o) => o.val.label === 'agent runs');
+  check(stored.length === 1 && sv.base_object_class === 'SavedView' && sv.val.view_type === 'traces' && sv.val.definition.hone_studio.search === '?op=agent&status=success' &&
+    sv.val.definition.filter.trace_roots_only === true && sv.val.definition.sort_by[0].field === 'started_at' && sv.val.definition.cols['summary.weave.total_cost'] === true,
+  'the view is a SavedView object on the server: ' + JSON.stringify(stored.map((o) => o.val)).slice(0, 400));
+  // Its definition's filter and query are the table's: the same calls through the API.
+  const svCount = await api('/calls/query_stats', { project_id: P, filter: sv.val.definition.filter, query: sv.val.definition.query });
+  check(svCount.count === 31, 'the view\'s filter and query select the table\'s 31 calls: ' + svCount.count);
+  await page.reload({ waitUntil: 'domcontentloaded' });
   await goto(`/${P}/weave`);
-  await page.waitForSelector('#views');
-  await page.select('#views', 'agent runs');
+  await page.waitForFunction((id) => !!document.querySelector(`#views option[value="${id}"]`), {}, sv.object_id);
+  await page.select('#views', sv.object_id);
   await page.waitForFunction(() => location.search.includes('op=agent') && location.search.includes('status=success'));
-  await page.waitForSelector('table.calls tbody tr');
-  check(/^31 calls/.test(await text('#calls-count')), 'the saved view restored: ' + await text('#calls-count'));
-  // Export the filtered calls as JSON lines and as CSV.
-  for (const kind of ['jsonl', 'csv']) {
+  await page.waitForFunction(() => /^31 calls/.test(document.querySelector('#calls-count')?.textContent || ''));
+  check(await page.$eval('#views', (e) => e.selectedOptions[0].textContent) === 'agent runs', 'the saved view restored after a reload, and shown as the current one');
+  // A view made as the Python SDK makes one (weave.SavedView(...).filter_op(...), its pydantic
+  // fields, no Studio part) opens with what maps: the op and the query as the query language, the
+  // sort, the columns.
+  const sdkView = { _type: 'SavedView', name: null, description: null, view_type: 'traces', label: 'slow agent runs', definition: {
+    _type: 'SavedViewDefinition', filter: { _type: 'CallsFilter', op_names: ['agent.run'], trace_roots_only: null, _class_name: 'CallsFilter', _bases: ['BaseModelStrict', 'BaseModel'] },
+    query: { _type: 'Query', $expr: { _type: 'AndOperation', $and: [{ _type: 'GtOperation', $gt: [{ _type: 'GetFieldOperator', $getField: 'summary.weave.latency_ms', _class_name: 'GetFieldOperator', _bases: ['BaseModel'] },
+      { _type: 'LiteralOperation', $literal: 1000.0, _class_name: 'LiteralOperation', _bases: ['BaseModel'] }], _class_name: 'GtOperation', _bases: ['BaseModel'] }], _class_name: 'AndOperation', _bases: ['BaseModel'] },
+    _class_name: 'Query', _bases: ['BaseModel'] },
+    cols: { 'summary.weave.total_tokens': false }, sort_by: [{ _type: 'SortBy', field: 'summary.weave.latency_ms', direction: 'desc', _class_name: 'SortBy', _bases: ['BaseModelStrict', 'BaseModel'] }],
+    page_size: 25, _class_name: 'SavedViewDefinition', _bases: ['BaseModel'] }, _class_name: 'SavedView', _bases: ['BaseObject', 'BaseModel'] };
+  await api('/obj/create', { obj: { project_id: P, object_id: 'traces_2026-01-01_00-00-00-00000', val: sdkView } });
+  await goto(`/${P}/weave`);
+  await page.waitForFunction(() => !!document.querySelector('#views option[value="traces_2026-01-01_00-00-00-00000"]'));
+  await page.select('#views', 'traces_2026-01-01_00-00-00-00000');
+  await page.waitForFunction(() => location.search.includes('sort=summary.weave.latency_ms') && location.search.includes('q='));
+  await page.waitForFunction(() => /^1 call\b/.test(document.querySelector('#calls-count')?.textContent || ''));
+  check((await page.$eval('table.calls tbody tr', (r) => r.dataset.id)) === seeded.root && !(await page.$('table.calls th[data-col=tokens]')) &&
+    (await page.$eval('textarea[name=q]', (e) => e.value)).includes('"$eq":[{"$getField":"op_name"},{"$literal":"agent.run"}]'),
+  'the Python SDK\'s view opened: its op, query, sort and columns: ' + await text('#calls-count'));
+  await page.click('details.colpicker:not(#export) > summary');
+  await page.click('input[name=col-tokens]');
+  await page.waitForSelector('table.calls th[data-col=tokens]');
+  await page.keyboard.press('Escape');
+  // Its link, in a fresh browser context (signed in there, nothing in its storage).
+  const ctxV = await browser.createBrowserContext();
+  const pv = await ctxV.newPage();
+  watch(pv);
+  await pv.setViewport({ width: 1280, height: 800 });
+  await goto('/', pv);
+  await pv.waitForSelector('#key');
+  await pv.type('#key', key);
+  await pv.click('form.signin button[type=submit]');
+  await pv.waitForFunction(() => document.querySelector('main h1')?.textContent.includes('Projects of local'));
+  await goto(`/${P}/weave?view=${sv.object_id}`, pv);
+  await pv.waitForFunction(() => location.search.includes('op=agent') && location.search.includes('status=success') && !location.search.includes('view='));
+  await pv.waitForFunction(() => /^31 calls/.test(document.querySelector('#calls-count')?.textContent || ''));
+  await pv.waitForFunction(() => document.querySelector('#views')?.selectedOptions[0]?.textContent === 'agent runs');
+  check(true, 'the view\'s link opened it in a fresh browser context');
+  await ctxV.close();
+  // The link button copies that link.
+  await page.select('#views', sv.object_id);
+  await page.waitForFunction(() => /^31 calls/.test(document.querySelector('#calls-count')?.textContent || ''));
+  await page.click('#view-link');
+  await page.waitForFunction(() => [...document.querySelectorAll('#toasts .toast')].some((t) => t.textContent.includes('Copied the link')));
+  check((await page.evaluate(() => navigator.clipboard.readText())) === `${base}/${P}/weave?view=${sv.object_id}`, 'the view\'s link copied');
+
+  // Export the filtered calls (the server's export, by Accept): JSON lines, JSON, CSV and TSV
+  // hold the same 31 calls in the table's order; CSV and TSV the same flattened columns.
+  const parseSV = (text, sep) => {
+    // RFC 4180 fields (quotes doubled; quoted separators and newlines).
+    const rows = [];
+    let row = [], cell = '', q = false;
+    for (let i = 0; i < text.length; i++) {
+      const c = text[i];
+      if (q) { if (c === '"') { if (text[i + 1] === '"') { cell += '"'; i++; } else q = false; } else cell += c; continue; }
+      if (c === '"') q = true;
+      else if (c === sep) { row.push(cell); cell = ''; }
+      else if (c === '\n') { row.push(cell); rows.push(row); row = []; cell = ''; }
+      else if (c !== '\r') cell += c;
+    }
+    if (cell || row.length) { row.push(cell); rows.push(row); }
+    return rows;
+  };
+  const exported = {};
+  for (const kind of ['jsonl', 'json', 'csv', 'tsv']) {
     await page.click('#export > summary');
     await page.click('#export-' + kind);
     let file = '';
     for (let i = 0; i < 100 && !file; i++) { await sleep(100); file = readdirSync(downloads).find((f) => f.endsWith('.' + kind)) || ''; }
-    check(!!file, 'exported a .' + kind);
-    const body = readFileSync(join(downloads, file), 'utf8');
-    if (kind === 'jsonl') {
-      const calls = body.trim().split('\n').map((l) => JSON.parse(l));
-      check(calls.length === 31 && calls.every((c) => c.op_name === 'agent.run' && c.summary.weave.status === 'success'), 'JSONL export holds the 31 filtered calls: ' + calls.length);
-    } else {
-      const rowsCSV = body.trim().split('\r\n');
-      check(rowsCSV.length === 32 && rowsCSV[0].startsWith('id,trace_id,parent_id,op_name') && rowsCSV.slice(1).every((r) => r.includes(',agent.run,')), 'CSV export: a header and 31 rows: ' + rowsCSV.length);
-    }
+    check(file.startsWith('studio-calls-'), 'exported a .' + kind + ': ' + file);
+    exported[kind] = readFileSync(join(downloads, file), 'utf8');
   }
+  const jl = exported.jsonl.trim().split('\n').map((l) => JSON.parse(l));
+  check(jl.length === 31 && jl.every((c) => c.op_name === 'agent.run' && c.summary.weave.status === 'success'), 'JSONL export holds the 31 filtered calls: ' + jl.length);
+  const tableIDs = lines(await api('/calls/stream_query', { project_id: P, filter: { trace_roots_only: true }, query: sv.val.definition.query, sort_by: [{ field: 'started_at', direction: 'desc' }], columns: ['id'] })).map((c) => c.id);
+  check(jl.map((c) => c.id).join() === tableIDs.join(), 'in the table\'s order');
+  const js = JSON.parse(exported.json);
+  check(Array.isArray(js) && js.map((c) => c.id).join() === tableIDs.join() && JSON.stringify(js[0]) === JSON.stringify(jl[0]), 'JSON export: one array of the same calls');
+  const csvRows = parseSV(exported.csv, ','), tsvRows = parseSV(exported.tsv, '\t');
+  const hdr = csvRows[0];
+  const col = (name) => csvRows.slice(1).map((r) => r[hdr.indexOf(name)]);
+  check(csvRows.length === 32 && hdr.slice(0, 4).join() === 'id,trace_id,parent_id,op_name' && ['summary.weave.status', 'summary.weave.latency_ms', 'inputs.i', 'inputs.question', 'output', 'summary.weave.feedback'].every((h) => hdr.includes(h)) &&
+    col('id').join() === tableIDs.join() && col('op_name').every((v) => v === 'agent.run') && col('summary.weave.status').every((v) => v === 'success'),
+  'CSV export: flattened columns and the 31 calls: ' + hdr.join(' '));
+  check(col('inputs.question').includes('What is the capital of France?') && col('output').includes('Paris') && col('summary.weave.feedback').every((v) => v === '[]'), 'CSV cells: strings as they are, arrays as JSON');
+  check(JSON.stringify(tsvRows) === JSON.stringify(csvRows), 'TSV export: the same rows, tab-separated');
+
+  // Deleting the view asks first, and deletes it on the server.
+  await page.select('#views', sv.object_id);
+  await page.waitForFunction(() => /^31 calls/.test(document.querySelector('#calls-count')?.textContent || ''));
+  await page.click('#delete-view');
+  await confirmOK();
+  await page.waitForFunction((id) => !document.querySelector(`#views option[value="${id}"]`), {}, sv.object_id);
+  let left = (await api('/objs/query', { project_id: P, filter: { base_object_classes: ['SavedView'], latest_only: true } })).objs;
+  check(left.length === 1 && left[0].object_id === 'traces_2026-01-01_00-00-00-00000', 'the view deleted on the server: ' + left.map((o) => o.object_id));
+  await page.select('#views', 'traces_2026-01-01_00-00-00-00000');
+  await page.waitForFunction(() => location.search.includes('sort=summary.weave.latency_ms'));
+  await page.click('#delete-view');
+  await confirmOK();
+  await page.waitForFunction(() => !document.querySelector('#views option[value="traces_2026-01-01_00-00-00-00000"]'));
+  left = (await api('/objs/query', { project_id: P, filter: { base_object_classes: ['SavedView'], latest_only: true } })).objs;
+  check(left.length === 0, 'the Python SDK\'s view deleted too');
+  await page.click('details.colpicker:not(#export) > summary');
+  await page.click('input[name=col-tokens]');
+  await page.waitForSelector('table.calls th[data-col=tokens]');
+  await page.keyboard.press('Escape');
 
   // Feedback filter, with a reaction added through the API.
   await api('/feedback/create', { project_id: P, weave_ref: `weave:///${P}/call/${seeded.chat2}`, feedback_type: 'wandb.reaction.1', payload: { emoji: '👍' } });
@@ -948,7 +1076,7 @@ try {
   const allCalls = (await api('/calls/query_stats', { project_id: P, filter: {} })).count;
   check(allCalls >= 10079 && (await text('#calls-count')).startsWith(allCalls.toLocaleString('en-US') + ' calls'), 'all calls counted: ' + await text('#calls-count') + ' of ' + allCalls);
   // 100,000 calls: the first page, sorted by latency, and the last page.
-  for (const [name, q] of process.env.HONE_STUDIO_QUICK ? [] : [['calls_table_100k', ''], ['calls_table_100k_by_latency', '?sort=summary.weave.latency_ms'], ['calls_table_100k_last_page', '?page=1999']]) {
+  for (const [name, q] of process.env.HONE_STUDIO_QUICK ? [] : [['calls_table_100k', ''], ['calls_table_100k_by_latency', '?sort=summary.weave.latency_ms'], ['calls_table_100k_by_cost', '?sort=summary.weave.total_cost'], ['calls_table_100k_last_page', '?page=1999']]) {
     const ts = [];
     for (let i = 0; i < 3; i++) {
       await goto('/playground');
@@ -1108,6 +1236,8 @@ try {
   check(!(await p2.$('.tree')) && !(await p2.content()).includes('agent.run'), 'no trace shown to the other entity');
   const status = await provoking(/response 403|status of 403/, () => p2.evaluate(async (P, root) => (await fetch('/call/read', { method: 'POST', headers: { Authorization: 'Basic ' + btoa('api:' + sessionStorage.getItem('hone.key')), 'Content-Type': 'application/json' }, body: JSON.stringify({ project_id: P, id: root }) })).status, P, seeded.root));
   check(status === 403, 'the API refuses the other entity: ' + status);
+  const viewsStatus = await provoking(/response 403|status of 403/, () => p2.evaluate(async (P) => (await fetch('/objs/query', { method: 'POST', headers: { Authorization: 'Basic ' + btoa('api:' + sessionStorage.getItem('hone.key')), 'Content-Type': 'application/json' }, body: JSON.stringify({ project_id: P, filter: { base_object_classes: ['SavedView'] } }) })).status, P));
+  check(viewsStatus === 403, 'the other entity cannot list the project\'s saved views: ' + viewsStatus);
   await p2.screenshot({ path: join(out, '11-other-entity.png') });
   shots.push(join(out, '11-other-entity.png'));
   // A key refused in the middle of a session (revoked): the sign-in form says so.
