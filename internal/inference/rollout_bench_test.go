@@ -3,14 +3,11 @@ package inference
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/honeai/hone/internal/cputime"
-	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/sample"
-	"github.com/honeai/hone/internal/tokenizer"
 )
 
 // BenchmarkRolloutsSmolLM2: an RL step's rollouts as ART's client sends them (scripts/rl-bench):
@@ -19,18 +16,7 @@ import (
 // iterations (each step's prompts are new to the cache, as a new checkpoint's are). Reports
 // seconds and CPU seconds (all threads) per step, and the prompt tokens computed per step.
 func BenchmarkRolloutsSmolLM2(b *testing.B) {
-	dir := os.Getenv("HONE_SMOLLM2_DIR")
-	if dir == "" {
-		b.Skip("HONE_SMOLLM2_DIR not set")
-	}
-	m, err := model.Load(dir, model.LoadOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	tok, err := tokenizer.Load(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
+	m, tok := smolLM2(b)
 	users := []string{
 		"Write one short sentence about the sea, the wind and an old lighthouse keeper who lives alone.",
 		"Name a city in Europe that is famous for its bridges, and say in a few words why people visit it.",

@@ -2,12 +2,8 @@ package inference
 
 import (
 	"fmt"
-	"os"
 	"testing"
 	"time"
-
-	"github.com/honeai/hone/internal/model"
-	"github.com/honeai/hone/internal/tokenizer"
 )
 
 // BenchmarkSpecDecodeSmolLM2: greedy decoding on the real SmolLM2-135M-Instruct
@@ -16,18 +12,7 @@ import (
 // Reports generated tokens/s, the tokens emitted per forward pass and the fraction of
 // proposed tokens accepted. One request at a time (batch 1) and four at once.
 func BenchmarkSpecDecodeSmolLM2(b *testing.B) {
-	dir := os.Getenv("HONE_SMOLLM2_DIR")
-	if dir == "" {
-		b.Skip("HONE_SMOLLM2_DIR not set")
-	}
-	m, err := model.Load(dir, model.LoadOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	tok, err := tokenizer.Load(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
+	m, tok := smolLM2(b)
 	p := greedy()
 	p.EOS = m.Config.EOSIDs()
 	tasks := []struct {

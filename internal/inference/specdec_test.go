@@ -489,18 +489,7 @@ func TestSpecSamplingDistribution(t *testing.T) {
 // paragraph: greedy output with speculation equals plain decoding's, with logprobs within
 // 1e-5, and proposals are accepted.
 func TestSpecSmolLM2(t *testing.T) {
-	dir := os.Getenv("HONE_SMOLLM2_DIR")
-	if dir == "" {
-		t.Skip("HONE_SMOLLM2_DIR not set")
-	}
-	m, err := model.Load(dir, model.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, tok := smolLM2(t)
 	p := greedy()
 	p.EOS = m.Config.EOSIDs()
 	for _, task := range []string{copyTask, jsonTask, logTask} {
@@ -537,6 +526,25 @@ const jsonTask = `Extract the order from this email as JSON with the keys "name"
 Hello, my name is Maria Gonzalez and I live in Valencia. I would like to order 3 units of the Aurora desk lamp, please deliver them to my home address. Thank you!`
 
 // smolPrompt renders one user message with the model's chat template (SmolLM2's ChatML).
+// smolLM2 loads the real SmolLM2-135M-Instruct and its tokenizer from HONE_SMOLLM2_DIR
+// (scripts/test-setup.sh), or skips tb when it is not set.
+func smolLM2(tb testing.TB) (*model.Model, *tokenizer.Tokenizer) {
+	tb.Helper()
+	dir := os.Getenv("HONE_SMOLLM2_DIR")
+	if dir == "" {
+		tb.Skip("HONE_SMOLLM2_DIR not set")
+	}
+	m, err := model.Load(dir, model.LoadOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m, tok
+}
+
 func smolPrompt(tok *tokenizer.Tokenizer, user string) []int {
 	text := "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n<|im_start|>user\n" +
 		user + "<|im_end|>\n<|im_start|>assistant\n"
