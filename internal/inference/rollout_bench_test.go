@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/honeai/hone/internal/cputime"
+	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/sample"
 )
 
@@ -25,8 +26,19 @@ func BenchmarkRolloutsSmolLM2(b *testing.B) {
 		"Suggest a name for a small grey cat that likes to sleep on warm books next to the window.",
 		"Tell me one interesting fact about the planet Mars that a ten year old child would enjoy.",
 	}
-	for _, share := range []bool{true, false} {
-		b.Run(fmt.Sprintf("prefix-cache=%v", share), func(b *testing.B) {
+	// An RL step's later rounds sample from the last checkpoint: a LoRA adapter of rank 8 on
+	// all seven projections (Hone's default for new models).
+	lora := randomLoRARank(m, 8, "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+	for _, c := range []struct {
+		share bool
+		a     *model.LoRA
+	}{{true, nil}, {false, nil}, {true, lora}} {
+		share := c.share
+		name := fmt.Sprintf("prefix-cache=%v", share)
+		if c.a != nil {
+			name += "/adapter-rank8"
+		}
+		b.Run(name, func(b *testing.B) {
 			var prompt, cpu float64
 			var wall time.Duration
 			for it := 0; b.Loop(); it++ {
@@ -37,7 +49,7 @@ func BenchmarkRolloutsSmolLM2(b *testing.B) {
 					ids := smolPrompt(tok, fmt.Sprintf("%s (%d)", u, it))
 					for k := range 8 {
 						seed := int64(i*8 + k + 1)
-						reqs = append(reqs, &Request{Prompt: ids, MaxTokens: 8, Logprobs: true,
+						reqs = append(reqs, &Request{Prompt: ids, MaxTokens: 8, Logprobs: true, Adapter: c.a,
 							Params: sample.Params{Temperature: 1, Seed: &seed, EOS: m.Config.EOSIDs()}})
 					}
 				}

@@ -553,9 +553,13 @@ func smolPrompt(tok *tokenizer.Tokenizer, user string) []int {
 
 // randomLoRA is a rank-2 adapter with random weights on the given modules of every layer.
 func randomLoRA(m *model.Model, modules ...string) *model.LoRA {
-	const r = 2
+	return randomLoRARank(m, 2, modules...)
+}
+
+// randomLoRARank is randomLoRA of rank r.
+func randomLoRARank(m *model.Model, r int, modules ...string) *model.LoRA {
 	rng := rand.New(rand.NewPCG(1, 2))
-	a := &model.LoRA{Name: "random", Rank: r, Alpha: 2, Scaling: 1, Targets: modules, Layers: make([]map[string]*model.LoRAPair, m.Config.NumLayers)}
+	a := &model.LoRA{Name: "random", Rank: r, Alpha: float64(r), Scaling: 1, Targets: modules, Layers: make([]map[string]*model.LoRAPair, m.Config.NumLayers)}
 	for l := range a.Layers {
 		a.Layers[l] = map[string]*model.LoRAPair{}
 		for _, mod := range modules {

@@ -571,6 +571,7 @@ type batch struct {
 	buf                        LayerBuffers
 	kv                         []attnScratch // per step: a decode step's gathered keys and values (k, v)
 	gather                     []gatherPart  // the parts of the decode steps' gathers
+	loraTmp                    []float32     // AddDelta's rows × rank products
 }
 
 // gatherPart is a range of a decode step's cached positions [lo, hi) to gather, from base,
@@ -620,17 +621,27 @@ func (b *batch) release() {
 	}
 }
 
-// AddDelta adds each step's adapter delta of module to the step's rows (Adapters).
+// AddDelta adds each step's adapter delta of module to the step's rows (Adapters): one
+// product for each run of consecutive steps with the same adapter (their rows are
+// consecutive; a decode step of many sequences sampling one checkpoint is one run), whose
+// rows are the same bits as the steps' alone (LoRA's products are row-invariant, docs/engine.md).
 func (b *batch) AddDelta(l int, module string, x, out []float32) {
-	for i, st := range b.steps {
-		a := st.Adapter
-		if a == nil {
-			continue
+	for i := 0; i < len(b.steps); {
+		a := b.steps[i].Adapter
+		j := i + 1
+		for j < len(b.steps) && b.steps[j].Adapter == a {
+			j++
 		}
-		if p := a.Layers[l][module]; p != nil {
-			r0 := b.start[i]
-			a.AddDelta(l, module, x[r0*p.In:], len(st.Tokens), out[r0*p.Out:], nil)
+		if a != nil {
+			if p := a.Layers[l][module]; p != nil {
+				r0, rows := b.start[i], b.start[j-1]+len(b.steps[j-1].Tokens)-b.start[i]
+				if n := rows * a.Rank; cap(b.loraTmp) < n {
+					b.loraTmp = make([]float32, n)
+				}
+				a.AddDelta(l, module, x[r0*p.In:], rows, out[r0*p.Out:], b.loraTmp[:rows*a.Rank])
+			}
 		}
+		i = j
 	}
 }
 
