@@ -91,14 +91,24 @@ func runPairs(im *impl, p *problem, nt int) {
 	m, n, k := p.m, p.n, p.k
 	kpAll, kpS := (k+1)/2, pairStride(k)
 	kcp := kcBlock / 2 // depth pairs per block
-	if m <= len(im.pairStream) {
+	kw := panelW       // columns of a kernel call
+	if tall := m > len(im.pairStream); !tall || m <= len(im.pairTall) {
 		// Decode: each task streams its panels whole (all of the depth at once), with or
-		// without software prefetch as the pairs' tuner has measured faster.
+		// without software prefetch as the pairs' tuner has measured faster. Up to four rows
+		// the streaming kernels take whole panels; more (batched decode), the tall kernels
+		// take half panels, every row on each B vector.
 		kern, kcp = im.pairStream, max(kpAll, 1)
-		probe := decodeTuner(tunePairsIdx, m).Begin([3]int{n, k, m}, 2*n*k)
+		if tall {
+			kern, kw = im.pairTall, panelW/2
+		}
+		probe := decodeTuner(tunePairsIdx, m, tall).Begin([3]int{n, k, m}, 2*n*k)
 		defer probe.End()
-		if probe.PF() && im.pairStreamPF != nil {
-			kern = im.pairStreamPF
+		if probe.PF() {
+			if !tall && im.pairStreamPF != nil {
+				kern = im.pairStreamPF
+			} else if tall && im.pairTallPF != nil {
+				kern = im.pairTallPF
+			}
 		}
 	}
 	mr := len(kern)
@@ -128,20 +138,22 @@ func runPairs(im *impl, p *problem, nt int) {
 				mcc := min(mc, i1-ic)
 				packAPairs(im, ap, row, p, ic, mcc, 2*pq, kp, mr)
 				for q := q0; q < q1; q++ {
-					bp := (*uint16)(unsafe.Add(words, uintptr((q*kpS+pq)*panelW)*4))
-					cols := min(panelW, n-q*panelW)
-					for ir := 0; ir < mcc; ir += mr {
-						rows := min(mr, mcc-ir)
-						a := &ap[ir*kp]
-						c := p.c[(ic+ir)*p.ldc+q*panelW:]
-						if cols == panelW {
-							kern[rows-1](kp, a, bp, &c[0], p.ldc)
-							continue
+					for h := 0; h < panelW && q*panelW+h < n; h += kw {
+						bp := (*uint16)(unsafe.Add(words, uintptr((q*kpS+pq)*panelW+h)*4))
+						cols := min(kw, n-q*panelW-h)
+						for ir := 0; ir < mcc; ir += mr {
+							rows := min(mr, mcc-ir)
+							a := &ap[ir*kp]
+							c := p.c[(ic+ir)*p.ldc+q*panelW+h:]
+							if cols == kw {
+								kern[rows-1](kp, a, bp, &c[0], p.ldc)
+								continue
+							}
+							tt := buf.tile[:rows*panelW]
+							loadEdge(tt, panelW, c, p.ldc, rows, cols)
+							kern[rows-1](kp, a, bp, &tt[0], panelW)
+							storeEdge(c, p.ldc, tt, panelW, rows, cols)
 						}
-						tt := buf.tile[:rows*panelW]
-						loadEdge(tt, panelW, c, p.ldc, rows, cols)
-						kern[rows-1](kp, a, bp, &tt[0], panelW)
-						storeEdge(c, p.ldc, tt, panelW, rows, cols)
 					}
 				}
 			}
@@ -219,25 +231,31 @@ var genericPair = func() []pairFn {
 }()
 
 func pairGo(rows, kp int, a *uint32, b *uint16, c *float32, ldc int) {
+	pairGoCols(rows, panelW, kp, a, b, c, ldc)
+}
+
+// pairGoCols is pairGo on the first cols columns of the panel (B still panelW words per depth
+// pair): the tall pair kernels' sums (cols 16).
+func pairGoCols(rows, cols, kp int, a *uint32, b *uint16, c *float32, ldc int) {
 	if kp == 0 {
 		return
 	}
 	as := unsafe.Slice(a, kp*rows)
-	bs := unsafe.Slice((*uint32)(unsafe.Pointer(b)), kp*panelW)
-	cs := unsafe.Slice(c, (rows-1)*ldc+panelW)
+	bs := unsafe.Slice((*uint32)(unsafe.Pointer(b)), (kp-1)*panelW+cols)
+	cs := unsafe.Slice(c, (rows-1)*ldc+cols)
 	var acc [panelW]float32
 	for i := 0; i < rows; i++ {
-		row := cs[i*ldc : i*ldc+panelW]
+		row := cs[i*ldc : i*ldc+cols]
 		copy(acc[:], row) // one chain per element from C, as the assembly kernels
 		for q := 0; q < kp; q++ {
 			aw := as[q*rows+i]
 			alo, ahi := math.Float32frombits(aw<<16), math.Float32frombits(aw&0xffff0000)
-			for j, w := range bs[q*panelW : q*panelW+panelW] {
+			for j, w := range bs[q*panelW : q*panelW+cols] {
 				s := acc[j] + ahi*math.Float32frombits(w&0xffff0000)
 				acc[j] = s + alo*math.Float32frombits(w<<16)
 			}
 		}
-		copy(row, acc[:])
+		copy(row, acc[:cols])
 	}
 }
 

@@ -18,12 +18,14 @@ func BenchmarkDecodeBandwidth(b *testing.B) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	shapes := [][2]int{{960, 576}, {576, 576}, {3072, 576}, {576, 1536}}
 	const layers = 30
-	for _, mode := range []string{"f32", "bf16-f32", "bf16-pairs"} {
-		b.Run(fmt.Sprintf("%s/batch1", mode), func(b *testing.B) { decodeBandwidth(b, rng, mode, shapes, layers) })
+	for _, m := range []int{1, 16} {
+		for _, mode := range []string{"f32", "bf16-f32", "bf16-pairs"} {
+			b.Run(fmt.Sprintf("%s/batch%d", mode, m), func(b *testing.B) { decodeBandwidth(b, rng, mode, shapes, layers, m) })
+		}
 	}
 }
 
-func decodeBandwidth(b *testing.B, rng *rand.Rand, mode string, shapes [][2]int, layers int) {
+func decodeBandwidth(b *testing.B, rng *rand.Rand, mode string, shapes [][2]int, layers, m int) {
 	{
 		var packs []*PackedB
 		bytes := 0
@@ -47,18 +49,24 @@ func decodeBandwidth(b *testing.B, rng *rand.Rand, mode string, shapes [][2]int,
 				}
 			}
 		}
-		x := make([]float32, 1536)
+		x := make([]float32, m*1536)
 		for i := range x {
 			x[i] = float32(rng.NormFloat64())
 		}
-		y := make([]float32, 3072)
+		y := make([]float32, m*3072)
+		flops := 0
+		for _, pb := range packs {
+			flops += 2 * m * pb.N() * pb.K()
+		}
 		b.ResetTimer()
 		start := time.Now()
 		for it := 0; it < b.N; it++ {
 			for _, pb := range packs {
-				GemmPacked(false, 1, 1, x, pb.K(), pb, 0, y, pb.N())
+				GemmPacked(false, m, 1, x, pb.K(), pb, 0, y, pb.N())
 			}
 		}
-		b.ReportMetric(float64(bytes)*float64(b.N)/time.Since(start).Seconds()/1e9, "GB/s")
+		sec := time.Since(start).Seconds()
+		b.ReportMetric(float64(bytes)*float64(b.N)/sec/1e9, "GB/s")
+		b.ReportMetric(float64(flops)*float64(b.N)/sec/1e9, "GFLOP/s")
 	}
 }

@@ -85,6 +85,13 @@ type impl struct {
 	// PrefetchTuner picks between the two sets (decodeTuners)
 	streamPF     *impl
 	pairStreamPF []pairFn
+	// optional: decode's kernels for more rows than the streaming ones take, up to tallIm.mr
+	// (batched decode): tallIm is this implementation with tall micro-kernels (16 columns, one
+	// accumulator per row, so that every row shares each B vector and B is read once) as its
+	// kernels (runPacked), pairTall the same for pair-packed B (runPairs); tallPF and
+	// pairTallPF the same prefetching B in software (a PrefetchTuner picks, decodeTuners).
+	tallIm, tallPF       *impl
+	pairTall, pairTallPF []pairFn
 	// optional: dst[q] = bf16(alpha·src[2q]) | bf16(alpha·src[2q+1])<<16 for q < n (n a
 	// multiple of 16), rounding to nearest even (subnormals flushed)
 	packRow func(n int, src *float32, dst *uint32, alpha float32)
@@ -136,25 +143,36 @@ func SetImpl(name string) error {
 var decodePrior bool
 
 // decodeTuners choose, per number of rows (index 0: one row, the batch-1 decode that reads
-// the weights at memory speed; 1: several) and kind of B (index elemKind, and tunePairsIdx
-// for pair-packed bf16), between decode's streaming kernels with and without software
-// prefetch; nil where the implementations have no prefetching kernels. One row and several
-// (up to the streaming kernels' four) decide apart: the choice that reads one row's weights
-// faster need not be the faster one at four rows, which do four times the arithmetic per
-// byte.
-var decodeTuners [2][4]*PrefetchTuner
+// the weights at memory speed; 1: several, up to the streaming kernels' four; 2: more, up to
+// the tall kernels' 16: batched decode) and kind of B (index elemKind, and tunePairsIdx for
+// pair-packed bf16), between decode's kernels with and without software prefetch; nil where
+// the implementations have no prefetching kernels. The row counts decide apart: the choice
+// that reads one row's weights faster need not be the faster one at four or 16 rows, which
+// do four or 16 times the arithmetic per byte.
+var decodeTuners [3][4]*PrefetchTuner
 
 const tunePairsIdx = 3
 
-// decodeTuner returns the tuner of a decode product of m rows by weights of the given kind.
-func decodeTuner(kind, m int) *PrefetchTuner {
+// decodeTuner returns the tuner of a decode product of m rows by weights of the given kind,
+// on the tall kernels when tall.
+func decodeTuner(kind, m int, tall bool) *PrefetchTuner {
+	if tall {
+		return decodeTuners[2][kind]
+	}
 	return decodeTuners[min(m-1, 1)][kind]
 }
+
+// tallPrior is the tall kernels' choice of software prefetch before their tuner has measured,
+// on every CPU: 16 rows of products stream the weights from memory at 1.5-2× the speed with
+// it on an AMD EPYC (Zen 5), whose batch-1 decode reads as fast without (docs/performance.md,
+// "Batched decode"), and Intel's Xeons prefetch at one row already.
+const tallPrior = true
 
 // newDecodeTuners makes the tuners of one kind of weights, named name ("f32", ...).
 func newDecodeTuners(kind int, name string) {
 	decodeTuners[0][kind] = NewPrefetchTuner(name, decodePrior)
 	decodeTuners[1][kind] = NewPrefetchTuner(name+" rows>1", decodePrior)
+	decodeTuners[2][kind] = NewPrefetchTuner(name+" tall", tallPrior)
 }
 
 // DecodePrefetchPrior reports the prior of decode's prefetch tuners on this CPU (see

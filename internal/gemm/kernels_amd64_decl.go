@@ -12,6 +12,7 @@ const (
 	avx512DotMR = 6
 	avx2DotMR   = 3
 	streamMR    = 4
+	tallMR      = 16
 )
 
 var avx512Micro = [3][]microFn{
@@ -77,6 +78,26 @@ var avx512PairStream = []pairFn{microPairAVX512R1, microPairAVX512R2, microPairA
 
 // avx512PairStreamPF: avx512PairStream prefetching B streamPF bytes ahead.
 var avx512PairStreamPF = []pairFn{streamPFPairAVX512R1, streamPFPairAVX512R2, streamPFPairAVX512R3, streamPFPairAVX512R4}
+
+// avx512Tall: the tall micro-kernels (16 columns) for 1..tallMR rows, by B kind.
+var avx512Tall = [3][]microFn{
+	{microTallAVX512F32R1, microTallAVX512F32R2, microTallAVX512F32R3, microTallAVX512F32R4, microTallAVX512F32R5, microTallAVX512F32R6, microTallAVX512F32R7, microTallAVX512F32R8, microTallAVX512F32R9, microTallAVX512F32R10, microTallAVX512F32R11, microTallAVX512F32R12, microTallAVX512F32R13, microTallAVX512F32R14, microTallAVX512F32R15, microTallAVX512F32R16},
+	{microTallAVX512BF16R1, microTallAVX512BF16R2, microTallAVX512BF16R3, microTallAVX512BF16R4, microTallAVX512BF16R5, microTallAVX512BF16R6, microTallAVX512BF16R7, microTallAVX512BF16R8, microTallAVX512BF16R9, microTallAVX512BF16R10, microTallAVX512BF16R11, microTallAVX512BF16R12, microTallAVX512BF16R13, microTallAVX512BF16R14, microTallAVX512BF16R15, microTallAVX512BF16R16},
+	{microTallAVX512F16R1, microTallAVX512F16R2, microTallAVX512F16R3, microTallAVX512F16R4, microTallAVX512F16R5, microTallAVX512F16R6, microTallAVX512F16R7, microTallAVX512F16R8, microTallAVX512F16R9, microTallAVX512F16R10, microTallAVX512F16R11, microTallAVX512F16R12, microTallAVX512F16R13, microTallAVX512F16R14, microTallAVX512F16R15, microTallAVX512F16R16},
+}
+
+// avx512PairTall: the tall bf16 pair kernels (16 columns) for 1..tallMR rows.
+var avx512PairTall = []pairFn{microTallPairAVX512R1, microTallPairAVX512R2, microTallPairAVX512R3, microTallPairAVX512R4, microTallPairAVX512R5, microTallPairAVX512R6, microTallPairAVX512R7, microTallPairAVX512R8, microTallPairAVX512R9, microTallPairAVX512R10, microTallPairAVX512R11, microTallPairAVX512R12, microTallPairAVX512R13, microTallPairAVX512R14, microTallPairAVX512R15, microTallPairAVX512R16}
+
+// avx512TallPF: avx512Tall prefetching B streamPF bytes ahead.
+var avx512TallPF = [3][]microFn{
+	{streamPFTallAVX512F32R1, streamPFTallAVX512F32R2, streamPFTallAVX512F32R3, streamPFTallAVX512F32R4, streamPFTallAVX512F32R5, streamPFTallAVX512F32R6, streamPFTallAVX512F32R7, streamPFTallAVX512F32R8, streamPFTallAVX512F32R9, streamPFTallAVX512F32R10, streamPFTallAVX512F32R11, streamPFTallAVX512F32R12, streamPFTallAVX512F32R13, streamPFTallAVX512F32R14, streamPFTallAVX512F32R15, streamPFTallAVX512F32R16},
+	{streamPFTallAVX512BF16R1, streamPFTallAVX512BF16R2, streamPFTallAVX512BF16R3, streamPFTallAVX512BF16R4, streamPFTallAVX512BF16R5, streamPFTallAVX512BF16R6, streamPFTallAVX512BF16R7, streamPFTallAVX512BF16R8, streamPFTallAVX512BF16R9, streamPFTallAVX512BF16R10, streamPFTallAVX512BF16R11, streamPFTallAVX512BF16R12, streamPFTallAVX512BF16R13, streamPFTallAVX512BF16R14, streamPFTallAVX512BF16R15, streamPFTallAVX512BF16R16},
+	{streamPFTallAVX512F16R1, streamPFTallAVX512F16R2, streamPFTallAVX512F16R3, streamPFTallAVX512F16R4, streamPFTallAVX512F16R5, streamPFTallAVX512F16R6, streamPFTallAVX512F16R7, streamPFTallAVX512F16R8, streamPFTallAVX512F16R9, streamPFTallAVX512F16R10, streamPFTallAVX512F16R11, streamPFTallAVX512F16R12, streamPFTallAVX512F16R13, streamPFTallAVX512F16R14, streamPFTallAVX512F16R15, streamPFTallAVX512F16R16},
+}
+
+// avx512PairTallPF: avx512PairTall prefetching B streamPF bytes ahead.
+var avx512PairTallPF = []pairFn{streamPFTallPairAVX512R1, streamPFTallPairAVX512R2, streamPFTallPairAVX512R3, streamPFTallPairAVX512R4, streamPFTallPairAVX512R5, streamPFTallPairAVX512R6, streamPFTallPairAVX512R7, streamPFTallPairAVX512R8, streamPFTallPairAVX512R9, streamPFTallPairAVX512R10, streamPFTallPairAVX512R11, streamPFTallPairAVX512R12, streamPFTallPairAVX512R13, streamPFTallPairAVX512R14, streamPFTallPairAVX512R15, streamPFTallPairAVX512R16}
 
 //go:noescape
 func microAVX512F32R1(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
@@ -527,6 +548,393 @@ func streamPFPairAVX512R3(kp int, a *uint32, b *uint16, c *float32, ldc int)
 
 //go:noescape
 func streamPFPairAVX512R4(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F32R1(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F32R2(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F32R3(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F32R4(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F32R5(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F32R6(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F32R7(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F32R8(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F32R9(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F32R10(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F32R11(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F32R12(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F32R13(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F32R14(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F32R15(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F32R16(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512BF16R1(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512BF16R2(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512BF16R3(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512BF16R4(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512BF16R5(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512BF16R6(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512BF16R7(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512BF16R8(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512BF16R9(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512BF16R10(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512BF16R11(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512BF16R12(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512BF16R13(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512BF16R14(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512BF16R15(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512BF16R16(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F16R1(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F16R2(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F16R3(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F16R4(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F16R5(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F16R6(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F16R7(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F16R8(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F16R9(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F16R10(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F16R11(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F16R12(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F16R13(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F16R14(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F16R15(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallAVX512F16R16(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func microTallPairAVX512R1(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microTallPairAVX512R2(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microTallPairAVX512R3(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microTallPairAVX512R4(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microTallPairAVX512R5(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microTallPairAVX512R6(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microTallPairAVX512R7(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microTallPairAVX512R8(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microTallPairAVX512R9(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microTallPairAVX512R10(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microTallPairAVX512R11(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microTallPairAVX512R12(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microTallPairAVX512R13(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microTallPairAVX512R14(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microTallPairAVX512R15(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func microTallPairAVX512R16(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F32R1(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F32R2(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F32R3(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F32R4(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F32R5(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F32R6(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F32R7(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F32R8(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F32R9(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F32R10(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F32R11(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F32R12(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F32R13(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F32R14(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F32R15(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F32R16(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512BF16R1(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512BF16R2(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512BF16R3(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512BF16R4(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512BF16R5(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512BF16R6(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512BF16R7(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512BF16R8(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512BF16R9(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512BF16R10(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512BF16R11(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512BF16R12(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512BF16R13(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512BF16R14(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512BF16R15(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512BF16R16(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F16R1(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F16R2(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F16R3(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F16R4(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F16R5(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F16R6(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F16R7(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F16R8(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F16R9(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F16R10(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F16R11(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F16R12(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F16R13(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F16R14(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F16R15(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallAVX512F16R16(kc int, a *float32, b unsafe.Pointer, ldb int, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallPairAVX512R1(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallPairAVX512R2(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallPairAVX512R3(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallPairAVX512R4(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallPairAVX512R5(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallPairAVX512R6(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallPairAVX512R7(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallPairAVX512R8(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallPairAVX512R9(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallPairAVX512R10(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallPairAVX512R11(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallPairAVX512R12(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallPairAVX512R13(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallPairAVX512R14(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallPairAVX512R15(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func streamPFTallPairAVX512R16(kp int, a *uint32, b *uint16, c *float32, ldc int)
+
+//go:noescape
+func packA16AVX512(kc int, src *float32, lda int, dst *float32, alpha float32)
 
 //go:noescape
 func packRowBF16AVX512(n int, src *float32, dst *uint32, alpha float32)

@@ -45,6 +45,19 @@ func registerNative() {
 			pf.microRows[kind] = avx512StreamPF[kind]
 		}
 		im.streamIm, im.streamPF = &st, &pf
+		// Batched decode: the tall kernels (16 columns, up to 16 rows), without and with
+		// software prefetch.
+		tall := *im
+		tall.mr, tall.nr, tall.packA = tallMR, 16, packA16AVX512
+		tallPF := tall
+		for kind := range 3 {
+			tall.microRows[kind], tallPF.microRows[kind] = avx512Tall[kind], avx512TallPF[kind]
+			tall.micro[kind], tallPF.micro[kind] = avx512Tall[kind][tallMR-1], avx512TallPF[kind][tallMR-1]
+		}
+		im.tallIm, im.tallPF = &tall, &tallPF
+		if im.pair != nil {
+			im.pairTall, im.pairTallPF = avx512PairTall, avx512PairTallPF
+		}
 		newDecodeTuners(int(kindF32), "f32")
 		newDecodeTuners(int(kindBF16), "bf16")
 		newDecodeTuners(int(kindF16), "f16")

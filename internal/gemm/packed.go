@@ -122,14 +122,24 @@ func GemmPacked(transA bool, m int, alpha float32, a []float32, lda int, pb *Pac
 func runPacked(im *impl, p *problem, nt int) {
 	pb := p.packed
 	c := packedCall{p: *p, im: im, kc0: min(kcBlock, p.k)}
-	if st := im.streamIm; st != nil && p.m <= len(st.microRows[pb.kind]) {
+	st, tall := im.streamIm, false
+	if st == nil || p.m > len(st.microRows[pb.kind]) {
+		st, tall = im.tallIm, true
+	}
+	if st != nil && p.m <= len(st.microRows[pb.kind]) {
 		// Decode: few rows, B read from memory once; each task streams its panels whole
 		// (contiguous) instead of visiting them once per depth block, with or without
-		// software prefetch as the kind's tuner has measured faster.
-		probe := decodeTuner(int(pb.kind), p.m).Begin([3]int{p.n, p.k, p.m}, p.n*p.k*int(pb.kind.size()))
+		// software prefetch as the kind's tuner has measured faster. Up to four rows the
+		// streaming kernels take whole panels; more (batched decode), the tall kernels take
+		// half panels, every row on each B vector.
+		probe := decodeTuner(int(pb.kind), p.m, tall).Begin([3]int{p.n, p.k, p.m}, p.n*p.k*int(pb.kind.size()))
 		defer probe.End()
-		if probe.PF() && im.streamPF != nil {
-			st = im.streamPF
+		if probe.PF() {
+			if !tall && im.streamPF != nil {
+				st = im.streamPF
+			} else if tall && im.tallPF != nil {
+				st = im.tallPF
+			}
 		}
 		c.im, c.kc0 = st, p.k
 	}

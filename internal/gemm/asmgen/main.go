@@ -132,6 +132,7 @@ func main() {
 	}
 	tables.WriteString("}\n\n")
 	tables.WriteString(pairKernels())
+	tables.WriteString(tallKernels())
 	packRowAVX512("packRowBF16AVX512")
 	readSumAVX512("readSumAVX512")
 	packAAVX2("packAAVX2")
@@ -143,7 +144,7 @@ func main() {
 	Generate()
 
 	writeDecl(*declOut, "gemm", "go run . -out ../kernels_amd64.s -decl ../kernels_amd64_decl.go",
-		fmt.Sprintf("const (\n\tavx512MR = %d\n\tavx2MR = %d\n\tavx512DotMR = %d\n\tavx2DotMR = %d\n\tstreamMR = %d\n)\n\n", avx512MR, avx2MR, avx512DotMR, avx2DotMR, streamMR)+tables.String()+"\n")
+		fmt.Sprintf("const (\n\tavx512MR = %d\n\tavx2MR = %d\n\tavx512DotMR = %d\n\tavx2DotMR = %d\n\tstreamMR = %d\n\ttallMR = %d\n)\n\n", avx512MR, avx2MR, avx512DotMR, avx2DotMR, streamMR, tallMR)+tables.String()+"\n")
 }
 
 // writeDecl writes the Go declarations of the generated functions (and any extra source) of
