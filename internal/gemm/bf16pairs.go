@@ -116,6 +116,19 @@ func runPairs(im *impl, p *problem, nt int) {
 	mc := max(mcBlock/mr, 1) * mr
 	tm, tn := grid(m, panels, mr, mc, nt)
 	words := unsafe.Pointer(&pb.u16[0])
+	// One row range (m <= mc: decode, short passes): A is packed once, every depth block
+	// (block pq at shared[pq*m:]), for all the tasks, which split the columns.
+	var shared []uint32
+	if tm == 1 && m <= mc && k > 0 {
+		buf := bufPool.Get().(*floatBuf)
+		defer bufPool.Put(buf)
+		fs := buf.aligned(m*kpAll + kcp)
+		ws := unsafe.Slice((*uint32)(unsafe.Pointer(&fs[0])), len(fs))
+		shared = ws[:m*kpAll]
+		for pq := 0; pq < kpAll; pq += kcp {
+			packAPairs(im, shared[pq*m:], ws[m*kpAll:], p, 0, m, 2*pq, min(kcp, kpAll-pq), mr)
+		}
+	}
 	parallel(tm*tn, nt, func(t int) {
 		i0, i1 := split(m, tm, t/tn, mr)
 		q0, q1 := split(panels, tn, t%tn, 1)
@@ -126,17 +139,26 @@ func runPairs(im *impl, p *problem, nt int) {
 		if k == 0 {
 			return
 		}
-		buf := bufPool.Get().(*floatBuf)
-		defer bufPool.Put(buf)
-		na := min(mc, i1-i0) * min(kcp, kpAll)
-		fs := buf.aligned(na + kcp)
-		ws := unsafe.Slice((*uint32)(unsafe.Pointer(&fs[0])), len(fs))
-		ap, row := ws[:na], ws[na:na+kcp] // the packed A block, one row's pairs
+		var ap, row []uint32 // the packed A block, one row's pairs
+		if shared == nil {
+			buf := bufPool.Get().(*floatBuf)
+			defer bufPool.Put(buf)
+			na := min(mc, i1-i0) * min(kcp, kpAll)
+			fs := buf.aligned(na + kcp)
+			ws := unsafe.Slice((*uint32)(unsafe.Pointer(&fs[0])), len(fs))
+			ap, row = ws[:na], ws[na:na+kcp]
+		}
+		tile := bufPool.Get().(*floatBuf)
+		defer bufPool.Put(tile)
 		for pq := 0; pq < kpAll; pq += kcp {
 			kp := min(kcp, kpAll-pq)
 			for ic := i0; ic < i1; ic += mc {
 				mcc := min(mc, i1-ic)
-				packAPairs(im, ap, row, p, ic, mcc, 2*pq, kp, mr)
+				if shared != nil { // ic = 0, mcc = m
+					ap = shared[pq*m : pq*m+m*kp]
+				} else {
+					packAPairs(im, ap, row, p, ic, mcc, 2*pq, kp, mr)
+				}
 				for q := q0; q < q1; q++ {
 					for h := 0; h < panelW && q*panelW+h < n; h += kw {
 						bp := (*uint16)(unsafe.Add(words, uintptr((q*kpS+pq)*panelW+h)*4))
@@ -149,7 +171,7 @@ func runPairs(im *impl, p *problem, nt int) {
 								kern[rows-1](kp, a, bp, &c[0], p.ldc)
 								continue
 							}
-							tt := buf.tile[:rows*panelW]
+							tt := tile.tile[:rows*panelW]
 							loadEdge(tt, panelW, c, p.ldc, rows, cols)
 							kern[rows-1](kp, a, bp, &tt[0], panelW)
 							storeEdge(c, p.ldc, tt, panelW, rows, cols)

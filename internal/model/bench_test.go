@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/honeai/hone/internal/cputime"
 	"github.com/honeai/hone/internal/gemm"
 	"github.com/honeai/hone/internal/kvcache"
 	"github.com/honeai/hone/internal/model"
@@ -213,13 +214,18 @@ func BenchmarkDecode(b *testing.B) {
 					}
 				}
 				b.ResetTimer()
+				cpu0 := cputime.Seconds() // the steps' CPU time, all threads (truncations included)
 				for it := 0; it < b.N; it++ {
 					step()
 				}
+				cpu := cputime.Seconds() - cpu0
 				b.StopTimer()
 				b.ReportMetric(float64(decodeWarmup), "warmup-steps") // in this process, so far
 				runtime.ReadMemStats(&ms)
 				b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tokens/s")
+				// CPU time per step: on a shared machine the wall time moves with the other
+				// work, the CPU time much less.
+				b.ReportMetric(cpu*1000/float64(b.N), "cpu-ms/step")
 				// The whole model's read bandwidth: the weights one step reads, per second
 				// (compare with BenchmarkMemoryBandwidth in internal/gemm at batch 1).
 				if w := m.DecodeWeightBytes(); w > 0 {
