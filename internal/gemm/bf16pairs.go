@@ -19,6 +19,15 @@ import (
 // are padded with zeros to a multiple of 16 (an AMX tile's depth).
 const kindBF16Pair elemKind = 3
 
+// pairKC is the depth pairs of a block of runPairs's products of many rows (512 of the depth,
+// twice the f32 kernels' kcBlock: a pair step is two depth steps). Each block loads and stores
+// C once per tile, and a product whose C does not fit in L2 (512 × 4864 for Qwen2.5-0.5B's
+// gate and up projections) reads it from memory each time: on an AMD EPYC (Zen 5) one core
+// ran the LoRA-training shapes of BenchmarkGEMMBF16Pairs at 1.02–1.17× the speed of 128 pairs
+// (332 → 390 GFLOP/s at 512 × 4864 × 896) and 512 pairs no faster (2026-11-29). A block's B
+// panel (256 pairs × 128 bytes) and A panel (14 rows × 1 KiB) still fit the L1 cache.
+const pairKC = 256
+
 // pairStride is the number of depth pairs a packed panel holds for depth k.
 func pairStride(k int) int { return ((k+1)/2 + 15) / 16 * 16 }
 
@@ -90,8 +99,8 @@ func runPairs(im *impl, p *problem, nt int) {
 	pb := p.packed
 	m, n, k := p.m, p.n, p.k
 	kpAll, kpS := (k+1)/2, pairStride(k)
-	kcp := kcBlock / 2 // depth pairs per block
-	kw := panelW       // columns of a kernel call
+	kcp := pairKC // depth pairs per block
+	kw := panelW  // columns of a kernel call
 	if tall := m > len(im.pairStream); !tall || m <= len(im.pairTall) {
 		// Decode: each task streams its panels whole (all of the depth at once), with or
 		// without software prefetch as the pairs' tuner has measured faster. Up to four rows
@@ -191,10 +200,16 @@ func packAPairs(im *impl, dst, row []uint32, p *problem, i0, mc, p0, kp, mr int)
 	for ip := 0; ip < mc; ip += mr {
 		rows := min(mr, mc-ip)
 		panel := dst[ip*kp : ip*kp+rows*kp]
+		done := 0 // pairs packed by the panel kernel: those pairRow would convert in vectors
+		if rows == mr && mr <= tallRows && im.packAPairs[mr] != nil && !p.transA {
+			if done = min(kp, max(0, (p.k-p0)/2)) &^ 15; done > 0 {
+				im.packAPairs[mr](done, &p.a[(i0+ip)*p.lda+p0], p.lda, &panel[0], p.alpha)
+			}
+		}
 		for r := 0; r < rows; r++ {
-			pairRow(im, row[:kp], p, i0+ip+r, p0)
-			for q, w := range row[:kp] {
-				panel[q*rows+r] = w
+			pairRow(im, row[:kp-done], p, i0+ip+r, p0+2*done)
+			for q, w := range row[:kp-done] {
+				panel[(done+q)*rows+r] = w
 			}
 		}
 	}

@@ -333,3 +333,46 @@ func TestBF16PairRows(t *testing.T) {
 		t.Fatal("HONE_BF16_PAIRS=on")
 	}
 }
+
+// TestPackAPairsPanels: packing full panels of A to bf16 pairs with the panel kernels
+// (packAPairs14AVX512, packAPairs16AVX512) gives the bits of packing row by row (pairRow),
+// for depths with and without a tail of pairs, odd depths, offsets into the depth, alpha,
+// lda past the row, and the rows of a last partial panel.
+func TestPackAPairsPanels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	for _, name := range Impls() {
+		im := implByName(t, name)
+		rowwise := *im
+		rowwise.packAPairs = [tallRows + 1]func(int, *float32, int, *uint32, float32){}
+		for _, mr := range []int{14, 16} {
+			if im.packAPairs[mr] == nil {
+				continue
+			}
+			for _, k := range []int{32, 33, 64, 300, 577} {
+				for _, p0 := range []int{0, 2, 32} {
+					if p0 >= k {
+						continue
+					}
+					mc := 2*mr + 3
+					lda := k + 5
+					a := make([]float32, mc*lda)
+					for i := range a {
+						a[i] = float32(rng.NormFloat64())
+					}
+					a[7] = float32(math.Float32frombits(0x3f808000)) // a tie between two bf16 values
+					p := &problem{m: mc, k: k, a: a, lda: lda, alpha: 0.75}
+					kp := min(pairKC, (k-p0+1)/2)
+					got, want := make([]uint32, mc*kp), make([]uint32, mc*kp)
+					row := make([]uint32, kp)
+					packAPairs(im, got, row, p, 1, mc-1, p0, kp, mr)
+					packAPairs(&rowwise, want, row, p, 1, mc-1, p0, kp, mr)
+					for i := range want {
+						if got[i] != want[i] {
+							t.Fatalf("%s mr %d k %d p0 %d: word %d = %#x, row by row %#x", name, mr, k, p0, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}

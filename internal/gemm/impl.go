@@ -22,6 +22,9 @@ func (k elemKind) size() uintptr {
 	return 2
 }
 
+// tallRows bounds the rows of a panel of A (the tall kernels' 16).
+const tallRows = 16
+
 // panelW is the width of every packed B panel (in columns), whatever the implementation:
 // packed data stays valid when the implementation changes. Micro-kernels narrower than
 // panelW walk a panel in sub-panels of nr columns with row stride panelW.
@@ -95,6 +98,9 @@ type impl struct {
 	// optional: dst[q] = bf16(alpha·src[2q]) | bf16(alpha·src[2q+1])<<16 for q < n (n a
 	// multiple of 16), rounding to nearest even (subnormals flushed)
 	packRow func(n int, src *float32, dst *uint32, alpha float32)
+	// optional, by panel rows: packRow for a full panel of that many rows of A (row i at
+	// src[i*lda:]) into the pair kernels' layout, dst[q*rows+i] (kp a multiple of 16)
+	packAPairs [tallRows + 1]func(kp int, src *float32, lda int, dst *uint32, alpha float32)
 }
 
 var (

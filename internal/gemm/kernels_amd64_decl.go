@@ -940,6 +940,12 @@ func packA16AVX512(kc int, src *float32, lda int, dst *float32, alpha float32)
 func packRowBF16AVX512(n int, src *float32, dst *uint32, alpha float32)
 
 //go:noescape
+func packAPairs14AVX512(kp int, src *float32, lda int, dst *uint32, alpha float32)
+
+//go:noescape
+func packAPairs16AVX512(kp int, src *float32, lda int, dst *uint32, alpha float32)
+
+//go:noescape
 func readSumAVX512(n int, p *float32) float32
 
 //go:noescape

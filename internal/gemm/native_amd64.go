@@ -37,6 +37,7 @@ func registerNative() {
 			im.pair = avx512PairMicro
 			im.pairStream, im.pairStreamPF = avx512PairStream, avx512PairStreamPF
 			im.packRow = packRowBF16AVX512
+			im.packAPairs[avx512MR], im.packAPairs[tallMR] = packAPairs14AVX512, packAPairs16AVX512
 			newDecodeTuners(tunePairsIdx, "bf16 pairs")
 		}
 		st, pf := *im, *im

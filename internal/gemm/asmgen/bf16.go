@@ -125,3 +125,60 @@ func pairKernels() string {
 	}
 	return s + "}\n"
 }
+
+// packAPairsAVX512 generates the A pack of a full panel of mr rows in bf16 pairs:
+// dst[q*mr+i] = bf16(alpha·src[i*lda+2q]) | bf16(alpha·src[i*lda+2q+1])<<16 for i < mr and
+// q < kp, kp a multiple of 16 (as packRowAVX512 rounds; 32 floats of each row converted to 16
+// pairs, the 16×16 block of pairs transposed in registers, stored mr lanes wide).
+func packAPairsAVX512(name string, mr int) {
+	TEXT(name, NOSPLIT, "func(kp int, src *float32, lda int, dst *uint32, alpha float32)")
+	declare(name, "(kp int, src *float32, lda int, dst *uint32, alpha float32)", "")
+	kp := Load(Param("kp"), RCX)
+	src := Load(Param("src"), RSI)
+	lda := Load(Param("lda"), RDX)
+	dst := Load(Param("dst"), RDI)
+	alpha := paramAddr("alpha")
+	SHLQ(U8(2), lda)
+	LEAQ(Mem{Base: lda, Index: lda, Scale: 2}, R8) // 3*lda
+	MOVL(U32(1<<mr-1), EAX)
+	KMOVW(EAX, K1)
+	SHRQ(U8(4), kp)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	MOVQ(src, RAX)
+	for r := 0; r < 16; r++ {
+		if r >= mr {
+			VPXORD(zreg(r), zreg(r), zreg(r))
+			continue
+		}
+		m := Mem{Base: RAX}
+		switch r % 4 {
+		case 1:
+			m = Mem{Base: RAX, Index: lda, Scale: 1}
+		case 2:
+			m = Mem{Base: RAX, Index: lda, Scale: 2}
+		case 3:
+			m = Mem{Base: RAX, Index: R8, Scale: 1}
+		}
+		m64 := m
+		m64.Disp += 64
+		VMOVUPS(m, Z16)
+		VMOVUPS(m64, Z17)
+		VMULPS_BCST(alpha, Z16, Z16)
+		VMULPS_BCST(alpha, Z17, Z17)
+		vcvtne2ps2bf16(r, 17, 16) // pairs 0..15 of the row
+		if r%4 == 3 {
+			LEAQ(Mem{Base: RAX, Index: lda, Scale: 4}, RAX)
+		}
+	}
+	transpose16(func(j int, v VecPhysical) {
+		VMOVDQU32(v, K1, Mem{Base: dst, Disp: j * 4 * mr})
+	})
+	ADDQ(U32(128), src)
+	ADDQ(U32(16*4*mr), dst)
+	DECQ(kp)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}

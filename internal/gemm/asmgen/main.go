@@ -134,6 +134,8 @@ func main() {
 	tables.WriteString(pairKernels())
 	tables.WriteString(tallKernels())
 	packRowAVX512("packRowBF16AVX512")
+	packAPairsAVX512("packAPairs14AVX512", avx512MR)
+	packAPairsAVX512("packAPairs16AVX512", tallMR)
 	readSumAVX512("readSumAVX512")
 	packAAVX2("packAAVX2")
 	packAAVX512("packAAVX512", avx512MR)
