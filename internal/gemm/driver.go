@@ -553,14 +553,36 @@ func runDot(im *impl, p *problem, nt int) {
 func dotGroups(im *impl, p *problem, x []float32, ldx, g0, g1 int) {
 	m, n, k := p.m, p.n, p.k
 	kerns := im.dot[p.bKind]
-	if rk := im.dotRows[p.bKind]; rk != nil && k%im.dotVec == 0 && p.beta == 0 {
-		// The groups of dotNW rows in one kernel call per dotMR rows of x, C written by the
-		// kernel: the same sums and the same alpha·sum as below.
-		if full := min(g1, n/dotNW); full > g0 {
+	if rk := im.dotRows[p.bKind]; rk != nil && k%im.dotVec == 0 {
+		// The groups of dotNW rows in one kernel call per dotMR rows of x, which writes
+		// alpha·sum: into C when beta is 0, else into scratch, added to beta·C after (a LoRA
+		// delta's product of depth its rank, accumulated into the output): the same sums and
+		// the same alpha·sum + beta·C as below.
+		if full := min(g1, n/dotNW); full > g0 && p.beta == 0 {
 			for i0 := 0; i0 < m; i0 += im.dotMR {
 				mx := min(im.dotMR, m-i0)
 				rk[mx-1](k, full-g0, &x[i0*ldx], ldx, p.bPtr(g0*dotNW*p.ldb), p.ldb, &p.c[i0*p.ldc+g0*dotNW], p.ldc, p.alpha)
 			}
+			g0 = full
+		} else if full > g0 {
+			const chunk = 64 // groups per kernel call
+			sb := bufPool.Get().(*floatBuf)
+			tmp := sb.aligned(im.dotMR * chunk * dotNW)
+			for gc := g0; gc < full; gc += chunk {
+				ng := min(chunk, full-gc)
+				w := ng * dotNW
+				for i0 := 0; i0 < m; i0 += im.dotMR {
+					mx := min(im.dotMR, m-i0)
+					rk[mx-1](k, ng, &x[i0*ldx], ldx, p.bPtr(gc*dotNW*p.ldb), p.ldb, &tmp[0], w, p.alpha)
+					for i := 0; i < mx; i++ {
+						crow := p.c[(i0+i)*p.ldc+gc*dotNW:][:w]
+						for r, t := range tmp[i*w : (i+1)*w] {
+							crow[r] = t + p.beta*crow[r]
+						}
+					}
+				}
+			}
+			bufPool.Put(sb)
 			g0 = full
 		}
 		if g0 >= g1 {

@@ -527,3 +527,42 @@ func TestPackRowsT(t *testing.T) {
 		}
 	}
 }
+
+// TestTransposedBeta: y = alpha·x·Wᵀ + beta·y (a LoRA delta's product of depth its rank,
+// added to a projection's output) gives the bits of alpha·x·Wᵀ into a fresh C, then added to
+// beta·y: the dot kernels' sums whatever beta, every implementation, row counts over several
+// kernel calls, depths a multiple of the dot kernels' vector and not, columns past the groups
+// of four. (The pure-Go implementation sums each element in one chain from beta·C, as its
+// micro-kernels do.)
+func TestTransposedBeta(t *testing.T) {
+	rng := rand.New(rand.NewPCG(51, 52))
+	forEachImpl(t, func(t *testing.T) {
+		if current.Load().chainT {
+			t.Skip("one chain from beta·C")
+		}
+		for _, s := range [][3]int{{1, 64, 16}, {13, 300, 16}, {7, 37, 64}, {20, 1536, 16}, {6, 70, 20}} {
+			m, n, k := s[0], s[1], s[2]
+			x, w := make([]float32, m*k), make([]float32, n*k)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			for i := range w {
+				w[i] = float32(rng.NormFloat64())
+			}
+			for _, beta := range []float32{1, 0.25} {
+				y := make([]float32, m*n)
+				for i := range y {
+					y[i] = float32(rng.NormFloat64())
+				}
+				got, fresh := append([]float32(nil), y...), make([]float32, m*n)
+				Sgemm(false, true, m, n, k, 1.5, x, k, w, k, beta, got, n)
+				Sgemm(false, true, m, n, k, 1.5, x, k, w, k, 0, fresh, n)
+				for i := range got {
+					if want := fresh[i] + beta*y[i]; math.Float32bits(got[i]) != math.Float32bits(want) {
+						t.Fatalf("%d×%d×%d beta %v: y[%d] = %v, want %v", m, n, k, beta, i, got[i], want)
+					}
+				}
+			}
+		}
+	})
+}
