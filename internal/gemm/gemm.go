@@ -13,20 +13,20 @@
 // multiplied by dot-product kernels that stream B without packing it.
 //
 // Row invariance: a row of C depends only on its row of op(A), its row of C (beta), B, alpha
-// and beta, bit for bit: not on the number of rows in the call, the row's position among
-// them, the thread count, or which path or kernel set (decode's streaming kernels, with or
-// without software prefetch) the row count selects. Every path sums each element in one
-// order: with B not transposed or prepacked, one chain of multiply-adds in depth order from
-// C's value (the micro-kernels start from C, one accumulator per element, and edge tiles
-// start from C's values too); with a transposed B (Sgemm and GemmHalfB with transB), the dot
-// kernels' order (lanes over the depth, then a fixed reduction) at every row count, or, in
-// the pure-Go implementation, the micro-kernels' chain (a loop over W in place for up to 16
-// rows, the blocked path above: its Go dot loops were slower). So a
-// model's output for a sequence does not depend on what else shares its forward pass, as
-// long as the caller's own choices (bf16 or f32 arithmetic: BF16PairRows) do not depend on
-// the row count either (docs/engine.md, "Batch invariance"). TestRowInvariance checks every
-// implementation but AMX's, which no test machine has had: a pair-packed B runs on AMX tiles
-// at every row count, its edge tiles starting from C as the full ones do.
+// and beta, bit for bit: not on the number of rows in the call, the row's position among them,
+// the thread count, or which path or kernel set (decode's streaming kernels and batched
+// decode's tall ones, with or without software prefetch) the row count selects. Every path sums
+// each element in one order: with B not transposed or prepacked, one chain of multiply-adds in
+// depth order from C's value (the micro-kernels start from C, one accumulator per element, and
+// edge tiles start from C's values too); with a transposed B (Sgemm and GemmHalfB with transB),
+// the dot kernels' order (lanes over the depth, then a fixed reduction) at every row count, or,
+// in the pure-Go implementation, the micro-kernels' chain (a loop over W in place for up to 16
+// rows, the blocked path above: its Go dot loops were slower). So a model's output for a
+// sequence does not depend on what else shares its forward pass, as long as the caller's own
+// choices (bf16 or f32 arithmetic: BF16PairRows) do not depend on the row count either
+// (docs/engine.md, "Batch invariance"). TestRowInvariance checks every implementation but
+// AMX's, which no test machine has had: a pair-packed B runs on AMX tiles at every row count,
+// its edge tiles starting from C as the full ones do.
 //
 // Invalid arguments (negative sizes, leading dimensions smaller than a row, slices too short)
 // cause a panic whose message names the offending parameter, as in BLAS.
