@@ -99,8 +99,12 @@ func runPairs(im *impl, p *problem, nt int) {
 	pb := p.packed
 	m, n, k := p.m, p.n, p.k
 	kpAll, kpS := (k+1)/2, pairStride(k)
-	kcp := pairKC // depth pairs per block
-	kw := panelW  // columns of a kernel call
+	// Depth pairs per block: at most pairKC, the blocks of a depth as even as the unrolling
+	// allows (576 deep: 144 + 144 pairs, not 256 + 32, whose short calls load and store C for
+	// little work).
+	blocks := (kpAll + pairKC - 1) / pairKC
+	kcp := min(pairKC, ((kpAll+blocks-1)/blocks+3)&^3)
+	kw := panelW // columns of a kernel call
 	if tall := m > len(im.pairStream); !tall || m <= len(im.pairTall) {
 		// Decode: each task streams its panels whole (all of the depth at once), with or
 		// without software prefetch as the pairs' tuner has measured faster. Up to four rows
