@@ -71,6 +71,32 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	})
 }
 
+// SgemmBlocked is Sgemm on the cache-blocked path (op(A) and op(B) packed, the micro-kernels)
+// whatever the shape: for products of many rows by a transposed B of short depth (training's
+// attention scores, 64 deep), where Sgemm's dot kernels, which keep a row's bits whatever the
+// number of rows, spend about as much on their reductions as on the multiply-adds. Each
+// element is one chain of multiply-adds in depth order from beta·C: for a transposed B not
+// Sgemm's bits, and row-invariant among SgemmBlocked's products only.
+func SgemmBlocked(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
+	b []float32, ldb int, beta float32, c []float32, ldc int) {
+	checkArgs("SgemmBlocked", transA, transB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
+	p := problem{
+		transA: transA, transB: transB, m: m, n: n, k: k,
+		alpha: alpha, a: a, lda: lda,
+		bKind: kindF32, b32: b, ldb: ldb,
+		beta: beta, c: c, ldc: ldc,
+	}
+	if m == 0 || n == 0 || k == 0 || alpha == 0 {
+		run(&p) // C = beta·C
+		return
+	}
+	nt := Threads()
+	if m*n*k < minParallelWork {
+		nt = 1
+	}
+	runBlocked(current.Load(), &p, nt)
+}
+
 // GemmHalfB is Sgemm with B stored as bf16 or f16 bit patterns, widened to f32 by the kernels
 // (a transposed B, packed from many rows, is widened while packing).
 func GemmHalfB(h Half, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,

@@ -448,9 +448,9 @@ func (e *Trainer) attention(ac *acts) {
 			np := sp.p1 - p0
 			nr, w := r1-r0, r1-c0
 			if np > 0 {
-				gemm.Sgemm(false, true, nr, np, hd, scale, q[r0*qd+h*hd:], qd, k[p0*kvd+g*hd:], kvd, 0, S, T)
+				gemm.SgemmBlocked(false, true, nr, np, hd, scale, q[r0*qd+h*hd:], qd, k[p0*kvd+g*hd:], kvd, 0, S, T)
 			}
-			gemm.Sgemm(false, true, nr, w, hd, scale, q[r0*qd+h*hd:], qd, k[c0*kvd+g*hd:], kvd, 0, S[np:], T)
+			gemm.SgemmBlocked(false, true, nr, w, hd, scale, q[r0*qd+h*hd:], qd, k[c0*kvd+g*hd:], kvd, 0, S[np:], T)
 			for i := 0; i < nr; i++ {
 				r := r0 + i
 				row := S[i*T : i*T+np+w]
@@ -592,11 +592,11 @@ func (e *Trainer) layerBackward(ac *acts, xin, dout []float32, needInput bool) [
 			np := sp.p1 - p0
 			nr, w := r1-r0, r1-c0
 			if np > 0 {
-				gemm.Sgemm(false, true, nr, np, hd, scale, ac.Q[r0*qd+h*hd:], qd, ac.K[p0*kvd+g*hd:], kvd, 0, P, T)
-				gemm.Sgemm(false, true, nr, np, hd, 1, dattn[r0*qd+h*hd:], qd, ac.V[p0*kvd+g*hd:], kvd, 0, dP, T)
+				gemm.SgemmBlocked(false, true, nr, np, hd, scale, ac.Q[r0*qd+h*hd:], qd, ac.K[p0*kvd+g*hd:], kvd, 0, P, T)
+				gemm.SgemmBlocked(false, true, nr, np, hd, 1, dattn[r0*qd+h*hd:], qd, ac.V[p0*kvd+g*hd:], kvd, 0, dP, T)
 			}
-			gemm.Sgemm(false, true, nr, w, hd, scale, ac.Q[r0*qd+h*hd:], qd, ac.K[c0*kvd+g*hd:], kvd, 0, P[np:], T)
-			gemm.Sgemm(false, true, nr, w, hd, 1, dattn[r0*qd+h*hd:], qd, ac.V[c0*kvd+g*hd:], kvd, 0, dP[np:], T)
+			gemm.SgemmBlocked(false, true, nr, w, hd, scale, ac.Q[r0*qd+h*hd:], qd, ac.K[c0*kvd+g*hd:], kvd, 0, P[np:], T)
+			gemm.SgemmBlocked(false, true, nr, w, hd, 1, dattn[r0*qd+h*hd:], qd, ac.V[c0*kvd+g*hd:], kvd, 0, dP[np:], T)
 			for i := 0; i < nr; i++ {
 				r := r0 + i
 				pr, dr := P[i*T:i*T+np+w], dP[i*T:i*T+np+w]
