@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/honeai/hone/internal/kernels"
 	"github.com/honeai/hone/internal/model"
 	"github.com/honeai/hone/internal/safetensors"
 )
@@ -84,8 +85,10 @@ func (o *AdamW) step(ps, gs, ms, vs [][]float32, step int, lr, wd float64) {
 	c1 := 1 - math.Pow(b1, float64(step))
 	c2 := 1 - math.Pow(b2, float64(step))
 	decay := 1 - lr*wd
-	for i, p := range ps {
-		gi, mi, vi := gs[i], ms[i], vs[i]
+	// The tensors on every core (an element's update depends on that element alone): on two
+	// cores a serial update of a 135M model's rank-16 adapter was 2% of an SFT step.
+	kernels.ParallelFor(len(ps), 1, func(i int) {
+		p, gi, mi, vi := ps[i], gs[i], ms[i], vs[i]
 		for j := range p {
 			gj := float64(gi[j])
 			m := b1*float64(mi[j]) + (1-b1)*gj
@@ -93,7 +96,7 @@ func (o *AdamW) step(ps, gs, ms, vs [][]float32, step int, lr, wd float64) {
 			mi[j], vi[j] = float32(m), float32(v)
 			p[j] = float32(float64(p[j])*decay - lr*(m/c1)/(math.Sqrt(v/c2)+o.Eps))
 		}
-	}
+	})
 }
 
 // optimizerFile is where Save keeps the optimizer state beside the adapter.
