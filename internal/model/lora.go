@@ -285,6 +285,23 @@ func (a *LoRA) AddDelta(l int, module string, x []float32, rows int, out, tmp []
 	gemm.Sgemm(false, true, rows, p.Out, r, a.Scaling, tmp, r, p.B, r, 1, out, p.Out)
 }
 
+// AddDeltaMany is AddDelta for training's passes of many rows: the second product, rank
+// deep, on gemm's blocked path (gemm.SgemmBlocked), which the dot kernels' reductions make
+// several times slower at that depth. Its sums are not AddDelta's (inference's, the same
+// bits at every row count), so a pass uses one or the other throughout.
+func (a *LoRA) AddDeltaMany(l int, module string, x []float32, rows int, out, tmp []float32) {
+	p := a.Layers[l][module]
+	if p == nil {
+		return
+	}
+	r := a.Rank
+	if tmp == nil {
+		tmp = make([]float32, rows*r)
+	}
+	gemm.Sgemm(false, true, rows, r, p.In, 1, x, p.In, p.A, p.In, 0, tmp, r)
+	gemm.SgemmBlocked(false, true, rows, p.Out, r, a.Scaling, tmp, r, p.B, r, 1, out, p.Out)
+}
+
 // Merge adds the adapter's delta for module of layer l into w, that module's weight as f32
 // (Out × In, row-major, the Hugging Face layout): w += Scaling·B·A, so that x·wᵀ equals
 // x·Wᵀ + Scaling·(x·Aᵀ)·Bᵀ (AddDelta) up to rounding. It reports whether the module is

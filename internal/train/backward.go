@@ -347,7 +347,7 @@ func (ac *acts) AddDelta(l int, module string, x, out []float32) {
 	if ac.lora == nil || ac.lora.Layers[l][module] == nil {
 		return
 	}
-	ac.lora.AddDelta(l, module, ac.dropped(module, x), ac.T, out, ac.ar.raw(ac.T*ac.lora.Rank))
+	ac.lora.AddDeltaMany(l, module, ac.dropped(module, x), ac.T, out, ac.ar.raw(ac.T*ac.lora.Rank))
 }
 
 // layerForward runs layer ac.layer on x (T × hidden) in place (model.LayerForward), keeping
