@@ -343,6 +343,11 @@ func storeEdge(c []float32, ldc int, t []float32, ldt, rows, cols int) {
 // depth block.
 func runBlocked(im *impl, p *problem, nt int) {
 	m, n, k := p.m, p.n, p.k
+	if n <= 16 && im.tallIm != nil {
+		// At most 16 columns (a LoRA gradient's rank): the tall kernels' 16-wide tiles, not
+		// half-empty edge tiles of the 32-wide kernels; the same chains, so the same bits.
+		im = im.tallIm
+	}
 	c := blockedCall{p: *p, im: im}
 	c.mc = max(mcBlock/im.mr, 1) * im.mr
 	c.kc0 = min(kcBlock, k)

@@ -119,7 +119,7 @@ func forcePrefetch(t *testing.T, on bool) {
 // panel. This is what lets a model's output for a sequence not depend on how many rows, and
 // whose, share a forward pass with it (docs/engine.md, "Batch invariance").
 func TestRowInvariance(t *testing.T) {
-	shapes := [][2]int{{70, 300}, {64, 576}, {33, 17}, {40, 1100}, {96, 8}} // {96, 8}: a LoRA product of rank 8
+	shapes := [][2]int{{70, 300}, {64, 576}, {33, 17}, {40, 1100}, {96, 8}, {16, 40}} // {96, 8}: a LoRA product of rank 8; {16, 40}: of its gradient
 	if testing.Short() {
 		shapes = shapes[:2]
 	}
