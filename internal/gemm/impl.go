@@ -169,9 +169,9 @@ func decodeTuner(kind, m int, tall bool) *PrefetchTuner {
 }
 
 // tallPrior is the tall kernels' choice of software prefetch before their tuner has measured,
-// on every CPU: 16 rows of products stream the weights from memory at 1.5-2× the speed with
+// on every CPU: 16 rows of products stream the weights from memory at 1.25-1.7× the speed with
 // it on an AMD EPYC (Zen 5), whose batch-1 decode reads as fast without (docs/performance.md,
-// "Batched decode"), and Intel's Xeons prefetch at one row already.
+// "Batched decode and the bf16 SFT step"), and Intel's Xeons prefetch at one row already.
 const tallPrior = true
 
 // newDecodeTuners makes the tuners of one kind of weights, named name ("f32", ...).
