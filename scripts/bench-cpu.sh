@@ -121,17 +121,17 @@ for part in $PARTS; do
 		flock /tmp/hone-bench.lock bash -c '
 		W=$1 G=$2 LB=$3 R=$4 REPS=$5
 		tps() { grep -o "^Benchmark[^ ]*\|[0-9.]* tokens/s\|[0-9.]* weights-GB/s\|[0-9.]* GB/s\|decode prefetch measured.*" | awk "/^Benchmark/ {n = \$0; next} /^decode/ {print \"  \" \$0; next} {print \"  \" n \"\t\" \$0}"; }
-		GOMAXPROCS=2 "$W/gemm.test" -test.run xxx -test.bench MemoryBandwidth -test.benchtime 10x | grep ^Bench
 		for r in $(seq "$R"); do
 			echo "== round $r $(date -u +%T) load $(cut -d" " -f1 /proc/loadavg)"
-			for pf in off on measured; do
-				echo "Hone, HONE_DECODE_PREFETCH=$pf"
-				echo " gemma3_q4_k_m"
-				for rep in $(seq "$REPS"); do
+			for rep in $(seq "$REPS"); do # the modes alternate, each repetition after a STREAM read
+				GOMAXPROCS=2 "$W/gemm.test" -test.run xxx -test.bench MemoryBandwidth/threads2 -test.benchtime 5x | grep ^Bench
+				for pf in off on measured; do
+					echo "Hone, HONE_DECODE_PREFETCH=$pf"
+					echo " gemma3_q4_k_m"
 					if [ "$pf" = measured ]; then unset HONE_DECODE_PREFETCH; else export HONE_DECODE_PREFETCH=$pf; fi
 					HONE_BENCH_GGUF=$G GOMAXPROCS=2 "$W/model.test" -test.run xxx -test.bench "^BenchmarkDecode\$/^gguf\$/" -test.benchtime 100x 2>&1 | tps
+					unset HONE_DECODE_PREFETCH
 				done
-				unset HONE_DECODE_PREFETCH
 			done
 			for rep in $(seq "$REPS"); do
 				HONE_BENCH_GGUF=$G GOMAXPROCS=2 "$W/model.test" -test.run xxx -test.bench "^BenchmarkPrefill\$/^gguf\$/" -test.benchtime 10x | grep ^Bench | sed "s/^/gemma3_q4_k_m /"

@@ -22,23 +22,24 @@ lscpu | grep -E "Model name|Flags"
 tps() { grep -o "^Benchmark[^ ]*\|[0-9.]* tokens/s\|[0-9.]* weights-GB/s\|[0-9.]* GB/s\|decode prefetch measured.*" | awk "/^Benchmark/ {n = \$0; next} /^decode/ {print \"  \" \$0; next} {print \"  \" n \"\t\" \$0}"; }
 for r in $(seq "$R"); do
 	echo "== round $r $(date -u +%T) load $(cut -d" " -f1 /proc/loadavg)"
-	for pf in off on measured; do
-		# measured: the variable unset, the default (each kind of weights times both kernel
-		# sets on its first decode products and keeps the faster; gemm.PrefetchTuner)
-		echo "Hone, HONE_DECODE_PREFETCH=$pf"
-		export HONE_DECODE_PREFETCH=$pf
-		[ "$pf" = measured ] && unset HONE_DECODE_PREFETCH
-		GOMAXPROCS=2 "$W/gemm.test" -test.run xxx -test.bench "DecodeBandwidth" -test.benchtime 10x 2>&1 | tps
-		for rep in $(seq "$REPS"); do
+	# The modes alternate repetition by repetition (the two vCPUs'"'"' memory bandwidth moves by
+	# up to 1.8x from minute to minute on a shared host), each repetition after a STREAM read.
+	for rep in $(seq "$REPS"); do
+		GOMAXPROCS=2 "$W/gemm.test" -test.run xxx -test.bench "MemoryBandwidth/threads2" -test.benchtime 5x | grep ^Bench
+		for pf in off on measured; do
+			# measured: the variable unset, the default (each kind of weights times both kernel
+			# sets on its first decode products and keeps the faster; gemm.PrefetchTuner)
+			echo "Hone, HONE_DECODE_PREFETCH=$pf"
+			export HONE_DECODE_PREFETCH=$pf
+			[ "$pf" = measured ] && unset HONE_DECODE_PREFETCH
+			[ "$rep" = 1 ] && GOMAXPROCS=2 "$W/gemm.test" -test.run xxx -test.bench "DecodeBandwidth" -test.benchtime 10x 2>&1 | tps
 			HONE_BENCH_MODELS="$W" GOMAXPROCS=2 "$W/model.test" -test.run xxx -test.bench "^BenchmarkDecode\$/(f32|bf16)/" -test.benchtime 20x 2>&1 | tps
-		done
-		for f in q8_0 q4_k_m q4_1; do
-			echo " $f"
-			for rep in $(seq "$REPS"); do
+			for f in q8_0 q4_k_m q4_1; do
+				echo " $f"
 				HONE_BENCH_GGUF="$Q/smol-$f.gguf" GOMAXPROCS=2 "$W/model.test" -test.run xxx -test.bench "^BenchmarkDecode\$/^gguf\$/" -test.benchtime 40x 2>&1 | tps
 			done
+			unset HONE_DECODE_PREFETCH
 		done
-		unset HONE_DECODE_PREFETCH
 	done
 	echo "llama.cpp"
 	for f in "$W/smollm2-f32.gguf" "$W/smollm2-bf16.gguf" "$Q/smol-q8_0.gguf" "$Q/smol-q4_k_m.gguf" "$Q/smol-q4_1.gguf"; do
