@@ -76,11 +76,11 @@ def decode(text):
             cur.setdefault((mdl, int(m[2])), {}).setdefault(key, []).append(float(m[3]))
         elif m := re.match(r"^(?:llama\.cpp)? (\S+\.gguf) tg64 \|\s+([\d.]+)", line):
             model = MODELS.get(m[1])
-            cur.setdefault((model, 1), {})["tg"] = float(m[2])
+            cur.setdefault((model, 1), {}).setdefault("tg", []).append(float(m[2]))
         elif m := re.match(r"\s+batched B=\s*(\d+)(?:\s+S_PP\s+[\d.]+)?\s+S_TG\s+([\d.]+)", line):
             if model:
                 key = "s1" if m[1] == "1" else "s16"
-                cur.setdefault((model, 1 if m[1] == "1" else 16), {})[key] = float(m[2])
+                cur.setdefault((model, 1 if m[1] == "1" else 16), {}).setdefault(key, []).append(float(m[2]))
     return rounds, bw
 
 
@@ -126,8 +126,10 @@ def print_decode(text, title, stream):
           "| measured ÷ tg64 or batched-16 | prefetch ÷ same | no prefetch ÷ same | whole model, measured: GB/s ÷ median STREAM |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r, mdl, b, v in cells(rounds):
-        ref = v.get("tg") if b == 1 else v.get("s16")
-        refs = f"{v.get('tg', 0):.1f} / {v.get('s1', 0):.1f}" if b == 1 else f"{v.get('s16', 0):.1f}"
+        # llama.cpp's figures: the median of its runs in the round (one per repetition).
+        tg, s1, s16 = (med(v.get(k, [])) for k in ("tg", "s1", "s16"))
+        ref = tg if b == 1 else s16
+        refs = f"{reps(v.get('tg', []))} / {reps(v.get('s1', []))}" if b == 1 else reps(v.get("s16", []))
         off, on, meas = (v.get(k, []) for k in ("off", "on", "measured"))
         gbs = med(v.get("measured GB/s", []))
         whole = f"{gbs:.1f} ÷ {stream:.1f} = {gbs / stream:.2f}" if b == 1 and gbs and stream else "—"

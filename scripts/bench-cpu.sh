@@ -132,13 +132,13 @@ for part in $PARTS; do
 					HONE_BENCH_GGUF=$G GOMAXPROCS=2 "$W/model.test" -test.run xxx -test.bench "^BenchmarkDecode\$/^gguf\$/" -test.benchtime 100x 2>&1 | tps
 					unset HONE_DECODE_PREFETCH
 				done
+				echo "llama.cpp"
+				"$LB/llama-bench" -m "$G" -t 2 -p 128 -n 64 -r 3 2>/dev/null | grep -o "pp128 .*\|tg64 .*" | sed "s/^/ $(basename "$G") /;s/^/llama.cpp/"
+				"$LB/llama-batched-bench" -m "$G" -t 2 -c 4096 -b 2048 -ub 512 -npp 128 -ntg 64 -npl 1,16 2>/dev/null | grep -E "^\|\s+128" | awk -F"|" "{print \"  batched B=\"\$4\" S_PP \"\$7\" S_TG \"\$9}"
 			done
 			for rep in $(seq "$REPS"); do
 				HONE_BENCH_GGUF=$G GOMAXPROCS=2 "$W/model.test" -test.run xxx -test.bench "^BenchmarkPrefill\$/^gguf\$/" -test.benchtime 10x | grep ^Bench | sed "s/^/gemma3_q4_k_m /"
 			done
-			echo "llama.cpp"
-			"$LB/llama-bench" -m "$G" -t 2 -p 128 -n 64 -r 3 2>/dev/null | grep -o "pp128 .*\|tg64 .*" | sed "s/^/ $(basename "$G") /;s/^/llama.cpp/"
-			"$LB/llama-batched-bench" -m "$G" -t 2 -c 4096 -b 2048 -ub 512 -npp 128 -ntg 64 -npl 1,16 2>/dev/null | grep -E "^\|\s+128" | awk -F"|" "{print \"  batched B=\"\$4\" S_PP \"\$7\" S_TG \"\$9}"
 		done' _ "$WORK" "$GEMMA" "$LLAMA_BIN" "$R" "$REPS" 2>&1 | tee "$OUT/gemma.txt"
 		;;
 	trace)

@@ -23,7 +23,8 @@ tps() { grep -o "^Benchmark[^ ]*\|[0-9.]* tokens/s\|[0-9.]* weights-GB/s\|[0-9.]
 for r in $(seq "$R"); do
 	echo "== round $r $(date -u +%T) load $(cut -d" " -f1 /proc/loadavg)"
 	# The modes alternate repetition by repetition (the two vCPUs'"'"' memory bandwidth moves by
-	# up to 1.8x from minute to minute on a shared host), each repetition after a STREAM read.
+	# up to 1.8x from minute to minute on a shared host), each repetition after a STREAM read,
+	# llama.cpp too.
 	for rep in $(seq "$REPS"); do
 		GOMAXPROCS=2 "$W/gemm.test" -test.run xxx -test.bench "MemoryBandwidth/threads2" -test.benchtime 5x | grep ^Bench
 		for pf in off on measured; do
@@ -40,10 +41,10 @@ for r in $(seq "$R"); do
 			done
 			unset HONE_DECODE_PREFETCH
 		done
-	done
-	echo "llama.cpp"
-	for f in "$W/smollm2-f32.gguf" "$W/smollm2-bf16.gguf" "$Q/smol-q8_0.gguf" "$Q/smol-q4_k_m.gguf" "$Q/smol-q4_1.gguf"; do
-		echo " $(basename "$f") $("$LB/llama-bench" -m "$f" -t 2 -p 0 -n 64 -r 3 2>/dev/null | grep -o "tg64 .*")"
-		"$LB/llama-batched-bench" -m "$f" -t 2 -c 4096 -b 2048 -ub 512 -npp 128 -ntg 64 -npl 1,16 2>/dev/null | grep -E "^\|\s+128" | awk -F"|" "{print \"  batched B=\"\$4\" S_TG \"\$9}"
+		echo "llama.cpp"
+		for f in "$W/smollm2-f32.gguf" "$W/smollm2-bf16.gguf" "$Q/smol-q8_0.gguf" "$Q/smol-q4_k_m.gguf" "$Q/smol-q4_1.gguf"; do
+			echo " $(basename "$f") $("$LB/llama-bench" -m "$f" -t 2 -p 0 -n 64 -r 3 2>/dev/null | grep -o "tg64 .*")"
+			"$LB/llama-batched-bench" -m "$f" -t 2 -c 4096 -b 2048 -ub 512 -npp 128 -ntg 64 -npl 1,16 2>/dev/null | grep -E "^\|\s+128" | awk -F"|" "{print \"  batched B=\"\$4\" S_TG \"\$9}"
+		done
 	done
 done' _ "$W" "$Q" "$LB" "$R" "$REPS"
