@@ -273,16 +273,7 @@ func (a *LoRA) check(cfg *Config) error {
 // out += Scaling·(x·Aᵀ)·Bᵀ for the input x (rows of width In); tmp (rows × Rank) is scratch,
 // allocated when nil. Nothing is added when the module is not adapted.
 func (a *LoRA) AddDelta(l int, module string, x []float32, rows int, out, tmp []float32) {
-	p := a.Layers[l][module]
-	if p == nil {
-		return
-	}
-	r := a.Rank
-	if tmp == nil {
-		tmp = make([]float32, rows*r)
-	}
-	gemm.Sgemm(false, true, rows, r, p.In, 1, x, p.In, p.A, p.In, 0, tmp, r)
-	gemm.Sgemm(false, true, rows, p.Out, r, a.Scaling, tmp, r, p.B, r, 1, out, p.Out)
+	a.addDelta(l, module, x, rows, out, tmp, gemm.Sgemm)
 }
 
 // AddDeltaMany is AddDelta for training's passes of many rows: the second product, rank
@@ -290,6 +281,12 @@ func (a *LoRA) AddDelta(l int, module string, x []float32, rows int, out, tmp []
 // several times slower at that depth. Its sums are not AddDelta's (inference's, the same
 // bits at every row count), so a pass uses one or the other throughout.
 func (a *LoRA) AddDeltaMany(l int, module string, x []float32, rows int, out, tmp []float32) {
+	a.addDelta(l, module, x, rows, out, tmp, gemm.SgemmBlocked)
+}
+
+// addDelta is AddDelta with the rank-deep second product done by second.
+func (a *LoRA) addDelta(l int, module string, x []float32, rows int, out, tmp []float32,
+	second func(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int)) {
 	p := a.Layers[l][module]
 	if p == nil {
 		return
@@ -299,7 +296,7 @@ func (a *LoRA) AddDeltaMany(l int, module string, x []float32, rows int, out, tm
 		tmp = make([]float32, rows*r)
 	}
 	gemm.Sgemm(false, true, rows, r, p.In, 1, x, p.In, p.A, p.In, 0, tmp, r)
-	gemm.SgemmBlocked(false, true, rows, p.Out, r, a.Scaling, tmp, r, p.B, r, 1, out, p.Out)
+	second(false, true, rows, p.Out, r, a.Scaling, tmp, r, p.B, r, 1, out, p.Out)
 }
 
 // Merge adds the adapter's delta for module of layer l into w, that module's weight as f32
