@@ -637,7 +637,8 @@ try {
   const SP = process.env.HONE_SDK_PROJECT;
   if (SP) {
     await goto(`/${SP}/r/call/${process.env.HONE_SDK_ROOT}`);
-    await page.waitForSelector('.tree .node');
+    // The tree is drawn from the calls read so far: wait for the whole first level.
+    await page.waitForFunction(() => [...document.querySelectorAll('.tree .node .op')].some((e) => e.textContent === 'llm'), { timeout: 10000 }).catch(() => {});
     visible = await nodes();
     check(visible.includes('root') && visible.includes('step') && visible.filter((x) => x === 'llm').length === 1, 'SDK trace: root open, step closed: ' + visible);
     await page.click('.node[aria-expanded=false] button.tog');
