@@ -212,12 +212,7 @@ func rlWhole(t *testing.T, e *Trainer, cfg *RLConfig, vocab int) (RLMetrics, []m
 	var met RLMetrics
 	e.G.Zero()
 	for _, s := range seqs {
-		n := 0
-		for _, sm := range s.sampled {
-			if sm {
-				n++
-			}
-		}
+		n := s.sampledCount()
 		if n == 0 {
 			continue
 		}

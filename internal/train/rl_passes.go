@@ -47,6 +47,17 @@ func (mb rlMember) view(st TokenStats) TokenStats {
 	return out
 }
 
+// sampledCount is the number of the sequence's sampled (trained) positions.
+func (s *rlSeq) sampledCount() int {
+	n := 0
+	for _, sm := range s.sampled {
+		if sm {
+			n++
+		}
+	}
+	return n
+}
+
 // firstNeeded is the first position whose prediction is a sampled token (len−1 when none).
 func (s *rlSeq) firstNeeded() int {
 	for t := 0; t+1 < len(s.sampled); t++ {
@@ -172,12 +183,7 @@ func (e *Trainer) rlPasses(ctx context.Context, seqs []*rlSeq, cfg *RLConfig, w 
 	tokens := 0
 	var trained []*rlSeq
 	for _, s := range seqs {
-		n := 0
-		for _, sm := range s.sampled {
-			if sm {
-				n++
-			}
-		}
+		n := s.sampledCount()
 		if n == 0 {
 			continue
 		}
