@@ -353,16 +353,9 @@ func (e *Engine) usePrefixCache(r *running) {
 	bs := e.opts.BlockSize
 	r.hashes = kvcache.HashBlocks(req.Prompt, bs, salt)
 	p := e.kv.LookupPrefix(usableBlocks(r.hashes, len(req.Prompt), bs))
-	if p.Blocks() == 0 {
-		return
+	if p.Blocks() > 0 {
+		e.startFromPrefix(r, p)
 	}
-	c := r.choices[0]
-	c.seq = e.kv.NewSequenceFromPrefix(p, p.Blocks()*bs)
-	c.prefill = p.Blocks() * bs
-	r.h.CachedTokens = c.prefill
-	e.statsMu.Lock()
-	e.stats.CachedPromptTokens += int64(c.prefill)
-	e.statsMu.Unlock()
 }
 
 // waitsForPrefix decides, for a request whose prompt is not started (none of it computed
@@ -401,15 +394,23 @@ func (e *Engine) waitsForPrefix(earlier []*running, r *running) bool {
 		}
 	}
 	if p.Blocks() > held {
-		c.seq.Free()
-		c.seq = e.kv.NewSequenceFromPrefix(p, p.Blocks()*bs)
-		e.statsMu.Lock()
-		e.stats.CachedPromptTokens += int64(p.Blocks()*bs - c.prefill)
-		e.statsMu.Unlock()
-		c.prefill = p.Blocks() * bs
-		r.h.CachedTokens = c.prefill
+		e.startFromPrefix(r, p)
 	}
 	return false
+}
+
+// startFromPrefix makes r's sequence start from the cached prefix p, more of the prompt than
+// it holds (nothing of it computed yet beyond its cached blocks).
+func (e *Engine) startFromPrefix(r *running, p kvcache.Prefix) {
+	c := r.choices[0]
+	bs := e.opts.BlockSize
+	c.seq.Free()
+	c.seq = e.kv.NewSequenceFromPrefix(p, p.Blocks()*bs)
+	e.statsMu.Lock()
+	e.stats.CachedPromptTokens += int64(p.Blocks()*bs - c.prefill)
+	e.statsMu.Unlock()
+	c.prefill = p.Blocks() * bs
+	r.h.CachedTokens = c.prefill
 }
 
 // usableBlocks is the part of a prompt's full-block hashes a request may start from: at
