@@ -148,7 +148,9 @@ func runPairs(im *impl, p *problem, nt int) {
 		if i0 >= i1 || q0 >= q1 {
 			return
 		}
-		scaleC(p, i0, i1, q0*panelW, min(q1*panelW, n))
+		if !p.clearsPerTile() || k == 0 {
+			scaleC(p, i0, i1, q0*panelW, min(q1*panelW, n))
+		}
 		if k == 0 {
 			return
 		}
@@ -180,12 +182,20 @@ func runPairs(im *impl, p *problem, nt int) {
 							rows := min(mr, mcc-ir)
 							a := &ap[ir*kp]
 							c := p.c[(ic+ir)*p.ldc+q*panelW+h:]
+							zero := pq == 0 && p.clearsPerTile()
 							if cols == kw {
+								if zero {
+									zeroTile(c, p.ldc, rows, cols)
+								}
 								kern[rows-1](kp, a, bp, &c[0], p.ldc)
 								continue
 							}
 							tt := tile.tile[:rows*panelW]
-							loadEdge(tt, panelW, c, p.ldc, rows, cols)
+							if zero {
+								clear(tt)
+							} else {
+								loadEdge(tt, panelW, c, p.ldc, rows, cols)
+							}
 							kern[rows-1](kp, a, bp, &tt[0], panelW)
 							storeEdge(c, p.ldc, tt, panelW, rows, cols)
 						}

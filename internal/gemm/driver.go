@@ -290,7 +290,7 @@ func (s *bSource) panel(q int) unsafe.Pointer {
 // macro adds Ap·B into C for an mc×nc block: ap holds the packed A block (mr-row panels of
 // depth kc) and src the B panels; c points at C's block origin. Only B panels whose columns
 // lie in [0,nc) are read beyond nc when src is packed (zero-padded) or full.
-func macro(im *impl, mc, nc, kc int, ap []float32, src *bSource, c []float32, ldc int, tmp *[16 * panelW]float32) {
+func macro(im *impl, mc, nc, kc int, ap []float32, src *bSource, c []float32, ldc int, tmp *[16 * panelW]float32, zero bool) {
 	mr, nr := im.mr, im.nr
 	full := im.micro[src.kind]
 	rowsK := im.microRows[src.kind]
@@ -306,16 +306,43 @@ func macro(im *impl, mc, nc, kc int, ap []float32, src *bSource, c []float32, ld
 				mk = rowsK[rows-1]
 			}
 			if cols == nr && (rows == mr || rowsK != nil) {
+				if zero {
+					zeroTile(c[ir*ldc+jr:], ldc, rows, cols)
+				}
 				mk(kc, a, bp, src.ldb, &c[ir*ldc+jr], ldc)
 				continue
 			}
 			t := tmp[:mr*nr]
-			loadEdge(t, nr, c[ir*ldc+jr:], ldc, rows, cols)
+			if zero {
+				clear(t)
+			} else {
+				loadEdge(t, nr, c[ir*ldc+jr:], ldc, rows, cols)
+			}
 			mk(kc, a, bp, src.ldb, &t[0], nr)
 			storeEdge(c[ir*ldc+jr:], ldc, t, nr, rows, cols)
 		}
 	}
 }
+
+// zeroTile sets the rows×cols corner of c (rows ldc apart) to 0: with beta 0, each tile of C
+// is cleared just before the first depth block's kernel starts from it (in cache), instead of
+// the whole of C in a pass of its own (which, for a large C, wrote it to memory and read it
+// back). Starting from 0 either way, the sums are the same bits.
+func zeroTile(c []float32, ldc, rows, cols int) {
+	if cols == 32 && len(c) >= (rows-1)*ldc+32 {
+		for i := 0; i < rows; i++ {
+			*(*[32]float32)(c[i*ldc : i*ldc+32]) = [32]float32{}
+		}
+		return
+	}
+	for i := 0; i < rows; i++ {
+		clear(c[i*ldc : i*ldc+cols])
+	}
+}
+
+// clearsPerTile reports whether a product's kernels clear each tile of C as they first reach
+// it (beta 0 and some depth), so that the task need not clear C first.
+func (p *problem) clearsPerTile() bool { return p.beta == 0 && p.k > 0 }
 
 // loadEdge copies the rows×cols corner of c (rows ldc apart) into tile t (rows ldt apart),
 // zeros elsewhere: an edge tile that a micro-kernel computes in scratch starts, as every tile,
@@ -431,7 +458,9 @@ func (c *blockedCall) task(t int) {
 	if i0 >= i1 || j0 >= j1 {
 		return
 	}
-	scaleC(p, i0, i1, j0, j1)
+	if !p.clearsPerTile() {
+		scaleC(p, i0, i1, j0, j1)
+	}
 	abuf := bufPool.Get().(*floatBuf)
 	defer bufPool.Put(abuf)
 	ap := abuf.aligned(mc * kc0)
@@ -442,7 +471,7 @@ func (c *blockedCall) task(t int) {
 			src := &bSource{kind: c.bKind, panelStride: kc * panelW, ldb: panelW,
 				base: unsafe.Add(unsafe.Pointer(&c.bpack[0]), uintptr(pc*c.ncp+q0*kc*panelW)*c.bKind.size())}
 			packA(im, ap, p, ic, mcc, pc, kc)
-			macro(im, mcc, j1-j0, kc, ap, src, p.c[ic*p.ldc+j0:], p.ldc, &abuf.tile)
+			macro(im, mcc, j1-j0, kc, ap, src, p.c[ic*p.ldc+j0:], p.ldc, &abuf.tile, pc == 0 && p.clearsPerTile())
 		}
 	}
 }
@@ -474,7 +503,9 @@ func rawPanels(im *impl, p *problem, ap *packedA, q0, q1 int) {
 	if j0 >= j1 {
 		return
 	}
-	scaleC(p, 0, m, j0, j1)
+	if !p.clearsPerTile() {
+		scaleC(p, 0, m, j0, j1)
+	}
 	sb := bufPool.Get().(*floatBuf)
 	defer bufPool.Put(sb)
 	edge := sb.aligned(kc0 * panelW)
@@ -484,13 +515,13 @@ func rawPanels(im *impl, p *problem, ap *packedA, q0, q1 int) {
 		a := ap.block(0, pc)
 		if full > 0 {
 			src := &bSource{kind: p.bKind, base: p.bPtr(pc*p.ldb + j0), panelStride: panelW, ldb: p.ldb}
-			macro(im, m, full, kc, a, src, p.c[j0:], p.ldc, &sb.tile)
+			macro(im, m, full, kc, a, src, p.c[j0:], p.ldc, &sb.tile, pc == 0 && p.clearsPerTile())
 		}
 		if j0+full < j1 {
 			w := j1 - j0 - full
 			packBPanel(im, edge, p, j0+full, w, pc, kc)
 			src := &bSource{kind: kindF32, base: unsafe.Pointer(&edge[0]), panelStride: kc * panelW, ldb: panelW}
-			macro(im, m, w, kc, a, src, p.c[j0+full:], p.ldc, &sb.tile)
+			macro(im, m, w, kc, a, src, p.c[j0+full:], p.ldc, &sb.tile, pc == 0 && p.clearsPerTile())
 		}
 	}
 }

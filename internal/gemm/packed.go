@@ -188,7 +188,9 @@ func (c *packedCall) task(t int) {
 	if i0 >= i1 || q0 >= q1 {
 		return
 	}
-	scaleC(p, i0, i1, q0*panelW, min(q1*panelW, n))
+	if !p.clearsPerTile() {
+		scaleC(p, i0, i1, q0*panelW, min(q1*panelW, n))
+	}
 	sb := bufPool.Get().(*floatBuf)
 	defer bufPool.Put(sb)
 	var ap []float32
@@ -214,7 +216,7 @@ func (c *packedCall) task(t int) {
 				} else {
 					packA(im, ap, p, ic, mcc, pc, kc)
 				}
-				macro(im, mcc, j1-j0, kc, a, src, p.c[ic*p.ldc+j0:], p.ldc, &sb.tile)
+				macro(im, mcc, j1-j0, kc, a, src, p.c[ic*p.ldc+j0:], p.ldc, &sb.tile, pc == 0 && p.clearsPerTile())
 			}
 		}
 	}

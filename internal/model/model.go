@@ -670,11 +670,21 @@ func (m *Model) attention(l int, b *batch) {
 	hd, qd := c.HeadDim, c.QDim()
 	group := c.NumHeads / c.NumKVHeads
 	scale := m.AttnScale()
-	type task struct{ step, kvHead int }
+	// A task is a step's kv head, or in a prefill with fewer kv heads than the cores can
+	// share evenly (one prompt: SmolLM2's 3 on 2 cores left one core idle a third of the
+	// time), one query head of it (which gathers its kv head's keys and values itself).
+	type task struct{ step, kvHead, qHead int }
+	split := len(b.steps)*c.NumKVHeads < 4*gemm.Threads()
 	tasks := make([]task, 0, len(b.steps)*c.NumKVHeads)
-	for i := range b.steps {
+	for i, st := range b.steps {
 		for g := 0; g < c.NumKVHeads; g++ {
-			tasks = append(tasks, task{i, g})
+			if !split || group == 1 || len(st.Tokens) <= 4 {
+				tasks = append(tasks, task{i, g, -1})
+				continue
+			}
+			for qh := g * group; qh < (g+1)*group; qh++ {
+				tasks = append(tasks, task{i, g, qh})
+			}
 		}
 	}
 	// Each step's keys and values of positions [lo, ctx), gathered into rows (widened to f32
@@ -756,7 +766,11 @@ func (m *Model) attention(l int, b *batch) {
 		s.Gather(l, lo, ctx, t.kvHead*hd, hd, K, V)
 		sc.s = sc.s.grow(n * w)
 		S := sc.s
-		for qh := t.kvHead * group; qh < (t.kvHead+1)*group; qh++ {
+		qh0, qh1 := t.kvHead*group, (t.kvHead+1)*group
+		if t.qHead >= 0 {
+			qh0, qh1 = t.qHead, t.qHead+1
+		}
+		for qh := qh0; qh < qh1; qh++ {
 			for rb := 0; rb < n; rb += attnRows {
 				re := min(rb+attnRows, n)
 				// The keys [k0, k1) the block's rows see: from its first row's window to

@@ -401,7 +401,22 @@ func (f *fused) forward(bf16 bool, x []float32, rows int, tmp []float32, outs ..
 		}
 		gemm.GemmPacked(false, rows, 1, x, pb.K(), pb, 0, tmp, n)
 	}
-	for r := 0; r < rows; r++ {
+	// A prefill's columns are copied on every core (the copy reads and writes memory: on
+	// one core the other waited for it).
+	if rows < 2*scatterRows {
+		f.scatter(tmp, outs, 0, rows)
+		return
+	}
+	gemm.Parallel((rows+scatterRows-1)/scatterRows, func(t int) {
+		f.scatter(tmp, outs, t*scatterRows, min((t+1)*scatterRows, rows))
+	})
+}
+
+// scatter adds the bias to rows [r0, r1) of the fused product tmp and copies each part's
+// columns into outs[i].
+func (f *fused) scatter(tmp []float32, outs [][]float32, r0, r1 int) {
+	n := f.n
+	for r := r0; r < r1; r++ {
 		row := tmp[r*n : (r+1)*n]
 		if f.Bias != nil {
 			for i, b := range f.Bias {
@@ -415,6 +430,9 @@ func (f *fused) forward(bf16 bool, x []float32, rows int, tmp []float32, outs ..
 		}
 	}
 }
+
+// scatterRows is how many rows of a fused product's output one task copies into the parts.
+const scatterRows = 32
 
 // quantized reports whether any part's weight is quantized: then the parts are multiplied
 // one after the other into their columns of the fused output (quant.MatMulTMany when all are
