@@ -181,23 +181,23 @@ func runPairs(im *impl, p *problem, nt int) {
 						for ir := 0; ir < mcc; ir += mr {
 							rows := min(mr, mcc-ir)
 							a := &ap[ir*kp]
-							c := p.c[(ic+ir)*p.ldc+q*panelW+h:]
+							c, ldc := p.cAt(ic+ir, q*panelW+h)
 							zero := pq == 0 && p.clearsPerTile()
 							if cols == kw {
 								if zero {
-									zeroTile(c, p.ldc, rows, cols)
+									zeroTile(c, ldc, rows, cols)
 								}
-								kern[rows-1](kp, a, bp, &c[0], p.ldc)
+								kern[rows-1](kp, a, bp, &c[0], ldc)
 								continue
 							}
 							tt := tile.tile[:rows*panelW]
 							if zero {
 								clear(tt)
 							} else {
-								loadEdge(tt, panelW, c, p.ldc, rows, cols)
+								loadEdge(tt, panelW, c, ldc, rows, cols)
 							}
 							kern[rows-1](kp, a, bp, &tt[0], panelW)
-							storeEdge(c, p.ldc, tt, panelW, rows, cols)
+							storeEdge(c, ldc, tt, panelW, rows, cols)
 						}
 					}
 				}

@@ -20,6 +20,43 @@ type problem struct {
 	beta           float32
 	c              []float32
 	ldc            int
+	parts          [maxParts]cPart // GemmPackedInto: C's columns in nparts parts (c unused)
+	nparts         int
+}
+
+// maxParts is the most parts GemmPackedInto splits C's columns into (q, k and v: 3). They are
+// held in the problem itself, which allocates nothing.
+const maxParts = 4
+
+// cPart is the columns [col0, col0+w) of a product written to a matrix of their own (rows w
+// apart).
+type cPart struct {
+	c       []float32
+	col0, w int
+}
+
+// cAt returns C from row i and column j on, with its leading dimension: p.c, or the part
+// holding column j.
+func (p *problem) cAt(i, j int) ([]float32, int) {
+	if p.nparts == 0 {
+		return p.c[i*p.ldc+j:], p.ldc
+	}
+	k := p.nparts - 1
+	for k > 0 && j < p.parts[k].col0 {
+		k--
+	}
+	pt := &p.parts[k]
+	return pt.c[i*pt.w+j-pt.col0:], pt.w
+}
+
+// partEnd returns the column after the last of column j's part (n without parts).
+func (p *problem) partEnd(j int) int {
+	for _, pt := range p.parts[:p.nparts] {
+		if j < pt.col0+pt.w {
+			return pt.col0 + pt.w
+		}
+	}
+	return p.n
 }
 
 // Cache blocking. kcBlock is the depth of one packed block (A micro-panel and B micro-panel

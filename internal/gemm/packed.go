@@ -117,6 +117,52 @@ func GemmPacked(transA bool, m int, alpha float32, a []float32, lda int, pb *Pac
 	})
 }
 
+// GemmPackedInto computes op(A)·B (alpha 1, beta 0) with B prepacked by PackB, PackHalfB or
+// PackBF16Pairs, writing its columns in parts: the widths[i] columns after the parts before
+// go to outs[i] (m × widths[i], rows widths[i] apart), as the fused projections of a model
+// (q, k and v; gate and up) want them, without the whole product in one matrix and a copy.
+// Every width but the last must be a multiple of 32 (a packed panel); where it is not, or
+// the product would run on AMX tiles (which take whole runs of panels), it computes nothing
+// and returns false, and the caller multiplies into one matrix (GemmPacked). The sums are
+// GemmPacked's, bit for bit.
+func GemmPackedInto(m int, a []float32, lda int, pb *PackedB, outs [][]float32, widths []int) bool {
+	if pb == nil {
+		panic("gemm.GemmPackedInto: pb is nil")
+	}
+	if len(outs) != len(widths) {
+		panic("gemm.GemmPackedInto: outs and widths differ in length")
+	}
+	if len(outs) > maxParts {
+		return false
+	}
+	p := problem{
+		m: m, n: pb.n, k: pb.k,
+		alpha: 1, a: a, lda: lda,
+		bKind: pb.kind, packed: pb,
+		ldc: pb.n, nparts: len(outs),
+	}
+	col := 0
+	for i, w := range widths {
+		if w <= 0 || (i < len(widths)-1 && w%panelW != 0) {
+			return false
+		}
+		if len(outs[i]) < m*w {
+			panic(fmt.Sprintf("gemm.GemmPackedInto: len(outs[%d]) = %d < %d rows × %d columns", i, len(outs[i]), m, w))
+		}
+		p.parts[i] = cPart{c: outs[i], col0: col, w: w}
+		col += w
+	}
+	if col != pb.n {
+		panic(fmt.Sprintf("gemm.GemmPackedInto: widths sum to %d, B has %d columns", col, pb.n))
+	}
+	if pb.k == 0 || (pb.kind == kindBF16Pair && current.Load().amx) {
+		return false
+	}
+	checkArgs("GemmPackedInto", false, false, m, pb.n, pb.k, len(a), lda, pb.k*max(pb.n, 1), max(pb.n, 1), m*pb.n, pb.n)
+	run(&p)
+	return true
+}
+
 // runPacked multiplies by a prepacked B: no B packing at all; tasks split the rows when
 // there are many and the columns otherwise.
 func runPacked(im *impl, p *problem, nt int) {
@@ -197,8 +243,9 @@ func (c *packedCall) task(t int) {
 	if c.shared.s == nil {
 		ap = sb.aligned(min(mc, i1-i0+mr) * kc0)
 	}
-	for qc := q0; qc < q1; qc += ncPanels {
-		qe := min(qc+ncPanels, q1)
+	for qc, qe := q0, 0; qc < q1; qc = qe {
+		// A block of columns stays within one part of C (GemmPackedInto).
+		qe = min(qc+ncPanels, q1, (p.partEnd(qc*panelW)+panelW-1)/panelW)
 		j0, j1 := qc*panelW, min(qe*panelW, n)
 		for pc := 0; pc < k; pc += kc0 {
 			kc := min(kc0, k-pc)
@@ -216,7 +263,8 @@ func (c *packedCall) task(t int) {
 				} else {
 					packA(im, ap, p, ic, mcc, pc, kc)
 				}
-				macro(im, mcc, j1-j0, kc, a, src, p.c[ic*p.ldc+j0:], p.ldc, &sb.tile, pc == 0 && p.clearsPerTile())
+				cb, ldc := p.cAt(ic, j0)
+				macro(im, mcc, j1-j0, kc, a, src, cb, ldc, &sb.tile, pc == 0 && p.clearsPerTile())
 			}
 		}
 	}

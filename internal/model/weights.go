@@ -8,6 +8,7 @@ import (
 
 	"github.com/honeai/hone/internal/gemm"
 	"github.com/honeai/hone/internal/gguf"
+	"github.com/honeai/hone/internal/kernels"
 	"github.com/honeai/hone/internal/quant"
 	"github.com/honeai/hone/internal/safetensors"
 )
@@ -399,6 +400,20 @@ func (f *fused) forward(bf16 bool, x []float32, rows int, tmp []float32, outs ..
 		if pb == nil { // only the pack this pass multiplies by is built
 			pb = f.packed()
 		}
+		// Each part's columns straight into its output where the parts are whole panels
+		// (the copy below read and wrote every output again: 3% of a bf16 prefill).
+		if len(outs) == len(f.Outs) && len(outs) <= 4 {
+			var parts [4][]float32
+			for i, w := range f.Outs {
+				parts[i] = outs[i][:rows*w]
+			}
+			if gemm.GemmPackedInto(rows, x, pb.K(), pb, parts[:len(outs)], f.Outs) {
+				if f.Bias != nil {
+					f.addBias(outs, rows)
+				}
+				return
+			}
+		}
 		gemm.GemmPacked(false, rows, 1, x, pb.K(), pb, 0, tmp, n)
 	}
 	// A prefill's columns are copied on every core (the copy reads and writes memory: on
@@ -428,6 +443,18 @@ func (f *fused) scatter(tmp []float32, outs [][]float32, r0, r1 int) {
 			copy(outs[i][r*w:(r+1)*w], row[c:c+w])
 			c += w
 		}
+	}
+}
+
+// addBias adds the bias to rows [0, rows) of each part's output.
+func (f *fused) addBias(outs [][]float32, rows int) {
+	c := 0
+	for i, w := range f.Outs {
+		b := f.Bias[c : c+w]
+		for r := 0; r < rows; r++ {
+			kernels.Add(outs[i][r*w:(r+1)*w], b)
+		}
+		c += w
 	}
 }
 
