@@ -147,3 +147,1044 @@ scaleAVX512_loop:
 scaleAVX512_done:
 	VZEROUPPER
 	RET
+
+// func swigluAVX512(n int, out *float32, e *float32, gate *float32, up *float32)
+// Requires: AVX, AVX512F
+TEXT ·swigluAVX512(SB), NOSPLIT, $0-40
+	MOVQ         n+0(FP), R8
+	MOVQ         out+8(FP), DI
+	MOVQ         e+16(FP), DX
+	MOVQ         gate+24(FP), SI
+	MOVQ         up+32(FP), BX
+	VBROADCASTSS swigluAVX512_c0<>+0(SB), Z20
+	VBROADCASTSS swigluAVX512_c1<>+0(SB), Z21
+	VBROADCASTSS swigluAVX512_c2<>+0(SB), Z22
+	VBROADCASTSS swigluAVX512_c3<>+0(SB), Z23
+	VBROADCASTSS swigluAVX512_c4<>+0(SB), Z24
+	VBROADCASTSS swigluAVX512_c5<>+0(SB), Z25
+	VBROADCASTSS swigluAVX512_c6<>+0(SB), Z26
+	VBROADCASTSS swigluAVX512_c7<>+0(SB), Z27
+	VBROADCASTSS swigluAVX512_c8<>+0(SB), Z28
+	VBROADCASTSS swigluAVX512_c9<>+0(SB), Z29
+	VBROADCASTSS swigluAVX512_c10<>+0(SB), Z30
+	VBROADCASTSS swigluAVX512_c11<>+0(SB), Z31
+	VBROADCASTSS swigluAVX512_c12<>+0(SB), Z18
+	MOVQ         R8, CX
+	ANDQ         $0x0f, CX
+	MOVL         $0x00000001, R9
+	SHLL         CL, R9
+	DECL         R9
+	KMOVW        R9, K1
+	ANDQ         $-16, R8
+	SHLQ         $0x02, R8
+	XORQ         AX, AX
+	TESTQ        R8, R8
+	JZ           swigluAVX512_tail
+
+swigluAVX512_loop:
+	VMOVUPS      (SI)(AX*1), Z0
+	VMOVUPS      (BX)(AX*1), Z1
+	VMOVAPS      Z0, Z3
+	VFMADD132PS  Z20, Z21, Z3
+	VMAXPS       Z22, Z3, Z3
+	VMINPS       Z23, Z3, Z3
+	VMULPS       Z24, Z3, Z4
+	VRNDSCALEPS  $0x00, Z4, Z4
+	VFNMADD231PS Z25, Z4, Z3
+	VFNMADD231PS Z26, Z4, Z3
+	VMOVAPS      Z27, Z5
+	VFMADD132PS  Z3, Z28, Z5
+	VFMADD132PS  Z3, Z29, Z5
+	VFMADD132PS  Z3, Z30, Z5
+	VFMADD132PS  Z3, Z31, Z5
+	VFMADD132PS  Z3, Z18, Z5
+	VFMADD132PS  Z3, Z18, Z5
+	VSCALEFPS    Z4, Z5, Z5
+	VMOVUPS      Z5, (DX)(AX*1)
+	VADDPS       Z18, Z5, Z6
+	VDIVPS       Z6, Z0, Z6
+	VMULPS       Z1, Z6, Z6
+	VMOVUPS      Z6, (DI)(AX*1)
+	ADDQ         $0x40, AX
+	CMPQ         AX, R8
+	JB           swigluAVX512_loop
+
+swigluAVX512_tail:
+	TESTQ        CX, CX
+	JZ           swigluAVX512_done
+	VMOVUPS.Z    (SI)(AX*1), K1, Z0
+	VMOVUPS.Z    (BX)(AX*1), K1, Z1
+	VMOVAPS      Z0, Z3
+	VFMADD132PS  Z20, Z21, Z3
+	VMAXPS       Z22, Z3, Z3
+	VMINPS       Z23, Z3, Z3
+	VMULPS       Z24, Z3, Z4
+	VRNDSCALEPS  $0x00, Z4, Z4
+	VFNMADD231PS Z25, Z4, Z3
+	VFNMADD231PS Z26, Z4, Z3
+	VMOVAPS      Z27, Z5
+	VFMADD132PS  Z3, Z28, Z5
+	VFMADD132PS  Z3, Z29, Z5
+	VFMADD132PS  Z3, Z30, Z5
+	VFMADD132PS  Z3, Z31, Z5
+	VFMADD132PS  Z3, Z18, Z5
+	VFMADD132PS  Z3, Z18, Z5
+	VSCALEFPS    Z4, Z5, Z5
+	VMOVUPS      Z5, K1, (DX)(AX*1)
+	VADDPS       Z18, Z5, Z6
+	VDIVPS       Z6, Z0, Z6
+	VMULPS       Z1, Z6, Z6
+	VMOVUPS      Z6, K1, (DI)(AX*1)
+
+swigluAVX512_done:
+	VZEROUPPER
+	RET
+
+DATA swigluAVX512_c0<>+0(SB)/4, $0xbf800000
+GLOBL swigluAVX512_c0<>(SB), RODATA|NOPTR, $4
+
+DATA swigluAVX512_c1<>+0(SB)/4, $0x00000000
+GLOBL swigluAVX512_c1<>(SB), RODATA|NOPTR, $4
+
+DATA swigluAVX512_c2<>+0(SB)/4, $0xc2d00000
+GLOBL swigluAVX512_c2<>(SB), RODATA|NOPTR, $4
+
+DATA swigluAVX512_c3<>+0(SB)/4, $0x42b20000
+GLOBL swigluAVX512_c3<>(SB), RODATA|NOPTR, $4
+
+DATA swigluAVX512_c4<>+0(SB)/4, $0x3fb8aa3b
+GLOBL swigluAVX512_c4<>(SB), RODATA|NOPTR, $4
+
+DATA swigluAVX512_c5<>+0(SB)/4, $0x3f318000
+GLOBL swigluAVX512_c5<>(SB), RODATA|NOPTR, $4
+
+DATA swigluAVX512_c6<>+0(SB)/4, $0xb95e8083
+GLOBL swigluAVX512_c6<>(SB), RODATA|NOPTR, $4
+
+DATA swigluAVX512_c7<>+0(SB)/4, $0x3ab60b61
+GLOBL swigluAVX512_c7<>(SB), RODATA|NOPTR, $4
+
+DATA swigluAVX512_c8<>+0(SB)/4, $0x3c088889
+GLOBL swigluAVX512_c8<>(SB), RODATA|NOPTR, $4
+
+DATA swigluAVX512_c9<>+0(SB)/4, $0x3d2aaaab
+GLOBL swigluAVX512_c9<>(SB), RODATA|NOPTR, $4
+
+DATA swigluAVX512_c10<>+0(SB)/4, $0x3e2aaaab
+GLOBL swigluAVX512_c10<>(SB), RODATA|NOPTR, $4
+
+DATA swigluAVX512_c11<>+0(SB)/4, $0x3f000000
+GLOBL swigluAVX512_c11<>(SB), RODATA|NOPTR, $4
+
+DATA swigluAVX512_c12<>+0(SB)/4, $0x3f800000
+GLOBL swigluAVX512_c12<>(SB), RODATA|NOPTR, $4
+
+// func swigluNoEAVX512(n int, out *float32, gate *float32, up *float32)
+// Requires: AVX, AVX512F
+TEXT ·swigluNoEAVX512(SB), NOSPLIT, $0-32
+	MOVQ         n+0(FP), R8
+	MOVQ         out+8(FP), DI
+	MOVQ         gate+16(FP), SI
+	MOVQ         up+24(FP), BX
+	VBROADCASTSS swigluNoEAVX512_c0<>+0(SB), Z20
+	VBROADCASTSS swigluNoEAVX512_c1<>+0(SB), Z21
+	VBROADCASTSS swigluNoEAVX512_c2<>+0(SB), Z22
+	VBROADCASTSS swigluNoEAVX512_c3<>+0(SB), Z23
+	VBROADCASTSS swigluNoEAVX512_c4<>+0(SB), Z24
+	VBROADCASTSS swigluNoEAVX512_c5<>+0(SB), Z25
+	VBROADCASTSS swigluNoEAVX512_c6<>+0(SB), Z26
+	VBROADCASTSS swigluNoEAVX512_c7<>+0(SB), Z27
+	VBROADCASTSS swigluNoEAVX512_c8<>+0(SB), Z28
+	VBROADCASTSS swigluNoEAVX512_c9<>+0(SB), Z29
+	VBROADCASTSS swigluNoEAVX512_c10<>+0(SB), Z30
+	VBROADCASTSS swigluNoEAVX512_c11<>+0(SB), Z31
+	VBROADCASTSS swigluNoEAVX512_c12<>+0(SB), Z18
+	MOVQ         R8, CX
+	ANDQ         $0x0f, CX
+	MOVL         $0x00000001, R9
+	SHLL         CL, R9
+	DECL         R9
+	KMOVW        R9, K1
+	ANDQ         $-16, R8
+	SHLQ         $0x02, R8
+	XORQ         AX, AX
+	TESTQ        R8, R8
+	JZ           swigluNoEAVX512_tail
+
+swigluNoEAVX512_loop:
+	VMOVUPS      (SI)(AX*1), Z0
+	VMOVUPS      (BX)(AX*1), Z1
+	VMOVAPS      Z0, Z3
+	VFMADD132PS  Z20, Z21, Z3
+	VMAXPS       Z22, Z3, Z3
+	VMINPS       Z23, Z3, Z3
+	VMULPS       Z24, Z3, Z4
+	VRNDSCALEPS  $0x00, Z4, Z4
+	VFNMADD231PS Z25, Z4, Z3
+	VFNMADD231PS Z26, Z4, Z3
+	VMOVAPS      Z27, Z5
+	VFMADD132PS  Z3, Z28, Z5
+	VFMADD132PS  Z3, Z29, Z5
+	VFMADD132PS  Z3, Z30, Z5
+	VFMADD132PS  Z3, Z31, Z5
+	VFMADD132PS  Z3, Z18, Z5
+	VFMADD132PS  Z3, Z18, Z5
+	VSCALEFPS    Z4, Z5, Z5
+	VADDPS       Z18, Z5, Z6
+	VDIVPS       Z6, Z0, Z6
+	VMULPS       Z1, Z6, Z6
+	VMOVUPS      Z6, (DI)(AX*1)
+	ADDQ         $0x40, AX
+	CMPQ         AX, R8
+	JB           swigluNoEAVX512_loop
+
+swigluNoEAVX512_tail:
+	TESTQ        CX, CX
+	JZ           swigluNoEAVX512_done
+	VMOVUPS.Z    (SI)(AX*1), K1, Z0
+	VMOVUPS.Z    (BX)(AX*1), K1, Z1
+	VMOVAPS      Z0, Z3
+	VFMADD132PS  Z20, Z21, Z3
+	VMAXPS       Z22, Z3, Z3
+	VMINPS       Z23, Z3, Z3
+	VMULPS       Z24, Z3, Z4
+	VRNDSCALEPS  $0x00, Z4, Z4
+	VFNMADD231PS Z25, Z4, Z3
+	VFNMADD231PS Z26, Z4, Z3
+	VMOVAPS      Z27, Z5
+	VFMADD132PS  Z3, Z28, Z5
+	VFMADD132PS  Z3, Z29, Z5
+	VFMADD132PS  Z3, Z30, Z5
+	VFMADD132PS  Z3, Z31, Z5
+	VFMADD132PS  Z3, Z18, Z5
+	VFMADD132PS  Z3, Z18, Z5
+	VSCALEFPS    Z4, Z5, Z5
+	VADDPS       Z18, Z5, Z6
+	VDIVPS       Z6, Z0, Z6
+	VMULPS       Z1, Z6, Z6
+	VMOVUPS      Z6, K1, (DI)(AX*1)
+
+swigluNoEAVX512_done:
+	VZEROUPPER
+	RET
+
+DATA swigluNoEAVX512_c0<>+0(SB)/4, $0xbf800000
+GLOBL swigluNoEAVX512_c0<>(SB), RODATA|NOPTR, $4
+
+DATA swigluNoEAVX512_c1<>+0(SB)/4, $0x00000000
+GLOBL swigluNoEAVX512_c1<>(SB), RODATA|NOPTR, $4
+
+DATA swigluNoEAVX512_c2<>+0(SB)/4, $0xc2d00000
+GLOBL swigluNoEAVX512_c2<>(SB), RODATA|NOPTR, $4
+
+DATA swigluNoEAVX512_c3<>+0(SB)/4, $0x42b20000
+GLOBL swigluNoEAVX512_c3<>(SB), RODATA|NOPTR, $4
+
+DATA swigluNoEAVX512_c4<>+0(SB)/4, $0x3fb8aa3b
+GLOBL swigluNoEAVX512_c4<>(SB), RODATA|NOPTR, $4
+
+DATA swigluNoEAVX512_c5<>+0(SB)/4, $0x3f318000
+GLOBL swigluNoEAVX512_c5<>(SB), RODATA|NOPTR, $4
+
+DATA swigluNoEAVX512_c6<>+0(SB)/4, $0xb95e8083
+GLOBL swigluNoEAVX512_c6<>(SB), RODATA|NOPTR, $4
+
+DATA swigluNoEAVX512_c7<>+0(SB)/4, $0x3ab60b61
+GLOBL swigluNoEAVX512_c7<>(SB), RODATA|NOPTR, $4
+
+DATA swigluNoEAVX512_c8<>+0(SB)/4, $0x3c088889
+GLOBL swigluNoEAVX512_c8<>(SB), RODATA|NOPTR, $4
+
+DATA swigluNoEAVX512_c9<>+0(SB)/4, $0x3d2aaaab
+GLOBL swigluNoEAVX512_c9<>(SB), RODATA|NOPTR, $4
+
+DATA swigluNoEAVX512_c10<>+0(SB)/4, $0x3e2aaaab
+GLOBL swigluNoEAVX512_c10<>(SB), RODATA|NOPTR, $4
+
+DATA swigluNoEAVX512_c11<>+0(SB)/4, $0x3f000000
+GLOBL swigluNoEAVX512_c11<>(SB), RODATA|NOPTR, $4
+
+DATA swigluNoEAVX512_c12<>+0(SB)/4, $0x3f800000
+GLOBL swigluNoEAVX512_c12<>(SB), RODATA|NOPTR, $4
+
+// func swigluExpAVX512(n int, out *float32, e *float32, gate *float32, up *float32)
+// Requires: AVX, AVX512F
+TEXT ·swigluExpAVX512(SB), NOSPLIT, $0-40
+	MOVQ         n+0(FP), R8
+	MOVQ         out+8(FP), DI
+	MOVQ         e+16(FP), DX
+	MOVQ         gate+24(FP), SI
+	MOVQ         up+32(FP), BX
+	VBROADCASTSS swigluExpAVX512_one<>+0(SB), Z18
+	MOVQ         R8, CX
+	ANDQ         $0x0f, CX
+	MOVL         $0x00000001, R9
+	SHLL         CL, R9
+	DECL         R9
+	KMOVW        R9, K1
+	ANDQ         $-16, R8
+	SHLQ         $0x02, R8
+	XORQ         AX, AX
+	TESTQ        R8, R8
+	JZ           swigluExpAVX512_tail
+
+swigluExpAVX512_loop:
+	VMOVUPS (DX)(AX*1), Z2
+	VMOVUPS (SI)(AX*1), Z0
+	VMOVUPS (BX)(AX*1), Z1
+	VADDPS  Z18, Z2, Z2
+	VDIVPS  Z2, Z0, Z2
+	VMULPS  Z1, Z2, Z2
+	VMOVUPS Z2, (DI)(AX*1)
+	ADDQ    $0x40, AX
+	CMPQ    AX, R8
+	JB      swigluExpAVX512_loop
+
+swigluExpAVX512_tail:
+	TESTQ     CX, CX
+	JZ        swigluExpAVX512_done
+	VMOVUPS.Z (DX)(AX*1), K1, Z2
+	VMOVUPS.Z (SI)(AX*1), K1, Z0
+	VMOVUPS.Z (BX)(AX*1), K1, Z1
+	VADDPS    Z18, Z2, Z2
+	VDIVPS    Z2, Z0, Z2
+	VMULPS    Z1, Z2, Z2
+	VMOVUPS   Z2, K1, (DI)(AX*1)
+
+swigluExpAVX512_done:
+	VZEROUPPER
+	RET
+
+DATA swigluExpAVX512_one<>+0(SB)/4, $0x3f800000
+GLOBL swigluExpAVX512_one<>(SB), RODATA|NOPTR, $4
+
+// func swigluBackAVX512(n int, dg *float32, du *float32, dy *float32, gate *float32, up *float32, e *float32)
+// Requires: AVX, AVX512F
+TEXT ·swigluBackAVX512(SB), NOSPLIT, $0-56
+	MOVQ         n+0(FP), R8
+	MOVQ         dg+8(FP), DI
+	MOVQ         du+16(FP), SI
+	MOVQ         dy+24(FP), DX
+	MOVQ         gate+32(FP), BX
+	MOVQ         up+40(FP), R10
+	MOVQ         e+48(FP), R11
+	VBROADCASTSS swigluBackAVX512_one<>+0(SB), Z18
+	MOVQ         R8, CX
+	ANDQ         $0x0f, CX
+	MOVL         $0x00000001, R9
+	SHLL         CL, R9
+	DECL         R9
+	KMOVW        R9, K1
+	ANDQ         $-16, R8
+	SHLQ         $0x02, R8
+	XORQ         AX, AX
+	TESTQ        R8, R8
+	JZ           swigluBackAVX512_tail
+
+swigluBackAVX512_loop:
+	VMOVUPS (R11)(AX*1), Z3
+	VMOVUPS (DX)(AX*1), Z0
+	VMOVUPS (BX)(AX*1), Z1
+	VMOVUPS (R10)(AX*1), Z2
+	VADDPS  Z18, Z3, Z3
+	VDIVPS  Z3, Z18, Z3
+	VMULPS  Z1, Z0, Z4
+	VMULPS  Z3, Z4, Z4
+	VMOVUPS Z4, (SI)(AX*1)
+	VSUBPS  Z3, Z18, Z5
+	VMULPS  Z5, Z1, Z5
+	VADDPS  Z18, Z5, Z5
+	VMULPS  Z2, Z0, Z4
+	VMULPS  Z3, Z4, Z4
+	VMULPS  Z5, Z4, Z4
+	VMOVUPS Z4, (DI)(AX*1)
+	ADDQ    $0x40, AX
+	CMPQ    AX, R8
+	JB      swigluBackAVX512_loop
+
+swigluBackAVX512_tail:
+	TESTQ     CX, CX
+	JZ        swigluBackAVX512_done
+	VMOVUPS.Z (R11)(AX*1), K1, Z3
+	VMOVUPS.Z (DX)(AX*1), K1, Z0
+	VMOVUPS.Z (BX)(AX*1), K1, Z1
+	VMOVUPS.Z (R10)(AX*1), K1, Z2
+	VADDPS    Z18, Z3, Z3
+	VDIVPS    Z3, Z18, Z3
+	VMULPS    Z1, Z0, Z4
+	VMULPS    Z3, Z4, Z4
+	VMOVUPS   Z4, K1, (SI)(AX*1)
+	VSUBPS    Z3, Z18, Z5
+	VMULPS    Z5, Z1, Z5
+	VADDPS    Z18, Z5, Z5
+	VMULPS    Z2, Z0, Z4
+	VMULPS    Z3, Z4, Z4
+	VMULPS    Z5, Z4, Z4
+	VMOVUPS   Z4, K1, (DI)(AX*1)
+
+swigluBackAVX512_done:
+	VZEROUPPER
+	RET
+
+DATA swigluBackAVX512_one<>+0(SB)/4, $0x3f800000
+GLOBL swigluBackAVX512_one<>(SB), RODATA|NOPTR, $4
+
+// func dotAVX512(n int, a *float32, b *float32) float32
+// Requires: AVX, AVX512F, SSE
+TEXT ·dotAVX512(SB), NOSPLIT, $0-28
+	MOVQ   n+0(FP), R8
+	MOVQ   a+8(FP), SI
+	MOVQ   b+16(FP), DI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	MOVQ   R8, CX
+	ANDQ   $0x0f, CX
+	MOVL   $0x00000001, R9
+	SHLL   CL, R9
+	DECL   R9
+	KMOVW  R9, K1
+	MOVQ   R8, R10
+	ANDQ   $-64, R10
+	SHLQ   $0x02, R10
+	ANDQ   $-16, R8
+	SHLQ   $0x02, R8
+	XORQ   AX, AX
+	TESTQ  R10, R10
+	JZ     dotAVX512_16
+
+dotAVX512_loop64:
+	VMOVUPS     (SI)(AX*1), Z4
+	VFMADD231PS (DI)(AX*1), Z4, Z0
+	VMOVUPS     64(SI)(AX*1), Z5
+	VFMADD231PS 64(DI)(AX*1), Z5, Z1
+	VMOVUPS     128(SI)(AX*1), Z6
+	VFMADD231PS 128(DI)(AX*1), Z6, Z2
+	VMOVUPS     192(SI)(AX*1), Z7
+	VFMADD231PS 192(DI)(AX*1), Z7, Z3
+	ADDQ        $0x00000100, AX
+	CMPQ        AX, R10
+	JB          dotAVX512_loop64
+
+dotAVX512_16:
+	CMPQ        AX, R8
+	JAE         dotAVX512_tail
+	VMOVUPS     (SI)(AX*1), Z4
+	VFMADD231PS (DI)(AX*1), Z4, Z0
+	ADDQ        $0x40, AX
+	JMP         dotAVX512_16
+
+dotAVX512_tail:
+	TESTQ       CX, CX
+	JZ          dotAVX512_sum
+	VMOVUPS.Z   (SI)(AX*1), K1, Z4
+	VMOVUPS.Z   (DI)(AX*1), K1, Z5
+	VFMADD231PS Z5, Z4, Z1
+
+dotAVX512_sum:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z2, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VHADDPS       X0, X0, X0
+	VHADDPS       X0, X0, X0
+	MOVSS         X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func addAVX512(n int, dst *float32, src *float32)
+// Requires: AVX, AVX512F
+TEXT ·addAVX512(SB), NOSPLIT, $0-24
+	MOVQ  n+0(FP), R8
+	MOVQ  dst+8(FP), DI
+	MOVQ  src+16(FP), SI
+	MOVQ  R8, CX
+	ANDQ  $0x0f, CX
+	MOVL  $0x00000001, R9
+	SHLL  CL, R9
+	DECL  R9
+	KMOVW R9, K1
+	ANDQ  $-16, R8
+	SHLQ  $0x02, R8
+	XORQ  AX, AX
+	TESTQ R8, R8
+	JZ    addAVX512_tail
+
+addAVX512_loop:
+	VMOVUPS (DI)(AX*1), Z0
+	VMOVUPS (SI)(AX*1), Z1
+	VADDPS  Z1, Z0, Z0
+	VMOVUPS Z0, (DI)(AX*1)
+	ADDQ    $0x40, AX
+	CMPQ    AX, R8
+	JB      addAVX512_loop
+
+addAVX512_tail:
+	TESTQ     CX, CX
+	JZ        addAVX512_done
+	VMOVUPS.Z (DI)(AX*1), K1, Z0
+	VMOVUPS.Z (SI)(AX*1), K1, Z1
+	VADDPS    Z1, Z0, Z0
+	VMOVUPS   Z0, K1, (DI)(AX*1)
+
+addAVX512_done:
+	VZEROUPPER
+	RET
+
+// func axpyAVX512(n int, alpha float32, x *float32, y *float32)
+// Requires: AVX, AVX512F, SSE
+TEXT ·axpyAVX512(SB), NOSPLIT, $0-32
+	MOVQ         n+0(FP), R8
+	MOVSS        alpha+8(FP), X2
+	VBROADCASTSS X2, Z2
+	MOVQ         x+16(FP), SI
+	MOVQ         y+24(FP), DI
+	MOVQ         R8, CX
+	ANDQ         $0x0f, CX
+	MOVL         $0x00000001, R9
+	SHLL         CL, R9
+	DECL         R9
+	KMOVW        R9, K1
+	ANDQ         $-16, R8
+	SHLQ         $0x02, R8
+	XORQ         AX, AX
+	TESTQ        R8, R8
+	JZ           axpyAVX512_tail
+
+axpyAVX512_loop:
+	VMOVUPS (SI)(AX*1), Z0
+	VMOVUPS (DI)(AX*1), Z1
+	VMULPS  Z2, Z0, Z0
+	VADDPS  Z0, Z1, Z1
+	VMOVUPS Z1, (DI)(AX*1)
+	ADDQ    $0x40, AX
+	CMPQ    AX, R8
+	JB      axpyAVX512_loop
+
+axpyAVX512_tail:
+	TESTQ     CX, CX
+	JZ        axpyAVX512_done
+	VMOVUPS.Z (SI)(AX*1), K1, Z0
+	VMOVUPS.Z (DI)(AX*1), K1, Z1
+	VMULPS    Z2, Z0, Z0
+	VADDPS    Z0, Z1, Z1
+	VMOVUPS   Z1, K1, (DI)(AX*1)
+
+axpyAVX512_done:
+	VZEROUPPER
+	RET
+
+// func mulScaleAVX512(n int, out *float32, x *float32, w *float32, s float32)
+// Requires: AVX, AVX512F, SSE
+TEXT ·mulScaleAVX512(SB), NOSPLIT, $0-36
+	MOVQ         n+0(FP), R8
+	MOVQ         out+8(FP), DI
+	MOVQ         x+16(FP), SI
+	MOVQ         w+24(FP), DX
+	MOVSS        s+32(FP), X2
+	VBROADCASTSS X2, Z2
+	MOVQ         R8, CX
+	ANDQ         $0x0f, CX
+	MOVL         $0x00000001, R9
+	SHLL         CL, R9
+	DECL         R9
+	KMOVW        R9, K1
+	ANDQ         $-16, R8
+	SHLQ         $0x02, R8
+	XORQ         AX, AX
+	TESTQ        R8, R8
+	JZ           mulScaleAVX512_tail
+
+mulScaleAVX512_loop:
+	VMOVUPS (SI)(AX*1), Z0
+	VMOVUPS (DX)(AX*1), Z1
+	VMULPS  Z2, Z0, Z0
+	VMULPS  Z1, Z0, Z0
+	VMOVUPS Z0, (DI)(AX*1)
+	ADDQ    $0x40, AX
+	CMPQ    AX, R8
+	JB      mulScaleAVX512_loop
+
+mulScaleAVX512_tail:
+	TESTQ     CX, CX
+	JZ        mulScaleAVX512_done
+	VMOVUPS.Z (SI)(AX*1), K1, Z0
+	VMOVUPS.Z (DX)(AX*1), K1, Z1
+	VMULPS    Z2, Z0, Z0
+	VMULPS    Z1, Z0, Z0
+	VMOVUPS   Z0, K1, (DI)(AX*1)
+
+mulScaleAVX512_done:
+	VZEROUPPER
+	RET
+
+// func ropeAVX512(n int, lo *float32, hi *float32, c *float32, s *float32, sgn float32)
+// Requires: AVX, AVX512F, SSE
+TEXT ·ropeAVX512(SB), NOSPLIT, $0-44
+	MOVQ         n+0(FP), R8
+	MOVQ         lo+8(FP), DI
+	MOVQ         hi+16(FP), SI
+	MOVQ         c+24(FP), DX
+	MOVQ         s+32(FP), BX
+	MOVSS        sgn+40(FP), X8
+	VBROADCASTSS X8, Z8
+	MOVQ         R8, CX
+	ANDQ         $0x0f, CX
+	MOVL         $0x00000001, R9
+	SHLL         CL, R9
+	DECL         R9
+	KMOVW        R9, K1
+	ANDQ         $-16, R8
+	SHLQ         $0x02, R8
+	XORQ         AX, AX
+	TESTQ        R8, R8
+	JZ           ropeAVX512_tail
+
+ropeAVX512_loop:
+	VMOVUPS (DI)(AX*1), Z0
+	VMOVUPS (SI)(AX*1), Z1
+	VMOVUPS (DX)(AX*1), Z2
+	VMOVUPS (BX)(AX*1), Z3
+	VMULPS  Z8, Z3, Z3
+	VMULPS  Z2, Z0, Z4
+	VMULPS  Z3, Z1, Z5
+	VSUBPS  Z5, Z4, Z4
+	VMULPS  Z2, Z1, Z6
+	VMULPS  Z3, Z0, Z7
+	VADDPS  Z7, Z6, Z6
+	VMOVUPS Z4, (DI)(AX*1)
+	VMOVUPS Z6, (SI)(AX*1)
+	ADDQ    $0x40, AX
+	CMPQ    AX, R8
+	JB      ropeAVX512_loop
+
+ropeAVX512_tail:
+	TESTQ     CX, CX
+	JZ        ropeAVX512_done
+	VMOVUPS.Z (DI)(AX*1), K1, Z0
+	VMOVUPS.Z (SI)(AX*1), K1, Z1
+	VMOVUPS.Z (DX)(AX*1), K1, Z2
+	VMOVUPS.Z (BX)(AX*1), K1, Z3
+	VMULPS    Z8, Z3, Z3
+	VMULPS    Z2, Z0, Z4
+	VMULPS    Z3, Z1, Z5
+	VSUBPS    Z5, Z4, Z4
+	VMULPS    Z2, Z1, Z6
+	VMULPS    Z3, Z0, Z7
+	VADDPS    Z7, Z6, Z6
+	VMOVUPS   Z4, K1, (DI)(AX*1)
+	VMOVUPS   Z6, K1, (SI)(AX*1)
+
+ropeAVX512_done:
+	VZEROUPPER
+	RET
+
+// func dot3F64AVX512(n int, a *float32, b *float32, c *float32) float64
+// Requires: AVX, AVX512F, SSE2
+TEXT ·dot3F64AVX512(SB), NOSPLIT, $0-40
+	MOVQ   n+0(FP), R8
+	MOVQ   a+8(FP), SI
+	MOVQ   b+16(FP), DI
+	MOVQ   c+24(FP), DX
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	MOVQ   R8, CX
+	ANDQ   $0x0f, CX
+	MOVL   $0x00000001, R9
+	SHLL   CL, R9
+	DECL   R9
+	KMOVW  R9, K1
+	ANDQ   $-16, R8
+	SHLQ   $0x02, R8
+	XORQ   AX, AX
+	TESTQ  R8, R8
+	JZ     dot3F64AVX512_tail
+
+dot3F64AVX512_loop:
+	VMOVUPS       (SI)(AX*1), Z0
+	VMOVUPS       (DI)(AX*1), Z1
+	VMOVUPS       (DX)(AX*1), Z2
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VCVTPS2PD     Y0, Z3
+	VCVTPS2PD     Y4, Z4
+	VEXTRACTF64X4 $0x01, Z1, Y6
+	VCVTPS2PD     Y1, Z5
+	VCVTPS2PD     Y6, Z6
+	VEXTRACTF64X4 $0x01, Z2, Y8
+	VCVTPS2PD     Y2, Z7
+	VCVTPS2PD     Y8, Z8
+	VMULPD        Z5, Z3, Z3
+	VMULPD        Z6, Z4, Z4
+	VFMADD231PD   Z7, Z3, Z16
+	VFMADD231PD   Z8, Z4, Z17
+	ADDQ          $0x40, AX
+	CMPQ          AX, R8
+	JB            dot3F64AVX512_loop
+
+dot3F64AVX512_tail:
+	TESTQ         CX, CX
+	JZ            dot3F64AVX512_done
+	VMOVUPS.Z     (SI)(AX*1), K1, Z0
+	VMOVUPS.Z     (DI)(AX*1), K1, Z1
+	VMOVUPS.Z     (DX)(AX*1), K1, Z2
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VCVTPS2PD     Y0, Z3
+	VCVTPS2PD     Y4, Z4
+	VEXTRACTF64X4 $0x01, Z1, Y6
+	VCVTPS2PD     Y1, Z5
+	VCVTPS2PD     Y6, Z6
+	VEXTRACTF64X4 $0x01, Z2, Y8
+	VCVTPS2PD     Y2, Z7
+	VCVTPS2PD     Y8, Z8
+	VMULPD        Z5, Z3, Z3
+	VMULPD        Z6, Z4, Z4
+	VFMADD231PD   Z7, Z3, Z16
+	VFMADD231PD   Z8, Z4, Z17
+
+dot3F64AVX512_done:
+	VADDPD        Z17, Z16, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPD        Y1, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPD        X1, X0, X0
+	VHADDPD       X0, X0, X0
+	MOVSD         X0, ret+32(FP)
+	VZEROUPPER
+	RET
+
+// func rmsBackAVX512(n int, dx *float32, dy *float32, x *float32, w *float32, inv float64, k float64)
+// Requires: AVX, AVX512F, SSE2
+TEXT ·rmsBackAVX512(SB), NOSPLIT, $0-56
+	MOVQ         n+0(FP), R8
+	MOVQ         dx+8(FP), DI
+	MOVQ         dy+16(FP), SI
+	MOVQ         x+24(FP), DX
+	MOVQ         w+32(FP), BX
+	MOVSD        inv+40(FP), X2
+	VBROADCASTSD X2, Z20
+	MOVSD        k+48(FP), X3
+	VBROADCASTSD X3, Z21
+	MOVQ         R8, CX
+	ANDQ         $0x0f, CX
+	MOVL         $0x00000001, R9
+	SHLL         CL, R9
+	DECL         R9
+	KMOVW        R9, K1
+	ANDQ         $-16, R8
+	SHLQ         $0x02, R8
+	XORQ         AX, AX
+	TESTQ        R8, R8
+	JZ           rmsBackAVX512_tail
+
+rmsBackAVX512_loop:
+	VMOVUPS       (SI)(AX*1), Z0
+	VMOVUPS       (BX)(AX*1), Z1
+	VMOVUPS       (DX)(AX*1), Z2
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VCVTPS2PD     Y0, Z3
+	VCVTPS2PD     Y4, Z4
+	VEXTRACTF64X4 $0x01, Z1, Y6
+	VCVTPS2PD     Y1, Z5
+	VCVTPS2PD     Y6, Z6
+	VEXTRACTF64X4 $0x01, Z2, Y8
+	VCVTPS2PD     Y2, Z7
+	VCVTPS2PD     Y8, Z8
+	VMULPD        Z20, Z3, Z3
+	VMULPD        Z20, Z4, Z4
+	VMULPD        Z5, Z3, Z3
+	VMULPD        Z6, Z4, Z4
+	VMULPD        Z21, Z7, Z7
+	VMULPD        Z21, Z8, Z8
+	VSUBPD        Z7, Z3, Z3
+	VSUBPD        Z8, Z4, Z4
+	VCVTPD2PS     Z4, Y4
+	VCVTPD2PS     Z3, Y9
+	VINSERTF64X4  $0x01, Y4, Z9, Z9
+	VMOVUPS       Z9, (DI)(AX*1)
+	ADDQ          $0x40, AX
+	CMPQ          AX, R8
+	JB            rmsBackAVX512_loop
+
+rmsBackAVX512_tail:
+	TESTQ         CX, CX
+	JZ            rmsBackAVX512_done
+	VMOVUPS.Z     (SI)(AX*1), K1, Z0
+	VMOVUPS.Z     (BX)(AX*1), K1, Z1
+	VMOVUPS.Z     (DX)(AX*1), K1, Z2
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VCVTPS2PD     Y0, Z3
+	VCVTPS2PD     Y4, Z4
+	VEXTRACTF64X4 $0x01, Z1, Y6
+	VCVTPS2PD     Y1, Z5
+	VCVTPS2PD     Y6, Z6
+	VEXTRACTF64X4 $0x01, Z2, Y8
+	VCVTPS2PD     Y2, Z7
+	VCVTPS2PD     Y8, Z8
+	VMULPD        Z20, Z3, Z3
+	VMULPD        Z20, Z4, Z4
+	VMULPD        Z5, Z3, Z3
+	VMULPD        Z6, Z4, Z4
+	VMULPD        Z21, Z7, Z7
+	VMULPD        Z21, Z8, Z8
+	VSUBPD        Z7, Z3, Z3
+	VSUBPD        Z8, Z4, Z4
+	VCVTPD2PS     Z4, Y4
+	VCVTPD2PS     Z3, Y9
+	VINSERTF64X4  $0x01, Y4, Z9, Z9
+	VMOVUPS       Z9, K1, (DI)(AX*1)
+
+rmsBackAVX512_done:
+	VZEROUPPER
+	RET
+
+// func rmsBackAccAVX512(n int, dx *float32, dy *float32, x *float32, w *float32, inv float64, k float64)
+// Requires: AVX, AVX512F, SSE2
+TEXT ·rmsBackAccAVX512(SB), NOSPLIT, $0-56
+	MOVQ         n+0(FP), R8
+	MOVQ         dx+8(FP), DI
+	MOVQ         dy+16(FP), SI
+	MOVQ         x+24(FP), DX
+	MOVQ         w+32(FP), BX
+	MOVSD        inv+40(FP), X2
+	VBROADCASTSD X2, Z20
+	MOVSD        k+48(FP), X3
+	VBROADCASTSD X3, Z21
+	MOVQ         R8, CX
+	ANDQ         $0x0f, CX
+	MOVL         $0x00000001, R9
+	SHLL         CL, R9
+	DECL         R9
+	KMOVW        R9, K1
+	ANDQ         $-16, R8
+	SHLQ         $0x02, R8
+	XORQ         AX, AX
+	TESTQ        R8, R8
+	JZ           rmsBackAccAVX512_tail
+
+rmsBackAccAVX512_loop:
+	VMOVUPS       (SI)(AX*1), Z0
+	VMOVUPS       (BX)(AX*1), Z1
+	VMOVUPS       (DX)(AX*1), Z2
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VCVTPS2PD     Y0, Z3
+	VCVTPS2PD     Y4, Z4
+	VEXTRACTF64X4 $0x01, Z1, Y6
+	VCVTPS2PD     Y1, Z5
+	VCVTPS2PD     Y6, Z6
+	VEXTRACTF64X4 $0x01, Z2, Y8
+	VCVTPS2PD     Y2, Z7
+	VCVTPS2PD     Y8, Z8
+	VMULPD        Z20, Z3, Z3
+	VMULPD        Z20, Z4, Z4
+	VMULPD        Z5, Z3, Z3
+	VMULPD        Z6, Z4, Z4
+	VMULPD        Z21, Z7, Z7
+	VMULPD        Z21, Z8, Z8
+	VSUBPD        Z7, Z3, Z3
+	VSUBPD        Z8, Z4, Z4
+	VCVTPD2PS     Z4, Y4
+	VCVTPD2PS     Z3, Y9
+	VINSERTF64X4  $0x01, Y4, Z9, Z9
+	VMOVUPS       (DI)(AX*1), Z10
+	VADDPS        Z9, Z10, Z9
+	VMOVUPS       Z9, (DI)(AX*1)
+	ADDQ          $0x40, AX
+	CMPQ          AX, R8
+	JB            rmsBackAccAVX512_loop
+
+rmsBackAccAVX512_tail:
+	TESTQ         CX, CX
+	JZ            rmsBackAccAVX512_done
+	VMOVUPS.Z     (SI)(AX*1), K1, Z0
+	VMOVUPS.Z     (BX)(AX*1), K1, Z1
+	VMOVUPS.Z     (DX)(AX*1), K1, Z2
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VCVTPS2PD     Y0, Z3
+	VCVTPS2PD     Y4, Z4
+	VEXTRACTF64X4 $0x01, Z1, Y6
+	VCVTPS2PD     Y1, Z5
+	VCVTPS2PD     Y6, Z6
+	VEXTRACTF64X4 $0x01, Z2, Y8
+	VCVTPS2PD     Y2, Z7
+	VCVTPS2PD     Y8, Z8
+	VMULPD        Z20, Z3, Z3
+	VMULPD        Z20, Z4, Z4
+	VMULPD        Z5, Z3, Z3
+	VMULPD        Z6, Z4, Z4
+	VMULPD        Z21, Z7, Z7
+	VMULPD        Z21, Z8, Z8
+	VSUBPD        Z7, Z3, Z3
+	VSUBPD        Z8, Z4, Z4
+	VCVTPD2PS     Z4, Y4
+	VCVTPD2PS     Z3, Y9
+	VINSERTF64X4  $0x01, Y4, Z9, Z9
+	VMOVUPS.Z     (DI)(AX*1), K1, Z10
+	VADDPS        Z9, Z10, Z9
+	VMOVUPS       Z9, K1, (DI)(AX*1)
+
+rmsBackAccAVX512_done:
+	VZEROUPPER
+	RET
+
+// func adamwAVX512(n int, p *float32, grad *float32, m *float32, v *float32, k *float64)
+// Requires: AVX, AVX512F
+TEXT ·adamwAVX512(SB), NOSPLIT, $0-48
+	MOVQ         n+0(FP), R8
+	MOVQ         p+8(FP), DI
+	MOVQ         grad+16(FP), SI
+	MOVQ         m+24(FP), DX
+	MOVQ         v+32(FP), BX
+	MOVQ         k+40(FP), R10
+	VBROADCASTSD (R10), Z23
+	VBROADCASTSD 8(R10), Z24
+	VBROADCASTSD 16(R10), Z25
+	VBROADCASTSD 24(R10), Z26
+	VBROADCASTSD 32(R10), Z27
+	VBROADCASTSD 40(R10), Z28
+	VBROADCASTSD 48(R10), Z29
+	VBROADCASTSD 56(R10), Z30
+	VBROADCASTSD 64(R10), Z31
+	MOVQ         R8, CX
+	ANDQ         $0x0f, CX
+	MOVL         $0x00000001, R9
+	SHLL         CL, R9
+	DECL         R9
+	KMOVW        R9, K1
+	ANDQ         $-16, R8
+	SHLQ         $0x02, R8
+	XORQ         AX, AX
+	TESTQ        R8, R8
+	JZ           adamwAVX512_tail
+
+adamwAVX512_loop:
+	VMOVUPS       (SI)(AX*1), Z0
+	VMOVUPS       (DX)(AX*1), Z1
+	VMOVUPS       (BX)(AX*1), Z2
+	VMOVUPS       (DI)(AX*1), Z3
+	VEXTRACTF64X4 $0x01, Z0, Y5
+	VCVTPS2PD     Y0, Z4
+	VCVTPS2PD     Y5, Z5
+	VEXTRACTF64X4 $0x01, Z1, Y7
+	VCVTPS2PD     Y1, Z6
+	VCVTPS2PD     Y7, Z7
+	VEXTRACTF64X4 $0x01, Z2, Y9
+	VCVTPS2PD     Y2, Z8
+	VCVTPS2PD     Y9, Z9
+	VEXTRACTF64X4 $0x01, Z3, Y11
+	VCVTPS2PD     Y3, Z10
+	VCVTPS2PD     Y11, Z11
+	VMULPD        Z23, Z6, Z6
+	VMULPD        Z24, Z4, Z12
+	VADDPD        Z12, Z6, Z6
+	VMULPD        Z25, Z8, Z8
+	VMULPD        Z26, Z4, Z12
+	VMULPD        Z4, Z12, Z12
+	VADDPD        Z12, Z8, Z8
+	VDIVPD        Z27, Z6, Z12
+	VMULPD        Z12, Z30, Z12
+	VDIVPD        Z28, Z8, Z14
+	VSQRTPD       Z14, Z14
+	VADDPD        Z31, Z14, Z14
+	VDIVPD        Z14, Z12, Z12
+	VMULPD        Z29, Z10, Z10
+	VSUBPD        Z12, Z10, Z10
+	VMULPD        Z23, Z7, Z7
+	VMULPD        Z24, Z5, Z13
+	VADDPD        Z13, Z7, Z7
+	VMULPD        Z25, Z9, Z9
+	VMULPD        Z26, Z5, Z13
+	VMULPD        Z5, Z13, Z13
+	VADDPD        Z13, Z9, Z9
+	VDIVPD        Z27, Z7, Z13
+	VMULPD        Z13, Z30, Z13
+	VDIVPD        Z28, Z9, Z15
+	VSQRTPD       Z15, Z15
+	VADDPD        Z31, Z15, Z15
+	VDIVPD        Z15, Z13, Z13
+	VMULPD        Z29, Z11, Z11
+	VSUBPD        Z13, Z11, Z11
+	VCVTPD2PS     Z7, Y7
+	VCVTPD2PS     Z6, Y1
+	VINSERTF64X4  $0x01, Y7, Z1, Z1
+	VCVTPD2PS     Z9, Y9
+	VCVTPD2PS     Z8, Y2
+	VINSERTF64X4  $0x01, Y9, Z2, Z2
+	VCVTPD2PS     Z11, Y11
+	VCVTPD2PS     Z10, Y3
+	VINSERTF64X4  $0x01, Y11, Z3, Z3
+	VMOVUPS       Z1, (DX)(AX*1)
+	VMOVUPS       Z2, (BX)(AX*1)
+	VMOVUPS       Z3, (DI)(AX*1)
+	ADDQ          $0x40, AX
+	CMPQ          AX, R8
+	JB            adamwAVX512_loop
+
+adamwAVX512_tail:
+	TESTQ         CX, CX
+	JZ            adamwAVX512_done
+	VMOVUPS.Z     (SI)(AX*1), K1, Z0
+	VMOVUPS.Z     (DX)(AX*1), K1, Z1
+	VMOVUPS.Z     (BX)(AX*1), K1, Z2
+	VMOVUPS.Z     (DI)(AX*1), K1, Z3
+	VEXTRACTF64X4 $0x01, Z0, Y5
+	VCVTPS2PD     Y0, Z4
+	VCVTPS2PD     Y5, Z5
+	VEXTRACTF64X4 $0x01, Z1, Y7
+	VCVTPS2PD     Y1, Z6
+	VCVTPS2PD     Y7, Z7
+	VEXTRACTF64X4 $0x01, Z2, Y9
+	VCVTPS2PD     Y2, Z8
+	VCVTPS2PD     Y9, Z9
+	VEXTRACTF64X4 $0x01, Z3, Y11
+	VCVTPS2PD     Y3, Z10
+	VCVTPS2PD     Y11, Z11
+	VMULPD        Z23, Z6, Z6
+	VMULPD        Z24, Z4, Z12
+	VADDPD        Z12, Z6, Z6
+	VMULPD        Z25, Z8, Z8
+	VMULPD        Z26, Z4, Z12
+	VMULPD        Z4, Z12, Z12
+	VADDPD        Z12, Z8, Z8
+	VDIVPD        Z27, Z6, Z12
+	VMULPD        Z12, Z30, Z12
+	VDIVPD        Z28, Z8, Z14
+	VSQRTPD       Z14, Z14
+	VADDPD        Z31, Z14, Z14
+	VDIVPD        Z14, Z12, Z12
+	VMULPD        Z29, Z10, Z10
+	VSUBPD        Z12, Z10, Z10
+	VMULPD        Z23, Z7, Z7
+	VMULPD        Z24, Z5, Z13
+	VADDPD        Z13, Z7, Z7
+	VMULPD        Z25, Z9, Z9
+	VMULPD        Z26, Z5, Z13
+	VMULPD        Z5, Z13, Z13
+	VADDPD        Z13, Z9, Z9
+	VDIVPD        Z27, Z7, Z13
+	VMULPD        Z13, Z30, Z13
+	VDIVPD        Z28, Z9, Z15
+	VSQRTPD       Z15, Z15
+	VADDPD        Z31, Z15, Z15
+	VDIVPD        Z15, Z13, Z13
+	VMULPD        Z29, Z11, Z11
+	VSUBPD        Z13, Z11, Z11
+	VCVTPD2PS     Z7, Y7
+	VCVTPD2PS     Z6, Y1
+	VINSERTF64X4  $0x01, Y7, Z1, Z1
+	VCVTPD2PS     Z9, Y9
+	VCVTPD2PS     Z8, Y2
+	VINSERTF64X4  $0x01, Y9, Z2, Z2
+	VCVTPD2PS     Z11, Y11
+	VCVTPD2PS     Z10, Y3
+	VINSERTF64X4  $0x01, Y11, Z3, Z3
+	VMOVUPS       Z1, K1, (DX)(AX*1)
+	VMOVUPS       Z2, K1, (BX)(AX*1)
+	VMOVUPS       Z3, K1, (DI)(AX*1)
+
+adamwAVX512_done:
+	VZEROUPPER
+	RET

@@ -12,3 +12,42 @@ func maxAVX512(n int, x *float32) float32
 
 //go:noescape
 func scaleAVX512(n int, x *float32, s float32)
+
+//go:noescape
+func swigluAVX512(n int, out, e, gate, up *float32)
+
+//go:noescape
+func swigluNoEAVX512(n int, out, gate, up *float32)
+
+//go:noescape
+func swigluExpAVX512(n int, out, e, gate, up *float32)
+
+//go:noescape
+func swigluBackAVX512(n int, dg, du, dy, gate, up, e *float32)
+
+//go:noescape
+func dotAVX512(n int, a, b *float32) float32
+
+//go:noescape
+func addAVX512(n int, dst, src *float32)
+
+//go:noescape
+func axpyAVX512(n int, alpha float32, x, y *float32)
+
+//go:noescape
+func mulScaleAVX512(n int, out, x, w *float32, s float32)
+
+//go:noescape
+func ropeAVX512(n int, lo, hi, c, s *float32, sgn float32)
+
+//go:noescape
+func dot3F64AVX512(n int, a, b, c *float32) float64
+
+//go:noescape
+func rmsBackAVX512(n int, dx, dy, x, w *float32, inv, k float64)
+
+//go:noescape
+func rmsBackAccAVX512(n int, dx, dy, x, w *float32, inv, k float64)
+
+//go:noescape
+func adamwAVX512(n int, p, grad, m, v *float32, k *float64)

@@ -127,22 +127,25 @@ func TestExpAffineWhereverItFalls(t *testing.T) {
 }
 
 // TestSwiGLURowInvariance: SwiGLU over rows of a width that is not a multiple of 16 gives
-// each row the same bits as that row alone.
+// each row the same bits as that row alone, exponentials included, also where rows straddle
+// the chunks the pass is split into (width 1000, 90 rows).
 func TestSwiGLURowInvariance(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	const width, rows = 37, 9
-	gate, up := make([]float32, width*rows), make([]float32, width*rows)
-	for i := range gate {
-		gate[i], up[i] = float32(rng.NormFloat64()*3), float32(rng.NormFloat64())
-	}
-	out := make([]float32, width*rows)
-	SwiGLU(out, nil, gate, up)
-	for r := range rows {
-		one := make([]float32, width)
-		SwiGLU(one, nil, gate[r*width:(r+1)*width], up[r*width:(r+1)*width])
-		for j, v := range one {
-			if math.Float32bits(v) != math.Float32bits(out[r*width+j]) {
-				t.Fatalf("row %d, element %d: %v alone, %v among %d rows", r, j, v, out[r*width+j], rows)
+	for _, shape := range [][2]int{{37, 9}, {1000, 90}} {
+		width, rows := shape[0], shape[1]
+		gate, up := make([]float32, width*rows), make([]float32, width*rows)
+		for i := range gate {
+			gate[i], up[i] = float32(rng.NormFloat64()*3), float32(rng.NormFloat64())
+		}
+		out, e := make([]float32, width*rows), make([]float32, width*rows)
+		SwiGLU(out, e, gate, up)
+		for r := range rows {
+			one, oneE := make([]float32, width), make([]float32, width)
+			SwiGLU(one, oneE, gate[r*width:(r+1)*width], up[r*width:(r+1)*width])
+			for j, v := range one {
+				if math.Float32bits(v) != math.Float32bits(out[r*width+j]) || math.Float32bits(oneE[j]) != math.Float32bits(e[r*width+j]) {
+					t.Fatalf("width %d, row %d, element %d: %v alone, %v among %d rows", width, r, j, v, out[r*width+j], rows)
+				}
 			}
 		}
 	}

@@ -72,13 +72,14 @@ const packTSigAvo = "func(kc int, src *byte, lds int, dst *float32)"
 
 func main() {
 	declOut := flag.String("decl", "", "write the Go declarations of the kernels to this file")
-	target := flag.String("target", "gemm", "the package to generate: gemm, or kernels (the vector exp)")
+	target := flag.String("target", "gemm", "the package to generate: gemm, or kernels (the element-wise kernels: exp.go, slices.go)")
 	flag.Parse()
 	ConstraintExpr("amd64,!purego")
 	if *target == "kernels" {
 		expAffineAVX512("expAffineAVX512")
 		maxAVX512("maxAVX512")
 		scaleAVX512("scaleAVX512")
+		sliceKernels() // slices.go
 		Generate()
 		writeDecl(*declOut, "kernels", "go run . -target kernels -pkg kernels -out ../../kernels/exp_amd64.s -decl ../../kernels/exp_amd64_decl.go", "")
 		return
