@@ -555,11 +555,8 @@ func (e *Trainer) layerBackward(ac *acts, xin, dout []float32, needInput bool) [
 			kernels.SwiGLUFromExp(mm, ac.ExpGate, ac.Gate, ac.Up)
 			e.linearBackward(ac, &L.Down, "down_proj", mm, dout, dmm)
 			kernels.ParallelFor(T, 16, func(r int) {
-				for i := r * I; i < (r+1)*I; i++ {
-					g, sig := ac.Gate[i], 1/(1+ac.ExpGate[i])
-					du[i] = dmm[i] * g * sig
-					dg[i] = dmm[i] * ac.Up[i] * sig * (1 + g*(1-sig))
-				}
+				i0, i1 := r*I, (r+1)*I
+				kernels.SwiGLUBackward(dg[i0:i1], du[i0:i1], dmm[i0:i1], ac.Gate[i0:i1], ac.Up[i0:i1], ac.ExpGate[i0:i1])
 			})
 		}
 		dh2 = ar.get(T * H)
@@ -684,21 +681,7 @@ func softmaxLSE(x []float32) float32 {
 // rmsNormBackward adds (accumulate) or writes dL/dx of y = x·r·w given dy, x and r.
 func rmsNormBackward(dx, dy, x, rms []float32, rows, cols int, w []float32, accumulate bool) {
 	kernels.ParallelFor(rows, 32, func(r int) {
-		xr, dyr, dxr := x[r*cols:(r+1)*cols], dy[r*cols:(r+1)*cols], dx[r*cols:(r+1)*cols]
-		inv := float64(rms[r])
-		dot := 0.0
-		for i := range xr {
-			dot += float64(dyr[i]) * float64(w[i]) * float64(xr[i])
-		}
-		k := inv * inv * inv * dot / float64(cols)
-		for i := range xr {
-			v := float32(inv*float64(dyr[i])*float64(w[i]) - k*float64(xr[i]))
-			if accumulate {
-				dxr[i] += v
-			} else {
-				dxr[i] = v
-			}
-		}
+		kernels.RMSNormBackward(dx[r*cols:(r+1)*cols], dy[r*cols:(r+1)*cols], x[r*cols:(r+1)*cols], w, float64(rms[r]), accumulate)
 	})
 }
 
@@ -709,15 +692,7 @@ func headNormBackward(dy, x, w []float32, eps float32) {
 	for _, v := range x {
 		ss += float64(v) * float64(v)
 	}
-	inv := 1 / math.Sqrt(ss/float64(n)+float64(eps))
-	dot := 0.0
-	for i := range x {
-		dot += float64(dy[i]) * float64(w[i]) * float64(x[i])
-	}
-	k := inv * inv * inv * dot / float64(n)
-	for i := range x {
-		dy[i] = float32(inv*float64(dy[i])*float64(w[i]) - k*float64(x[i]))
-	}
+	kernels.RMSNormBackward(dy, dy, x, w, 1/math.Sqrt(ss/float64(n)+float64(eps)), false)
 }
 
 // headRows lists the positions the head computes: those with a target that are needed

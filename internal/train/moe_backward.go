@@ -107,11 +107,7 @@ func (e *Trainer) moeBackward(ac *acts, dout []float32) []float32 {
 		e.accT(&X.Down, dY, n, dact)
 		g, u, eg := mb.Gate[j0*I:j1*I], mb.Up[j0*I:j1*I], mb.ExpGate[j0*I:j1*I]
 		dg, du := ar.raw(n*I), ar.raw(n*I)
-		for i := range dact {
-			gi, sig := g[i], 1/(1+eg[i])
-			du[i] = dact[i] * gi * sig
-			dg[i] = dact[i] * u[i] * sig * (1 + gi*(1-sig))
-		}
+		kernels.SwiGLUBackward(dg, du, dact, g, u, eg)
 		dX := ar.get(n * H)
 		e.accT(&X.Gate, dg, n, dX)
 		e.accT(&X.Up, du, n, dX)
