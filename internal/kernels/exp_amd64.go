@@ -6,7 +6,8 @@ import "golang.org/x/sys/cpu"
 
 //go:generate sh -c "cd ../gemm/asmgen && go run . -target kernels -pkg kernels -out ../../kernels/exp_amd64.s -decl ../../kernels/exp_amd64_decl.go"
 
-// hasVector reports whether the AVX-512 slice kernels (exp, max, scale) run.
+// hasVector reports whether the AVX-512 slice kernels (exp, max and scale here; the others in
+// slices_amd64.go) run.
 var hasVector = cpu.X86.HasAVX512F
 
 // expVector is the vectorised exp for n a multiple of 16 (called directly, not through a
