@@ -141,6 +141,7 @@ func BenchmarkPrefill(b *testing.B) {
 					steps[i] = model.Step{Seq: cache.NewSequence(), Tokens: randTokens(rng, n, 4096), LogitsAt: []int{n - 1}}
 				}
 				b.ResetTimer()
+				cpu0 := cputime.Seconds()
 				for it := 0; it < b.N; it++ {
 					if _, err := m.Forward(steps); err != nil {
 						b.Fatal(err)
@@ -150,6 +151,9 @@ func BenchmarkPrefill(b *testing.B) {
 					}
 				}
 				b.ReportMetric(float64(b.N*batch*n)/b.Elapsed().Seconds(), "tokens/s")
+				// CPU time per pass (all threads): on a machine shared with other work it moves
+				// less than the wall-clock rate does.
+				b.ReportMetric((cputime.Seconds()-cpu0)*1000/float64(b.N), "cpu-ms/pass")
 				b.ReportMetric(peakRSSMB(), "peak-RSS-MB")
 			})
 		}

@@ -9,7 +9,8 @@
 # prepares it), and BenchmarkSFTStep on the 135M shape in f32 and bf16 (and Qwen2.5-0.5B in
 # bf16 with QWEN=1) (TRAIN_WORK, default /tmp/hone-train-bench, as scripts/train-bench/run.sh
 # prepares it), before and after back to back. 2 threads everywhere; the load average beside
-# each figure.
+# each figure, and each figure's CPU time (all threads) per prefill pass or SFT step, which the
+# other work of a shared machine moves less than the rates.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BEFORE=${1:?BEFORE commit}
@@ -42,7 +43,7 @@ for r in $(seq "$R"); do
 			for side in before after; do
 				l=$(cut -d" " -f1 /proc/loadavg)
 				out=$(cd "$SRC/internal/model" && HONE_BENCH_MODELS=$W GOMAXPROCS=2 "$OUT/$side-model.test" -test.run xxx -test.bench "^BenchmarkPrefill\$/$dt/batch$batch\$" -test.benchtime ${n}x 2>/dev/null | grep Benchmark)
-				echo "  prefill $dt batch$batch $side load=$l $(echo "$out" | grep -o "[0-9.]* tokens/s")"
+				echo "  prefill $dt batch$batch $side load=$l $(echo "$out" | grep -o "[0-9.]* tokens/s") $(echo "$out" | grep -o "[0-9.]* cpu-ms/pass")"
 			done
 		done
 	done
