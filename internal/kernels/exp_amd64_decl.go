@@ -50,4 +50,4 @@ func rmsBackAVX512(n int, dx, dy, x, w *float32, inv, k float64)
 func rmsBackAccAVX512(n int, dx, dy, x, w *float32, inv, k float64)
 
 //go:noescape
-func adamwAVX512(n int, p, grad, m, v *float32, k *float64)
+func adamwAVX512(n int, p, grad, m, v *float32, k *float32)

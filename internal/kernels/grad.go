@@ -76,31 +76,41 @@ func rmsBackGo(dx, dy, x, w []float32, inv, k float64, accumulate bool) {
 	}
 }
 
+// AdamWStep holds the scalars of one AdamW step, in float32 (PyTorch computes them in
+// float64 once per step, as internal/train does).
+type AdamWStep struct {
+	W1, B2, W2 float32 // 1 − β1, β2, 1 − β2
+	BC2Sqrt    float32 // √(1 − β2ᵗ)
+	StepSize   float32 // lr/(1 − β1ᵗ)
+	Decay      float32 // 1 − lr·weight_decay
+	Eps        float32
+}
+
 // AdamW applies one AdamW update to the parameters p given their gradients g, updating the
-// moments m and v: in float64, m = β1·m + (1−β1)·g and v = β2·v + (1−β2)·g·g (kept as
-// float32), then p = p·decay − lr·(m/c1)/(√(v/c2) + ε), with c1 and c2 the bias corrections
-// and decay = 1 − lr·weight_decay.
-func AdamW(p, g, m, v []float32, b1, b2, c1, c2, decay, lr, eps float64) {
+// moments m and v, in float32 in the order of torch.optim.AdamW's single-tensor update:
+// p ·= decay, m += (1−β1)·(g − m), v = v·β2 + (1−β2)·g·g, and
+// p −= step·(m/(√v/√(1−β2ᵗ) + ε)).
+func AdamW(p, g, m, v []float32, s *AdamWStep) {
 	n := len(p)
 	g, m, v = g[:n], m[:n], v[:n]
 	if n == 0 {
 		return
 	}
 	if hasVector {
-		k := [9]float64{b1, 1 - b1, b2, 1 - b2, c1, c2, decay, lr, eps}
+		k := [7]float32{s.W1, s.B2, s.W2, s.BC2Sqrt, s.StepSize, s.Decay, s.Eps}
 		adamwVector(p, g, m, v, &k)
 		return
 	}
-	adamwGo(p, g, m, v, b1, b2, c1, c2, decay, lr, eps)
+	adamwGo(p, g, m, v, s)
 }
 
-func adamwGo(p, g, m, v []float32, b1, b2, c1, c2, decay, lr, eps float64) {
+func adamwGo(p, g, m, v []float32, s *AdamWStep) {
 	g, m, v = g[:len(p)], m[:len(p)], v[:len(p)]
-	for j := range p {
-		gj := float64(g[j])
-		mj := float64(b1*float64(m[j])) + float64((1-b1)*gj)
-		vj := float64(b2*float64(v[j])) + float64((1-b2)*gj*gj)
-		m[j], v[j] = float32(mj), float32(vj)
-		p[j] = float32(float64(float64(p[j])*decay) - lr*(mj/c1)/(math.Sqrt(vj/c2)+eps))
+	for j, gj := range g {
+		mj := m[j] + float32(s.W1*(gj-m[j]))
+		vj := float32(v[j]*s.B2) + float32((s.W2*gj)*gj)
+		m[j], v[j] = mj, vj
+		denom := float32(math.Sqrt(float64(vj)))/s.BC2Sqrt + s.Eps
+		p[j] = float32(p[j]*s.Decay) - float32(s.StepSize*(mj/denom))
 	}
 }

@@ -50,7 +50,8 @@ func TestGradKernels(t *testing.T) {
 		p0, m0, v0 := append([]float32(nil), p...), append([]float32(nil), m...), append([]float32(nil), v...)
 		const b1, b2, lr, wd, eps, step = 0.9, 0.999, 1e-3, 0.01, 1e-8, 4
 		c1, c2 := 1-math.Pow(b1, step), 1-math.Pow(b2, step)
-		AdamW(p, dy, m, v, b1, b2, c1, c2, 1-lr*wd, lr, eps)
+		AdamW(p, dy, m, v, &AdamWStep{W1: 1 - b1, B2: b2, W2: 1 - b2, BC2Sqrt: float32(math.Sqrt(c2)),
+			StepSize: float32(lr / c1), Decay: 1 - lr*wd, Eps: eps})
 		for i := range p {
 			gi := float64(dy[i])
 			mi := b1*float64(m0[i]) + (1-b1)*gi

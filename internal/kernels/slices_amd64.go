@@ -41,6 +41,6 @@ func rmsBackVector(dx, dy, x, w []float32, inv, k float64, accumulate bool) {
 	rmsBackAVX512(len(dx), &dx[0], &dy[0], &x[0], &w[0], inv, k)
 }
 
-func adamwVector(p, g, m, v []float32, k *[9]float64) {
+func adamwVector(p, g, m, v []float32, k *[7]float32) {
 	adamwAVX512(len(p), &p[0], &g[0], &m[0], &v[0], &k[0])
 }

@@ -145,8 +145,10 @@ func TestSliceKernelsMatchGo(t *testing.T) {
 			m[i] *= 1e-2
 		}
 		gp, gm, gv := append([]float32(nil), p...), append([]float32(nil), m...), append([]float32(nil), v...)
-		AdamW(p, a, m, v, 0.9, 0.999, 1-math.Pow(0.9, 3), 1-math.Pow(0.999, 3), 1-1e-4*0.01, 1e-4, 1e-8)
-		adamwGo(gp, a, gm, gv, 0.9, 0.999, 1-math.Pow(0.9, 3), 1-math.Pow(0.999, 3), 1-1e-4*0.01, 1e-4, 1e-8)
+		st := &AdamWStep{W1: 0.1, B2: 0.999, W2: 0.001, BC2Sqrt: float32(math.Sqrt(1 - math.Pow(0.999, 3))),
+			StepSize: float32(1e-4 / (1 - math.Pow(0.9, 3))), Decay: 1 - 1e-4*0.01, Eps: 1e-8}
+		AdamW(p, a, m, v, st)
+		adamwGo(gp, a, gm, gv, st)
 		sameBits(t, "adamw p", n, p, gp)
 		sameBits(t, "adamw m", n, m, gm)
 		sameBits(t, "adamw v", n, v, gv)
@@ -193,7 +195,8 @@ func BenchmarkSliceKernels(b *testing.B) {
 		vec    func()
 		goLoop func()
 	}
-	adamk := [9]float64{0.9, 0.1, 0.999, 0.001, 0.5, 0.1, 1, 1e-4, 1e-8}
+	adams := AdamWStep{W1: 0.1, B2: 0.999, W2: 0.001, BC2Sqrt: 0.1, StepSize: 1e-4, Decay: 1, Eps: 1e-8}
+	adamk := [7]float32{adams.W1, adams.B2, adams.W2, adams.BC2Sqrt, adams.StepSize, adams.Decay, adams.Eps}
 	vs := make([][]float32, 4)
 	for i := range vs {
 		vs[i] = randVec(rng, n)
@@ -217,7 +220,7 @@ func BenchmarkSliceKernels(b *testing.B) {
 			rmsBackVector(v[0], v[1], v[2], v[3], 1, dot3F64Vector(v[1], v[3], v[2])*1e-9, true)
 		}, func() { rmsBackGo(v[0], v[1], v[2], v[3], 1, dot3F64Go(v[1], v[3], v[2])*1e-9, true) }},
 		{"adamw", 7, func() { adamwVector(vs[0], v[1], vs[2], vs[3], &adamk) }, func() {
-			adamwGo(vs[0], v[1], vs[2], vs[3], adamk[0], adamk[2], adamk[4], adamk[5], adamk[6], adamk[7], adamk[8])
+			adamwGo(vs[0], v[1], vs[2], vs[3], &adams)
 		}},
 	}
 	for _, k := range kernels {

@@ -14,6 +14,6 @@ func mulScaleVector(out, x, w []float32, s float32)                  { panic(noV
 func ropeVector(lo, hi, c, s []float32, sgn float32)                 { panic(noVector) }
 func dot3F64Vector(a, b, c []float32) float64                        { panic(noVector) }
 func rmsBackVector(dx, dy, x, w []float32, inv, k float64, acc bool) { panic(noVector) }
-func adamwVector(p, g, m, v []float32, k *[9]float64)                { panic(noVector) }
+func adamwVector(p, g, m, v []float32, k *[7]float32)                { panic(noVector) }
 
 const noVector = "kernels: no AVX-512 slice kernels in this build"

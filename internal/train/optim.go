@@ -81,29 +81,18 @@ func sameShapes(ms, ps [][]float32) bool {
 // step is one AdamW step (the step-th) of the parameters ps with gradients gs and moments ms,
 // vs: in float32 arithmetic in PyTorch's order (torch.optim.AdamW's single-tensor update:
 // the decay, lerp of m, addcmul of v, √v / √(1−β2ᵗ) + eps as the denominator, addcdiv), with
-// the bias corrections and step size computed once in float64 as PyTorch does in Python. It
-// was in float64 per element, whose square root and two divisions made it 5% of a 135M
-// model's SFT step on two cores.
+// the bias corrections and step size computed once in float64 as PyTorch does in Python
+// (kernels.AdamW: on AVX-512 where the CPU has it). It was in float64 per element, whose
+// square root and two divisions made it 5% of a 135M model's SFT step on two cores.
 func (o *AdamW) step(ps, gs, ms, vs [][]float32, step int, lr, wd float64) {
-	b2 := float32(o.Beta2)
-	w1, w2 := float32(1-o.Beta1), float32(1-o.Beta2)
-	bc1 := 1 - math.Pow(o.Beta1, float64(step))
-	bc2sqrt := float32(math.Sqrt(1 - math.Pow(o.Beta2, float64(step))))
-	stepSize := float32(lr / bc1)
-	decay := float32(1 - lr*wd)
-	eps := float32(o.Eps)
+	s := &kernels.AdamWStep{W1: float32(1 - o.Beta1), B2: float32(o.Beta2), W2: float32(1 - o.Beta2),
+		BC2Sqrt:  float32(math.Sqrt(1 - math.Pow(o.Beta2, float64(step)))),
+		StepSize: float32(lr / (1 - math.Pow(o.Beta1, float64(step)))),
+		Decay:    float32(1 - lr*wd), Eps: float32(o.Eps)}
 	// The tensors on every core (an element's update depends on that element alone): on two
 	// cores a serial update of a 135M model's rank-16 adapter was 2% of an SFT step.
 	kernels.ParallelFor(len(ps), 1, func(i int) {
-		p, gi, mi, vi := ps[i], gs[i], ms[i], vs[i]
-		gi, mi, vi = gi[:len(p)], mi[:len(p)], vi[:len(p)]
-		for j, g := range gi {
-			m := mi[j] + w1*(g-mi[j])
-			v := vi[j]*b2 + (w2*g)*g
-			mi[j], vi[j] = m, v
-			denom := float32(math.Sqrt(float64(v)))/bc2sqrt + eps
-			p[j] = p[j]*decay - stepSize*(m/denom)
-		}
+		kernels.AdamW(ps[i], gs[i], ms[i], vs[i], s)
 	})
 }
 

@@ -473,12 +473,13 @@ func genRMSBack(name string, acc bool) {
 	RET()
 }
 
-// genAdamW generates func adamwAVX512(n int, p, grad, m, v *float32, k *float64): AdamW's
-// update of n parameters in float64, k = [β1, 1−β1, β2, 1−β2, c1, c2, decay, lr, ε]:
-// m = β1·m + (1−β1)·g, v = β2·v + (1−β2)·g·g (stored as float32), and
-// p = p·decay − lr·(m/c1)/(√(v/c2) + ε), each operation rounded as Go's.
+// genAdamW generates func adamwAVX512(n int, p, grad, m, v *float32, k *float32): AdamW's
+// update of n parameters in float32 in PyTorch's order, k = [1−β1, β2, 1−β2, √(1−β2ᵗ),
+// lr/(1−β1ᵗ), decay, ε]: m += (1−β1)·(g − m), v = v·β2 + (1−β2)·g·g,
+// p = p·decay − step·(m/(√v/√(1−β2ᵗ) + ε)), each operation rounded as Go's (√ correctly
+// rounded, as float32(math.Sqrt) of a float32 is).
 func genAdamW(name string) {
-	const sig = "(n int, p, grad, m, v *float32, k *float64)" // not g: the assembler's name for a register
+	const sig = "(n int, p, grad, m, v *float32, k *float32)" // not g: the assembler's name for a register
 	TEXT(name, NOSPLIT, "func"+sig)
 	declare(name, sig, "")
 	Load(Param("n"), R8)
@@ -487,46 +488,33 @@ func genAdamW(name string) {
 	m := Load(Param("m"), RDX)
 	v := Load(Param("v"), RBX)
 	k := Load(Param("k"), R10)
-	b1, ob1, b2, ob2, c1, c2, decay, lr, eps := Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31
-	for i, z := range []VecPhysical{b1, ob1, b2, ob2, c1, c2, decay, lr, eps} {
-		VBROADCASTSD(Mem{Base: k, Disp: 8 * i}, z)
+	w1, b2, w2, bc2, step, decay, eps := Z25, Z26, Z27, Z28, Z29, Z30, Z31
+	for i, z := range []VecPhysical{w1, b2, w2, bc2, step, decay, eps} {
+		VBROADCASTSS(Mem{Base: k, Disp: 4 * i}, z)
 	}
+	gv, mv, vv, pv, t, u := Z0, Z1, Z2, Z3, Z4, Z5
 	sliceLoop(name, func(tail bool) {
-		load(at(g), Z0, tail)
-		load(at(m), Z1, tail)
-		load(at(v), Z2, tail)
-		load(at(p), Z3, tail)
-		// Halves h = 0 (low 8 lanes), 1: g in Z4+h, m in Z6+h, v in Z8+h, p in Z10+h.
-		widen(Z0, Z4, Z5)
-		widen(Z1, Z6, Z7)
-		widen(Z2, Z8, Z9)
-		widen(Z3, Z10, Z11)
-		for h := 0; h < 2; h++ {
-			gh, mh, vh, ph := zreg(4+h), zreg(6+h), zreg(8+h), zreg(10+h)
-			t := zreg(12 + h)
-			VMULPD(b1, mh, mh)
-			VMULPD(ob1, gh, t)
-			VADDPD(t, mh, mh) // m
-			VMULPD(b2, vh, vh)
-			VMULPD(ob2, gh, t)
-			VMULPD(gh, t, t)
-			VADDPD(t, vh, vh) // v
-			u := zreg(14 + h)
-			VDIVPD(c1, mh, t)
-			VMULPD(t, lr, t) // lr·(m/c1)
-			VDIVPD(c2, vh, u)
-			VSQRTPD(u, u)
-			VADDPD(eps, u, u)
-			VDIVPD(u, t, t)
-			VMULPD(decay, ph, ph)
-			VSUBPD(t, ph, ph) // p
-		}
-		narrow(Z6, Z7, Z1)
-		narrow(Z8, Z9, Z2)
-		narrow(Z10, Z11, Z3)
-		store(Z1, at(m), tail)
-		store(Z2, at(v), tail)
-		store(Z3, at(p), tail)
+		load(at(g), gv, tail)
+		load(at(m), mv, tail)
+		load(at(v), vv, tail)
+		load(at(p), pv, tail)
+		VSUBPS(mv, gv, t) // g − m
+		VMULPS(t, w1, t)
+		VADDPS(t, mv, mv) // m
+		VMULPS(b2, vv, vv)
+		VMULPS(gv, w2, t)
+		VMULPS(gv, t, t)
+		VADDPS(t, vv, vv) // v
+		VSQRTPS(vv, u)
+		VDIVPS(bc2, u, u)
+		VADDPS(eps, u, u) // denominator
+		VDIVPS(u, mv, t)
+		VMULPS(t, step, t)
+		VMULPS(decay, pv, pv)
+		VSUBPS(t, pv, pv) // p
+		store(mv, at(m), tail)
+		store(vv, at(v), tail)
+		store(pv, at(p), tail)
 	})
 	VZEROUPPER()
 	RET()
