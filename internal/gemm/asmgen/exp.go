@@ -34,24 +34,13 @@ func expAffineAVX512(name string) {
 		DATA(0, U32(math.Float32bits(c))) // the bit pattern: the assembler reads float literals as float64
 		VBROADCASTSS(g, regs[i])
 	}
-	lo, hi, log2e, ln2hi, ln2lo := regs[0], regs[1], regs[2], regs[3], regs[4]
-	first, rest := regs[5], []VecPhysical{regs[6], regs[7], regs[8], regs[9], regs[10], regs[10]}
+	r := expRegs{a: Z20, b: Z21, lo: regs[0], hi: regs[1], log2e: regs[2], ln2hi: regs[3], ln2lo: regs[4],
+		first: regs[5], rest: []VecPhysical{regs[6], regs[7], regs[8], regs[9], regs[10], regs[10]}}
 	VPXORD(Z19, Z19, Z19) // the sum
 	x, t, p := Z3, Z4, Z5
 	loop16(name, n, func() {
 		VMOVUPS(Mem{Base: src}, x)
-		VFMADD132PS(Z20, Z21, x) // x = x·a + b
-		VMAXPS(lo, x, x)
-		VMINPS(hi, x, x)
-		VMULPS(log2e, x, t)
-		VRNDSCALEPS(U8(0), t, t)  // n, to nearest
-		VFNMADD231PS(ln2hi, t, x) // r = x - n·ln2hi
-		VFNMADD231PS(ln2lo, t, x) // r -= n·ln2lo
-		VMOVAPS(first, p)
-		for _, c := range rest {
-			VFMADD132PS(x, c, p) // p = p·r + c
-		}
-		VSCALEFPS(t, p, p) // p·2^n
+		expLanes(r, x, t, p)
 		VMOVUPS(p, Mem{Base: dst})
 		VADDPS(p, Z19, Z19)
 		ADDQ(U32(64), src)
