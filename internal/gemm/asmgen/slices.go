@@ -117,7 +117,7 @@ func expConsts(name string, a, b float32) expRegs {
 
 // expLanes sets p = e^(a·x+b) lane by lane, clobbering x and t: the instructions of
 // expAffineAVX512's loop (exp.go) and of the fused SwiGLU, so that the two give the same bits
-// (TestSwiGLUVector checks it).
+// (TestSwiGLUKeepsExp checks it).
 func expLanes(r expRegs, x, t, p VecPhysical) {
 	VFMADD132PS(r.a, r.b, x) // x = x·a + b
 	VMAXPS(r.lo, x, x)
