@@ -54,8 +54,8 @@ expAffineAVX512_loop:
 	JNZ          expAffineAVX512_loop
 
 expAffineAVX512_done:
-	VEXTRACTF64X4 $0x01, Z19, Y0
-	VADDPS        Y0, Y19, Y0
+	VEXTRACTF64X4 $0x01, Z19, Y1
+	VADDPS        Y1, Y19, Y0
 	VEXTRACTF128  $0x01, Y0, X1
 	VADDPS        X1, X0, X0
 	VHADDPS       X0, X0, X0
@@ -406,57 +406,6 @@ GLOBL swigluNoEAVX512_c11<>(SB), RODATA|NOPTR, $4
 
 DATA swigluNoEAVX512_c12<>+0(SB)/4, $0x3f800000
 GLOBL swigluNoEAVX512_c12<>(SB), RODATA|NOPTR, $4
-
-// func swigluExpAVX512(n int, out *float32, e *float32, gate *float32, up *float32)
-// Requires: AVX, AVX512F
-TEXT ·swigluExpAVX512(SB), NOSPLIT, $0-40
-	MOVQ         n+0(FP), R8
-	MOVQ         out+8(FP), DI
-	MOVQ         e+16(FP), DX
-	MOVQ         gate+24(FP), SI
-	MOVQ         up+32(FP), BX
-	VBROADCASTSS swigluExpAVX512_one<>+0(SB), Z18
-	MOVQ         R8, CX
-	ANDQ         $0x0f, CX
-	MOVL         $0x00000001, R9
-	SHLL         CL, R9
-	DECL         R9
-	KMOVW        R9, K1
-	ANDQ         $-16, R8
-	SHLQ         $0x02, R8
-	XORQ         AX, AX
-	TESTQ        R8, R8
-	JZ           swigluExpAVX512_tail
-
-swigluExpAVX512_loop:
-	VMOVUPS (DX)(AX*1), Z2
-	VMOVUPS (SI)(AX*1), Z0
-	VMOVUPS (BX)(AX*1), Z1
-	VADDPS  Z18, Z2, Z2
-	VDIVPS  Z2, Z0, Z2
-	VMULPS  Z1, Z2, Z2
-	VMOVUPS Z2, (DI)(AX*1)
-	ADDQ    $0x40, AX
-	CMPQ    AX, R8
-	JB      swigluExpAVX512_loop
-
-swigluExpAVX512_tail:
-	TESTQ     CX, CX
-	JZ        swigluExpAVX512_done
-	VMOVUPS.Z (DX)(AX*1), K1, Z2
-	VMOVUPS.Z (SI)(AX*1), K1, Z0
-	VMOVUPS.Z (BX)(AX*1), K1, Z1
-	VADDPS    Z18, Z2, Z2
-	VDIVPS    Z2, Z0, Z2
-	VMULPS    Z1, Z2, Z2
-	VMOVUPS   Z2, K1, (DI)(AX*1)
-
-swigluExpAVX512_done:
-	VZEROUPPER
-	RET
-
-DATA swigluExpAVX512_one<>+0(SB)/4, $0x3f800000
-GLOBL swigluExpAVX512_one<>(SB), RODATA|NOPTR, $4
 
 // func swigluBackAVX512(n int, dg *float32, du *float32, dy *float32, gate *float32, up *float32, e *float32)
 // Requires: AVX, AVX512F

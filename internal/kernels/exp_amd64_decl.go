@@ -20,9 +20,6 @@ func swigluAVX512(n int, out, e, gate, up *float32)
 func swigluNoEAVX512(n int, out, gate, up *float32)
 
 //go:noescape
-func swigluExpAVX512(n int, out, e, gate, up *float32)
-
-//go:noescape
 func swigluBackAVX512(n int, dg, du, dy, gate, up, e *float32)
 
 //go:noescape

@@ -185,7 +185,7 @@ const (
 
 // SwiGLU writes out[i] = silu(gate[i]) * up[i] (out may alias gate), in parallel for long
 // inputs. When expNeg is not nil it receives e^(−gate[i]), from which training's backward pass
-// takes σ(gate) = 1/(1 + e^(−gate)) and SwiGLUFromExp recomputes out. With AVX-512 it is one
+// takes σ(gate) = 1/(1 + e^(−gate)); out is the same either way. With AVX-512 it is one
 // pass, e^(−gate) in registers (the instructions of ExpAffine's kernel, so expNeg gets the
 // same bits) and then gate/(1 + e)·up as swiglu computes it.
 func SwiGLU(out, expNeg, gate, up []float32) {
@@ -215,20 +215,6 @@ func SwiGLU(out, expNeg, gate, up []float32) {
 			ExpAffine(eb, gate[i0:i1], -1, 0)
 			swiglu(out[i0:i1], eb, gate[i0:i1], up[i0:i1])
 		}
-	})
-}
-
-// SwiGLUFromExp writes out[i] = silu(gate[i]) * up[i] given expNeg[i] = e^(−gate[i]) as
-// SwiGLU keeps it: the values SwiGLU wrote, without the exponentials.
-func SwiGLUFromExp(out, expNeg, gate, up []float32) {
-	n := len(gate)
-	ParallelFor((n+swigluChunk-1)/swigluChunk, swigluGrain, func(c int) {
-		i0, i1 := c*swigluChunk, min((c+1)*swigluChunk, n)
-		if hasVector {
-			swigluExpVector(out[i0:i1], expNeg[i0:i1], gate[i0:i1], up[i0:i1])
-			return
-		}
-		swiglu(out[i0:i1], expNeg[i0:i1], gate[i0:i1], up[i0:i1])
 	})
 }
 

@@ -241,8 +241,8 @@ func TestRMSNormRowsScales(t *testing.T) {
 }
 
 // TestSwiGLUKeepsExp: over several parallel chunks and an odd tail, SwiGLU gives what a serial
-// pass over blocks of 256 gives, keeps e^(−gate) when asked without changing its output, and
-// SwiGLUFromExp recomputes the output exactly from the kept exponentials.
+// pass over blocks of 256 gives, and keeps e^(−gate) when asked without changing its output
+// (training's backward pass computes the activation again that way, with the exponentials).
 func TestSwiGLUKeepsExp(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 9))
 	n := 3*swigluGrain*swigluChunk + 1000 + 7
@@ -264,13 +264,6 @@ func TestSwiGLUKeepsExp(t *testing.T) {
 			t.Fatalf("value %d: %v and %v (keeping e^-g), serial %v", i, out[i], again[i], want[i])
 		}
 		near(t, "e^-g", float64(ex[i]), math.Exp(-float64(g[i])), 1e-6)
-	}
-	clear(again)
-	SwiGLUFromExp(again, ex, g, u)
-	for i := range want {
-		if again[i] != want[i] {
-			t.Fatalf("value %d: %v from the exponentials, %v", i, again[i], want[i])
-		}
 	}
 	// In place (out aliasing gate), as the inference forward runs it.
 	gc := append([]float32(nil), g...)

@@ -14,10 +14,6 @@ func swigluVector(out, e, gate, up []float32) {
 	swigluAVX512(len(out), &out[0], &e[0], &gate[0], &up[0])
 }
 
-func swigluExpVector(out, e, gate, up []float32) {
-	swigluExpAVX512(len(out), &out[0], &e[0], &gate[0], &up[0])
-}
-
 func swigluBackVector(dg, du, dy, gate, up, e []float32) {
 	swigluBackAVX512(len(dg), &dg[0], &du[0], &dy[0], &gate[0], &up[0], &e[0])
 }

@@ -5,7 +5,6 @@ package kernels
 // No AVX-512 slice kernels in this build (hasVector is false): these are never called.
 
 func swigluVector(out, e, gate, up []float32)                        { panic(noVector) }
-func swigluExpVector(out, e, gate, up []float32)                     { panic(noVector) }
 func swigluBackVector(dg, du, dy, gate, up, e []float32)             { panic(noVector) }
 func dotVector(a, b []float32) float32                               { panic(noVector) }
 func addVector(dst, src []float32)                                   { panic(noVector) }

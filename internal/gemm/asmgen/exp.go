@@ -46,14 +46,7 @@ func expAffineAVX512(name string) {
 		ADDQ(U32(64), src)
 		ADDQ(U32(64), dst)
 	})
-	// Horizontal sum of Z19.
-	VEXTRACTF64X4(U8(1), Z19, Y0)
-	VADDPS(Y0, Y19, Y0)
-	VEXTRACTF128(U8(1), Y0, X1)
-	VADDPS(X1, X0, X0)
-	VHADDPS(X0, X0, X0)
-	VHADDPS(X0, X0, X0)
-	Store(X0, ReturnIndex(0))
+	returnSum(Z19)
 	VZEROUPPER()
 	RET()
 }
@@ -104,6 +97,18 @@ func scaleAVX512(name string) {
 	})
 	VZEROUPPER()
 	RET()
+}
+
+// returnSum stores the sum of z's sixteen float32 lanes as the function's first result
+// (halves added, then quarters, then pairs; clobbers Y0 and Y1).
+func returnSum(z VecPhysical) {
+	VEXTRACTF64X4(U8(1), z, Y1)
+	VADDPS(Y1, z.AsY(), Y0)
+	VEXTRACTF128(U8(1), Y0, X1)
+	VADDPS(X1, X0, X0)
+	VHADDPS(X0, X0, X0)
+	VHADDPS(X0, X0, X0)
+	Store(X0, ReturnIndex(0))
 }
 
 // loop16 emits a loop over the n/16 blocks of 16 floats (n in a register, clobbered),

@@ -21,7 +21,6 @@ import (
 func sliceKernels() {
 	genSwiGLU("swigluAVX512", true)
 	genSwiGLU("swigluNoEAVX512", false)
-	genSwiGLUExp("swigluExpAVX512")
 	genSwiGLUBack("swigluBackAVX512")
 	genDot("dotAVX512")
 	genAdd("addAVX512")
@@ -171,31 +170,6 @@ func genSwiGLU(name string, withE bool) {
 	RET()
 }
 
-// genSwiGLUExp generates func swigluExpAVX512(n int, out, e, gate, up *float32):
-// out = g/(1+e)·u given e = e^(−g).
-func genSwiGLUExp(name string) {
-	const sig = "(n int, out, e, gate, up *float32)"
-	TEXT(name, NOSPLIT, "func"+sig)
-	declare(name, sig, "")
-	Load(Param("n"), R8)
-	out := Load(Param("out"), RDI)
-	e := Load(Param("e"), RDX)
-	gate := Load(Param("gate"), RSI)
-	up := Load(Param("up"), RBX)
-	constF32(name+"_one", 1, Z18)
-	sliceLoop(name, func(tail bool) {
-		load(at(e), Z2, tail)
-		load(at(gate), Z0, tail)
-		load(at(up), Z1, tail)
-		VADDPS(Z18, Z2, Z2)
-		VDIVPS(Z2, Z0, Z2)
-		VMULPS(Z1, Z2, Z2)
-		store(Z2, at(out), tail)
-	})
-	VZEROUPPER()
-	RET()
-}
-
 // genSwiGLUBack generates func swigluBackAVX512(n int, dg, du, dy, gate, up, e *float32):
 // the gradients of out = silu(g)·u given dy and e = e^(−g): with s = 1/(1+e),
 // du = dy·g·s and dg = dy·u·s·(1 + g·(1−s)), left to right.
@@ -283,13 +257,7 @@ func genDot(name string) {
 	VADDPS(Z1, Z0, Z0)
 	VADDPS(Z3, Z2, Z2)
 	VADDPS(Z2, Z0, Z0)
-	VEXTRACTF64X4(U8(1), Z0, Y1)
-	VADDPS(Y1, Y0, Y0)
-	VEXTRACTF128(U8(1), Y0, X1)
-	VADDPS(X1, X0, X0)
-	VHADDPS(X0, X0, X0)
-	VHADDPS(X0, X0, X0)
-	Store(X0, ReturnIndex(0))
+	returnSum(Z0)
 	VZEROUPPER()
 	RET()
 }
