@@ -371,7 +371,10 @@ func (e *Trainer) layerForward(ac *acts, x []float32) {
 	ac.lse = ar.raw(c.NumHeads * T)
 	b.XMid = ar.raw(T * H)
 	b.H2, b.Rms2 = ar.raw(T*H), ar.raw(T)
-	b.Gate, b.Up, b.ExpGate = ar.raw(T*I), ar.raw(T*I), ar.raw(T*I)
+	// e^(−gate) is not kept: the backward pass computes it again with silu(g)·u (the same
+	// kernel, the same bits), which holds a rows × intermediate buffer less a layer until then
+	// (a 0.5B model's 512-token step: 230 MB).
+	b.Gate, b.Up, b.ExpGate = ar.raw(T*I), ar.raw(T*I), nil
 	// For the pass only: silu(g)·u is cheap to recompute from g, u and e^(−g), and the backward
 	// pass does.
 	b.Act, b.Tmp, b.Out = ar.raw(T*I), ar.raw(T*max(2*I, qd+2*kvd)), ar.raw(T*H)
@@ -379,8 +382,10 @@ func (e *Trainer) layerForward(ac *acts, x []float32) {
 		b.PostAttnIn, b.PostAttnRms, b.PostMLPIn, b.PostMLPRms = ar.raw(T*H), ar.raw(T), ar.raw(T*H), ar.raw(T)
 	}
 	e.M.LayerForward(ac.layer, x, ac.pos, e.BF16, b, ac, func() { e.attention(ac) })
-	ar.drop(b.Act, b.Tmp, b.Out)
-	b.Act, b.Tmp, b.Out = nil, nil, nil
+	// The normalised inputs of attention and the MLP are not kept either: the backward pass
+	// normalises the layer's input and XMid again (the same call, the same bits).
+	ar.drop(b.Act, b.Tmp, b.Out, b.H1, b.H2)
+	b.Act, b.Tmp, b.Out, b.H1, b.H2 = nil, nil, nil, nil, nil
 	e.dropMoEScratch(ac)
 }
 
@@ -552,17 +557,20 @@ func (e *Trainer) layerBackward(ac *acts, xin, dout []float32, needInput bool) [
 			e.linearBackward(ac, &L.Down, "down_proj", mm, postNormBackward(ar, dout, ac.PostMLPIn, ac.PostMLPRms, L.PostMLPNorm, T, H), dmm)
 			geluBackward(dg, du, dmm, ac.Gate, ac.Up, T, I)
 		} else {
-			kernels.SwiGLUFromExp(mm, ac.ExpGate, ac.Gate, ac.Up)
+			eg := ar.raw(T * I)
+			kernels.SwiGLU(mm, eg, ac.Gate, ac.Up)
 			e.linearBackward(ac, &L.Down, "down_proj", mm, dout, dmm)
 			kernels.ParallelFor(T, 16, func(r int) {
 				i0, i1 := r*I, (r+1)*I
-				kernels.SwiGLUBackward(dg[i0:i1], du[i0:i1], dmm[i0:i1], ac.Gate[i0:i1], ac.Up[i0:i1], ac.ExpGate[i0:i1])
+				kernels.SwiGLUBackward(dg[i0:i1], du[i0:i1], dmm[i0:i1], ac.Gate[i0:i1], ac.Up[i0:i1], eg[i0:i1])
 			})
 		}
 		dh2 = ar.get(T * H)
-		e.linearBackward(ac, &L.Gate, "gate_proj", ac.H2, dg, dh2)
-		e.linearBackward(ac, &L.Up, "up_proj", ac.H2, du, dh2)
-		e.fusedBackward(ac, "gate_up_proj", ac.H2, dh2, dg, du)
+		h2 := ar.raw(T * H)
+		kernels.RMSNormRows(h2, nil, ac.XMid, T, H, L.MLPNorm, eps)
+		e.linearBackward(ac, &L.Gate, "gate_proj", h2, dg, dh2)
+		e.linearBackward(ac, &L.Up, "up_proj", h2, du, dh2)
+		e.fusedBackward(ac, "gate_up_proj", h2, dh2, dg, du)
 	}
 	dxmid := ar.clone(dout)
 	rmsNormBackward(dxmid, dh2, ac.XMid, ac.Rms2, T, H, L.MLPNorm, true)
@@ -658,10 +666,12 @@ func (e *Trainer) layerBackward(ac *acts, xin, dout []float32, needInput bool) [
 	if needInput {
 		dh1 = ar.get(T * H)
 	}
-	e.linearBackward(ac, &L.Q, "q_proj", ac.H1, dq, dh1)
-	e.linearBackward(ac, &L.K, "k_proj", ac.H1, dk, dh1)
-	e.linearBackward(ac, &L.V, "v_proj", ac.H1, dv, dh1)
-	e.fusedBackward(ac, "qkv_proj", ac.H1, dh1, dq, dk, dv)
+	h1 := ar.raw(T * H)
+	kernels.RMSNormRows(h1, nil, xin, T, H, L.AttnNorm, eps)
+	e.linearBackward(ac, &L.Q, "q_proj", h1, dq, dh1)
+	e.linearBackward(ac, &L.K, "k_proj", h1, dk, dh1)
+	e.linearBackward(ac, &L.V, "v_proj", h1, dv, dh1)
+	e.fusedBackward(ac, "qkv_proj", h1, dh1, dq, dk, dv)
 	if !needInput {
 		return nil
 	}
