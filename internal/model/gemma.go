@@ -78,7 +78,9 @@ func (m *Model) RopeAt(l int) *kernels.Table {
 
 // EmbedRow writes token id's input embedding (scaled where the architecture scales it).
 func (m *Model) EmbedRow(dst []float32, id int) {
-	m.Embed.Row(dst[:m.Config.HiddenSize], id)
+	if !m.TiedHead() || !m.LMHead.PackedRow(dst, id) {
+		m.Embed.Row(dst[:m.Config.HiddenSize], id)
+	}
 	m.scaleEmbed(dst)
 }
 

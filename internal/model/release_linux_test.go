@@ -110,6 +110,18 @@ func TestReleasePaired(t *testing.T) {
 		t.Fatalf("%d kB resident after ReleasePaired, want at most %d (of %d)", got, want, full)
 	}
 	check("released")
+	// A released linear's rows from its pack (a tied head's, the embedding's): the file's
+	// values widened; one without packs reads none.
+	row, want := make([]float32, cols), make([]float32, cols)
+	for r := range rows {
+		if !lins[0].PackedRow(row, r) {
+			t.Fatal("PackedRow declined a released linear")
+		}
+		gemm.BF16.Decode(want, vals[0][r*cols:(r+1)*cols])
+		if !slices.Equal(row, want) {
+			t.Fatalf("row %d from the pack differs from the file's", r)
+		}
+	}
 
 	heap := &Linear{W: lins[0].W}
 	heap.W.Half = slices.Clone(heap.W.Half) // a copy: never released
@@ -118,6 +130,9 @@ func TestReleasePaired(t *testing.T) {
 	heap.ReleasePaired()
 	if !slices.Equal(heap.W.Half, vals[0]) {
 		t.Fatal("a heap copy changed on ReleasePaired")
+	}
+	if fresh := (&Linear{W: lins[1].W}); fresh.PackedRow(row, 0) {
+		t.Fatal("PackedRow read a row of a linear without packs")
 	}
 }
 

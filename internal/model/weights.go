@@ -267,8 +267,8 @@ func (l *Linear) PairsPacked(transposed bool) *gemm.PackedB {
 // still reads W.Half stays correct, only slower the first time, as the pages fault back in from
 // the file: merging or exporting an adapter, an f32-arithmetic pack (Packed) for a pass in
 // f32, Row. A no-op otherwise, and for a W that is not a view of a mapped safetensors file
-// (a heap copy, quantized, a GGUF's). The caller picks the linears: not the head of a model
-// whose head and embedding are tied, since embedding rows are read for every token.
+// (a heap copy, quantized, a GGUF's). A tied head's pages are the embedding's: its rows are
+// then read from the head's pack (PackedRow, Model.EmbedRow).
 func (l *Linear) ReleasePaired() {
 	packMu.Lock()
 	defer packMu.Unlock()
@@ -277,6 +277,21 @@ func (l *Linear) ReleasePaired() {
 	}
 	l.W.releaseMapped()
 	l.released = true
+}
+
+// PackedRow writes row r of W (W.Cols values) from its bf16 pair pack for x·Wᵀ once
+// ReleasePaired has given back W's mapped pages, and reports whether it did: exact, the bf16 values
+// widened, as Row reads them from the file. A tied head's rows are the embedding's, which a
+// trainer gives back with the head's pages (Model.EmbedRow reads them here then).
+func (l *Linear) PackedRow(out []float32, r int) bool {
+	packMu.Lock()
+	p, ok := l.pairsT, l.released
+	packMu.Unlock()
+	if !ok || p == nil {
+		return false
+	}
+	p.Column(r, out[:l.W.Cols])
+	return true
 }
 
 // fused packs several linears with the same input width as one (their outputs side by side),
