@@ -15,19 +15,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 BEFORE=${1:?BEFORE commit}
 AFTER=${2:?AFTER commit}
-W=${WORK:-/tmp/hone-bench-model}
-TW=${TRAIN_WORK:-/tmp/hone-train-bench}
-R=${R:-3}
-OUT=$(mktemp -d /tmp/hone-before-after.XXXXXX)
-for side in before:$BEFORE after:$AFTER; do
-	name=${side%%:*} rev=${side#*:}
-	mkdir -p "$OUT/$name"
-	git archive "$rev" | tar -x -C "$OUT/$name"
-	git archive "$AFTER" internal/model/bench_test.go internal/gemm/decodebw_test.go internal/train/bench_test.go | tar -x -C "$OUT/$name"
-	for p in model gemm train; do
-		(cd "$OUT/$name" && go test -c -o "$OUT/$name-$p.test" "./internal/$p")
-	done
-done
+PKGS="model gemm train"
+BENCH_FILES="internal/model/bench_test.go internal/gemm/decodebw_test.go internal/train/bench_test.go"
+. scripts/bench-model/build-sides.sh
 exec flock /tmp/hone-bench.lock bash -c '
 OUT=$1 W=$2 TW=$3 R=$4 SRC=$5
 lscpu | grep -E "Model name|Flags"

@@ -111,6 +111,17 @@ func returnSum(z VecPhysical) {
 	Store(X0, ReturnIndex(0))
 }
 
+// returnSum4 returns the sum of the four accumulators Z0–Z3 ((Z0+Z1) + (Z2+Z3), then
+// returnSum) and ends the function.
+func returnSum4() {
+	VADDPS(Z1, Z0, Z0)
+	VADDPS(Z3, Z2, Z2)
+	VADDPS(Z2, Z0, Z0)
+	returnSum(Z0)
+	VZEROUPPER()
+	RET()
+}
+
 // loop16 emits a loop over the n/16 blocks of 16 floats (n in a register, clobbered),
 // running body, which advances the pointers, once per block.
 func loop16(name string, n Register, body func()) {

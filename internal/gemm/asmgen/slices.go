@@ -254,12 +254,7 @@ func genDot(name string) {
 	VMOVUPS_Z(at(b), K1, Z5)
 	VFMADD231PS(Z5, Z4, Z1)
 	Label(name + "_sum")
-	VADDPS(Z1, Z0, Z0)
-	VADDPS(Z3, Z2, Z2)
-	VADDPS(Z2, Z0, Z0)
-	returnSum(Z0)
-	VZEROUPPER()
-	RET()
+	returnSum4()
 }
 
 // genAdd generates func addAVX512(n int, dst, src *float32): dst[i] += src[i].

@@ -27,10 +27,5 @@ func readSumAVX512(name string) {
 	DECQ(n)
 	JNZ(LabelRef(name + "_loop"))
 	Label(name + "_done")
-	VADDPS(Z1, Z0, Z0)
-	VADDPS(Z3, Z2, Z2)
-	VADDPS(Z2, Z0, Z0)
-	returnSum(Z0)
-	VZEROUPPER()
-	RET()
+	returnSum4()
 }
