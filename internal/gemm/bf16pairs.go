@@ -148,7 +148,7 @@ func runPairs(im *impl, p *problem, nt int) {
 		if i0 >= i1 || q0 >= q1 {
 			return
 		}
-		if !p.clearsPerTile() || k == 0 {
+		if !p.clearsPerTile() {
 			scaleC(p, i0, i1, q0*panelW, min(q1*panelW, n))
 		}
 		if k == 0 {

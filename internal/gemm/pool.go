@@ -174,3 +174,8 @@ func parallel(tasks, workers int, fn func(task int)) {
 // included) and returns when all are done: for packages whose products are not GEMMs (the
 // quantized matrices of internal/quant) to share gemm's workers instead of starting their own.
 func Parallel(tasks int, fn func(task int)) { parallel(tasks, Threads(), fn) }
+
+// ParallelRows is Parallel over rows [0, rows) in ranges of chunk rows: fn(r0, r1) for each.
+func ParallelRows(rows, chunk int, fn func(r0, r1 int)) {
+	Parallel((rows+chunk-1)/chunk, func(t int) { fn(t*chunk, min((t+1)*chunk, rows)) })
+}

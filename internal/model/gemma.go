@@ -161,12 +161,12 @@ func geluMul(act, g, u []float32) {
 }
 
 // activate writes the MLP activation of gate and up into act (SwiGLU, or GELU-tanh for Gemma).
-func (m *Model) activate(act, expGate, g, u []float32) {
+func (m *Model) activate(act, g, u []float32) {
 	if m.Config.GeluTanh {
 		geluMul(act, g, u)
 		return
 	}
-	kernels.SwiGLU(act, expGate, g, u)
+	kernels.SwiGLU(act, nil, g, u)
 }
 
 // mlpNormName is the name of the MLP input norm in a layer.

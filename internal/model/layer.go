@@ -30,7 +30,6 @@ type LayerBuffers struct {
 	H2         []float32 // rows × hidden: RMSNorm(x)·MLPNorm, the input of gate and up
 	Rms2       []float32 // optional, rows: the scales of that norm
 	Gate, Up   []float32 // rows × intermediate
-	ExpGate    []float32 // optional, rows × intermediate: e^(−Gate) (kernels.SwiGLU)
 	Act        []float32 // rows × intermediate: silu(Gate)·Up, the input of down (may be Gate)
 	Tmp        []float32 // scratch, rows × max(QDim+2·KVDim, 2·intermediate): fused products
 	Out        []float32 // scratch, rows × hidden: a sublayer's output before the residual add
@@ -100,7 +99,7 @@ func (m *Model) LayerForward(l int, x []float32, pos []int, bf16 bool, b *LayerB
 	if fused {
 		m.adaptFused(ad, l, "gate_up_proj", h, T, b.Tmp, g, u)
 	}
-	m.activate(act, b.ExpGate, g, u)
+	m.activate(act, g, u)
 	residual(&L.Down, "down_proj", bf16, act, T, x, b.Out[:T*H], adapt, postNorm{L.PostMLPNorm, b.PostMLPIn, b.PostMLPRms, eps})
 }
 

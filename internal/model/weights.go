@@ -417,17 +417,11 @@ func (f *fused) forward(bf16 bool, x []float32, rows int, tmp []float32, outs ..
 		}
 		// Each part's columns straight into its output where the parts are whole panels
 		// (the copy below read and wrote every output again: 3% of a bf16 prefill).
-		if len(outs) == len(f.Outs) && len(outs) <= 4 {
-			var parts [4][]float32
-			for i, w := range f.Outs {
-				parts[i] = outs[i][:rows*w]
+		if gemm.GemmPackedInto(rows, x, pb.K(), pb, outs, f.Outs) {
+			if f.Bias != nil {
+				f.addBias(outs, rows)
 			}
-			if gemm.GemmPackedInto(rows, x, pb.K(), pb, parts[:len(outs)], f.Outs) {
-				if f.Bias != nil {
-					f.addBias(outs, rows)
-				}
-				return
-			}
+			return
 		}
 		gemm.GemmPacked(false, rows, 1, x, pb.K(), pb, 0, tmp, n)
 	}
@@ -437,9 +431,7 @@ func (f *fused) forward(bf16 bool, x []float32, rows int, tmp []float32, outs ..
 		f.scatter(tmp, outs, 0, rows)
 		return
 	}
-	gemm.Parallel((rows+scatterRows-1)/scatterRows, func(t int) {
-		f.scatter(tmp, outs, t*scatterRows, min((t+1)*scatterRows, rows))
-	})
+	gemm.ParallelRows(rows, scatterRows, func(r0, r1 int) { f.scatter(tmp, outs, r0, r1) })
 }
 
 // scatter adds the bias to rows [r0, r1) of the fused product tmp and copies each part's

@@ -395,8 +395,8 @@ func mulGEMM(x []float32, rows int, ms []*Matrix, out []float32, ldo int, accumu
 
 // rowsTo dequantizes rows [r0, r0+n) into buf (n × Cols) on gemm's worker pool.
 func (m *Matrix) rowsTo(buf []float32, r0, n int) {
-	gemm.Parallel((n+7)/8, func(t int) {
-		for r := r0 + 8*t; r < min(r0+8*t+8, r0+n); r++ {
+	gemm.ParallelRows(n, 8, func(i0, i1 int) {
+		for r := r0 + i0; r < r0+i1; r++ {
 			m.Row(buf[(r-r0)*m.Cols:], r)
 		}
 	})

@@ -376,7 +376,7 @@ func (e *Trainer) layerForward(ac *acts, x []float32) {
 	// e^(−gate) is not kept: the backward pass computes it again with silu(g)·u (the same
 	// kernel, the same bits), which holds a rows × intermediate buffer less a layer until then
 	// (a 0.5B model's 512-token step: 230 MB).
-	b.Gate, b.Up, b.ExpGate = ar.raw(T*I), ar.raw(T*I), nil
+	b.Gate, b.Up = ar.raw(T*I), ar.raw(T*I)
 	// For the pass only: silu(g)·u is cheap to recompute from g, u and e^(−g), and the backward
 	// pass does.
 	b.Act, b.Tmp, b.Out = ar.raw(T*I), ar.raw(T*max(2*I, qd+2*kvd)), ar.raw(T*H)
@@ -396,7 +396,7 @@ func (e *Trainer) layerForward(ac *acts, x []float32) {
 		n := T * I
 		buf := ar.raw(n) // room for 2n bf16 values
 		ac.gu16 = unsafe.Slice((*uint16)(unsafe.Pointer(&buf[0])), 2*n)
-		convertRows(T, func(r0, r1 int) {
+		gemm.ParallelRows(T, 64, func(r0, r1 int) {
 			gemm.BF16.Encode(ac.gu16[r0*I:r1*I], b.Gate[r0*I:r1*I])
 			gemm.BF16.Encode(ac.gu16[n+r0*I:n+r1*I], b.Up[r0*I:r1*I])
 		})
@@ -569,7 +569,7 @@ func (e *Trainer) layerBackward(ac *acts, xin, dout []float32, needInput bool) [
 		if ac.gu16 != nil { // kept as bf16: widened for this layer's backward pass
 			n := T * I
 			ac.Gate, ac.Up = ar.raw(n), ar.raw(n)
-			convertRows(T, func(r0, r1 int) {
+			gemm.ParallelRows(T, 64, func(r0, r1 int) {
 				gemm.BF16.Decode(ac.Gate[r0*I:r1*I], ac.gu16[r0*I:r1*I])
 				gemm.BF16.Decode(ac.Up[r0*I:r1*I], ac.gu16[n+r0*I:n+r1*I])
 			})
@@ -703,12 +703,6 @@ func (e *Trainer) layerBackward(ac *acts, xin, dout []float32, needInput bool) [
 	dxin := dxmid
 	rmsNormBackward(dxin, dh1, xin, ac.Rms1, T, H, L.AttnNorm, true)
 	return dxin
-}
-
-// convertRows runs f over the row ranges of rows rows on every core, 64 rows at a time.
-func convertRows(rows int, f func(r0, r1 int)) {
-	const chunk = 64
-	gemm.Parallel((rows+chunk-1)/chunk, func(t int) { f(t*chunk, min((t+1)*chunk, rows)) })
 }
 
 // softmaxLSE replaces x by its softmax and returns log Σ exp(x).
