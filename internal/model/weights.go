@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/honeai/hone/internal/gemm"
@@ -164,9 +165,10 @@ type Linear struct {
 	Bias []float32
 	P    *gemm.PackedB
 
-	pairsT, pairsN *gemm.PackedB // bf16-arithmetic packs (see PairsPacked)
-	fusedT         bool          // a fused group's pair pack holds W for y = x·Wᵀ
-	released       bool          // ReleasePaired gave back W's mapped pages
+	pairsT, pairsN *gemm.PackedB  // bf16-arithmetic packs (see PairsPacked)
+	fusedT         bool           // a fused group's pair pack holds W for y = x·Wᵀ
+	released       bool           // ReleasePaired gave back W's mapped pages
+	rowPack        unsafe.Pointer // *gemm.PackedB, read atomically: pairsT once released (PackedRow)
 	// serving (set by Model.Prepack): W's mapped file pages are given back each time a pack
 	// is built from them (packed), since serving's products read only the packs.
 	serving bool
@@ -277,17 +279,21 @@ func (l *Linear) ReleasePaired() {
 	}
 	l.W.releaseMapped()
 	l.released = true
+	if l.pairsT != nil {
+		atomic.StorePointer(&l.rowPack, unsafe.Pointer(l.pairsT))
+	}
 }
 
 // PackedRow writes row r of W (W.Cols values) from its bf16 pair pack for x·Wᵀ once
 // ReleasePaired has given back W's mapped pages, and reports whether it did: exact, the bf16 values
 // widened, as Row reads them from the file. A tied head's rows are the embedding's, which a
 // trainer gives back with the head's pages (Model.EmbedRow reads them here then).
+//
+// It takes no lock: an embedding row is read for every token, and packMu is held while a pack
+// is built.
 func (l *Linear) PackedRow(out []float32, r int) bool {
-	packMu.Lock()
-	p, ok := l.pairsT, l.released
-	packMu.Unlock()
-	if !ok || p == nil {
+	p := (*gemm.PackedB)(atomic.LoadPointer(&l.rowPack))
+	if p == nil {
 		return false
 	}
 	p.Column(r, out[:l.W.Cols])
